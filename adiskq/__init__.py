@@ -1,0 +1,57 @@
+"""adiskq: an embedded, partitioned, append-only message log for async Python.
+
+A stream lives in one folder on local disk; one producer writes it, any number of consumers in any
+process read it. See README.md for the tour and DESIGN.md for the on-disk format.
+"""
+
+from ._errors import ClosedError as ClosedError
+from ._errors import CorruptRecordError as CorruptRecordError
+from ._errors import CorruptStreamError as CorruptStreamError
+from ._errors import Error as Error
+from ._errors import InvalidNameError as InvalidNameError
+from ._errors import MessageTooLargeError as MessageTooLargeError
+from ._errors import NotAStreamError as NotAStreamError
+from ._errors import OffsetOutOfRangeError as OffsetOutOfRangeError
+from ._errors import SettingsMismatchError as SettingsMismatchError
+from ._errors import StreamLockedError as StreamLockedError
+from ._errors import StreamNotFoundError as StreamNotFoundError
+from ._sansio.values import Message as Message
+from ._sansio.values import PartitionStats as PartitionStats
+from ._sansio.values import Receipt as Receipt
+from ._sansio.values import Record as Record
+from ._sansio.values import RecoveryReport as RecoveryReport
+from ._sansio.values import Retention as Retention
+from ._sansio.values import SegmentRepair as SegmentRepair
+from ._sansio.values import StreamStats as StreamStats
+from ._sansio.values import VacuumReport as VacuumReport
+from ._storage.api import offset_for_time as offset_for_time
+from ._storage.api import read as read
+from ._storage.api import stats as stats
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "ClosedError",
+    "CorruptRecordError",
+    "CorruptStreamError",
+    "Error",
+    "InvalidNameError",
+    "Message",
+    "MessageTooLargeError",
+    "NotAStreamError",
+    "OffsetOutOfRangeError",
+    "PartitionStats",
+    "Receipt",
+    "Record",
+    "RecoveryReport",
+    "Retention",
+    "SegmentRepair",
+    "SettingsMismatchError",
+    "StreamLockedError",
+    "StreamNotFoundError",
+    "StreamStats",
+    "VacuumReport",
+    "offset_for_time",
+    "read",
+    "stats",
+]

@@ -1,0 +1,1 @@
+"""The async layer (AnyIO): producer, consumers, groups and wake-ups."""

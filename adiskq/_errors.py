@@ -1,0 +1,139 @@
+"""The exceptions adiskq raises; every message says what happened and what to do about it.
+
+::
+
+    Error
+    ├── StreamNotFoundError        (also FileNotFoundError) nothing stream-like at the path
+    ├── NotAStreamError            (also ValueError) a file, or a folder holding something else
+    ├── StreamLockedError          another producer holds the stream's owner lock
+    ├── SettingsMismatchError      (also ValueError) asked-for settings contradict the stored ones
+    ├── CorruptStreamError         a stream file cannot be trusted
+    │   └── CorruptRecordError     a record inside committed data is damaged (file, position)
+    ├── OffsetOutOfRangeError      (also IndexError) the offset was vacuumed or not written yet
+    ├── MessageTooLargeError       (also ValueError) a record over the stream's max_message_bytes
+    ├── InvalidNameError           (also ValueError) a group name that is empty or leaves its folder
+    └── ClosedError                (also RuntimeError) the producer or consumer was closed
+
+``OSError`` raised by the disk itself (``ENOSPC``, ``EACCES``, ``EIO``) is not wrapped: it reaches the
+caller unchanged, with the stream left consistent.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = [
+    "ClosedError",
+    "CorruptRecordError",
+    "CorruptStreamError",
+    "Error",
+    "InvalidNameError",
+    "MessageTooLargeError",
+    "NotAStreamError",
+    "OffsetOutOfRangeError",
+    "SettingsMismatchError",
+    "StreamLockedError",
+    "StreamNotFoundError",
+]
+
+
+class Error(Exception):
+    """Base class of every error adiskq raises on purpose."""
+
+
+class StreamNotFoundError(Error, FileNotFoundError):
+    """No stream exists at the path (readers never create one)."""
+
+    def __init__(self, path: str | os.PathLike[str], why: str = "nothing is there") -> None:
+        self.path = os.fspath(path)
+        self.why = why
+        super().__init__(
+            f"no adiskq stream at {self.path!r} ({why}): check the path, or open a Producer there "
+            "first to create the stream"
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class NotAStreamError(Error, ValueError):
+    """The path exists but is not an adiskq stream; nothing there was touched."""
+
+    def __init__(self, path: str | os.PathLike[str], why: str) -> None:
+        self.path = os.fspath(path)
+        super().__init__(
+            f"{self.path!r} is not an adiskq stream ({why}); nothing was changed. "
+            "Point adiskq at an empty or missing folder to create a stream"
+        )
+
+
+class StreamLockedError(Error):
+    """Another producer holds the stream's ``owner`` lock; a stream has one writer at a time."""
+
+    def __init__(self, path: str | os.PathLike[str], holder: str | None = None) -> None:
+        self.path = os.fspath(path)
+        self.holder = holder
+        who = f"held by {holder}" if holder else "held by another producer"
+        super().__init__(
+            f"stream {self.path!r} is locked ({who}): a stream has one producer at a time. "
+            "Close the other producer, or pass lock_timeout= to wait for it"
+        )
+
+
+class SettingsMismatchError(Error, ValueError):
+    """The settings asked for contradict the settings stored in the stream."""
+
+
+class CorruptStreamError(Error):
+    """A file of the stream holds something adiskq cannot trust."""
+
+
+class CorruptRecordError(CorruptStreamError):
+    """A record inside committed data failed its size, magic or CRC check."""
+
+    def __init__(self, reason: str, *, path: str | None = None, position: int | None = None) -> None:
+        self.reason = reason
+        self.path = path
+        self.position = position
+        super().__init__(self._describe())
+
+    def with_path(self, path: str, base_position: int = 0) -> CorruptRecordError:
+        """The same error, located in ``path`` with positions counted from ``base_position``."""
+        position = None if self.position is None else base_position + self.position
+        return CorruptRecordError(self.reason, path=path, position=position)
+
+    def _describe(self) -> str:
+        where = self.path or "<buffer>"
+        at = "" if self.position is None else f" at byte {self.position}"
+        return f"corrupt record in {where}{at}: {self.reason}. Run `adiskq check` on the stream to list the damage"
+
+
+class OffsetOutOfRangeError(Error, IndexError):
+    """The offset is older than the oldest retained message or newer than the newest."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        partition: int | None = None,
+        offset: int | None = None,
+        oldest_offset: int | None = None,
+        next_offset: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.partition = partition
+        self.offset = offset
+        self.oldest_offset = oldest_offset
+        self.next_offset = next_offset
+
+
+class MessageTooLargeError(Error, ValueError):
+    """A message is larger than the stream's ``max_message_bytes``."""
+
+
+class InvalidNameError(Error, ValueError):
+    """A name (of a consumer group) that is empty, hidden, or would leave its folder."""
+
+
+class ClosedError(Error, RuntimeError):
+    """The object was closed; open a new one."""

@@ -1,0 +1,108 @@
+"""Names on disk (go-diskq's layout) and the placement of keys on partitions. No I/O here.
+
+::
+
+    STREAM/settings.json  owner  recovery.json
+    STREAM/parts/000000/00000000000000000000.data | .index | .timeindex | .keyindex
+    STREAM/groups/NAME/...
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from .._errors import InvalidNameError
+
+__all__ = [
+    "DATA",
+    "GROUPS_DIR",
+    "INDEX",
+    "KEYINDEX",
+    "OWNER_FILE",
+    "PARTS_DIR",
+    "RECOVERY_FILE",
+    "SEGMENT_EXTENSIONS",
+    "SETTINGS_FILE",
+    "TIMEINDEX",
+    "fnv1_32",
+    "parse_partition_dir",
+    "parse_segment_file",
+    "partition_dir_name",
+    "partition_for_key",
+    "segment_file_name",
+    "validate_group_name",
+]
+
+SETTINGS_FILE: Final = "settings.json"
+OWNER_FILE: Final = "owner"
+RECOVERY_FILE: Final = "recovery.json"
+PARTS_DIR: Final = "parts"
+GROUPS_DIR: Final = "groups"
+
+DATA: Final = "data"
+INDEX: Final = "index"
+TIMEINDEX: Final = "timeindex"
+KEYINDEX: Final = "keyindex"
+SEGMENT_EXTENSIONS: Final = (DATA, INDEX, TIMEINDEX, KEYINDEX)
+
+MAX_PARTITIONS: Final = 1_000_000  # six digits
+_MAX_OFFSET: Final = 10**20 - 1  # twenty digits
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(data|index|timeindex|keyindex)$")
+_PARTITION_DIR = re.compile(r"^\d{6}$")
+_GROUP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}$")
+
+
+def partition_dir_name(partition: int) -> str:
+    """``000003`` for partition 3."""
+    if not 0 <= partition < MAX_PARTITIONS:
+        raise ValueError(f"partition {partition} is outside 0..{MAX_PARTITIONS - 1}")
+    return f"{partition:06d}"
+
+
+def parse_partition_dir(name: str) -> int | None:
+    """The partition a folder name stands for, or None for anything else."""
+    return int(name) if _PARTITION_DIR.match(name) else None
+
+
+def segment_file_name(base_offset: int, extension: str) -> str:
+    """``00000000000000004711.index`` for the segment starting at offset 4711."""
+    if not 0 <= base_offset <= _MAX_OFFSET:
+        raise ValueError(f"offset {base_offset} does not fit in twenty digits")
+    return f"{base_offset:020d}.{extension}"
+
+
+def parse_segment_file(name: str) -> tuple[int, str] | None:
+    """``(base_offset, extension)`` of a segment file name, or None for a stray file."""
+    match = _SEGMENT_FILE.match(name)
+    if match is None:
+        return None
+    return int(match.group(1)), match.group(2)
+
+
+_FNV32_OFFSET_BASIS: Final = 0x811C9DC5
+_FNV32_PRIME: Final = 0x01000193
+
+
+def fnv1_32(data: bytes) -> int:
+    """FNV-1 (not 1a) 32-bit hash: multiply, then xor, per byte — Go's ``hash/fnv.New32``."""
+    value = _FNV32_OFFSET_BASIS
+    for byte in data:
+        value = ((value * _FNV32_PRIME) & 0xFFFF_FFFF) ^ byte
+    return value
+
+
+def partition_for_key(key: bytes, partition_count: int) -> int:
+    """The partition of a key: FNV-1 32-bit of its bytes modulo the count, as go-diskq places it."""
+    return fnv1_32(key) % partition_count
+
+
+def validate_group_name(name: str) -> str:
+    """The name, if it is a safe folder name for a consumer group; else ``InvalidNameError``."""
+    if not isinstance(name, str) or not _GROUP_NAME.match(name) or name in {".", ".."}:
+        raise InvalidNameError(
+            f"invalid consumer group name {name!r}: use 1 to 200 letters, digits, '_', '-' or '.', "
+            "not starting with '.' or '-' (it becomes a folder name under groups/)"
+        )
+    return name

@@ -1,0 +1,196 @@
+"""The immutable values adiskq hands out and takes in: messages, receipts, retention, reports."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import types
+from collections.abc import Mapping
+from typing import NamedTuple
+
+__all__ = [
+    "EMPTY_HEADERS",
+    "Message",
+    "PartitionStats",
+    "Receipt",
+    "Record",
+    "RecoveryReport",
+    "Retention",
+    "SegmentRepair",
+    "StreamStats",
+    "VacuumReport",
+    "datetime_from_ns",
+    "ns_from_datetime",
+]
+
+EMPTY_HEADERS: Mapping[str, bytes] = types.MappingProxyType({})
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def ns_from_datetime(when: dt.datetime) -> int:
+    """UTC nanoseconds since the epoch; a naive datetime is taken as UTC."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    delta = when - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+
+
+def datetime_from_ns(timestamp_ns: int) -> dt.datetime:
+    """An aware UTC datetime (microsecond precision) for UTC nanoseconds since the epoch."""
+    return _EPOCH + dt.timedelta(microseconds=timestamp_ns // 1_000)
+
+
+class Message(NamedTuple):
+    """A message read back from a stream."""
+
+    partition: int
+    offset: int
+    timestamp_ns: int
+    key: bytes
+    value: bytes
+    headers: Mapping[str, bytes] = EMPTY_HEADERS
+
+    @property
+    def timestamp(self) -> dt.datetime:
+        """The message's timestamp as an aware UTC datetime."""
+        return datetime_from_ns(self.timestamp_ns)
+
+
+class Record(NamedTuple):
+    """A message to push: ``Record(b"value", key="k", headers={"type": b"x"})``."""
+
+    value: bytes
+    key: str | bytes | None = None
+    headers: Mapping[str, bytes] | None = None
+    timestamp: dt.datetime | int | None = None
+
+
+class Receipt(NamedTuple):
+    """Where a pushed message was stored; unpacks as ``partition, offset``."""
+
+    partition: int
+    offset: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Retention:
+    """How much a stream keeps; vacuum deletes whole sealed segments, oldest first.
+
+    ``max_bytes``: per-partition size limit. ``max_age``: a segment goes once its newest message
+    is older than this. ``max_disk_usage``: a ratio (0 < r < 1) of the file system's size; above it,
+    the oldest sealed segments of the stream are deleted until usage falls below it (RocketMQ's 85%).
+    """
+
+    max_bytes: int | None = None
+    max_age: dt.timedelta | None = None
+    max_disk_usage: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_bytes is not None and (not isinstance(self.max_bytes, int) or self.max_bytes <= 0):
+            raise ValueError(f"Retention(max_bytes={self.max_bytes!r}): give a positive number of bytes")
+        if self.max_age is not None:
+            if isinstance(self.max_age, int | float) and not isinstance(self.max_age, bool):
+                object.__setattr__(self, "max_age", dt.timedelta(seconds=self.max_age))
+            if not isinstance(self.max_age, dt.timedelta) or self.max_age <= dt.timedelta(0):
+                raise ValueError(f"Retention(max_age={self.max_age!r}): give a positive timedelta or seconds")
+        if self.max_disk_usage is not None and not 0.0 < self.max_disk_usage < 1.0:
+            raise ValueError(
+                f"Retention(max_disk_usage={self.max_disk_usage!r}): give a ratio between 0 and 1, such as 0.85"
+            )
+
+    @property
+    def max_age_ns(self) -> int | None:
+        """``max_age`` in nanoseconds, or None."""
+        if self.max_age is None:
+            return None
+        return int(self.max_age.total_seconds() * 1_000_000_000)
+
+    @property
+    def is_unbounded(self) -> bool:
+        """True when this retention never deletes anything."""
+        return self.max_bytes is None and self.max_age is None and self.max_disk_usage is None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class VacuumReport:
+    """What one vacuum pass deleted."""
+
+    removed_segments: tuple[tuple[int, int], ...] = ()  # (partition, base offset) per segment
+    removed_messages: int = 0
+    removed_bytes: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.removed_segments)
+
+    def merged(self, other: VacuumReport) -> VacuumReport:
+        """Both reports as one."""
+        return VacuumReport(
+            self.removed_segments + other.removed_segments,
+            self.removed_messages + other.removed_messages,
+            self.removed_bytes + other.removed_bytes,
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SegmentRepair:
+    """One repair recovery made to one segment."""
+
+    partition: int
+    segment: int  # base offset
+    action: str  # what was done, in words
+    position: int | None = None  # byte position in .data where the valid data ended, if relevant
+
+    def __str__(self) -> str:
+        at = "" if self.position is None else f" at byte {self.position}"
+        return f"partition {self.partition} segment {self.segment:020d}: {self.action}{at}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What the last producer open found and repaired."""
+
+    timestamp_ns: int
+    repairs: tuple[SegmentRepair, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.repairs)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionStats:
+    """One partition's extent on disk."""
+
+    partition: int
+    oldest_offset: int
+    next_offset: int
+    segments: int
+    size_bytes: int
+    oldest_timestamp_ns: int | None
+    newest_timestamp_ns: int | None
+
+    @property
+    def message_count(self) -> int:
+        """Messages retained in the partition."""
+        return self.next_offset - self.oldest_offset
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreamStats:
+    """A stream's partitions, owner, groups and last recovery."""
+
+    path: str
+    partitions: list[PartitionStats]
+    owner: Mapping[str, object] | None  # {"pid": ..., "host": ..., "id": ...} of the live producer
+    groups: Mapping[str, Mapping[int, int]]  # group name -> partition -> committed next offset
+    last_recovery: RecoveryReport | None
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of all partitions' segment files."""
+        return sum(p.size_bytes for p in self.partitions)
+
+    @property
+    def message_count(self) -> int:
+        """Messages retained in all partitions."""
+        return sum(p.message_count for p in self.partitions)

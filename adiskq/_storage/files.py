@@ -1,0 +1,124 @@
+"""Small, careful file operations: no symlinks followed, whole writes, atomic replaces, dir fsyncs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Sequence
+from typing import Final
+
+__all__ = [
+    "DEFAULT_FILE_MODE",
+    "atomic_write_json",
+    "fsync_dir",
+    "open_append",
+    "open_read",
+    "pread_exact",
+    "read_json",
+    "write_all",
+    "writev_all",
+]
+
+DEFAULT_FILE_MODE: Final = 0o644
+# Segment files are never symlinks: following one would let a planted link redirect writes (or
+# reads) outside the stream, so every open refuses them (ELOOP).
+_NOFOLLOW: Final = os.O_NOFOLLOW | os.O_CLOEXEC
+_IOV_MAX: Final = 1024
+
+
+def open_read(path: str) -> int:
+    """A read-only descriptor; FileNotFoundError if missing, OSError(ELOOP) for a symlink."""
+    return os.open(path, os.O_RDONLY | _NOFOLLOW)
+
+
+def open_append(path: str, *, create: bool, mode: int = DEFAULT_FILE_MODE) -> int:
+    """A write-only, append-only descriptor (created if ``create``)."""
+    flags = os.O_WRONLY | os.O_APPEND | _NOFOLLOW | (os.O_CREAT if create else 0)
+    return os.open(path, flags, mode)
+
+
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Write every byte; a regular file may accept fewer bytes than asked (at a full disk)."""
+    written = os.write(fd, data)
+    if written == len(data):
+        return
+    view = memoryview(data)
+    while written < len(view):
+        written += os.write(fd, view[written:])
+
+
+def writev_all(fd: int, buffers: Sequence[bytes]) -> None:
+    """Write all buffers in order with as few ``writev`` calls as the kernel allows."""
+    if len(buffers) == 1:
+        write_all(fd, buffers[0])
+        return
+    for start in range(0, len(buffers), _IOV_MAX):
+        chunk = buffers[start : start + _IOV_MAX]
+        expected = sum(map(len, chunk))
+        written = os.writev(fd, chunk)
+        if written != expected:
+            # A short write (full disk): finish byte by byte through write_all.
+            write_all(fd, memoryview(b"".join(chunk))[written:])
+
+
+def pread_exact(fd: int, size: int, position: int) -> bytes:
+    """Up to ``size`` bytes at ``position``; fewer only where the file ends."""
+    data = os.pread(fd, size, position)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        more = os.pread(fd, size - got, position + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+def fsync_dir(path: str) -> None:
+    """Make the folder's entries (files created, renamed or deleted) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_json(path: str, value: object, *, mode: int = DEFAULT_FILE_MODE, durable: bool = True) -> None:
+    """Replace ``path`` with ``value`` as JSON: readers see the old or the new file, never a torn one."""
+    directory = os.path.dirname(path) or "."
+    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    data = (json.dumps(value, indent=2, sort_keys=True) + "\n").encode()
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, mode)
+    try:
+        write_all(fd, data)
+        if durable:
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    os.close(fd)
+    try:
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    if durable:
+        fsync_dir(directory)
+
+
+def read_json(path: str) -> object:
+    """The JSON value in ``path`` (FileNotFoundError, OSError or ValueError as they come)."""
+    fd = open_read(path)
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            data = file.read()
+    finally:
+        os.close(fd)
+    return json.loads(data)

@@ -1,0 +1,121 @@
+"""The ``owner`` lock: one producer per stream, held with ``flock`` so a dead holder leaves none.
+
+The kernel drops a ``flock`` when the last descriptor of its open file closes — including when the
+holding process is killed — so there is never a stale lock to clean up (go-diskq's ``owner`` file
+outlived crashed producers). The file's text names the holder for error messages and ``stats``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+import time
+import uuid
+from typing import Final
+
+from .._sansio.naming import OWNER_FILE
+from .files import DEFAULT_FILE_MODE, pread_exact, write_all
+
+__all__ = ["OwnerLock", "describe_holder", "read_owner"]
+
+# stats() probes the lock with a shared flock for an instant; a producer that loses that race
+# tries again this many times, a millisecond apart, before calling the stream locked.
+_PROBE_RETRIES: Final = 5
+
+
+def describe_holder(info: dict[str, object] | None) -> str | None:
+    """``pid 123 on host "box"``, from the owner file's text."""
+    if not info:
+        return None
+    return f"pid {info.get('pid')} on host {info.get('host')!r}"
+
+
+def _read_info(fd: int) -> dict[str, object] | None:
+    raw = pread_exact(fd, 4096, 0)
+    try:
+        info = json.loads(raw)
+    except ValueError:
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def read_owner(stream_path: str) -> dict[str, object] | None:
+    """The live producer's ``{"id", "pid", "host"}``, or None when no producer holds the lock."""
+    try:
+        fd = os.open(os.path.join(stream_path, OWNER_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_info(fd) or {}
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+class OwnerLock:
+    """The exclusive ``flock`` on ``STREAM/owner``."""
+
+    def __init__(self, stream_path: str, *, mode: int = DEFAULT_FILE_MODE) -> None:
+        self.path = os.path.join(stream_path, OWNER_FILE)
+        self.mode = mode
+        self.id = uuid.uuid4().hex
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        """True while this object holds the lock."""
+        return self._fd is not None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free; False if another holder has it."""
+        if self._fd is not None:
+            return True
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, self.mode)
+        for attempt in range(_PROBE_RETRIES):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt == _PROBE_RETRIES - 1:
+                    os.close(fd)
+                    return False
+                time.sleep(0.001)
+            except BaseException:
+                os.close(fd)
+                raise
+        try:
+            info = {"id": self.id, "pid": os.getpid(), "host": socket.gethostname()}
+            os.ftruncate(fd, 0)
+            write_all(fd, json.dumps(info).encode())
+        except OSError as error:
+            if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+                os.close(fd)
+                raise
+            # A full disk must not stop a producer from opening to delete data; the text is only
+            # a courtesy for error messages.
+        self._fd = fd
+        return True
+
+    def holder(self) -> str | None:
+        """Who holds the lock now, in words, or None."""
+        stream_path = os.path.dirname(self.path)
+        return describe_holder(read_owner(stream_path))
+
+    def release(self) -> None:
+        """Drop the lock; the file stays (deleting it would race with the next producer)."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)

@@ -1,0 +1,78 @@
+"""Committed offsets of named consumer groups: ``groups/NAME/offsets.json``.
+
+The file maps each partition (as a string) to the next offset the group will read, the same shape
+as Spark's offsets. It is replaced atomically (write a temporary file, fsync, rename, fsync the
+folder), so after a crash it holds the old or the new value, never a torn one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Final
+
+from .._errors import CorruptStreamError
+from .._sansio.naming import GROUPS_DIR, validate_group_name
+from .files import DEFAULT_FILE_MODE, atomic_write_json, fsync_dir, read_json
+
+__all__ = ["OFFSETS_FILE", "group_dir", "list_groups", "load_offsets", "save_offsets"]
+
+OFFSETS_FILE: Final = "offsets.json"
+
+
+def group_dir(stream_path: str, name: str) -> str:
+    """The folder of a named group (the name is validated first)."""
+    return os.path.join(stream_path, GROUPS_DIR, validate_group_name(name))
+
+
+def list_groups(stream_path: str) -> list[str]:
+    """Names of the groups that have a folder, sorted."""
+    try:
+        names = os.listdir(os.path.join(stream_path, GROUPS_DIR))
+    except FileNotFoundError:
+        return []
+    valid = []
+    for name in names:
+        try:
+            validate_group_name(name)
+        except ValueError:
+            continue
+        if os.path.isdir(os.path.join(stream_path, GROUPS_DIR, name)):
+            valid.append(name)
+    return sorted(valid)
+
+
+def load_offsets(stream_path: str, name: str) -> dict[int, int]:
+    """Partition -> next offset to read, as last committed; empty if never committed."""
+    path = os.path.join(group_dir(stream_path, name), OFFSETS_FILE)
+    try:
+        data = read_json(path)
+    except FileNotFoundError:
+        return {}
+    except ValueError as error:
+        raise CorruptStreamError(f"{path} is not valid JSON ({error}); delete it to restart the group") from None
+    if not isinstance(data, dict):
+        raise CorruptStreamError(f"{path} does not hold a JSON object; delete it to restart the group")
+    try:
+        return {int(partition): int(offset) for partition, offset in data.items()}
+    except (TypeError, ValueError):
+        raise CorruptStreamError(f"{path} holds something other than offsets; delete it to restart the group") from None
+
+
+def save_offsets(
+    stream_path: str, name: str, offsets: Mapping[int, int], *, durable: bool = True, mode: int = DEFAULT_FILE_MODE
+) -> None:
+    """Replace the group's committed offsets atomically."""
+    directory = group_dir(stream_path, name)
+    if not os.path.isdir(directory):
+        groups = os.path.dirname(directory)
+        os.makedirs(directory, mode=0o755, exist_ok=True)
+        if durable:
+            fsync_dir(groups)
+            fsync_dir(stream_path)
+    atomic_write_json(
+        os.path.join(directory, OFFSETS_FILE),
+        {str(partition): offset for partition, offset in sorted(offsets.items())},
+        durable=durable,
+        mode=mode,
+    )

@@ -1,0 +1,428 @@
+"""A partition: the ordered segments of one log, written by the producer and read by anyone.
+
+Segments are found by their ``.index`` file; files that are not segment files are ignored. The last
+segment is the active one; all others are sealed (fsynced and closed when the next was created).
+Vacuum deletes a segment's ``.index`` first, so a crash in the middle of a vacuum leaves only
+sealed files without an index at the old end of the partition, which the next open removes.
+"""
+
+from __future__ import annotations
+
+import array
+import bisect
+import contextlib
+import dataclasses
+import os
+from collections.abc import Sequence
+
+from .._errors import OffsetOutOfRangeError
+from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
+from .._sansio.naming import DATA, INDEX, KEYINDEX, SEGMENT_EXTENSIONS, TIMEINDEX, parse_segment_file
+from .._sansio.retention import SegmentInfo
+from .._sansio.values import Message, PartitionStats, SegmentRepair, VacuumReport
+from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact
+from .recovery import recover_segment
+from .segment import (
+    INDEX_ENTRY_BYTES,
+    TIMEINDEX_ENTRY,
+    TIMEINDEX_ENTRY_BYTES,
+    SegmentReader,
+    SegmentWriter,
+    segment_path,
+)
+
+__all__ = ["PartitionCursor", "PartitionReader", "PartitionWriter", "list_segment_files"]
+
+
+def list_segment_files(directory: str) -> dict[int, set[str]]:
+    """Base offset -> extensions present, for every segment file in the folder (strays ignored)."""
+    segments: dict[int, set[str]] = {}
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            parsed = parse_segment_file(entry.name)
+            if parsed is not None:
+                segments.setdefault(parsed[0], set()).add(parsed[1])
+    return segments
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.lstat(path).st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _timestamps(raw: bytes) -> array.array[int]:
+    """The timestamps of a ``.timeindex`` buffer (every second int64)."""
+    values = array.array("q")
+    values.frombytes(raw[: len(raw) - len(raw) % TIMEINDEX_ENTRY_BYTES])
+    return values[1::2]
+
+
+@dataclasses.dataclass(slots=True)
+class _SealedSegment:
+    base_offset: int
+    next_offset: int
+    size_bytes: int
+    newest_timestamp_ns: int | None = None
+    newest_known: bool = False
+
+
+class PartitionWriter:
+    """The producer's side of a partition: append, roll, sync and vacuum."""
+
+    def __init__(
+        self,
+        directory: str,
+        partition: int,
+        sealed: list[_SealedSegment],
+        active: SegmentWriter,
+        *,
+        segment_size_bytes: int,
+        mode: int,
+    ) -> None:
+        self.directory = directory
+        self.partition = partition
+        self.segment_size_bytes = segment_size_bytes
+        self.mode = mode
+        self._sealed = sealed
+        self.active = active
+
+    @classmethod
+    def open(
+        cls,
+        directory: str,
+        partition: int,
+        *,
+        segment_size_bytes: int,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        mode: int = DEFAULT_FILE_MODE,
+    ) -> tuple[PartitionWriter, list[SegmentRepair]]:
+        """Open (creating it if missing) and recover the partition; returns it and its repairs."""
+        dir_mode = mode | ((mode & 0o444) >> 2)  # a folder needs x wherever its files have r
+        if not os.path.isdir(directory):
+            os.mkdir(directory, dir_mode)
+            fsync_dir(os.path.dirname(directory))
+        repairs: list[SegmentRepair] = []
+        files = list_segment_files(directory)
+        bases = sorted(files)
+        # A crash in the middle of a vacuum: the oldest segments lost their .index first.
+        while len(bases) > 1 and INDEX not in files[bases[0]]:
+            base = bases.pop(0)
+            for extension in files[base]:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(segment_path(directory, base, extension))
+            repairs.append(SegmentRepair(partition, base, "finished deleting a segment an interrupted vacuum left"))
+        if repairs:
+            fsync_dir(directory)
+
+        sealed: list[_SealedSegment] = []
+        for base in bases[:-1]:
+            if INDEX not in files[base] or TIMEINDEX not in files[base]:
+                # Sealed segments are fsynced before the next is created; a lost index file
+                # (deleted by hand) is rebuilt from the data exactly as for the active segment.
+                _, rebuilt = recover_segment(directory, partition, base, max_record_bytes=max_record_bytes, mode=mode)
+                repairs.extend(rebuilt)
+            sealed.append(cls._describe_sealed(directory, base))
+
+        if bases:
+            last = bases[-1]
+            recovered, rebuilt = recover_segment(
+                directory, partition, last, max_record_bytes=max_record_bytes, mode=mode
+            )
+            repairs.extend(rebuilt)
+            active = SegmentWriter.open(
+                directory, last, next_offset=recovered.next_offset, data_size=recovered.data_size
+            )
+        else:
+            active = SegmentWriter.create(directory, 0, mode=mode)
+        return cls(directory, partition, sealed, active, segment_size_bytes=segment_size_bytes, mode=mode), repairs
+
+    @staticmethod
+    def _describe_sealed(directory: str, base: int) -> _SealedSegment:
+        entries = _file_size(segment_path(directory, base, INDEX)) // INDEX_ENTRY_BYTES
+        size = sum(_file_size(segment_path(directory, base, extension)) for extension in SEGMENT_EXTENSIONS)
+        return _SealedSegment(base, base + entries, size)
+
+    # -- state -----------------------------------------------------------------------------------
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next message will get."""
+        return self.active.next_offset
+
+    @property
+    def oldest_offset(self) -> int:
+        """The oldest offset still stored."""
+        return self._sealed[0].base_offset if self._sealed else self.active.base_offset
+
+    @property
+    def segment_count(self) -> int:
+        """Segments on disk, the active one included."""
+        return len(self._sealed) + 1
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def needs_roll(self) -> bool:
+        """True when the active segment is full and the next write should start a new one."""
+        return self.active.data_size >= self.segment_size_bytes and self.active.message_count > 0
+
+    def roll(self) -> None:
+        """Seal the active segment (fsync, close) and start a new one at the next offset.
+
+        The fsync comes first so a sealed segment never has a torn tail: recovery then only has
+        to check the last segment.
+        """
+        old = self.active
+        old.sync()
+        new = SegmentWriter.create(self.directory, old.next_offset, mode=self.mode)
+        old.close()
+        self._sealed.append(_SealedSegment(old.base_offset, old.next_offset, self._sealed_size(old.base_offset)))
+        self.active = new
+
+    def _sealed_size(self, base: int) -> int:
+        return sum(_file_size(segment_path(self.directory, base, extension)) for extension in SEGMENT_EXTENSIONS)
+
+    def append(self, records: Sequence[bytes], timestamps: Sequence[int]) -> int:
+        """Append and commit a batch (rolling first if the active segment is full)."""
+        if self.needs_roll():
+            self.roll()
+        return self.active.append(records, timestamps)
+
+    def sync(self) -> None:
+        """fsync the active segment's files."""
+        self.active.sync()
+
+    def close(self) -> None:
+        """Close the active segment's files (callers sync first if they want durability)."""
+        self.active.close()
+
+    # -- vacuum ----------------------------------------------------------------------------------
+
+    def segment_infos(self) -> list[SegmentInfo]:
+        """Every segment, oldest first, the active one last, as vacuum planning sees them."""
+        infos = []
+        for segment in self._sealed:
+            if not segment.newest_known:
+                segment.newest_timestamp_ns = self._newest_timestamp(segment.base_offset)
+                segment.newest_known = True
+            infos.append(
+                SegmentInfo(
+                    self.partition,
+                    segment.base_offset,
+                    segment.next_offset,
+                    segment.size_bytes,
+                    segment.newest_timestamp_ns,
+                )
+            )
+        active = self.active
+        infos.append(SegmentInfo(self.partition, active.base_offset, active.next_offset, active.data_size, None))
+        return infos
+
+    def _newest_timestamp(self, base: int) -> int | None:
+        try:
+            fd = open_read(segment_path(self.directory, base, TIMEINDEX))
+        except FileNotFoundError:
+            return None
+        try:
+            stamps = _timestamps(pread_exact(fd, os.fstat(fd).st_size, 0))
+        finally:
+            os.close(fd)
+        return max(stamps) if stamps else None
+
+    def delete_segments(self, bases: Sequence[int]) -> VacuumReport:
+        """Delete these sealed segments (oldest first; never the active one)."""
+        doomed = set(bases)
+        if self.active.base_offset in doomed:
+            raise ValueError("the active segment is never deleted")
+        removed: list[tuple[int, int]] = []
+        messages = size = 0
+        keep: list[_SealedSegment] = []
+        for segment in self._sealed:
+            if segment.base_offset not in doomed:
+                keep.append(segment)
+                continue
+            # .index first: readers find segments by it, and recovery finishes what this starts.
+            for extension in (INDEX, KEYINDEX, TIMEINDEX, DATA):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(segment_path(self.directory, segment.base_offset, extension))
+            removed.append((self.partition, segment.base_offset))
+            messages += segment.next_offset - segment.base_offset
+            size += segment.size_bytes
+        self._sealed = keep
+        if removed:
+            fsync_dir(self.directory)
+        return VacuumReport(tuple(removed), messages, size)
+
+
+class PartitionReader:
+    """Read-only access to a partition; needs only read permission."""
+
+    def __init__(self, directory: str, partition: int, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
+        self.directory = directory
+        self.partition = partition
+        self.max_record_bytes = max_record_bytes
+
+    def segment_bases(self) -> list[int]:
+        """Base offsets of the segments readers can see (those with an ``.index``), in order."""
+        return sorted(base for base, extensions in list_segment_files(self.directory).items() if INDEX in extensions)
+
+    def open_segment(self, base: int) -> SegmentReader:
+        """A reader of one segment (FileNotFoundError if it was vacuumed)."""
+        return SegmentReader.open(self.directory, base, self.partition, max_record_bytes=self.max_record_bytes)
+
+    def bounds(self) -> tuple[int, int]:
+        """``(oldest_offset, next_offset)`` of the partition now."""
+        bases = self.segment_bases()
+        if not bases:
+            return 0, 0
+        last = bases[-1]
+        entries = _file_size(segment_path(self.directory, last, INDEX)) // INDEX_ENTRY_BYTES
+        return bases[0], last + entries
+
+    def cursor(self, offset: int) -> PartitionCursor:
+        """Sequential reading from ``offset`` on."""
+        return PartitionCursor(self, offset)
+
+    def read_one(self, offset: int) -> Message:
+        """The message at ``offset``; OffsetOutOfRangeError if vacuumed or not written."""
+        with self.cursor(offset) as cursor:
+            messages = cursor.read(1)
+        if not messages:
+            oldest, next_offset = self.bounds()
+            raise OffsetOutOfRangeError(
+                f"offset {offset} of partition {self.partition} is not written yet "
+                f"(the partition holds offsets {oldest}..{next_offset - 1})"
+            )
+        return messages[0]
+
+    def offset_for_time(self, timestamp_ns: int) -> int:
+        """The first offset whose timestamp is at or after ``timestamp_ns``; the next offset if none."""
+        bases = self.segment_bases()
+        for base in bases:
+            try:
+                fd = open_read(segment_path(self.directory, base, TIMEINDEX))
+            except FileNotFoundError:
+                continue  # vacuumed meanwhile
+            try:
+                raw = pread_exact(fd, os.fstat(fd).st_size, 0)
+            finally:
+                os.close(fd)
+            # Only entries the index already covers are committed.
+            committed = _file_size(segment_path(self.directory, base, INDEX)) // INDEX_ENTRY_BYTES
+            stamps = _timestamps(raw[: committed * TIMEINDEX_ENTRY_BYTES])
+            if not stamps or max(stamps) < timestamp_ns:
+                continue
+            for i, stamp in enumerate(stamps):
+                if stamp >= timestamp_ns:
+                    return base + i
+        return self.bounds()[1]
+
+    def stats(self) -> PartitionStats:
+        """Oldest and next offsets, segments, bytes and timestamps of the partition now."""
+        files = list_segment_files(self.directory)
+        bases = sorted(base for base, extensions in files.items() if INDEX in extensions)
+        size = sum(_file_size(segment_path(self.directory, b, e)) for b in files for e in files[b])
+        if not bases:
+            return PartitionStats(self.partition, 0, 0, 0, size, None, None)
+        counts = [_file_size(segment_path(self.directory, b, INDEX)) // INDEX_ENTRY_BYTES for b in bases]
+        oldest_ts = newest_ts = None
+        for base, count in zip(bases, counts, strict=True):
+            if count:
+                oldest_ts = self._timestamp_at(base, 0)
+                break
+        for base, count in zip(reversed(bases), reversed(counts), strict=True):
+            if count:
+                newest_ts = self._timestamp_at(base, count - 1)
+                break
+        return PartitionStats(self.partition, bases[0], bases[-1] + counts[-1], len(bases), size, oldest_ts, newest_ts)
+
+    def _timestamp_at(self, base: int, entry: int) -> int | None:
+        try:
+            fd = open_read(segment_path(self.directory, base, TIMEINDEX))
+        except FileNotFoundError:
+            return None
+        try:
+            raw = os.pread(fd, TIMEINDEX_ENTRY_BYTES, entry * TIMEINDEX_ENTRY_BYTES)
+        finally:
+            os.close(fd)
+        if len(raw) < TIMEINDEX_ENTRY_BYTES:
+            return None
+        return int(TIMEINDEX_ENTRY.unpack(raw)[1])
+
+
+class PartitionCursor:
+    """Reads one partition in order from an offset, across segment rolls and vacuum.
+
+    ``read`` returns ``[]`` when caught up. It moves to the next segment only once a segment named
+    by exactly the next offset exists, which the producer creates after the previous segment's last
+    entry: so no message is skipped or read twice at a roll. When vacuum deleted the offset the
+    cursor needs, ``read`` raises ``OffsetOutOfRangeError`` with ``oldest_offset`` set; call
+    ``seek`` to go on from there.
+    """
+
+    def __init__(self, partition: PartitionReader, offset: int) -> None:
+        self.partition = partition
+        self.position = offset
+        self._segment: SegmentReader | None = None
+
+    def __enter__(self) -> PartitionCursor:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def seek(self, offset: int) -> None:
+        """Continue reading at ``offset``."""
+        if self._segment is not None:
+            self._segment.close()
+            self._segment = None
+        self.position = offset
+
+    def _open_for_position(self) -> SegmentReader | None:
+        for _ in range(3):  # a segment may vanish between listing and opening (vacuum)
+            bases = self.partition.segment_bases()
+            if not bases:
+                return None
+            if self.position < bases[0]:
+                raise OffsetOutOfRangeError(
+                    f"offset {self.position} of partition {self.partition.partition} was deleted by retention; "
+                    f"the oldest offset is now {bases[0]}",
+                    partition=self.partition.partition,
+                    offset=self.position,
+                    oldest_offset=bases[0],
+                )
+            base = bases[bisect.bisect_right(bases, self.position) - 1]
+            try:
+                return self.partition.open_segment(base)
+            except FileNotFoundError:
+                continue
+        return None
+
+    def read(self, max_count: int = 1000, max_bytes: int | None = None) -> list[Message]:
+        """Up to ``max_count`` messages from the current position on; ``[]`` when caught up."""
+        segment = self._segment
+        if segment is None:
+            segment = self._segment = self._open_for_position()
+            if segment is None:
+                return []
+        messages = segment.read_messages(self.position, max_count, max_bytes)
+        if messages:
+            self.position += len(messages)
+            return messages
+        # Caught up with this segment: move on only if the next one has started, or if vacuum
+        # deleted this one under us (then the next may be gone too, and reopening finds out).
+        next_started = self.position != segment.base_offset and os.path.exists(
+            segment_path(self.partition.directory, self.position, INDEX)
+        )
+        if next_started or segment.is_deleted():
+            segment.close()
+            self._segment = None
+            return self.read(max_count, max_bytes)
+        return []
+
+    def close(self) -> None:
+        """Release the open segment; closing twice is harmless."""
+        if self._segment is not None:
+            self._segment.close()
+            self._segment = None

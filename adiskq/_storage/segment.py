@@ -1,0 +1,357 @@
+"""One segment: the ``.data``/``.index``/``.timeindex`` files named by the segment's first offset.
+
+``.index`` holds 24 bytes a message (offset | position in .data | size, u64 LE each) and
+``.timeindex`` 16 bytes a message (offset | timestamp_ns). Both are derived from ``.data`` and can be
+rebuilt from it. Write order is the whole consistency story:
+
+1. the records are appended to ``.data``;
+2. (``flush="sync"``: ``.data`` is fdatasync'ed here, so no index entry can outlive a power cut
+   that takes its record back;)
+3. the ``.timeindex`` entries are appended;
+4. the ``.index`` entries are appended — the commit point: a message exists for readers once its
+   index entry does, and by then its record and time entry are already in place.
+
+A failed write is cut back (``ftruncate``) so the files stay as they were before the batch.
+Segment files are created ``.data`` first and ``.index`` last, because readers find segments by
+their ``.index`` file and must find the others beside it (go-diskq's consumers died with ENOENT
+when ``.data`` appeared before ``.index``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import struct
+from collections.abc import Sequence
+from typing import Final, NamedTuple
+
+from .._errors import CorruptRecordError
+from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES, decode_messages
+from .._sansio.naming import DATA, INDEX, TIMEINDEX, segment_file_name
+from .._sansio.values import Message
+from .files import DEFAULT_FILE_MODE, fsync_dir, open_append, open_read, pread_exact, write_all, writev_all
+
+__all__ = [
+    "INDEX_ENTRY",
+    "INDEX_ENTRY_BYTES",
+    "TIMEINDEX_ENTRY",
+    "TIMEINDEX_ENTRY_BYTES",
+    "PendingBatch",
+    "SegmentReader",
+    "SegmentWriter",
+    "segment_path",
+]
+
+INDEX_ENTRY: Final = struct.Struct("<QQQ")  # offset, position, size
+TIMEINDEX_ENTRY: Final = struct.Struct("<Qq")  # offset, timestamp_ns
+INDEX_ENTRY_BYTES: Final = INDEX_ENTRY.size
+TIMEINDEX_ENTRY_BYTES: Final = TIMEINDEX_ENTRY.size
+
+
+def segment_path(directory: str, base_offset: int, extension: str) -> str:
+    """The path of one file of a segment."""
+    return os.path.join(directory, segment_file_name(base_offset, extension))
+
+
+def _open_writable(directory: str, base_offset: int, *, create: bool, mode: int) -> tuple[int, int, int]:
+    """Append descriptors of ``.data``, ``.timeindex`` and ``.index``, created in that order."""
+    opened: list[int] = []
+    try:
+        for extension in (DATA, TIMEINDEX, INDEX):
+            opened.append(open_append(segment_path(directory, base_offset, extension), create=create, mode=mode))  # noqa: PERF401 - each open must be undone on failure
+    except BaseException:
+        for fd in opened:
+            os.close(fd)
+        raise
+    return opened[0], opened[1], opened[2]
+
+
+class PendingBatch(NamedTuple):
+    """Records written to ``.data`` whose index entries are not written yet."""
+
+    first_offset: int
+    message_count: int
+    data_start: int
+    data_end: int
+    index_bytes: bytes
+    timeindex_bytes: bytes
+
+
+class SegmentWriter:
+    """The active segment of a partition, open for appending by the stream's one producer."""
+
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        next_offset: int,
+        data_size: int,
+        fds: tuple[int, int, int],
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.next_offset = next_offset
+        self.data_size = data_size
+        self._data_fd, self._timeindex_fd, self._index_fd = fds
+        self._committed_data_size = data_size
+        self._pending: PendingBatch | None = None
+        self._broken: OSError | None = None
+        self.closed = False
+
+    # -- opening -------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: str, base_offset: int, *, mode: int = DEFAULT_FILE_MODE) -> SegmentWriter:
+        """Create the files of a new, empty segment (``.index`` last) and make them durable."""
+        fds = _open_writable(directory, base_offset, create=True, mode=mode)
+        try:
+            fsync_dir(directory)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return cls(directory, base_offset, base_offset, 0, fds)
+
+    @classmethod
+    def open(cls, directory: str, base_offset: int, *, next_offset: int, data_size: int) -> SegmentWriter:
+        """Open an existing, recovered segment for appending at ``next_offset``."""
+        fds = _open_writable(directory, base_offset, create=False, mode=DEFAULT_FILE_MODE)
+        return cls(directory, base_offset, next_offset, data_size, fds)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    @property
+    def message_count(self) -> int:
+        """Messages committed to this segment."""
+        return self.next_offset - self.base_offset
+
+    def _check_usable(self) -> None:
+        if self.closed:
+            raise ValueError("the segment writer is closed")
+        if self._broken is not None:
+            raise OSError(
+                self._broken.errno,
+                f"this segment could not be restored after an I/O error ({self._broken.strerror}); "
+                "close the producer and open it again: recovery will repair the segment",
+            )
+
+    def write_data(self, records: Sequence[bytes], timestamps: Sequence[int]) -> PendingBatch:
+        """Append the records to ``.data`` only; their index entries wait for ``write_entries``."""
+        self._check_usable()
+        if self._pending is not None:
+            raise RuntimeError("a batch is already waiting for its index entries")
+        first_offset = self.next_offset
+        start = self.data_size
+        count = len(records)
+        if count == 1:
+            size = len(records[0])
+            index_bytes = INDEX_ENTRY.pack(first_offset, start, size)
+            timeindex_bytes = TIMEINDEX_ENTRY.pack(first_offset, timestamps[0])
+            end = start + size
+        else:
+            sizes = list(map(len, records))
+            positions = list(itertools.accumulate(sizes, initial=start))
+            offsets = range(first_offset, first_offset + count)
+            index_bytes = b"".join(map(INDEX_ENTRY.pack, offsets, positions, sizes))
+            timeindex_bytes = b"".join(map(TIMEINDEX_ENTRY.pack, offsets, timestamps))
+            end = positions[-1]
+        try:
+            writev_all(self._data_fd, records)
+        except OSError:
+            self._cut_back(self._data_fd, start)
+            raise
+        self.data_size = end
+        pending = PendingBatch(first_offset, count, start, end, index_bytes, timeindex_bytes)
+        self._pending = pending
+        return pending
+
+    def write_entries(self, pending: PendingBatch) -> None:
+        """Append the batch's ``.timeindex`` then ``.index`` entries: the batch becomes visible."""
+        self._check_usable()
+        if pending is not self._pending:
+            raise RuntimeError("write_entries() takes the batch the last write_data() returned")
+        index_size = (self.next_offset - self.base_offset) * INDEX_ENTRY_BYTES
+        timeindex_size = (self.next_offset - self.base_offset) * TIMEINDEX_ENTRY_BYTES
+        try:
+            write_all(self._timeindex_fd, pending.timeindex_bytes)
+            write_all(self._index_fd, pending.index_bytes)
+        except OSError:
+            self._cut_back(self._index_fd, index_size)
+            self._cut_back(self._timeindex_fd, timeindex_size)
+            self.abandon(pending)
+            raise
+        self._pending = None
+        self.next_offset = pending.first_offset + pending.message_count
+        self._committed_data_size = pending.data_end
+
+    def abandon(self, pending: PendingBatch) -> None:
+        """Forget a batch whose data was written but must not be committed (its fsync failed)."""
+        if pending is not self._pending:
+            raise RuntimeError("abandon() takes the batch the last write_data() returned")
+        self._pending = None
+        self._cut_back(self._data_fd, pending.data_start)
+        self.data_size = pending.data_start
+
+    def append(self, records: Sequence[bytes], timestamps: Sequence[int]) -> int:
+        """Append and commit the records; returns the offset of the first."""
+        pending = self.write_data(records, timestamps)
+        self.write_entries(pending)
+        return pending.first_offset
+
+    def _cut_back(self, fd: int, size: int) -> None:
+        """Undo a partial write; if even that fails, refuse further writes until a reopen."""
+        try:
+            os.ftruncate(fd, size)
+        except OSError as error:
+            self._broken = error
+
+    def sync(self, *, data_only: bool = False) -> None:
+        """fdatasync ``.data`` (and, unless ``data_only``, the index files)."""
+        self._check_usable()
+        os.fdatasync(self._data_fd)
+        if not data_only:
+            os.fdatasync(self._timeindex_fd)
+            os.fdatasync(self._index_fd)
+
+    def close(self) -> None:
+        """Close the files (without syncing); closing twice is harmless."""
+        if self.closed:
+            return
+        self.closed = True
+        for fd in (self._data_fd, self._timeindex_fd, self._index_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class SegmentReader:
+    """Read access to one segment; needs only read permission, and never sees a torn tail.
+
+    It reads only what index entries cover, so a record being written right now (or torn by a
+    crash before recovery) is invisible, while a damaged record inside covered data raises
+    ``CorruptRecordError`` with the file and byte position.
+    """
+
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        partition: int,
+        fds: tuple[int, int],
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.partition = partition
+        self._index_fd, self._data_fd = fds
+        self.max_record_bytes = max_record_bytes
+        self.closed = False
+
+    @classmethod
+    def open(
+        cls, directory: str, base_offset: int, partition: int, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    ) -> SegmentReader:
+        """Open the segment's ``.index`` then ``.data``; FileNotFoundError if it was vacuumed."""
+        index_fd = open_read(segment_path(directory, base_offset, INDEX))
+        try:
+            data_fd = open_read(segment_path(directory, base_offset, DATA))
+        except BaseException:
+            os.close(index_fd)
+            raise
+        return cls(directory, base_offset, partition, (index_fd, data_fd), max_record_bytes)
+
+    @property
+    def data_path(self) -> str:
+        """The ``.data`` file's path."""
+        return segment_path(self.directory, self.base_offset, DATA)
+
+    @property
+    def index_path(self) -> str:
+        """The ``.index`` file's path."""
+        return segment_path(self.directory, self.base_offset, INDEX)
+
+    def entry_count(self) -> int:
+        """Whole index entries now in the file (a partial entry being written is not counted)."""
+        return os.fstat(self._index_fd).st_size // INDEX_ENTRY_BYTES
+
+    def is_deleted(self) -> bool:
+        """True once vacuum has unlinked this segment (its open files still read fine)."""
+        return os.fstat(self._index_fd).st_nlink == 0
+
+    def next_offset(self) -> int:
+        """The offset after the last committed message of this segment."""
+        return self.base_offset + self.entry_count()
+
+    def read_index(self, offset: int, max_count: int) -> bytes:
+        """Up to ``max_count`` whole index entries from ``offset`` on."""
+        relative = offset - self.base_offset
+        raw = os.pread(self._index_fd, max_count * INDEX_ENTRY_BYTES, relative * INDEX_ENTRY_BYTES)
+        whole = len(raw) - len(raw) % INDEX_ENTRY_BYTES
+        return raw[:whole] if whole != len(raw) else raw
+
+    def _entry(self, entries: bytes, i: int, offset: int) -> tuple[int, int]:
+        """Position and size of entry ``i``, which must be for ``offset``."""
+        found, position, size = INDEX_ENTRY.unpack_from(entries, i * INDEX_ENTRY_BYTES)
+        if found != offset:
+            index_position = (offset - self.base_offset) * INDEX_ENTRY_BYTES
+            raise CorruptRecordError(
+                f"index entry is for offset {found}, expected {offset}", path=self.index_path, position=index_position
+            )
+        return position, size
+
+    def read_messages(self, offset: int, max_count: int, max_bytes: int | None = None) -> list[Message]:
+        """Up to ``max_count`` messages from ``offset`` on (at least one if any, then ``max_bytes``)."""
+        entries = self.read_index(offset, max_count)
+        count = len(entries) // INDEX_ENTRY_BYTES
+        if not count:
+            return []
+        start, _ = self._entry(entries, 0, offset)
+        last_position, last_size = self._entry(entries, count - 1, offset + count - 1)
+        end = last_position + last_size
+        if max_bytes is not None and end - start > max_bytes and count > 1:
+            count = self._count_within(entries, count, start, max_bytes)
+            last_position, last_size = self._entry(entries, count - 1, offset + count - 1)
+            end = last_position + last_size
+        if end < start:
+            raise CorruptRecordError("index entries go backwards", path=self.index_path)
+        data = pread_exact(self._data_fd, end - start, start)
+        if len(data) != end - start:
+            raise CorruptRecordError(
+                "the index points past the end of the data", path=self.data_path, position=start + len(data)
+            )
+        try:
+            return decode_messages(data, self.partition, offset, count, max_record_bytes=self.max_record_bytes)
+        except CorruptRecordError as error:
+            raise error.with_path(self.data_path, start) from None
+
+    @staticmethod
+    def _count_within(entries: bytes, count: int, start: int, max_bytes: int) -> int:
+        """How many leading entries cover at most ``max_bytes`` of data (at least one)."""
+        low, high = 1, count  # the answer lies in [low, high]
+        while low < high:
+            middle = (low + high + 1) // 2
+            _, position, size = INDEX_ENTRY.unpack_from(entries, (middle - 1) * INDEX_ENTRY_BYTES)
+            if position + size - start <= max_bytes:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+    def read_timeindex(self) -> bytes:
+        """The whole ``.timeindex`` file (whole entries only)."""
+        fd = open_read(segment_path(self.directory, self.base_offset, TIMEINDEX))
+        try:
+            size = os.fstat(fd).st_size
+            raw = pread_exact(fd, size - size % TIMEINDEX_ENTRY_BYTES, 0)
+        finally:
+            os.close(fd)
+        return raw
+
+    def close(self) -> None:
+        """Close the files; closing twice is harmless."""
+        if self.closed:
+            return
+        self.closed = True
+        for fd in (self._index_fd, self._data_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)

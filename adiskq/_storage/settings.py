@@ -1,0 +1,114 @@
+"""``settings.json``: what a stream is (format, partitions) and how it is kept (segments, retention).
+
+The keys are go-diskq's where go-diskq has one, so tools that know its layout find their way;
+``format`` marks the record format and guards against reading another layout as ours.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+from collections.abc import Mapping
+from typing import Final
+
+from .._errors import CorruptStreamError, NotAStreamError
+from .._sansio.naming import MAX_PARTITIONS, SETTINGS_FILE
+from .._sansio.values import Retention
+from .files import DEFAULT_FILE_MODE, atomic_write_json, read_json
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_SEGMENT_SIZE_BYTES",
+    "FORMAT",
+    "StreamSettings",
+    "load_settings",
+    "save_settings",
+]
+
+FORMAT: Final = "adiskq/1"
+DEFAULT_SEGMENT_SIZE_BYTES: Final = 32 * 2**20
+DEFAULT_MAX_MESSAGE_BYTES: Final = 8 * 2**20
+MIN_SEGMENT_SIZE_BYTES: Final = 1024
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreamSettings:
+    """The persistent settings of a stream."""
+
+    partition_count: int = 1
+    segment_size_bytes: int = DEFAULT_SEGMENT_SIZE_BYTES
+    retention: Retention = dataclasses.field(default_factory=Retention)
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    key_index: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.partition_count, int) or not 1 <= self.partition_count <= MAX_PARTITIONS:
+            raise ValueError(f"partitions={self.partition_count!r}: give a whole number from 1 to {MAX_PARTITIONS}")
+        if not isinstance(self.segment_size_bytes, int) or self.segment_size_bytes < MIN_SEGMENT_SIZE_BYTES:
+            raise ValueError(
+                f"segment_size_bytes={self.segment_size_bytes!r}: give at least {MIN_SEGMENT_SIZE_BYTES} bytes "
+                "(the default is 32 MiB)"
+            )
+        if not isinstance(self.max_message_bytes, int) or self.max_message_bytes < 64:
+            raise ValueError(f"max_message_bytes={self.max_message_bytes!r}: give at least 64 bytes")
+
+    def to_json(self) -> dict[str, object]:
+        """The settings as ``settings.json`` stores them."""
+        return {
+            "format": FORMAT,
+            "partition_count": self.partition_count,
+            "segment_size_bytes": self.segment_size_bytes,
+            "retention_max_bytes": self.retention.max_bytes,
+            "retention_max_age": self.retention.max_age_ns,
+            "retention_max_disk_usage": self.retention.max_disk_usage,
+            "max_message_bytes": self.max_message_bytes,
+            "key_index": self.key_index,
+        }
+
+    @classmethod
+    def from_json(cls, data: object, path: str) -> StreamSettings:
+        """Settings from a parsed ``settings.json``; CorruptStreamError says what is wrong."""
+        if not isinstance(data, Mapping):
+            raise CorruptStreamError(f"{path} does not hold a JSON object; restore it from a backup")
+        if data.get("format") != FORMAT:
+            raise NotAStreamError(
+                os.path.dirname(path),
+                f"settings.json says format {data.get('format')!r}, not {FORMAT!r}: "
+                "it may be a go-diskq stream or a newer adiskq format",
+            )
+        try:
+            max_age_ns = data.get("retention_max_age")
+            retention = Retention(
+                max_bytes=data.get("retention_max_bytes"),
+                max_age=None if max_age_ns is None else dt.timedelta(microseconds=int(max_age_ns) / 1000),
+                max_disk_usage=data.get("retention_max_disk_usage"),
+            )
+            return cls(
+                partition_count=data["partition_count"],
+                segment_size_bytes=data.get("segment_size_bytes", DEFAULT_SEGMENT_SIZE_BYTES),
+                retention=retention,
+                max_message_bytes=data.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES),
+                key_index=bool(data.get("key_index", True)),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise CorruptStreamError(
+                f"{path} is damaged ({error}); restore it from a backup or fix the named key"
+            ) from None
+
+
+def load_settings(stream_path: str) -> StreamSettings | None:
+    """The stream's settings, or None when there is no ``settings.json``."""
+    path = os.path.join(stream_path, SETTINGS_FILE)
+    try:
+        data = read_json(path)
+    except FileNotFoundError:
+        return None
+    except ValueError as error:  # JSON or UTF-8 errors
+        raise CorruptStreamError(f"{path} is not valid JSON ({error}); restore it from a backup") from None
+    return StreamSettings.from_json(data, path)
+
+
+def save_settings(stream_path: str, settings: StreamSettings, *, mode: int = DEFAULT_FILE_MODE) -> None:
+    """Replace ``settings.json`` atomically and durably."""
+    atomic_write_json(os.path.join(stream_path, SETTINGS_FILE), settings.to_json(), mode=mode)

@@ -1,0 +1,296 @@
+"""A stream folder: its settings, its owner lock and its partitions, for writing or for reading.
+
+Opening for writing takes the owner lock *before* anything is created or repaired, refuses any path
+that is not a stream (a file, a non-empty folder without ``settings.json``) without touching it, and
+recovers every partition's active segment. Opening for reading never writes anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from typing import Final
+
+from .._errors import NotAStreamError, SettingsMismatchError, StreamLockedError, StreamNotFoundError
+from .._sansio.naming import (
+    OWNER_FILE,
+    PARTS_DIR,
+    RECOVERY_FILE,
+    SETTINGS_FILE,
+    partition_dir_name,
+)
+from .._sansio.retention import DiskUsage, plan_vacuum
+from .._sansio.values import RecoveryReport, Retention, SegmentRepair, VacuumReport
+from .files import DEFAULT_FILE_MODE, atomic_write_json, fsync_dir, read_json
+from .lock import OwnerLock
+from .partition import PartitionReader, PartitionWriter
+from .settings import StreamSettings, load_settings, save_settings
+
+__all__ = [
+    "StreamReader",
+    "StreamWriter",
+    "disk_usage",
+    "load_recovery_report",
+]
+
+_LOCK_POLL_SECONDS: Final = 0.02
+
+
+def _is_scratch(name: str) -> bool:
+    """Files a crashed stream creation may leave in an otherwise empty folder."""
+    return name == OWNER_FILE or (name.startswith(".") and name.endswith(".tmp"))
+
+
+def disk_usage(path: str) -> DiskUsage:
+    """The size and use of the file system holding ``path``."""
+    usage = shutil.disk_usage(path)
+    return DiskUsage(usage.total, usage.used)
+
+
+def load_recovery_report(stream_path: str) -> RecoveryReport | None:
+    """The report the last producer open wrote, if any."""
+    try:
+        data = read_json(os.path.join(stream_path, RECOVERY_FILE))
+    except (FileNotFoundError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    repairs = tuple(
+        SegmentRepair(int(r["partition"]), int(r["segment"]), str(r["action"]), r.get("position"))
+        for r in data.get("repairs", [])
+        if isinstance(r, dict)
+    )
+    return RecoveryReport(int(data.get("timestamp_ns", 0)), repairs)
+
+
+class StreamWriter:
+    """A stream opened by its one producer: settings, lock held, partitions recovered."""
+
+    def __init__(
+        self,
+        path: str,
+        settings: StreamSettings,
+        lock: OwnerLock,
+        partitions: list[PartitionWriter],
+        recovery: RecoveryReport,
+        mode: int,
+    ) -> None:
+        self.path = path
+        self.settings = settings
+        self._lock = lock
+        self.partitions = partitions
+        self.recovery = recovery
+        self.mode = mode
+        self.closed = False
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        partitions: int | None = None,
+        segment_size_bytes: int | None = None,
+        retention: Retention | None = None,
+        max_message_bytes: int | None = None,
+        key_index: bool | None = None,
+        mode: int = DEFAULT_FILE_MODE,
+        lock_timeout: float = 0.0,
+    ) -> StreamWriter:
+        """Open (or create) the stream for writing; blocks up to ``lock_timeout`` for the lock."""
+        path = os.path.abspath(os.fspath(path))
+        if os.path.lexists(path) and not os.path.isdir(path):
+            raise NotAStreamError(path, "it is a file, not a folder")
+        if not os.path.exists(path):
+            os.makedirs(path, mode=mode | ((mode & 0o444) >> 2), exist_ok=True)
+        cls._refuse_foreign_folder(path)
+
+        lock = OwnerLock(path, mode=mode)
+        deadline = time.monotonic() + lock_timeout
+        while not lock.try_acquire():
+            if time.monotonic() >= deadline:
+                raise StreamLockedError(path, lock.holder())
+            time.sleep(_LOCK_POLL_SECONDS)
+        try:
+            return cls._open_locked(
+                path, lock, partitions, segment_size_bytes, retention, max_message_bytes, key_index, mode
+            )
+        except BaseException:
+            lock.release()
+            raise
+
+    @staticmethod
+    def _refuse_foreign_folder(path: str) -> None:
+        if os.path.lexists(os.path.join(path, SETTINGS_FILE)):
+            load_settings(path)  # raises NotAStreamError / CorruptStreamError with the reason
+            return
+        others = sorted(name for name in os.listdir(path) if not _is_scratch(name))
+        if others:
+            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+            raise NotAStreamError(path, f"the folder holds {shown} but no settings.json")
+
+    @classmethod
+    def _open_locked(
+        cls,
+        path: str,
+        lock: OwnerLock,
+        partitions: int | None,
+        segment_size_bytes: int | None,
+        retention: Retention | None,
+        max_message_bytes: int | None,
+        key_index: bool | None,
+        mode: int,
+    ) -> StreamWriter:
+        # Settings again, now that no other producer can change them.
+        cls._refuse_foreign_folder(path)
+        stored = load_settings(path)
+        base = stored or StreamSettings()
+        if stored is not None and partitions is not None and partitions < stored.partition_count:
+            raise SettingsMismatchError(
+                f"stream {path!r} has {stored.partition_count} partitions; a stream cannot lose partitions "
+                f"(keys would move), so open it with partitions={stored.partition_count} or more, or leave "
+                "partitions unset"
+            )
+        overrides: dict[str, object] = {}
+        if partitions is not None:
+            overrides["partition_count"] = partitions
+        if segment_size_bytes is not None:
+            overrides["segment_size_bytes"] = segment_size_bytes
+        if retention is not None:
+            overrides["retention"] = retention
+        if max_message_bytes is not None:
+            overrides["max_message_bytes"] = max_message_bytes
+        if key_index is not None:
+            overrides["key_index"] = key_index
+        settings = dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
+
+        parts_dir = os.path.join(path, PARTS_DIR)
+        if not os.path.isdir(parts_dir):
+            os.mkdir(parts_dir, mode | ((mode & 0o444) >> 2))
+            fsync_dir(path)
+        opened: list[PartitionWriter] = []
+        repairs: list[SegmentRepair] = []
+        try:
+            # Partitions exist before settings.json counts them, so a reader never misses one.
+            for number in range(settings.partition_count):
+                writer, repaired = PartitionWriter.open(
+                    os.path.join(parts_dir, partition_dir_name(number)),
+                    number,
+                    segment_size_bytes=settings.segment_size_bytes,
+                    mode=mode,
+                )
+                opened.append(writer)
+                repairs.extend(repaired)
+            if settings != stored:
+                save_settings(path, settings, mode=mode)
+        except BaseException:
+            for writer in opened:
+                writer.close()
+            raise
+        report = RecoveryReport(time.time_ns(), tuple(repairs))
+        if repairs or not os.path.exists(os.path.join(path, RECOVERY_FILE)):
+            with contextlib.suppress(OSError):  # the report is a courtesy; a full disk must not stop us
+                atomic_write_json(
+                    os.path.join(path, RECOVERY_FILE),
+                    {"timestamp_ns": report.timestamp_ns, "repairs": [dataclasses.asdict(r) for r in repairs]},
+                    mode=mode,
+                )
+        return cls(path, settings, lock, opened, report, mode)
+
+    # -- operations ------------------------------------------------------------------------------
+
+    def plan_vacuum(self, retention: Retention | None = None, now_ns: int | None = None) -> list[tuple[int, int]]:
+        """(partition, base offset) of every segment a vacuum would delete now."""
+        retention = retention or self.settings.retention
+        if retention.is_unbounded:
+            return []
+        infos = {p.partition: p.segment_infos() for p in self.partitions}
+        disk = disk_usage(self.path) if retention.max_disk_usage is not None else None
+        doomed = plan_vacuum(infos, retention, time.time_ns() if now_ns is None else now_ns, disk)
+        return [(s.partition, s.base_offset) for s in doomed]
+
+    def delete_segments(self, segments: Sequence[tuple[int, int]]) -> VacuumReport:
+        """Delete these sealed segments."""
+        by_partition: dict[int, list[int]] = {}
+        for partition, base in segments:
+            by_partition.setdefault(partition, []).append(base)
+        report = VacuumReport()
+        for partition, bases in sorted(by_partition.items()):
+            report = report.merged(self.partitions[partition].delete_segments(bases))
+        return report
+
+    def vacuum(self, retention: Retention | None = None, now_ns: int | None = None) -> VacuumReport:
+        """Delete what the retention (the stream's own by default) no longer keeps."""
+        return self.delete_segments(self.plan_vacuum(retention, now_ns))
+
+    def sync(self) -> None:
+        """fsync every partition's active segment."""
+        for partition in self.partitions:
+            partition.sync()
+
+    def close(self, *, sync: bool = True) -> None:
+        """Sync (by default), close every file and release the lock; closing twice is harmless."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if sync:
+                self.sync()
+        finally:
+            for partition in self.partitions:
+                partition.close()
+            self._lock.release()
+
+
+class StreamReader:
+    """A stream opened for reading: validated settings and partition readers; writes nothing."""
+
+    def __init__(self, path: str, settings: StreamSettings) -> None:
+        self.path = path
+        self.settings = settings
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> StreamReader:
+        """The stream at ``path``; StreamNotFoundError if there is none (nothing is created)."""
+        path = os.path.abspath(os.fspath(path))
+        if not os.path.lexists(path):
+            raise StreamNotFoundError(path)
+        if not os.path.isdir(path):
+            raise StreamNotFoundError(path, "it is a file, not a stream folder")
+        try:
+            settings = load_settings(path)
+        except NotAStreamError as error:
+            raise StreamNotFoundError(path, str(error)) from None
+        if settings is None:
+            raise StreamNotFoundError(path, "the folder has no settings.json")
+        return cls(path, settings)
+
+    def refresh(self) -> StreamSettings:
+        """Re-read the settings (a producer may have added partitions)."""
+        settings = load_settings(self.path)
+        if settings is not None:
+            self.settings = settings
+        return self.settings
+
+    @property
+    def partition_count(self) -> int:
+        """Partitions, as of the last read of the settings."""
+        return self.settings.partition_count
+
+    def partition_dir(self, partition: int) -> str:
+        """The folder of one partition."""
+        return os.path.join(self.path, PARTS_DIR, partition_dir_name(partition))
+
+    def partition(self, partition: int) -> PartitionReader:
+        """A reader of one partition; ValueError for a partition the stream does not have."""
+        if isinstance(partition, int) and partition >= self.partition_count:
+            self.refresh()  # it may have been added since we looked
+        if not isinstance(partition, int) or isinstance(partition, bool) or not 0 <= partition < self.partition_count:
+            raise ValueError(
+                f"stream {self.path!r} has partitions 0..{self.partition_count - 1}; "
+                f"there is no partition {partition!r}"
+            )
+        return PartitionReader(self.partition_dir(partition), partition)
