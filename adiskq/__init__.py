@@ -4,6 +4,7 @@ A stream lives in one folder on local disk; one producer writes it, any number o
 process read it. See README.md for the tour and DESIGN.md for the on-disk format.
 """
 
+from ._async.producer import Producer as Producer
 from ._errors import ClosedError as ClosedError
 from ._errors import CorruptRecordError as CorruptRecordError
 from ._errors import CorruptStreamError as CorruptStreamError
@@ -41,6 +42,7 @@ __all__ = [
     "NotAStreamError",
     "OffsetOutOfRangeError",
     "PartitionStats",
+    "Producer",
     "Receipt",
     "Record",
     "RecoveryReport",

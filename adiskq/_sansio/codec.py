@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Final, NamedTuple
 
 from crc32c import crc32c
@@ -43,6 +43,7 @@ __all__ = [
     "crc32c",
     "decode_messages",
     "decode_record",
+    "encode_batch",
     "encode_record",
     "encoded_size",
     "scan_records",
@@ -142,6 +143,30 @@ def encode_record(
     if size > _MAX_U32:
         raise ValueError(f"a record is at most {_MAX_U32} bytes, this one would be {size}")
     return _SIZE_CRC.pack(size, crc32c(body)) + body
+
+
+def encode_batch(
+    values: Sequence[bytes],
+    keys: Sequence[bytes],
+    timestamps: Sequence[int],
+    headers: Sequence[Mapping[str, bytes] | None] | None = None,
+) -> list[bytes]:
+    """``encode_record`` for many records at once (same bytes, a fraction of the calls)."""
+    if headers is not None:
+        return [encode_record(v, k, t, h) for v, k, t, h in zip(values, keys, timestamps, headers, strict=True)]
+    pack = _AFTER_CRC.pack
+    pack_size_crc = _SIZE_CRC.pack
+    join = b"".join
+    crc = crc32c
+    out: list[bytes] = []
+    append = out.append
+    try:
+        for value, key, timestamp_ns in zip(values, keys, timestamps, strict=True):
+            body = join((pack(MAGIC_V1, 0, timestamp_ns, len(key)), key, _NO_HEADERS, value))
+            append(pack_size_crc(len(body) + 8, crc(body)) + body)
+    except struct.error as error:
+        raise ValueError(f"a record field is out of range ({error}): timestamps are signed 64-bit") from None
+    return out
 
 
 def _check_size(size: int, position: int, max_record_bytes: int) -> None:

@@ -20,6 +20,7 @@ when ``.data`` appeared before ``.index``).
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import struct
@@ -198,6 +199,35 @@ class SegmentWriter:
         pending = self.write_data(records, timestamps)
         self.write_entries(pending)
         return pending.first_offset
+
+    def append_one(self, record: bytes, timestamp_ns: int) -> int:
+        """``append`` for a single record: the producer's hot path, with nothing but the writes."""
+        if self._pending is not None or self.closed or self._broken is not None:
+            self._check_usable()
+            raise RuntimeError("a batch is already waiting for its index entries")
+        offset = self.next_offset
+        start = self.data_size
+        size = len(record)
+        try:
+            if os.write(self._data_fd, record) != size:
+                raise OSError(errno.ENOSPC, "short write to .data (is the disk full?)")
+        except OSError:
+            self._cut_back(self._data_fd, start)
+            raise
+        entries = (offset - self.base_offset) * INDEX_ENTRY_BYTES
+        try:
+            if os.write(self._timeindex_fd, TIMEINDEX_ENTRY.pack(offset, timestamp_ns)) != TIMEINDEX_ENTRY_BYTES:
+                raise OSError(errno.ENOSPC, "short write to .timeindex (is the disk full?)")
+            if os.write(self._index_fd, INDEX_ENTRY.pack(offset, start, size)) != INDEX_ENTRY_BYTES:
+                raise OSError(errno.ENOSPC, "short write to .index (is the disk full?)")
+        except OSError:
+            self._cut_back(self._index_fd, entries)
+            self._cut_back(self._timeindex_fd, entries // INDEX_ENTRY_BYTES * TIMEINDEX_ENTRY_BYTES)
+            self._cut_back(self._data_fd, start)
+            raise
+        self.data_size = self._committed_data_size = start + size
+        self.next_offset = offset + 1
+        return offset
 
     def _cut_back(self, fd: int, size: int) -> None:
         """Undo a partial write; if even that fails, refuse further writes until a reopen."""

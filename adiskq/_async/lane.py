@@ -1,0 +1,179 @@
+"""One partition's write lane: pushes are written inline, or gathered into batches that commit together.
+
+A push takes one of two roads:
+
+* **inline** (``flush="async"``, lane idle, no roll due, a small write): the record is written on the
+  event loop's thread at once — three page-cache ``write`` calls of a few microseconds, cheaper than
+  any hand-off to a task or a thread. Nothing is queued ahead of it, so order is kept.
+* **batched** (``flush="sync"``, or the lane is busy): the record joins the lane's open batch. The
+  first push of a batch is its *leader*: it waits for the batch before to finish, closes its batch
+  and commits it (roll if due, write, fdatasync in a worker thread, index entries); the other pushes
+  of the batch just wait for it. Every push that arrives while a batch commits joins the next batch:
+  that is the group commit — many pushes share one fsync, with no fixed linger to delay a lone push.
+
+There is no background task: the pushing tasks do the work, so a producer never holds a task group
+open around its caller's code. Once a push has joined a batch its wait is shielded from
+cancellation, so a cancelled push has either been written with its offset or not at all.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from typing import Final
+
+import anyio
+import anyio.to_thread
+
+from .._storage.partition import PartitionWriter
+from . import wakeup
+
+__all__ = ["INLINE_MAX_BYTES", "Batch", "Lane"]
+
+logger: Final = logging.getLogger("adiskq.producer")
+
+# Writes up to this size run on the event loop's thread (page-cache copies of well under a
+# millisecond); larger batches are written from a worker thread so the loop never stalls on them.
+INLINE_MAX_BYTES: Final = 256 * 1024
+
+
+class Batch:
+    """Pushes committed together: they share one write per file (and one fsync in sync mode)."""
+
+    __slots__ = ("done", "error", "first_offset", "led", "records", "timestamps")
+
+    def __init__(self) -> None:
+        self.records: list[bytes] = []
+        self.timestamps: list[int] = []
+        self.done = anyio.Event()
+        self.first_offset = -1
+        self.error: BaseException | None = None
+        self.led = False  # a push has taken the lead of this batch
+
+
+class Lane:
+    """The write lane of one partition."""
+
+    def __init__(
+        self,
+        partition: PartitionWriter,
+        wake_key: wakeup.PartitionKey,
+        *,
+        sync_flush: bool,
+        structure_lock: threading.Lock,
+        limiter: anyio.CapacityLimiter,
+    ) -> None:
+        self.partition = partition
+        self.wake_key = wake_key
+        self.sync_flush = sync_flush
+        self.dirty = False  # written since the last fsync (read by the flusher thread)
+        self._structure_lock = structure_lock
+        self._limiter = limiter
+        self._open: Batch | None = None  # the batch new pushes join
+        self._committing: Batch | None = None
+
+    # -- inline writes ---------------------------------------------------------------------------
+
+    def can_write_inline(self, size_bytes: int = 0) -> bool:
+        """True when records may be written right now, on the loop thread, keeping order."""
+        return size_bytes <= INLINE_MAX_BYTES and not (
+            self.sync_flush or self._committing is not None or self._open is not None or self.partition.needs_roll()
+        )
+
+    def write_one(self, record: bytes, timestamp_ns: int) -> int:
+        """Write and commit one record now; returns its offset (OSError leaves the files as they were)."""
+        offset = self.partition.active.append_one(record, timestamp_ns)
+        self.dirty = True
+        wakeup.notify(self.wake_key)
+        return offset
+
+    def write_inline(self, records: list[bytes], timestamps: list[int]) -> int:
+        """Write and commit records now; returns the first offset."""
+        first = self.partition.active.append(records, timestamps)
+        self.dirty = True
+        wakeup.notify(self.wake_key)
+        return first
+
+    # -- batches ---------------------------------------------------------------------------------
+
+    def enqueue(self, records: list[bytes], timestamps: list[int]) -> tuple[Batch, int]:
+        """Join the open batch with a run of records; returns it and the run's place in it.
+
+        The caller must then ``await complete(batch)`` with no checkpoint in between.
+        """
+        batch = self._open
+        if batch is None:
+            batch = self._open = Batch()
+        start = len(batch.records)
+        batch.records.extend(records)
+        batch.timestamps.extend(timestamps)
+        return batch, start
+
+    async def complete(self, batch: Batch) -> int:
+        """Lead or wait for the batch; returns its first offset once committed, or raises its error."""
+        with anyio.CancelScope(shield=True):
+            if batch.led:
+                await batch.done.wait()
+            else:
+                batch.led = True
+                await self._lead(batch)
+        if batch.error is not None:
+            raise batch.error
+        return batch.first_offset
+
+    async def _lead(self, batch: Batch) -> None:
+        while self._committing is not None:
+            await self._committing.done.wait()
+        if self._open is batch:
+            self._open = None  # later pushes form the next batch
+        self._committing = batch
+        try:
+            await self._commit(batch)
+        finally:
+            self._committing = None
+            batch.done.set()
+
+    async def drain(self) -> None:
+        """Wait until every batched push is committed."""
+        while True:
+            batch = self._committing or self._open
+            if batch is None:
+                return
+            await batch.done.wait()
+
+    def _roll_locked(self) -> None:
+        with self._structure_lock:
+            self.partition.roll()
+
+    async def _commit(self, batch: Batch) -> None:
+        partition = self.partition
+        try:
+            if partition.needs_roll():
+                await anyio.to_thread.run_sync(self._roll_locked, limiter=self._limiter)
+            writer = partition.active
+            if self.sync_flush:
+                # Data first, made durable, and only then the index entries that publish it: no
+                # consumer may see a message a power cut could take back.
+                pending = writer.write_data(batch.records, batch.timestamps)
+                try:
+                    await anyio.to_thread.run_sync(
+                        functools.partial(writer.sync, data_only=True), limiter=self._limiter
+                    )
+                except BaseException:
+                    writer.abandon(pending)
+                    raise
+                writer.write_entries(pending)
+                batch.first_offset = pending.first_offset
+            elif sum(map(len, batch.records)) > INLINE_MAX_BYTES:
+                batch.first_offset = await anyio.to_thread.run_sync(
+                    writer.append, batch.records, batch.timestamps, limiter=self._limiter
+                )
+            else:
+                batch.first_offset = writer.append(batch.records, batch.timestamps)
+            self.dirty = True
+        except Exception as error:  # every push of the batch gets the error
+            logger.warning("partition %d: a batch of %d failed: %s", partition.partition, len(batch.records), error)
+            batch.error = error
+            return
+        wakeup.notify(self.wake_key)

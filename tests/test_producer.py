@@ -1,0 +1,389 @@
+"""adiskq.Producer: pushing, batching, flush policies, retention and closing, on asyncio and Trio."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import threading
+
+import anyio
+import pytest
+
+import adiskq
+from adiskq._sansio.naming import partition_for_key
+from adiskq._storage.segment import SegmentWriter
+
+pytestmark = pytest.mark.anyio
+
+
+def read_all(path: str) -> dict[int, list[adiskq.Message]]:
+    """Every message of every partition, through the synchronous read API."""
+    stats = adiskq.stats(path)
+    return {
+        p.partition: [adiskq.read(path, p.partition, o) for o in range(p.oldest_offset, p.next_offset)]
+        for p in stats.partitions
+    }
+
+
+async def test_push_returns_a_receipt_that_reads_back(stream_path: str) -> None:
+    """A push returns (partition, offset), and that message reads back with its key, value and headers."""
+    async with adiskq.Producer(stream_path, partitions=3) as producer:
+        receipt = await producer.push(b"order 1", key="customer-00", headers={"type": b"created"})
+    partition, offset = receipt
+    assert (partition, offset) == (2, 0)  # go-diskq places customer-00 on partition 2 of 3
+    message = adiskq.read(stream_path, partition, offset)
+    assert (message.key, message.value, dict(message.headers)) == (b"customer-00", b"order 1", {"type": b"created"})
+
+
+async def test_offsets_are_contiguous_per_partition(stream_path: str) -> None:
+    """Each partition numbers its messages 0, 1, 2, ... in push order."""
+    async with adiskq.Producer(stream_path, partitions=4) as producer:
+        receipts = [await producer.push(b"%d" % i, key=f"k{i % 7}") for i in range(200)]
+    by_partition: dict[int, list[int]] = {}
+    for partition, offset in receipts:
+        by_partition.setdefault(partition, []).append(offset)
+    for offsets in by_partition.values():
+        assert offsets == list(range(len(offsets)))
+
+
+async def test_keys_may_be_str_or_bytes_and_place_alike(stream_path: str) -> None:
+    """A str key is its UTF-8 bytes: both place on the same partition and read back as bytes."""
+    async with adiskq.Producer(stream_path, partitions=16) as producer:
+        as_str = await producer.push(b"a", key="héllo wörld")
+        as_bytes = await producer.push(b"b", key="héllo wörld".encode())
+    assert as_str.partition == as_bytes.partition == partition_for_key("héllo wörld".encode(), 16) == 8
+    assert adiskq.read(stream_path, as_str.partition, as_str.offset).key == "héllo wörld".encode()
+
+
+async def test_a_push_without_key_gets_a_random_key(stream_path: str) -> None:
+    """Keyless messages get random keys, which spread them over the partitions."""
+    async with adiskq.Producer(stream_path, partitions=4) as producer:
+        receipts = [await producer.push(b"x") for _ in range(200)]
+    assert {r.partition for r in receipts} == {0, 1, 2, 3}
+    keys = {adiskq.read(stream_path, r.partition, r.offset).key for r in receipts}
+    assert len(keys) == 200
+
+
+async def test_timestamp_defaults_to_now_and_accepts_datetime_or_ns(stream_path: str) -> None:
+    """A push without timestamp is stamped now; a datetime or an int (ns) is kept as given."""
+    before = adiskq.Message(0, 0, 0, b"", b"").timestamp  # the epoch, as an aware datetime
+    when = dt.datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=dt.timezone.utc)
+    async with adiskq.Producer(stream_path) as producer:
+        now = await producer.push(b"now")
+        given = await producer.push(b"dt", timestamp=when)
+        raw = await producer.push(b"ns", timestamp=123)
+    assert adiskq.read(stream_path, 0, now.offset).timestamp > before
+    assert adiskq.read(stream_path, 0, given.offset).timestamp == when
+    assert adiskq.read(stream_path, 0, raw.offset).timestamp_ns == 123
+
+
+async def test_push_many_keeps_order_and_contiguity(stream_path: str) -> None:
+    """push_many returns receipts in input order; each partition's share is contiguous and in order."""
+    records = [adiskq.Record(b"%d" % i, key=f"customer-{i % 5}") for i in range(100)]
+    async with adiskq.Producer(stream_path, partitions=3) as producer:
+        await producer.push(b"before", key="customer-0")
+        receipts = await producer.push_many(records)
+    for record, (partition, offset) in zip(records, receipts, strict=True):
+        assert adiskq.read(stream_path, partition, offset).value == record.value
+    for partition in {r.partition for r in receipts}:
+        offsets = [r.offset for r in receipts if r.partition == partition]
+        assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
+
+
+async def test_push_many_accepts_plain_bytes_and_empty_batches(stream_path: str) -> None:
+    """Bare bytes are keyless records; an empty batch writes nothing."""
+    async with adiskq.Producer(stream_path, partitions=2) as producer:
+        assert await producer.push_many([]) == []
+        receipts = await producer.push_many([b"a", bytearray(b"b")])
+    assert sorted(adiskq.read(stream_path, p, o).value for p, o in receipts) == [b"a", b"b"]
+
+
+async def test_push_many_with_a_bad_record_writes_nothing(stream_path: str) -> None:
+    """Every record is checked first: one bad record fails the batch before anything is written."""
+    async with adiskq.Producer(stream_path, partitions=2, max_message_bytes=1000) as producer:
+        with pytest.raises(TypeError, match="str"):
+            await producer.push_many([b"fine", "not bytes"])  # type: ignore[list-item]
+        with pytest.raises(adiskq.MessageTooLargeError, match="max_message_bytes"):
+            await producer.push_many([b"fine", b"x" * 2000])
+    assert adiskq.stats(stream_path).message_count == 0
+
+
+async def test_wrong_value_types_are_refused_clearly(stream_path: str) -> None:
+    """A str value is refused with a hint to encode it; unknown key types too."""
+    async with adiskq.Producer(stream_path) as producer:
+        with pytest.raises(TypeError, match="encode"):
+            await producer.push("text")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="key"):
+            await producer.push(b"x", key=42)  # type: ignore[arg-type]
+
+
+async def test_empty_values_and_keys_read_back(stream_path: str) -> None:
+    """An empty payload (go-diskq cannot read one back) round-trips."""
+    async with adiskq.Producer(stream_path) as producer:
+        receipt = await producer.push(b"", key=b"")
+    assert adiskq.read(stream_path, *receipt).value == b""
+
+
+async def test_closed_producer_raises_closed_error(stream_path: str) -> None:
+    """After close, push and push_many raise ClosedError; closing again is harmless."""
+    producer = adiskq.Producer(stream_path)
+    with pytest.raises(adiskq.ClosedError, match="not open"):
+        await producer.push(b"x")
+    async with producer:
+        await producer.push(b"x")
+    await producer.aclose()
+    with pytest.raises(adiskq.ClosedError, match="closed"):
+        await producer.push(b"y")
+    with pytest.raises(adiskq.ClosedError):
+        await producer.push_many([b"y"])
+    with pytest.raises(adiskq.ClosedError, match="opened once"):
+        await producer.__aenter__()
+
+
+async def test_close_releases_the_lock_for_the_next_producer(stream_path: str) -> None:
+    """A second producer is refused while the first is open and welcome once it closed."""
+    async with adiskq.Producer(stream_path) as first:
+        await first.push(b"1")
+        with pytest.raises(adiskq.StreamLockedError, match=f"pid {os.getpid()}"):
+            async with adiskq.Producer(stream_path):
+                pass
+    async with adiskq.Producer(stream_path) as second:
+        receipt = await second.push(b"2")
+    assert receipt.offset == 1
+
+
+async def test_lock_timeout_waits_for_the_holder(stream_path: str) -> None:
+    """With lock_timeout, a second producer waits until the first closes, then opens."""
+    first = adiskq.Producer(stream_path)
+    await first.__aenter__()
+    opened = anyio.Event()
+
+    async def second() -> None:
+        async with adiskq.Producer(stream_path, lock_timeout=30) as producer:
+            opened.set()
+            await producer.push(b"second")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(second)
+        await first.push(b"first")
+        assert not opened.is_set()
+        await first.aclose()
+        with anyio.fail_after(10):
+            await opened.wait()
+    assert [m.value for m in read_all(stream_path)[0]] == [b"first", b"second"]
+
+
+async def test_bad_settings_fail_at_construction(stream_path: str) -> None:
+    """Wrong settings raise ValueError before any file is touched."""
+    with pytest.raises(ValueError, match="flush"):
+        adiskq.Producer(stream_path, flush="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="segment_size_bytes"):
+        adiskq.Producer(stream_path, segment_size_bytes=10)
+    with pytest.raises(ValueError, match="partitions"):
+        adiskq.Producer(stream_path, partitions=0)
+    with pytest.raises(ValueError, match="flush_interval"):
+        adiskq.Producer(stream_path, flush_interval=0)
+    assert not os.path.exists(stream_path)
+
+
+async def test_fewer_partitions_than_stored_is_refused(stream_path: str) -> None:
+    """A stream never loses partitions: asking for fewer raises SettingsMismatchError."""
+    async with adiskq.Producer(stream_path, partitions=3):
+        pass
+    with pytest.raises(adiskq.SettingsMismatchError, match="3 partitions"):
+        async with adiskq.Producer(stream_path, partitions=2):
+            pass
+    async with adiskq.Producer(stream_path) as producer:
+        assert producer.partitions == 3
+
+
+async def test_large_messages_are_refused_with_the_limit_named(stream_path: str) -> None:
+    """A message over max_message_bytes raises MessageTooLargeError, not MemoryError."""
+    async with adiskq.Producer(stream_path, max_message_bytes=4096) as producer:
+        with pytest.raises(adiskq.MessageTooLargeError, match="4096"):
+            await producer.push(b"x" * 5000)
+        await producer.push(b"x" * 4000)
+
+
+async def test_segments_roll_at_segment_size(stream_path: str) -> None:
+    """A partition rolls to a new segment once .data reaches segment_size_bytes, keeping every offset."""
+    async with adiskq.Producer(stream_path, segment_size_bytes=4096) as producer:
+        for i in range(300):
+            await producer.push(b"%05d" % i + b"x" * 95, key="k")
+    stats = adiskq.stats(stream_path).partitions[0]
+    assert stats.segments > 5
+    assert [m.value[:5] for m in read_all(stream_path)[0]] == [b"%05d" % i for i in range(300)]
+
+
+async def test_sync_flush_fsyncs_data_before_the_index_is_written(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With flush="sync", when .data is fdatasync'ed its index entry does not exist yet."""
+    observed: list[tuple[int, int]] = []
+    real_sync = SegmentWriter.sync
+
+    def spying_sync(self: SegmentWriter, *, data_only: bool = False) -> None:
+        index_size = os.path.getsize(os.path.join(self.directory, f"{self.base_offset:020d}.index"))
+        observed.append((self.next_offset, index_size))
+        real_sync(self, data_only=data_only)
+
+    monkeypatch.setattr(SegmentWriter, "sync", spying_sync)
+    async with adiskq.Producer(stream_path, flush="sync") as producer:
+        receipt = await producer.push(b"durable")
+    assert observed[0] == (receipt.offset, 0)
+
+
+async def test_sync_flush_never_fsyncs_on_the_event_loop_thread(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every fsync/fdatasync runs in a worker thread, in both flush modes."""
+    loop_thread = threading.get_ident()
+    threads: list[int] = []
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
+
+        def spy(fd: int, real: object = real) -> None:
+            threads.append(threading.get_ident())
+            real(fd)  # type: ignore[operator]
+
+        monkeypatch.setattr(os, name, spy)
+    for flush in ("sync", "async"):
+        async with adiskq.Producer(os.path.join(stream_path, flush), flush=flush, segment_size_bytes=2048) as producer:  # type: ignore[arg-type]
+            for i in range(100):
+                await producer.push(b"x" * 50, key=b"%d" % i)
+            await producer.flush()
+            await producer.vacuum(adiskq.Retention(max_bytes=4096))
+    assert threads
+    assert loop_thread not in threads
+
+
+async def test_concurrent_sync_pushes_share_fsyncs(stream_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Group commit: 64 concurrent sync pushes to one partition need far fewer than 64 fsyncs."""
+    syncs = 0
+    real_sync = SegmentWriter.sync
+
+    def counting_sync(self: SegmentWriter, *, data_only: bool = False) -> None:
+        nonlocal syncs
+        syncs += 1
+        real_sync(self, data_only=data_only)
+
+    monkeypatch.setattr(SegmentWriter, "sync", counting_sync)
+    async with adiskq.Producer(stream_path, flush="sync") as producer:
+        async with anyio.create_task_group() as group:
+            for i in range(64):
+                group.start_soon(producer.push, b"%d" % i)
+        pushed_syncs = syncs
+    assert pushed_syncs < 32
+    assert adiskq.stats(stream_path).message_count == 64
+
+
+async def test_async_flush_fsyncs_within_the_interval(stream_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With flush="async", the background flusher fsyncs a dirty partition on its own."""
+    synced = threading.Event()
+    real_sync = SegmentWriter.sync
+
+    def noting_sync(self: SegmentWriter, *, data_only: bool = False) -> None:
+        real_sync(self, data_only=data_only)
+        synced.set()
+
+    monkeypatch.setattr(SegmentWriter, "sync", noting_sync)
+    async with adiskq.Producer(stream_path, flush_interval=0.05) as producer:
+        await producer.push(b"x")
+        with anyio.fail_after(10):
+            while not synced.is_set():
+                await anyio.sleep(0.01)
+
+
+async def test_vacuum_deletes_old_sealed_segments_never_the_active_one(stream_path: str) -> None:
+    """vacuum() applies max_bytes to sealed segments, reports them, and keeps the active segment."""
+    async with adiskq.Producer(stream_path, segment_size_bytes=2048) as producer:
+        for i in range(200):
+            await producer.push(b"%04d" % i + b"x" * 60, key="k")
+        report = await producer.vacuum(adiskq.Retention(max_bytes=1))
+        last = await producer.push(b"after", key="k")
+    assert report.removed_segments
+    assert report.removed_messages > 0
+    stats = adiskq.stats(stream_path).partitions[0]
+    assert stats.segments == 1
+    assert stats.oldest_offset == report.removed_messages
+    assert adiskq.read(stream_path, 0, last.offset).value == b"after"
+    with pytest.raises(adiskq.OffsetOutOfRangeError):
+        adiskq.read(stream_path, 0, 0)
+
+
+async def test_periodic_vacuum_applies_the_stream_retention(stream_path: str) -> None:
+    """With a retention, the producer vacuums every vacuum_interval without being asked."""
+    retention = adiskq.Retention(max_age=dt.timedelta(seconds=1))
+    async with adiskq.Producer(
+        stream_path, segment_size_bytes=1024, retention=retention, vacuum_interval=0.05
+    ) as producer:
+        old = time_ns_ago(dt.timedelta(hours=1))
+        for _ in range(50):
+            await producer.push(b"x" * 60, key="k", timestamp=old)
+        await producer.push(b"fresh", key="k")
+        with anyio.fail_after(10):
+            while adiskq.stats(stream_path).partitions[0].oldest_offset == 0:
+                await anyio.sleep(0.02)
+    assert adiskq.stats(stream_path).partitions[0].oldest_offset > 0
+
+
+def time_ns_ago(delta: dt.timedelta) -> int:
+    """UTC nanoseconds of a moment ``delta`` ago."""
+    return int((dt.datetime.now(dt.timezone.utc) - delta).timestamp() * 1e9)
+
+
+async def test_close_flushes_pending_pushes_of_other_tasks(stream_path: str) -> None:
+    """Leaving `async with` waits for queued pushes: all of them are written."""
+    receipts: list[adiskq.Receipt] = []
+    async with adiskq.Producer(stream_path, flush="sync") as producer:
+
+        async def push(i: int) -> None:
+            receipts.append(await producer.push(b"%d" % i))
+
+        async with anyio.create_task_group() as group:
+            for i in range(50):
+                group.start_soon(push, i)
+    assert len(receipts) == 50
+    assert adiskq.stats(stream_path).message_count == 50
+
+
+async def test_cancelling_the_producer_scope_closes_it_cleanly(stream_path: str) -> None:
+    """A cancelled scope around the producer still writes, syncs and unlocks."""
+    with anyio.CancelScope() as scope:
+        async with adiskq.Producer(stream_path) as producer:
+            await producer.push(b"kept")
+            scope.cancel()
+            await anyio.sleep_forever()
+    assert adiskq.stats(stream_path).owner is None
+    async with adiskq.Producer(stream_path) as producer:
+        assert (await producer.push(b"next")).offset == 1
+
+
+async def test_cancelled_pushes_are_all_or_nothing(stream_path: str) -> None:
+    """Cancelling pushes midway: every written message had its receipt returned, and vice versa."""
+    for flush in ("sync", "async"):
+        path = os.path.join(stream_path, flush)
+        returned: set[bytes] = set()
+        async with adiskq.Producer(path, partitions=2, flush=flush) as producer:  # type: ignore[arg-type]
+
+            async def pusher(round_: int, task: int) -> None:
+                for i in range(10_000):
+                    value = b"%d-%d-%d" % (round_, task, i)
+                    await producer.push(value, key=value)
+                    returned.add(value)
+
+            for round_, delay in enumerate((0, 0.001, 0.005)):
+                with anyio.move_on_after(delay):
+                    async with anyio.create_task_group() as group:
+                        for task in range(8):
+                            group.start_soon(pusher, round_, task)
+        written = [m.value for messages in read_all(path).values() for m in messages]
+        assert len(written) == len(set(written))
+        assert set(written) == returned
+
+
+async def test_recovery_report_is_available_after_open(stream_path: str) -> None:
+    """A producer exposes what opening repaired (nothing, for a fresh stream)."""
+    async with adiskq.Producer(stream_path) as producer:
+        assert producer.recovery is not None
+        assert not producer.recovery
