@@ -1,36 +1,46 @@
-"""The demo `./scripts/demo` runs: write to an embedded default stream, read it back, show stats."""
+"""The demo `./scripts/demo` runs: an embedded default stream, written and read back.
+
+python -m adiskq.demo [PATH]    # PATH defaults to ./demo-stream
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-import time
 
-from . import read, stats
-from ._sansio.codec import encode_record
-from ._storage.stream import StreamWriter
+import anyio
+
+import adiskq
 
 DEFAULT_STREAM = "demo-stream"
 
 
+async def produce(path: str) -> list[adiskq.Receipt]:
+    """Push a few orders for three customers: each customer's orders land on one partition."""
+    async with adiskq.Producer(path, partitions=3) as producer:
+        receipts = []
+        for i in range(9):
+            customer = f"customer-{i % 3:02d}"
+            receipt = await producer.push(f"order {i}".encode(), key=customer, headers={"type": b"created"})
+            print(f"pushed order {i} for {customer} -> partition {receipt.partition}, offset {receipt.offset}")
+            receipts.append(receipt)
+        more = await producer.push_many([adiskq.Record(f"bulk {i}".encode(), key="customer-00") for i in range(3)])
+        print(f"pushed 3 more in one batch -> {[tuple(r) for r in more]}")
+        return receipts + more
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Write a few messages, read one back, print the stream's stats."""
+    """Produce, read one message back, print the stream's stats."""
     args = sys.argv[1:] if argv is None else argv
     path = args[0] if args else DEFAULT_STREAM
-    writer = StreamWriter.open(path, partitions=3)
-    try:
-        for i in range(9):
-            key = f"customer-{i % 3:02d}".encode()
-            partition = writer.partitions[i % 3]
-            now = time.time_ns()
-            offset = partition.append([encode_record(f"order {i}".encode(), key, now)], [now])
-            print(f"pushed order {i} -> partition {partition.partition} offset {offset}")
-    finally:
-        writer.close()
-    print("read back:", read(path, 0, 0))
-    for p in stats(path).partitions:
-        print(f"partition {p.partition}: offsets {p.oldest_offset}..{p.next_offset - 1}, {p.size_bytes} bytes")
-    print(f"stream at {os.path.abspath(path)}")
+    receipts = anyio.run(produce, path)
+    first = adiskq.read(path, *receipts[0])
+    print(f"read back partition {first.partition} offset {first.offset}: {first.value!r} at {first.timestamp:%H:%M:%S}")
+    stats = adiskq.stats(path)
+    for p in stats.partitions:
+        held = f"offsets {p.oldest_offset}..{p.next_offset - 1}" if p.message_count else "empty"
+        print(f"partition {p.partition}: {held}, {p.size_bytes} bytes on disk")
+    print(f"stream at {os.path.abspath(path)}: {stats.message_count} messages")
     return 0
 
 

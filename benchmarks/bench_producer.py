@@ -86,14 +86,16 @@ async def adiskq_lag(path: str, count: int) -> float:
             gaps.append(now - last)
             last = now
 
-    async with adiskq.Producer(path, partitions=4, segment_size_bytes=4 * 2**20) as producer:
-        async with anyio.create_task_group() as group:
-            group.start_soon(ticker)
-            for i in range(count):
-                await producer.push(VALUE, key=KEYS[i % 1000])
-            for _ in range(count // 1000):
-                await producer.push_many([adiskq.Record(VALUE, key=KEYS[j]) for j in range(1000)])
-            done = True
+    async with (
+        adiskq.Producer(path, partitions=4, segment_size_bytes=4 * 2**20) as producer,
+        anyio.create_task_group() as group,
+    ):
+        group.start_soon(ticker)
+        for i in range(count):
+            await producer.push(VALUE, key=KEYS[i % 1000])
+        for _ in range(count // 1000):
+            await producer.push_many([adiskq.Record(VALUE, key=KEYS[j]) for j in range(1000)])
+        done = True
     gaps.sort()
     return gaps[int(len(gaps) * 0.99)] * 1000
 
@@ -113,7 +115,9 @@ def sqlite_single(path: str, count: int) -> float:
     db = _sqlite(path, "NORMAL")
     started = time.perf_counter()
     for i in range(count):
-        db.execute("INSERT INTO log (ts, key, value) VALUES (?, ?, ?)", (time.time_ns(), KEYS[i % 1000].encode(), VALUE))
+        db.execute(
+            "INSERT INTO log (ts, key, value) VALUES (?, ?, ?)", (time.time_ns(), KEYS[i % 1000].encode(), VALUE)
+        )
     rate = count / (time.perf_counter() - started)
     db.close()
     return rate
@@ -136,7 +140,9 @@ def sqlite_sync(path: str, count: int) -> float:
     db = _sqlite(path, "FULL")
     started = time.perf_counter()
     for i in range(count):
-        db.execute("INSERT INTO log (ts, key, value) VALUES (?, ?, ?)", (time.time_ns(), KEYS[i % 1000].encode(), VALUE))
+        db.execute(
+            "INSERT INTO log (ts, key, value) VALUES (?, ?, ?)", (time.time_ns(), KEYS[i % 1000].encode(), VALUE)
+        )
     rate = count / (time.perf_counter() - started)
     db.close()
     return rate
@@ -170,16 +176,24 @@ def main(argv: list[str] | None = None) -> int:
             ):
                 results.setdefault(name, {})[f"adiskq/{backend}"] = median_of(
                     runs,
-                    lambda workload=workload, count=count, name=name: anyio.run(  # type: ignore[misc]
+                    lambda workload=workload, count=count, name=name, backend=backend: anyio.run(  # type: ignore[misc]
                         workload, _fresh(root, name), count, backend=backend
                     ),
                 )
-        sqlite_counts = {"single": counts["single"] // 2, "batch": counts["batch"], "sync32": max(200, counts["sync32"] // 10)}
+        sqlite_counts = {
+            "single": counts["single"] // 2,
+            "batch": counts["batch"],
+            "sync32": max(200, counts["sync32"] // 10),
+        }
         for name, peer in (("single", sqlite_single), ("batch", sqlite_batch), ("sync32", sqlite_sync)):
-            results[name]["sqlite-wal"] = median_of(runs, lambda peer=peer, name=name: peer(_fresh(root, name), sqlite_counts[name]))  # type: ignore[misc]
+            results[name]["sqlite-wal"] = median_of(
+                runs, lambda peer=peer, name=name: peer(_fresh(root, name), sqlite_counts[name])
+            )  # type: ignore[misc]
 
     targets = {"single": 200_000, "batch": 1_000_000, "sync32": 50_000}
-    print(f"adiskq producer benchmark ({'quick' if args.quick else f'median of {runs}'}; Python {sys.version.split()[0]})")
+    print(
+        f"adiskq producer benchmark ({'quick' if args.quick else f'median of {runs}'}; Python {sys.version.split()[0]})"
+    )
     print(f"{'workload':<8} {'peer':<16} {'msg/s':>12} {'vs sqlite':>10} {'target':>10}")
     for name in ("single", "batch", "sync32"):
         sqlite_rate = results[name]["sqlite-wal"]

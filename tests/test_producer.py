@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
+from typing import Any
 
 import anyio
 import pytest
@@ -12,6 +13,7 @@ import pytest
 import adiskq
 from adiskq._sansio.naming import partition_for_key
 from adiskq._storage.segment import SegmentWriter
+from adiskq._storage.stream import StreamWriter
 
 pytestmark = pytest.mark.anyio
 
@@ -67,7 +69,7 @@ async def test_a_push_without_key_gets_a_random_key(stream_path: str) -> None:
 async def test_timestamp_defaults_to_now_and_accepts_datetime_or_ns(stream_path: str) -> None:
     """A push without timestamp is stamped now; a datetime or an int (ns) is kept as given."""
     before = adiskq.Message(0, 0, 0, b"", b"").timestamp  # the epoch, as an aware datetime
-    when = dt.datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=dt.timezone.utc)
+    when = dt.datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=dt.UTC)
     async with adiskq.Producer(stream_path) as producer:
         now = await producer.push(b"now")
         given = await producer.push(b"dt", timestamp=when)
@@ -173,7 +175,7 @@ async def test_lock_timeout_waits_for_the_holder(stream_path: str) -> None:
     assert [m.value for m in read_all(stream_path)[0]] == [b"first", b"second"]
 
 
-async def test_bad_settings_fail_at_construction(stream_path: str) -> None:
+def test_bad_settings_fail_at_construction(stream_path: str) -> None:
     """Wrong settings raise ValueError before any file is touched."""
     with pytest.raises(ValueError, match="flush"):
         adiskq.Producer(stream_path, flush="sometimes")  # type: ignore[arg-type]
@@ -215,6 +217,11 @@ async def test_segments_roll_at_segment_size(stream_path: str) -> None:
     assert [m.value[:5] for m in read_all(stream_path)[0]] == [b"%05d" % i for i in range(300)]
 
 
+def index_file_size(writer: SegmentWriter) -> int:
+    """Bytes in the writer's .index file now."""
+    return os.path.getsize(os.path.join(writer.directory, f"{writer.base_offset:020d}.index"))
+
+
 async def test_sync_flush_fsyncs_data_before_the_index_is_written(
     stream_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -223,7 +230,7 @@ async def test_sync_flush_fsyncs_data_before_the_index_is_written(
     real_sync = SegmentWriter.sync
 
     def spying_sync(self: SegmentWriter, *, data_only: bool = False) -> None:
-        index_size = os.path.getsize(os.path.join(self.directory, f"{self.base_offset:020d}.index"))
+        index_size = index_file_size(self)
         observed.append((self.next_offset, index_size))
         real_sync(self, data_only=data_only)
 
@@ -289,9 +296,7 @@ async def test_async_flush_fsyncs_within_the_interval(stream_path: str, monkeypa
     monkeypatch.setattr(SegmentWriter, "sync", noting_sync)
     async with adiskq.Producer(stream_path, flush_interval=0.05) as producer:
         await producer.push(b"x")
-        with anyio.fail_after(10):
-            while not synced.is_set():
-                await anyio.sleep(0.01)
+        assert await anyio.to_thread.run_sync(synced.wait, 10)
 
 
 async def test_vacuum_deletes_old_sealed_segments_never_the_active_one(stream_path: str) -> None:
@@ -311,8 +316,18 @@ async def test_vacuum_deletes_old_sealed_segments_never_the_active_one(stream_pa
         adiskq.read(stream_path, 0, 0)
 
 
-async def test_periodic_vacuum_applies_the_stream_retention(stream_path: str) -> None:
+async def test_periodic_vacuum_applies_the_stream_retention(stream_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """With a retention, the producer vacuums every vacuum_interval without being asked."""
+    vacuumed = threading.Event()
+    real_vacuum = StreamWriter.vacuum
+
+    def noting_vacuum(self: StreamWriter, *args: Any, **kwargs: Any) -> adiskq.VacuumReport:
+        report = real_vacuum(self, *args, **kwargs)
+        if report:
+            vacuumed.set()
+        return report
+
+    monkeypatch.setattr(StreamWriter, "vacuum", noting_vacuum)
     retention = adiskq.Retention(max_age=dt.timedelta(seconds=1))
     async with adiskq.Producer(
         stream_path, segment_size_bytes=1024, retention=retention, vacuum_interval=0.05
@@ -321,15 +336,13 @@ async def test_periodic_vacuum_applies_the_stream_retention(stream_path: str) ->
         for _ in range(50):
             await producer.push(b"x" * 60, key="k", timestamp=old)
         await producer.push(b"fresh", key="k")
-        with anyio.fail_after(10):
-            while adiskq.stats(stream_path).partitions[0].oldest_offset == 0:
-                await anyio.sleep(0.02)
+        assert await anyio.to_thread.run_sync(vacuumed.wait, 10)
     assert adiskq.stats(stream_path).partitions[0].oldest_offset > 0
 
 
 def time_ns_ago(delta: dt.timedelta) -> int:
     """UTC nanoseconds of a moment ``delta`` ago."""
-    return int((dt.datetime.now(dt.timezone.utc) - delta).timestamp() * 1e9)
+    return int((dt.datetime.now(dt.UTC) - delta).timestamp() * 1e9)
 
 
 async def test_close_flushes_pending_pushes_of_other_tasks(stream_path: str) -> None:
@@ -366,7 +379,7 @@ async def test_cancelled_pushes_are_all_or_nothing(stream_path: str) -> None:
         returned: set[bytes] = set()
         async with adiskq.Producer(path, partitions=2, flush=flush) as producer:  # type: ignore[arg-type]
 
-            async def pusher(round_: int, task: int) -> None:
+            async def pusher(round_: int, task: int, returned: set[bytes] = returned) -> None:
                 for i in range(10_000):
                     value = b"%d-%d-%d" % (round_, task, i)
                     await producer.push(value, key=value)

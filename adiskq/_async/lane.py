@@ -81,9 +81,17 @@ class Lane:
             self.sync_flush or self._committing is not None or self._open is not None or self.partition.needs_roll()
         )
 
-    def write_one(self, record: bytes, timestamp_ns: int) -> int:
-        """Write and commit one record now; returns its offset (OSError leaves the files as they were)."""
-        offset = self.partition.active.append_one(record, timestamp_ns)
+    def try_write_one(self, record: bytes, timestamp_ns: int) -> int:
+        """Write and commit one record now if it may go inline; its offset, or -1 if it must be batched.
+
+        The hot path of ``push``: the same tests as ``can_write_inline``, spelled out.
+        """
+        if self.sync_flush or self._committing is not None or self._open is not None:
+            return -1
+        writer = self.partition.active
+        if writer.data_size >= self.partition.segment_size_bytes and writer.next_offset > writer.base_offset:
+            return -1  # a roll is due: it fsyncs, so it happens in a batch, off the loop thread
+        offset = writer.append_one(record, timestamp_ns)  # OSError leaves the files as they were
         self.dirty = True
         wakeup.notify(self.wake_key)
         return offset

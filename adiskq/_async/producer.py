@@ -329,12 +329,14 @@ class Producer:
         timestamp_ns = time.time_ns() if timestamp is None else _timestamp_ns(timestamp)
         if type(value) is not bytes:
             value = _value_bytes(value)
-        self._check_size(len(value) + len(raw_key))
+        if len(value) + len(raw_key) > self._max_message_bytes:
+            self._check_size(len(value) + len(raw_key))
         record = encode_record(value, raw_key, timestamp_ns, headers)
-        self._check_size(len(record))
+        if len(record) > self._max_message_bytes:
+            self._check_size(len(record))
         lane = self._lanes[partition]
-        if lane.can_write_inline():
-            offset = lane.write_one(record, timestamp_ns)
+        offset = lane.try_write_one(record, timestamp_ns)
+        if offset >= 0:
             self._inline_pushes += 1
             if self._inline_pushes >= _YIELD_EVERY:
                 self._inline_pushes = 0

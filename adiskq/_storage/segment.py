@@ -20,7 +20,6 @@ when ``.data`` appeared before ``.index``).
 from __future__ import annotations
 
 import contextlib
-import errno
 import itertools
 import os
 import struct
@@ -209,20 +208,19 @@ class SegmentWriter:
         start = self.data_size
         size = len(record)
         try:
-            if os.write(self._data_fd, record) != size:
-                raise OSError(errno.ENOSPC, "short write to .data (is the disk full?)")
+            written = os.write(self._data_fd, record)
+            if written != size:  # a short write (the disk filling up): the rest raises or goes through
+                write_all(self._data_fd, memoryview(record)[written:])
         except OSError:
             self._cut_back(self._data_fd, start)
             raise
-        entries = (offset - self.base_offset) * INDEX_ENTRY_BYTES
         try:
-            if os.write(self._timeindex_fd, TIMEINDEX_ENTRY.pack(offset, timestamp_ns)) != TIMEINDEX_ENTRY_BYTES:
-                raise OSError(errno.ENOSPC, "short write to .timeindex (is the disk full?)")
-            if os.write(self._index_fd, INDEX_ENTRY.pack(offset, start, size)) != INDEX_ENTRY_BYTES:
-                raise OSError(errno.ENOSPC, "short write to .index (is the disk full?)")
+            write_all(self._timeindex_fd, TIMEINDEX_ENTRY.pack(offset, timestamp_ns))
+            write_all(self._index_fd, INDEX_ENTRY.pack(offset, start, size))
         except OSError:
-            self._cut_back(self._index_fd, entries)
-            self._cut_back(self._timeindex_fd, entries // INDEX_ENTRY_BYTES * TIMEINDEX_ENTRY_BYTES)
+            entries = offset - self.base_offset
+            self._cut_back(self._index_fd, entries * INDEX_ENTRY_BYTES)
+            self._cut_back(self._timeindex_fd, entries * TIMEINDEX_ENTRY_BYTES)
             self._cut_back(self._data_fd, start)
             raise
         self.data_size = self._committed_data_size = start + size

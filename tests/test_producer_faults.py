@@ -1,0 +1,196 @@
+"""Producer faults: a failed write fails its pushes, leaves the stream consistent, and later pushes succeed."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+import adiskq
+
+pytestmark = pytest.mark.anyio
+
+
+class DiskFaults:
+    """Makes writes (or fdatasync) to files with a given suffix fail, as a full or broken disk would."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.failing: dict[str, int] = {}  # writes to files with this suffix fail with this errno
+        self.failing_syncs: dict[str, int] = {}  # the same for fdatasync
+        self.short_write_then_fail = False
+        real_write, real_writev, real_fdatasync = os.write, os.writev, os.fdatasync
+
+        def path_of(fd: int) -> str:
+            try:
+                return os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                return ""
+
+        def failure(fd: int, failing: dict[str, int]) -> int | None:
+            path = path_of(fd)
+            for suffix, code in failing.items():
+                if path.endswith(suffix):
+                    return code
+            return None
+
+        def write(fd: int, data: Any) -> int:
+            code = failure(fd, self.failing)
+            if code is not None:
+                if self.short_write_then_fail and len(data) > 1:
+                    self.short_write_then_fail = False
+                    return real_write(fd, memoryview(data)[: len(data) // 2])
+                raise OSError(code, os.strerror(code))
+            return real_write(fd, data)
+
+        def writev(fd: int, buffers: Any) -> int:
+            code = failure(fd, self.failing)
+            if code is not None:
+                raise OSError(code, os.strerror(code))
+            return real_writev(fd, buffers)
+
+        def fdatasync(fd: int) -> None:
+            code = failure(fd, self.failing_syncs)
+            if code is not None:
+                raise OSError(code, os.strerror(code))
+            real_fdatasync(fd)
+
+        monkeypatch.setattr(os, "write", write)
+        monkeypatch.setattr(os, "writev", writev)
+        monkeypatch.setattr(os, "fdatasync", fdatasync)
+
+
+@pytest.fixture
+def faults(monkeypatch: pytest.MonkeyPatch) -> Iterator[DiskFaults]:
+    """Write-fault injection for the duration of one test."""
+    return DiskFaults(monkeypatch)
+
+
+def data_sizes(path: str) -> dict[str, int]:
+    """Size of every segment file of the stream."""
+    sizes = {}
+    for folder, _, files in os.walk(os.path.join(path, "parts")):
+        for name in files:
+            sizes[os.path.join(folder, name)] = os.path.getsize(os.path.join(folder, name))
+    return sizes
+
+
+def values(path: str) -> list[bytes]:
+    """Every value of partition 0, in order."""
+    partition = adiskq.stats(path).partitions[0]
+    return [adiskq.read(path, 0, offset).value for offset in range(partition.oldest_offset, partition.next_offset)]
+
+
+@pytest.mark.parametrize("suffix", [".data", ".timeindex", ".index"])
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
+async def test_a_failed_write_fails_the_push_and_changes_nothing(
+    stream_path: str, faults: DiskFaults, suffix: str, code: int
+) -> None:
+    """ENOSPC/EIO on any file fails the push with that OSError; the files are as before it."""
+    async with adiskq.Producer(stream_path) as producer:
+        await producer.push(b"before")
+        before = data_sizes(stream_path)
+        faults.failing[suffix] = code
+        with pytest.raises(OSError, match=os.strerror(code)) as caught:
+            await producer.push(b"lost")
+        assert caught.value.errno == code
+        assert data_sizes(stream_path) == before
+        faults.failing.clear()
+        after = await producer.push(b"after")
+    assert after.offset == 1
+    assert values(stream_path) == [b"before", b"after"]
+
+
+async def test_a_short_write_then_a_full_disk_is_cut_back(stream_path: str, faults: DiskFaults) -> None:
+    """Half a record written before the disk filled up is removed again."""
+    async with adiskq.Producer(stream_path) as producer:
+        await producer.push(b"before")
+        before = data_sizes(stream_path)
+        faults.failing[".data"] = errno.ENOSPC
+        faults.short_write_then_fail = True
+        with pytest.raises(OSError, match="No space"):
+            await producer.push(b"x" * 100)
+        assert data_sizes(stream_path) == before
+        faults.failing.clear()
+        await producer.push(b"after")
+    assert values(stream_path) == [b"before", b"after"]
+
+
+@pytest.mark.parametrize("flush", ["async", "sync"])
+async def test_a_failed_batch_fails_every_push_in_it(stream_path: str, faults: DiskFaults, flush: str) -> None:
+    """push_many on a full disk fails whole; pushes afterwards get the next offsets."""
+    async with adiskq.Producer(stream_path, flush=flush) as producer:  # type: ignore[arg-type]
+        await producer.push(b"before")
+        faults.failing[".data"] = errno.ENOSPC
+        with pytest.raises(OSError, match="No space"):
+            await producer.push_many([b"a", b"b", b"c"])
+        faults.failing.clear()
+        receipts = await producer.push_many([b"d", b"e"])
+    assert [r.offset for r in receipts] == [1, 2]
+    assert values(stream_path) == [b"before", b"d", b"e"]
+
+
+async def test_a_failed_fdatasync_fails_sync_pushes_and_writes_nothing(stream_path: str, faults: DiskFaults) -> None:
+    """With flush="sync", an fdatasync error fails the batch and its data is cut back."""
+    async with adiskq.Producer(stream_path, flush="sync") as producer:
+        await producer.push(b"before")
+        before = data_sizes(stream_path)
+        faults.failing_syncs[".data"] = errno.EIO
+
+        failures: list[OSError] = []
+
+        async def push(value: bytes) -> None:
+            try:
+                await producer.push(value)
+            except OSError as error:
+                failures.append(error)
+
+        async with anyio.create_task_group() as group:
+            for i in range(10):
+                group.start_soon(push, b"%d" % i)
+        assert len(failures) == 10
+        assert data_sizes(stream_path) == before
+        faults.failing_syncs.clear()
+        after = await producer.push(b"after")
+    assert after.offset == 1
+
+
+async def test_the_stream_reopens_clean_after_faults(stream_path: str, faults: DiskFaults) -> None:
+    """After failed writes, reopening finds nothing to repair and every acknowledged push."""
+    acknowledged: list[bytes] = []
+    async with adiskq.Producer(stream_path) as producer:
+        for i in range(30):
+            faults.failing = {".index": errno.ENOSPC} if i % 3 == 1 else {}
+            try:
+                await producer.push(b"%d" % i)
+            except OSError:
+                continue
+            acknowledged.append(b"%d" % i)
+        faults.failing = {}
+    async with adiskq.Producer(stream_path) as producer:
+        assert producer.recovery is not None
+        assert not producer.recovery.repairs
+    assert values(stream_path) == acknowledged
+
+
+def make_failing(call: Callable[..., Any]) -> Callable[..., Any]:
+    """A stand-in for `call` that always fails with EIO."""
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(errno.EIO, "injected I/O error")
+
+    return failing
+
+
+async def test_a_failed_background_fsync_is_raised_by_flush(stream_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """flush() reports an fsync failure instead of pretending the data is durable."""
+    async with adiskq.Producer(stream_path) as producer:
+        await producer.push(b"x")
+        monkeypatch.setattr(os, "fdatasync", make_failing(os.fdatasync))
+        with pytest.raises(OSError, match="injected"):
+            await producer.flush()
+        monkeypatch.undo()
+        await producer.flush()
