@@ -18,6 +18,7 @@ cancellation, so a cancelled push has either been written with its offset or not
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import threading
@@ -29,13 +30,31 @@ import anyio.to_thread
 from .._storage.partition import PartitionWriter
 from . import wakeup
 
-__all__ = ["INLINE_MAX_BYTES", "Batch", "Lane"]
+__all__ = ["INLINE_MAX_BYTES", "Batch", "Lane", "explain_disk_error"]
 
 logger: Final = logging.getLogger("adiskq.producer")
 
 # Writes up to this size run on the event loop's thread (page-cache copies of well under a
 # millisecond); larger batches are written from a worker thread so the loop never stalls on them.
 INLINE_MAX_BYTES: Final = 256 * 1024
+
+
+def explain_disk_error(error: OSError) -> OSError:
+    """Add what it means for the stream, and what to do, to an OSError from the disk."""
+    if getattr(error, "_adiskq_explained", False):
+        return error
+    error._adiskq_explained = True  # type: ignore[attr-defined]
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        error.add_note(
+            "adiskq: the disk is full. Nothing acknowledged was lost and the stream is consistent; "
+            "free space (for example producer.vacuum() with a tighter Retention) and push again."
+        )
+    else:
+        error.add_note(
+            "adiskq: this write failed and was cut back, so the stream is consistent and nothing "
+            "acknowledged was lost; pushes succeed again once the cause is fixed."
+        )
+    return error
 
 
 class Batch:
@@ -91,14 +110,20 @@ class Lane:
         writer = self.partition.active
         if writer.data_size >= self.partition.segment_size_bytes and writer.next_offset > writer.base_offset:
             return -1  # a roll is due: it fsyncs, so it happens in a batch, off the loop thread
-        offset = writer.append_one(record, timestamp_ns)  # OSError leaves the files as they were
+        try:
+            offset = writer.append_one(record, timestamp_ns)  # OSError leaves the files as they were
+        except OSError as error:
+            raise explain_disk_error(error) from None
         self.dirty = True
         wakeup.notify(self.wake_key)
         return offset
 
     def write_inline(self, records: list[bytes], timestamps: list[int]) -> int:
         """Write and commit records now; returns the first offset."""
-        first = self.partition.active.append(records, timestamps)
+        try:
+            first = self.partition.active.append(records, timestamps)
+        except OSError as error:
+            raise explain_disk_error(error) from None
         self.dirty = True
         wakeup.notify(self.wake_key)
         return first
@@ -181,6 +206,8 @@ class Lane:
                 batch.first_offset = writer.append(batch.records, batch.timestamps)
             self.dirty = True
         except Exception as error:  # every push of the batch gets the error
+            if isinstance(error, OSError):
+                explain_disk_error(error)
             logger.warning("partition %d: a batch of %d failed: %s", partition.partition, len(batch.records), error)
             batch.error = error
             return

@@ -1,0 +1,116 @@
+"""A full disk, for real: a small tmpfs mounted for the test (as root), with fault injection elsewhere.
+
+Pushes fail with ENOSPC and a note saying what to do, nothing acknowledged is lost, the stream
+reopens on the full disk, vacuum frees space and writing resumes.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+from collections.abc import Iterator
+
+import anyio
+import pytest
+
+import adiskq
+from adiskq._storage.offsets import load_offsets, save_offsets
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def small_disk(tmp_path: object) -> Iterator[str]:
+    """A 384 KiB file system of its own: a tmpfs mounted as root (CI runs as root)."""
+    mount_point = os.path.join(str(tmp_path), "small-disk")
+    os.mkdir(mount_point)
+    if os.geteuid() != 0:
+        pytest.fail("the full-disk tests mount a tmpfs and must run as root (CI does); run them as root")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=384k", "tmpfs", mount_point], check=True)
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", mount_point], check=True)
+
+
+async def fill(producer: adiskq.Producer, acknowledged: list[bytes]) -> OSError:
+    """Push until the disk is full; returns the error that said so."""
+    for i in range(100_000):
+        value = b"%06d" % i + b"x" * 250
+        try:
+            await producer.push(value, key="k")
+        except OSError as error:
+            return error
+        acknowledged.append(value)
+    raise AssertionError("the small disk never filled up")
+
+
+def use_up_space(directory: str) -> None:
+    """Write a filler file until not one more byte fits (cut-backs may have freed a page)."""
+    with open(os.path.join(directory, "filler"), "ab", buffering=0) as filler, pytest.raises(OSError, match="No space"):
+        while True:
+            filler.write(b"f" * 512)
+
+
+def values(path: str) -> list[bytes]:
+    """Every retained value of partition 0, in order."""
+    partition = adiskq.stats(path).partitions[0]
+    return [adiskq.read(path, 0, offset).value for offset in range(partition.oldest_offset, partition.next_offset)]
+
+
+@pytest.mark.parametrize("flush", ["async", "sync"])
+async def test_a_full_disk_fails_pushes_clearly_and_loses_nothing(small_disk: str, flush: str) -> None:
+    """ENOSPC fails the push with a note on what to do; every acknowledged push reads back."""
+    path = os.path.join(small_disk, "stream")
+    acknowledged: list[bytes] = []
+    async with adiskq.Producer(path, segment_size_bytes=16 * 1024, flush=flush) as producer:  # type: ignore[arg-type]
+        error = await fill(producer, acknowledged)
+        assert error.errno == errno.ENOSPC
+        assert any("disk is full" in note for note in getattr(error, "__notes__", []))
+        with pytest.raises(OSError, match="No space"):
+            await producer.push(b"still full", key="k")
+    assert values(path) == acknowledged
+
+
+async def test_the_stream_reopens_on_a_full_disk_and_vacuum_frees_space(small_disk: str) -> None:
+    """On a full disk a producer still opens and vacuums; pushes then succeed again."""
+    path = os.path.join(small_disk, "stream")
+    acknowledged: list[bytes] = []
+    async with adiskq.Producer(path, segment_size_bytes=16 * 1024) as producer:
+        await fill(producer, acknowledged)
+    async with adiskq.Producer(path) as producer:
+        assert values(path) == acknowledged
+        report = await producer.vacuum(adiskq.Retention(max_bytes=64 * 1024))
+        assert report.removed_bytes > 0
+        receipt = await producer.push(b"after vacuum", key="k")
+    assert adiskq.read(path, 0, receipt.offset).value == b"after vacuum"
+    assert values(path)[-1] == b"after vacuum"
+    kept = values(path)[:-1]
+    assert kept == acknowledged[len(acknowledged) - len(kept) :]
+
+
+async def test_group_offsets_survive_a_failed_commit_on_a_full_disk(small_disk: str) -> None:
+    """A commit that cannot be written fails with ENOSPC; the last committed offsets stay intact."""
+    path = os.path.join(small_disk, "stream")
+    acknowledged: list[bytes] = []
+    async with adiskq.Producer(path, segment_size_bytes=16 * 1024) as producer:
+        await producer.push(b"first", key="k")
+        save_offsets(path, "billing", {0: 1})
+        await fill(producer, acknowledged)
+    use_up_space(small_disk)
+    with pytest.raises(OSError, match="No space") as caught:
+        save_offsets(path, "billing", {0: 999_999_999_999_999_999 * 10**20})
+    assert caught.value.errno == errno.ENOSPC
+    assert load_offsets(path, "billing") == {0: 1}
+    leftovers = [name for name in os.listdir(os.path.join(path, "groups", "billing")) if name.endswith(".tmp")]
+    assert leftovers == []
+
+
+async def test_consumers_keep_reading_a_stream_on_a_full_disk(small_disk: str) -> None:
+    """A full disk does not stop readers: the sync API reads everything acknowledged."""
+    path = os.path.join(small_disk, "stream")
+    acknowledged: list[bytes] = []
+    async with adiskq.Producer(path, segment_size_bytes=16 * 1024) as producer:
+        await fill(producer, acknowledged)
+        assert await anyio.to_thread.run_sync(values, path) == acknowledged
