@@ -1,0 +1,91 @@
+"""go-diskq's known failures, each pinned so adiskq never has it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+
+import anyio
+import pytest
+
+import adiskq
+
+pytestmark = pytest.mark.anyio
+
+HOLD_THE_LOCK = """
+import sys, anyio, adiskq
+async def main():
+    async with adiskq.Producer(sys.argv[1]) as producer:
+        await producer.push(b"x")
+        print("open", flush=True)
+        await anyio.sleep_forever()
+anyio.run(main)
+"""
+
+
+async def test_a_crashed_producer_leaves_no_stale_owner(stream_path: str) -> None:
+    """go-diskq's owner file outlived a crashed producer; here the next producer opens at once."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, stream_path], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None
+    assert holder.stdout.readline().strip() == "open"
+    assert adiskq.stats(stream_path).owner is not None
+    holder.send_signal(signal.SIGKILL)
+    holder.communicate(timeout=30)
+    with anyio.fail_after(10):
+        async with adiskq.Producer(stream_path) as producer:
+            assert (await producer.push(b"y")).offset == 1
+
+
+async def test_a_stray_file_in_a_partition_folder_is_ignored(stream_path: str) -> None:
+    """A file that is not a segment file never breaks opening, reading or vacuum."""
+    async with adiskq.Producer(stream_path, segment_size_bytes=1024) as producer:
+        for i in range(40):
+            await producer.push(b"%d" % i + b"x" * 60, key="k")
+    folder = os.path.join(stream_path, "parts", "000000")
+    for stray in ("notes.txt", "00000000000000000000.data.bak", ".DS_Store", "123.index"):
+        with open(os.path.join(folder, stray), "w") as file:
+            file.write("not a segment")
+    os.mkdir(os.path.join(folder, "subfolder"))
+    async with adiskq.Producer(stream_path) as producer:
+        assert not producer.recovery.repairs  # type: ignore[union-attr]
+        await producer.vacuum(adiskq.Retention(max_bytes=1))
+        last = await producer.push(b"after", key="k")
+    assert adiskq.read(stream_path, 0, last.offset).value == b"after"
+    assert os.path.exists(os.path.join(folder, "notes.txt"))
+
+
+async def test_an_empty_payload_reads_back(stream_path: str) -> None:
+    """go-diskq could not read back a message with an empty payload."""
+    async with adiskq.Producer(stream_path) as producer:
+        receipts = [await producer.push(b""), await producer.push(b"", key=""), await producer.push(b"x")]
+    assert [adiskq.read(stream_path, *r).value for r in receipts] == [b"", b"", b"x"]
+
+
+async def test_time_lookup_in_a_segment_holding_one_message(stream_path: str) -> None:
+    """go-diskq's time lookup was wrong when a segment held one message."""
+    when = dt.datetime(2026, 5, 1, tzinfo=dt.UTC)
+    async with adiskq.Producer(stream_path, segment_size_bytes=1024) as producer:
+        first = await producer.push(b"x" * 2000, key="k", timestamp=when)  # fills its segment alone
+        second = await producer.push(b"y", key="k", timestamp=when + dt.timedelta(hours=1))
+    assert adiskq.stats(stream_path).partitions[0].segments == 2
+    assert adiskq.offset_for_time(stream_path, 0, when - dt.timedelta(seconds=1)) == first.offset
+    assert adiskq.offset_for_time(stream_path, 0, when) == first.offset
+    assert adiskq.offset_for_time(stream_path, 0, when + dt.timedelta(seconds=1)) == second.offset
+    assert adiskq.offset_for_time(stream_path, 0, when + dt.timedelta(hours=2)) == second.offset + 1
+
+
+async def test_opening_a_damaged_stream_fails_fast_instead_of_hanging(stream_path: str) -> None:
+    """go-diskq could hang on open after an error; here a damaged stream raises within seconds."""
+    async with adiskq.Producer(stream_path) as producer:
+        await producer.push(b"x")
+    with open(os.path.join(stream_path, "settings.json"), "w") as settings:
+        settings.write("{not json")
+    with anyio.fail_after(10):
+        with pytest.raises(adiskq.CorruptStreamError, match=r"settings\.json"):
+            async with adiskq.Producer(stream_path):
+                pass
+        with pytest.raises(adiskq.Error):
+            adiskq.stats(stream_path)
