@@ -26,14 +26,32 @@ anyio.run(main)
 """
 
 
-async def test_a_crashed_producer_leaves_no_stale_owner(stream_path: str) -> None:
-    """go-diskq's owner file outlived a crashed producer; here the next producer opens at once."""
+def kill_a_lock_holder(stream_path: str) -> None:
+    """Start a producer in another process, check it holds the lock, and SIGKILL it."""
     holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, stream_path], stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None
     assert holder.stdout.readline().strip() == "open"
     assert adiskq.stats(stream_path).owner is not None
     holder.send_signal(signal.SIGKILL)
     holder.communicate(timeout=30)
+
+
+def plant_strays(folder: str) -> None:
+    """Files and a folder that are not segment files, in a partition folder."""
+    for stray in ("notes.txt", "00000000000000000000.data.bak", ".DS_Store", "123.index"):
+        with open(os.path.join(folder, stray), "w") as file:
+            file.write("not a segment")
+    os.mkdir(os.path.join(folder, "subfolder"))
+
+
+def damage_settings(stream_path: str) -> None:
+    """Make settings.json unreadable as JSON."""
+    damage_settings(stream_path)
+
+
+async def test_a_crashed_producer_leaves_no_stale_owner(stream_path: str) -> None:
+    """go-diskq's owner file outlived a crashed producer; here the next producer opens at once."""
+    kill_a_lock_holder(stream_path)
     with anyio.fail_after(10):
         async with adiskq.Producer(stream_path) as producer:
             assert (await producer.push(b"y")).offset == 1
@@ -45,16 +63,13 @@ async def test_a_stray_file_in_a_partition_folder_is_ignored(stream_path: str) -
         for i in range(40):
             await producer.push(b"%d" % i + b"x" * 60, key="k")
     folder = os.path.join(stream_path, "parts", "000000")
-    for stray in ("notes.txt", "00000000000000000000.data.bak", ".DS_Store", "123.index"):
-        with open(os.path.join(folder, stray), "w") as file:
-            file.write("not a segment")
-    os.mkdir(os.path.join(folder, "subfolder"))
+    plant_strays(folder)
     async with adiskq.Producer(stream_path) as producer:
         assert not producer.recovery.repairs  # type: ignore[union-attr]
         await producer.vacuum(adiskq.Retention(max_bytes=1))
         last = await producer.push(b"after", key="k")
     assert adiskq.read(stream_path, 0, last.offset).value == b"after"
-    assert os.path.exists(os.path.join(folder, "notes.txt"))
+    assert "notes.txt" in await anyio.to_thread.run_sync(os.listdir, folder)
 
 
 async def test_an_empty_payload_reads_back(stream_path: str) -> None:
@@ -81,8 +96,7 @@ async def test_opening_a_damaged_stream_fails_fast_instead_of_hanging(stream_pat
     """go-diskq could hang on open after an error; here a damaged stream raises within seconds."""
     async with adiskq.Producer(stream_path) as producer:
         await producer.push(b"x")
-    with open(os.path.join(stream_path, "settings.json"), "w") as settings:
-        settings.write("{not json")
+    damage_settings(stream_path)
     with anyio.fail_after(10):
         with pytest.raises(adiskq.CorruptStreamError, match=r"settings\.json"):
             async with adiskq.Producer(stream_path):
