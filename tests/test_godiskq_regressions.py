@@ -46,7 +46,8 @@ def plant_strays(folder: str) -> None:
 
 def damage_settings(stream_path: str) -> None:
     """Make settings.json unreadable as JSON."""
-    damage_settings(stream_path)
+    with open(os.path.join(stream_path, "settings.json"), "w") as settings:
+        settings.write("{not json")
 
 
 async def test_a_crashed_producer_leaves_no_stale_owner(stream_path: str) -> None:
