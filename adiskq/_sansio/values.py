@@ -152,6 +152,9 @@ class RecoveryReport:
 
     timestamp_ns: int
     repairs: tuple[SegmentRepair, ...] = ()
+    # Partitions whose active segment was not re-checked, because the previous producer closed
+    # cleanly (after an fsync) and the files are exactly as it left them.
+    clean_partitions: tuple[int, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.repairs)

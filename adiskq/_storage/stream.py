@@ -28,12 +28,14 @@ from .._sansio.values import RecoveryReport, Retention, SegmentRepair, VacuumRep
 from .files import DEFAULT_FILE_MODE, atomic_write_json, fsync_dir, read_json
 from .lock import OwnerLock
 from .partition import PartitionReader, PartitionWriter
+from .segment import SegmentFileState
 from .settings import StreamSettings, load_settings, save_settings
 
 __all__ = [
     "StreamReader",
     "StreamWriter",
     "disk_usage",
+    "load_clean_close",
     "load_recovery_report",
 ]
 
@@ -51,20 +53,67 @@ def disk_usage(path: str) -> DiskUsage:
     return DiskUsage(usage.total, usage.used)
 
 
-def load_recovery_report(stream_path: str) -> RecoveryReport | None:
-    """The report the last producer open wrote, if any."""
+def _read_recovery_file(stream_path: str) -> dict[str, object] | None:
     try:
         data = read_json(os.path.join(stream_path, RECOVERY_FILE))
     except (FileNotFoundError, ValueError):
         return None
-    if not isinstance(data, dict):
+    return data if isinstance(data, dict) else None
+
+
+def load_recovery_report(stream_path: str) -> RecoveryReport | None:
+    """The report the last producer open wrote, if any (None if missing or unreadable)."""
+    data = _read_recovery_file(stream_path)
+    if data is None:
         return None
-    repairs = tuple(
-        SegmentRepair(int(r["partition"]), int(r["segment"]), str(r["action"]), r.get("position"))
-        for r in data.get("repairs", [])
-        if isinstance(r, dict)
-    )
-    return RecoveryReport(int(data.get("timestamp_ns", 0)), repairs)
+    try:
+        raw_repairs = data.get("repairs", [])
+        raw_clean = data.get("clean_partitions", [])
+        repairs = tuple(
+            SegmentRepair(int(r["partition"]), int(r["segment"]), str(r["action"]), r.get("position"))
+            for r in (raw_repairs if isinstance(raw_repairs, list) else [])
+            if isinstance(r, dict)
+        )
+        clean = tuple(int(p) for p in (raw_clean if isinstance(raw_clean, list) else []))
+        return RecoveryReport(int(data.get("timestamp_ns", 0)), repairs, clean)  # type: ignore[call-overload]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def load_clean_close(stream_path: str) -> dict[int, SegmentFileState]:
+    """Partition -> its active segment's files as the last producer's clean close left them.
+
+    Empty when the last producer did not close cleanly (the record is removed on every open).
+    """
+    data = _read_recovery_file(stream_path)
+    raw = data.get("clean_close") if data is not None else None
+    if not isinstance(raw, dict):
+        return {}
+    states: dict[int, SegmentFileState] = {}
+    for partition, state in raw.items():
+        try:
+            states[int(partition)] = SegmentFileState(
+                int(state["base_offset"]),
+                (int(state["data_file"][0]), int(state["data_file"][1])),
+                (int(state["index_file"][0]), int(state["index_file"][1])),
+                (int(state["timeindex_file"][0]), int(state["timeindex_file"][1])),
+            )
+        except (KeyError, TypeError, ValueError, IndexError):
+            continue  # a damaged entry only costs that partition its full check
+    return states
+
+
+def _save_recovery_file(
+    stream_path: str, report: RecoveryReport, clean_close: dict[int, SegmentFileState] | None, mode: int
+) -> None:
+    value: dict[str, object] = {
+        "timestamp_ns": report.timestamp_ns,
+        "repairs": [dataclasses.asdict(r) for r in report.repairs],
+        "clean_partitions": list(report.clean_partitions),
+    }
+    if clean_close is not None:
+        value["clean_close"] = {str(p): state._asdict() for p, state in sorted(clean_close.items())}
+    atomic_write_json(os.path.join(stream_path, RECOVERY_FILE), value, mode=mode)
 
 
 class StreamWriter:
@@ -171,6 +220,7 @@ class StreamWriter:
         if not os.path.isdir(parts_dir):
             os.mkdir(parts_dir, mode | ((mode & 0o444) >> 2))
             fsync_dir(path)
+        clean_close = load_clean_close(path)
         opened: list[PartitionWriter] = []
         repairs: list[SegmentRepair] = []
         try:
@@ -181,6 +231,7 @@ class StreamWriter:
                     number,
                     segment_size_bytes=settings.segment_size_bytes,
                     mode=mode,
+                    clean=clean_close.get(number),
                 )
                 opened.append(writer)
                 repairs.extend(repaired)
@@ -190,14 +241,15 @@ class StreamWriter:
             for writer in opened:
                 writer.close()
             raise
-        report = RecoveryReport(time.time_ns(), tuple(repairs))
-        if repairs or not os.path.exists(os.path.join(path, RECOVERY_FILE)):
+        report = RecoveryReport(time.time_ns(), tuple(repairs), tuple(w.partition for w in opened if w.scan_skipped))
+        # Replacing the file also drops the clean-close record before anything is appended, so a
+        # crash of this producer is never taken for a clean close. (Sizes and modification times
+        # would give a crash away anyway; this makes it certain.)
+        try:
+            _save_recovery_file(path, report, None, mode)
+        except OSError:
             with contextlib.suppress(OSError):  # the report is a courtesy; a full disk must not stop us
-                atomic_write_json(
-                    os.path.join(path, RECOVERY_FILE),
-                    {"timestamp_ns": report.timestamp_ns, "repairs": [dataclasses.asdict(r) for r in repairs]},
-                    mode=mode,
-                )
+                os.unlink(os.path.join(path, RECOVERY_FILE))
         return cls(path, settings, lock, opened, report, mode)
 
     # -- operations ------------------------------------------------------------------------------
@@ -239,6 +291,10 @@ class StreamWriter:
         try:
             if sync:
                 self.sync()
+                # Only now, with every file fsynced, may the next producer skip its check.
+                with contextlib.suppress(OSError):
+                    states = {p.partition: p.file_state() for p in self.partitions}
+                    _save_recovery_file(self.path, self.recovery, states, self.mode)
         finally:
             for partition in self.partitions:
                 partition.close()
