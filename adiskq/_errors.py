@@ -12,6 +12,7 @@
     ├── OffsetOutOfRangeError      (also IndexError) the offset was vacuumed or not written yet
     ├── MessageTooLargeError       (also ValueError) a record over the stream's max_message_bytes
     ├── InvalidNameError           (also ValueError) a group name that is empty or leaves its folder
+    ├── InvalidArgumentError       (also ValueError) a setting out of range, a partition that does not exist
     └── ClosedError                (also RuntimeError) the producer or consumer was closed
 
 ``OSError`` raised by the disk itself (``ENOSPC``, ``EACCES``, ``EIO``) is not wrapped: it reaches the
@@ -27,6 +28,7 @@ __all__ = [
     "CorruptRecordError",
     "CorruptStreamError",
     "Error",
+    "InvalidArgumentError",
     "InvalidNameError",
     "MessageTooLargeError",
     "NotAStreamError",
@@ -133,6 +135,10 @@ class MessageTooLargeError(Error, ValueError):
 
 class InvalidNameError(Error, ValueError):
     """A name (of a consumer group) that is empty, hidden, or would leave its folder."""
+
+
+class InvalidArgumentError(Error, ValueError):
+    """An argument out of range: partitions, segment size, retention, a partition the stream lacks."""
 
 
 class ClosedError(Error, RuntimeError):

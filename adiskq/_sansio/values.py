@@ -8,6 +8,8 @@ import types
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from .._errors import InvalidArgumentError
+
 __all__ = [
     "EMPTY_HEADERS",
     "Message",
@@ -88,14 +90,14 @@ class Retention:
 
     def __post_init__(self) -> None:
         if self.max_bytes is not None and (not isinstance(self.max_bytes, int) or self.max_bytes <= 0):
-            raise ValueError(f"Retention(max_bytes={self.max_bytes!r}): give a positive number of bytes")
+            raise InvalidArgumentError(f"Retention(max_bytes={self.max_bytes!r}): give a positive number of bytes")
         if self.max_age is not None:
             if isinstance(self.max_age, int | float) and not isinstance(self.max_age, bool):
                 object.__setattr__(self, "max_age", dt.timedelta(seconds=self.max_age))
             if not isinstance(self.max_age, dt.timedelta) or self.max_age <= dt.timedelta(0):
-                raise ValueError(f"Retention(max_age={self.max_age!r}): give a positive timedelta or seconds")
+                raise InvalidArgumentError(f"Retention(max_age={self.max_age!r}): give a positive timedelta or seconds")
         if self.max_disk_usage is not None and not 0.0 < self.max_disk_usage < 1.0:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"Retention(max_disk_usage={self.max_disk_usage!r}): give a ratio between 0 and 1, such as 0.85"
             )
 

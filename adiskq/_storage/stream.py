@@ -15,12 +15,20 @@ import time
 from collections.abc import Sequence
 from typing import Final
 
-from .._errors import NotAStreamError, SettingsMismatchError, StreamLockedError, StreamNotFoundError
+from .._errors import (
+    InvalidArgumentError,
+    NotAStreamError,
+    SettingsMismatchError,
+    StreamLockedError,
+    StreamNotFoundError,
+)
 from .._sansio.naming import (
     OWNER_FILE,
     PARTS_DIR,
     RECOVERY_FILE,
     SETTINGS_FILE,
+    parse_partition_dir,
+    parse_segment_file,
     partition_dir_name,
 )
 from .._sansio.retention import DiskUsage, plan_vacuum
@@ -45,6 +53,30 @@ _LOCK_POLL_SECONDS: Final = 0.02
 def _is_scratch(name: str) -> bool:
     """Files a crashed stream creation may leave in an otherwise empty folder."""
     return name == OWNER_FILE or (name.startswith(".") and name.endswith(".tmp"))
+
+
+def _holds_only_empty_partitions(parts_dir: str) -> bool:
+    """True if ``parts/`` holds nothing but partition folders of empty segment files.
+
+    That is all a stream creation that crashed before writing ``settings.json`` can leave (no
+    message can be appended before it exists), so such a folder is finished, not refused.
+    """
+    try:
+        with os.scandir(parts_dir) as partitions:
+            for partition in partitions:
+                if parse_partition_dir(partition.name) is None or not partition.is_dir(follow_symlinks=False):
+                    return False
+                with os.scandir(partition.path) as files:
+                    for file in files:
+                        if (
+                            parse_segment_file(file.name) is None
+                            or not file.is_file(follow_symlinks=False)
+                            or file.stat(follow_symlinks=False).st_size
+                        ):
+                            return False
+    except NotADirectoryError:
+        return False
+    return True
 
 
 def disk_usage(path: str) -> DiskUsage:
@@ -151,58 +183,6 @@ class StreamWriter:
     ) -> StreamWriter:
         """Open (or create) the stream for writing; blocks up to ``lock_timeout`` for the lock."""
         path = os.path.abspath(os.fspath(path))
-        if os.path.lexists(path) and not os.path.isdir(path):
-            raise NotAStreamError(path, "it is a file, not a folder")
-        if not os.path.exists(path):
-            os.makedirs(path, mode=mode | ((mode & 0o444) >> 2), exist_ok=True)
-        cls._refuse_foreign_folder(path)
-
-        lock = OwnerLock(path, mode=mode)
-        deadline = time.monotonic() + lock_timeout
-        while not lock.try_acquire():
-            if time.monotonic() >= deadline:
-                raise StreamLockedError(path, lock.holder())
-            time.sleep(_LOCK_POLL_SECONDS)
-        try:
-            return cls._open_locked(
-                path, lock, partitions, segment_size_bytes, retention, max_message_bytes, key_index, mode
-            )
-        except BaseException:
-            lock.release()
-            raise
-
-    @staticmethod
-    def _refuse_foreign_folder(path: str) -> None:
-        if os.path.lexists(os.path.join(path, SETTINGS_FILE)):
-            load_settings(path)  # raises NotAStreamError / CorruptStreamError with the reason
-            return
-        others = sorted(name for name in os.listdir(path) if not _is_scratch(name))
-        if others:
-            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
-            raise NotAStreamError(path, f"the folder holds {shown} but no settings.json")
-
-    @classmethod
-    def _open_locked(
-        cls,
-        path: str,
-        lock: OwnerLock,
-        partitions: int | None,
-        segment_size_bytes: int | None,
-        retention: Retention | None,
-        max_message_bytes: int | None,
-        key_index: bool | None,
-        mode: int,
-    ) -> StreamWriter:
-        # Settings again, now that no other producer can change them.
-        cls._refuse_foreign_folder(path)
-        stored = load_settings(path)
-        base = stored or StreamSettings()
-        if stored is not None and partitions is not None and partitions < stored.partition_count:
-            raise SettingsMismatchError(
-                f"stream {path!r} has {stored.partition_count} partitions; a stream cannot lose partitions "
-                f"(keys would move), so open it with partitions={stored.partition_count} or more, or leave "
-                "partitions unset"
-            )
         overrides: dict[str, object] = {}
         if partitions is not None:
             overrides["partition_count"] = partitions
@@ -214,6 +194,52 @@ class StreamWriter:
             overrides["max_message_bytes"] = max_message_bytes
         if key_index is not None:
             overrides["key_index"] = key_index
+        # Bad arguments are refused before anything on disk is created or touched.
+        dataclasses.replace(StreamSettings(), **overrides)  # type: ignore[arg-type]
+        if os.path.lexists(path) and not os.path.isdir(path):
+            raise NotAStreamError(path, "it is a file, not a folder")
+        if not os.path.exists(path):
+            os.makedirs(path, mode=mode | ((mode & 0o444) >> 2), exist_ok=True)
+            fsync_dir(os.path.dirname(path))
+        cls._refuse_foreign_folder(path)
+
+        lock = OwnerLock(path, mode=mode)
+        deadline = time.monotonic() + lock_timeout
+        while not lock.try_acquire():
+            if time.monotonic() >= deadline:
+                raise StreamLockedError(path, lock.holder())
+            time.sleep(_LOCK_POLL_SECONDS)
+        try:
+            return cls._open_locked(path, lock, overrides, mode)
+        except BaseException:
+            lock.release()
+            raise
+
+    @staticmethod
+    def _refuse_foreign_folder(path: str) -> None:
+        if os.path.lexists(os.path.join(path, SETTINGS_FILE)):
+            load_settings(path)  # raises NotAStreamError / CorruptStreamError with the reason
+            return
+        others = sorted(name for name in os.listdir(path) if not _is_scratch(name))
+        if others == [PARTS_DIR] and _holds_only_empty_partitions(os.path.join(path, PARTS_DIR)):
+            return  # a stream whose creation crashed before settings.json was written: finish it
+        if others:
+            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+            raise NotAStreamError(path, f"the folder holds {shown} but no settings.json")
+
+    @classmethod
+    def _open_locked(cls, path: str, lock: OwnerLock, overrides: dict[str, object], mode: int) -> StreamWriter:
+        # Settings again, now that no other producer can change them.
+        cls._refuse_foreign_folder(path)
+        stored = load_settings(path)
+        base = stored or StreamSettings()
+        partitions = overrides.get("partition_count")
+        if stored is not None and isinstance(partitions, int) and partitions < stored.partition_count:
+            raise SettingsMismatchError(
+                f"stream {path!r} has {stored.partition_count} partitions; a stream cannot lose partitions "
+                f"(keys would move), so open it with partitions={stored.partition_count} or more, or leave "
+                "partitions unset"
+            )
         settings = dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
 
         parts_dir = os.path.join(path, PARTS_DIR)
@@ -341,11 +367,11 @@ class StreamReader:
         return os.path.join(self.path, PARTS_DIR, partition_dir_name(partition))
 
     def partition(self, partition: int) -> PartitionReader:
-        """A reader of one partition; ValueError for a partition the stream does not have."""
+        """A reader of one partition; InvalidArgumentError for a partition the stream does not have."""
         if isinstance(partition, int) and partition >= self.partition_count:
             self.refresh()  # it may have been added since we looked
         if not isinstance(partition, int) or isinstance(partition, bool) or not 0 <= partition < self.partition_count:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"stream {self.path!r} has partitions 0..{self.partition_count - 1}; "
                 f"there is no partition {partition!r}"
             )
