@@ -21,6 +21,7 @@ caller unchanged, with the stream left consistent.
 
 from __future__ import annotations
 
+import functools
 import os
 
 __all__ = [
@@ -57,16 +58,23 @@ class StreamNotFoundError(Error, FileNotFoundError):
     def __str__(self) -> str:
         return str(self.args[0])
 
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (self.path, self.why)
+
 
 class NotAStreamError(Error, ValueError):
     """The path exists but is not an adiskq stream; nothing there was touched."""
 
     def __init__(self, path: str | os.PathLike[str], why: str) -> None:
         self.path = os.fspath(path)
+        self.why = why
         super().__init__(
             f"{self.path!r} is not an adiskq stream ({why}); nothing was changed. "
             "Point adiskq at an empty or missing folder to create a stream"
         )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (self.path, self.why)
 
 
 class StreamLockedError(Error):
@@ -80,6 +88,9 @@ class StreamLockedError(Error):
             f"stream {self.path!r} is locked ({who}): a stream has one producer at a time. "
             "Close the other producer, or pass lock_timeout= to wait for it"
         )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (self.path, self.holder)
 
 
 class SettingsMismatchError(Error, ValueError):
@@ -98,6 +109,9 @@ class CorruptRecordError(CorruptStreamError):
         self.path = path
         self.position = position
         super().__init__(self._describe())
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return functools.partial(type(self), self.reason, path=self.path, position=self.position), ()
 
     def with_path(self, path: str, base_position: int = 0) -> CorruptRecordError:
         """The same error, located in ``path`` with positions counted from ``base_position``."""
@@ -127,6 +141,16 @@ class OffsetOutOfRangeError(Error, IndexError):
         self.offset = offset
         self.oldest_offset = oldest_offset
         self.next_offset = next_offset
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return functools.partial(
+            type(self),
+            self.args[0],
+            partition=self.partition,
+            offset=self.offset,
+            oldest_offset=self.oldest_offset,
+            next_offset=self.next_offset,
+        ), ()
 
 
 class MessageTooLargeError(Error, ValueError):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import types
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
 from .._errors import InvalidArgumentError
@@ -25,7 +24,33 @@ __all__ = [
     "ns_from_datetime",
 ]
 
-EMPTY_HEADERS: Mapping[str, bytes] = types.MappingProxyType({})
+
+class _EmptyHeaders(Mapping[str, bytes]):
+    """The read-only, empty headers of every message that has none: one shared object.
+
+    Unlike ``types.MappingProxyType({})`` it pickles (to itself), so messages cross process
+    boundaries (multiprocessing, Spark workers).
+    """
+
+    __slots__ = ()
+
+    def __getitem__(self, name: str) -> bytes:
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "{}"
+
+    def __reduce__(self) -> str:
+        return "EMPTY_HEADERS"
+
+
+EMPTY_HEADERS: Mapping[str, bytes] = _EmptyHeaders()
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
