@@ -195,9 +195,12 @@ class PartitionWriter:
         """Seal the active segment (fsync, close) and start a new one at the next offset.
 
         The fsync comes first so a sealed segment never has a torn tail: recovery then only has
-        to check the last segment.
+        to check the last segment. An empty active segment is not rolled: the new segment would
+        have the same name.
         """
         old = self.active
+        if old.message_count == 0:
+            return
         old.sync()
         new = SegmentWriter.create(self.directory, old.next_offset, mode=self.mode)
         old.close()
