@@ -435,3 +435,69 @@ def test_decode_messages_and_decode_record_agree_on_damage(
     result = _outcome(lambda: decode_messages(damaged, 0, 0, len(records)))
     assert isinstance(result, CorruptRecordError), "a damaged batch decoded"
     assert expected_position is None or result.position == expected_position
+
+
+# -- batches of same-sized records (decoded column by column) ------------------------------------
+
+
+@st.composite
+def uniform_batches(draw: st.DrawFn) -> list[tuple[bytes, bytes, int, dict[str, bytes]]]:
+    """8 to 40 records whose values and keys all have one length each, and no headers."""
+    value_size = draw(st.integers(min_value=0, max_value=40))
+    key_size = draw(st.integers(min_value=0, max_value=12))
+    count = draw(st.integers(min_value=8, max_value=40))
+    return [
+        (
+            draw(st.binary(min_size=value_size, max_size=value_size)),
+            draw(st.binary(min_size=key_size, max_size=key_size)),
+            draw(timestamps),
+            {},
+        )
+        for _ in range(count)
+    ]
+
+
+@given(uniform_batches(), st.integers(min_value=0, max_value=10**12))
+def test_uniform_batch_round_trip(batch: list[tuple[bytes, bytes, int, dict[str, bytes]]], first_offset: int) -> None:
+    """A batch of same-sized records decodes to exactly its Messages."""
+    buf = b"".join(encode_record(*fields) for fields in batch)
+    messages = decode_messages(buf, 3, first_offset, len(batch))
+    assert messages == [
+        Message(3, first_offset + i, ts, key, value, EMPTY_HEADERS) for i, (value, key, ts, _) in enumerate(batch)
+    ]
+    assert all(type(m) is Message and m.headers is EMPTY_HEADERS for m in messages)
+
+
+@given(uniform_batches(), st.data())
+def test_uniform_batch_damage_is_found_at_its_record(
+    batch: list[tuple[bytes, bytes, int, dict[str, bytes]]], data: st.DataObject
+) -> None:
+    """Any damaged byte in a same-sized batch raises CorruptRecordError at the record that holds it."""
+    records = [encode_record(*fields) for fields in batch]
+    size = len(records[0])
+    buf = bytearray(b"".join(records))
+    index = data.draw(st.integers(min_value=0, max_value=len(buf) - 1))
+    buf[index] ^= data.draw(st.integers(min_value=1, max_value=255))
+    result = _outcome(lambda: decode_messages(bytes(buf), 0, 0, len(records)))
+    assert isinstance(result, CorruptRecordError)
+    record_start = index - index % size
+    if index % size >= 4:  # damage to a size field may move where the error is found
+        assert result.position == record_start
+
+
+def test_same_size_records_with_other_shapes_decode() -> None:
+    """Same-sized records whose key lengths or headers differ still decode, each in its own shape."""
+    batch = [(b"abcdefgh", b"k", 1, {}), (b"abcdefg", b"kk", 2, {}), (b"a", b"k", 3, {"x": b""})] * 4
+    records = [encode_record(*fields) for fields in batch]
+    assert len({len(r) for r in records}) == 1
+    assert decode_messages(b"".join(records), 0, 0, len(batch)) == [
+        Message(0, i, ts, key, value, hdrs) for i, (value, key, ts, hdrs) in enumerate(batch)
+    ]
+
+
+def test_uniform_batch_over_the_record_limit_is_corrupt() -> None:
+    """Same-sized records above max_record_bytes are refused like any others."""
+    buf = b"".join(encode_record(b"x" * 100, b"", i) for i in range(10))
+    with pytest.raises(CorruptRecordError, match="above the limit") as caught:
+        decode_messages(buf, 0, 0, 10, max_record_bytes=100)
+    assert caught.value.position == 0
