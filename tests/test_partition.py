@@ -222,25 +222,51 @@ def test_read_respects_max_bytes(writer: PartitionWriter, directory: str) -> Non
         assert len(cursor.read(10, max_bytes=10**6)) == 6
 
 
+@pytest.mark.parametrize(
+    "batch",
+    [fields(3, 2), [(b"x" * 600_000, b"k", 5, {}), (b"y" * 600_000, b"k", 6, {})]],
+    ids=["small-records-joined", "large-records-writev"],
+)
 def test_failed_data_write_leaves_the_segment_as_it_was(
-    writer: PartitionWriter, directory: str, monkeypatch: pytest.MonkeyPatch
+    directory: str, monkeypatch: pytest.MonkeyPatch, batch: list[tuple[bytes, bytes, int, dict[str, bytes]]]
 ) -> None:
     """A write that fails halfway (a full disk) is cut back; the next batch gets the same offsets."""
+    writer, _ = PartitionWriter.open(directory, 0, segment_size_bytes=10**7)
     append(writer, fields(2))
     before = _sizes(directory)
-    real_writev = os.writev
+    real_write, real_writev = os.write, os.writev
 
-    def full_disk(fd: int, buffers: Sequence[bytes]) -> int:
+    def full_disk_write(fd: int, data: bytes) -> int:
+        real_write(fd, memoryview(data)[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def full_disk_writev(fd: int, buffers: Sequence[bytes]) -> int:
         real_writev(fd, buffers[:1])
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(os, "writev", full_disk)
+    monkeypatch.setattr(os, "write", full_disk_write)
+    monkeypatch.setattr(os, "writev", full_disk_writev)
     with pytest.raises(OSError, match="No space"):
-        append(writer, fields(3, 2))
+        append(writer, batch)
     monkeypatch.undo()
     assert _sizes(directory) == before
-    assert append(writer, fields(3, 2)) == 2
-    assert read_all(directory) == expected_messages(fields(5))
+    assert append(writer, batch) == 2
+    assert read_all(directory) == expected_messages(fields(2) + batch)
+    writer.close()
+
+
+def test_short_writes_are_completed(directory: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file system that takes fewer bytes than asked gets the rest in further writes."""
+    writer, _ = PartitionWriter.open(directory, 0, segment_size_bytes=10**7)
+    real_write, real_writev = os.write, os.writev
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, memoryview(data)[:4093]))
+    monkeypatch.setattr(os, "writev", lambda fd, buffers: real_writev(fd, buffers[:1]))
+    big = [(b"x" * 600_000, b"k", 5, {}), (b"y" * 600_000, b"k", 6, {})]
+    append(writer, fields(3))
+    append(writer, big)
+    monkeypatch.undo()
+    assert read_all(directory) == expected_messages(fields(3) + big)
+    writer.close()
 
 
 def test_failed_index_write_leaves_the_segment_as_it_was(
@@ -276,7 +302,7 @@ def test_unrepairable_segment_refuses_writes(
     def failing(*args: object) -> int:
         raise OSError(errno.EIO, "I/O error")
 
-    monkeypatch.setattr(os, "writev", failing)
+    monkeypatch.setattr(os, "write", failing)
     monkeypatch.setattr(os, "ftruncate", failing)
     with pytest.raises(OSError, match="I/O error"):
         append(writer, fields(2))
