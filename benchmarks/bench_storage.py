@@ -191,6 +191,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--batches", type=int, default=None, help="batches of 1,000 per run (default 300, quick 5)")
     parser.add_argument("--dir", default=None, help="where to write (default: a temporary folder)")
     args = parser.parse_args(argv)
+    for name in ("runs", "batches"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
     runs = args.runs or (1 if args.quick else 5)
     batch_count = args.batches or (5 if args.quick else 300)
 

@@ -19,6 +19,7 @@ from adiskq._sansio.codec import (
     crc32c,
     decode_messages,
     decode_record,
+    encode_batch,
     encode_record,
     encoded_size,
     scan_records,
@@ -501,3 +502,34 @@ def test_uniform_batch_over_the_record_limit_is_corrupt() -> None:
     with pytest.raises(CorruptRecordError, match="above the limit") as caught:
         decode_messages(buf, 0, 0, 10, max_record_bytes=100)
     assert caught.value.position == 0
+
+
+# -- encode_batch --------------------------------------------------------------------------------
+
+
+@given(st.lists(st.tuples(values, keys, timestamps), max_size=20))
+def test_encode_batch_equals_encode_record(batch: list[tuple[bytes, bytes, int]]) -> None:
+    """encode_batch gives, record for record, the bytes encode_record gives."""
+    encoded = encode_batch([v for v, _, _ in batch], [k for _, k, _ in batch], [t for _, _, t in batch])
+    assert encoded == [encode_record(v, k, t) for v, k, t in batch]
+
+
+@given(st.lists(st.tuples(values, keys, timestamps, st.one_of(st.none(), headers)), max_size=10))
+def test_encode_batch_with_headers_equals_encode_record(
+    batch: list[tuple[bytes, bytes, int, dict[str, bytes] | None]],
+) -> None:
+    """encode_batch with per-record headers matches encode_record too."""
+    columns = list(zip(*batch, strict=True)) if batch else [[], [], [], []]
+    assert encode_batch(*columns) == [encode_record(*fields) for fields in batch]  # type: ignore[arg-type]
+
+
+def test_encode_batch_refuses_a_timestamp_outside_int64() -> None:
+    """encode_batch refuses a timestamp that does not fit the i64 field, like encode_record."""
+    with pytest.raises(ValueError, match="signed 64-bit"):
+        encode_batch([b""], [b""], [2**63])
+
+
+def test_encode_batch_refuses_columns_of_different_lengths() -> None:
+    """Values, keys and timestamps must pair up one to one."""
+    with pytest.raises(ValueError, match="zip"):
+        encode_batch([b"a", b"b"], [b"k"], [1, 2])

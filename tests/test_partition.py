@@ -353,3 +353,55 @@ def test_sync_is_harmless(writer: PartitionWriter, directory: str) -> None:
     append(writer, fields(2))
     writer.sync()
     assert read_all(directory) == expected_messages(fields(2))
+
+
+def test_append_one_matches_append(directory: str) -> None:
+    """append_one writes the same files as append of a one-record batch, at the next offset."""
+    writer, _ = PartitionWriter.open(directory, 0, segment_size_bytes=10**7)
+    records, stamps = encode(fields(4))
+    for record, stamp in zip(records, stamps, strict=True):
+        assert writer.active.append_one(record, stamp) == writer.next_offset - 1
+    writer.close()
+    assert read_all(directory) == expected_messages(fields(4))
+    other = os.path.join(os.path.dirname(directory), "000001")
+    twin, _ = PartitionWriter.open(other, 1, segment_size_bytes=10**7)
+    for record, stamp in zip(records, stamps, strict=True):
+        twin.append([record], [stamp])
+    twin.close()
+    for ext in ("data", "index", "timeindex"):
+        with open(_file(directory, 0, ext), "rb") as mine, open(_file(other, 0, ext), "rb") as theirs:
+            assert mine.read() == theirs.read()
+
+
+@pytest.mark.parametrize("failing", ["data", "index"])
+def test_failed_append_one_leaves_the_segment_as_it_was(
+    writer: PartitionWriter, directory: str, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    """append_one that fails writing data or entries is cut back; the record is appended later as usual."""
+    append(writer, fields(2))
+    before = _sizes(directory)
+    records, stamps = encode(fields(1, 2))
+    real_write = os.write
+    calls: list[int] = []
+
+    def fail(fd: int, data: bytes) -> int:
+        calls.append(fd)
+        if (failing == "data" and len(calls) == 1) or (failing == "index" and len(calls) == 3):
+            real_write(fd, memoryview(data)[:3])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", fail)
+    with pytest.raises(OSError, match="No space"):
+        writer.active.append_one(records[0], stamps[0])
+    monkeypatch.undo()
+    assert _sizes(directory) == before
+    assert writer.active.append_one(records[0], stamps[0]) == 2
+    assert read_all(directory) == expected_messages(fields(3))
+
+
+def test_append_one_refuses_a_closed_segment(writer: PartitionWriter) -> None:
+    """append_one on a closed segment raises like append."""
+    writer.close()
+    with pytest.raises(ValueError, match="closed"):
+        writer.active.append_one(encode(fields(1))[0][0], 0)
