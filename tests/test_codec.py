@@ -22,6 +22,7 @@ from adiskq._sansio.codec import (
     encode_batch,
     encode_record,
     encoded_size,
+    scan_columns,
     scan_records,
 )
 from adiskq._sansio.values import EMPTY_HEADERS, Message
@@ -533,3 +534,41 @@ def test_encode_batch_refuses_columns_of_different_lengths() -> None:
     """Values, keys and timestamps must pair up one to one."""
     with pytest.raises(ValueError, match="zip"):
         encode_batch([b"a", b"b"], [b"k"], [1, 2])
+
+
+# -- scan_columns (recovery's check) -------------------------------------------------------------
+
+
+def _reference_scan(buf: bytes) -> tuple[list[int], int | None]:
+    """Record positions and the error position, walking with decode_record one record at a time."""
+    positions: list[int] = []
+    pos = 0
+    while pos < len(buf):
+        try:
+            decoded = decode_record(buf, pos)
+        except CorruptRecordError as error:
+            return positions, error.position
+        if decoded is NEED_MORE:
+            break
+        positions.append(pos)
+        pos = decoded.end
+    return positions, None
+
+
+@given(batches, st.data())
+def test_scan_columns_agrees_with_decode_record(
+    batch: list[tuple[bytes, bytes, int, dict[str, bytes]]], data: st.DataObject
+) -> None:
+    """On damaged, cut or extended data, scan_columns finds the records and the stop decode_record finds."""
+    buf = bytearray(b"".join(encode_record(*fields) for fields in batch))
+    for _ in range(data.draw(st.integers(min_value=0, max_value=2))):
+        index = data.draw(st.integers(min_value=0, max_value=len(buf) - 1))
+        buf[index] ^= data.draw(st.integers(min_value=1, max_value=255))
+    cut = data.draw(st.integers(min_value=0, max_value=len(buf)))
+    damaged = bytes(buf[:cut]) + data.draw(st.binary(max_size=30))
+    positions, error_position = _reference_scan(damaged)
+    scanned = scan_columns(damaged)
+    assert scanned.positions == positions
+    assert (scanned.error.position if scanned.error else None) == error_position
+    assert scanned.end == (positions[-1] + scanned.sizes[-1] if positions else 0)
+    assert len(scanned.sizes) == len(scanned.timestamps) == len(positions)
