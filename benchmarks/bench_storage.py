@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 from adiskq._sansio.codec import encode_record
 from adiskq._storage.partition import PartitionReader, PartitionWriter
+from adiskq._storage.stream import StreamWriter
 
 BATCH = 1000
 VALUE_BYTES = 100
@@ -184,6 +185,37 @@ def one_run(root: str, batch_count: int) -> dict[str, float]:
     return results
 
 
+def open_times(root: str, partitions: int, segment_mib: int) -> dict[str, float]:
+    """Seconds for a producer to open a stream whose partitions each hold a full active segment.
+
+    After a clean close the fast path trusts the files as the close left them; after a crash
+    (here: a close without fsync, which leaves no clean-close record) every record is checked.
+    """
+    path = os.path.join(root, "open")
+    records = [encode_record(random.randbytes(VALUE_BYTES), b"key-%08d" % i, i) for i in range(BATCH)]
+    stamps = list(range(BATCH))
+    batches = segment_mib * 2**20 // sum(map(len, records))
+    writer = StreamWriter.open(path, partitions=partitions, segment_size_bytes=2**30)
+    for partition in writer.partitions:
+        for _ in range(batches):
+            partition.append(records, stamps)
+    writer.close()
+
+    def reopen(sync: bool) -> float:
+        started = time.perf_counter()
+        writer = StreamWriter.open(path)
+        elapsed = time.perf_counter() - started
+        writer.close(sync=sync)
+        return elapsed
+
+    clean = reopen(sync=False)  # the first open after the clean close above; leaves no record behind
+    crash = reopen(sync=True)  # after a "crash": every partition's active segment is checked
+    return {
+        f"producer open, clean close ({partitions}x{segment_mib} MiB)": clean,
+        f"producer open, after a crash ({partitions}x{segment_mib} MiB)": crash,
+    }
+
+
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few small runs (seconds), to keep the script working")
@@ -206,12 +238,20 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         finally:
             shutil.rmtree(root)
     medians = {name: statistics.median(values) for name, values in samples.items()}
+    open_samples: dict[str, list[float]] = {}
+    for _ in range(runs):
+        root = tempfile.mkdtemp(prefix="adiskq-bench-", dir=args.dir)
+        try:
+            for name, value in open_times(root, 2 if args.quick else 4, 1 if args.quick else 32).items():
+                open_samples.setdefault(name, []).append(value)
+        finally:
+            shutil.rmtree(root)
 
     print(
         f"storage layer, {batch_count} batches of {BATCH:,} messages, {VALUE_BYTES}-byte values, "
         f"{KEY_BYTES}-byte keys; median of {runs} run(s); Python {sys.version.split()[0]}"
     )
-    print(f"{'measurement':32s} {'msg/s':>12s}  notes")
+    print(f"{'measurement':36s} {'msg/s':>12s}  notes")
     peers = {"adiskq append": "sqlite append", "adiskq encode+append": "sqlite append", "adiskq read": "sqlite scan"}
     for name, value in medians.items():
         notes = []
@@ -220,7 +260,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         target = TARGETS.get(name.removeprefix("adiskq ")) if name in ("adiskq append", "adiskq read") else None
         if target:
             notes.append(f"target {target:,}: {'met' if value >= target else 'MISSED'}")
-        print(f"{name:32s} {value:12,.0f}  {'; '.join(notes)}")
+        print(f"{name:36s} {value:12,.0f}  {'; '.join(notes)}")
+    for name, values in open_samples.items():
+        medians[name] = statistics.median(values)
+        print(f"{name:48s} {medians[name] * 1000:8.1f} ms")
     return medians
 
 

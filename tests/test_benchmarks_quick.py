@@ -21,7 +21,14 @@ def test_storage_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    for line in ("adiskq append", "adiskq encode+append", "sqlite append", "adiskq read", "sqlite scan"):
+    for line in (
+        "adiskq append",
+        "adiskq encode+append",
+        "sqlite append",
+        "adiskq read",
+        "sqlite scan",
+        "producer open",
+    ):
         assert line in result.stdout
     assert "x sqlite append; target 1,500,000" in result.stdout
     assert "x sqlite scan; target 2,000,000" in result.stdout
