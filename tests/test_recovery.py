@@ -84,13 +84,17 @@ def test_data_cut_at_every_byte_of_the_last_records(stream: str) -> None:
         with open(_file(stream, 0, "data"), "r+b") as file:
             file.truncate(cut)
         kept = sum(1 for end in ends if end <= cut)
-        report = _reopen(stream)
-        assert report, f"cut at {cut}: nothing reported"
-        assert adiskq.stats(stream).last_recovery == report
-        assert os.path.getsize(_file(stream, 0, "data")) == ends[kept - 1]
-        assert read_all(os.path.join(stream, PART)) == expected_messages(RECORDS[:kept]), f"cut at {cut}"
-        assert os.path.getsize(_file(stream, 0, "index")) == kept * 24
-        assert os.path.getsize(_file(stream, 0, "timeindex")) == kept * 16
+        writer = StreamWriter.open(stream)
+        try:
+            assert writer.recovery, f"cut at {cut}: nothing reported"
+            assert adiskq.stats(stream).last_recovery == writer.recovery
+            assert os.path.getsize(_file(stream, 0, "data")) == ends[kept - 1]
+            assert os.path.getsize(_file(stream, 0, "index")) == kept * 24
+            assert os.path.getsize(_file(stream, 0, "timeindex")) == kept * 16
+            assert read_all(os.path.join(stream, PART)) == expected_messages(RECORDS[:kept]), f"cut at {cut}"
+            assert append(writer.partitions[0], fields(1, 100)) == kept
+        finally:
+            writer.close()
 
 
 def test_torn_record_is_reported_with_its_position(stream: str) -> None:
