@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import os
 import pathlib
+import shutil
 
 import pytest
 from storage_helpers import append, expected_messages, fields, read_all, snapshot, write_stream
@@ -259,3 +260,17 @@ def test_readers_refuse_what_is_not_a_stream(tmp_path: pathlib.Path, make: str, 
     with pytest.raises(adiskq.StreamNotFoundError, match=match):
         adiskq.stats(path)
     assert snapshot(os.fspath(tmp_path)) == before
+
+
+@pytest.mark.parametrize("where", ["parts", os.path.join("parts", "000001")])
+def test_file_where_a_folder_belongs_is_refused(stream_path: str, where: str) -> None:
+    """A regular file where the partitions' folder or a partition's folder belongs is a clear error."""
+    write_stream(stream_path, [fields(1)], partitions=1)
+    if where == "parts":
+        shutil.rmtree(os.path.join(stream_path, "parts"))
+    with open(os.path.join(stream_path, where), "wb") as file:
+        file.write(b"in the way")
+    before = snapshot(stream_path)
+    with pytest.raises(adiskq.CorruptStreamError, match="is not a folder"):
+        StreamWriter.open(stream_path, partitions=2)
+    assert snapshot(stream_path) == before

@@ -15,7 +15,7 @@ import dataclasses
 import os
 from collections.abc import Sequence
 
-from .._errors import OffsetOutOfRangeError
+from .._errors import CorruptStreamError, OffsetOutOfRangeError
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
 from .._sansio.naming import DATA, INDEX, KEYINDEX, SEGMENT_EXTENSIONS, TIMEINDEX, parse_segment_file
 from .._sansio.retention import SegmentInfo
@@ -113,6 +113,11 @@ class PartitionWriter:
         skipped, because nothing has written to them since they were fsynced.
         """
         dir_mode = mode | ((mode & 0o444) >> 2)  # a folder needs x wherever its files have r
+        if os.path.lexists(directory) and not os.path.isdir(directory):
+            raise CorruptStreamError(
+                f"{directory} should be partition {partition}'s folder but is not a folder; "
+                "move it away (nothing was changed)"
+            )
         if not os.path.isdir(directory):
             os.mkdir(directory, dir_mode)
             fsync_dir(os.path.dirname(directory))
@@ -344,9 +349,8 @@ class PartitionReader:
             stamps = _timestamps(raw[: committed * TIMEINDEX_ENTRY_BYTES])
             if not stamps or max(stamps) < timestamp_ns:
                 continue
-            for i, stamp in enumerate(stamps):
-                if stamp >= timestamp_ns:
-                    return base + i
+            # The first entry at or after the time, found in C (timestamps need not be in order).
+            return base + list(map(timestamp_ns.__le__, stamps)).index(True)
         return self.bounds()[1]
 
     def stats(self) -> PartitionStats:

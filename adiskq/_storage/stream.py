@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from .._errors import (
+    CorruptStreamError,
     InvalidArgumentError,
     NotAStreamError,
     SettingsMismatchError,
@@ -243,6 +244,8 @@ class StreamWriter:
         settings = dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
 
         parts_dir = os.path.join(path, PARTS_DIR)
+        if os.path.lexists(parts_dir) and not os.path.isdir(parts_dir):
+            raise CorruptStreamError(f"{parts_dir} should be the partitions' folder but is not a folder; move it away")
         if not os.path.isdir(parts_dir):
             os.mkdir(parts_dir, mode | ((mode & 0o444) >> 2))
             fsync_dir(path)
