@@ -25,8 +25,9 @@ from __future__ import annotations
 import enum
 import functools
 import itertools
+import operator
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Final, NamedTuple
 
 from crc32c import crc32c
@@ -341,14 +342,21 @@ def _decode_one(
     return timestamp_ns, buf[pos + _FIXED_BYTES : key_end], buf[value_start:end], headers, end
 
 
-@functools.lru_cache(maxsize=8)
-def _uniform_slices(size: int, key_len: int, count: int) -> tuple[list[slice], list[slice], list[slice]]:
-    """Where the CRC'd bodies, keys and values lie in ``count`` records of ``size`` bytes."""
+@functools.lru_cache(maxsize=16)
+def _uniform_getters(
+    size: int, key_len: int, count: int
+) -> tuple[
+    Callable[[bytes], tuple[bytes, ...]], Callable[[bytes], tuple[bytes, ...]], Callable[[bytes], tuple[bytes, ...]]
+]:
+    """Functions that cut the CRC'd bodies, the keys and the values out of ``count`` records of
+    ``size`` bytes: one ``itemgetter`` of many slices cuts them all in one C loop (measured ~2x
+    faster than mapping over the slices). ``count`` is at least 2, so each returns a tuple."""
     total = size * count
     value_start = _FIXED_BYTES + key_len + 2
 
-    def spans(start: int, stop: int) -> list[slice]:
-        return list(map(slice, range(start, start + total, size), range(stop, stop + total, size)))
+    def spans(start: int, stop: int) -> Callable[[bytes], tuple[bytes, ...]]:
+        slices = map(slice, range(start, start + total, size), range(stop, stop + total, size))
+        return operator.itemgetter(*slices)
 
     return spans(8, size), spans(_FIXED_BYTES, _FIXED_BYTES + key_len), spans(value_start, size)
 
@@ -382,10 +390,9 @@ def _decode_uniform(buf: bytes, partition: int, first_offset: int, count: int) -
     for offset in (0, 1, 2, 3, 8, 18, 19, 20, 21, header_count_at, header_count_at + 1):
         if buf[offset::size] != buf[offset : offset + 1] * count:
             return None
-    bodies, keys, values = _uniform_slices(size, key_len, count)
-    piece = buf.__getitem__
+    bodies, keys, values = _uniform_getters(size, key_len, count)
     stored_crcs = struct.unpack(f"<{count}I", _column(buf, 4, 4, size, count))
-    if list(map(crc32c, map(piece, bodies))) != list(stored_crcs):
+    if tuple(map(crc32c, bodies(buf))) != stored_crcs:
         return None
     timestamps = struct.unpack(f"<{count}q", _column(buf, 10, 8, size, count))
     return list(
@@ -396,8 +403,8 @@ def _decode_uniform(buf: bytes, partition: int, first_offset: int, count: int) -
                 itertools.repeat(partition),
                 range(first_offset, first_offset + count),
                 timestamps,
-                map(piece, keys),
-                map(piece, values),
+                keys(buf),
+                values(buf),
                 itertools.repeat(EMPTY_HEADERS),
             ),
         )
