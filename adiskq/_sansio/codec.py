@@ -322,8 +322,8 @@ _new_message = tuple.__new__
 def _decode_one(
     buf: bytes, pos: int, limit: int, max_record_bytes: int
 ) -> tuple[int, bytes, bytes, Mapping[str, bytes], int]:
-    """The record at ``pos`` of a batch, checked field by field in order, so that an error names
-    the first thing wrong: timestamp, key, value, headers and end, or CorruptRecordError."""
+    """The record at ``pos`` of a batch as (timestamp, key, value, headers, end), checked field by
+    field in order so that a CorruptRecordError names the first thing wrong."""
     if pos + MIN_RECORD_BYTES > limit:
         raise CorruptRecordError("the index points past the end of the data", position=pos)
     size, stored_crc, magic, _, timestamp_ns, key_len = _FIXED.unpack_from(buf, pos)
