@@ -9,6 +9,7 @@ import pwd
 import shutil
 import tempfile
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -255,7 +256,11 @@ def _as_nobody(action: Callable[[], object]) -> object:
         )
     nobody = pwd.getpwnam("nobody")
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns about fork() while other threads run (anyio's idle workers from earlier
+        # tests may): the child only reads files and writes to a pipe, touching no lock they hold.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:  # the child: never returns into pytest
         status = 1
         try:
