@@ -9,6 +9,7 @@ from ._errors import ClosedError as ClosedError
 from ._errors import CorruptRecordError as CorruptRecordError
 from ._errors import CorruptStreamError as CorruptStreamError
 from ._errors import Error as Error
+from ._errors import InvalidArgumentError as InvalidArgumentError
 from ._errors import InvalidNameError as InvalidNameError
 from ._errors import MessageTooLargeError as MessageTooLargeError
 from ._errors import NotAStreamError as NotAStreamError
@@ -36,6 +37,7 @@ __all__ = [
     "CorruptRecordError",
     "CorruptStreamError",
     "Error",
+    "InvalidArgumentError",
     "InvalidNameError",
     "Message",
     "MessageTooLargeError",

@@ -12,6 +12,7 @@
     ├── OffsetOutOfRangeError      (also IndexError) the offset was vacuumed or not written yet
     ├── MessageTooLargeError       (also ValueError) a record over the stream's max_message_bytes
     ├── InvalidNameError           (also ValueError) a group name that is empty or leaves its folder
+    ├── InvalidArgumentError       (also ValueError) a setting out of range, a partition that does not exist
     └── ClosedError                (also RuntimeError) the producer or consumer was closed
 
 ``OSError`` raised by the disk itself (``ENOSPC``, ``EACCES``, ``EIO``) is not wrapped: it reaches the
@@ -20,6 +21,7 @@ caller unchanged, with the stream left consistent.
 
 from __future__ import annotations
 
+import functools
 import os
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "CorruptRecordError",
     "CorruptStreamError",
     "Error",
+    "InvalidArgumentError",
     "InvalidNameError",
     "MessageTooLargeError",
     "NotAStreamError",
@@ -55,16 +58,23 @@ class StreamNotFoundError(Error, FileNotFoundError):
     def __str__(self) -> str:
         return str(self.args[0])
 
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (self.path, self.why)
+
 
 class NotAStreamError(Error, ValueError):
     """The path exists but is not an adiskq stream; nothing there was touched."""
 
     def __init__(self, path: str | os.PathLike[str], why: str) -> None:
         self.path = os.fspath(path)
+        self.why = why
         super().__init__(
             f"{self.path!r} is not an adiskq stream ({why}); nothing was changed. "
             "Point adiskq at an empty or missing folder to create a stream"
         )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (self.path, self.why)
 
 
 class StreamLockedError(Error):
@@ -78,6 +88,9 @@ class StreamLockedError(Error):
             f"stream {self.path!r} is locked ({who}): a stream has one producer at a time. "
             "Close the other producer, or pass lock_timeout= to wait for it"
         )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (self.path, self.holder)
 
 
 class SettingsMismatchError(Error, ValueError):
@@ -96,6 +109,9 @@ class CorruptRecordError(CorruptStreamError):
         self.path = path
         self.position = position
         super().__init__(self._describe())
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return functools.partial(type(self), self.reason, path=self.path, position=self.position), ()
 
     def with_path(self, path: str, base_position: int = 0) -> CorruptRecordError:
         """The same error, located in ``path`` with positions counted from ``base_position``."""
@@ -126,6 +142,16 @@ class OffsetOutOfRangeError(Error, IndexError):
         self.oldest_offset = oldest_offset
         self.next_offset = next_offset
 
+    def __reduce__(self) -> tuple[object, ...]:
+        return functools.partial(
+            type(self),
+            self.args[0],
+            partition=self.partition,
+            offset=self.offset,
+            oldest_offset=self.oldest_offset,
+            next_offset=self.next_offset,
+        ), ()
+
 
 class MessageTooLargeError(Error, ValueError):
     """A message is larger than the stream's ``max_message_bytes``."""
@@ -133,6 +159,10 @@ class MessageTooLargeError(Error, ValueError):
 
 class InvalidNameError(Error, ValueError):
     """A name (of a consumer group) that is empty, hidden, or would leave its folder."""
+
+
+class InvalidArgumentError(Error, ValueError):
+    """An argument out of range: partitions, segment size, retention, a partition the stream lacks."""
 
 
 class ClosedError(Error, RuntimeError):

@@ -23,8 +23,11 @@ above the limit, a wrong magic byte, a CRC mismatch, or fields that overrun the 
 from __future__ import annotations
 
 import enum
+import functools
+import itertools
+import operator
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Final, NamedTuple
 
 from crc32c import crc32c
@@ -40,12 +43,14 @@ __all__ = [
     "DecodedRecord",
     "NeedMore",
     "RecordExtent",
+    "ScannedRecords",
     "crc32c",
     "decode_messages",
     "decode_record",
     "encode_batch",
     "encode_record",
     "encoded_size",
+    "scan_columns",
     "scan_records",
 ]
 
@@ -64,6 +69,9 @@ _MAX_U32: Final = 0xFFFF_FFFF
 _MAX_HEADERS: Final = 0xFFFF
 _I64_MIN: Final = -(2**63)
 _I64_MAX: Final = 2**63 - 1
+
+# Below this many records a batch is decoded record by record (column set-up costs more).
+_UNIFORM_MIN_COUNT: Final = 8
 
 # A sane upper bound for any single record; streams usually set a lower max_message_bytes.
 DEFAULT_MAX_RECORD_BYTES: Final = 1 << 30
@@ -235,6 +243,65 @@ def decode_record(
     )
 
 
+class ScannedRecords(NamedTuple):
+    """The valid records at the start of a buffer, as columns, and where and why the scan stopped."""
+
+    positions: list[int]
+    sizes: list[int]
+    timestamps: list[int]
+    end: int  # just after the last valid record
+    error: CorruptRecordError | None  # the bad record that stopped the scan; None if the buffer ran out
+
+
+def scan_columns(buf: bytes, pos: int = 0, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> ScannedRecords:
+    """Check every record from ``pos`` on (size, magic, CRC, fields), up to the first that is bad or torn.
+
+    Recovery's hot path: a plain record (no headers) is checked with one combined test and nothing
+    copied but the CRC'd bytes; any other record goes through ``decode_record``, which decides
+    between "a torn tail" (the buffer ends inside it) and "bad" exactly as for a single record.
+    """
+    unpack = _FIXED.unpack_from
+    crc = crc32c
+    positions: list[int] = []
+    sizes: list[int] = []
+    timestamps: list[int] = []
+    add_position, add_size, add_timestamp = positions.append, sizes.append, timestamps.append
+    limit = len(buf)
+    start = pos
+    careful = limit > max_record_bytes  # otherwise no record that fits the buffer can be too large
+    error: CorruptRecordError | None = None
+    try:
+        while pos < limit:
+            try:
+                size, stored_crc, magic, _, timestamp_ns, key_len = unpack(buf, pos)
+            except struct.error:  # fewer than 22 bytes left
+                decode_record(buf, pos, max_record_bytes=max_record_bytes)  # raises, or it is a torn tail
+                break
+            end = pos + size
+            key_end = pos + _FIXED_BYTES + key_len
+            if (
+                end > limit
+                or key_end + 2 > end
+                or magic != MAGIC_V1
+                or careful
+                or crc(buf[pos + 8 : end]) != stored_crc
+                or buf[key_end]
+                or buf[key_end + 1]
+            ):
+                decoded = decode_record(buf, pos, max_record_bytes=max_record_bytes)
+                if decoded is NEED_MORE:
+                    break
+                end = decoded.end
+            add_position(pos)
+            add_size(size)
+            add_timestamp(timestamp_ns)
+            pos = end
+    except CorruptRecordError as bad:
+        error = bad
+    valid_end = positions[-1] + sizes[-1] if positions else start
+    return ScannedRecords(positions, sizes, timestamps, valid_end, error)
+
+
 def scan_records(
     buf: bytes | bytearray | memoryview, pos: int = 0, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 ) -> Iterator[RecordExtent]:
@@ -243,17 +310,105 @@ def scan_records(
     Stops quietly where the buffer ends (a torn tail) and raises ``CorruptRecordError`` at the first
     bad record; recovery uses the position of either to know where the valid data ends.
     """
-    view = memoryview(buf)
-    limit = len(buf)
-    while pos < limit:
-        decoded = decode_record(view, pos, max_record_bytes=max_record_bytes)
-        if decoded is NEED_MORE:
-            return
-        yield RecordExtent(pos, decoded.end - pos, decoded.timestamp_ns)
-        pos = decoded.end
+    scanned = scan_columns(bytes(buf), pos, max_record_bytes=max_record_bytes)
+    yield from map(RecordExtent, scanned.positions, scanned.sizes, scanned.timestamps)
+    if scanned.error is not None:
+        raise scanned.error
 
 
 _new_message = tuple.__new__
+
+
+def _decode_one(
+    buf: bytes, pos: int, limit: int, max_record_bytes: int
+) -> tuple[int, bytes, bytes, Mapping[str, bytes], int]:
+    """The record at ``pos`` of a batch as (timestamp, key, value, headers, end), checked field by
+    field in order so that a CorruptRecordError names the first thing wrong."""
+    if pos + MIN_RECORD_BYTES > limit:
+        raise CorruptRecordError("the index points past the end of the data", position=pos)
+    size, stored_crc, magic, _, timestamp_ns, key_len = _FIXED.unpack_from(buf, pos)
+    end = pos + size
+    if size < MIN_RECORD_BYTES or size > max_record_bytes or end > limit:
+        _check_size(size, pos, max_record_bytes)
+        raise CorruptRecordError("the record runs past the data its index entry covers", position=pos)
+    if magic != MAGIC_V1:
+        raise CorruptRecordError(f"magic byte is 0x{magic:02x}, not 0x{MAGIC_V1:02x}", position=pos)
+    if crc32c(buf[pos + 8 : end]) != stored_crc:
+        raise CorruptRecordError("CRC-32C mismatch", position=pos)
+    key_end = pos + _FIXED_BYTES + key_len
+    if key_end + 2 > end:
+        raise CorruptRecordError("key overruns the record", position=pos)
+    headers, value_start = _parse_headers(buf, key_end, end, pos)
+    return timestamp_ns, buf[pos + _FIXED_BYTES : key_end], buf[value_start:end], headers, end
+
+
+@functools.lru_cache(maxsize=16)
+def _uniform_getters(
+    size: int, key_len: int, count: int
+) -> tuple[
+    Callable[[bytes], tuple[bytes, ...]], Callable[[bytes], tuple[bytes, ...]], Callable[[bytes], tuple[bytes, ...]]
+]:
+    """Functions that cut the CRC'd bodies, the keys and the values out of ``count`` records of
+    ``size`` bytes: one ``itemgetter`` of many slices cuts them all in one C loop (measured ~2x
+    faster than mapping over the slices). ``count`` is at least 2, so each returns a tuple."""
+    total = size * count
+    value_start = _FIXED_BYTES + key_len + 2
+
+    def spans(start: int, stop: int) -> Callable[[bytes], tuple[bytes, ...]]:
+        slices = map(slice, range(start, start + total, size), range(stop, stop + total, size))
+        return operator.itemgetter(*slices)
+
+    return spans(8, size), spans(_FIXED_BYTES, _FIXED_BYTES + key_len), spans(value_start, size)
+
+
+def _column(buf: bytes, offset: int, width: int, size: int, count: int) -> bytes:
+    """The ``width`` bytes at ``offset`` of each of ``count`` records of ``size`` bytes, end to end."""
+    column = bytearray(width * count)
+    for byte in range(width):
+        column[byte::width] = buf[offset + byte :: size]
+    return bytes(column)
+
+
+def _decode_uniform(buf: bytes, partition: int, first_offset: int, count: int) -> list[Message] | None:
+    """The Messages of a batch of same-sized records with same-sized keys and no headers, or None.
+
+    Such batches (fixed-size values: the common case) are checked and decoded column by column at C
+    speed: every record's size, magic, key length and header count must equal the first record's,
+    and every CRC must match, or this returns None and the record-by-record path (which also names
+    the first bad byte) takes over.
+    """
+    size, rest = divmod(len(buf), count)
+    if rest or size < MIN_RECORD_BYTES:
+        return None
+    (key_len,) = _U32.unpack_from(buf, 18)
+    header_count_at = _FIXED_BYTES + key_len
+    if header_count_at + 2 > size or _U32.unpack_from(buf, 0)[0] != size or buf[8] != MAGIC_V1:
+        return None
+    if buf[header_count_at] or buf[header_count_at + 1]:
+        return None
+    # Bytes that must be the same in every record: size, magic, key_len, header_count.
+    for offset in (0, 1, 2, 3, 8, 18, 19, 20, 21, header_count_at, header_count_at + 1):
+        if buf[offset::size] != buf[offset : offset + 1] * count:
+            return None
+    bodies, keys, values = _uniform_getters(size, key_len, count)
+    stored_crcs = struct.unpack(f"<{count}I", _column(buf, 4, 4, size, count))
+    if tuple(map(crc32c, bodies(buf))) != stored_crcs:
+        return None
+    timestamps = struct.unpack(f"<{count}q", _column(buf, 10, 8, size, count))
+    return list(
+        map(
+            _new_message,
+            itertools.repeat(Message),
+            zip(
+                itertools.repeat(partition),
+                range(first_offset, first_offset + count),
+                timestamps,
+                keys(buf),
+                values(buf),
+                itertools.repeat(EMPTY_HEADERS),
+            ),
+        )
+    )
 
 
 def decode_messages(
@@ -264,40 +419,59 @@ def decode_messages(
     This is the read hot path: it trusts nothing (size, magic and CRC of every record are checked)
     but avoids every per-record cost it can. Positions in errors count from the start of ``buf``.
     """
-    view = memoryview(buf)
+    limit = len(buf)
+    if count >= _UNIFORM_MIN_COUNT and limit <= max_record_bytes:
+        uniform = _decode_uniform(buf, partition, first_offset, count)
+        if uniform is not None:
+            return uniform
     unpack = _FIXED.unpack_from
     crc = crc32c
+    new = _new_message
+    message_type = Message
+    no_headers = EMPTY_HEADERS
     messages: list[Message] = []
     append = messages.append
     pos = 0
-    limit = len(buf)
     offset = first_offset
-    for offset in range(first_offset, first_offset + count):
-        if pos + MIN_RECORD_BYTES > limit:
-            raise CorruptRecordError("the index points past the end of the data", position=pos)
-        size, stored_crc, magic, _, timestamp_ns, key_len = unpack(buf, pos)
-        end = pos + size
-        if size < MIN_RECORD_BYTES or size > max_record_bytes or end > limit:
-            _check_size(size, pos, max_record_bytes)
-            raise CorruptRecordError("the record runs past the data its index entry covers", position=pos)
-        if magic != MAGIC_V1:
-            raise CorruptRecordError(f"magic byte is 0x{magic:02x}, not 0x{MAGIC_V1:02x}", position=pos)
-        if crc(view[pos + 8 : end]) != stored_crc:
-            raise CorruptRecordError("CRC-32C mismatch", position=pos)
-        key_end = pos + _FIXED_BYTES + key_len
-        if key_end + 2 > end:
-            raise CorruptRecordError("key overruns the record", position=pos)
-        if buf[key_end] or buf[key_end + 1]:
-            headers, value_start = _parse_headers(buf, key_end, end, pos)
-        else:
-            headers, value_start = EMPTY_HEADERS, key_end + 2
-        append(
-            _new_message(
-                Message,
-                (partition, offset, timestamp_ns, buf[pos + _FIXED_BYTES : key_end], buf[value_start:end], headers),
-            )
-        )
-        pos = end
+    # When the whole buffer is within max_record_bytes, no record in it can be larger, and the
+    # fast loop below need not check each size against it.
+    careful = limit > max_record_bytes
+    try:
+        for offset in range(first_offset, first_offset + count):
+            size, stored_crc, magic, _, timestamp_ns, key_len = unpack(buf, pos)
+            end = pos + size
+            key_end = pos + _FIXED_BYTES + key_len
+            # One test for "a plain record, whole and sound"; anything else (headers, damage, a
+            # record cut short, size too small) goes through _decode_one, which says what is wrong.
+            if (
+                end > limit
+                or key_end + 2 > end
+                or magic != MAGIC_V1
+                or buf[key_end]
+                or buf[key_end + 1]
+                or careful
+                or crc(buf[pos + 8 : end]) != stored_crc
+            ):
+                timestamp_ns, key, value, headers, end = _decode_one(buf, pos, limit, max_record_bytes)
+                append(new(message_type, (partition, offset, timestamp_ns, key, value, headers)))
+            else:
+                append(
+                    new(
+                        message_type,
+                        (
+                            partition,
+                            offset,
+                            timestamp_ns,
+                            buf[pos + _FIXED_BYTES : key_end],
+                            buf[key_end + 2 : end],
+                            no_headers,
+                        ),
+                    )
+                )
+            pos = end
+    except struct.error:  # fewer than 22 bytes left: _decode_one says so precisely
+        _decode_one(buf, pos, limit, max_record_bytes)
+        raise  # pragma: no cover - _decode_one always raises here
     if pos != limit:
         raise CorruptRecordError("records and index entries disagree about the data's length", position=pos)
     return messages

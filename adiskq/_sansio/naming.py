@@ -49,9 +49,11 @@ SEGMENT_EXTENSIONS: Final = (DATA, INDEX, TIMEINDEX, KEYINDEX)
 MAX_PARTITIONS: Final = 1_000_000  # six digits
 _MAX_OFFSET: Final = 10**20 - 1  # twenty digits
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(data|index|timeindex|keyindex)$")
-_PARTITION_DIR = re.compile(r"^\d{6}$")
-_GROUP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}$")
+# fullmatch and [0-9], not match and \d: "$" also matches before a trailing newline, and \d matches
+# any Unicode digit (int() would even parse them), so either would let odd names pass as ours.
+_SEGMENT_FILE = re.compile(r"([0-9]{20})\.(data|index|timeindex|keyindex)")
+_PARTITION_DIR = re.compile(r"[0-9]{6}")
+_GROUP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}")
 
 
 def partition_dir_name(partition: int) -> str:
@@ -63,7 +65,7 @@ def partition_dir_name(partition: int) -> str:
 
 def parse_partition_dir(name: str) -> int | None:
     """The partition a folder name stands for, or None for anything else."""
-    return int(name) if _PARTITION_DIR.match(name) else None
+    return int(name) if _PARTITION_DIR.fullmatch(name) else None
 
 
 def segment_file_name(base_offset: int, extension: str) -> str:
@@ -75,7 +77,7 @@ def segment_file_name(base_offset: int, extension: str) -> str:
 
 def parse_segment_file(name: str) -> tuple[int, str] | None:
     """``(base_offset, extension)`` of a segment file name, or None for a stray file."""
-    match = _SEGMENT_FILE.match(name)
+    match = _SEGMENT_FILE.fullmatch(name)
     if match is None:
         return None
     return int(match.group(1)), match.group(2)
@@ -100,7 +102,7 @@ def partition_for_key(key: bytes, partition_count: int) -> int:
 
 def validate_group_name(name: str) -> str:
     """The name, if it is a safe folder name for a consumer group; else ``InvalidNameError``."""
-    if not isinstance(name, str) or not _GROUP_NAME.match(name) or name in {".", ".."}:
+    if not isinstance(name, str) or not _GROUP_NAME.fullmatch(name) or name in {".", ".."}:
         raise InvalidNameError(
             f"invalid consumer group name {name!r}: use 1 to 200 letters, digits, '_', '-' or '.', "
             "not starting with '.' or '-' (it becomes a folder name under groups/)"

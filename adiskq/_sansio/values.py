@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import types
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import NamedTuple
+
+from .._errors import InvalidArgumentError
 
 __all__ = [
     "EMPTY_HEADERS",
@@ -23,7 +24,33 @@ __all__ = [
     "ns_from_datetime",
 ]
 
-EMPTY_HEADERS: Mapping[str, bytes] = types.MappingProxyType({})
+
+class _EmptyHeaders(Mapping[str, bytes]):
+    """The read-only, empty headers of every message that has none: one shared object.
+
+    Unlike ``types.MappingProxyType({})`` it pickles (to itself), so messages cross process
+    boundaries (multiprocessing, Spark workers).
+    """
+
+    __slots__ = ()
+
+    def __getitem__(self, name: str) -> bytes:
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "{}"
+
+    def __reduce__(self) -> str:
+        return "EMPTY_HEADERS"
+
+
+EMPTY_HEADERS: Mapping[str, bytes] = _EmptyHeaders()
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
@@ -88,14 +115,14 @@ class Retention:
 
     def __post_init__(self) -> None:
         if self.max_bytes is not None and (not isinstance(self.max_bytes, int) or self.max_bytes <= 0):
-            raise ValueError(f"Retention(max_bytes={self.max_bytes!r}): give a positive number of bytes")
+            raise InvalidArgumentError(f"Retention(max_bytes={self.max_bytes!r}): give a positive number of bytes")
         if self.max_age is not None:
             if isinstance(self.max_age, int | float) and not isinstance(self.max_age, bool):
                 object.__setattr__(self, "max_age", dt.timedelta(seconds=self.max_age))
             if not isinstance(self.max_age, dt.timedelta) or self.max_age <= dt.timedelta(0):
-                raise ValueError(f"Retention(max_age={self.max_age!r}): give a positive timedelta or seconds")
+                raise InvalidArgumentError(f"Retention(max_age={self.max_age!r}): give a positive timedelta or seconds")
         if self.max_disk_usage is not None and not 0.0 < self.max_disk_usage < 1.0:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"Retention(max_disk_usage={self.max_disk_usage!r}): give a ratio between 0 and 1, such as 0.85"
             )
 
@@ -152,6 +179,9 @@ class RecoveryReport:
 
     timestamp_ns: int
     repairs: tuple[SegmentRepair, ...] = ()
+    # Partitions whose active segment was not re-checked, because the previous producer closed
+    # cleanly (after an fsync) and the files are exactly as it left them.
+    clean_partitions: tuple[int, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.repairs)

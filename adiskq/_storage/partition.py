@@ -15,7 +15,7 @@ import dataclasses
 import os
 from collections.abc import Sequence
 
-from .._errors import OffsetOutOfRangeError
+from .._errors import CorruptStreamError, OffsetOutOfRangeError
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
 from .._sansio.naming import DATA, INDEX, KEYINDEX, SEGMENT_EXTENSIONS, TIMEINDEX, parse_segment_file
 from .._sansio.retention import SegmentInfo
@@ -26,6 +26,7 @@ from .segment import (
     INDEX_ENTRY_BYTES,
     TIMEINDEX_ENTRY,
     TIMEINDEX_ENTRY_BYTES,
+    SegmentFileState,
     SegmentReader,
     SegmentWriter,
     segment_path,
@@ -35,12 +36,16 @@ __all__ = ["PartitionCursor", "PartitionReader", "PartitionWriter", "list_segmen
 
 
 def list_segment_files(directory: str) -> dict[int, set[str]]:
-    """Base offset -> extensions present, for every segment file in the folder (strays ignored)."""
+    """Base offset -> extensions present, for every segment file in the folder (strays ignored).
+
+    Only regular files count: a folder or a symlink with a segment's name is a stray (segment
+    files are never opened through a symlink).
+    """
     segments: dict[int, set[str]] = {}
     with os.scandir(directory) as entries:
         for entry in entries:
             parsed = parse_segment_file(entry.name)
-            if parsed is not None:
+            if parsed is not None and entry.is_file(follow_symlinks=False):
                 segments.setdefault(parsed[0], set()).add(parsed[1])
     return segments
 
@@ -87,6 +92,8 @@ class PartitionWriter:
         self.mode = mode
         self._sealed = sealed
         self.active = active
+        # True when open() trusted a clean close instead of re-checking the active segment.
+        self.scan_skipped = False
 
     @classmethod
     def open(
@@ -97,9 +104,20 @@ class PartitionWriter:
         segment_size_bytes: int,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         mode: int = DEFAULT_FILE_MODE,
+        clean: SegmentFileState | None = None,
     ) -> tuple[PartitionWriter, list[SegmentRepair]]:
-        """Open (creating it if missing) and recover the partition; returns it and its repairs."""
+        """Open (creating it if missing) and recover the partition; returns it and its repairs.
+
+        ``clean`` is the active segment's state as the last producer's clean close recorded it: if
+        the files are exactly so (same sizes and modification times), the check of every record is
+        skipped, because nothing has written to them since they were fsynced.
+        """
         dir_mode = mode | ((mode & 0o444) >> 2)  # a folder needs x wherever its files have r
+        if os.path.lexists(directory) and not os.path.isdir(directory):
+            raise CorruptStreamError(
+                f"{directory} should be partition {partition}'s folder but is not a folder; "
+                "move it away (nothing was changed)"
+            )
         if not os.path.isdir(directory):
             os.mkdir(directory, dir_mode)
             fsync_dir(os.path.dirname(directory))
@@ -125,18 +143,29 @@ class PartitionWriter:
                 repairs.extend(rebuilt)
             sealed.append(cls._describe_sealed(directory, base))
 
+        skipped = False
         if bases:
             last = bases[-1]
-            recovered, rebuilt = recover_segment(
-                directory, partition, last, max_record_bytes=max_record_bytes, mode=mode
+            trusted = (
+                clean is not None and clean.base_offset == last and SegmentFileState.of_files(directory, last) == clean
             )
-            repairs.extend(rebuilt)
-            active = SegmentWriter.open(
-                directory, last, next_offset=recovered.next_offset, data_size=recovered.data_size
-            )
+            entries = clean.message_count if clean is not None and trusted else None
+            if clean is not None and entries is not None:
+                skipped = True
+                active = SegmentWriter.open(directory, last, next_offset=last + entries, data_size=clean.data_file[0])
+            else:
+                recovered, rebuilt = recover_segment(
+                    directory, partition, last, max_record_bytes=max_record_bytes, mode=mode
+                )
+                repairs.extend(rebuilt)
+                active = SegmentWriter.open(
+                    directory, last, next_offset=recovered.next_offset, data_size=recovered.data_size
+                )
         else:
             active = SegmentWriter.create(directory, 0, mode=mode)
-        return cls(directory, partition, sealed, active, segment_size_bytes=segment_size_bytes, mode=mode), repairs
+        writer = cls(directory, partition, sealed, active, segment_size_bytes=segment_size_bytes, mode=mode)
+        writer.scan_skipped = skipped
+        return writer, repairs
 
     @staticmethod
     def _describe_sealed(directory: str, base: int) -> _SealedSegment:
@@ -171,9 +200,12 @@ class PartitionWriter:
         """Seal the active segment (fsync, close) and start a new one at the next offset.
 
         The fsync comes first so a sealed segment never has a torn tail: recovery then only has
-        to check the last segment.
+        to check the last segment. An empty active segment is not rolled: the new segment would
+        have the same name.
         """
         old = self.active
+        if old.message_count == 0:
+            return
         old.sync()
         new = SegmentWriter.create(self.directory, old.next_offset, mode=self.mode)
         old.close()
@@ -192,6 +224,10 @@ class PartitionWriter:
     def sync(self) -> None:
         """fsync the active segment's files."""
         self.active.sync()
+
+    def file_state(self) -> SegmentFileState:
+        """The active segment's file sizes and times, for the clean-close record (sync first)."""
+        return self.active.file_state()
 
     def close(self) -> None:
         """Close the active segment's files (callers sync first if they want durability)."""
@@ -313,9 +349,8 @@ class PartitionReader:
             stamps = _timestamps(raw[: committed * TIMEINDEX_ENTRY_BYTES])
             if not stamps or max(stamps) < timestamp_ns:
                 continue
-            for i, stamp in enumerate(stamps):
-                if stamp >= timestamp_ns:
-                    return base + i
+            # The first entry at or after the time, found in C (timestamps need not be in order).
+            return base + list(map(timestamp_ns.__le__, stamps)).index(True)
         return self.bounds()[1]
 
     def stats(self) -> PartitionStats:

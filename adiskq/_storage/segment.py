@@ -38,6 +38,7 @@ __all__ = [
     "TIMEINDEX_ENTRY",
     "TIMEINDEX_ENTRY_BYTES",
     "PendingBatch",
+    "SegmentFileState",
     "SegmentReader",
     "SegmentWriter",
     "segment_path",
@@ -46,6 +47,7 @@ __all__ = [
 INDEX_ENTRY: Final = struct.Struct("<QQQ")  # offset, position, size
 TIMEINDEX_ENTRY: Final = struct.Struct("<Qq")  # offset, timestamp_ns
 INDEX_ENTRY_BYTES: Final = INDEX_ENTRY.size
+_JOIN_MAX_BYTES: Final = 1 << 20
 TIMEINDEX_ENTRY_BYTES: Final = TIMEINDEX_ENTRY.size
 
 
@@ -65,6 +67,33 @@ def _open_writable(directory: str, base_offset: int, *, create: bool, mode: int)
             os.close(fd)
         raise
     return opened[0], opened[1], opened[2]
+
+
+class SegmentFileState(NamedTuple):
+    """Size and modification time (ns) of each file of a segment, as a clean close left them."""
+
+    base_offset: int
+    data_file: tuple[int, int]
+    index_file: tuple[int, int]
+    timeindex_file: tuple[int, int]
+
+    @classmethod
+    def of_files(cls, directory: str, base_offset: int) -> SegmentFileState | None:
+        """The state of the segment's files now, or None if one is missing (symlinks are not followed)."""
+        try:
+            states = [os.lstat(segment_path(directory, base_offset, ext)) for ext in (DATA, INDEX, TIMEINDEX)]
+        except FileNotFoundError:
+            return None
+        data, index, timeindex = ((st.st_size, st.st_mtime_ns) for st in states)
+        return cls(base_offset, data, index, timeindex)
+
+    @property
+    def message_count(self) -> int | None:
+        """Messages the files hold, or None when the index files do not agree on it."""
+        entries, partial = divmod(self.index_file[0], INDEX_ENTRY_BYTES)
+        if partial or self.timeindex_file[0] != entries * TIMEINDEX_ENTRY_BYTES:
+            return None
+        return entries
 
 
 class PendingBatch(NamedTuple):
@@ -157,7 +186,12 @@ class SegmentWriter:
             timeindex_bytes = b"".join(map(TIMEINDEX_ENTRY.pack, offsets, timestamps))
             end = positions[-1]
         try:
-            writev_all(self._data_fd, records)
+            if end - start <= _JOIN_MAX_BYTES:
+                # Measured: for many small records one copy and one write beats writev (Python
+                # builds a buffer view per iovec); big batches skip the copy.
+                write_all(self._data_fd, b"".join(records) if count > 1 else records[0])
+            else:
+                writev_all(self._data_fd, records)
         except OSError:
             self._cut_back(self._data_fd, start)
             raise
@@ -241,6 +275,17 @@ class SegmentWriter:
         if not data_only:
             os.fdatasync(self._timeindex_fd)
             os.fdatasync(self._index_fd)
+
+    def file_state(self) -> SegmentFileState:
+        """Sizes and modification times of the open files (for the clean-close record)."""
+        self._check_usable()
+        data, timeindex, index = (os.fstat(fd) for fd in (self._data_fd, self._timeindex_fd, self._index_fd))
+        return SegmentFileState(
+            self.base_offset,
+            (data.st_size, data.st_mtime_ns),
+            (index.st_size, index.st_mtime_ns),
+            (timeindex.st_size, timeindex.st_mtime_ns),
+        )
 
     def close(self) -> None:
         """Close the files (without syncing); closing twice is harmless."""

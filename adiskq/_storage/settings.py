@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import Final
 
-from .._errors import CorruptStreamError, NotAStreamError
+from .._errors import CorruptStreamError, InvalidArgumentError, NotAStreamError
 from .._sansio.naming import MAX_PARTITIONS, SETTINGS_FILE
 from .._sansio.values import Retention
 from .files import DEFAULT_FILE_MODE, atomic_write_json, read_json
@@ -32,6 +32,10 @@ DEFAULT_MAX_MESSAGE_BYTES: Final = 8 * 2**20
 MIN_SEGMENT_SIZE_BYTES: Final = 1024
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class StreamSettings:
     """The persistent settings of a stream."""
@@ -43,15 +47,17 @@ class StreamSettings:
     key_index: bool = True
 
     def __post_init__(self) -> None:
-        if not isinstance(self.partition_count, int) or not 1 <= self.partition_count <= MAX_PARTITIONS:
-            raise ValueError(f"partitions={self.partition_count!r}: give a whole number from 1 to {MAX_PARTITIONS}")
-        if not isinstance(self.segment_size_bytes, int) or self.segment_size_bytes < MIN_SEGMENT_SIZE_BYTES:
-            raise ValueError(
+        if not _is_int(self.partition_count) or not 1 <= self.partition_count <= MAX_PARTITIONS:
+            raise InvalidArgumentError(
+                f"partitions={self.partition_count!r}: give a whole number from 1 to {MAX_PARTITIONS}"
+            )
+        if not _is_int(self.segment_size_bytes) or self.segment_size_bytes < MIN_SEGMENT_SIZE_BYTES:
+            raise InvalidArgumentError(
                 f"segment_size_bytes={self.segment_size_bytes!r}: give at least {MIN_SEGMENT_SIZE_BYTES} bytes "
                 "(the default is 32 MiB)"
             )
-        if not isinstance(self.max_message_bytes, int) or self.max_message_bytes < 64:
-            raise ValueError(f"max_message_bytes={self.max_message_bytes!r}: give at least 64 bytes")
+        if not _is_int(self.max_message_bytes) or self.max_message_bytes < 64:
+            raise InvalidArgumentError(f"max_message_bytes={self.max_message_bytes!r}: give at least 64 bytes")
 
     def to_json(self) -> dict[str, object]:
         """The settings as ``settings.json`` stores them."""

@@ -15,12 +15,21 @@ import time
 from collections.abc import Sequence
 from typing import Final
 
-from .._errors import NotAStreamError, SettingsMismatchError, StreamLockedError, StreamNotFoundError
+from .._errors import (
+    CorruptStreamError,
+    InvalidArgumentError,
+    NotAStreamError,
+    SettingsMismatchError,
+    StreamLockedError,
+    StreamNotFoundError,
+)
 from .._sansio.naming import (
     OWNER_FILE,
     PARTS_DIR,
     RECOVERY_FILE,
     SETTINGS_FILE,
+    parse_partition_dir,
+    parse_segment_file,
     partition_dir_name,
 )
 from .._sansio.retention import DiskUsage, plan_vacuum
@@ -28,12 +37,14 @@ from .._sansio.values import RecoveryReport, Retention, SegmentRepair, VacuumRep
 from .files import DEFAULT_FILE_MODE, atomic_write_json, fsync_dir, read_json
 from .lock import OwnerLock
 from .partition import PartitionReader, PartitionWriter
+from .segment import SegmentFileState
 from .settings import StreamSettings, load_settings, save_settings
 
 __all__ = [
     "StreamReader",
     "StreamWriter",
     "disk_usage",
+    "load_clean_close",
     "load_recovery_report",
 ]
 
@@ -45,26 +56,97 @@ def _is_scratch(name: str) -> bool:
     return name == OWNER_FILE or (name.startswith(".") and name.endswith(".tmp"))
 
 
+def _holds_only_empty_partitions(parts_dir: str) -> bool:
+    """True if ``parts/`` holds nothing but partition folders of empty segment files.
+
+    That is all a stream creation that crashed before writing ``settings.json`` can leave (no
+    message can be appended before it exists), so such a folder is finished, not refused.
+    """
+    try:
+        with os.scandir(parts_dir) as partitions:
+            for partition in partitions:
+                if parse_partition_dir(partition.name) is None or not partition.is_dir(follow_symlinks=False):
+                    return False
+                with os.scandir(partition.path) as files:
+                    for file in files:
+                        if (
+                            parse_segment_file(file.name) is None
+                            or not file.is_file(follow_symlinks=False)
+                            or file.stat(follow_symlinks=False).st_size
+                        ):
+                            return False
+    except NotADirectoryError:
+        return False
+    return True
+
+
 def disk_usage(path: str) -> DiskUsage:
     """The size and use of the file system holding ``path``."""
     usage = shutil.disk_usage(path)
     return DiskUsage(usage.total, usage.used)
 
 
-def load_recovery_report(stream_path: str) -> RecoveryReport | None:
-    """The report the last producer open wrote, if any."""
+def _read_recovery_file(stream_path: str) -> dict[str, object] | None:
     try:
         data = read_json(os.path.join(stream_path, RECOVERY_FILE))
     except (FileNotFoundError, ValueError):
         return None
-    if not isinstance(data, dict):
+    return data if isinstance(data, dict) else None
+
+
+def load_recovery_report(stream_path: str) -> RecoveryReport | None:
+    """The report the last producer open wrote, if any (None if missing or unreadable)."""
+    data = _read_recovery_file(stream_path)
+    if data is None:
         return None
-    repairs = tuple(
-        SegmentRepair(int(r["partition"]), int(r["segment"]), str(r["action"]), r.get("position"))
-        for r in data.get("repairs", [])
-        if isinstance(r, dict)
-    )
-    return RecoveryReport(int(data.get("timestamp_ns", 0)), repairs)
+    try:
+        raw_repairs = data.get("repairs", [])
+        raw_clean = data.get("clean_partitions", [])
+        repairs = tuple(
+            SegmentRepair(int(r["partition"]), int(r["segment"]), str(r["action"]), r.get("position"))
+            for r in (raw_repairs if isinstance(raw_repairs, list) else [])
+            if isinstance(r, dict)
+        )
+        clean = tuple(int(p) for p in (raw_clean if isinstance(raw_clean, list) else []))
+        return RecoveryReport(int(data.get("timestamp_ns", 0)), repairs, clean)  # type: ignore[call-overload]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def load_clean_close(stream_path: str) -> dict[int, SegmentFileState]:
+    """Partition -> its active segment's files as the last producer's clean close left them.
+
+    Empty when the last producer did not close cleanly (the record is removed on every open).
+    """
+    data = _read_recovery_file(stream_path)
+    raw = data.get("clean_close") if data is not None else None
+    if not isinstance(raw, dict):
+        return {}
+    states: dict[int, SegmentFileState] = {}
+    for partition, state in raw.items():
+        try:
+            states[int(partition)] = SegmentFileState(
+                int(state["base_offset"]),
+                (int(state["data_file"][0]), int(state["data_file"][1])),
+                (int(state["index_file"][0]), int(state["index_file"][1])),
+                (int(state["timeindex_file"][0]), int(state["timeindex_file"][1])),
+            )
+        except (KeyError, TypeError, ValueError, IndexError):
+            continue  # a damaged entry only costs that partition its full check
+    return states
+
+
+def _save_recovery_file(
+    stream_path: str, report: RecoveryReport, clean_close: dict[int, SegmentFileState] | None, mode: int
+) -> None:
+    value: dict[str, object] = {
+        "timestamp_ns": report.timestamp_ns,
+        "repairs": [dataclasses.asdict(r) for r in report.repairs],
+        "clean_partitions": list(report.clean_partitions),
+    }
+    if clean_close is not None:
+        value["clean_close"] = {str(p): state._asdict() for p, state in sorted(clean_close.items())}
+    atomic_write_json(os.path.join(stream_path, RECOVERY_FILE), value, mode=mode)
 
 
 class StreamWriter:
@@ -102,58 +184,6 @@ class StreamWriter:
     ) -> StreamWriter:
         """Open (or create) the stream for writing; blocks up to ``lock_timeout`` for the lock."""
         path = os.path.abspath(os.fspath(path))
-        if os.path.lexists(path) and not os.path.isdir(path):
-            raise NotAStreamError(path, "it is a file, not a folder")
-        if not os.path.exists(path):
-            os.makedirs(path, mode=mode | ((mode & 0o444) >> 2), exist_ok=True)
-        cls._refuse_foreign_folder(path)
-
-        lock = OwnerLock(path, mode=mode)
-        deadline = time.monotonic() + lock_timeout
-        while not lock.try_acquire():
-            if time.monotonic() >= deadline:
-                raise StreamLockedError(path, lock.holder())
-            time.sleep(_LOCK_POLL_SECONDS)
-        try:
-            return cls._open_locked(
-                path, lock, partitions, segment_size_bytes, retention, max_message_bytes, key_index, mode
-            )
-        except BaseException:
-            lock.release()
-            raise
-
-    @staticmethod
-    def _refuse_foreign_folder(path: str) -> None:
-        if os.path.lexists(os.path.join(path, SETTINGS_FILE)):
-            load_settings(path)  # raises NotAStreamError / CorruptStreamError with the reason
-            return
-        others = sorted(name for name in os.listdir(path) if not _is_scratch(name))
-        if others:
-            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
-            raise NotAStreamError(path, f"the folder holds {shown} but no settings.json")
-
-    @classmethod
-    def _open_locked(
-        cls,
-        path: str,
-        lock: OwnerLock,
-        partitions: int | None,
-        segment_size_bytes: int | None,
-        retention: Retention | None,
-        max_message_bytes: int | None,
-        key_index: bool | None,
-        mode: int,
-    ) -> StreamWriter:
-        # Settings again, now that no other producer can change them.
-        cls._refuse_foreign_folder(path)
-        stored = load_settings(path)
-        base = stored or StreamSettings()
-        if stored is not None and partitions is not None and partitions < stored.partition_count:
-            raise SettingsMismatchError(
-                f"stream {path!r} has {stored.partition_count} partitions; a stream cannot lose partitions "
-                f"(keys would move), so open it with partitions={stored.partition_count} or more, or leave "
-                "partitions unset"
-            )
         overrides: dict[str, object] = {}
         if partitions is not None:
             overrides["partition_count"] = partitions
@@ -165,12 +195,61 @@ class StreamWriter:
             overrides["max_message_bytes"] = max_message_bytes
         if key_index is not None:
             overrides["key_index"] = key_index
+        # Bad arguments are refused before anything on disk is created or touched.
+        dataclasses.replace(StreamSettings(), **overrides)  # type: ignore[arg-type]
+        if os.path.lexists(path) and not os.path.isdir(path):
+            raise NotAStreamError(path, "it is a file, not a folder")
+        if not os.path.exists(path):
+            os.makedirs(path, mode=mode | ((mode & 0o444) >> 2), exist_ok=True)
+            fsync_dir(os.path.dirname(path))
+        cls._refuse_foreign_folder(path)
+
+        lock = OwnerLock(path, mode=mode)
+        deadline = time.monotonic() + lock_timeout
+        while not lock.try_acquire():
+            if time.monotonic() >= deadline:
+                raise StreamLockedError(path, lock.holder())
+            time.sleep(_LOCK_POLL_SECONDS)
+        try:
+            return cls._open_locked(path, lock, overrides, mode)
+        except BaseException:
+            lock.release()
+            raise
+
+    @staticmethod
+    def _refuse_foreign_folder(path: str) -> None:
+        if os.path.lexists(os.path.join(path, SETTINGS_FILE)):
+            load_settings(path)  # raises NotAStreamError / CorruptStreamError with the reason
+            return
+        others = sorted(name for name in os.listdir(path) if not _is_scratch(name))
+        if others == [PARTS_DIR] and _holds_only_empty_partitions(os.path.join(path, PARTS_DIR)):
+            return  # a stream whose creation crashed before settings.json was written: finish it
+        if others:
+            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+            raise NotAStreamError(path, f"the folder holds {shown} but no settings.json")
+
+    @classmethod
+    def _open_locked(cls, path: str, lock: OwnerLock, overrides: dict[str, object], mode: int) -> StreamWriter:
+        # Settings again, now that no other producer can change them.
+        cls._refuse_foreign_folder(path)
+        stored = load_settings(path)
+        base = stored or StreamSettings()
+        partitions = overrides.get("partition_count")
+        if stored is not None and isinstance(partitions, int) and partitions < stored.partition_count:
+            raise SettingsMismatchError(
+                f"stream {path!r} has {stored.partition_count} partitions; a stream cannot lose partitions "
+                f"(keys would move), so open it with partitions={stored.partition_count} or more, or leave "
+                "partitions unset"
+            )
         settings = dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
 
         parts_dir = os.path.join(path, PARTS_DIR)
+        if os.path.lexists(parts_dir) and not os.path.isdir(parts_dir):
+            raise CorruptStreamError(f"{parts_dir} should be the partitions' folder but is not a folder; move it away")
         if not os.path.isdir(parts_dir):
             os.mkdir(parts_dir, mode | ((mode & 0o444) >> 2))
             fsync_dir(path)
+        clean_close = load_clean_close(path)
         opened: list[PartitionWriter] = []
         repairs: list[SegmentRepair] = []
         try:
@@ -181,6 +260,7 @@ class StreamWriter:
                     number,
                     segment_size_bytes=settings.segment_size_bytes,
                     mode=mode,
+                    clean=clean_close.get(number),
                 )
                 opened.append(writer)
                 repairs.extend(repaired)
@@ -190,14 +270,15 @@ class StreamWriter:
             for writer in opened:
                 writer.close()
             raise
-        report = RecoveryReport(time.time_ns(), tuple(repairs))
-        if repairs or not os.path.exists(os.path.join(path, RECOVERY_FILE)):
+        report = RecoveryReport(time.time_ns(), tuple(repairs), tuple(w.partition for w in opened if w.scan_skipped))
+        # Replacing the file also drops the clean-close record before anything is appended, so a
+        # crash of this producer is never taken for a clean close. (Sizes and modification times
+        # would give a crash away anyway; this makes it certain.)
+        try:
+            _save_recovery_file(path, report, None, mode)
+        except OSError:
             with contextlib.suppress(OSError):  # the report is a courtesy; a full disk must not stop us
-                atomic_write_json(
-                    os.path.join(path, RECOVERY_FILE),
-                    {"timestamp_ns": report.timestamp_ns, "repairs": [dataclasses.asdict(r) for r in repairs]},
-                    mode=mode,
-                )
+                os.unlink(os.path.join(path, RECOVERY_FILE))
         return cls(path, settings, lock, opened, report, mode)
 
     # -- operations ------------------------------------------------------------------------------
@@ -239,6 +320,10 @@ class StreamWriter:
         try:
             if sync:
                 self.sync()
+                # Only now, with every file fsynced, may the next producer skip its check.
+                with contextlib.suppress(OSError):
+                    states = {p.partition: p.file_state() for p in self.partitions}
+                    _save_recovery_file(self.path, self.recovery, states, self.mode)
         finally:
             for partition in self.partitions:
                 partition.close()
@@ -285,11 +370,11 @@ class StreamReader:
         return os.path.join(self.path, PARTS_DIR, partition_dir_name(partition))
 
     def partition(self, partition: int) -> PartitionReader:
-        """A reader of one partition; ValueError for a partition the stream does not have."""
+        """A reader of one partition; InvalidArgumentError for a partition the stream does not have."""
         if isinstance(partition, int) and partition >= self.partition_count:
             self.refresh()  # it may have been added since we looked
         if not isinstance(partition, int) or isinstance(partition, bool) or not 0 <= partition < self.partition_count:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"stream {self.path!r} has partitions 0..{self.partition_count - 1}; "
                 f"there is no partition {partition!r}"
             )

@@ -1,0 +1,49 @@
+"""Every benchmark runs in its quick mode, so the scripts never rot (no timing is asserted here)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+
+
+def test_storage_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
+    """bench_storage.py --quick runs adiskq and SQLite and prints every figure with its ratio."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(BENCHMARKS, "bench_storage.py"), "--quick", "--dir", os.fspath(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    for line in (
+        "adiskq append",
+        "adiskq encode+append",
+        "sqlite append",
+        "adiskq read",
+        "sqlite scan",
+        "producer open",
+    ):
+        assert line in result.stdout
+    assert "x sqlite append; target 1,500,000" in result.stdout
+    assert "x sqlite scan; target 2,000,000" in result.stdout
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("argument", ["--runs=0", "--batches=-1"])
+def test_storage_benchmark_refuses_nonsense(argument: str) -> None:
+    """bench_storage.py refuses a run count or batch count below one."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(BENCHMARKS, "bench_storage.py"), "--quick", argument],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "at least 1" in result.stderr
