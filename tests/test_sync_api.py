@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import pickle
-import pwd
-import shutil
-import tempfile
-import traceback
-import warnings
-from collections.abc import Callable, Iterator
 
 import pytest
 from storage_helpers import append, expected_messages, fields, read_all, write_stream
+from unprivileged import as_nobody
 
 import adiskq
 from adiskq._sansio.values import Message, ns_from_datetime
@@ -233,62 +227,6 @@ def test_stats_while_a_producer_writes(stream_path: str) -> None:
 # -- readers need only read permission -----------------------------------------------------------
 
 
-@pytest.fixture
-def shared_dir() -> Iterator[str]:
-    """A folder every user can traverse (pytest's own tmp folders are private to their owner)."""
-    path = tempfile.mkdtemp(prefix="adiskq-perm-")
-    os.chmod(path, 0o755)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path)
-
-
-def _as_nobody(action: Callable[[], object]) -> object:
-    """Run ``action`` in a forked child that dropped to the 'nobody' user; returns what it returned.
-
-    Fails (never skips) when that cannot be arranged: the test must prove the point or say why not.
-    """
-    if os.geteuid() != 0:
-        pytest.fail(
-            "this test proves that readers need only read permission by reading as another user, "
-            "which needs root (CI runs as root); run the suite as root"
-        )
-    nobody = pwd.getpwnam("nobody")
-    read_end, write_end = os.pipe()
-    with warnings.catch_warnings():
-        # Python 3.12+ warns about fork() while other threads run (anyio's idle workers from earlier
-        # tests may): the child only reads files and writes to a pipe, touching no lock they hold.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        status = 1
-        try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            try:
-                result: object = ("ok", action())
-            except BaseException as error:
-                result = ("error", f"{type(error).__name__}: {error}\n{traceback.format_exc()}")
-            with os.fdopen(write_end, "wb") as pipe:
-                pickle.dump(result, pipe)
-            status = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as pipe:
-        raw = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, "the unprivileged child failed"
-    outcome, value = pickle.loads(raw)
-    assert outcome == "ok", value
-    return value
-
-
 def _cannot_write(directory: str) -> bool:
     try:
         os.close(os.open(os.path.join(directory, "probe"), os.O_WRONLY | os.O_CREAT, 0o644))
@@ -311,7 +249,7 @@ def test_readers_need_only_read_permission(shared_dir: str) -> None:
         adiskq.stats(stream),
         read_all(os.path.join(stream, "parts", "000000")),
     )
-    seen = _as_nobody(
+    seen = as_nobody(
         lambda: (
             _cannot_write(stream),
             adiskq.read(stream, 0, 3),
@@ -330,7 +268,7 @@ def test_unprivileged_stats_names_the_live_producer(shared_dir: str) -> None:
     writer = StreamWriter.open(stream, mode=0o644)
     try:
         append(writer.partitions[0], fields(3))
-        owner = _as_nobody(lambda: adiskq.stats(stream).owner)
+        owner = as_nobody(lambda: adiskq.stats(stream).owner)
     finally:
         writer.close()
     assert isinstance(owner, dict)

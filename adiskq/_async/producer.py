@@ -333,6 +333,8 @@ class Producer:
             value = _value_bytes(value)
         if len(value) + len(raw_key) > self._max_message_bytes:
             self._check_size(len(value) + len(raw_key))
+        if headers:  # checked before encoding, so a huge header never gets copied
+            self._check_size(len(value) + len(raw_key) + sum(len(name) + len(v) for name, v in headers.items()))
         record = encode_record(value, raw_key, timestamp_ns, headers)
         if len(record) > self._max_message_bytes:
             self._check_size(len(record))

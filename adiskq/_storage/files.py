@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from collections.abc import Sequence
 from typing import Final
+
+from .._errors import CorruptStreamError
 
 __all__ = [
     "DEFAULT_FILE_MODE",
@@ -27,15 +30,32 @@ _NOFOLLOW: Final = os.O_NOFOLLOW | os.O_CLOEXEC
 _IOV_MAX: Final = 1024
 
 
+def _refuse_link(path: str) -> CorruptStreamError:
+    return CorruptStreamError(
+        f"{path} is a symbolic link: adiskq never follows links inside a stream, since one could "
+        "redirect its reads or writes elsewhere. Replace it with the real file, or remove it"
+    )
+
+
 def open_read(path: str) -> int:
-    """A read-only descriptor; FileNotFoundError if missing, OSError(ELOOP) for a symlink."""
-    return os.open(path, os.O_RDONLY | _NOFOLLOW)
+    """A read-only descriptor; FileNotFoundError if missing, CorruptStreamError for a symlink."""
+    try:
+        return os.open(path, os.O_RDONLY | _NOFOLLOW)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise _refuse_link(path) from None
+        raise
 
 
 def open_append(path: str, *, create: bool, mode: int = DEFAULT_FILE_MODE) -> int:
-    """A write-only, append-only descriptor (created if ``create``)."""
+    """A write-only, append-only descriptor (created if ``create``); never through a symlink."""
     flags = os.O_WRONLY | os.O_APPEND | _NOFOLLOW | (os.O_CREAT if create else 0)
-    return os.open(path, flags, mode)
+    try:
+        return os.open(path, flags, mode)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise _refuse_link(path) from None
+        raise
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:

@@ -7,6 +7,7 @@ folder), so after a crash it holds the old or the new value, never a torn one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from typing import Final
@@ -66,7 +67,10 @@ def save_offsets(
     directory = group_dir(stream_path, name)
     if not os.path.isdir(directory):
         groups = os.path.dirname(directory)
-        os.makedirs(directory, mode=0o755, exist_ok=True)
+        folder_mode = mode | ((mode & 0o444) >> 2)  # a folder needs x wherever its files have r
+        for folder in (groups, directory):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(folder, folder_mode)
         if durable:
             fsync_dir(groups)
             fsync_dir(stream_path)

@@ -113,6 +113,11 @@ class PartitionWriter:
         skipped, because nothing has written to them since they were fsynced.
         """
         dir_mode = mode | ((mode & 0o444) >> 2)  # a folder needs x wherever its files have r
+        if os.path.islink(directory):
+            raise CorruptStreamError(
+                f"{directory} should be partition {partition}'s folder but is a symbolic link: adiskq "
+                "never writes through links inside a stream; replace it with the real folder"
+            )
         if os.path.lexists(directory) and not os.path.isdir(directory):
             raise CorruptStreamError(
                 f"{directory} should be partition {partition}'s folder but is not a folder; "

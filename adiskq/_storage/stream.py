@@ -206,14 +206,21 @@ class StreamWriter:
 
         lock = OwnerLock(path, mode=mode)
         deadline = time.monotonic() + lock_timeout
-        while not lock.try_acquire():
-            if time.monotonic() >= deadline:
-                raise StreamLockedError(path, lock.holder())
-            time.sleep(_LOCK_POLL_SECONDS)
         try:
-            return cls._open_locked(path, lock, overrides, mode)
-        except BaseException:
-            lock.release()
+            while not lock.try_acquire():
+                if time.monotonic() >= deadline:
+                    raise StreamLockedError(path, lock.holder())
+                time.sleep(_LOCK_POLL_SECONDS)
+            try:
+                return cls._open_locked(path, lock, overrides, mode)
+            except BaseException:
+                lock.release()
+                raise
+        except PermissionError as error:
+            error.add_note(
+                "adiskq: a producer needs write permission on the stream's folder and files "
+                "(readers and consumers need only read permission); nothing was changed"
+            )
             raise
 
     @staticmethod
