@@ -6,6 +6,7 @@ consumers through ``wakeup.notify``, so consumer tests do not depend on the Prod
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Sequence
@@ -13,12 +14,17 @@ from types import TracebackType
 
 from adiskq._async import wakeup
 from adiskq._sansio.codec import encode_record
+from adiskq._sansio.naming import OWNER_FILE
 from adiskq._sansio.values import Retention
 from adiskq._storage.stream import StreamWriter
 
 
 class Writer:
-    """Appends values to a stream's partitions like a producer; use as a context manager."""
+    """Appends values to a stream's partitions like a producer; use as a context manager.
+
+    ``notify=True``: like a Producer in this process (consumers here are woken directly).
+    ``notify=False``: like a producer in another process (consumers rely on inotify or the poll).
+    """
 
     def __init__(
         self,
@@ -34,6 +40,11 @@ class Writer:
         )
         self.realpath = os.path.realpath(self.stream.path)
         self.notify = notify
+        if not notify:
+            # Pose as a producer of another process: consumers here then rely on inotify and the
+            # poll, as they do for a real one (the flock is held all the same).
+            with open(os.path.join(self.stream.path, OWNER_FILE), "w") as owner:
+                owner.write(json.dumps({"id": "elsewhere", "pid": 1, "host": "elsewhere"}))
 
     def append(
         self,

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import json
 import logging
 import os
+import socket
 from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Final, Literal, Self
@@ -24,7 +26,7 @@ import anyio
 import anyio.lowlevel
 
 from .._errors import ClosedError, OffsetOutOfRangeError
-from .._sansio.naming import INDEX, SETTINGS_FILE
+from .._sansio.naming import INDEX, OWNER_FILE, SETTINGS_FILE
 from .._sansio.values import Message, ns_from_datetime
 from .._storage.partition import PartitionCursor, PartitionReader
 from .._storage.segment import segment_path
@@ -83,10 +85,38 @@ def resolve_start(reader: PartitionReader, start: Start) -> int:
     return oldest if start == "oldest" else next_offset
 
 
+def producer_is_in_this_process(stream_path: str) -> bool:
+    """True when the stream's producer runs in this process (its ``owner`` text names us).
+
+    Such a producer wakes our consumers directly after every commit, so they need no inotify watch
+    (whose events would only wake them a second time, at some 10 µs of parsing each). The text is
+    emptied when a producer closes; a producer of another process rewrites it when it opens, which
+    consumers notice at their next poll.
+    """
+    try:
+        fd = os.open(os.path.join(stream_path, OWNER_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        raw = os.pread(fd, 4096, 0)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    try:
+        info = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(info, dict) and info.get("pid") == os.getpid() and info.get("host") == _HOST
+
+
+_HOST: Final = socket.gethostname()
+
+
 class PartitionFollower:
     """Reads one partition from a position up to an end, and knows what to watch when caught up.
 
-    Shared by ``Consumer`` and ``ConsumerGroup``. Synchronous except for nothing: the caller waits.
+    Shared by ``Consumer`` and ``ConsumerGroup``; it never awaits: the caller waits.
     """
 
     def __init__(
@@ -123,10 +153,26 @@ class PartitionFollower:
         self._notifier = notifier
         self._waiter = waiter
         wakeup.register(self.key, waiter)
-        self._folder_watch: Watch | None = notifier.watch(reader.directory, folder_suffix=_INDEX_SUFFIX)
-        notifier.subscribe(self._folder_watch, waiter)
+        self._stream_path = stream.path
+        self._folder_watch: Watch | None = None
         self._index_watch: Watch | None = None
+        self.local = False  # the producer is in this process: wake-ups come without the kernel
         self.closed = False
+        self.check_producer()
+
+    @property
+    def uses_kernel(self) -> bool:
+        """True when this partition relies on inotify to be woken."""
+        return not self.local and self._notifier.uses_inotify
+
+    def check_producer(self) -> None:
+        """Watch the partition with inotify unless its producer is in this process."""
+        self.local = producer_is_in_this_process(self._stream_path)
+        if self.local:
+            self._drop_watches()
+        elif self._folder_watch is None:
+            self._folder_watch = self._notifier.watch(self.reader.directory, folder_suffix=_INDEX_SUFFIX)
+            self._notifier.subscribe(self._folder_watch, self._waiter)
 
     @property
     def done(self) -> bool:
@@ -179,6 +225,8 @@ class PartitionFollower:
     def prepare_wait(self) -> int | None:
         """Watch the ``.index`` of the segment being read; returns that segment's base offset."""
         base = self._cursor.segment_base
+        if self.local:
+            return base
         path = None if base is None else segment_path(self.reader.directory, base, INDEX)
         current = self._index_watch
         if current is None or current.path != path:
@@ -204,6 +252,9 @@ class PartitionFollower:
         self.closed = True
         self._cursor.close()
         wakeup.unregister(self.key, self._waiter)
+        self._drop_watches()
+
+    def _drop_watches(self) -> None:
         for watch in (self._index_watch, self._folder_watch):
             if watch is not None:
                 self._notifier.unsubscribe(watch, self._waiter)
@@ -382,8 +433,9 @@ class Consumer:
 
     @property
     def uses_inotify(self) -> bool | None:
-        """Whether the kernel wakes this consumer (False: it polls); None before it opens."""
-        return None if self._notifier is None else self._notifier.uses_inotify
+        """Whether inotify wakes this consumer (False: its producer is in this process and wakes it
+        directly, or there is no inotify and it polls); None before it opens."""
+        return None if self._follower is None else self._follower.uses_kernel
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -446,6 +498,9 @@ class Consumer:
                     return messages
                 if follower.moved_since(base):
                     continue  # a new segment: watch its index before sleeping
-                await notifier.wait(waiter, poll)
+                await notifier.wait(waiter, poll, kernel=follower.uses_kernel)
+                timed_out = not waiter.fired
             finally:
                 waiter.disarm()
+            if timed_out:
+                follower.check_producer()

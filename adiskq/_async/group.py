@@ -350,9 +350,15 @@ class ConsumerGroup:
                 due = self._store_due_in()
                 if due is not None:
                     timeout = max(0.0, min(timeout, due))
+                # The settings watch (partitions added) is the only inotify one when every producer
+                # is local; it is rare, but it still needs the descriptor read.
                 await notifier.wait(waiter, timeout)
+                timed_out = not waiter.fired
             finally:
                 waiter.disarm()
+            if timed_out:
+                for follower in self._order:
+                    follower.check_producer()
             due = self._store_due_in()
             if due is not None and due <= 0:
                 await self._store()

@@ -161,9 +161,13 @@ class Notifier:
 
     # -- waiting ---------------------------------------------------------------------------------
 
-    async def wait(self, waiter: Waiter, max_seconds: float) -> None:
-        """Sleep until ``waiter`` is woken, or ``max_seconds`` pass; ``waiter`` must be armed."""
-        if self._inotify is None or self.closed:
+    async def wait(self, waiter: Waiter, max_seconds: float, *, kernel: bool = True) -> None:
+        """Sleep until ``waiter`` is woken, or ``max_seconds`` pass; ``waiter`` must be armed.
+
+        ``kernel=False``: the waiter has no inotify watch (its producer wakes it directly), so it
+        never takes the reading of the descriptor.
+        """
+        if self._inotify is None or self.closed or not kernel:
             with anyio.move_on_after(max_seconds):
                 await waiter.wait_event()
             return
@@ -173,15 +177,24 @@ class Notifier:
             loop = _LoopReader()
             _loop_reader.set(loop)
         loop.waiting.append(waiter)
+        fd = self._inotify.fd
         try:
-            with anyio.move_on_after(max_seconds):
+            with anyio.move_on_after(max_seconds) as scope:
                 while not waiter.fired:
                     if loop.reader is None:
                         loop.reader = waiter
-                    if loop.reader is waiter:
-                        await self._read_events(waiter)
-                    else:
+                    if loop.reader is not waiter:
                         await waiter.wait_event()
+                        continue
+                    # This task reads the descriptor for its loop. While it is blocked here, a
+                    # direct wake (wakeup.notify, another loop's reader) cancels the scope: the
+                    # wait is over. A wake from its own dispatch needs no cancel.
+                    waiter.scope = scope
+                    try:
+                        await anyio.wait_readable(fd)
+                    finally:
+                        waiter.scope = None
+                    self.dispatch()
         finally:
             loop.waiting.remove(waiter)
             if loop.reader is waiter:
@@ -193,20 +206,6 @@ class Notifier:
                         loop.reader = other
                         other.nudge()
                         break
-
-    async def _read_events(self, waiter: Waiter) -> None:
-        """Read and dispatch inotify events until ``waiter`` is woken (by them or directly)."""
-        assert self._inotify is not None
-        fd = self._inotify.fd
-        with anyio.CancelScope() as scope:
-            # A direct wake (wakeup.notify, another loop's reader) must end this read too.
-            waiter.scope = scope
-            try:
-                while not waiter.fired:
-                    await anyio.wait_readable(fd)
-                    self.dispatch()
-            finally:
-                waiter.scope = None
 
     def dispatch(self) -> None:
         """Read every queued event and wake the waiters they concern."""
