@@ -28,7 +28,7 @@ import anyio.lowlevel
 
 import adiskq
 from adiskq._sansio.codec import encode_record
-from adiskq._storage.stream import StreamWriter
+from adiskq._storage.stream import StreamReader, StreamWriter
 
 VALUE = b"v" * 100
 BACKENDS = ("asyncio", "trio")
@@ -93,6 +93,19 @@ def sqlite_scan(path: str, count: int) -> float:
         seen += 1
     elapsed = time.perf_counter() - started
     connection.close()
+    assert seen == count
+    return count / elapsed
+
+
+def cursor_scan(path: str, count: int) -> float:
+    """The storage layer's own cursor, no event loop: what the consumer adds on top of it."""
+    reader = StreamReader.open(path).partition(0)
+    started = time.perf_counter()
+    seen = 0
+    with reader.cursor(0) as cursor:
+        while batch := cursor.read(1000):
+            seen += len(batch)
+    elapsed = time.perf_counter() - started
     assert seen == count
     return count / elapsed
 
@@ -187,8 +200,9 @@ async def latency_inotify_alone(folder: str, count: int) -> list[int]:
                     break
             data = os.pread(fd, 1 << 16, position)
             now = time.monotonic_ns()
-            for i in range(0, len(data) - len(data) % 8, 8):
-                samples.append(now - int.from_bytes(data[i : i + 8], "little"))
+            samples.extend(
+                now - int.from_bytes(data[i : i + 8], "little") for i in range(0, len(data) - len(data) % 8, 8)
+            )
             position += len(data) - len(data) % 8
         await process.wait()
     finally:
@@ -239,6 +253,8 @@ def main() -> None:
         print(f"read {count:,} messages of 100 bytes (median of {runs} runs), msg/s:")
         sqlite_rate = median_rate(runs, lambda: sqlite_scan(database, count))
         print(f"  sqlite WAL full scan         {sqlite_rate:>12,.0f}")
+        cursor_rate = median_rate(runs, lambda: cursor_scan(stream, count))
+        print(f"  storage cursor (sync)        {cursor_rate:>12,.0f}   x{cursor_rate / sqlite_rate:.2f} sqlite")
         for backend in BACKENDS:
             rate = median_rate(runs, lambda b=backend: anyio.run(read_batches, stream, count, backend=b))
             print(
