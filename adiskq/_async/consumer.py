@@ -1,8 +1,10 @@
 """``Consumer``: one partition as an async iterator that follows the producer (DESIGN §5).
 
-Reads are small ``pread`` calls served from the page cache (a batch of 1,000 100-byte messages
-takes well under a millisecond here), so they run on the event loop thread; a batch is capped in
-bytes too, so no read holds the loop for long. When caught up, the consumer waits for a wake-up:
+Reads are two ``pread`` calls (index entries, then the data they cover) served from the page
+cache, then decoding with a CRC check per record (~1 µs a message); they run on the event loop
+thread, because a hop to a worker thread costs more than the read (and decoding holds the GIL
+anyway). A read is capped in messages and bytes, so it holds the loop for well under a millisecond
+with the default batch (benchmarks/RESULTS.md has the figures). When caught up, the consumer waits for a wake-up:
 from a producer in its own process (``wakeup.notify``), from inotify, or from a slow poll.
 
 Cancellation: a read either returns messages or consumes nothing — the wait comes before the read,
@@ -42,7 +44,9 @@ Start = Literal["oldest", "newest", "active-oldest"] | int | dt.datetime
 End = Literal["wait", "close"] | int
 OnDataLoss = Literal["skip", "raise"]
 
-DEFAULT_BATCH_MESSAGES: Final = 1000
+# What one read takes when the caller does not say: 256 messages of 100 bytes are decoded (CRC
+# checked) in ~0.3 ms here, the longest the event loop is held by a read.
+DEFAULT_BATCH_MESSAGES: Final = 256
 # One read covers at most this much data: bounds the time a read holds the event loop.
 MAX_READ_BYTES: Final = 4 * 2**20
 _INDEX_SUFFIX: Final = "." + INDEX
