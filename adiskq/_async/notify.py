@@ -4,7 +4,9 @@ go-diskq opens an inotify instance per consumer and runs out at the default limi
 here every consumer of the process shares one, and shares the watches too (one per partition folder,
 one per active ``.index`` file, counted by reference). The folder watch sees new segments (their
 ``.index`` appearing); the ``.index`` watch sees commits (IN_MODIFY), and nothing else, so a commit
-wakes a reader once, not once per file written.
+wakes a reader once, not once per file written. Consumers whose producer runs in their own process
+watch nothing: the producer wakes them directly (wakeup.py), and kernel events would only wake them
+a second time.
 
 Nobody runs a background task. In each event loop, one of the tasks that are waiting reads the
 inotify descriptor (``anyio.wait_readable``, so asyncio and Trio share the code) and wakes the
