@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections.abc
 import functools
 import os
+import sys
 
 import anyio
 import anyio.to_thread
@@ -230,3 +231,46 @@ async def test_a_producer_in_this_process_wakes_the_consumer_directly(stream_pat
                 await anyio.wait_all_tasks_blocked()
                 await producer.push(b"direct")
         assert consumer.position == 1
+
+
+async def test_a_consumer_beside_its_producer_watches_nothing(stream_path: str) -> None:
+    """A consumer in its producer's process holds no inotify watch: the producer wakes it directly."""
+    async with (
+        adiskq.Producer(stream_path) as producer,
+        adiskq.Consumer(stream_path, start="newest", poll_interval=60) as consumer,
+    ):
+        assert consumer.uses_inotify is False
+        notifier = notify.get_notifier()
+        assert not any(watch.waiters for watch in notifier._by_path.values())
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(next_message, consumer)
+                await anyio.wait_all_tasks_blocked()
+                await producer.push(b"direct")
+        assert consumer.position == 1
+
+
+PUSH_ONE = """
+import sys, anyio, adiskq
+async def main():
+    async with adiskq.Producer(sys.argv[1]) as producer:
+        await producer.push(b"from elsewhere")
+anyio.run(main)
+"""
+
+
+async def test_a_consumer_notices_its_producer_moved_to_another_process(stream_path: str) -> None:
+    """When the local producer closes and another process produces, the consumer is woken and watches again."""
+    async with adiskq.Producer(stream_path):
+        consumer = adiskq.Consumer(stream_path, poll_interval=0.1)
+        await consumer.__aenter__()
+        assert consumer.uses_inotify is False
+    try:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(next_message, consumer)
+                await anyio.run_process([sys.executable, "-c", PUSH_ONE, stream_path])
+        assert consumer.position == 1
+        assert consumer.uses_inotify is True
+    finally:
+        await consumer.aclose()
