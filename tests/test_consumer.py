@@ -419,3 +419,17 @@ async def test_data_loss_raises_when_asked(stream_path: str) -> None:
             await consumer.__anext__()
     assert caught.value.oldest_offset == oldest
     assert caught.value.offset == 0
+
+
+async def test_a_consumer_cancelled_while_opening_holds_nothing(stream_path: str) -> None:
+    """Cancelled inside __aenter__, a consumer releases what it opened and counts as closed."""
+    with Writer(stream_path):
+        pass
+    consumer = adiskq.Consumer(stream_path)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        async with consumer:
+            raise AssertionError("not reached: the checkpoint in __aenter__ raises")
+    assert consumer.closed
+    assert consumer._follower is not None
+    assert consumer._follower.closed

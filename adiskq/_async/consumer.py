@@ -89,6 +89,9 @@ def resolve_start(reader: PartitionReader, start: Start) -> int:
     return oldest if start == "oldest" else next_offset
 
 
+_HOST: Final = socket.gethostname()
+
+
 def producer_is_in_this_process(stream_path: str) -> bool:
     """True when the stream's producer runs in this process (its ``owner`` text names us).
 
@@ -112,9 +115,6 @@ def producer_is_in_this_process(stream_path: str) -> bool:
     except ValueError:
         return False
     return isinstance(info, dict) and info.get("pid") == os.getpid() and info.get("host") == _HOST
-
-
-_HOST: Final = socket.gethostname()
 
 
 class PartitionFollower:
@@ -403,7 +403,11 @@ class Consumer:
 
     async def __aenter__(self) -> Self:
         self._open()
-        await anyio.lowlevel.checkpoint()
+        try:
+            await anyio.lowlevel.checkpoint()
+        except BaseException:
+            self._release()  # cancelled on the way in: __aexit__ will not run
+            raise
         return self
 
     async def __aexit__(
@@ -413,13 +417,17 @@ class Consumer:
 
     async def aclose(self) -> None:
         """Release files and watches; a task waiting in this consumer gets ``ClosedError``."""
-        if not self.closed:
-            self.closed = True
-            self._buffer.clear()
-            if self._follower is not None:
-                self._follower.close()
-            self._waiter.wake()
+        self._release()
         await anyio.lowlevel.checkpoint()
+
+    def _release(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._buffer.clear()
+        if self._follower is not None:
+            self._follower.close()
+        self._waiter.wake()
 
     # -- state -----------------------------------------------------------------------------------
 

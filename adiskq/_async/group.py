@@ -134,7 +134,12 @@ class ConsumerGroup:
 
     async def __aenter__(self) -> Self:
         self._open()
-        await anyio.lowlevel.checkpoint()
+        try:
+            await anyio.lowlevel.checkpoint()
+        except BaseException:
+            self.closed = True  # cancelled on the way in: __aexit__ will not run
+            self._release()
+            raise
         return self
 
     async def __aexit__(
