@@ -148,3 +148,44 @@ async def test_a_consumer_wakes_for_a_new_segment_from_another_process(stream_pa
                 message = await consumer.__anext__()
     assert (message.offset, message.value) == (present, b"next")
     assert adiskq.stats(stream_path).partitions[0].segments == 2
+
+
+PRODUCE_WITH_RETENTION = """
+import sys, anyio, adiskq
+path, count = sys.argv[1], int(sys.argv[2])
+async def main():
+    retention = adiskq.Retention(max_bytes=256 * 1024)
+    async with adiskq.Producer(path, segment_size_bytes=65536, retention=retention, vacuum_interval=0.02) as producer:
+        for start in range(0, count, 20):
+            records = [adiskq.Record(b"%08d" % i + b"." * 92, key="k") for i in range(start, start + 20)]
+            await producer.push_many(records)
+            await anyio.sleep(0)
+anyio.run(main)
+"""
+
+
+async def test_a_slow_consumer_under_vacuum_skips_only_what_it_reports(stream_path: str) -> None:
+    """Retention deleting segments under a slow follower: offsets only rise, and every gap is a reported skip."""
+    count = 40_000
+    async with adiskq.Producer(stream_path, segment_size_bytes=SEGMENT_BYTES):
+        pass
+    offsets: list[int] = []
+    async with adiskq.Consumer(stream_path, end=count) as consumer:
+        async with await anyio.open_process(
+            [sys.executable, "-c", PRODUCE_WITH_RETENTION, stream_path, str(count)]
+        ) as producer:
+            with anyio.fail_after(120):
+                async for batch in consumer.batches(max_messages=10):
+                    for message in batch:
+                        assert int(message.value[:8]) == message.offset
+                        offsets.append(message.offset)
+                    await anyio.sleep(0.001)  # a slow reader: retention overtakes it
+                assert await producer.wait() == 0
+        skipped = consumer.skipped
+    assert skipped, "the producer's retention should have overtaken a reader this slow"
+    covered = sorted([(o, o + 1) for o in offsets] + skipped)
+    position = 0
+    for first, last in covered:
+        assert first == position, f"offset {position} neither read nor reported skipped"
+        position = last
+    assert position == count
