@@ -333,3 +333,19 @@ async def test_readers_need_only_read_permission(public_folder: pathlib.Path) ->
         result = await anyio.run_process([sys.executable, "-c", NOBODY_READS, path], check=False)
     assert result.returncode == 0, result.stderr.decode()
     assert result.stdout.decode().split() == ["2", "2"]
+
+
+async def test_a_group_reports_what_retention_deleted_before_it_read(stream_path: str) -> None:
+    """A group skipping vacuumed offsets reports (partition, first, last_exclusive) for each gap."""
+    with Writer(stream_path, partitions=2, segment_size_bytes=1024) as writer:
+        for i in range(60):
+            writer.append([b"x" * 80 + b"%06d" % i], partition=1)
+        writer.append([b"kept"], partition=0)
+        writer.stream.vacuum(adiskq.Retention(max_bytes=2048))
+    oldest = adiskq.stats(stream_path).partitions[1].oldest_offset
+    assert oldest > 0
+    async with adiskq.ConsumerGroup(stream_path, start=0, end="close") as group:
+        with anyio.fail_after(10):
+            messages = [m async for m in group]
+        assert group.skipped == [(1, 0, oldest)]
+    assert sorted((m.partition, m.offset) for m in messages) == [(0, 0)] + [(1, o) for o in range(oldest, 60)]

@@ -274,3 +274,26 @@ async def test_a_consumer_notices_its_producer_moved_to_another_process(stream_p
         assert consumer.uses_inotify is True
     finally:
         await consumer.aclose()
+
+
+async def test_without_an_inotify_instance_consumers_poll(stream_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When inotify cannot be had (the per-user instance limit), consumers fall back to polling."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(notify.asyncinotify, "Inotify", refuse)
+    notify.reset_notifier()
+    try:
+        with Writer(stream_path, notify=False) as writer:
+            async with adiskq.Consumer(stream_path, poll_interval=0.01) as consumer:
+                assert consumer.uses_inotify is False
+                with anyio.fail_after(10):
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(next_message, consumer)
+                        await anyio.wait_all_tasks_blocked()
+                        writer.append([b"polled"])
+                assert consumer.position == 1
+    finally:
+        monkeypatch.undo()
+        notify.reset_notifier()
