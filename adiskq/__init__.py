@@ -4,6 +4,8 @@ A stream lives in one folder on local disk; one producer writes it, any number o
 process read it. See README.md for the tour and DESIGN.md for the on-disk format.
 """
 
+from ._async.consumer import Consumer as Consumer
+from ._async.group import ConsumerGroup as ConsumerGroup
 from ._async.producer import Producer as Producer
 from ._errors import ClosedError as ClosedError
 from ._errors import CorruptRecordError as CorruptRecordError
@@ -34,6 +36,8 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "ClosedError",
+    "Consumer",
+    "ConsumerGroup",
     "CorruptRecordError",
     "CorruptStreamError",
     "Error",

@@ -1,45 +1,131 @@
-"""In-process wake-ups: a producer tells consumers in its own process that a partition grew.
+"""Waiters, and in-process wake-ups: a producer tells consumers in its own process that a partition grew.
 
-This skips the kernel (inotify) for the common case of a consumer beside its producer. Both sides
-name a partition by ``(os.path.realpath(stream), partition)``. A waiter is an ``anyio.Event`` of the
-waiting task's event loop; producers and consumers running in *different* event loops (threads) of
-one process do not wake each other through here, and rely on inotify instead.
+A ``Waiter`` belongs to one consumer (or group). It stays registered under the partitions it
+follows; ``arm()`` readies it for one wait, and any ``wake()`` from then on ends that wait — also a
+wake that lands before the wait starts, so arming before the last look at the files loses nothing.
+``wake()`` may come from any thread: a waiter in another thread's event loop is woken through that
+loop's thread-safe call.
+
+``notify`` skips the kernel (inotify) for a consumer beside its producer. Both sides name a partition
+by ``(os.path.realpath(stream), partition)``; the producer calls ``notify`` after every commit, so
+it must be cheap when nobody waits (one dict lookup) and when the waiters are already awake (one
+attribute test per waiter).
 """
 
 from __future__ import annotations
 
-import anyio
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import Protocol
 
-__all__ = ["PartitionKey", "add_waiter", "notify", "remove_waiter"]
+import anyio
+import anyio.lowlevel
+
+__all__ = ["PartitionKey", "Waiter", "notify", "register", "unregister"]
 
 PartitionKey = tuple[str, int]
 
-_waiters: dict[PartitionKey, list[anyio.Event]] = {}
+_waiters: dict[PartitionKey, list[Waiter]] = {}
+_registry_lock = threading.Lock()
+
+
+class _TrioToken(Protocol):
+    def run_sync_soon(self, sync_fn: Callable[[], object]) -> None: ...
+
+
+def _threadsafe_caller(native_token: object) -> Callable[[Callable[[], object]], object]:
+    """A function that runs a callback soon in the event loop of ``native_token``, from any thread."""
+    if isinstance(native_token, asyncio.AbstractEventLoop):
+        return native_token.call_soon_threadsafe
+    token: _TrioToken = native_token  # type: ignore[assignment]  # Trio's TrioToken
+    return token.run_sync_soon
+
+
+class Waiter:
+    """One task's readiness to be woken: armed per wait, woken by any thread."""
+
+    __slots__ = ("_call_soon", "_thread", "event", "fired", "scope")
+
+    def __init__(self) -> None:
+        self.event: anyio.Event | None = None
+        self.fired = True  # not armed: wakes are ignored until arm()
+        self.scope: anyio.CancelScope | None = None  # set while this task reads inotify (notify.py)
+        self._thread = 0
+        self._call_soon: Callable[[Callable[[], object]], object] | None = None
+
+    def arm(self) -> None:
+        """Ready for one wait; call from the waiting task, before the last check for data."""
+        thread = threading.get_ident()
+        if thread != self._thread or self._call_soon is None:
+            self._thread = thread
+            self._call_soon = _threadsafe_caller(anyio.lowlevel.current_token().native_token)
+        self.event = anyio.Event()
+        self.fired = False
+
+    def wake(self) -> None:
+        """End the current wait (if armed); safe from any thread, cheap when already woken."""
+        if self.fired:
+            return
+        if threading.get_ident() == self._thread:
+            self._set()
+        elif self._call_soon is not None:
+            self.fired = True
+            with contextlib.suppress(RuntimeError):  # that loop has ended: nobody waits there any more
+                self._call_soon(self._set)
+
+    def _set(self) -> None:
+        self.fired = True
+        event = self.event
+        if event is not None:
+            event.set()
+        scope = self.scope
+        if scope is not None:  # it is reading inotify for its loop: stop that
+            scope.cancel()
+
+    def nudge(self) -> None:
+        """Wake the waiting task without marking the wait done (same thread only)."""
+        event = self.event
+        if event is not None:
+            event.set()
+
+    async def wait_event(self) -> None:
+        """Sleep until ``wake`` or ``nudge``; re-arms the event after a nudge."""
+        event = self.event
+        if event is None:
+            return
+        await event.wait()
+        if not self.fired:
+            self.event = anyio.Event()
+
+    def disarm(self) -> None:
+        """The wait is over; later wakes are ignored until the next ``arm``."""
+        self.fired = True
+        self.event = None
 
 
 def notify(key: PartitionKey) -> None:
-    """Wake every task waiting on the partition; called after each commit, so it is cheap when idle."""
-    waiters = _waiters.pop(key, None)
-    if waiters:
-        for event in waiters:
-            event.set()
-
-
-def add_waiter(key: PartitionKey) -> anyio.Event:
-    """An event that is set at the next commit to the partition."""
-    event = anyio.Event()
-    _waiters.setdefault(key, []).append(event)
-    return event
-
-
-def remove_waiter(key: PartitionKey, event: anyio.Event) -> None:
-    """Stop waiting (the waiter was cancelled or woken another way)."""
+    """Wake every waiter following the partition; called by the producer after each commit."""
     waiters = _waiters.get(key)
-    if waiters is None:
-        return
-    try:
-        waiters.remove(event)
-    except ValueError:
-        return
-    if not waiters:
-        del _waiters[key]
+    if waiters:
+        for waiter in waiters:
+            if not waiter.fired:
+                waiter.wake()
+
+
+def register(key: PartitionKey, waiter: Waiter) -> None:
+    """Wake ``waiter`` whenever the partition ``key`` is notified, until ``unregister``."""
+    with _registry_lock:
+        # Copy-on-write: notify() iterates a list no one mutates, from any thread, without a lock.
+        _waiters[key] = [*_waiters.get(key, ()), waiter]
+
+
+def unregister(key: PartitionKey, waiter: Waiter) -> None:
+    """Stop waking ``waiter`` for ``key``; harmless if it was not registered."""
+    with _registry_lock:
+        waiters = [w for w in _waiters.get(key, ()) if w is not waiter]
+        if waiters:
+            _waiters[key] = waiters
+        else:
+            _waiters.pop(key, None)

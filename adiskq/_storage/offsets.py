@@ -3,11 +3,16 @@
 The file maps each partition (as a string) to the next offset the group will read, the same shape
 as Spark's offsets. It is replaced atomically (write a temporary file, fsync, rename, fsync the
 folder), so after a crash it holds the old or the new value, never a torn one.
+
+Members of a group store through ``update_offsets``: under ``groups/NAME/offsets.lock`` (a
+``flock``, dropped by the OS if the holder dies) they read the file, change only the partitions
+they hold, and replace it, so members holding different partitions never undo each other's commits.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 from collections.abc import Mapping
 from typing import Final
@@ -16,9 +21,10 @@ from .._errors import CorruptStreamError
 from .._sansio.naming import GROUPS_DIR, validate_group_name
 from .files import DEFAULT_FILE_MODE, atomic_write_json, fsync_dir, read_json
 
-__all__ = ["OFFSETS_FILE", "group_dir", "list_groups", "load_offsets", "save_offsets"]
+__all__ = ["OFFSETS_FILE", "group_dir", "list_groups", "load_offsets", "save_offsets", "update_offsets"]
 
 OFFSETS_FILE: Final = "offsets.json"
+LOCK_FILE: Final = "offsets.lock"
 
 
 def group_dir(stream_path: str, name: str) -> str:
@@ -60,10 +66,7 @@ def load_offsets(stream_path: str, name: str) -> dict[int, int]:
         raise CorruptStreamError(f"{path} holds something other than offsets; delete it to restart the group") from None
 
 
-def save_offsets(
-    stream_path: str, name: str, offsets: Mapping[int, int], *, durable: bool = True, mode: int = DEFAULT_FILE_MODE
-) -> None:
-    """Replace the group's committed offsets atomically."""
+def _ensure_group_dir(stream_path: str, name: str, *, durable: bool, mode: int) -> str:
     directory = group_dir(stream_path, name)
     if not os.path.isdir(directory):
         groups = os.path.dirname(directory)
@@ -74,9 +77,38 @@ def save_offsets(
         if durable:
             fsync_dir(groups)
             fsync_dir(stream_path)
+    return directory
+
+
+def save_offsets(
+    stream_path: str, name: str, offsets: Mapping[int, int], *, durable: bool = True, mode: int = DEFAULT_FILE_MODE
+) -> None:
+    """Replace the group's committed offsets atomically."""
+    directory = _ensure_group_dir(stream_path, name, durable=durable, mode=mode)
     atomic_write_json(
         os.path.join(directory, OFFSETS_FILE),
         {str(partition): offset for partition, offset in sorted(offsets.items())},
         durable=durable,
         mode=mode,
     )
+
+
+def update_offsets(
+    stream_path: str, name: str, offsets: Mapping[int, int], *, durable: bool = True, mode: int = DEFAULT_FILE_MODE
+) -> dict[int, int]:
+    """Store ``offsets`` over the group's committed ones (other partitions kept); returns all of them.
+
+    Runs under the group's lock, so concurrent members (threads or processes) each keep their own
+    partitions' commits.
+    """
+    directory = _ensure_group_dir(stream_path, name, durable=durable, mode=mode)
+    lock_fd = os.open(os.path.join(directory, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        stored = load_offsets(stream_path, name)
+        merged = {**stored, **offsets}
+        if merged != stored:
+            save_offsets(stream_path, name, merged, durable=durable, mode=mode)
+        return merged
+    finally:
+        os.close(lock_fd)  # releases the flock

@@ -412,6 +412,11 @@ class PartitionCursor:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    @property
+    def segment_base(self) -> int | None:
+        """Base offset of the segment the cursor has open (the one to watch when caught up), or None."""
+        return None if self._segment is None else self._segment.base_offset
+
     def seek(self, offset: int) -> None:
         """Continue reading at ``offset``."""
         if self._segment is not None:

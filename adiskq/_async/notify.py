@@ -1,0 +1,302 @@
+"""Wake-ups from the kernel: one inotify instance per process, shared by all its consumers, with a poll behind it.
+
+go-diskq opens an inotify instance per consumer and runs out at the default limit of 128 per user;
+here every consumer of the process shares one, and shares the watches too (one per partition folder,
+one per active ``.index`` file, counted by reference). The folder watch sees new segments (their
+``.index`` appearing); the ``.index`` watch sees commits (IN_MODIFY), and nothing else, so a commit
+wakes a reader once, not once per file written. Consumers whose producer runs in their own process
+watch nothing: the producer wakes them directly (wakeup.py), and kernel events would only wake them
+a second time.
+
+Nobody runs a background task. In each event loop, one of the tasks that are waiting reads the
+inotify descriptor (``anyio.wait_readable``, so asyncio and Trio share the code) and wakes the
+waiters the events are for, in any thread; when it stops waiting, it hands the reading over to
+another waiting task of its loop. asyncinotify parses the events (its own ``get()`` is asyncio-only).
+
+A slow poll backs inotify up (its queue can overflow; renamed or deleted files drop their watches)
+and replaces it where there is none: other OSes, ``ADISKQ_NOTIFY=poll``, or an exhausted instance
+limit. Waiters woken for nothing simply look again: a spurious wake-up is cheap, a lost one is not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import logging
+import os
+import threading
+from typing import Final
+
+import anyio
+import anyio.lowlevel
+
+from .wakeup import Waiter
+
+try:  # asyncinotify is installed on Linux only
+    import asyncinotify
+except ImportError:  # pragma: no cover - other OSes poll
+    asyncinotify = None  # type: ignore[assignment]
+
+__all__ = [
+    "BACKUP_POLL_SECONDS",
+    "FALLBACK_POLL_SECONDS",
+    "Notifier",
+    "Watch",
+    "get_notifier",
+    "reset_notifier",
+]
+
+logger = logging.getLogger("adiskq")
+
+BACKUP_POLL_SECONDS: Final = 1.0  # with inotify: only overflows and odd filesystems rely on it
+FALLBACK_POLL_SECONDS: Final = 0.05  # without inotify, this is the wake-up latency
+_ENV_MODE: Final = "ADISKQ_NOTIFY"  # "poll" forces polling; anything else: inotify where possible
+_EVENTS_PER_READ: Final = 256
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class Watch:
+    """One watched path, shared by the consumers that follow it."""
+
+    path: str
+    suffix: str | None  # for a folder: wake only for entries whose names end so
+    native: object | None  # asyncinotify.Watch, or None when polling
+    refs: int = 1
+    waiters: tuple[Waiter, ...] = ()  # copy-on-write, read without the lock
+
+
+@dataclasses.dataclass(slots=True)
+class _LoopReader:
+    """Which waiting task of one event loop reads the inotify descriptor."""
+
+    waiting: list[Waiter] = dataclasses.field(default_factory=list)
+    reader: Waiter | None = None
+
+
+_loop_reader: anyio.lowlevel.RunVar[_LoopReader] = anyio.lowlevel.RunVar("adiskq_inotify_reader")
+
+
+class Notifier:
+    """Watches shared by every consumer of the process, and the wait that uses them."""
+
+    def __init__(self, *, polling: bool = False) -> None:
+        self._inotify: asyncinotify.Inotify | None = None
+        if not polling and asyncinotify is not None:
+            try:
+                self._inotify = asyncinotify.Inotify(cache_size=_EVENTS_PER_READ)
+                # asyncinotify's InitFlags.NONBLOCK is O_CLOEXEC by mistake (4.x): set it here, or a
+                # read with nothing queued would block the event loop.
+                os.set_blocking(self._inotify.fd, False)
+            except OSError as error:  # EMFILE: the per-user instance limit; ENOSYS: no inotify
+                logger.warning("adiskq: inotify unavailable (%s); consumers poll instead", error)
+        self._lock = threading.Lock()
+        self._by_path: dict[str, Watch] = {}
+        self._by_wd: dict[int, Watch] = {}
+        self.closed = False
+
+    @property
+    def uses_inotify(self) -> bool:
+        """True when the kernel wakes consumers; False when they poll."""
+        return self._inotify is not None
+
+    @property
+    def poll_seconds(self) -> float:
+        """The default time between two looks at the files when nothing wakes a consumer."""
+        return BACKUP_POLL_SECONDS if self._inotify is not None else FALLBACK_POLL_SECONDS
+
+    # -- watches ---------------------------------------------------------------------------------
+
+    def watch(self, path: str, *, folder_suffix: str | None = None) -> Watch:
+        """Watch a file for writes, or (with ``folder_suffix``) a folder for new entries so named.
+
+        A path that cannot be watched (gone already, watch limit reached) gets a watch that never
+        fires: the poll covers it.
+        """
+        with self._lock:
+            watch = self._by_path.get(path)
+            if watch is not None:
+                watch.refs += 1
+                return watch
+            native = None
+            if self._inotify is not None:
+                if folder_suffix is None:
+                    mask = asyncinotify.Mask.MODIFY
+                else:
+                    mask = asyncinotify.Mask.CREATE | asyncinotify.Mask.MOVED_TO | asyncinotify.Mask.ONLYDIR
+                try:
+                    native = self._inotify.add_watch(path, mask)
+                except OSError as error:
+                    level = logging.DEBUG if error.errno == errno.ENOENT else logging.WARNING
+                    logger.log(level, "adiskq: cannot watch %s (%s); polling it", path, error)
+            watch = Watch(path, folder_suffix, native)
+            self._by_path[path] = watch
+            if native is not None:
+                self._by_wd[native.wd] = watch
+            return watch
+
+    def unwatch(self, watch: Watch) -> None:
+        """Drop one reference to the watch; the last one removes it from the kernel."""
+        with self._lock:
+            watch.refs -= 1
+            if watch.refs > 0 or self._by_path.get(watch.path) is not watch:
+                return
+            del self._by_path[watch.path]
+            native = watch.native
+            if native is None or self._inotify is None or self.closed:
+                return
+            wd = native.wd  # type: ignore[attr-defined]
+            if self._by_wd.get(wd) is watch:
+                del self._by_wd[wd]
+            with contextlib.suppress(OSError, ValueError):  # the kernel drops watches of deleted files
+                self._inotify.rm_watch(native)  # type: ignore[arg-type]
+
+    def subscribe(self, watch: Watch, waiter: Waiter) -> None:
+        """Wake ``waiter`` on the watch's events."""
+        with self._lock:
+            watch.waiters = (*watch.waiters, waiter)
+
+    def unsubscribe(self, watch: Watch, waiter: Waiter) -> None:
+        """Stop waking ``waiter`` on the watch's events."""
+        with self._lock:
+            watch.waiters = tuple(w for w in watch.waiters if w is not waiter)
+
+    # -- waiting ---------------------------------------------------------------------------------
+
+    async def wait(self, waiter: Waiter, max_seconds: float, *, kernel: bool = True) -> None:
+        """Sleep until ``waiter`` is woken, or ``max_seconds`` pass; ``waiter`` must be armed.
+
+        ``kernel=False``: the waiter has no inotify watch (its producer wakes it directly), so it
+        never takes the reading of the descriptor.
+        """
+        if self._inotify is None or self.closed or not kernel:
+            with anyio.move_on_after(max_seconds):
+                await waiter.wait_event()
+            return
+        try:
+            loop = _loop_reader.get()
+        except LookupError:
+            loop = _LoopReader()
+            _loop_reader.set(loop)
+        loop.waiting.append(waiter)
+        fd = self._inotify.fd
+        try:
+            with anyio.move_on_after(max_seconds) as scope:
+                while not waiter.fired:
+                    if loop.reader is None:
+                        loop.reader = waiter
+                    if loop.reader is not waiter:
+                        await waiter.wait_event()
+                        continue
+                    # This task reads the descriptor for its loop. While it is blocked here, a
+                    # direct wake (wakeup.notify, another loop's reader) cancels the scope: the
+                    # wait is over. A wake from its own dispatch needs no cancel.
+                    waiter.scope = scope
+                    try:
+                        await anyio.wait_readable(fd)
+                    finally:
+                        waiter.scope = None
+                    self.dispatch()
+        finally:
+            loop.waiting.remove(waiter)
+            if loop.reader is waiter:
+                # Hand the descriptor to another waiting task of this loop, or events would queue
+                # up unread while it sleeps.
+                loop.reader = None
+                for other in loop.waiting:
+                    if not other.fired:
+                        loop.reader = other
+                        other.nudge()
+                        break
+
+    def dispatch(self) -> None:
+        """Read every queued event and wake the waiters they concern."""
+        inotify = self._inotify
+        if inotify is None:
+            return
+        Mask = asyncinotify.Mask
+        by_wd = self._by_wd
+        while True:
+            try:
+                event = inotify.sync_get()
+            except BlockingIOError:
+                return
+            except OSError as error:  # pragma: no cover - the descriptor is unusable: poll from now on
+                logger.warning("adiskq: reading inotify failed (%s); consumers poll instead", error)
+                self._wake_everyone()
+                self._inotify = None
+                return
+            if event is None:  # pragma: no cover - only with a sync timeout, which is not used
+                return
+            mask = event.mask
+            if Mask.Q_OVERFLOW in mask:
+                self._wake_everyone()
+                continue
+            native = event.watch
+            watch = None if native is None else by_wd.get(native.wd)
+            if watch is None:
+                continue
+            if watch.suffix is not None:
+                name = event.name
+                if name is None or not name.name.endswith(watch.suffix):
+                    continue
+            for other in watch.waiters:
+                if not other.fired:
+                    other.wake()
+
+    def _wake_everyone(self) -> None:
+        with self._lock:
+            watches = list(self._by_path.values())
+        for watch in watches:
+            for waiter in watch.waiters:
+                waiter.wake()
+
+    def close(self) -> None:
+        """Close the inotify instance; waiters fall back to polling."""
+        self.closed = True
+        inotify, self._inotify = self._inotify, None
+        if inotify is not None:
+            self._wake_everyone()
+            inotify.close()
+
+
+_notifier: Notifier | None = None
+_notifier_lock = threading.Lock()
+
+
+def get_notifier() -> Notifier:
+    """The process's notifier, created on first use."""
+    global _notifier
+    notifier = _notifier
+    if notifier is None:
+        with _notifier_lock:
+            if _notifier is None:
+                _notifier = Notifier(polling=os.environ.get(_ENV_MODE, "").strip().lower() == "poll")
+            notifier = _notifier
+    return notifier
+
+
+def reset_notifier() -> None:
+    """Forget the process's notifier (the next consumer makes a new one; ``ADISKQ_NOTIFY`` is read again).
+
+    Consumers already open keep the notifier they had.
+    """
+    global _notifier
+    with _notifier_lock:
+        _notifier = None
+
+
+def _after_fork_in_child() -> None:
+    # A forked child shares the parent's inotify descriptor: reading it would steal the parent's
+    # events. Start afresh; the child's copy of the descriptor is closed with the old notifier.
+    global _notifier
+    old, _notifier = _notifier, None
+    if old is not None:
+        old.closed = True
+        inotify, old._inotify = old._inotify, None
+        if inotify is not None:
+            inotify.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

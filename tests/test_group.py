@@ -1,0 +1,351 @@
+"""ConsumerGroup: partitions merged and discovered, commits stored and resumed from."""
+
+from __future__ import annotations
+
+import collections.abc
+import os
+import pathlib
+import shutil
+import signal
+import sys
+import tempfile
+
+import anyio
+import pytest
+from _consumer_support import Writer
+
+import adiskq
+from adiskq._sansio.naming import partition_for_key
+from adiskq._storage.offsets import load_offsets
+
+pytestmark = pytest.mark.anyio
+
+
+def key_for(partition: int, partitions: int) -> str:
+    """A key the producer places on ``partition``."""
+    for i in range(10_000):
+        key = f"key-{i}"
+        if partition_for_key(key.encode(), partitions) == partition:
+            return key
+    raise AssertionError("no key found")
+
+
+async def take(group: adiskq.ConsumerGroup, count: int) -> list[adiskq.Message]:
+    """The next ``count`` messages (failing after 10 s)."""
+    messages: list[adiskq.Message] = []
+    with anyio.fail_after(10):
+        async for message in group:
+            messages.append(message)
+            if len(messages) == count:
+                break
+    return messages
+
+
+def stored_offsets(stream_path: str, name: str) -> dict[int, int]:
+    """The group's offsets as stored on disk."""
+    return load_offsets(os.path.realpath(stream_path), name)
+
+
+def fill(writer: Writer, per_partition: int, partitions: int) -> None:
+    for partition in range(partitions):
+        writer.append([b"p%d-%d" % (partition, i) for i in range(per_partition)], partition=partition)
+
+
+async def test_a_group_reads_every_partition_in_order_within_each(stream_path: str) -> None:
+    """A group yields every message of every partition, each partition's in offset order."""
+    async with adiskq.Producer(stream_path, partitions=3) as producer:
+        keys = [key_for(p, 3) for p in range(3)]
+        for i in range(30):
+            await producer.push(b"%d" % i, key=keys[i % 3])
+    async with adiskq.ConsumerGroup(stream_path, end="close") as group:
+        assert group.assignment == (0, 1, 2)
+        with anyio.fail_after(10):
+            messages = [m async for m in group]
+    assert len(messages) == 30
+    for partition in range(3):
+        assert [m.offset for m in messages if m.partition == partition] == list(range(10))
+
+
+async def test_no_partition_starves_another(stream_path: str) -> None:
+    """Batches come from the partitions in turn, so a long partition does not hold back the others."""
+    with Writer(stream_path, partitions=2) as writer:
+        writer.append([b"a"] * 5000, partition=0)
+        writer.append([b"b"] * 10, partition=1)
+    async with adiskq.ConsumerGroup(stream_path, end="close") as group:
+        with anyio.fail_after(10):
+            batches = group.batches(max_messages=100)
+            first = await batches.__anext__()
+            second = await batches.__anext__()
+    assert {first[0].partition, second[0].partition} == {0, 1}
+
+
+async def test_a_group_follows_new_messages(stream_path: str) -> None:
+    """With end="wait", a group waits for and yields messages pushed later to any partition."""
+    async with adiskq.Producer(stream_path, partitions=2) as producer, adiskq.ConsumerGroup(stream_path) as group:
+        await producer.push(b"late", key=key_for(1, 2))
+        (message,) = await take(group, 1)
+    assert (message.partition, message.value) == (1, b"late")
+
+
+async def test_partitions_added_later_are_discovered(stream_path: str) -> None:
+    """A partition a producer adds after the group opened is read too, from its first message."""
+    async with adiskq.Producer(stream_path, partitions=1) as producer:
+        await producer.push(b"old")
+    async with adiskq.ConsumerGroup(stream_path, start="newest", poll_interval=60) as group:
+        assert group.assignment == (0,)
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                got: list[adiskq.Message] = []
+
+                async def read() -> None:
+                    got.extend(await take(group, 1))
+
+                tg.start_soon(read)
+                await anyio.wait_all_tasks_blocked()
+                async with adiskq.Producer(stream_path, partitions=3) as producer:
+                    await producer.push(b"new", key=key_for(2, 3))
+        assert group.assignment == (0, 1, 2)
+    assert [(m.partition, m.offset, m.value) for m in got] == [(2, 0, b"new")]
+
+
+async def test_end_close_stops_after_what_was_there(stream_path: str) -> None:
+    """end="close" ends the group's iteration at what every partition held when it opened."""
+    with Writer(stream_path, partitions=3) as writer:
+        fill(writer, 4, 3)
+        async with adiskq.ConsumerGroup(stream_path, end="close") as group:
+            fill(writer, 2, 3)
+            with anyio.fail_after(10):
+                messages = [m async for m in group]
+    assert len(messages) == 12
+
+
+# -- commits ---------------------------------------------------------------------------------------
+
+
+async def test_a_named_group_resumes_after_its_last_commit(stream_path: str) -> None:
+    """After a restart, a named group continues after the last message it committed in each partition."""
+    with Writer(stream_path, partitions=2) as writer:
+        fill(writer, 10, 2)
+    async with adiskq.ConsumerGroup(stream_path, name="billing") as group:
+        for message in await take(group, 20):
+            if message.offset < 6:
+                group.commit(message)
+    async with adiskq.ConsumerGroup(stream_path, name="billing", end="close") as group:
+        with anyio.fail_after(10):
+            rest = sorted([(m.partition, m.offset) async for m in group])
+    assert rest == [(p, o) for p in range(2) for o in range(6, 10)]
+
+
+async def test_a_group_that_consumed_everything_resumes_and_waits(stream_path: str) -> None:
+    """A group that committed its last message resumes at the end, then gets only what comes next."""
+    with Writer(stream_path) as writer:
+        writer.append([b"a", b"b", b"c"])
+        async with adiskq.ConsumerGroup(stream_path, name="all") as group:
+            for message in await take(group, 3):
+                group.commit(message)
+        async with adiskq.ConsumerGroup(stream_path, name="all") as group:
+            writer.append([b"d"])
+            (message,) = await take(group, 1)
+    assert (message.offset, message.value) == (3, b"d")
+
+
+async def test_committed_offsets_win_over_start(stream_path: str) -> None:
+    """Where a group has committed offsets, they decide where it starts, not start=."""
+    with Writer(stream_path) as writer:
+        writer.append([b"%d" % i for i in range(10)])
+    async with adiskq.ConsumerGroup(stream_path, name="g") as group:
+        messages = await take(group, 4)
+        group.commit(messages[-1])
+    async with adiskq.ConsumerGroup(stream_path, name="g", start="newest", end="close") as group:
+        with anyio.fail_after(10):
+            assert [m.offset async for m in group] == [4, 5, 6, 7, 8, 9]
+
+
+async def test_commits_are_stored_on_an_interval_while_waiting(stream_path: str) -> None:
+    """A commit reaches groups/NAME/offsets.json within the interval, even while the group waits."""
+    with Writer(stream_path) as writer:
+        writer.append([b"x", b"y"])
+    async with adiskq.ConsumerGroup(stream_path, name="g", commit_interval=0.05) as group:
+        messages = await take(group, 2)
+        group.commit(messages[1])
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(group.__anext__)  # waits for messages that never come
+                while stored_offsets(stream_path, "g") != {0: 2}:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()
+
+
+async def test_flush_stores_commits_at_once(stream_path: str) -> None:
+    """flush() stores pending commits before it returns."""
+    with Writer(stream_path) as writer:
+        writer.append([b"x"])
+    async with adiskq.ConsumerGroup(stream_path, name="g", commit_interval=3600) as group:
+        (message,) = await take(group, 1)
+        group.commit(message)
+        assert stored_offsets(stream_path, "g") == {}
+        await group.flush()
+        assert stored_offsets(stream_path, "g") == {0: 1}
+        assert group.committed == {0: 1}
+
+
+async def test_close_stores_commits_even_when_cancelled(stream_path: str) -> None:
+    """Closing a group in a cancelled scope still stores its pending commits."""
+    with Writer(stream_path) as writer:
+        writer.append([b"x"])
+    group = adiskq.ConsumerGroup(stream_path, name="g", commit_interval=3600)
+    await group.__aenter__()
+    (message,) = await take(group, 1)
+    group.commit(message)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await group.aclose()
+    assert stored_offsets(stream_path, "g") == {0: 1}
+
+
+async def test_a_commit_never_goes_backwards(stream_path: str) -> None:
+    """Committing an older message after a newer one keeps the newer progress."""
+    with Writer(stream_path) as writer:
+        writer.append([b"a", b"b", b"c"])
+    async with adiskq.ConsumerGroup(stream_path, name="g") as group:
+        messages = await take(group, 3)
+        group.commit(messages[2])
+        group.commit(messages[0])
+        assert group.committed == {0: 3}
+
+
+async def test_members_keep_each_others_partitions(stream_path: str) -> None:
+    """Stored commits change only the committed partitions, keeping what another member stored."""
+    with Writer(stream_path, partitions=2) as writer:
+        fill(writer, 3, 2)
+    async with (
+        adiskq.ConsumerGroup(stream_path, name="g") as one,
+        adiskq.ConsumerGroup(stream_path, name="g") as two,
+    ):
+        for message in await take(one, 6):
+            if message.partition == 0:
+                one.commit(message)
+        for message in await take(two, 6):
+            if message.partition == 1:
+                two.commit(message)
+    assert stored_offsets(stream_path, "g") == {0: 3, 1: 3}
+
+
+async def test_commit_needs_a_name(stream_path: str) -> None:
+    """commit() on an unnamed group raises ValueError saying to name it."""
+    with Writer(stream_path) as writer:
+        writer.append([b"x"])
+    async with adiskq.ConsumerGroup(stream_path) as group:
+        (message,) = await take(group, 1)
+        with pytest.raises(ValueError, match="named group"):
+            group.commit(message)
+
+
+@pytest.mark.parametrize("name", ["", "..", "a/b", "../escape", ".hidden", "x" * 300])
+def test_bad_group_names_are_refused(stream_path: str, name: str) -> None:
+    """A group name that is empty, hidden or leaves groups/ raises InvalidNameError at construction."""
+    with pytest.raises(adiskq.InvalidNameError):
+        adiskq.ConsumerGroup(stream_path, name=name)
+
+
+async def test_a_closed_group_raises_closed_error(stream_path: str) -> None:
+    """Reading or committing through a closed group raises ClosedError; closing again is harmless."""
+    with Writer(stream_path) as writer:
+        writer.append([b"x"])
+    group = adiskq.ConsumerGroup(stream_path, name="g")
+    async with group:
+        (message,) = await take(group, 1)
+    await group.aclose()
+    with pytest.raises(adiskq.ClosedError):
+        await group.__anext__()
+    with pytest.raises(adiskq.ClosedError):
+        group.commit(message)
+
+
+COMMIT_FOREVER = """
+import sys, anyio, adiskq
+async def main():
+    async with adiskq.ConsumerGroup(sys.argv[1], name="crash", commit_interval=0.001) as group:
+        async for message in group:
+            group.commit(message)
+            if message.offset == 500:
+                print("going", flush=True)
+anyio.run(main)
+"""
+
+
+async def test_a_killed_group_leaves_its_old_or_new_commit_never_a_torn_one(stream_path: str) -> None:
+    """SIGKILL while a group stores commits every millisecond leaves a readable offset no later than read."""
+    with Writer(stream_path) as writer:
+        for start in range(0, 20_000, 100):
+            writer.append([b"%d" % i for i in range(start, start + 100)])
+    async with await anyio.open_process([sys.executable, "-c", COMMIT_FOREVER, stream_path]) as process:
+        assert process.stdout is not None
+        with anyio.fail_after(30):
+            line = await process.stdout.receive()
+            assert line.startswith(b"going")
+            process.send_signal(signal.SIGKILL)
+            await process.wait()
+    stored = stored_offsets(stream_path, "crash")
+    assert set(stored) <= {0}
+    assert 0 <= stored.get(0, 0) <= 20_000
+    async with adiskq.ConsumerGroup(stream_path, name="crash", end="close") as group:
+        with anyio.fail_after(10):
+            rest = [m.offset async for m in group]
+    assert rest == list(range(stored.get(0, 0), 20_000))
+
+
+NOBODY_READS = """
+import os, sys, anyio, adiskq
+import anyio._backends._asyncio  # loaded now: the interpreter's files are not readable by nobody
+os.setgroups([])
+os.setgid(65534)
+os.setuid(65534)  # from here on, only what "nobody" may do
+async def main():
+    async with adiskq.Consumer(sys.argv[1], end="close") as consumer:
+        print(len([m async for m in consumer]))
+    async with adiskq.ConsumerGroup(sys.argv[1], name="ro", end="close") as group:
+        async for message in group:
+            group.commit(message)
+    print(adiskq.stats(sys.argv[1]).groups["ro"][0])
+anyio.run(main)
+"""
+
+
+@pytest.fixture
+def public_folder() -> collections.abc.Iterator[pathlib.Path]:
+    """A folder anyone may enter (pytest's own temporary root is private to its owner)."""
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="adiskq-public-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder)
+
+
+async def test_readers_need_only_read_permission(public_folder: pathlib.Path) -> None:
+    """A user who may only read the stream consumes it; a named group needs write access to groups/ only."""
+    path = os.fspath(public_folder / "stream")
+    with Writer(path) as writer:
+        writer.append([b"a", b"b"])
+    groups = public_folder / "stream" / "groups"
+    groups.mkdir()
+    os.chown(groups, 65534, 65534)  # the nobody user owns groups/, and nothing else
+    with anyio.fail_after(60):
+        result = await anyio.run_process([sys.executable, "-c", NOBODY_READS, path], check=False)
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode().split() == ["2", "2"]
+
+
+async def test_a_group_reports_what_retention_deleted_before_it_read(stream_path: str) -> None:
+    """A group skipping vacuumed offsets reports (partition, first, last_exclusive) for each gap."""
+    with Writer(stream_path, partitions=2, segment_size_bytes=1024) as writer:
+        for i in range(60):
+            writer.append([b"x" * 80 + b"%06d" % i], partition=1)
+        writer.append([b"kept"], partition=0)
+        writer.stream.vacuum(adiskq.Retention(max_bytes=2048))
+    oldest = adiskq.stats(stream_path).partitions[1].oldest_offset
+    assert oldest > 0
+    async with adiskq.ConsumerGroup(stream_path, start=0, end="close") as group:
+        with anyio.fail_after(10):
+            messages = [m async for m in group]
+        assert group.skipped == [(1, 0, oldest)]
+    assert sorted((m.partition, m.offset) for m in messages) == [(0, 0)] + [(1, o) for o in range(oldest, 60)]

@@ -1,0 +1,299 @@
+"""Wake-ups: one shared inotify instance, the hand-over of its reading, overflow, threads, and the poll."""
+
+from __future__ import annotations
+
+import collections.abc
+import functools
+import os
+import sys
+
+import anyio
+import anyio.to_thread
+import pytest
+from _consumer_support import Writer
+
+import adiskq
+from adiskq._async import notify
+from adiskq._sansio.naming import PARTS_DIR, partition_dir_name
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def polling(monkeypatch: pytest.MonkeyPatch) -> collections.abc.Iterator[None]:
+    """Consumers opened in this test poll instead of using inotify."""
+    monkeypatch.setenv("ADISKQ_NOTIFY", "poll")
+    notify.reset_notifier()
+    yield
+    monkeypatch.delenv("ADISKQ_NOTIFY")
+    notify.reset_notifier()
+
+
+def inotify_instances() -> int:
+    """inotify descriptors this process holds."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify":
+                count += 1
+        except OSError:
+            continue
+    return count
+
+
+def is_waiting(consumer: adiskq.Consumer) -> bool:
+    """True while the consumer sleeps, armed, waiting for a wake-up."""
+    waiter = consumer._waiter
+    return waiter.event is not None and not waiter.fired
+
+
+async def until(condition: collections.abc.Callable[[], bool]) -> None:
+    """Return once ``condition()`` holds (the caller bounds the time)."""
+    while not condition():  # noqa: ASYNC110 - a condition of another thread's loop, bounded by fail_after
+        await anyio.sleep(0.001)
+
+
+async def next_message(consumer: adiskq.Consumer) -> bytes:
+    return (await consumer.__anext__()).value
+
+
+async def test_all_consumers_share_one_inotify_instance(stream_path: str) -> None:
+    """Forty consumers of a process use one inotify instance (go-diskq runs out at 128)."""
+    with Writer(stream_path, partitions=4, notify=False) as writer:
+        writer.append([b"x"])
+        consumers = [adiskq.Consumer(stream_path, partition=i % 4) for i in range(40)]
+        for consumer in consumers:
+            await consumer.__aenter__()
+        try:
+            assert all(consumer.uses_inotify for consumer in consumers)
+            assert inotify_instances() == 1
+        finally:
+            for consumer in consumers:
+                await consumer.aclose()
+
+
+async def test_watches_are_shared_and_released(stream_path: str) -> None:
+    """Consumers of one partition share its folder watch; the last one to close removes it."""
+    with Writer(stream_path):
+        pass
+    folder = os.path.join(os.path.realpath(stream_path), PARTS_DIR, partition_dir_name(0))  # noqa: ASYNC240
+    notifier = notify.get_notifier()
+    consumers = [adiskq.Consumer(stream_path) for _ in range(5)]
+    for consumer in consumers:
+        await consumer.__aenter__()
+    assert notifier._by_path[folder].refs == 5
+    for consumer in consumers:
+        await consumer.aclose()
+    assert folder not in notifier._by_path
+
+
+async def test_reading_is_handed_over_when_the_reader_is_woken(stream_path: str) -> None:
+    """Two consumers wait on inotify alone; after one is woken, the other is still woken by its commit."""
+    with Writer(stream_path, partitions=2, notify=False) as writer:
+        async with (
+            adiskq.Consumer(stream_path, partition=0, poll_interval=60) as first,
+            adiskq.Consumer(stream_path, partition=1, poll_interval=60) as second,
+        ):
+            got: dict[int, bytes] = {}
+
+            async def read(partition: int, consumer: adiskq.Consumer) -> None:
+                got[partition] = (await consumer.__anext__()).value
+
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(read, 0, first)
+                    tg.start_soon(read, 1, second)
+                    await anyio.wait_all_tasks_blocked()
+                    writer.append([b"zero"], partition=0)
+                    await until(lambda: 0 in got)
+                    await anyio.wait_all_tasks_blocked()
+                    writer.append([b"one"], partition=1)
+    assert got == {0: b"zero", 1: b"one"}
+
+
+async def test_reading_is_handed_over_when_the_reader_is_cancelled(stream_path: str) -> None:
+    """When the task reading inotify is cancelled, another waiting consumer still gets woken."""
+    got: list[bytes] = []
+    with Writer(stream_path, partitions=2, notify=False) as writer:
+        async with (
+            adiskq.Consumer(stream_path, partition=0, poll_interval=60) as first,
+            adiskq.Consumer(stream_path, partition=1, poll_interval=60) as second,
+        ):
+            first_scope = anyio.CancelScope()
+
+            async def wait_first() -> None:
+                with first_scope:
+                    await first.__anext__()
+
+            async def wait_second() -> None:
+                got.append((await second.__anext__()).value)
+
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(wait_first)  # the first to wait reads inotify for the loop
+                    await anyio.wait_all_tasks_blocked()
+                    tg.start_soon(wait_second)
+                    await anyio.wait_all_tasks_blocked()
+                    first_scope.cancel()
+                    await anyio.wait_all_tasks_blocked()
+                    writer.append([b"one"], partition=1)
+    assert got == [b"one"]
+
+
+async def test_an_event_queue_overflow_wakes_every_consumer(stream_path: str) -> None:
+    """When the kernel's event queue overflows and drops a commit's event, consumers are still woken."""
+    with Writer(stream_path, notify=False) as writer:
+        folder = os.path.join(stream_path, PARTS_DIR, partition_dir_name(0))
+        async with adiskq.Consumer(stream_path, poll_interval=60) as consumer:
+            with anyio.fail_after(20):
+                async with anyio.create_task_group() as tg:
+                    got: list[bytes] = []
+
+                    async def read() -> None:
+                        got.append((await consumer.__anext__()).value)
+
+                    tg.start_soon(read)
+                    await anyio.wait_all_tasks_blocked()
+                    flood_folder(folder, 17_000)  # more than max_queued_events (16384), loop blocked
+                    writer.append([b"after the flood"])  # its IN_MODIFY is dropped: the queue is full
+    assert got == [b"after the flood"]
+
+
+def flood_folder(folder: str, count: int) -> None:
+    """Queue ``count`` inotify events: create (and delete, which is not watched) stray files."""
+    for i in range(count):
+        name = os.path.join(folder, f"stray-{i}")
+        os.close(os.open(name, os.O_CREAT | os.O_WRONLY, 0o644))
+        os.unlink(name)
+
+
+async def test_a_consumer_in_another_threads_event_loop_is_woken(stream_path: str, anyio_backend: str) -> None:
+    """Consumers in two event loops of one process share the inotify instance and both get woken."""
+    got: list[bytes] = []
+    others: list[adiskq.Consumer] = []
+    with Writer(stream_path, partitions=2, notify=False) as writer:
+
+        async def in_other_loop() -> None:
+            async with adiskq.Consumer(stream_path, partition=1, poll_interval=60) as consumer:
+                others.append(consumer)
+                got.append((await consumer.__anext__()).value)
+
+        def other_thread() -> None:
+            anyio.run(in_other_loop, backend=anyio_backend)
+
+        async with adiskq.Consumer(stream_path, partition=0, poll_interval=60) as here:
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(functools.partial(anyio.to_thread.run_sync, other_thread))
+                    tg.start_soon(next_message, here)
+                    await until(lambda: bool(others) and is_waiting(others[0]) and is_waiting(here))
+                    writer.append([b"for the other loop"], partition=1)
+                    await until(lambda: bool(got))
+                    writer.append([b"for this loop"], partition=0)
+    assert got == [b"for the other loop"]
+    assert inotify_instances() == 1
+
+
+async def test_polling_alone_delivers(stream_path: str, polling: None) -> None:
+    """With inotify forced off (ADISKQ_NOTIFY=poll), a consumer still gets commits from the poll."""
+    with Writer(stream_path, notify=False) as writer:
+        async with adiskq.Consumer(stream_path) as consumer:
+            assert consumer.uses_inotify is False
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(next_message, consumer)
+                    await anyio.wait_all_tasks_blocked()
+                    writer.append([b"polled"])
+            assert consumer.position == 1
+
+
+async def test_a_commit_in_a_worker_thread_wakes_the_consumer_directly(stream_path: str, polling: None) -> None:
+    """wakeup.notify from a worker thread wakes a consumer in the event loop, without inotify or the poll."""
+    with Writer(stream_path) as writer:
+        async with adiskq.Consumer(stream_path, poll_interval=60) as consumer:
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(next_message, consumer)
+                    await anyio.wait_all_tasks_blocked()
+                    await anyio.to_thread.run_sync(functools.partial(writer.append, [b"from a thread"]))
+            assert consumer.position == 1
+
+
+async def test_a_producer_in_this_process_wakes_the_consumer_directly(stream_path: str, polling: None) -> None:
+    """A Producer's commit wakes a consumer of the same process without inotify or the poll."""
+    async with (
+        adiskq.Producer(stream_path) as producer,
+        adiskq.Consumer(stream_path, start="newest", poll_interval=60) as consumer,
+    ):
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(next_message, consumer)
+                await anyio.wait_all_tasks_blocked()
+                await producer.push(b"direct")
+        assert consumer.position == 1
+
+
+async def test_a_consumer_beside_its_producer_watches_nothing(stream_path: str) -> None:
+    """A consumer in its producer's process holds no inotify watch: the producer wakes it directly."""
+    async with (
+        adiskq.Producer(stream_path) as producer,
+        adiskq.Consumer(stream_path, start="newest", poll_interval=60) as consumer,
+    ):
+        assert consumer.uses_inotify is False
+        notifier = notify.get_notifier()
+        assert not any(watch.waiters for watch in notifier._by_path.values())
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(next_message, consumer)
+                await anyio.wait_all_tasks_blocked()
+                await producer.push(b"direct")
+        assert consumer.position == 1
+
+
+PUSH_ONE = """
+import sys, anyio, adiskq
+async def main():
+    async with adiskq.Producer(sys.argv[1]) as producer:
+        await producer.push(b"from elsewhere")
+anyio.run(main)
+"""
+
+
+async def test_a_consumer_notices_its_producer_moved_to_another_process(stream_path: str) -> None:
+    """When the local producer closes and another process produces, the consumer is woken and watches again."""
+    async with adiskq.Producer(stream_path):
+        consumer = adiskq.Consumer(stream_path, poll_interval=0.1)
+        await consumer.__aenter__()
+        assert consumer.uses_inotify is False
+    try:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(next_message, consumer)
+                await anyio.run_process([sys.executable, "-c", PUSH_ONE, stream_path])
+        assert consumer.position == 1
+        assert consumer.uses_inotify is True
+    finally:
+        await consumer.aclose()
+
+
+async def test_without_an_inotify_instance_consumers_poll(stream_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When inotify cannot be had (the per-user instance limit), consumers fall back to polling."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(notify.asyncinotify, "Inotify", refuse)
+    notify.reset_notifier()
+    try:
+        with Writer(stream_path, notify=False) as writer:
+            async with adiskq.Consumer(stream_path, poll_interval=0.01) as consumer:
+                assert consumer.uses_inotify is False
+                with anyio.fail_after(10):
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(next_message, consumer)
+                        await anyio.wait_all_tasks_blocked()
+                        writer.append([b"polled"])
+                assert consumer.position == 1
+    finally:
+        monkeypatch.undo()
+        notify.reset_notifier()
