@@ -49,6 +49,8 @@ TIMEINDEX_ENTRY: Final = struct.Struct("<Qq")  # offset, timestamp_ns
 INDEX_ENTRY_BYTES: Final = INDEX_ENTRY.size
 _JOIN_MAX_BYTES: Final = 1 << 20
 TIMEINDEX_ENTRY_BYTES: Final = TIMEINDEX_ENTRY.size
+# Reads larger than this are first checked against the size of .data (one fstat).
+_TRUST_READ_BYTES: Final = 16 * 2**20
 
 
 def segment_path(directory: str, base_offset: int, extension: str) -> str:
@@ -362,7 +364,7 @@ class SegmentReader:
         whole = len(raw) - len(raw) % INDEX_ENTRY_BYTES
         return raw[:whole] if whole != len(raw) else raw
 
-    def _entry(self, entries: bytes, i: int, offset: int) -> tuple[int, int]:
+    def _entry(self, entries: bytes | memoryview, i: int, offset: int) -> tuple[int, int]:
         """Position and size of entry ``i``, which must be for ``offset``."""
         found, position, size = INDEX_ENTRY.unpack_from(entries, i * INDEX_ENTRY_BYTES)
         if found != offset:
@@ -373,12 +375,30 @@ class SegmentReader:
         return position, size
 
     def read_messages(self, offset: int, max_count: int, max_bytes: int | None = None) -> list[Message]:
-        """Up to ``max_count`` messages from ``offset`` on (at least one if any, then ``max_bytes``)."""
-        entries = self.read_index(offset, max_count)
-        count = len(entries) // INDEX_ENTRY_BYTES
-        if not count:
+        """Up to ``max_count`` messages from ``offset`` on (at least one if any, then ``max_bytes``).
+
+        Records do not carry their offset, so the first entry used is checked against the one before
+        it (or against position 0 at the segment's start): a damaged entry cannot make a read that
+        starts there return another offset's record. Later entries are only used for the length.
+        """
+        before = 1 if offset > self.base_offset else 0
+        entries: bytes | memoryview = self.read_index(offset - before, max_count + before)
+        count = len(entries) // INDEX_ENTRY_BYTES - before
+        if count <= 0:
             return []
+        if before:
+            _, previous_position, previous_size = INDEX_ENTRY.unpack_from(entries)
+            entries = memoryview(entries)[INDEX_ENTRY_BYTES:]
+            expected_start = previous_position + previous_size
+        else:
+            expected_start = 0
         start, _ = self._entry(entries, 0, offset)
+        if start != expected_start:
+            raise CorruptRecordError(
+                f"the index entry of offset {offset} says position {start}, but its record starts at {expected_start}",
+                path=self.index_path,
+                position=(offset - self.base_offset) * INDEX_ENTRY_BYTES,
+            )
         last_position, last_size = self._entry(entries, count - 1, offset + count - 1)
         end = last_position + last_size
         if max_bytes is not None and end - start > max_bytes and count > 1:
@@ -387,6 +407,9 @@ class SegmentReader:
             end = last_position + last_size
         if end < start:
             raise CorruptRecordError("index entries go backwards", path=self.index_path)
+        if end - start > _TRUST_READ_BYTES and end > os.fstat(self._data_fd).st_size:
+            # A damaged entry can claim any size: never allocate more than the file holds.
+            raise CorruptRecordError("the index points past the end of the data", path=self.data_path, position=start)
         data = pread_exact(self._data_fd, end - start, start)
         if len(data) != end - start:
             raise CorruptRecordError(
@@ -398,7 +421,7 @@ class SegmentReader:
             raise error.with_path(self.data_path, start) from None
 
     @staticmethod
-    def _count_within(entries: bytes, count: int, start: int, max_bytes: int) -> int:
+    def _count_within(entries: bytes | memoryview, count: int, start: int, max_bytes: int) -> int:
         """How many leading entries cover at most ``max_bytes`` of data (at least one)."""
         low, high = 1, count  # the answer lies in [low, high]
         while low < high:
