@@ -104,3 +104,56 @@ async def test_opening_a_damaged_stream_fails_fast_instead_of_hanging(stream_pat
                 pass
         with pytest.raises(adiskq.Error):
             adiskq.stats(stream_path)
+
+
+async def test_no_duplicates_or_gaps_across_segment_rolls(stream_path: str) -> None:
+    """go-diskq re-delivered tens of thousands of messages after rolls; followers here see each once."""
+    total = 6000
+    seen: dict[int, list[int]] = {0: [], 1: [], 2: []}
+
+    async def follow(reader: int) -> None:
+        async with adiskq.Consumer(stream_path, 0, start="oldest", end=total) as consumer:
+            seen[reader].extend([message.offset async for message in consumer])
+
+    async with adiskq.Producer(stream_path, segment_size_bytes=4096) as producer, anyio.create_task_group() as group:
+        for reader in seen:
+            group.start_soon(follow, reader)
+        for i in range(0, total, 50):
+            await producer.push_many([adiskq.Record(b"%06d" % (i + j) + b"x" * 80, key="k") for j in range(50)])
+    assert adiskq.stats(stream_path).partitions[0].segments > 100
+    for offsets in seen.values():
+        assert offsets == list(range(total))
+
+
+async def test_a_data_file_appearing_before_its_index_does_not_kill_a_follower(stream_path: str) -> None:
+    """go-diskq's consumers died with ENOENT when a new .data appeared before its .index."""
+    async with adiskq.Producer(stream_path, segment_size_bytes=1024) as producer:
+        first = await producer.push(b"a" * 1100, key="k")  # fills the segment: the next push rolls
+        async with adiskq.Consumer(stream_path, 0, start="oldest") as consumer:
+            assert (await consumer.__anext__()).offset == first.offset
+            early = os.path.join(stream_path, "parts", "000000", f"{first.offset + 1:020d}.data")
+            await anyio.Path(early).touch()  # what a roll looks like halfway through
+            with anyio.move_on_after(0.2):
+                await consumer.__anext__()  # nothing to read: it waits, it does not die
+            await producer.push(b"b", key="k")
+            with anyio.fail_after(10):
+                message = await consumer.__anext__()
+    assert (message.offset, message.value) == (first.offset + 1, b"b")
+
+
+async def test_a_named_group_that_consumed_everything_resumes(stream_path: str) -> None:
+    """go-diskq's marked group hung after consuming everything; here it resumes with what is new."""
+    async with adiskq.Producer(stream_path, partitions=2) as producer:
+        await producer.push_many([adiskq.Record(b"%d" % i, key=b"%d" % i) for i in range(20)])
+    async with adiskq.ConsumerGroup(stream_path, name="billing", end="close") as group:
+        async for message in group:
+            group.commit(message)
+    with anyio.fail_after(10):
+        async with adiskq.ConsumerGroup(stream_path, name="billing", end="close") as group:
+            assert [message async for message in group] == []
+    async with adiskq.Producer(stream_path) as producer:
+        late = await producer.push(b"late", key="k")
+    with anyio.fail_after(10):
+        async with adiskq.ConsumerGroup(stream_path, name="billing") as group:
+            message = await group.__anext__()
+    assert (message.partition, message.offset, message.value) == (late.partition, late.offset, b"late")
