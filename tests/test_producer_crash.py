@@ -34,7 +34,10 @@ def run_and_kill(path: str, flush: str, backend: str, round_: int, lines_before_
             receipts.append(line)
     finally:
         child.send_signal(signal.SIGKILL)
-        rest, _ = child.communicate(timeout=30)
+        child.wait(timeout=30)
+        # Read on through the same buffered pipe: communicate() would skip what readline() buffered.
+        rest = child.stdout.read()
+        child.stdout.close()
     # Lines printed after our last read were acknowledged too; a torn last line was not complete.
     receipts.extend(line + "\n" for line in rest.split("\n")[:-1])
     return receipts

@@ -45,7 +45,10 @@ def run_and_kill(path: str, flush: str, backend: str, round_: int, log: str, lin
             receipts.append(line)
     finally:
         child.send_signal(signal.SIGKILL)
-        rest, _ = child.communicate(timeout=30)
+        child.wait(timeout=30)
+        # Read on through the same buffered pipe: communicate() would skip what readline() buffered.
+        rest = child.stdout.read()
+        child.stdout.close()
     receipts.extend(line + "\n" for line in rest.split("\n")[:-1])
     return receipts
 
