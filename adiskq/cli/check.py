@@ -27,6 +27,7 @@ class CheckResult(NamedTuple):
     """Everything one pass found."""
 
     problems: list[Problem]
+    unreadable: list[Problem]  # files the check could not read (permissions, I/O errors)
     partitions: int
     segments: int
     records: int
@@ -43,6 +44,7 @@ def run_check(stream: StreamReader) -> CheckResult:
     segments, problems = list_segments(stream)
     sizes = [segment.data_bytes() for segment in segments]
     records = 0
+    unreadable: list[Problem] = []
     next_offsets: dict[int, int] = {}
     bar = progress_bar("checking", total=sum(sizes))
     with bar:
@@ -58,9 +60,7 @@ def run_check(stream: StreamReader) -> CheckResult:
                 result = check_segment(segment, expected_base=expected, next_base=next_base, live=owner is not None)
             except OSError as error:
                 where = os.fspath(error.filename) if error.filename else segment.directory
-                problems.append(
-                    Problem(where, None, f"cannot be read ({error.strerror}): run as a user who may read the stream")
-                )
+                unreadable.append(Problem(where, None, f"cannot be read ({error.strerror})"))
                 next_offsets[segment.partition] = segment.base
                 continue
             finally:
@@ -69,7 +69,7 @@ def run_check(stream: StreamReader) -> CheckResult:
             problems.extend(result.problems)
             next_offsets[segment.partition] = result.next_offset
     problems.extend(check_groups(stream, next_offsets))
-    return CheckResult(problems, stream.partition_count, len(segments), records, sum(sizes), owner)
+    return CheckResult(problems, unreadable, stream.partition_count, len(segments), records, sum(sizes), owner)
 
 
 def _where(problem: Problem, stream_path: str, shown_path: str) -> str:
@@ -83,8 +83,8 @@ def _where(problem: Problem, stream_path: str, shown_path: str) -> str:
 def report(result: CheckResult, stream_path: str, shown_path: str) -> None:
     """Each problem on its own line, a summary, and what can be done about the rest."""
     out = console()
-    for problem in result.problems:
-        out.print(_where(problem, stream_path, shown_path), markup=False, highlight=False, soft_wrap=True)
+    for problem in [*result.unreadable, *result.problems]:
+        out.print(_where(problem, stream_path, shown_path), markup=False, highlight=False)
     checked = (
         f"checked {result.partitions} partitions, {result.segments} segments, {format_count(result.records)} "
         f"records ({format_bytes(result.data_bytes)})"
@@ -94,11 +94,17 @@ def report(result: CheckResult, stream_path: str, shown_path: str) -> None:
             f"; a producer is writing (pid {result.owner.get('pid', '?')} on host {result.owner.get('host', '?')}), "
             "so the unindexed tails of the active segments were not checked"
         )
-    if not result.problems:
+    if not result.problems and not result.unreadable:
         out.print(f"{checked}: no problems", markup=False)
         return
-    count = len(result.problems)
+    count = len(result.problems) + len(result.unreadable)
     out.print(f"{checked}: {count} problem{'s' if count != 1 else ''}", markup=False)
+    if result.unreadable:
+        out.print(
+            f"  {len(result.unreadable)} files could not be read, so they were not checked: run adiskq as a user "
+            "who may read every file of the stream",
+            markup=False,
+        )
     fixable = sum(1 for p in result.problems if p.fix is not None)
     if fixable:
         out.print(
@@ -106,10 +112,11 @@ def report(result: CheckResult, stream_path: str, shown_path: str) -> None:
             "open (a producer's own open repairs the last segment of each partition too)",
             markup=False,
         )
-    if count - fixable:
-        verb = "needs" if count - fixable == 1 else "need"
+    damaged = len(result.problems) - fixable
+    if damaged:
+        verb = "needs" if damaged == 1 else "need"
         out.print(
-            f"  {count - fixable} {verb} a person: damaged data in a sealed segment cannot be rebuilt from the stream "
+            f"  {damaged} {verb} a person: damaged data in a sealed segment cannot be rebuilt from the stream "
             "itself. Restore the files named above from a backup, or read around the damage "
             f"(`adiskq read {shown_path} --partition P --start OFFSET`) and copy the good messages to a new stream",
             markup=False,
@@ -168,6 +175,8 @@ def check(path: str, repair: bool) -> None:
     stream = StreamReader.open(os.fspath(path))
     result = run_check(stream)
     report(result, stream.path, path)
+    if result.unreadable:
+        raise click.exceptions.Exit(1)
     if not result.problems:
         return
     if not repair:
@@ -185,5 +194,5 @@ def check(path: str, repair: bool) -> None:
     out.print("checking again:", markup=False)
     again = run_check(stream)
     report(again, stream.path, path)
-    if again.problems:
+    if again.problems or again.unreadable:
         raise click.exceptions.Exit(1)

@@ -93,14 +93,21 @@ def end_offset(reader: PartitionReader, end: Position | None) -> int:
 
 def partition_messages(reader: PartitionReader, start: Position, end: Position | None) -> Iterator[Message]:
     """One partition's messages from ``start`` up to ``end``, skipping what retention deleted meanwhile."""
-    from .._errors import OffsetOutOfRangeError
+    from .._errors import CorruptRecordError, OffsetOutOfRangeError
 
     position = start_offset(reader, start)
     stop = end_offset(reader, end)
+    batch_size = _BATCH
     with reader.cursor(position) as cursor:
         while cursor.position < stop:
             try:
-                batch = cursor.read(min(_BATCH, stop - cursor.position))
+                batch = cursor.read(min(batch_size, stop - cursor.position))
+            except CorruptRecordError:
+                if batch_size == 1:
+                    raise
+                # Deliver the sound messages before the damage one by one; the bad one raises.
+                batch_size = 1
+                continue
             except OffsetOutOfRangeError as error:
                 oldest = error.oldest_offset if error.oldest_offset is not None else cursor.position
                 warn(
@@ -130,11 +137,13 @@ def read_now(
             *(partition_messages(stream.partition(p), start, end) for p in partitions),
             key=lambda m: (m.timestamp_ns, m.partition),
         )
-    for message in sources:
-        if not limit.take():
-            break
-        sink.write(message)
-    sink.flush()
+    try:
+        for message in sources:
+            if not limit.take():
+                break
+            sink.write(message)
+    finally:
+        sink.flush()  # what was read before an error is printed before it
 
 
 def _api(name: str) -> Any:
