@@ -63,7 +63,7 @@ def test_max_age_deletes_segments_whose_newest_message_is_older(stream_path: str
     )
     result = invoke("vacuum", stream_path, "--max-age", "1h")
     assert result.exit_code == 0, result.output
-    assert "deleted (by max age 1:00:00)" in result.stdout
+    assert "deleted (by max age 1h)" in result.stdout
     oldest = adiskq.stats(stream_path).partitions[0].oldest_offset
     assert 0 < oldest <= 20
     assert adiskq.read(stream_path, 0, oldest).timestamp > dt.datetime.now(dt.UTC) - dt.timedelta(hours=3)

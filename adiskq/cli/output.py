@@ -60,8 +60,8 @@ def _console_class() -> type[Console]:
     return _Console
 
 
-def table(*columns: str, title: str | None = None, right: tuple[str, ...] = (), keep: tuple[str, ...] = ()) -> Table:
-    """A plain table; columns named in ``right`` hold numbers (right-aligned), ``keep`` are never wrapped."""
+def table(*columns: str, title: str | None = None, right: tuple[str, ...] = ()) -> Table:
+    """A plain table; columns named in ``right`` hold numbers (right-aligned, never cut)."""
     from rich import box
     from rich.table import Table
 
@@ -69,7 +69,11 @@ def table(*columns: str, title: str | None = None, right: tuple[str, ...] = (), 
         title=title, box=box.SIMPLE_HEAD, show_edge=False, title_justify="left", title_style="bold", pad_edge=False
     )
     for name in columns:
-        made.add_column(name, justify="right" if name in right else "left", no_wrap=name in right or name in keep)
+        if name in right:
+            # Numbers are never cut: on a narrow terminal the text columns wrap instead.
+            made.add_column(name, justify="right", no_wrap=True, min_width=len(name))
+        else:
+            made.add_column(name, overflow="fold")
     return made
 
 
@@ -129,12 +133,25 @@ def _datetime(timestamp_ns: int) -> dt.datetime:
     return _EPOCH + dt.timedelta(microseconds=timestamp_ns // 1000)
 
 
-def format_time(timestamp_ns: int | None) -> str:
-    """``2026-01-31 08:00:00.123 UTC`` for people (``-`` for none)."""
+def format_time(timestamp_ns: int | None, *, zone: bool = True) -> str:
+    """``2026-01-31 08:00:00.123 UTC`` for people (``-`` for none); without the zone for tables that say it."""
     if timestamp_ns is None:
         return "-"
     when = _datetime(timestamp_ns)
-    return f"{when:%Y-%m-%d %H:%M:%S}.{when.microsecond // 1000:03d} UTC"
+    return f"{when:%Y-%m-%d %H:%M:%S}.{when.microsecond // 1000:03d}" + (" UTC" if zone else "")
+
+
+def format_duration(duration: dt.timedelta) -> str:
+    """``7d``, ``1h30m``, ``90s``: the way durations are given on the command line."""
+    seconds = duration.total_seconds()
+    parts = []
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            count, seconds = divmod(seconds, size)
+            parts.append(f"{int(count)}{unit}")
+    if seconds or not parts:
+        parts.append(f"{seconds:g}s")
+    return "".join(parts)
 
 
 def iso_time(timestamp_ns: int) -> str:

@@ -28,7 +28,7 @@ Named: TypeAlias = Literal["oldest", "newest", "active-oldest"]
 Position: TypeAlias = Named | int | dt.datetime
 _NAMED: Final[tuple[Named, ...]] = ("oldest", "newest", "active-oldest")
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(w|d|h|m|s|ms)")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|w|d|h|m|s)")
 _DURATION_UNITS: Final = {"w": 604_800.0, "d": 86_400.0, "h": 3_600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgtp]?i?b?)$", re.IGNORECASE)
 _SIZE_UNITS: Final = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15}

@@ -2,10 +2,11 @@
 
 Without ``--follow`` or ``--group`` it reads what is in the stream now through the synchronous
 storage layer (no event loop): each partition from ``--start`` to ``--end`` (by default, the end of
-what was there when it began), the partitions merged by timestamp. ``--follow`` reads through
-``adiskq.Consumer``s, woken by inotify; ``--group`` through ``adiskq.ConsumerGroup``, committing each
-message only once it has been written out, so a closed pipe or a crash never commits a message the
-reader did not get (at least once).
+what was there when it began), the partitions merged by timestamp. ``--follow`` stays open, woken
+by inotify: through an unnamed ``adiskq.ConsumerGroup`` (every partition, new ones included), or one
+``adiskq.Consumer`` per partition when ``--partition`` or ``--end`` is given. ``--group NAME`` reads
+through that named ``ConsumerGroup``, committing messages only once they have been written out, so
+a closed pipe or a crash never commits a message the reader did not get (at least once).
 """
 
 from __future__ import annotations
@@ -191,17 +192,25 @@ async def follow_partitions(
                     break
 
 
-async def read_group(path: str, name: str, start: Position, wait: bool, sink: MessageSink, limit: Limit) -> None:
-    """Read as the named group: from its committed offsets, committing each message once it is out."""
+async def read_group(path: str, name: str | None, start: Position, wait: bool, sink: MessageSink, limit: Limit) -> None:
+    """All partitions through one ``ConsumerGroup``; with a name, from its commits, committing what is out.
+
+    A batch is written and flushed before any of it is committed: a message lost to a closed pipe
+    or a crash is read again (at least once), never skipped.
+    """
     group_class = _api("ConsumerGroup")
-    async with group_class(path, name=name, start=start, end="wait" if wait else "close") as group:
-        async for message in group:
-            if not limit.take():
-                break
-            sink.write(message)
-            # Out first, then committed: a message lost to a closed pipe or a crash is read again.
+    async with group_class(path, name, start=start, end="wait" if wait else "close") as group:
+        async for batch in group.batches():
+            written = []
+            for message in batch:
+                if not limit.take():
+                    break
+                sink.write(message)
+                written.append(message)
             sink.flush()
-            group.commit(message)
+            if name is not None:
+                for message in written:
+                    group.commit(message)
             if limit.reached:
                 break
 
@@ -292,6 +301,9 @@ def read(
     counter = Limit(limit)
     if group is not None:
         anyio.run(read_group, path, group, start, follow, sink, counter)
+    elif follow and not partitions and end is None:
+        # One unnamed group follows every partition, those added while it runs included.
+        anyio.run(read_group, path, None, start, True, sink, counter)
     elif follow:
         anyio.run(follow_partitions, path, partitions, start, end if isinstance(end, int) else None, sink, counter)
     else:

@@ -79,11 +79,10 @@ def print_stats(info: StreamStats, out: Console | None = None) -> None:
         "messages",
         "segments",
         "size",
-        "oldest message",
-        "newest message",
+        "oldest message (UTC)",
+        "newest message (UTC)",
         title=f"stream {info.path}",
         right=("partition", "oldest", "newest", "messages", "segments", "size"),
-        keep=("oldest message", "newest message"),
     )
     for p in info.partitions:
         empty = p.message_count == 0
@@ -94,8 +93,8 @@ def print_stats(info: StreamStats, out: Console | None = None) -> None:
             format_count(p.message_count),
             str(p.segments),
             format_bytes(p.size_bytes),
-            format_time(p.oldest_timestamp_ns),
-            format_time(p.newest_timestamp_ns),
+            format_time(p.oldest_timestamp_ns, zone=False),
+            format_time(p.newest_timestamp_ns, zone=False),
         )
     out.print(parts)
     total = f"{format_count(info.message_count)} messages in {len(info.partitions)} partitions, "

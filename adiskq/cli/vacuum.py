@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from .errors import Failure
-from .output import console, format_bytes, format_count, format_time, table
+from .output import console, format_bytes, format_count, format_duration, format_time, table
 from .params import DURATION, RATIO, SIZE
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def vacuum(
             out.print(f"nothing to delete: every sealed segment is within {_describe(effective)}")
             return
         removed = table(
-            "partition", "segment", "offsets", "size", "newest message", right=("partition", "offsets", "size")
+            "partition", "segment", "offsets", "size", "newest message (UTC)", right=("partition", "offsets", "size")
         )
         for key in doomed:
             info = infos[key]
@@ -94,7 +94,7 @@ def vacuum(
                 f"{info.base_offset:020d}",
                 f"{info.base_offset}..{info.next_offset - 1}",
                 format_bytes(info.size_bytes),
-                format_time(info.newest_timestamp_ns),
+                format_time(info.newest_timestamp_ns, zone=False),
             )
         messages = sum(infos[k].next_offset - infos[k].base_offset for k in doomed)
         size = sum(infos[k].size_bytes for k in doomed)
@@ -122,7 +122,7 @@ def vacuum(
 def _describe(retention: Retention) -> str:
     parts = []
     if retention.max_age is not None:
-        parts.append(f"max age {retention.max_age}")
+        parts.append(f"max age {format_duration(retention.max_age)}")
     if retention.max_bytes is not None:
         parts.append(f"max {format_bytes(retention.max_bytes)} per partition")
     if retention.max_disk_usage is not None:
