@@ -66,7 +66,7 @@ def test_a_torn_tail_is_reported_and_repair_cuts_it(stream: str) -> None:
     result = invoke("check", stream)
     assert result.exit_code == 1
     assert problem_lines(result.stdout, stream) == [
-        f"{active}:{end}: torn tail of 8 bytes: the data ends inside a record (8 bytes of a torn write)"
+        f"{active}:{end}: torn tail of 8 bytes: the data ends inside a record (a write cut short)"
     ]
     assert f"1 can be repaired: run `adiskq check --repair {stream}`" in result.stdout
     repaired = invoke("check", stream, "--repair")

@@ -171,7 +171,7 @@ def _scan(data: bytes, start: int) -> tuple[list[RecordExtent], int, str | None]
         problem = error.reason
     end = extents[-1].position + extents[-1].size if extents else start
     if problem is None and end != len(data):
-        problem = f"the data ends inside a record ({len(data) - end} bytes of a torn write)"
+        problem = "the data ends inside a record (a write cut short)"
     return extents, end, problem
 
 

@@ -80,7 +80,7 @@ def _where(problem: Problem, stream_path: str, shown_path: str) -> str:
     return f"{where}{at}: {problem.what}"
 
 
-def report(result: CheckResult, stream_path: str, shown_path: str) -> None:
+def report(result: CheckResult, stream_path: str, shown_path: str, *, repairing: bool = False) -> None:
     """Each problem on its own line, a summary, and what can be done about the rest."""
     out = console()
     for problem in [*result.unreadable, *result.problems]:
@@ -106,7 +106,7 @@ def report(result: CheckResult, stream_path: str, shown_path: str) -> None:
             markup=False,
         )
     fixable = sum(1 for p in result.problems if p.fix is not None)
-    if fixable:
+    if fixable and not repairing:
         out.print(
             f"  {fixable} can be repaired: run `adiskq check --repair {shown_path}` once no producer has the stream "
             "open (a producer's own open repairs the last segment of each partition too)",
@@ -174,7 +174,7 @@ def check(path: str, repair: bool) -> None:
 
     stream = StreamReader.open(os.fspath(path))
     result = run_check(stream)
-    report(result, stream.path, path)
+    report(result, stream.path, path, repairing=repair)
     if result.unreadable:
         raise click.exceptions.Exit(1)
     if not result.problems:
@@ -188,7 +188,7 @@ def check(path: str, repair: bool) -> None:
     if result.owner is not None:
         raise _locked(stream.path, f"pid {result.owner.get('pid', '?')} on host {result.owner.get('host', '?')!r}")
     changed = repair_stream(stream.path, result.problems)
-    out.print(f"repaired {len(changed)} things:" if changed else "repair changed nothing", markup=False)
+    out.print("repaired:" if changed else "the repair changed nothing", markup=False)
     for line in changed:
         out.print(f"  {line}", markup=False)
     out.print("checking again:", markup=False)
