@@ -8,11 +8,14 @@ import json
 import subprocess
 import sys
 
+import hypothesis
+import hypothesis.strategies as st
 import pytest
 from helpers.cli import fill, invoke
 
 import adiskq
 from adiskq._sansio.naming import partition_for_key
+from adiskq.cli.formats import json_line, message_json
 
 T0 = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z
 SECOND = 1_000_000_000
@@ -233,3 +236,20 @@ def test_a_message_read_back_matches_the_library(three_partitions: str) -> None:
     stamp = dt.datetime.fromisoformat(str(line["timestamp"]).replace("Z", "+00:00"))
     assert stamp == message.timestamp
     assert str(line["timestamp"]).endswith(f"{message.timestamp_ns % SECOND:09d}Z")
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(
+    key=st.binary(max_size=12) | st.text(max_size=12).map(str.encode),
+    value=st.binary(max_size=40) | st.text(max_size=40).map(str.encode),
+    headers=st.dictionaries(st.text(max_size=8), st.binary(max_size=8) | st.text(max_size=8).map(str.encode)),
+    timestamp_ns=st.integers(min_value=-(2**62), max_value=2**62),
+)
+def test_json_lines_are_the_json_of_the_documented_object(
+    key: bytes, value: bytes, headers: dict[str, bytes], timestamp_ns: int
+) -> None:
+    """The fast JSON line is exactly json.dumps of the documented object, for any bytes."""
+    message = adiskq.Message(2, 7, timestamp_ns, key, value, headers)
+    expected = json.dumps(message_json(message), ensure_ascii=False, separators=(", ", ": "))
+    assert json_line(message) == (expected + "\n").encode("utf-8")
+    assert json.loads(json_line(message))["partition"] == 2

@@ -9,7 +9,7 @@ key, value and headers. Bytes that are not UTF-8 are given as base64, and a fiel
 from __future__ import annotations
 
 import base64
-import json
+import json.encoder
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO, Final, Literal, TypeAlias
@@ -19,11 +19,13 @@ from .output import console, format_time, iso_time
 if TYPE_CHECKING:
     from .._sansio.values import Message
 
-__all__ = ["FORMATS", "Format", "MessageSink", "message_json", "open_sink"]
+__all__ = ["FORMATS", "Format", "MessageSink", "json_line", "message_json", "open_sink"]
 
 Format: TypeAlias = Literal["json", "value", "pretty"]
 FORMATS: Final[tuple[Format, ...]] = ("json", "value", "pretty")
 _PREVIEW_BYTES: Final = 48
+# JSON string literal of a str, non-ASCII kept as is (the C encoder behind json.dumps(ensure_ascii=False)).
+_quote: Final = json.encoder.encode_basestring
 _WRITE_BYTES: Final = 64 * 1024
 
 
@@ -60,6 +62,35 @@ def message_json(message: Message) -> dict[str, object]:
     if encoded:
         document["headers_encoding"] = encoded
     return document
+
+
+def json_line(message: Message) -> bytes:
+    """``message_json`` as one line of UTF-8 JSON, built directly (several times faster than json.dumps)."""
+    key, key_b64 = _text(message.key)
+    value, value_b64 = _text(message.value)
+    parts = [
+        f'{{"partition": {message.partition}, "offset": {message.offset}, '
+        f'"timestamp": "{iso_time(message.timestamp_ns)}", "key": {_quote(key)}, "value": {_quote(value)}, '
+    ]
+    encoded = []
+    if message.headers:
+        fields = []
+        for name, raw in message.headers.items():
+            text, is_b64 = _text(raw)
+            fields.append(f"{_quote(name)}: {_quote(text)}")
+            if is_b64:
+                encoded.append(f'{_quote(name)}: "base64"')
+        parts.append('"headers": {' + ", ".join(fields) + "}")
+    else:
+        parts.append('"headers": {}')
+    if key_b64:
+        parts.append(', "key_encoding": "base64"')
+    if value_b64:
+        parts.append(', "value_encoding": "base64"')
+    if encoded:
+        parts.append(', "headers_encoding": {' + ", ".join(encoded) + "}")
+    parts.append("}\n")
+    return "".join(parts).encode("utf-8")
 
 
 def _shown(raw: bytes) -> str:
@@ -110,8 +141,7 @@ def open_sink(kind: Format) -> MessageSink:
     add = buffered.add
     if kind == "value":
         return MessageSink(lambda message: add(message.value + b"\n"), buffered.flush)
-    dumps = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
-    return MessageSink(lambda message: add(dumps(message_json(message)).encode("utf-8") + b"\n"), buffered.flush)
+    return MessageSink(lambda message: add(json_line(message)), buffered.flush)
 
 
 def _pretty_sink() -> MessageSink:
