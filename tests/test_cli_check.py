@@ -218,3 +218,17 @@ def test_files_that_cannot_be_read_are_listed_and_fail_the_check() -> None:
     assert done.returncode == 1, done.stderr
     assert f"{hidden}: cannot be read (Permission denied)" in done.stdout
     assert "1 files could not be read, so they were not checked" in done.stdout
+
+
+def test_a_segment_vacuumed_during_the_check_is_not_reported(stream: str) -> None:
+    """A segment listed, then deleted by a vacuum before it was read, is skipped, not called missing."""
+    from adiskq._storage.stream import StreamReader
+    from adiskq._storage.verify import check_segment, list_segments
+
+    segments, _ = list_segments(StreamReader.open(stream))
+    oldest = segments[0]
+    for extension in ("index", "timeindex", "data"):
+        os.unlink(oldest.path(extension))
+    result = check_segment(oldest, expected_base=None, next_base=segments[1].base, live=True)
+    assert result.vanished
+    assert result.problems == ()

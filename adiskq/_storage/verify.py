@@ -95,6 +95,7 @@ class SegmentCheck:
     records: int  # records verified
     next_offset: int  # the offset after the segment's last indexed message
     problems: tuple[Problem, ...]
+    vanished: bool = False  # deleted (by a vacuum) between listing and checking
 
 
 def list_segments(stream: StreamReader) -> tuple[list[SegmentRef], list[Problem]]:
@@ -199,6 +200,9 @@ def check_segment(segment: SegmentRef, *, expected_base: int | None, next_base: 
     index_raw = _read(index_path)
     time_raw = _read(time_path)
     data = _read(data_path)
+    if index_raw is None and time_raw is None and data is None:
+        # Listed a moment ago, gone now: a vacuum deleted it while we looked. Nothing to check.
+        return SegmentCheck(segment.partition, base, 0, base, (), vanished=True)
     if index_raw is None:
         if segment.is_oldest and not segment.is_active:
             found.add(
@@ -437,7 +441,10 @@ def _check_timeindex(
 
 
 def check_groups(stream: StreamReader, next_offsets: dict[int, int]) -> Iterator[Problem]:
-    """Committed offsets that cannot be read, or that point past the end of their partition."""
+    """Committed offsets that cannot be read, or that point past the end of their partition.
+
+    ``next_offsets`` holds the end of each partition whose end is known.
+    """
     for name in list_groups(stream.path):
         path = os.path.join(group_dir(stream.path, name), OFFSETS_FILE)
         try:
@@ -446,11 +453,11 @@ def check_groups(stream: StreamReader, next_offsets: dict[int, int]) -> Iterator
             yield Problem(path, None, str(error))
             continue
         for partition, offset in sorted(committed.items()):
-            if partition not in next_offsets:
+            if not 0 <= partition < stream.partition_count:
                 yield Problem(
                     path, None, f"group {name!r} has an offset for partition {partition}, which the stream lacks"
                 )
-            elif offset > next_offsets[partition]:
+            elif partition in next_offsets and offset > next_offsets[partition]:
                 yield Problem(
                     path,
                     None,

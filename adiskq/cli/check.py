@@ -61,10 +61,12 @@ def run_check(stream: StreamReader) -> CheckResult:
             except OSError as error:
                 where = os.fspath(error.filename) if error.filename else segment.directory
                 unreadable.append(Problem(where, None, f"cannot be read ({error.strerror})"))
-                next_offsets[segment.partition] = segment.base
+                next_offsets.pop(segment.partition, None)  # where it ends is unknown: no gap check after it
                 continue
             finally:
                 bar.advance(task, size)
+            if result.vanished:
+                continue  # vacuumed while we looked: the next segment is the partition's first
             records += result.records
             problems.extend(result.problems)
             next_offsets[segment.partition] = result.next_offset

@@ -55,6 +55,8 @@ class Limit:
 
 def check_partitions(stream: StreamReader, chosen: tuple[int, ...]) -> list[int]:
     """The partitions to read: those chosen, or all; a usage error for one the stream lacks."""
+    if chosen and max(chosen) >= stream.partition_count:
+        stream.refresh()  # a producer may have added partitions since the stream was opened
     count = stream.partition_count
     for partition in chosen:
         if partition >= count:
