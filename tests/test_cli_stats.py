@@ -106,3 +106,21 @@ def test_json_names_the_owner(stream_path: str) -> None:
     with producer_open(stream_path):
         document = json.loads(invoke("stats", stream_path, "--json").stdout)
     assert document["owner"]["pid"] == os.getpid()
+
+
+def test_a_damaged_group_file_does_not_hide_the_partitions(stream_path: str) -> None:
+    """Stats still shows the stream when one group's offsets are unreadable, warns, and exits 1."""
+    fill(stream_path, [b"x"])
+    save_offsets(stream_path, "billing", {0: 1})
+    save_offsets(stream_path, "audit", {0: 0})
+    with open(os.path.join(stream_path, "groups", "billing", "offsets.json"), "w") as file:
+        file.write("{broken")
+    result = invoke("stats", stream_path)
+    assert result.exit_code == 1
+    assert row(result.stdout, 0)[:4] == ["0", "0", "0", "1"]
+    assert "audit" in result.stdout
+    assert "warning: group billing:" in result.stderr
+    assert "offsets.json is not valid JSON" in result.stderr
+    document = json.loads(invoke("stats", stream_path, "--json").stdout)
+    assert list(document["groups"]) == ["audit"]
+    assert "billing" in document["broken_groups"]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .output import console, format_bytes, format_count, format_time, iso_time, print_json, table
+from .output import console, format_bytes, format_count, format_time, iso_time, print_json, table, warn
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -146,8 +146,49 @@ def stats(path: str, as_json: bool) -> None:
     """
     import adiskq
 
-    info = adiskq.stats(os.fspath(path))
+    from .._errors import CorruptStreamError
+
+    broken: dict[str, str] = {}
+    try:
+        info = adiskq.stats(os.fspath(path))
+    except CorruptStreamError:
+        # A damaged groups/NAME/offsets.json must not hide the partitions; a damaged settings.json
+        # raises again here, and that is the error to show.
+        info, broken = _stats_around_broken_groups(os.fspath(path))
     if as_json:
-        print_json(stats_json(info))
+        document = stats_json(info)
+        if broken:
+            document["broken_groups"] = broken
+        print_json(document)
     else:
         print_stats(info)
+        for name, why in sorted(broken.items()):
+            warn(f"group {name}: {why}")
+    if broken:
+        raise click.exceptions.Exit(1)
+
+
+def _stats_around_broken_groups(path: str) -> tuple[StreamStats, dict[str, str]]:
+    """What ``adiskq.stats`` gives, with the groups whose offsets cannot be read left out, and why."""
+    from .._errors import CorruptStreamError
+    from .._sansio.values import StreamStats
+    from .._storage.lock import read_owner
+    from .._storage.offsets import list_groups, load_offsets
+    from .._storage.stream import StreamReader, load_recovery_report
+
+    stream = StreamReader.open(path)
+    groups: dict[str, Mapping[int, int]] = {}
+    broken: dict[str, str] = {}
+    for name in list_groups(stream.path):
+        try:
+            groups[name] = load_offsets(stream.path, name)
+        except CorruptStreamError as error:
+            broken[name] = str(error)
+    info = StreamStats(
+        path=stream.path,
+        partitions=[stream.partition(p).stats() for p in range(stream.partition_count)],
+        owner=read_owner(stream.path),
+        groups=groups,
+        last_recovery=load_recovery_report(stream.path),
+    )
+    return info, broken
