@@ -162,3 +162,35 @@ def test_sync_flush_writes_the_same_messages(stream_path: str) -> None:
     """`--flush sync` only changes durability, not what is written."""
     invoke("write", stream_path, "--flush", "sync", input=b"a\nb\n")
     assert values(stream_path) == [b"a", b"b"]
+
+
+def test_lines_from_a_slow_pipe_are_written_as_they_arrive(stream_path: str) -> None:
+    """`tail -f log | adiskq write S`: each line is in the stream while the input is still open."""
+    import subprocess
+    import sys
+    import time
+
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "adiskq", "write", stream_path], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert writer.stdin is not None
+    try:
+        for expected, line in enumerate([b"first\n", b"second\n"], start=1):
+            writer.stdin.write(line)
+            writer.stdin.flush()
+            deadline = time.monotonic() + 20
+            settings = os.path.join(stream_path, "settings.json")
+            while not (os.path.exists(settings) and adiskq.stats(stream_path).message_count == expected):
+                assert time.monotonic() < deadline, f"line {expected} was not written while the input stayed open"
+                time.sleep(0.01)
+        writer.stdin.close()
+        assert writer.wait(timeout=20) == 0
+        assert writer.stdout is not None
+        out = writer.stdout.read()
+        writer.stdout.close()
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+    assert out == f"wrote 2 messages to {stream_path}: partition 0 offsets 0..1\n".encode()
+    assert values(stream_path) == [b"first", b"second"]

@@ -23,10 +23,9 @@ if TYPE_CHECKING:
 __all__ = ["write"]
 
 _READ_BYTES: Final = 256 * 1024
-# push_many takes this many messages (or bytes) at a time: large enough that a batch costs a few
-# system calls per partition, small enough that a bad line stops the command promptly.
+# push_many takes at most this many messages at a time: enough that a batch costs a few system
+# calls per partition, few enough that a batch is encoded without holding the loop for long.
 _BATCH_MESSAGES: Final = 1000
-_BATCH_BYTES: Final = 1 << 20
 _LENGTH: Final = struct.Struct("<I")
 
 
@@ -43,34 +42,37 @@ async def read_chunks(
         yield chunk
 
 
-async def split_lines(chunks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
-    """One message per line; the newline is not part of it; a last line without one still counts."""
+async def split_lines(chunks: AsyncIterator[bytes]) -> AsyncGenerator[list[bytes], None]:
+    """The lines each chunk completes; the newline is not part of a message; a last line without one counts."""
     rest = b""
     async for chunk in chunks:
         lines = (rest + chunk).split(b"\n")
         rest = lines.pop()
-        for line in lines:
-            yield line
+        if lines:
+            yield lines
     if rest:
-        yield rest
+        yield [rest]
 
 
-async def split_frames(chunks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
-    """Length-delimited messages: a u32 little-endian length, then that many bytes."""
+async def split_frames(chunks: AsyncIterator[bytes]) -> AsyncGenerator[list[bytes], None]:
+    """The length-delimited messages each chunk completes: a u32 little-endian length, then the bytes."""
     buffer = bytearray()
     position = 0  # where the current frame starts, counted from the start of the input
     async for chunk in chunks:
         buffer += chunk
         start = 0
+        frames = []
         while len(buffer) - start >= _LENGTH.size:
             (size,) = _LENGTH.unpack_from(buffer, start)
             end = start + _LENGTH.size + size
             if end > len(buffer):
                 break
-            yield bytes(buffer[start + _LENGTH.size : end])
+            frames.append(bytes(buffer[start + _LENGTH.size : end]))
             position += end - start
             start = end
         del buffer[:start]
+        if frames:
+            yield frames
     if buffer:
         raise BadInput(
             f"the input ends inside a message at byte {position} ({len(buffer)} bytes of a frame): "
@@ -146,26 +148,28 @@ async def write_messages(
         messages = await stack.enter_async_context(
             contextlib.aclosing(split_frames(chunks) if binary else split_lines(chunks))
         )
+        # What one read of the input completes is pushed at once (in slices of at most
+        # _BATCH_MESSAGES): a file goes in large batches, a slow pipe (`tail -f log |`) line by line.
         batch: list[Record] = []
-        batch_bytes = 0
         number = 0
         try:
-            async for value in messages:
-                number += 1
-                message_key = key if key_field is None else key_from_field(value, key_field, number, binary)
-                batch.append(adiskq.Record(value, key=message_key, headers=headers or None))
-                batch_bytes += len(value)
-                if len(batch) >= _BATCH_MESSAGES or batch_bytes >= _BATCH_BYTES:
+            async for values in messages:
+                for value in values:
+                    number += 1
+                    message_key = key if key_field is None else key_from_field(value, key_field, number, binary)
+                    batch.append(adiskq.Record(value, key=message_key, headers=headers or None))
+                    if len(batch) >= _BATCH_MESSAGES:
+                        tally.add(await producer.push_many(batch))
+                        batch = []
+                if batch:
                     tally.add(await producer.push_many(batch))
-                    batch, batch_bytes = [], 0
+                    batch = []
         except BadInput as error:
             if batch:
                 tally.add(await producer.push_many(batch))
             raise Failure(
                 f"{error}; the {format_count(tally.count)} messages before it were written, nothing after it"
             ) from None
-        if batch:
-            tally.add(await producer.push_many(batch))
 
 
 @click.command()
