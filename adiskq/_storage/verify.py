@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Final, Literal, TypeAlias
 
 from .._errors import CorruptRecordError, CorruptStreamError
@@ -41,6 +41,7 @@ Fix: TypeAlias = Literal["recovery", "rebuild"] | None
 
 # A badly damaged file could list thousands of problems; past this many, one line counts the rest.
 MAX_PROBLEMS_PER_FILE: Final = 20
+_PROGRESS_RECORDS: Final = 20_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -162,12 +163,26 @@ def _read(path: str) -> bytes | None:
         os.close(fd)
 
 
-def _scan(data: bytes, start: int) -> tuple[list[RecordExtent], int, str | None]:
-    """Valid records from ``start``, where they end, and why the scan stopped early (or None)."""
+def _scan(
+    data: bytes, start: int, on_progress: Callable[[int], None] | None = None
+) -> tuple[list[RecordExtent], int, str | None]:
+    """Valid records from ``start``, where they end, and why the scan stopped early (or None).
+
+    ``on_progress`` hears of the bytes scanned every ``_PROGRESS_RECORDS`` records.
+    """
     extents: list[RecordExtent] = []
     problem = None
+    records = scan_records(data, start, max_record_bytes=DEFAULT_MAX_RECORD_BYTES)
     try:
-        extents.extend(scan_records(data, start, max_record_bytes=DEFAULT_MAX_RECORD_BYTES))
+        if on_progress is None:
+            extents.extend(records)
+        else:
+            reported = start
+            for extent in records:
+                extents.append(extent)
+                if len(extents) % _PROGRESS_RECORDS == 0:
+                    on_progress(extent.position - reported)
+                    reported = extent.position
     except CorruptRecordError as error:
         problem = error.reason
     end = extents[-1].position + extents[-1].size if extents else start
@@ -176,12 +191,20 @@ def _scan(data: bytes, start: int) -> tuple[list[RecordExtent], int, str | None]
     return extents, end, problem
 
 
-def check_segment(segment: SegmentRef, *, expected_base: int | None, next_base: int | None, live: bool) -> SegmentCheck:
+def check_segment(
+    segment: SegmentRef,
+    *,
+    expected_base: int | None,
+    next_base: int | None,
+    live: bool,
+    on_progress: Callable[[int], None] | None = None,
+) -> SegmentCheck:
     """Verify one segment's records and index entries against each other (see the module docstring).
 
     ``expected_base`` is where the previous segment ended (None for the first), ``next_base`` where
     the next one starts (None for the active segment); ``live`` says a producer holds the stream, so
-    the active segment may be growing while it is read.
+    the active segment may be growing while it is read. ``on_progress`` hears of ``.data`` bytes
+    checked as the check goes (not all of them: the caller counts the segment done at the end).
     """
     found = _Findings(segment)
     base = segment.base
@@ -229,7 +252,7 @@ def check_segment(segment: SegmentRef, *, expected_base: int | None, next_base: 
             found.add(data_path, None, what, None)
         return SegmentCheck(segment.partition, base, 0, base + entries, found.finish())
 
-    extents, valid_end, scan_problem = _scan(data, 0)
+    extents, valid_end, scan_problem = _scan(data, 0, on_progress)
     data_sound = scan_problem is None
     # Index problems are fixed by recovery in the active segment; in a sealed one, by a rebuild
     # from the data, which is safe only when the data is whole (decided once the count is known).

@@ -56,15 +56,24 @@ def run_check(stream: StreamReader) -> CheckResult:
                 next_offsets.get(segment.partition) if previous and previous.partition == segment.partition else None
             )
             next_base = following.base if following is not None and following.partition == segment.partition else None
+            done = 0
+
+            def advance(size: int) -> None:
+                nonlocal done
+                done += size
+                bar.advance(task, size)
+
             try:
-                result = check_segment(segment, expected_base=expected, next_base=next_base, live=owner is not None)
+                result = check_segment(
+                    segment, expected_base=expected, next_base=next_base, live=owner is not None, on_progress=advance
+                )
             except OSError as error:
                 where = os.fspath(error.filename) if error.filename else segment.directory
                 unreadable.append(Problem(where, None, f"cannot be read ({error.strerror})"))
                 next_offsets.pop(segment.partition, None)  # where it ends is unknown: no gap check after it
                 continue
             finally:
-                bar.advance(task, size)
+                bar.advance(task, max(0, size - done))
             if result.vanished:
                 continue  # vacuumed while we looked: the next segment is the partition's first
             records += result.records
