@@ -6,7 +6,7 @@ import os
 import pathlib
 
 import pytest
-from helpers.cli import append, fill, flip_byte, invoke, producer_open, public_folder, run_as_nobody, segment_files
+from helpers.cli import append, fill, flip_byte, invoke, producer_open, run_as_nobody, segment_files
 
 import adiskq
 from adiskq._storage.offsets import save_offsets
@@ -207,14 +207,13 @@ def test_repair_of_a_sound_stream_changes_nothing(stream: str) -> None:
     assert "repaired" not in result.stdout
 
 
-def test_files_that_cannot_be_read_are_listed_and_fail_the_check() -> None:
+def test_files_that_cannot_be_read_are_listed_and_fail_the_check(shared_dir: str) -> None:
     """Run as an unprivileged user, a file it may not read is named, and the check exits 1."""
-    with public_folder() as folder:
-        path = os.path.join(folder, "stream")
-        fill(path, [b"x" * 100] * 20, segment_size_bytes=1024, one_at_a_time=True)
-        hidden = segment_files(path, 0, "data")[1]
-        os.chmod(hidden, 0o600)
-        done = run_as_nobody("check", path)
+    path = os.path.join(shared_dir, "stream")
+    fill(path, [b"x" * 100] * 20, segment_size_bytes=1024, one_at_a_time=True)
+    hidden = segment_files(path, 0, "data")[1]
+    os.chmod(hidden, 0o600)
+    done = run_as_nobody("check", path)
     assert done.returncode == 1, done.stderr
     assert f"{hidden}: cannot be read (Permission denied)" in done.stdout
     assert "1 files could not be read, so they were not checked" in done.stdout

@@ -11,7 +11,7 @@ import os
 import pathlib
 
 import pytest
-from helpers.cli import fill, flip_byte, invoke, producer_open, public_folder, run_as_nobody, segment_files
+from helpers.cli import fill, flip_byte, invoke, producer_open, run_as_nobody, segment_files
 
 import adiskq
 
@@ -145,14 +145,13 @@ def test_reading_a_damaged_record_names_the_file_and_byte(stream_path: str) -> N
     )
 
 
-def test_an_unreadable_data_file_is_a_permission_error() -> None:
+def test_an_unreadable_data_file_is_a_permission_error(shared_dir: str) -> None:
     """Run as an unprivileged user, reading a file it may not read says so, naming the file and owner."""
-    with public_folder() as folder:
-        path = os.path.join(folder, "stream")
-        fill(path, [b"x"])
-        data = segment_files(path, 0, "data")[0]
-        os.chmod(data, 0o600)
-        done = run_as_nobody("read", path)
+    path = os.path.join(shared_dir, "stream")
+    fill(path, [b"x"])
+    data = segment_files(path, 0, "data")[0]
+    os.chmod(data, 0o600)
+    done = run_as_nobody("read", path)
     assert done.returncode == 1
     assert done.stdout == ""
     assert one_line_error(done.stderr) == (
@@ -161,34 +160,31 @@ def test_an_unreadable_data_file_is_a_permission_error() -> None:
     )
 
 
-def test_unreadable_settings_are_a_permission_error() -> None:
+def test_unreadable_settings_are_a_permission_error(shared_dir: str) -> None:
     """Even stats, which reads least, says permission denied on settings.json."""
-    with public_folder() as folder:
-        path = os.path.join(folder, "stream")
-        fill(path, [b"x"])
-        os.chmod(os.path.join(path, "settings.json"), 0o600)
-        done = run_as_nobody("stats", path)
+    path = os.path.join(shared_dir, "stream")
+    fill(path, [b"x"])
+    os.chmod(os.path.join(path, "settings.json"), 0o600)
+    done = run_as_nobody("stats", path)
     assert done.returncode == 1
     assert "permission denied (" in one_line_error(done.stderr)
     assert "settings.json)" in done.stderr
 
 
-def test_writing_without_write_permission_is_a_permission_error() -> None:
+def test_writing_without_write_permission_is_a_permission_error(shared_dir: str) -> None:
     """A user who may read but not write the stream gets a permission error from write, and no change."""
-    with public_folder() as folder:
-        path = os.path.join(folder, "stream")
-        fill(path, [b"x"])
-        done = run_as_nobody("write", path)
-        count = adiskq.stats(path).message_count
+    path = os.path.join(shared_dir, "stream")
+    fill(path, [b"x"])
+    done = run_as_nobody("write", path)
+    count = adiskq.stats(path).message_count
     assert done.returncode == 1
     assert "Error: permission denied (" in one_line_error(done.stderr)
     assert count == 1
 
 
-def test_an_unprivileged_user_can_read_a_readable_stream() -> None:
+def test_an_unprivileged_user_can_read_a_readable_stream(shared_dir: str) -> None:
     """Reading needs only read permission: the same user reads a stream it may read."""
-    with public_folder() as folder:
-        path = os.path.join(folder, "stream")
-        fill(path, [b"hello"])
-        done = run_as_nobody("read", path, "--format", "value")
+    path = os.path.join(shared_dir, "stream")
+    fill(path, [b"hello"])
+    done = run_as_nobody("read", path, "--format", "value")
     assert (done.returncode, done.stdout, done.stderr) == (0, "hello\n", "")

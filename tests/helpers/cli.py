@@ -11,7 +11,6 @@ import glob
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 
 import anyio
@@ -87,22 +86,6 @@ def run_as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         check=False,
     )
-
-
-@contextlib.contextmanager
-def public_folder() -> Iterator[str]:
-    """A fresh folder every user can enter (pytest's tmp_path lies under a folder only root may enter)."""
-    folder = tempfile.mkdtemp(prefix="adiskq-cli-", dir="/tmp")
-    os.chmod(folder, 0o755)
-    try:
-        yield folder
-    finally:
-        for root, dirs, files in os.walk(folder):
-            for name in dirs + files:
-                os.chmod(os.path.join(root, name), 0o755, follow_symlinks=False)
-        import shutil
-
-        shutil.rmtree(folder)
 
 
 @contextlib.contextmanager
