@@ -4,31 +4,27 @@ A member of a group holds its partitions through ``flock`` leases on files under
 (the OS drops a lease when its holder dies). ``holders`` finds every such file that is locked now,
 whatever its name, so it keeps working as the lease files change; ``offsets.lock``, which members
 hold only for the instant of a commit, is not a lease. ``set_offsets`` stores offsets under that
-same ``offsets.lock``, so it never interleaves with a member's commit.
+same lock (``offsets.update_offsets``), so it never interleaves with a member's commit.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import json
 import os
 from collections.abc import Iterator, Mapping
-from typing import Final
 
 from .files import DEFAULT_FILE_MODE
-from .offsets import OFFSETS_FILE, group_dir, load_offsets, save_offsets
+from .offsets import LOCK_FILE, OFFSETS_FILE, group_dir, save_offsets, update_offsets
 
-__all__ = ["COMMIT_LOCK_FILE", "holders", "set_offsets"]
-
-COMMIT_LOCK_FILE: Final = "offsets.lock"
+__all__ = ["holders", "set_offsets"]
 
 
 def _lease_files(directory: str) -> Iterator[str]:
     for root, _, names in os.walk(directory):
         for name in names:
-            if name in (OFFSETS_FILE, COMMIT_LOCK_FILE) or name.startswith("."):
+            if name in (OFFSETS_FILE, LOCK_FILE) or name.startswith("."):
                 continue
             yield os.path.join(root, name)
 
@@ -69,15 +65,18 @@ def holders(stream_path: str, name: str) -> list[tuple[str, str]]:
 def set_offsets(
     stream_path: str, name: str, offsets: Mapping[int, int], *, replace: bool = False, mode: int = DEFAULT_FILE_MODE
 ) -> dict[int, int]:
-    """Store these committed offsets over the group's others (kept, unless ``replace``); returns all."""
+    """Store these committed offsets over the group's others (kept, unless ``replace``); returns all.
+
+    ``replace`` is for an offsets file that cannot be read: it is replaced without being read.
+    """
+    if not replace:
+        return update_offsets(stream_path, name, offsets, mode=mode)
     directory = group_dir(stream_path, name)
     os.makedirs(directory, mode=0o755, exist_ok=True)
-    fd = os.open(os.path.join(directory, COMMIT_LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    fd = os.open(os.path.join(directory, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # a member's commit holds it for an instant
-        merged = dict(offsets) if replace else {**load_offsets(stream_path, name), **offsets}
-        save_offsets(stream_path, name, merged, mode=mode)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # the lock a member's commit holds for an instant
+        save_offsets(stream_path, name, offsets, mode=mode)
     finally:
-        with contextlib.suppress(OSError):
-            os.close(fd)  # releases the flock
-    return merged
+        os.close(fd)  # releases the flock
+    return dict(offsets)

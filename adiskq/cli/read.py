@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import heapq
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import click
 
@@ -149,32 +149,21 @@ def read_now(
         sink.flush()  # what was read before an error is printed before it
 
 
-def _api(name: str) -> Any:
-    """``adiskq.Consumer`` or ``adiskq.ConsumerGroup``, with a clear failure where they are missing."""
-    import adiskq
-
-    from .errors import Failure
-
-    found = getattr(adiskq, name, None)
-    if found is None:
-        raise Failure(f"this version of adiskq has no {name} yet, which `adiskq read` needs for this option")
-    return found
-
-
 async def follow_partitions(
     path: str, chosen: tuple[int, ...], start: Position, end: int | None, sink: MessageSink, limit: Limit
 ) -> None:
-    """Every chosen partition through its own ``Consumer``, printed as batches arrive, until ``--end``."""
+    """Each chosen partition through its own ``Consumer``, printed as batches arrive, until ``--end``."""
     import anyio
+
+    import adiskq
 
     from .._storage.stream import StreamReader
 
-    consumer_class = _api("Consumer")
     partitions = check_partitions(StreamReader.open(path), chosen)
-    send, receive = anyio.create_memory_object_stream[list[Any]](max_buffer_size=len(partitions))
+    send, receive = anyio.create_memory_object_stream[list[adiskq.Message]](max_buffer_size=len(partitions))
 
-    async def pump(partition: int, send: ObjectSendStream[list[Any]]) -> None:
-        async with send, consumer_class(path, partition, start=start, end="wait" if end is None else end) as consumer:
+    async def pump(partition: int, send: ObjectSendStream[list[Message]]) -> None:
+        async with send, adiskq.Consumer(path, partition, start=start, end="wait" if end is None else end) as consumer:
             async for batch in consumer.batches():
                 await send.send(batch)
 
@@ -200,8 +189,9 @@ async def read_group(path: str, name: str | None, start: Position, wait: bool, s
     A batch is written and flushed before any of it is committed: a message lost to a closed pipe
     or a crash is read again (at least once), never skipped.
     """
-    group_class = _api("ConsumerGroup")
-    async with group_class(path, name, start=start, end="wait" if wait else "close") as group:
+    import adiskq
+
+    async with adiskq.ConsumerGroup(path, name, start=start, end="wait" if wait else "close") as group:
         async for batch in group.batches():
             written = []
             for message in batch:
