@@ -59,10 +59,10 @@ class Reader:
     def lines(self, count: int) -> list[str]:
         return [self.line() for _ in range(count)]
 
-    def finish(self, *, interrupt: bool = False) -> tuple[int, str]:
-        """Stop it (with Ctrl-C if asked) and return its exit status and stderr."""
+    def finish(self, *, interrupt: bool = False, signum: int = signal.SIGINT) -> tuple[int, str]:
+        """Stop it (with Ctrl-C, or ``signum``, if asked) and return its exit status and stderr."""
         if interrupt:
-            self.process.send_signal(signal.SIGINT)
+            self.process.send_signal(signum)
         self._out.close()
         assert self.process.stderr is not None
         returncode = self.process.wait(timeout=DEADLINE_SECONDS)
@@ -200,6 +200,15 @@ def test_a_followed_group_commits_on_ctrl_c(stream_path: str, reader: list[Reade
     fill(stream_path, [b"b"])
     assert follower.line() == "b"
     assert follower.finish(interrupt=True) == (130, "")
+    assert load_offsets(stream_path, "billing") == {0: 2}
+
+
+def test_a_followed_group_stops_cleanly_on_sigterm(stream_path: str, reader: list[Reader]) -> None:
+    """A service manager's SIGTERM ends `--group --follow` like Ctrl-C: commits stored, status 143."""
+    fill(stream_path, [b"a", b"b"])
+    follower = start(reader, stream_path, "--group", "billing", "--follow", "--format", "value")
+    assert follower.lines(2) == ["a", "b"]
+    assert follower.finish(interrupt=True, signum=signal.SIGTERM) == (128 + signal.SIGTERM, "")
     assert load_offsets(stream_path, "billing") == {0: 2}
 
 

@@ -12,8 +12,9 @@ a closed pipe or a crash never commits a message the reader did not get (at leas
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Final
 
 import click
@@ -207,6 +208,33 @@ async def read_group(path: str, name: str | None, start: Position, wait: bool, s
                 break
 
 
+async def until_terminated(work: Callable[[], Awaitable[None]]) -> int | None:
+    """Run ``work`` until it ends, or until SIGTERM or SIGHUP ends it as Ctrl-C would.
+
+    Consumers close and groups store their commits, as under a service manager's stop. Returns the
+    signal that ended it, or None.
+    """
+    import signal
+
+    import anyio
+
+    received: int | None = None
+    async with anyio.create_task_group() as tasks:
+
+        async def watch() -> None:
+            nonlocal received
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+                async for signum in signals:
+                    received = signum
+                    tasks.cancel_scope.cancel()
+                    return
+
+        tasks.start_soon(watch)
+        await work()
+        tasks.cancel_scope.cancel()
+    return received
+
+
 @click.command()
 @click.argument("path", type=click.Path(path_type=str))
 @click.option(
@@ -291,12 +319,19 @@ def read(
     path = os.fspath(path)
     sink = open_sink(output)
     counter = Limit(limit)
+    work: Callable[[], Awaitable[None]]
     if group is not None:
-        anyio.run(read_group, path, group, start, follow, sink, counter)
+        work = functools.partial(read_group, path, group, start, follow, sink, counter)
     elif follow and not partitions and end is None:
         # One unnamed group follows every partition, those added while it runs included.
-        anyio.run(read_group, path, None, start, True, sink, counter)
+        work = functools.partial(read_group, path, None, start, True, sink, counter)
     elif follow:
-        anyio.run(follow_partitions, path, partitions, start, end if isinstance(end, int) else None, sink, counter)
+        work = functools.partial(
+            follow_partitions, path, partitions, start, end if isinstance(end, int) else None, sink, counter
+        )
     else:
         read_now(path, partitions, start, end, sink, counter)
+        return
+    signum = anyio.run(until_terminated, work)
+    if signum is not None:
+        raise click.exceptions.Exit(128 + signum)  # as a shell reports a process ended by that signal
