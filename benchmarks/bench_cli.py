@@ -1,6 +1,6 @@
 """The command line's start-up time and read/check throughput, beside what bounds them, in one run.
 
-Start-up (median wall time of whole processes):
+Start-up (median wall and CPU time of whole processes):
 
 * ``python -c pass``: the interpreter alone, the floor;
 * ``adiskq --help``: the command line as shipped (rich imported only by commands that draw);
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -43,13 +44,25 @@ ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTW
 
 def wall(command: list[str], runs: int) -> float:
     """Median seconds of running ``command`` to completion (after one warm-up run), output discarded."""
-    times = []
+    return statistics.median(_timed(command, runs)[0])
+
+
+def cpu(command: list[str], runs: int) -> float:
+    """Median CPU seconds (user + system) ``command`` takes: steadier than wall time on a busy machine."""
+    return statistics.median(_timed(command, runs)[1])
+
+
+def _timed(command: list[str], runs: int) -> tuple[list[float], list[float]]:
+    walls, cpus = [], []
     subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=ENV)
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=ENV)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return walls, cpus
 
 
 def make_stream(path: str, count: int) -> str:
@@ -76,15 +89,19 @@ def main() -> None:
     startups, count, repeats = (3, 2_000, 1) if args.quick else (20, 200_000, 5)
     adiskq_cli = [sys.executable, "-m", "adiskq"]
 
-    floor = wall([sys.executable, "-c", "pass"], startups)
-    shipped = wall([*adiskq_cli, "--help"], startups)
-    eager = wall([sys.executable, "-c", EAGER_RICH], startups)
-    print(f"start-up (median of {startups}):")
-    print(f"  python -c pass              {floor * 1000:7.1f} ms")
-    print(f"  adiskq --help               {shipped * 1000:7.1f} ms")
-    print(
-        f"  adiskq --help, rich eager   {eager * 1000:7.1f} ms   (+{(eager - shipped) * 1000:.1f} ms, x{eager / shipped:.2f})"
-    )
+    print(f"start-up (median of {startups}; wall time, and CPU time, which a busy machine disturbs less):")
+    rows = [
+        ("python -c pass", [sys.executable, "-c", "pass"]),
+        ("adiskq --help", [*adiskq_cli, "--help"]),
+        ("adiskq --help, rich eager", [sys.executable, "-c", EAGER_RICH]),
+    ]
+    measured = {}
+    for name, command in rows:
+        walls, cpus = _timed(command, startups)
+        measured[name] = statistics.median(cpus)
+        print(f"  {name:27s} {statistics.median(walls) * 1000:7.1f} ms wall {measured[name] * 1000:7.1f} ms CPU")
+    shipped, eager = measured["adiskq --help"], measured["adiskq --help, rich eager"]
+    print(f"  rich eager costs {(eager - shipped) * 1000:+.1f} ms CPU (x{eager / shipped:.2f})")
 
     root = tempfile.mkdtemp(prefix="bench-cli-")
     try:
