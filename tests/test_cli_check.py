@@ -231,3 +231,15 @@ def test_a_segment_vacuumed_during_the_check_is_not_reported(stream: str) -> Non
     result = check_segment(oldest, expected_base=None, next_base=segments[1].base, live=True)
     assert result.vanished
     assert result.problems == ()
+
+
+def test_repair_fixes_damage_a_clean_close_record_would_hide(stream: str) -> None:
+    """Bit rot that keeps size and time stamp is still cut: --repair does not trust the clean-close record."""
+    active = segment_files(stream, 0, "data")[-1]
+    times = os.stat(active)
+    flip_byte(active, RECORD + 40)  # the second record of the active segment (offset 33)
+    os.utime(active, ns=(times.st_atime_ns, times.st_mtime_ns))
+    result = invoke("check", stream, "--repair")
+    assert result.exit_code == 0, result.output
+    assert "cut 924 bytes of torn tail (CRC-32C mismatch)" in result.stdout
+    assert adiskq.stats(stream).partitions[0].next_offset == 33

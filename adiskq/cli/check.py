@@ -119,8 +119,8 @@ def report(result: CheckResult, stream_path: str, shown_path: str, *, repairing:
     fixable = sum(1 for p in result.problems if p.fix is not None)
     if fixable and not repairing:
         out.print(
-            f"  {fixable} can be repaired: run `adiskq check --repair {shown_path}` once no producer has the stream "
-            "open (a producer's own open repairs the last segment of each partition too)",
+            f"  {fixable} can be repaired: run `adiskq check --repair {shown_path}` "
+            "once no producer has the stream open",
             markup=False,
         )
     damaged = len(result.problems) - fixable
@@ -147,6 +147,17 @@ def repair_stream(stream_path: str, problems: list[Problem]) -> list[str]:
         raise _locked(stream_path, error.holder) from None
     changed = [str(repair) for repair in writer.recovery.repairs]
     try:
+        # After a clean close the producer's open trusts an active segment whose size and time stamp
+        # are as that close left them; damage that kept both (bit rot) is recovered here, under the lock.
+        skipped = set(writer.recovery.clean_partitions)
+        for partition in sorted({p.partition for p in problems if p.fix == "recovery" and p.partition in skipped}):
+            if partition is None:
+                continue
+            active = writer.partitions[partition]
+            _, repairs = recover_segment(
+                active.directory, partition, active.active.base_offset, max_record_bytes=DEFAULT_MAX_RECORD_BYTES
+            )
+            changed.extend(str(repair) for repair in repairs)
         rebuild = {(p.partition, p.segment) for p in problems if p.fix == "rebuild"}
         for partition, base in sorted((p, b) for p, b in rebuild if p is not None and b is not None):
             directory = writer.partitions[partition].directory
