@@ -30,7 +30,7 @@ async def produce(path: str) -> list[adiskq.Receipt]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Produce, read one message back, print the stream's stats."""
+    """Produce, read one message back, print the stream's stats (last as `adiskq stats` shows them)."""
     args = sys.argv[1:] if argv is None else argv
     path = args[0] if args else DEFAULT_STREAM
     receipts = anyio.run(produce, path)
@@ -41,6 +41,12 @@ def main(argv: list[str] | None = None) -> int:
         held = f"offsets {p.oldest_offset}..{p.next_offset - 1}" if p.message_count else "empty"
         print(f"partition {p.partition}: {held}, {p.size_bytes} bytes on disk")
     print(f"stream at {os.path.abspath(path)}: {stats.message_count} messages")
+    # The same view an operator gets from the command line.
+    from adiskq.cli.stats import print_stats
+
+    print(f"\n$ adiskq stats {path}")
+    sys.stdout.flush()
+    print_stats(stats)
     return 0
 
 

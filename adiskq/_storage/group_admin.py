@@ -1,0 +1,82 @@
+"""Administration of named consumer groups from outside them: who holds a group, moving its offsets.
+
+A member of a group holds its partitions through ``flock`` leases on files under ``groups/NAME/``
+(the OS drops a lease when its holder dies). ``holders`` finds every such file that is locked now,
+whatever its name, so it keeps working as the lease files change; ``offsets.lock``, which members
+hold only for the instant of a commit, is not a lease. ``set_offsets`` stores offsets under that
+same lock (``offsets.update_offsets``), so it never interleaves with a member's commit.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+from collections.abc import Iterator, Mapping
+
+from .files import DEFAULT_FILE_MODE
+from .offsets import LOCK_FILE, OFFSETS_FILE, group_dir, save_offsets, update_offsets
+
+__all__ = ["holders", "set_offsets"]
+
+
+def _lease_files(directory: str) -> Iterator[str]:
+    for root, _, names in os.walk(directory):
+        for name in names:
+            if name in (OFFSETS_FILE, LOCK_FILE) or name.startswith("."):
+                continue
+            yield os.path.join(root, name)
+
+
+def _describe(fd: int) -> str:
+    raw = os.pread(fd, 4096, 0)
+    try:
+        info = json.loads(raw)
+    except ValueError:
+        return "a member"
+    if not isinstance(info, dict) or "pid" not in info:
+        return "a member"
+    return f"pid {info.get('pid')} on host {info.get('host', '?')!r}"
+
+
+def holders(stream_path: str, name: str) -> list[tuple[str, str]]:
+    """``(lease file, holder)`` for every lease of the group that a live member holds now."""
+    held: list[tuple[str, str]] = []
+    for path in _lease_files(group_dir(stream_path, name)):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            try:
+                # A shared lock for an instant: it fails only while someone holds the file exclusively.
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as error:
+                if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    held.append((path, _describe(fd)))
+                continue
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+    return held
+
+
+def set_offsets(
+    stream_path: str, name: str, offsets: Mapping[int, int], *, replace: bool = False, mode: int = DEFAULT_FILE_MODE
+) -> dict[int, int]:
+    """Store these committed offsets over the group's others (kept, unless ``replace``); returns all.
+
+    ``replace`` is for an offsets file that cannot be read: it is replaced without being read.
+    """
+    if not replace:
+        return update_offsets(stream_path, name, offsets, mode=mode)
+    directory = group_dir(stream_path, name)
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    fd = os.open(os.path.join(directory, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # the lock a member's commit holds for an instant
+        save_offsets(stream_path, name, offsets, mode=mode)
+    finally:
+        os.close(fd)  # releases the flock
+    return dict(offsets)

@@ -1,0 +1,489 @@
+"""The integrity check of a stream (``adiskq check``): every record and every index entry, read-only.
+
+What is checked, per partition, segment by segment:
+
+* every ``.data`` record from the start: size, magic and CRC-32C (as recovery checks the active
+  segment), and that the data ends exactly after a record;
+* every ``.index`` entry: it names the next offset, points at the byte where the previous record
+  ended, and its size is that record's size;
+* every ``.timeindex`` entry: it names the same offset and the timestamp stored in the record;
+* that each segment starts at the offset where the previous one ended, and that no file is missing.
+
+Each problem carries the file and the byte position, and what can fix it (``Problem.fix``):
+``"recovery"`` — opening the stream as a producer repairs it (only the last segment of a partition is
+recovered, plus missing index files); ``"rebuild"`` — a sealed segment whose data is sound but whose
+index files disagree with it: its index files can be rebuilt from the data; ``None`` — damaged
+committed data in a sealed segment, which only a backup (or reading around it) can help.
+
+While a producer holds the stream, the active segments' tails (records written but not yet
+indexed, time-index entries ahead of the index) are in flight, not damage, and are not reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Iterator
+from typing import Final, Literal, TypeAlias
+
+from .._errors import CorruptRecordError, CorruptStreamError
+from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES, NEED_MORE, RecordExtent, decode_record, scan_records
+from .._sansio.naming import DATA, INDEX, TIMEINDEX
+from .files import open_read, pread_exact
+from .offsets import OFFSETS_FILE, group_dir, list_groups, load_offsets
+from .partition import list_segment_files
+from .segment import INDEX_ENTRY, INDEX_ENTRY_BYTES, TIMEINDEX_ENTRY, TIMEINDEX_ENTRY_BYTES, segment_path
+from .stream import StreamReader
+
+__all__ = ["Fix", "Problem", "SegmentCheck", "SegmentRef", "check_groups", "check_segment", "list_segments"]
+
+Fix: TypeAlias = Literal["recovery", "rebuild"] | None
+
+# A badly damaged file could list thousands of problems; past this many, one line counts the rest.
+MAX_PROBLEMS_PER_FILE: Final = 20
+_PROGRESS_RECORDS: Final = 20_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong, where it is, and what can fix it."""
+
+    path: str
+    position: int | None  # byte position in ``path``, where it makes sense
+    what: str
+    fix: Fix = None
+    partition: int | None = None
+    segment: int | None = None  # base offset
+
+    def __str__(self) -> str:
+        where = self.path if self.position is None else f"{self.path}:{self.position}"
+        return f"{where}: {self.what}"
+
+
+class SegmentRef:
+    """A segment found on disk, before it is checked."""
+
+    __slots__ = ("base", "directory", "extensions", "is_active", "is_oldest", "partition")
+
+    def __init__(
+        self, partition: int, directory: str, base: int, extensions: frozenset[str], is_active: bool, is_oldest: bool
+    ) -> None:
+        self.partition = partition
+        self.directory = directory
+        self.base = base
+        self.extensions = extensions
+        self.is_active = is_active  # the last segment of its partition: recovery's business
+        self.is_oldest = is_oldest
+
+    def path(self, extension: str) -> str:
+        """The path of one of its files."""
+        return segment_path(self.directory, self.base, extension)
+
+    def data_bytes(self) -> int:
+        """The size of its ``.data`` (0 if missing): what the check reads."""
+        try:
+            return os.lstat(self.path(DATA)).st_size
+        except FileNotFoundError:
+            return 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SegmentCheck:
+    """What checking one segment found."""
+
+    partition: int
+    base: int
+    records: int  # records verified
+    next_offset: int  # the offset after the segment's last indexed message
+    problems: tuple[Problem, ...]
+    vanished: bool = False  # deleted (by a vacuum) between listing and checking
+
+
+def list_segments(stream: StreamReader) -> tuple[list[SegmentRef], list[Problem]]:
+    """Every segment of every partition, in order; and partitions whose folder is missing."""
+    segments: list[SegmentRef] = []
+    problems: list[Problem] = []
+    for partition in range(stream.partition_count):
+        directory = stream.partition_dir(partition)
+        try:
+            files = list_segment_files(directory)
+        except FileNotFoundError:
+            problems.append(
+                Problem(
+                    directory,
+                    None,
+                    "the partition's folder is missing (settings.json counts it): its messages, if it had any, are "
+                    "lost; a producer open recreates it empty",
+                    "recovery",
+                    partition,
+                )
+            )
+            continue
+        bases = sorted(files)
+        for i, base in enumerate(bases):
+            segments.append(SegmentRef(partition, directory, base, frozenset(files[base]), i == len(bases) - 1, i == 0))
+    return segments, problems
+
+
+class _Findings:
+    """Problems of one segment, at most ``MAX_PROBLEMS_PER_FILE`` listed per file."""
+
+    def __init__(self, segment: SegmentRef) -> None:
+        self.segment = segment
+        self.problems: list[Problem] = []
+        self._per_file: dict[str, int] = {}
+
+    def add(self, path: str, position: int | None, what: str, fix: Fix) -> None:
+        count = self._per_file.get(path, 0) + 1
+        self._per_file[path] = count
+        if count <= MAX_PROBLEMS_PER_FILE:
+            self.problems.append(Problem(path, position, what, fix, self.segment.partition, self.segment.base))
+
+    def finish(self) -> tuple[Problem, ...]:
+        for path, count in self._per_file.items():
+            if count > MAX_PROBLEMS_PER_FILE:
+                extra = count - MAX_PROBLEMS_PER_FILE
+                fixes = {p.fix for p in self.problems if p.path == path}
+                fix = fixes.pop() if len(fixes) == 1 else None
+                self.add_summary(path, f"... and {extra} more problems in this file", fix)
+        return tuple(self.problems)
+
+    def add_summary(self, path: str, what: str, fix: Fix) -> None:
+        self.problems.append(Problem(path, None, what, fix, self.segment.partition, self.segment.base))
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        fd = open_read(path)
+    except FileNotFoundError:
+        return None
+    try:
+        return pread_exact(fd, os.fstat(fd).st_size, 0)
+    finally:
+        os.close(fd)
+
+
+def _scan(
+    data: bytes, start: int, on_progress: Callable[[int], None] | None = None
+) -> tuple[list[RecordExtent], int, str | None]:
+    """Valid records from ``start``, where they end, and why the scan stopped early (or None).
+
+    ``on_progress`` hears of the bytes scanned every ``_PROGRESS_RECORDS`` records.
+    """
+    extents: list[RecordExtent] = []
+    problem = None
+    records = scan_records(data, start, max_record_bytes=DEFAULT_MAX_RECORD_BYTES)
+    try:
+        if on_progress is None:
+            extents.extend(records)
+        else:
+            reported = start
+            for extent in records:
+                extents.append(extent)
+                if len(extents) % _PROGRESS_RECORDS == 0:
+                    on_progress(extent.position - reported)
+                    reported = extent.position
+    except CorruptRecordError as error:
+        problem = error.reason
+    end = extents[-1].position + extents[-1].size if extents else start
+    if problem is None and end != len(data):
+        problem = "the data ends inside a record (a write cut short)"
+    return extents, end, problem
+
+
+def check_segment(
+    segment: SegmentRef,
+    *,
+    expected_base: int | None,
+    next_base: int | None,
+    live: bool,
+    on_progress: Callable[[int], None] | None = None,
+) -> SegmentCheck:
+    """Verify one segment's records and index entries against each other (see the module docstring).
+
+    ``expected_base`` is where the previous segment ended (None for the first), ``next_base`` where
+    the next one starts (None for the active segment); ``live`` says a producer holds the stream, so
+    the active segment may be growing while it is read. ``on_progress`` hears of ``.data`` bytes
+    checked as the check goes (not all of them: the caller counts the segment done at the end).
+    """
+    found = _Findings(segment)
+    base = segment.base
+    data_path, index_path, time_path = segment.path(DATA), segment.path(INDEX), segment.path(TIMEINDEX)
+    in_flight = live and segment.is_active
+
+    if expected_base is not None and base != expected_base:
+        if base > expected_base:
+            gap = f"offsets {expected_base}..{base - 1} are missing: the previous segment ends before this one starts"
+        else:
+            gap = f"this segment starts at offset {base}, inside the previous segment (which ends at {expected_base})"
+        found.add(data_path, None, gap, None)
+
+    # The index first, then the time index, then the data: each is written before the one read
+    # ahead of it, so a live producer's writes leave the later reads covering the earlier ones.
+    index_raw = _read(index_path)
+    time_raw = _read(time_path)
+    data = _read(data_path)
+    if index_raw is None and time_raw is None and data is None:
+        # Listed a moment ago, gone now: a vacuum deleted it while we looked. Nothing to check.
+        return SegmentCheck(segment.partition, base, 0, base, (), vanished=True)
+    if index_raw is None:
+        if segment.is_oldest and not segment.is_active:
+            found.add(
+                index_path,
+                None,
+                "missing: this looks like a vacuum that was interrupted (it deletes .index first); the next "
+                "producer open finishes deleting this segment",
+                "recovery",
+            )
+        else:
+            found.add(index_path, None, "missing: it can be rebuilt from .data", "recovery")
+    if time_raw is None:
+        found.add(time_path, None, "missing: it can be rebuilt from .data", "recovery")
+    if data is None:
+        entries = len(index_raw or b"") // INDEX_ENTRY_BYTES
+        if segment.is_active:
+            what = (
+                f"missing: the {entries} messages its index names are lost; a producer open recreates it empty "
+                "and drops them from the index"
+            )
+            found.add(data_path, None, what, "recovery")
+        else:
+            what = f"missing: the {entries} messages of offsets {base}..{base + entries - 1} are lost"
+            found.add(data_path, None, what, None)
+        return SegmentCheck(segment.partition, base, 0, base + entries, found.finish())
+
+    extents, valid_end, scan_problem = _scan(data, 0, on_progress)
+    data_sound = scan_problem is None
+    # Index problems are fixed by recovery in the active segment; in a sealed one, by a rebuild
+    # from the data, which is safe only when the data is whole (decided once the count is known).
+    index_fix: Fix = "recovery" if segment.is_active else "rebuild"
+    data_fix: Fix = "recovery" if segment.is_active else None
+
+    index_raw = index_raw or b""
+    entries = len(index_raw) // INDEX_ENTRY_BYTES
+    partial = len(index_raw) % INDEX_ENTRY_BYTES
+    if partial and not in_flight:
+        found.add(index_path, entries * INDEX_ENTRY_BYTES, f"ends with a partial entry of {partial} bytes", index_fix)
+
+    stamps: list[int | None] = [e.timestamp_ns for e in extents[:entries]]
+    covered_end = 0  # where the data the index covers ends
+    expected = b"".join(
+        INDEX_ENTRY.pack(base + i, e.position, e.size) for i, e in enumerate(extents[: min(entries, len(extents))])
+    )
+    if entries <= len(extents) and index_raw[: entries * INDEX_ENTRY_BYTES] == expected:
+        covered_end = extents[entries - 1].position + extents[entries - 1].size if entries else 0
+    else:
+        covered_end = _check_entries(found, segment, data, index_raw, entries, extents, stamps, index_fix, data_fix)
+    records = sum(1 for stamp in stamps if stamp is not None)
+
+    if not in_flight and len(data) > covered_end:
+        _check_tail(found, segment, data, covered_end, index_fix, data_fix)
+
+    if time_raw is not None:
+        _check_timeindex(found, segment, time_raw, entries, stamps, in_flight, index_fix)
+
+    problems = found.finish()
+    if not segment.is_active:
+        # A rebuild keeps every record and renumbers nothing: only when the data is whole and holds
+        # exactly the messages the offsets leave room for (the next segment starts after them).
+        rebuildable = data_sound and next_base is not None and len(extents) == next_base - base
+        problems = tuple(
+            dataclasses.replace(p, fix=None) if p.fix == "rebuild" and not rebuildable else p for p in problems
+        )
+    if segment.is_active and not data_sound and not in_flight and valid_end < covered_end:
+        # Recovery cuts the active segment at its first bad record: say what that costs.
+        lost = sum(1 for e in range(entries) if _entry_position(index_raw, e) >= valid_end)
+        if lost:
+            problems = (
+                *problems,
+                Problem(
+                    data_path,
+                    valid_end,
+                    f"repairing cuts the data here ({scan_problem}), and with it the {lost} indexed messages from "
+                    f"there on (offsets {base + entries - lost}..{base + entries - 1})",
+                    "recovery",
+                    segment.partition,
+                    base,
+                ),
+            )
+    return SegmentCheck(segment.partition, base, records, base + entries, problems)
+
+
+def _entry_position(index_raw: bytes, entry: int) -> int:
+    return int(INDEX_ENTRY.unpack_from(index_raw, entry * INDEX_ENTRY_BYTES)[1])
+
+
+def _check_entries(
+    found: _Findings,
+    segment: SegmentRef,
+    data: bytes,
+    index_raw: bytes,
+    entries: int,
+    extents: list[RecordExtent],
+    stamps: list[int | None],
+    index_fix: Fix,
+    data_fix: Fix,
+) -> int:
+    """The slow path: each index entry against the record it points at. Returns the covered end."""
+    base = segment.base
+    data_path, index_path = segment.path(DATA), segment.path(INDEX)
+    stamps[:] = [None] * entries
+    previous_end = 0
+    covered_end = 0
+    for i in range(entries):
+        offset, position, size = INDEX_ENTRY.unpack_from(index_raw, i * INDEX_ENTRY_BYTES)
+        at = i * INDEX_ENTRY_BYTES
+        if offset != base + i:
+            found.add(index_path, at, f"entry {i} is for offset {offset}, expected {base + i}", index_fix)
+        if i < len(extents):
+            # The data is sound this far, so the record is known: only the entry can be wrong.
+            extent = extents[i]
+            if (position, size) != (extent.position, extent.size):
+                found.add(
+                    index_path,
+                    at,
+                    f"the entry of offset {base + i} says byte {position}, {size} bytes; the record is at byte "
+                    f"{extent.position}, {extent.size} bytes",
+                    index_fix,
+                )
+            stamps[i] = extent.timestamp_ns
+            previous_end = covered_end = extent.position + extent.size
+            continue
+        if position != previous_end:
+            found.add(
+                index_path,
+                at,
+                f"the entry of offset {base + i} points at byte {position} of .data, but the previous record "
+                f"ends at byte {previous_end}",
+                index_fix,
+            )
+        if position + size > len(data):
+            found.add(
+                index_path,
+                at,
+                f"the entry of offset {base + i} points past the end of .data (bytes {position}..{position + size}, "
+                f"the file has {len(data)})",
+                data_fix,
+            )
+            continue
+        try:
+            decoded = decode_record(data, position, max_record_bytes=DEFAULT_MAX_RECORD_BYTES)
+        except CorruptRecordError as error:
+            what = f"the record of offset {base + i} is damaged: {error.reason}"
+            if not segment.is_active:
+                after = f"--partition {segment.partition} --start {base + i + 1}"
+                what += f" (the messages after it can still be read: {after})"
+            found.add(data_path, position, what, data_fix)
+            previous_end = covered_end = position + size
+            continue
+        if decoded is NEED_MORE:
+            found.add(
+                data_path, position, f"the record of offset {base + i} runs past the end of .data (torn)", data_fix
+            )
+            previous_end = covered_end = position + size
+            continue
+        if decoded.end - position != size:
+            found.add(
+                index_path,
+                at,
+                f"the entry of offset {base + i} says {size} bytes, but the record at byte {position} has "
+                f"{decoded.end - position}",
+                index_fix,
+            )
+        stamps[i] = decoded.timestamp_ns
+        previous_end = covered_end = decoded.end
+    return covered_end
+
+
+def _check_tail(
+    found: _Findings, segment: SegmentRef, data: bytes, covered_end: int, index_fix: Fix, data_fix: Fix
+) -> None:
+    """Data after the last indexed record: unindexed records and a torn or damaged tail."""
+    extents, end, problem = _scan(data, covered_end)
+    data_path = segment.path(DATA)
+    if extents:
+        what = f"{len(extents)} whole records after the last index entry are not in the index"
+        found.add(data_path, covered_end, what, index_fix)
+    if problem is not None:
+        if segment.is_active:
+            found.add(data_path, end, f"torn tail of {len(data) - end} bytes: {problem}", data_fix)
+        else:
+            found.add(
+                data_path, end, f"{len(data) - end} bytes after the last record are not a record: {problem}", None
+            )
+
+
+def _check_timeindex(
+    found: _Findings,
+    segment: SegmentRef,
+    time_raw: bytes,
+    entries: int,
+    stamps: list[int | None],
+    in_flight: bool,
+    index_fix: Fix,
+) -> None:
+    """Each time-index entry names the offset and the timestamp of the record the index points at."""
+    base = segment.base
+    time_path = segment.path(TIMEINDEX)
+    count = len(time_raw) // TIMEINDEX_ENTRY_BYTES
+    partial = len(time_raw) % TIMEINDEX_ENTRY_BYTES
+    if partial and not in_flight:
+        found.add(time_path, count * TIMEINDEX_ENTRY_BYTES, f"ends with a partial entry of {partial} bytes", index_fix)
+    if count < entries:
+        found.add(
+            time_path,
+            count * TIMEINDEX_ENTRY_BYTES,
+            f"has {count} entries but the index has {entries}: {entries - count} missing",
+            index_fix,
+        )
+    elif count > entries and not in_flight:
+        found.add(
+            time_path,
+            entries * TIMEINDEX_ENTRY_BYTES,
+            f"has {count} entries but the index has {entries}: {count - entries} too many",
+            index_fix,
+        )
+    shared = min(count, entries)
+    expected = b"".join(
+        TIMEINDEX_ENTRY.pack(base + i, stamp if stamp is not None else 0) for i, stamp in enumerate(stamps[:shared])
+    )
+    if time_raw[: shared * TIMEINDEX_ENTRY_BYTES] == expected:
+        return
+    for i in range(shared):
+        offset, stamp = TIMEINDEX_ENTRY.unpack_from(time_raw, i * TIMEINDEX_ENTRY_BYTES)
+        at = i * TIMEINDEX_ENTRY_BYTES
+        if offset != base + i:
+            found.add(time_path, at, f"entry {i} is for offset {offset}, expected {base + i}", index_fix)
+        elif stamps[i] is not None and stamp != stamps[i]:
+            found.add(
+                time_path,
+                at,
+                f"the entry of offset {base + i} says timestamp {stamp}, the record says {stamps[i]}",
+                index_fix,
+            )
+
+
+def check_groups(stream: StreamReader, next_offsets: dict[int, int]) -> Iterator[Problem]:
+    """Committed offsets that cannot be read, or that point past the end of their partition.
+
+    ``next_offsets`` holds the end of each partition whose end is known.
+    """
+    for name in list_groups(stream.path):
+        path = os.path.join(group_dir(stream.path, name), OFFSETS_FILE)
+        try:
+            committed = load_offsets(stream.path, name)
+        except CorruptStreamError as error:
+            yield Problem(path, None, str(error))
+            continue
+        for partition, offset in sorted(committed.items()):
+            if not 0 <= partition < stream.partition_count:
+                yield Problem(
+                    path, None, f"group {name!r} has an offset for partition {partition}, which the stream lacks"
+                )
+            elif partition in next_offsets and offset > next_offsets[partition]:
+                yield Problem(
+                    path,
+                    None,
+                    f"group {name!r} committed offset {offset} of partition {partition}, past its end (next offset "
+                    f"{next_offsets[partition]}): move it with `adiskq offsets --group {name} --reset-to newest`",
+                )

@@ -1,0 +1,194 @@
+"""``adiskq stats``: partitions, owner, groups and the last recovery of a stream, as tables or JSON."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import click
+
+from .output import console, format_bytes, format_count, format_time, iso_time, print_json, table, warn
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from .._sansio.values import StreamStats
+
+__all__ = ["group_lag", "print_stats", "stats", "stats_json"]
+
+
+def group_lag(committed: Mapping[int, int], next_offsets: Mapping[int, int]) -> dict[int, int]:
+    """Messages each partition holds past a group's committed offset (uncommitted: none counted)."""
+    return {p: max(0, next_offsets[p] - offset) for p, offset in committed.items() if p in next_offsets}
+
+
+def _iso(timestamp_ns: int | None) -> str | None:
+    return None if timestamp_ns is None else iso_time(timestamp_ns)
+
+
+def stats_json(info: StreamStats) -> dict[str, object]:
+    """The stats as plain JSON values (timestamps in ISO-8601 and in nanoseconds)."""
+    next_offsets = {p.partition: p.next_offset for p in info.partitions}
+    groups = {}
+    for name, committed in info.groups.items():
+        lag = group_lag(committed, next_offsets)
+        groups[name] = {
+            "committed": {str(p): o for p, o in sorted(committed.items())},
+            "lag": {str(p): n for p, n in sorted(lag.items())},
+            "total_lag": sum(lag.values()),
+        }
+    recovery = info.last_recovery
+    return {
+        "path": info.path,
+        "messages": info.message_count,
+        "size_bytes": info.size_bytes,
+        "partitions": [
+            {
+                "partition": p.partition,
+                "oldest_offset": p.oldest_offset,
+                "next_offset": p.next_offset,
+                "messages": p.message_count,
+                "segments": p.segments,
+                "size_bytes": p.size_bytes,
+                "oldest_timestamp": _iso(p.oldest_timestamp_ns),
+                "newest_timestamp": _iso(p.newest_timestamp_ns),
+                "oldest_timestamp_ns": p.oldest_timestamp_ns,
+                "newest_timestamp_ns": p.newest_timestamp_ns,
+            }
+            for p in info.partitions
+        ],
+        "owner": dict(info.owner) if info.owner is not None else None,
+        "groups": groups,
+        "last_recovery": None
+        if recovery is None
+        else {
+            "timestamp": _iso(recovery.timestamp_ns),
+            "repairs": [str(repair) for repair in recovery.repairs],
+        },
+    }
+
+
+def print_stats(info: StreamStats, out: Console | None = None) -> None:
+    """The stats as tables: one row per partition, then the owner, the groups and the last recovery."""
+    out = out or console()
+    parts = table(
+        "partition",
+        "oldest",
+        "newest",
+        "messages",
+        "segments",
+        "size",
+        "oldest message (UTC)",
+        "newest message (UTC)",
+        title=f"stream {info.path}",
+        right=("partition", "oldest", "newest", "messages", "segments", "size"),
+    )
+    for p in info.partitions:
+        empty = p.message_count == 0
+        parts.add_row(
+            str(p.partition),
+            "-" if empty else str(p.oldest_offset),
+            "-" if empty else str(p.next_offset - 1),
+            format_count(p.message_count),
+            str(p.segments),
+            format_bytes(p.size_bytes),
+            format_time(p.oldest_timestamp_ns, zone=False),
+            format_time(p.newest_timestamp_ns, zone=False),
+        )
+    out.print(parts)
+    total = f"{format_count(info.message_count)} messages in {len(info.partitions)} partitions, "
+    out.print(total + format_bytes(info.size_bytes), highlight=False)
+
+    owner = info.owner
+    if owner is None:
+        out.print("owner: none (no producer has the stream open)")
+    else:
+        out.print(f"owner: a producer is writing: pid {owner.get('pid', '?')} on host {owner.get('host', '?')}")
+
+    if info.groups:
+        next_offsets = {p.partition: p.next_offset for p in info.partitions}
+        rows = table("group", "committed (partition:offset)", "lag", title="groups", right=("lag",))
+        for name, committed in sorted(info.groups.items()):
+            lag = group_lag(committed, next_offsets)
+            shown = " ".join(f"{p}:{o}" for p, o in sorted(committed.items())) or "nothing committed"
+            rows.add_row(name, shown, format_count(sum(lag.values())))
+        out.print(rows)
+    else:
+        out.print("groups: none")
+
+    recovery = info.last_recovery
+    if recovery is None:
+        out.print("last recovery: never (no producer has opened the stream)")
+    elif not recovery.repairs:
+        out.print(f"last recovery: {format_time(recovery.timestamp_ns)}, nothing to repair")
+    else:
+        out.print(f"last recovery: {format_time(recovery.timestamp_ns)}, {len(recovery.repairs)} repairs:")
+        for repair in recovery.repairs:
+            out.print(f"  {repair}", markup=False)
+
+
+@click.command()
+@click.argument("path", type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of tables.")
+def stats(path: str, as_json: bool) -> None:
+    """Show a stream's partitions, owner, consumer groups and last recovery.
+
+    Per partition: the oldest and newest offsets, messages, segments, bytes on disk and the
+    timestamps of the oldest and newest messages. Then the producer holding the stream (if any),
+    each named group's committed offsets and lag (messages not yet read), and what the last
+    producer open repaired.
+
+    \b
+    Examples:
+      adiskq stats orders
+      adiskq stats orders --json | jq '.partitions[].next_offset'
+    """
+    import adiskq
+
+    from .._errors import CorruptStreamError
+
+    broken: dict[str, str] = {}
+    try:
+        info = adiskq.stats(os.fspath(path))
+    except CorruptStreamError:
+        # A damaged groups/NAME/offsets.json must not hide the partitions; a damaged settings.json
+        # raises again here, and that is the error to show.
+        info, broken = _stats_around_broken_groups(os.fspath(path))
+    if as_json:
+        document = stats_json(info)
+        if broken:
+            document["broken_groups"] = broken
+        print_json(document)
+    else:
+        print_stats(info)
+        for name, why in sorted(broken.items()):
+            warn(f"group {name}: {why}")
+    if broken:
+        raise click.exceptions.Exit(1)
+
+
+def _stats_around_broken_groups(path: str) -> tuple[StreamStats, dict[str, str]]:
+    """What ``adiskq.stats`` gives, with the groups whose offsets cannot be read left out, and why."""
+    from .._errors import CorruptStreamError
+    from .._sansio.values import StreamStats
+    from .._storage.lock import read_owner
+    from .._storage.offsets import list_groups, load_offsets
+    from .._storage.stream import StreamReader, load_recovery_report
+
+    stream = StreamReader.open(path)
+    groups: dict[str, Mapping[int, int]] = {}
+    broken: dict[str, str] = {}
+    for name in list_groups(stream.path):
+        try:
+            groups[name] = load_offsets(stream.path, name)
+        except CorruptStreamError as error:
+            broken[name] = str(error)
+    info = StreamStats(
+        path=stream.path,
+        partitions=[stream.partition(p).stats() for p in range(stream.partition_count)],
+        owner=read_owner(stream.path),
+        groups=groups,
+        last_recovery=load_recovery_report(stream.path),
+    )
+    return info, broken

@@ -1,0 +1,58 @@
+"""Runs the adiskq command line as the unprivileged user ``nobody``: ``python -m helpers.as_nobody ARGS``.
+
+The test suite runs as root, and root reads any file, so permission errors can only be seen by
+another user. The interpreter lives where ``nobody`` may not go (under /root), so it cannot be
+started as ``nobody``; instead this process starts as root, imports everything the command line
+may need, then gives up root for good (groups, group, user) before running the command.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pwd
+import sys
+
+# What the commands import when they run, imported while the interpreter's files are readable.
+import aiofiles  # noqa: F401
+import anyio
+import anyio._backends._asyncio  # noqa: F401
+import rich.box
+import rich.progress
+import rich.text  # noqa: F401
+
+import adiskq.cli
+import adiskq.cli.output
+from adiskq._storage import group_admin, verify  # noqa: F401
+
+
+def _warm_up() -> None:
+    """Render a table and a progress bar once, so rich has loaded what rendering needs."""
+    out = adiskq.cli.output.console(file=io.StringIO())
+    table = adiskq.cli.output.table("a", "b", right=("b",))
+    table.add_row("x", "1")
+    out.print(table)
+    out.print("text")
+    with adiskq.cli.output.progress_bar("warm", total=1) as bar:
+        bar.advance(bar.task_ids[0], 1)
+
+
+def main() -> None:
+    _warm_up()
+    nobody = pwd.getpwnam("nobody")
+    os.setgroups([])
+    os.setgid(nobody.pw_gid)
+    os.setuid(nobody.pw_uid)
+    try:
+        os.setuid(0)
+    except PermissionError:
+        pass
+    else:
+        raise SystemExit("could not give up root")
+    os.chdir("/")
+    sys.argv = ["adiskq", *sys.argv[1:]]
+    adiskq.cli.main()
+
+
+if __name__ == "__main__":
+    main()
