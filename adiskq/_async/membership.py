@@ -1,7 +1,9 @@
 """A member of a named group in the event loop: when it looks at the other members, and what it then does.
 
 A member looks every ``rebalance_interval`` seconds while its group is read, and at once when another
-member rings (joins, gives partitions back, or leaves: an inotify event on ``groups/NAME/members/``).
+member rings (joins, gives partitions back, or leaves): members of other processes hear a ring as an
+inotify event on ``groups/NAME/members/``, members of this process are woken directly (also where
+there is no inotify).
 A member that dies cannot ring; the others find it dead at their next look, so the interval bounds
 how long its partitions wait for a new holder. Looking costs a directory listing and one ``flock``
 probe per member (some microseconds), so it runs on the event loop thread.
@@ -10,6 +12,8 @@ probe per member (some microseconds), so it runs on the event loop thread.
 from __future__ import annotations
 
 import dataclasses
+import os
+import threading
 import time
 
 from .._sansio.assignment import MemberView, candidates, fair_share, give_back
@@ -19,6 +23,10 @@ from . import wakeup
 from .notify import Notifier, Watch
 
 __all__ = ["GroupMembership", "Plan"]
+
+_GroupKey = tuple[str, str]  # (real path of the stream, group name)
+_local: dict[_GroupKey, tuple[_Doorbell, ...]] = {}
+_local_lock = threading.Lock()
 
 
 class _Doorbell(wakeup.Waiter):
@@ -61,6 +69,7 @@ class GroupMembership:
         waiter: wakeup.Waiter,
     ) -> None:
         self.files = Membership(stream_path, name, exclusive=exclusive)
+        self._key: _GroupKey = (os.path.realpath(stream_path), name)
         self.rebalance_interval = rebalance_interval
         self._notifier = notifier
         self._doorbell = _Doorbell(waiter)
@@ -77,7 +86,15 @@ class GroupMembership:
         self.files.join()
         watch = self._watch = self._notifier.watch(self.files.members_dir, folder_suffix=RING_SUFFIX)
         self._notifier.subscribe(watch, self._doorbell)
+        with _local_lock:
+            _local[self._key] = (*_local.get(self._key, ()), self._doorbell)
+        self._ring_local()
         self._next_look = 0.0
+
+    def _ring_local(self) -> None:
+        for doorbell in _local.get(self._key, ()):
+            if doorbell is not self._doorbell:
+                doorbell.wake()
 
     def look_soon(self) -> None:
         """Make the next look due now (the partition count changed)."""
@@ -123,6 +140,7 @@ class GroupMembership:
     def ring(self) -> None:
         """Wake the other members to look again."""
         self.files.ring()
+        self._ring_local()
 
     def leave(self) -> None:
         """Give back every lease, leave the group, drop the watch; harmless twice."""
@@ -130,4 +148,12 @@ class GroupMembership:
         if watch is not None:
             self._notifier.unsubscribe(watch, self._doorbell)
             self._notifier.unwatch(watch)
-        self.files.leave()
+        with _local_lock:
+            others = tuple(d for d in _local.get(self._key, ()) if d is not self._doorbell)
+            if others:
+                _local[self._key] = others
+            else:
+                _local.pop(self._key, None)
+        if self.files.joined:
+            self.files.leave()
+            self._ring_local()
