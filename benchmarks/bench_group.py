@@ -11,8 +11,11 @@ with the monotonic clock (which all processes share), to a file. Per run and bac
 - leave: that worker is stopped with SIGTERM (a clean close: commits stored, leases given back, a
          ring): from the signal to shares of 2/2/2 again;
 - kill:  one of the three is killed with SIGKILL: from the signal to the two survivors holding 3 each.
-         A dead member cannot ring: the survivors find it at their next look, so this is bounded by
-         ``rebalance_interval`` (plus the time to take the leases), and the ratio to it is printed.
+         A dead member cannot ring: the survivors watch its process exit (pidfd), and look then;
+- kill, interval only: the same with that watch off (ADISKQ_EXIT_WATCH=off, as on systems without
+         pidfd): the survivors find the dead member at their next look, so this is bounded by
+         ``rebalance_interval``; the kill comes just after every member looked (the leave before it),
+         so this is close to the worst case. The ratio to the interval is printed.
 
 No peer runs here: no other embedded log on this machine shares partitions between processes (go-diskq
 has no groups; Kafka needs a broker), so the figures are set against the configured interval instead.
@@ -61,10 +64,11 @@ anyio.run(main, backend=backend)
 
 
 class Worker:
-    def __init__(self, stream: str, folder: str, label: str, interval: float, backend: str) -> None:
+    def __init__(self, stream: str, folder: str, label: str, interval: float, backend: str, exit_watch: bool) -> None:
         self.report = os.path.join(folder, f"{label}.jsonl")
         command = [sys.executable, "-c", WORKER, stream, self.report, str(interval), backend]
-        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        env = {**os.environ, "ADISKQ_EXIT_WATCH": "on" if exit_watch else "off"}
+        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env)
 
     def events(self, kind: str) -> list[dict[str, object]]:
         try:
@@ -103,17 +107,17 @@ def shares(workers: Sequence[Worker], wanted: Sequence[int]) -> bool:
     return held == list(range(PARTITIONS)) and sorted(len(a or ()) for a in assignments) == sorted(wanted)
 
 
-def one_run(folder: str, interval: float, backend: str) -> dict[str, float]:
+def one_run(folder: str, interval: float, backend: str, exit_watch: bool) -> dict[str, float]:
     from adiskq._storage.stream import StreamWriter
 
     stream = os.path.join(folder, "stream")
     StreamWriter.open(stream, partitions=PARTITIONS).close()
     workers: list[Worker] = []
     try:
-        a, b, c = (Worker(stream, folder, label, interval, backend) for label in "abc")
+        a, b, c = (Worker(stream, folder, label, interval, backend, exit_watch) for label in "abc")
         workers += [a, b, c]
         wait_until(lambda: shares([a, b, c], [2, 2, 2]), "three workers sharing")
-        d = Worker(stream, folder, "d", interval, backend)
+        d = Worker(stream, folder, "d", interval, backend, exit_watch)
         workers.append(d)
         wait_until(lambda: shares([a, b, c, d], [2, 2, 1, 1]), "a fourth worker's share")
         joined = float(d.events("joining")[0]["t"])  # type: ignore[arg-type]
@@ -148,18 +152,24 @@ def main() -> None:
     print("machine: 2 cores shared with other work; figures are wall-clock and vary with load")
     for interval in intervals:
         for backend in BACKENDS:
-            results: dict[str, list[float]] = {"join": [], "leave": [], "kill": []}
+            results: dict[str, list[float]] = {"join": [], "leave": [], "kill": [], "kill, interval only": []}
             for _ in range(runs):
-                folder = tempfile.mkdtemp(prefix="adiskq-bench-group-", dir=args.dir)
-                try:
-                    for name, seconds in one_run(folder, interval, backend).items():
-                        results[name].append(seconds)
-                finally:
-                    shutil.rmtree(folder, ignore_errors=True)
+                for exit_watch in (True, False):
+                    folder = tempfile.mkdtemp(prefix="adiskq-bench-group-", dir=args.dir)
+                    try:
+                        figures = one_run(folder, interval, backend, exit_watch)
+                        if exit_watch:
+                            for name, seconds in figures.items():
+                                results[name].append(seconds)
+                        else:  # join and leave do not use the exit watch
+                            results["kill, interval only"].append(figures["kill"])
+                    finally:
+                        shutil.rmtree(folder, ignore_errors=True)
             for name, label in (
                 ("join", "join  (open -> 2/2/1/1)      "),
                 ("leave", "leave (SIGTERM -> 2/2/2)     "),
                 ("kill", "kill  (SIGKILL -> 3/3)       "),
+                ("kill, interval only", "kill  (interval only)        "),
             ):
                 median = statistics.median(results[name])
                 worst = max(results[name])

@@ -77,8 +77,9 @@ class ConsumerGroup:
     or another, is a member, and each partition is read by one member at a time. Members take
     free partitions up to a fair share and give back what is above it when others join; a member
     that closes (or is cancelled) stores its commits and gives its partitions back at once; one
-    that dies loses its leases with its process, and the others take its partitions within
-    ``rebalance_interval`` seconds, from its last stored commit. Members look at each other while
+    that dies loses its leases with its process, and the others take its partitions from its last
+    stored commit — as soon as its process exits where they can watch that (Linux 5.3+, members on
+    one host), else within ``rebalance_interval`` seconds. Members look at each other while
     they are read (between batches), so a member busy with a batch gives partitions back when it
     asks for the next one. ``exclusive=True``: while this member lives, it holds every partition
     and the other members (exclusive or not) wait, holding none; the oldest exclusive member wins.

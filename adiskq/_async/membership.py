@@ -4,8 +4,9 @@ A member looks every ``rebalance_interval`` seconds while its group is read, and
 member rings (joins, gives partitions back, or leaves): members of other processes hear a ring as an
 inotify event on ``groups/NAME/members/``, members of this process are woken directly (also where
 there is no inotify).
-A member that dies cannot ring; the others find it dead at their next look, so the interval bounds
-how long its partitions wait for a new holder. Looking costs a directory listing and one ``flock``
+A member that dies cannot ring: the others watch the processes of the members on their host
+(exits.py, pidfds) and look when one exits; the interval bounds how long its partitions wait for a
+new holder where that watch is not available. Looking costs a directory listing and one ``flock``
 probe per member (some microseconds), so it runs on the event loop thread.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 import threading
 import time
 
@@ -20,6 +22,7 @@ from .._sansio.assignment import MemberView, candidates, fair_share, give_back
 from .._sansio.values import GroupMember
 from .._storage.leases import RING_SUFFIX, Membership
 from . import wakeup
+from .exits import get_exit_watch
 from .notify import Notifier, Watch
 
 __all__ = ["GroupMembership", "Plan"]
@@ -114,7 +117,11 @@ class GroupMembership:
         """Look at the members and decide what to give back or try to take."""
         self._doorbell.rang = False
         self._next_look = time.monotonic() + self.rebalance_interval
-        views = [MemberView(m.joined_ns, m.id, m.exclusive) for m in self.files.members()]
+        members = self.files.members()
+        # Members in other processes of this host cannot ring when they die: watch their exits.
+        host, pid = socket.gethostname(), os.getpid()
+        get_exit_watch().watch_only({m.pid for m in members if m.host == host and m.pid != pid}, self._doorbell)
+        views = [MemberView(m.joined_ns, m.id, m.exclusive) for m in members]
         me = self.files.id
         held = self.files.held
         share = fair_share(views, me, partition_count)
@@ -148,6 +155,7 @@ class GroupMembership:
         if watch is not None:
             self._notifier.unsubscribe(watch, self._doorbell)
             self._notifier.unwatch(watch)
+        get_exit_watch().unwatch(self._doorbell)
         with _local_lock:
             others = tuple(d for d in _local.get(self._key, ()) if d is not self._doorbell)
             if others:
