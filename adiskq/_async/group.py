@@ -207,15 +207,23 @@ class ConsumerGroup:
         try:
             if self._stream is not None and self.name is not None:
                 with anyio.CancelScope(shield=True):
-                    membership = self._membership
                     # A partition going to another member carries where this one started it.
-                    others = membership is not None and len(membership.members()) > 1
-                    await self._store_partitions(list(self._followers), carry_starts=others)
+                    await self._store_partitions(list(self._followers), carry_starts=self._others_alive())
         finally:
             self._release()
             self._waiter.wake()
             self._note_assignment_change()
         await anyio.lowlevel.checkpoint()
+
+    def _others_alive(self) -> bool:
+        """True if another member lives (or that cannot be told); False alone or unnamed."""
+        membership = self._membership
+        if membership is None:
+            return False
+        try:
+            return len(membership.members()) > 1
+        except OSError:
+            return True  # carrying starts to no one costs one small write; losing them may skip messages
 
     def _release(self) -> None:
         for follower in self._followers.values():
@@ -241,7 +249,7 @@ class ConsumerGroup:
         return None if self._membership is None else self._membership.id
 
     def assignments(self) -> AsyncIterator[tuple[int, ...]]:
-        """Iterate the assignment: now, then after every change (ends when the group closes).
+        """Iterate the assignment: now, then after every change; ``()`` when the group closes, then the end.
 
         Changes happen while the group is read (by another task): iterate this one beside it.
         Changes quicker than the iterating task may be merged into the latest.
