@@ -19,6 +19,7 @@ from ._errors import OffsetOutOfRangeError as OffsetOutOfRangeError
 from ._errors import SettingsMismatchError as SettingsMismatchError
 from ._errors import StreamLockedError as StreamLockedError
 from ._errors import StreamNotFoundError as StreamNotFoundError
+from ._sansio.values import GroupMember as GroupMember
 from ._sansio.values import Message as Message
 from ._sansio.values import PartitionStats as PartitionStats
 from ._sansio.values import Receipt as Receipt
@@ -41,6 +42,7 @@ __all__ = [
     "CorruptRecordError",
     "CorruptStreamError",
     "Error",
+    "GroupMember",
     "InvalidArgumentError",
     "InvalidNameError",
     "Message",

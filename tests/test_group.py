@@ -214,23 +214,6 @@ async def test_a_commit_never_goes_backwards(stream_path: str) -> None:
         assert group.committed == {0: 3}
 
 
-async def test_members_keep_each_others_partitions(stream_path: str) -> None:
-    """Stored commits change only the committed partitions, keeping what another member stored."""
-    with Writer(stream_path, partitions=2) as writer:
-        fill(writer, 3, 2)
-    async with (
-        adiskq.ConsumerGroup(stream_path, name="g") as one,
-        adiskq.ConsumerGroup(stream_path, name="g") as two,
-    ):
-        for message in await take(one, 6):
-            if message.partition == 0:
-                one.commit(message)
-        for message in await take(two, 6):
-            if message.partition == 1:
-                two.commit(message)
-    assert stored_offsets(stream_path, "g") == {0: 3, 1: 3}
-
-
 async def test_commit_needs_a_name(stream_path: str) -> None:
     """commit() on an unnamed group raises ValueError saying to name it."""
     with Writer(stream_path) as writer:

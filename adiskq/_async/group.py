@@ -10,16 +10,19 @@ With ``name=``, ``commit(msg)`` records progress in memory; it is stored under `
 thread, because it fsyncs. After a restart the group resumes after the last stored commit; committed
 offsets win over ``start``.
 
-Issue 5 (members in several processes sharing the partitions) changes only who holds which
-partition: ``assignment`` is the set of partitions read here, ``_assign`` changes it, and offsets
-are stored per partition (``update_offsets``), so members never undo each other's commits.
+Members of a named group, in any processes of the host, share its partitions: each holds a partition
+through a lease the OS drops when the member dies (``_storage/leases.py``), and looks at the other
+members between reads (``membership.py``): it gives back what is above its fair share, storing the
+commits of those partitions before their leases go, and takes free partitions up to its share,
+starting each after its last stored commit. Offsets are stored per partition (``update_offsets``),
+so members never undo each other's commits.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
 from typing import Final, Literal, Self
 
@@ -27,7 +30,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from .._errors import ClosedError
+from .._errors import ClosedError, InvalidArgumentError
 from .._sansio.naming import validate_group_name
 from .._sansio.values import Message
 from .._storage.offsets import load_offsets, update_offsets
@@ -45,12 +48,16 @@ from .consumer import (
     check_start,
     resolve_start,
 )
+from .membership import GroupMembership
 from .notify import Notifier, get_notifier
 
 __all__ = ["ConsumerGroup", "GroupEnd"]
 
 GroupEnd = Literal["wait", "close"]
 DEFAULT_COMMIT_INTERVAL: Final = 1.0
+# How often a member of a named group looks at the others while it is read: the bound on how long a
+# dead member's partitions wait for a new holder (joins and leaves ring at once).
+DEFAULT_REBALANCE_INTERVAL: Final = 1.0
 
 
 class ConsumerGroup:
@@ -59,11 +66,23 @@ class ConsumerGroup:
     ``start`` applies to partitions without a committed offset (see ``Consumer``); partitions added
     after the group opened are read from their first message (all of it is new), or from ``start``
     when that is a ``datetime``. ``end``: ``"wait"`` (follow forever, new partitions included) or
-    ``"close"`` (stop at the end of what was there when the group opened).
+    ``"close"`` (stop at the end of what was there when the group opened; a member of a shared
+    group stops once the partitions it holds are read to there).
 
     ``commit(msg)`` marks ``msg`` and everything before it in its partition as processed. Commits are
     stored every ``commit_interval`` seconds while the group is read, on ``flush()`` and on close;
     a crash loses at most the commits of the last interval (those messages come again: at least once).
+
+    Named groups share: every ``ConsumerGroup`` with the same ``name`` on the stream, in this process
+    or another, is a member, and each partition is read by one member at a time. Members take
+    free partitions up to a fair share and give back what is above it when others join; a member
+    that closes (or is cancelled) stores its commits and gives its partitions back at once; one
+    that dies loses its leases with its process, and the others take its partitions from its last
+    stored commit — as soon as its process exits where they can watch that (Linux 5.3+, members on
+    one host), else within ``rebalance_interval`` seconds. Members look at each other while
+    they are read (between batches), so a member busy with a batch gives partitions back when it
+    asks for the next one. ``exclusive=True``: while this member lives, it holds every partition
+    and the other members (exclusive or not) wait, holding none; the oldest exclusive member wins.
     """
 
     def __init__(
@@ -76,6 +95,8 @@ class ConsumerGroup:
         on_data_loss: OnDataLoss = "skip",
         commit_interval: float = DEFAULT_COMMIT_INTERVAL,
         poll_interval: float | None = None,
+        exclusive: bool = False,
+        rebalance_interval: float = DEFAULT_REBALANCE_INTERVAL,
     ) -> None:
         if name is not None:
             validate_group_name(name)
@@ -87,6 +108,13 @@ class ConsumerGroup:
             raise ValueError(f"commit_interval={commit_interval!r}: give a positive number of seconds")
         if poll_interval is not None and not poll_interval > 0:
             raise ValueError(f"poll_interval={poll_interval!r}: give a positive number of seconds")
+        if not rebalance_interval > 0:
+            raise ValueError(f"rebalance_interval={rebalance_interval!r}: give a positive number of seconds")
+        if exclusive and name is None:
+            raise InvalidArgumentError(
+                "exclusive=True needs a named group: members of ConsumerGroup(path, name='...') share or "
+                "exclude each other, an unnamed group always reads every partition alone"
+            )
         self.path = os.fspath(path)
         self.name = name
         self.start = start
@@ -94,17 +122,25 @@ class ConsumerGroup:
         self.on_data_loss = on_data_loss
         self.commit_interval = commit_interval
         self.poll_interval = poll_interval
+        self.exclusive = exclusive
+        self.rebalance_interval = rebalance_interval
         self._stream: StreamReader | None = None
         self._notifier: Notifier | None = None
         self._settings: SettingsWatch | None = None
+        self._membership: GroupMembership | None = None
         self._waiter = wakeup.Waiter()
         self._followers: dict[int, PartitionFollower] = {}
         self._order: list[PartitionFollower] = []
         self._turn = 0
         self._known_partitions = 0
+        self._partitions_at_open = 0
+        self._close_ends: dict[int, int] = {}  # end="close": each partition's next offset at open
+        self._starts: dict[int, int] = {}  # where this member began each partition it holds
         self._committed: dict[int, int] = {}  # stored on disk (as far as this member knows)
         self._pending: dict[int, int] = {}  # committed in memory, not stored yet
+        self._store_lock = anyio.Lock()
         self._last_store = 0.0
+        self._changed: anyio.Event | None = None
         self._skipped: list[tuple[int, int, int]] = []
         self._buffer: list[Message] = []
         self._buffer_index = 0
@@ -121,13 +157,28 @@ class ConsumerGroup:
             return
         stream = self._stream = StreamReader.open(self.path)
         notifier = self._notifier = get_notifier()
-        if self.name is not None:
-            self._committed = load_offsets(stream.path, self.name)
         self._last_store = time.monotonic()
         self._settings = SettingsWatch(stream, notifier, self._waiter)
         self._opened = True
         try:
-            self._assign(range(stream.partition_count), at_open=True)
+            count = self._partitions_at_open = self._known_partitions = stream.partition_count
+            if self.end == "close":
+                self._close_ends = {p: stream.partition(p).bounds()[1] for p in range(count)}
+            if self.name is None:
+                self._assign(range(count))
+            else:
+                membership = self._membership = GroupMembership(
+                    stream.path,
+                    self.name,
+                    exclusive=self.exclusive,
+                    rebalance_interval=self.rebalance_interval,
+                    notifier=notifier,
+                    waiter=self._waiter,
+                )
+                membership.join()
+                # Take free partitions now: a lone member holds them all once it is open.
+                plan = membership.plan(count)
+                self._assign(membership.acquire(plan))
         except BaseException:
             self._release()
             raise
@@ -148,25 +199,39 @@ class ConsumerGroup:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Store pending commits, then release files and watches (even when cancelled)."""
+        """Store pending commits, give back the partitions, release files and watches (even when cancelled)."""
         if self.closed:
             await anyio.lowlevel.checkpoint()
             return
         self.closed = True
         try:
-            if self._pending and self._stream is not None:
+            if self._stream is not None and self.name is not None:
                 with anyio.CancelScope(shield=True):
-                    await self._store()
+                    # A partition going to another member carries where this one started it.
+                    await self._store_partitions(list(self._followers), carry_starts=self._others_alive())
         finally:
             self._release()
             self._waiter.wake()
+            self._note_assignment_change()
         await anyio.lowlevel.checkpoint()
+
+    def _others_alive(self) -> bool:
+        """True if another member lives (or that cannot be told); False alone or unnamed."""
+        membership = self._membership
+        if membership is None:
+            return False
+        try:
+            return len(membership.members()) > 1
+        except OSError:
+            return True  # carrying starts to no one costs one small write; losing them may skip messages
 
     def _release(self) -> None:
         for follower in self._followers.values():
             follower.close()
         self._followers.clear()
         self._order.clear()
+        if self._membership is not None:
+            self._membership.leave()  # after the followers: no partition is read without its lease
         if self._settings is not None:
             self._settings.close()
         self._buffer = []
@@ -175,40 +240,82 @@ class ConsumerGroup:
 
     @property
     def assignment(self) -> tuple[int, ...]:
-        """The partitions this member reads (all of them, until groups span processes)."""
+        """The partitions this member reads now (an unnamed group: all of them)."""
         return tuple(sorted(self._followers))
 
-    def _assign(self, partitions: range | list[int], *, at_open: bool = False) -> None:
-        """Start reading the given partitions (those not read yet)."""
+    @property
+    def member_id(self) -> str | None:
+        """This member's id in ``adiskq.stats(path).members[name]`` (None before opening, or unnamed)."""
+        return None if self._membership is None else self._membership.id
+
+    def assignments(self) -> AsyncIterator[tuple[int, ...]]:
+        """Iterate the assignment: now, then after every change; ``()`` when the group closes, then the end.
+
+        Changes happen while the group is read (by another task): iterate this one beside it.
+        Changes quicker than the iterating task may be merged into the latest.
+        """
+        return _AssignmentChanges(self)
+
+    def _note_assignment_change(self) -> None:
+        event, self._changed = self._changed, None
+        if event is not None:
+            event.set()
+
+    def _assignment_event(self) -> anyio.Event:
+        if self._changed is None:
+            self._changed = anyio.Event()
+        return self._changed
+
+    def _assign(self, partitions: Iterable[int]) -> None:
+        """Start reading the given partitions (those not read yet), after their last stored commit."""
         stream = self._stream
         notifier = self._notifier
         assert stream is not None
         assert notifier is not None
-        for partition in partitions:
-            if partition in self._followers:
-                continue
-            reader = stream.partition(partition)
-            committed = self._pending.get(partition, self._committed.get(partition))
-            if committed is not None:
-                position = min(committed, reader.bounds()[1])
-            elif at_open or not isinstance(self.start, str | int):
-                position = resolve_start(reader, self.start)
-            else:
-                position = reader.bounds()[0]  # a partition born after we opened: all of it is new
-            end = None if self.end == "wait" else max(position, reader.bounds()[1])
-            follower = PartitionFollower(
-                stream,
-                partition,
-                position=position,
-                end=end,
-                on_data_loss=self.on_data_loss,
-                notifier=notifier,
-                waiter=self._waiter,
-                on_skip=self._on_skip,
-            )
-            self._followers[partition] = follower
-            self._order.append(follower)
+        wanted = [partition for partition in partitions if partition not in self._followers]
+        if not wanted:
+            return
+        # Read now, not at open: the previous holder stored its commits before giving the lease back.
+        stored = {} if self.name is None else load_offsets(stream.path, self.name)
+        for partition in wanted:
+            try:
+                self._follow(stream, notifier, partition, stored.get(partition))
+            except BaseException:
+                if self._membership is not None:
+                    for unread in wanted:
+                        if unread not in self._followers:
+                            self._membership.release(unread)
+                raise
         self._known_partitions = max(self._known_partitions, stream.partition_count)
+
+    def _follow(self, stream: StreamReader, notifier: Notifier, partition: int, committed: int | None) -> None:
+        reader = stream.partition(partition)
+        if committed is not None:
+            position = min(committed, reader.bounds()[1])
+        elif partition < self._partitions_at_open or not isinstance(self.start, str | int):
+            position = resolve_start(reader, self.start)
+        else:
+            position = reader.bounds()[0]  # a partition born after we opened: all of it is new
+        end = None
+        if self.end != "wait":
+            end = max(position, self._close_ends.get(partition, reader.bounds()[1]))
+        follower = PartitionFollower(
+            stream,
+            partition,
+            position=position,
+            end=end,
+            on_data_loss=self.on_data_loss,
+            notifier=notifier,
+            waiter=self._waiter,
+            on_skip=self._on_skip,
+        )
+        self._followers[partition] = follower
+        self._order.append(follower)
+        self._starts[partition] = position
+        if committed is None:
+            self._committed.pop(partition, None)
+        else:
+            self._committed[partition] = committed
 
     def _discover(self) -> bool:
         """Pick up partitions a producer added (``settings.json`` was replaced); True if any."""
@@ -218,8 +325,46 @@ class ConsumerGroup:
         count = settings.stream.partition_count
         if count <= self._known_partitions:
             return False
-        self._assign(list(range(self._known_partitions, count)))
+        if self._membership is not None:
+            self._known_partitions = count
+            self._membership.look_soon()  # the new partitions are free leases: shares change
+        else:
+            self._assign(range(self._known_partitions, count))
         return True
+
+    async def _rebalance(self) -> None:
+        """Look at the other members: give back what is above this member's share, or take free partitions."""
+        membership = self._membership
+        stream = self._stream
+        assert membership is not None
+        assert stream is not None
+        plan = membership.plan(stream.partition_count)
+        if plan.give_back:
+            await self._revoke(plan.give_back)
+        elif plan.wanted:
+            taken = membership.acquire(plan)
+            if taken:
+                self._assign(taken)
+                self._note_assignment_change()
+
+    async def _revoke(self, partitions: list[int]) -> None:
+        """Store the partitions' commits, stop reading them, then give their leases back."""
+        membership = self._membership
+        assert membership is not None
+        async with self._store_lock:
+            await self._store_partitions(partitions, carry_starts=True, locked=True)
+            for partition in partitions:
+                follower = self._followers.pop(partition, None)
+                if follower is not None:
+                    follower.close()
+                    self._order.remove(follower)
+                self._pending.pop(partition, None)
+                self._committed.pop(partition, None)
+                self._starts.pop(partition, None)
+                membership.release(partition)
+        self._turn = 0
+        membership.ring()  # the member waiting for these partitions need not wait for its next look
+        self._note_assignment_change()
 
     def _on_skip(self, partition: int, first: int, last_exclusive: int) -> None:
         self._skipped.append((partition, first, last_exclusive))
@@ -239,14 +384,18 @@ class ConsumerGroup:
             raise ValueError("commit() needs a named group: ConsumerGroup(path, name='...')")
         partition = message.partition
         if partition not in self._followers:
-            raise ValueError(f"partition {partition} is not assigned to this group member")
+            raise ValueError(
+                f"partition {partition} is not held by this member of group {self.name!r} (it went to another "
+                "member, or never came here): its uncommitted messages are read again by its holder. Commit "
+                "each message (or batch) before asking the group for the next one"
+            )
         offset = message.offset + 1
         if offset > self._pending.get(partition, self._committed.get(partition, -1)):
             self._pending[partition] = offset
 
     @property
     def committed(self) -> dict[int, int]:
-        """Partition -> next offset, as committed (stored or still pending)."""
+        """Partition -> next offset, as committed (stored or still pending), for the partitions held."""
         return {**self._committed, **self._pending}
 
     async def flush(self) -> None:
@@ -258,12 +407,30 @@ class ConsumerGroup:
     async def _store(self) -> None:
         if not self._pending or self.name is None or self._stream is None:
             return
-        pending = dict(self._pending)
+        await self._store_partitions(list(self._pending), carry_starts=False)
+
+    async def _store_partitions(self, partitions: list[int], *, carry_starts: bool, locked: bool = False) -> None:
+        """Store the pending commits of these partitions; ``carry_starts``: also where uncommitted ones began."""
+        if not locked:
+            async with self._store_lock:
+                await self._store_partitions(partitions, carry_starts=carry_starts, locked=True)
+            return
+        if self.name is None or self._stream is None:
+            return
+        offsets = {p: self._pending[p] for p in partitions if p in self._pending}
+        if carry_starts:
+            # A partition with no commit at all moves with this member's start, so start= ("newest",
+            # a time) is resolved once for the group, not again by each member that takes it over.
+            for partition in partitions:
+                if partition not in offsets and partition not in self._committed and partition in self._starts:
+                    offsets[partition] = self._starts[partition]
+        if not offsets:
+            return
         stream_path, name = self._stream.path, self.name
         # A cancelled store still finishes in its thread; the commits it carries count as stored.
-        await anyio.to_thread.run_sync(lambda: update_offsets(stream_path, name, pending))
-        self._committed.update(pending)
-        for partition, offset in pending.items():
+        await anyio.to_thread.run_sync(lambda: update_offsets(stream_path, name, offsets))
+        self._committed.update(offsets)
+        for partition, offset in offsets.items():
             if self._pending.get(partition) == offset:
                 del self._pending[partition]
         self._last_store = time.monotonic()
@@ -337,9 +504,12 @@ class ConsumerGroup:
         notifier = self._notifier
         assert notifier is not None
         poll = self.poll_interval or notifier.poll_seconds
+        membership = self._membership
         while True:
             if self.closed:
                 raise ClosedError("this consumer group was closed while it was read; open a new ConsumerGroup")
+            if membership is not None and membership.due_in() <= 0:
+                await self._rebalance()
             messages = self._read_some(max_messages)
             if messages or self._all_done():
                 return messages
@@ -355,6 +525,8 @@ class ConsumerGroup:
                 due = self._store_due_in()
                 if due is not None:
                     timeout = max(0.0, min(timeout, due))
+                if membership is not None:
+                    timeout = max(0.0, min(timeout, membership.due_in()))
                 # The settings watch (partitions added) is the only inotify one when every producer
                 # is local; it is rare, but it still needs the descriptor read.
                 await notifier.wait(waiter, timeout)
@@ -367,3 +539,28 @@ class ConsumerGroup:
             due = self._store_due_in()
             if due is not None and due <= 0:
                 await self._store()
+
+
+class _AssignmentChanges:
+    """``async for assignment in group.assignments()``: the assignment now, then each new one."""
+
+    __slots__ = ("_group", "_last")
+
+    def __init__(self, group: ConsumerGroup) -> None:
+        self._group = group
+        self._last: tuple[int, ...] | None = None
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> tuple[int, ...]:
+        group = self._group
+        await anyio.lowlevel.checkpoint()
+        while True:
+            current = group.assignment
+            if current != self._last and not (group.closed and not self._last):
+                self._last = current
+                return current
+            if group.closed:
+                raise StopAsyncIteration
+            await group._assignment_event().wait()

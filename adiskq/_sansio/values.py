@@ -11,6 +11,7 @@ from .._errors import InvalidArgumentError
 
 __all__ = [
     "EMPTY_HEADERS",
+    "GroupMember",
     "Message",
     "PartitionStats",
     "Receipt",
@@ -206,14 +207,28 @@ class PartitionStats:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class GroupMember:
+    """A live member of a named consumer group, and the partitions it holds now."""
+
+    id: str
+    pid: int
+    host: str
+    joined_ns: int  # UTC nanoseconds since the epoch; older members get the extra partitions
+    exclusive: bool  # asked to hold every partition alone
+    partitions: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class StreamStats:
-    """A stream's partitions, owner, groups and last recovery."""
+    """A stream's partitions, owner, groups (committed offsets and live members) and last recovery."""
 
     path: str
     partitions: list[PartitionStats]
     owner: Mapping[str, object] | None  # {"pid": ..., "host": ..., "id": ...} of the live producer
     groups: Mapping[str, Mapping[int, int]]  # group name -> partition -> committed next offset
     last_recovery: RecoveryReport | None
+    # group name -> its live members, oldest first (a group with none maps to an empty tuple)
+    members: Mapping[str, tuple[GroupMember, ...]] = dataclasses.field(default_factory=dict)
 
     @property
     def size_bytes(self) -> int:

@@ -7,6 +7,7 @@ import os
 
 from .._errors import OffsetOutOfRangeError
 from .._sansio.values import Message, StreamStats, ns_from_datetime
+from .leases import read_members
 from .lock import read_owner
 from .offsets import list_groups, load_offsets
 from .stream import StreamReader, load_recovery_report
@@ -37,14 +38,17 @@ def offset_for_time(path: str | os.PathLike[str], partition: int, when: dt.datet
 
 
 def stats(path: str | os.PathLike[str]) -> StreamStats:
-    """Partitions, owner, committed group offsets and the last recovery of a stream."""
+    """Partitions, owner, named groups (committed offsets, live members) and the last recovery of a stream."""
     stream = StreamReader.open(path)
     partitions = [stream.partition(number).stats() for number in range(stream.partition_count)]
-    groups = {name: load_offsets(stream.path, name) for name in list_groups(stream.path)}
+    names = list_groups(stream.path)
+    groups = {name: load_offsets(stream.path, name) for name in names}
+    members = {name: tuple(read_members(stream.path, name)) for name in names}
     return StreamStats(
         path=stream.path,
         partitions=partitions,
         owner=read_owner(stream.path),
         groups=groups,
         last_recovery=load_recovery_report(stream.path),
+        members=members,
     )

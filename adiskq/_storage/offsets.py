@@ -21,7 +21,15 @@ from .._errors import CorruptStreamError
 from .._sansio.naming import GROUPS_DIR, validate_group_name
 from .files import DEFAULT_FILE_MODE, atomic_write_json, fsync_dir, read_json
 
-__all__ = ["OFFSETS_FILE", "group_dir", "list_groups", "load_offsets", "save_offsets", "update_offsets"]
+__all__ = [
+    "OFFSETS_FILE",
+    "ensure_group_dir",
+    "group_dir",
+    "list_groups",
+    "load_offsets",
+    "save_offsets",
+    "update_offsets",
+]
 
 OFFSETS_FILE: Final = "offsets.json"
 LOCK_FILE: Final = "offsets.lock"
@@ -66,7 +74,8 @@ def load_offsets(stream_path: str, name: str) -> dict[int, int]:
         raise CorruptStreamError(f"{path} holds something other than offsets; delete it to restart the group") from None
 
 
-def _ensure_group_dir(stream_path: str, name: str, *, durable: bool, mode: int) -> str:
+def ensure_group_dir(stream_path: str, name: str, *, durable: bool, mode: int) -> str:
+    """The group's folder, created (with ``groups/``) if missing; ``durable`` fsyncs the new entries."""
     directory = group_dir(stream_path, name)
     if not os.path.isdir(directory):
         groups = os.path.dirname(directory)
@@ -84,7 +93,7 @@ def save_offsets(
     stream_path: str, name: str, offsets: Mapping[int, int], *, durable: bool = True, mode: int = DEFAULT_FILE_MODE
 ) -> None:
     """Replace the group's committed offsets atomically."""
-    directory = _ensure_group_dir(stream_path, name, durable=durable, mode=mode)
+    directory = ensure_group_dir(stream_path, name, durable=durable, mode=mode)
     atomic_write_json(
         os.path.join(directory, OFFSETS_FILE),
         {str(partition): offset for partition, offset in sorted(offsets.items())},
@@ -101,7 +110,7 @@ def update_offsets(
     Runs under the group's lock, so concurrent members (threads or processes) each keep their own
     partitions' commits.
     """
-    directory = _ensure_group_dir(stream_path, name, durable=durable, mode=mode)
+    directory = ensure_group_dir(stream_path, name, durable=durable, mode=mode)
     lock_fd = os.open(os.path.join(directory, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)

@@ -1,0 +1,429 @@
+"""Members of one named group: shares, hand-overs, exclusive mode, assignment changes, and stats.
+
+Members here live in this process (each its own ``ConsumerGroup``); across processes, see
+test_group_members_processes.py. Members look at each other while they are read, so each test keeps
+its members reading in tasks.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+
+import anyio
+import anyio.abc
+import pytest
+from _consumer_support import Writer
+
+import adiskq
+from adiskq._storage.leases import Membership
+from adiskq._storage.offsets import load_offsets
+
+pytestmark = pytest.mark.anyio
+
+FAST = 0.05  # rebalance_interval where a test waits for looks, not for a doorbell
+NEVER = 3600.0  # rebalance_interval where only the doorbell (a ring) may start a look
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    """Poll ``condition`` until true, failing after 10 s."""
+    with anyio.fail_after(10, reason=f"waiting for {what}"):
+        while not condition():  # noqa: ASYNC110
+            await anyio.sleep(0.005)
+
+
+async def read(group: adiskq.ConsumerGroup, seen: list[adiskq.Message]) -> None:
+    """Read the group forever, keeping and committing every message."""
+    async for message in group:
+        seen.append(message)
+        group.commit(message)
+
+
+async def read_without_commits(group: adiskq.ConsumerGroup, seen: list[adiskq.Message]) -> None:
+    """Read the group forever, keeping every message, committing none."""
+    async for message in group:
+        seen.append(message)  # noqa: PERF401 (the test looks at each message as it comes)
+
+
+def fill(writer: Writer, per_partition: int, partitions: int) -> None:
+    for partition in range(partitions):
+        writer.append([b"p%d" % partition] * per_partition, partition=partition)
+
+
+def member(path: str, **options: object) -> adiskq.ConsumerGroup:
+    return adiskq.ConsumerGroup(path, name="g", **options)  # type: ignore[arg-type]
+
+
+def stored(path: str) -> dict[int, int]:
+    return load_offsets(os.path.realpath(path), "g")
+
+
+def disjoint_and_complete(groups: list[adiskq.ConsumerGroup], partitions: int) -> bool:
+    held = sorted(p for group in groups for p in group.assignment)
+    return held == list(range(partitions))
+
+
+# -- sharing ---------------------------------------------------------------------------------------
+
+
+async def test_a_lone_member_holds_every_partition_once_open(stream_path: str) -> None:
+    """A named group's only member holds every partition as soon as it is open."""
+    with Writer(stream_path, partitions=3):
+        pass
+    async with member(stream_path) as group:
+        assert group.assignment == (0, 1, 2)
+
+
+async def test_two_members_split_the_partitions(stream_path: str) -> None:
+    """Two members of a group over four partitions end up with two each."""
+    with Writer(stream_path, partitions=4):
+        pass
+    async with (
+        member(stream_path, rebalance_interval=FAST) as one,
+        member(stream_path, rebalance_interval=FAST) as two,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(read, one, [])
+        tg.start_soon(read, two, [])
+        await until(lambda: len(one.assignment) == len(two.assignment) == 2, "two partitions each")
+        assert disjoint_and_complete([one, two], 4)
+        tg.cancel_scope.cancel()
+
+
+async def test_members_that_commit_as_they_go_read_each_message_once(stream_path: str) -> None:
+    """Partitions handed over between members that commit each message are read once in all, not twice."""
+    with Writer(stream_path, partitions=4) as writer:
+        fill(writer, 50, 4)
+        seen_one: list[adiskq.Message] = []
+        seen_two: list[adiskq.Message] = []
+        async with (
+            member(stream_path, rebalance_interval=FAST) as one,
+            member(stream_path, rebalance_interval=FAST) as two,
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(read, one, seen_one)
+            tg.start_soon(read, two, seen_two)
+            await until(lambda: len(one.assignment) == len(two.assignment) == 2, "two partitions each")
+            fill(writer, 50, 4)
+            await until(lambda: len(seen_one) + len(seen_two) >= 400, "every message read")
+            tg.cancel_scope.cancel()
+    read_by = sorted((m.partition, m.offset) for m in seen_one + seen_two)
+    assert read_by == [(p, o) for p in range(4) for o in range(100)]
+
+
+async def test_members_keep_each_others_commits(stream_path: str) -> None:
+    """Members storing commits of different partitions keep each other's, in one offsets file."""
+    with Writer(stream_path, partitions=2) as writer:
+        async with (
+            member(stream_path, rebalance_interval=FAST, commit_interval=0.01) as one,
+            member(stream_path, rebalance_interval=FAST, commit_interval=0.01) as two,
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(read, one, [])
+            tg.start_soon(read, two, [])
+            await until(lambda: len(one.assignment) == len(two.assignment) == 1, "one partition each")
+            fill(writer, 3, 2)
+            await until(lambda: stored(stream_path) == {0: 3, 1: 3}, "both members' commits stored")
+            tg.cancel_scope.cancel()
+
+
+async def test_a_closing_member_hands_over_at_once_after_its_last_commit(stream_path: str) -> None:
+    """A closing member's partitions go to the other at once (a ring, not a timer), which goes on after its commits."""
+    with Writer(stream_path, partitions=2) as writer:
+        seen: dict[str, list[adiskq.Message]] = {"stays": [], "goes": []}
+        # Only rings wake this member to look: its timer is an hour.
+        async with member(stream_path, rebalance_interval=NEVER) as stays, anyio.create_task_group() as tg:
+            tg.start_soon(read, stays, seen["stays"])
+            async with member(stream_path, rebalance_interval=FAST) as goes, anyio.create_task_group() as reading:
+                reading.start_soon(read, goes, seen["goes"])
+                await until(lambda: len(goes.assignment) == len(stays.assignment) == 1, "a partition each")
+                (handed,) = goes.assignment
+                fill(writer, 5, 2)
+                await until(lambda: len(seen["goes"]) == 5, "the leaving member's messages read")
+                reading.cancel_scope.cancel()
+            await until(lambda: stays.assignment == (0, 1), "the partition handed over")
+            writer.append([b"after"], partition=handed)
+            await until(lambda: any(m.value == b"after" for m in seen["stays"]), "the new message read")
+            tg.cancel_scope.cancel()
+    assert [m.offset for m in seen["goes"]] == [0, 1, 2, 3, 4]
+    assert [m.offset for m in seen["stays"] if m.partition == handed] == [5]
+
+
+async def test_a_member_closed_in_a_cancelled_scope_stores_its_commits_and_leaves(stream_path: str) -> None:
+    """Closing a member inside a cancelled scope stores its commits and frees its partitions."""
+    with Writer(stream_path, partitions=2) as writer:
+        fill(writer, 3, 2)
+    group = member(stream_path, commit_interval=NEVER)
+    await group.__aenter__()
+    with anyio.fail_after(10):
+        for _ in range(6):
+            group.commit(await group.__anext__())
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await group.aclose()
+    assert stored(stream_path) == {0: 3, 1: 3}
+    assert adiskq.stats(stream_path).members["g"] == ()
+    async with member(stream_path) as again:
+        assert again.assignment == (0, 1)
+
+
+async def test_a_partition_handed_over_without_commits_keeps_where_it_started(stream_path: str) -> None:
+    """A partition given back before any commit carries its start: the next holder does not resolve "newest" again."""
+    with Writer(stream_path, partitions=2) as writer:
+        fill(writer, 5, 2)
+        async with member(stream_path, start="newest", rebalance_interval=FAST) as first:
+            assert first.assignment == (0, 1)
+            fill(writer, 1, 2)  # offset 5 in both: pushed after the first member opened
+            async with (
+                member(stream_path, start="newest", rebalance_interval=FAST) as second,
+                anyio.create_task_group() as tg,
+            ):
+                seen: list[adiskq.Message] = []
+                tg.start_soon(read_without_commits, first, [])
+                tg.start_soon(read, second, seen)
+                await until(lambda: len(second.assignment) == 1, "a partition for the second member")
+                await until(lambda: len(seen) == 1, "the second member's first message")
+                tg.cancel_scope.cancel()
+    assert (seen[0].partition, seen[0].offset) == (1, 5)
+
+
+async def test_extra_members_wait_and_take_over_when_a_holder_leaves(stream_path: str) -> None:
+    """With more members than partitions, the extra member holds none until a holder leaves."""
+    with Writer(stream_path, partitions=1):
+        pass
+    async with member(stream_path, rebalance_interval=FAST) as spare, anyio.create_task_group() as tg:
+        tg.start_soon(read, spare, [])
+        async with member(stream_path, rebalance_interval=FAST) as holder:
+            assert (holder.assignment, spare.assignment) == ((), (0,))
+        await until(lambda: spare.assignment == (0,), "the spare member taking the partition")
+        tg.cancel_scope.cancel()
+
+
+async def test_partitions_added_later_are_shared_out(stream_path: str) -> None:
+    """When a producer adds partitions, the members share the new ones too."""
+    with Writer(stream_path, partitions=2):
+        pass
+    async with (
+        member(stream_path, rebalance_interval=FAST) as one,
+        member(stream_path, rebalance_interval=FAST) as two,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(read, one, [])
+        tg.start_soon(read, two, [])
+        await until(lambda: len(one.assignment) == len(two.assignment) == 1, "one partition each")
+        async with adiskq.Producer(stream_path, partitions=4):
+            pass
+        await until(lambda: len(one.assignment) == len(two.assignment) == 2, "two partitions each")
+        assert disjoint_and_complete([one, two], 4)
+        tg.cancel_scope.cancel()
+
+
+async def test_a_commit_for_a_partition_handed_away_is_refused(stream_path: str) -> None:
+    """Committing a message of a partition that went to another member raises ValueError saying so."""
+    with Writer(stream_path, partitions=2) as writer:
+        fill(writer, 1, 2)
+    seen: list[adiskq.Message] = []
+    async with member(stream_path, rebalance_interval=FAST) as first:
+        with anyio.fail_after(10):
+            seen.extend([await first.__anext__(), await first.__anext__()])
+        async with member(stream_path, rebalance_interval=FAST) as second, anyio.create_task_group() as tg:
+            tg.start_soon(read_without_commits, first, seen)
+            tg.start_soon(read, second, [])
+            await until(lambda: first.assignment == (0,), "partition 1 given back")
+            tg.cancel_scope.cancel()
+            (gone,) = [m for m in seen if m.partition == 1]
+            with pytest.raises(ValueError, match="not held by this member"):
+                first.commit(gone)
+
+
+# -- exclusive -------------------------------------------------------------------------------------
+
+
+async def test_an_exclusive_member_keeps_every_partition_while_others_wait(stream_path: str) -> None:
+    """An exclusive member holds every partition and keeps them after looking; a shared member holds none meanwhile."""
+    with Writer(stream_path, partitions=3):
+        pass
+    async with (
+        member(stream_path, exclusive=True) as alone,
+        member(stream_path, rebalance_interval=FAST) as waiting,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(read, waiting, [])
+        await alone._rebalance()  # a look, with the other member in view
+        assert (alone.assignment, waiting.assignment) == ((0, 1, 2), ())
+        tg.cancel_scope.cancel()
+
+
+async def test_a_waiting_member_takes_over_when_the_exclusive_one_leaves(stream_path: str) -> None:
+    """When the exclusive member closes, the waiting members take the partitions."""
+    with Writer(stream_path, partitions=2):
+        pass
+    async with member(stream_path, rebalance_interval=FAST) as waiting, anyio.create_task_group() as tg:
+        tg.start_soon(read, waiting, [])
+        async with (
+            member(stream_path, exclusive=True, rebalance_interval=FAST) as alone,
+            anyio.create_task_group() as reading,
+        ):
+            reading.start_soon(read, alone, [])
+            await until(lambda: alone.assignment == (0, 1), "the exclusive member holding everything")
+            assert waiting.assignment == ()
+            reading.cancel_scope.cancel()
+        await until(lambda: waiting.assignment == (0, 1), "the waiting member taking over")
+        tg.cancel_scope.cancel()
+
+
+async def test_an_exclusive_member_joining_takes_everything(stream_path: str) -> None:
+    """An exclusive member joining shared members gets every partition as they give theirs back."""
+    with Writer(stream_path, partitions=4):
+        pass
+    async with (
+        member(stream_path, rebalance_interval=FAST) as shared,
+        member(stream_path, exclusive=True, rebalance_interval=FAST) as alone,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(read, shared, [])
+        tg.start_soon(read, alone, [])
+        await until(lambda: alone.assignment == (0, 1, 2, 3), "the exclusive member holding everything")
+        assert shared.assignment == ()
+        tg.cancel_scope.cancel()
+
+
+async def test_the_oldest_exclusive_member_wins_and_the_next_takes_over(stream_path: str) -> None:
+    """Of two exclusive members, the older holds everything; when it leaves, the younger takes it all."""
+    with Writer(stream_path, partitions=2):
+        pass
+    async with (
+        member(stream_path, exclusive=True, rebalance_interval=FAST) as first,
+        member(stream_path, exclusive=True, rebalance_interval=FAST) as second,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(read, second, [])
+        assert (first.assignment, second.assignment) == ((0, 1), ())
+        await first.aclose()
+        await until(lambda: second.assignment == (0, 1), "the second exclusive member taking over")
+        tg.cancel_scope.cancel()
+
+
+def test_exclusive_needs_a_name(stream_path: str) -> None:
+    """exclusive=True on an unnamed group raises InvalidArgumentError at construction."""
+    with pytest.raises(adiskq.InvalidArgumentError, match="named group"):
+        adiskq.ConsumerGroup(stream_path, exclusive=True)
+
+
+@pytest.mark.parametrize("interval", [0, -1.0])
+def test_rebalance_interval_must_be_positive(stream_path: str, interval: float) -> None:
+    """A rebalance_interval that is not a positive number of seconds raises ValueError."""
+    with pytest.raises(ValueError, match="rebalance_interval"):
+        member(stream_path, rebalance_interval=interval)
+
+
+# -- visibility ------------------------------------------------------------------------------------
+
+
+async def test_assignments_yields_the_assignment_then_each_change(stream_path: str) -> None:
+    """group.assignments() yields the partitions held now, then after each change, then () and ends on close."""
+    with Writer(stream_path, partitions=2):
+        pass
+    changes: list[tuple[int, ...]] = []
+    async with member(stream_path, rebalance_interval=FAST) as first, anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            async for assignment in first.assignments():
+                changes.append(assignment)  # noqa: PERF401 (the test looks at each change as it comes)
+
+        tg.start_soon(watch)
+        async with anyio.create_task_group() as reading:
+            reading.start_soon(read, first, [])
+            await until(lambda: changes == [(0, 1)], "the first assignment")
+            async with member(stream_path, rebalance_interval=FAST) as second, anyio.create_task_group() as also:
+                also.start_soon(read, second, [])
+                await until(lambda: changes == [(0, 1), (0,)], "the change after a member joined")
+                also.cancel_scope.cancel()
+            await until(lambda: changes == [(0, 1), (0,), (0, 1)], "the change after it left")
+            reading.cancel_scope.cancel()
+        await first.aclose()
+    assert changes == [(0, 1), (0,), (0, 1), ()]
+
+
+async def test_stats_show_each_member_and_what_it_holds(stream_path: str) -> None:
+    """adiskq.stats lists a group's live members, oldest first, with pid, host and partitions."""
+    with Writer(stream_path, partitions=3):
+        pass
+    async with (
+        member(stream_path, rebalance_interval=FAST) as one,
+        member(stream_path, rebalance_interval=FAST) as two,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(read, one, [])
+        tg.start_soon(read, two, [])
+        await until(lambda: (len(one.assignment), len(two.assignment)) == (2, 1), "the shares")
+        members = adiskq.stats(stream_path).members["g"]
+        held = [one.assignment, two.assignment]
+        tg.cancel_scope.cancel()
+    assert [m.id for m in members] == [one.member_id, two.member_id]
+    assert [m.partitions for m in members] == held
+    assert {(m.pid, m.host, m.exclusive) for m in members} == {(os.getpid(), os.uname().nodename, False)}
+    assert members[0].joined_ns <= members[1].joined_ns
+
+
+async def test_stats_of_an_unnamed_group_or_none_show_no_members(stream_path: str) -> None:
+    """An unnamed group has no members on disk; a named group no one reads shows none."""
+    with Writer(stream_path, partitions=1):
+        pass
+    async with adiskq.ConsumerGroup(stream_path) as group:
+        assert group.member_id is None
+        assert adiskq.stats(stream_path).members == {}
+    async with member(stream_path):
+        pass
+    assert adiskq.stats(stream_path).members == {"g": ()}
+
+
+# -- members dying ---------------------------------------------------------------------------------
+
+HOLD_AND_FORK = """
+import os, sys, time
+from adiskq._storage.leases import Membership
+membership = Membership(sys.argv[1], "g")
+membership.join()
+assert membership.try_acquire(0)
+if os.fork() == 0:
+    os.write(1, b"child %d %d\\n" % (os.getpid(), len(membership.held)))  # one write: lines never mix
+    time.sleep(60)
+    os._exit(0)
+os.write(1, b"parent\\n")
+time.sleep(60)
+"""
+
+
+async def test_a_dead_members_leases_are_free_even_if_its_forked_child_lives(stream_path: str) -> None:
+    """A member killed while a child it forked lives on leaves its partition free and its member file dead."""
+    with Writer(stream_path, partitions=1):
+        pass
+    realpath = os.path.realpath(stream_path)  # noqa: ASYNC240 (a test's setup)
+    probe = Membership(realpath, "g")
+    child = None
+    try:
+        async with await anyio.open_process([sys.executable, "-c", HOLD_AND_FORK, realpath]) as process:
+            assert process.stdout is not None
+            words: list[str] = []
+            with anyio.fail_after(20):
+                async for chunk in process.stdout:
+                    words.extend(chunk.decode().split())
+                    if "parent" in words and "child" in words and len(words) >= 4:
+                        break
+            child = int(words[words.index("child") + 1])
+            assert words[words.index("child") + 2] == "0"  # the child let go of the lease it inherited
+            assert not probe.try_acquire(0)  # the parent holds it
+            process.send_signal(signal.SIGKILL)
+            await process.wait()
+        with anyio.fail_after(10):
+            while not probe.try_acquire(0):  # noqa: ASYNC110
+                await anyio.sleep(0.005)
+        assert probe.members() == []
+        assert os.listdir(probe.members_dir) == []
+    finally:
+        probe.leave()
+        if child is not None:
+            os.kill(child, signal.SIGKILL)

@@ -1,0 +1,135 @@
+"""A member that dies cannot ring: the others watch its process exit (pidfd), or find it at their interval."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+
+import anyio
+import pytest
+from _consumer_support import Writer
+from helpers.group_workers import Worker
+
+import adiskq
+from adiskq._async import exits
+from adiskq._async.exits import ExitWatch
+from adiskq._async.wakeup import Waiter
+
+pytestmark = pytest.mark.anyio
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    """Poll ``condition`` until true, failing after 10 s."""
+    with anyio.fail_after(10, reason=f"waiting for {what}"):
+        while not condition():  # noqa: ASYNC110
+            await anyio.sleep(0.005)
+
+
+async def read(group: adiskq.ConsumerGroup) -> None:
+    async for message in group:
+        group.commit(message)
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A process that sleeps until killed."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield process
+    process.kill()
+    process.wait()
+
+
+async def test_a_watched_process_that_exits_wakes_its_waiter(sleeper: subprocess.Popen[bytes]) -> None:
+    """ExitWatch wakes a waiter once the process it watches exits, and forgets the process then."""
+    watch = ExitWatch()
+    waiter = Waiter()
+    waiter.arm()
+    watch.watch_only({sleeper.pid}, waiter)
+    assert watch.watched() == {sleeper.pid}
+    assert not waiter.fired
+    sleeper.kill()
+    with anyio.fail_after(10):
+        await waiter.wait_event()
+    assert waiter.fired
+    await until(lambda: watch.watched() == set(), "the exited process forgotten")
+
+
+@pytest.fixture
+def gone_pid() -> int:
+    """The pid of a process that exited and was reaped: it names nothing now."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+async def test_a_process_gone_already_wakes_at_once(gone_pid: int) -> None:
+    """Watching a pid with no process behind it wakes the waiter at once."""
+    waiter = Waiter()
+    waiter.arm()
+    ExitWatch().watch_only({gone_pid}, waiter)
+    assert waiter.fired
+
+
+async def test_unwatching_forgets_the_process(sleeper: subprocess.Popen[bytes]) -> None:
+    """A waiter that unwatches is not woken, and a process nobody waits for is not watched."""
+    watch = ExitWatch()
+    waiter = Waiter()
+    watch.watch_only({sleeper.pid}, waiter)
+    watch.unwatch(waiter)
+    assert watch.watched() == set()
+
+
+async def test_a_disabled_watch_watches_nothing(sleeper: subprocess.Popen[bytes]) -> None:
+    """ExitWatch(enabled=False) (ADISKQ_EXIT_WATCH=off) watches no process."""
+    watch = ExitWatch(enabled=False)
+    watch.watch_only({sleeper.pid}, Waiter())
+    assert watch.watched() == set()
+
+
+async def test_the_environment_can_turn_the_watch_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ADISKQ_EXIT_WATCH=off makes the process's exit watch a disabled one."""
+    monkeypatch.setattr(exits, "_exit_watch", None)
+    monkeypatch.setenv("ADISKQ_EXIT_WATCH", "off")
+    assert not exits.get_exit_watch().available
+    monkeypatch.setattr(exits, "_exit_watch", None)
+    monkeypatch.setenv("ADISKQ_EXIT_WATCH", "")
+    assert exits.get_exit_watch().available
+
+
+async def survive_a_kill(stream_path: str, folder: pathlib.Path, backend: str, rebalance_interval: float) -> None:
+    """A member here shares two partitions with one in a worker process, which is killed: this one takes both."""
+    with Writer(stream_path, partitions=2):
+        pass
+    async with (
+        adiskq.ConsumerGroup(stream_path, name="g", rebalance_interval=rebalance_interval) as here,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(read, here)
+        worker = Worker(stream_path, "g", os.fspath(folder), "other", backend=backend, rebalance_interval=0.05)
+        try:
+            await until(lambda: len(here.assignment) == 1 and worker.assignment() is not None, "a partition each")
+            await until(lambda: len(worker.assignment() or ()) == 1, "the worker's partition")
+            worker.process.send_signal(signal.SIGKILL)
+            await until(lambda: here.assignment == (0, 1), "the dead worker's partition taken over")
+        finally:
+            worker.ensure_dead()
+        tg.cancel_scope.cancel()
+
+
+async def test_a_killed_members_partitions_move_without_waiting_for_the_interval(
+    stream_path: str, tmp_path: pathlib.Path, anyio_backend: str
+) -> None:
+    """With the exit watch, a member takes a killed one's partitions although its interval is an hour."""
+    await survive_a_kill(stream_path, tmp_path, anyio_backend, rebalance_interval=3600)
+
+
+async def test_without_the_exit_watch_the_interval_finds_a_killed_member(
+    stream_path: str, tmp_path: pathlib.Path, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where process exits cannot be watched, a member finds a killed one at its next look."""
+    monkeypatch.setattr(exits, "_exit_watch", ExitWatch(enabled=False))
+    await survive_a_kill(stream_path, tmp_path, anyio_backend, rebalance_interval=0.05)
