@@ -289,6 +289,8 @@ class Producer:
         if key is None:
             # No key: a random one, as go-diskq does; it spreads messages over partitions.
             raw = random.getrandbits(64).to_bytes(8, "little")
+            if self._partition_count == 1:
+                return raw, 0  # the hash (~1 µs in Python) could only say 0
             return raw, fnv1_32(raw) % self._partition_count
         if isinstance(key, bytearray | memoryview):
             key = bytes(key)
