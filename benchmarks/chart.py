@@ -15,7 +15,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 COLORS = {
     "adiskq": "#d1495b",
@@ -86,6 +86,7 @@ def render(report: dict[str, Any], path: str) -> None:
     throughput.set_xticks(range(len(workloads)), [label for _, label in workloads], fontsize=9)
     throughput.set_ylabel("messages per second (log scale)")
     throughput.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _short(v)))
+    throughput.yaxis.set_minor_formatter(NullFormatter())
     throughput.set_title("Throughput, 100-byte messages (higher is better)")
     throughput.grid(axis="y", alpha=0.3, which="both")
     throughput.margins(y=0.2)
@@ -106,7 +107,8 @@ def render(report: dict[str, Any], path: str) -> None:
             linewidth=2.5 if peer == "adiskq" else 1.5,
             label=f"{peer}: p50 {p50:,.0f} µs, p99 {p99:,.0f} µs",
         )
-    latency.set_xscale("log")
+    if any(samples.get(peer) for peer in peers):
+        latency.set_xscale("log")
     latency.set_xlabel("push → consumer in another process, µs (log scale)")
     latency.set_ylabel("% of messages delivered within")
     latency.set_ylim(0, 100)
@@ -114,7 +116,10 @@ def render(report: dict[str, Any], path: str) -> None:
     latency.axhline(99, color="#999999", linewidth=0.6, linestyle=":")
     latency.set_title("Latency distribution, one message a millisecond (left is better)")
     latency.grid(alpha=0.3, which="both")
-    latency.legend(fontsize=8, loc="lower right")
+    if any(samples.get(peer) for peer in peers):
+        latency.legend(fontsize=8, loc="lower right")
+    else:
+        latency.text(0.5, 0.5, "not measured in this run", ha="center", va="center", transform=latency.transAxes)
 
     _bars(memory, peers, [summary[p].get("rss_peak_mib") for p in peers], "MiB")
     memory.set_title("Peak memory of the batch run (lower is better;\nRedis includes its server)", fontsize=10)

@@ -15,7 +15,7 @@ import anyio
 
 import adiskq
 
-from .common import BATCH_SIZE, CONCURRENCY, LATENCY_INTERVAL_S, VALUE, Outcome, latency_of, stamped_value
+from .common import BATCH_SIZE, CONCURRENCY, LATENCY_INTERVAL_S, VALUES, Outcome, latency_of, stamped_value, values
 
 
 def _producer(path: str, flush: Literal["async", "sync"] = "async") -> adiskq.Producer:
@@ -26,13 +26,13 @@ async def single(path: str, count: int) -> Outcome:
     async with _producer(path) as producer:
         push = producer.push
         started = time.perf_counter()
-        for _ in range(count):
-            await push(VALUE)
+        for value in values(count):
+            await push(value)
         return Outcome(time.perf_counter() - started)
 
 
 async def _push_batches(producer: adiskq.Producer, count: int) -> None:
-    records = [adiskq.Record(VALUE)] * BATCH_SIZE
+    records = [adiskq.Record(value) for value in VALUES]
     for _ in range(count // BATCH_SIZE):
         await producer.push_many(records)
 
@@ -49,8 +49,8 @@ async def durable32(path: str, count: int) -> Outcome:
     async with _producer(path, flush="sync") as producer:
 
         async def pusher() -> None:
-            for _ in range(per_task):
-                await producer.push(VALUE)
+            for value in values(per_task):
+                await producer.push(value)
 
         started = time.perf_counter()
         async with anyio.create_task_group() as group:

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
+import random
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-VALUE = bytes(range(100))  # every message carries 100 bytes of value
-VALUE_TEXT = "v" * 100  # the same for litequeue, which stores text
 BATCH_SIZE = 1000  # records per batch in the batch workload (and when a reader asks for a page)
+# Every message carries 100 bytes of value, drawn in turn from 1,000 distinct random values (the same
+# in every run): a peer that compresses (Redis's RDB-format AOF rewrite does) gains nothing from
+# repetition that real payloads would not have.
+_random = random.Random(20_240_601)
+VALUES = tuple(_random.randbytes(100) for _ in range(BATCH_SIZE))
+VALUE_TEXTS = tuple(_random.randbytes(50).hex() for _ in range(BATCH_SIZE))  # 100 characters, for litequeue
 CONCURRENCY = 32  # producers in the durable workload, each acknowledged only after fsync
 LATENCY_INTERVAL_S = 0.001  # the latency producer pushes one message a millisecond
 POLL_INTERVAL_S = 0.001  # how often a polling consumer (the SQLite-based peers) looks for new rows
@@ -32,14 +38,24 @@ def now_ns() -> int:
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
 
+def values(count: int) -> Iterator[bytes]:
+    """``count`` values, cycling through VALUES."""
+    return itertools.islice(itertools.cycle(VALUES), count)
+
+
+def texts(count: int) -> Iterator[str]:
+    """``count`` 100-character texts, cycling through VALUE_TEXTS."""
+    return itertools.islice(itertools.cycle(VALUE_TEXTS), count)
+
+
 def stamped_value() -> bytes:
     """A 100-byte value whose first 8 bytes are the time it was made."""
-    return _STAMP.pack(now_ns()) + VALUE[8:]
+    return _STAMP.pack(now_ns()) + VALUES[0][8:]
 
 
 def stamped_text() -> str:
-    """The text form of ``stamped_value`` (for litequeue): 20 digits, then padding to 100."""
-    return f"{now_ns():020d}" + VALUE_TEXT[20:]
+    """The text form of ``stamped_value`` (for litequeue): 20 digits, then 80 more characters."""
+    return f"{now_ns():020d}" + VALUE_TEXTS[0][20:]
 
 
 def latency_of(value: bytes) -> int:

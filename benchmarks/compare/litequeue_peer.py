@@ -18,11 +18,12 @@ from .common import (
     BATCH_SIZE,
     CONCURRENCY,
     POLL_INTERVAL_S,
-    VALUE_TEXT,
+    VALUE_TEXTS,
     Outcome,
     latency_of_text,
     paced,
     stamped_text,
+    texts,
 )
 
 
@@ -36,8 +37,8 @@ def _queue(path: str, synchronous: str = "NORMAL") -> LiteQueue:
 def single(path: str, count: int) -> Outcome:
     queue = _queue(path)
     started = time.perf_counter()
-    for _ in range(count):
-        queue.put(VALUE_TEXT)
+    for text in texts(count):
+        queue.put(text)
     seconds = time.perf_counter() - started
     queue.close()
     return Outcome(seconds)
@@ -46,8 +47,8 @@ def single(path: str, count: int) -> Outcome:
 def _put_batches(queue: LiteQueue, count: int) -> None:
     for _ in range(count // BATCH_SIZE):
         with queue.transaction():
-            for _ in range(BATCH_SIZE):
-                queue.put(VALUE_TEXT)
+            for text in VALUE_TEXTS:
+                queue.put(text)
 
 
 def batch(path: str, count: int) -> Outcome:
@@ -69,9 +70,9 @@ def durable32(path: str, count: int) -> Outcome:
 
     def producer() -> None:
         start.wait()
-        for _ in range(per_thread):
+        for text in texts(per_thread):
             with lock:
-                queue.put(VALUE_TEXT)
+                queue.put(text)
 
     threads = [threading.Thread(target=producer) for _ in range(CONCURRENCY)]
     for thread in threads:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import persistqueue
 from persistqueue.exceptions import Empty
 
-from .common import BATCH_SIZE, CONCURRENCY, POLL_INTERVAL_S, VALUE, Outcome, latency_of, paced, stamped_value
+from .common import BATCH_SIZE, CONCURRENCY, POLL_INTERVAL_S, Outcome, latency_of, paced, stamped_value, values
 
 
 def _queue(path: str, *, auto_commit: bool = True, multithreading: bool = False) -> persistqueue.SQLiteQueue:
@@ -25,8 +25,8 @@ def _queue(path: str, *, auto_commit: bool = True, multithreading: bool = False)
 def single(path: str, count: int) -> Outcome:
     queue = _queue(path, auto_commit=True)
     started = time.perf_counter()
-    for _ in range(count):
-        queue.put(VALUE)
+    for value in values(count):
+        queue.put(value)
     seconds = time.perf_counter() - started
     queue.close()
     return Outcome(seconds)
@@ -46,8 +46,8 @@ def durable32(path: str, count: int) -> Outcome:
 
     def producer() -> None:
         start.wait()
-        for _ in range(per_thread):
-            queue.put(VALUE)
+        for value in values(per_thread):
+            queue.put(value)
 
     threads = [threading.Thread(target=producer) for _ in range(CONCURRENCY)]
     for thread in threads:
@@ -64,8 +64,8 @@ def durable32(path: str, count: int) -> Outcome:
 def read(path: str, count: int) -> Outcome:
     count = count // BATCH_SIZE * BATCH_SIZE
     writer = _queue(path, auto_commit=True)
-    for _ in range(count):
-        writer.put(VALUE)
+    for value in values(count):
+        writer.put(value)
     writer.close()
     queue = _queue(path, auto_commit=False)
     started = time.perf_counter()

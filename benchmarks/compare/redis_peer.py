@@ -24,10 +24,11 @@ from .common import (
     BATCH_SIZE,
     CONCURRENCY,
     LATENCY_INTERVAL_S,
-    VALUE,
+    VALUES,
     Outcome,
     latency_of,
     stamped_value,
+    values,
 )
 
 STREAM = "log"
@@ -106,8 +107,8 @@ async def single(path: str, count: int) -> Outcome:
     with redis_server(path) as server:
         client = _client(server.port)
         started = time.perf_counter()
-        for _ in range(count):
-            await client.xadd(STREAM, {"v": VALUE})
+        for value in values(count):
+            await client.xadd(STREAM, {"v": value})
         seconds = time.perf_counter() - started
         await client.aclose()
         return Outcome(seconds, extra_rss_bytes=server.peak_rss_bytes())
@@ -116,8 +117,8 @@ async def single(path: str, count: int) -> Outcome:
 async def _add_batches(client: aioredis.Redis, count: int) -> None:
     for _ in range(count // BATCH_SIZE):
         pipe = client.pipeline(transaction=False)
-        for _ in range(BATCH_SIZE):
-            pipe.xadd(STREAM, {"v": VALUE})
+        for value in VALUES:
+            pipe.xadd(STREAM, {"v": value})
         await pipe.execute()
 
 
@@ -137,8 +138,8 @@ async def durable32(path: str, count: int) -> Outcome:
         client = _client(server.port, max_connections=CONCURRENCY)
 
         async def pusher() -> None:
-            for _ in range(per_task):
-                await client.xadd(STREAM, {"v": VALUE})
+            for value in values(per_task):
+                await client.xadd(STREAM, {"v": value})
 
         started = time.perf_counter()
         async with anyio.create_task_group() as group:

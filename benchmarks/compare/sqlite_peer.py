@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .common import BATCH_SIZE, CONCURRENCY, POLL_INTERVAL_S, VALUE, Outcome, latency_of, paced, stamped_value
+from .common import BATCH_SIZE, CONCURRENCY, POLL_INTERVAL_S, VALUES, Outcome, latency_of, paced, stamped_value, values
 
 _INSERT = "INSERT INTO log (ts, value) VALUES (?, ?)"
 
@@ -30,8 +30,8 @@ def _connect(path: str, synchronous: str) -> sqlite3.Connection:
 def single(path: str, count: int) -> Outcome:
     db = _connect(path, "NORMAL")
     started = time.perf_counter()
-    for _ in range(count):
-        db.execute(_INSERT, (time.time_ns(), VALUE))
+    for value in values(count):
+        db.execute(_INSERT, (time.time_ns(), value))
     seconds = time.perf_counter() - started
     db.close()
     return Outcome(seconds)
@@ -41,7 +41,7 @@ def _insert_batches(db: sqlite3.Connection, count: int) -> None:
     for _ in range(count // BATCH_SIZE):
         now = time.time_ns()
         db.execute("BEGIN")
-        db.executemany(_INSERT, [(now, VALUE)] * BATCH_SIZE)
+        db.executemany(_INSERT, [(now, value) for value in VALUES])
         db.execute("COMMIT")
 
 
@@ -64,9 +64,9 @@ def durable32(path: str, count: int) -> Outcome:
 
     def producer() -> None:
         start.wait()
-        for _ in range(per_thread):
+        for value in values(per_thread):
             with lock:
-                db.execute(_INSERT, (time.time_ns(), VALUE))
+                db.execute(_INSERT, (time.time_ns(), value))
 
     threads = [threading.Thread(target=producer) for _ in range(CONCURRENCY)]
     for thread in threads:
