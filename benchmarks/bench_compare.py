@@ -84,6 +84,14 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * fraction))]
 
 
+def quantiles(samples: list[float], points: int = 1000) -> list[float]:
+    """The distribution of all runs' samples, kept as ``points + 1`` evenly spaced quantiles (for the chart)."""
+    if not samples:
+        return []
+    ordered = sorted(samples)
+    return [round(ordered[i * (len(ordered) - 1) // points], 1) for i in range(points + 1)]
+
+
 def run_worker(peer: str, workload: str, count: int, root: str, timeout_s: float) -> dict[str, Any]:
     folder = tempfile.mkdtemp(prefix=f"{peer}-{workload}-", dir=root)
     env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -147,7 +155,8 @@ def table_rows(summary: dict[str, dict[str, float]], peers: list[str]) -> list[l
             elif peer == "adiskq" or not base.get(key):
                 row.append(_figure(value))
             else:
-                row.append(f"{_figure(value)} ({value / base[key]:.2f}×)")
+                ratio = value / base[key]
+                row.append(f"{_figure(value)} ({ratio:.2f}×)" if ratio >= 0.1 else f"{_figure(value)} ({ratio:.2g}×)")
         rows.append(row)
     return rows
 
@@ -285,9 +294,9 @@ def main(argv: list[str] | None = None) -> int:
         "counts": {w: {p: count_for(counts, w, p) for p in peers} for w in workloads},
         "summary": summary,
         "latency_samples_us": {
-            peer: [
-                ns / 1e3 for r in raw if r["peer"] == peer and r["workload"] == "latency" for ns in r["latencies_ns"]
-            ]
+            peer: quantiles(
+                [ns / 1e3 for r in raw if r["peer"] == peer and r["workload"] == "latency" for ns in r["latencies_ns"]]
+            )
             for peer in peers
         },
         "runs": [{k: v for k, v in r.items() if k != "latencies_ns"} for r in raw],

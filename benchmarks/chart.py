@@ -90,7 +90,9 @@ def render(report: dict[str, Any], path: str) -> None:
     throughput.set_title("Throughput, 100-byte messages (higher is better)")
     throughput.grid(axis="y", alpha=0.3, which="both")
     throughput.margins(y=0.2)
-    throughput.legend(fontsize=8, loc="upper left", ncols=len(peers))
+    figure.legend(
+        *throughput.get_legend_handles_labels(), loc="upper center", bbox_to_anchor=(0.5, 0.955), ncols=len(peers)
+    )
 
     samples: dict[str, list[float]] = report.get("latency_samples_us", {})
     for peer in peers:
@@ -128,7 +130,7 @@ def render(report: dict[str, Any], path: str) -> None:
 
     meta = report.get("meta", {})
     figure.suptitle(f"adiskq and its peers — {meta.get('mode', '')}, {meta.get('date', '')}", fontsize=13)
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0, 1, 0.93))
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
