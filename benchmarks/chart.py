@@ -42,6 +42,11 @@ def _short(value: float) -> str:
 
 def _bars(axis: Any, peers: list[str], values: list[float | None], unit: str) -> None:
     shown = [(peer, value) for peer, value in zip(peers, values, strict=True) if value is not None]
+    if not shown:
+        axis.text(0.5, 0.5, "not measured in this run", ha="center", va="center", transform=axis.transAxes)
+        axis.set_xticks([])
+        axis.set_yticks([])
+        return
     positions = range(len(shown))
     bars = axis.bar(positions, [v for _, v in shown], color=[COLORS.get(p, "#555555") for p, _ in shown])
     for bar, (_, value) in zip(bars, shown, strict=True):
