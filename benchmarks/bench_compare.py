@@ -49,7 +49,7 @@ COUNTS: dict[str, dict[str, int]] = {
     "single": {"*": 96_000, "adiskq": 192_000, "redis-streams": 32_000, "persist-queue": 2_000},
     "batch": {"*": 512_000, "persist-queue": 2_000},
     "durable32": {"*": 6_400, "adiskq": 64_000, "redis-streams": 9_600, "persist-queue": 3_200},
-    "read": {"*": 512_000, "persist-queue": 5_000, "litequeue": 10_000},
+    "read": {"*": 512_000, "redis-streams": 128_000, "persist-queue": 5_000, "litequeue": 10_000},
     "latency": {"*": 2_000},
 }
 QUICK_COUNTS: dict[str, dict[str, int]] = {
