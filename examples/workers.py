@@ -103,6 +103,11 @@ class Supervisor:
                     self.handled[event["handled"]] += 1
                     self.handled_by[name] += 1
 
+    def shared_out(self, names: list[str], partitions: int) -> bool:
+        """Each of ``names`` holds some partitions, and together exactly each partition once."""
+        held = [p for name in names for p in self.holds.get(name, [])]
+        return all(self.holds.get(name) for name in names) and sorted(held) == list(range(partitions))
+
     @staticmethod
     async def wait_until(condition: str, check: Callable[[], bool], timeout_s: float) -> None:
         """Poll ``check`` until it holds; fail with ``condition`` named after ``timeout_s``."""
@@ -123,13 +128,23 @@ class Supervisor:
 async def supervise(stream: str, worker_count: int, partitions: int, jobs: int, kill_after: float) -> int:
     supervisor = Supervisor(stream, worker_count)
     names = [f"worker-{n}" for n in range(worker_count)]
+    try:
+        return await _supervise(supervisor, names, partitions, jobs, kill_after)
+    finally:
+        for process in supervisor.workers.values():  # whatever happened, leave no worker behind
+            if process.returncode is None:
+                process.kill()
+
+
+async def _supervise(supervisor: Supervisor, names: list[str], partitions: int, jobs: int, kill_after: float) -> int:
+    stream = supervisor.stream
     async with adiskq.Producer(stream, partitions=partitions) as producer, anyio.create_task_group() as tasks:
         for name in names:
             await supervisor.start_worker(name, tasks)
         # Members join the group as they start; wait until the partitions are shared out.
         await supervisor.wait_until(
-            "every partition held",
-            lambda: sorted(p for held in supervisor.holds.values() for p in held) == list(range(partitions)),
+            "each partition held by one worker",
+            lambda: supervisor.shared_out(names, partitions),
             timeout_s=30,
         )
         started = time.monotonic()
@@ -147,7 +162,7 @@ async def supervise(stream: str, worker_count: int, partitions: int, jobs: int, 
         survivors = names[1:]
         await supervisor.wait_until(
             "the survivors hold every partition",
-            lambda: sorted(p for n in survivors for p in supervisor.holds.get(n, [])) == list(range(partitions)),
+            lambda: supervisor.shared_out(survivors, partitions),
             timeout_s=30,
         )
         await supervisor.wait_until("every job handled", lambda: len(supervisor.handled) == jobs, timeout_s=60)
