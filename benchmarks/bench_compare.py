@@ -140,6 +140,12 @@ def _figure(value: float) -> str:
     return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
 
+def _ratio(ratio: float) -> str:
+    if ratio >= 10:
+        return f"{ratio:,.0f}×"
+    return f"{ratio:.2f}×" if ratio >= 0.1 else f"{ratio:.2g}×"
+
+
 def table_rows(summary: dict[str, dict[str, float]], peers: list[str]) -> list[list[str]]:
     """Header, then one row per metric: each peer's median and its ratio to adiskq's."""
     rows = [["", "better", *peers]]
@@ -155,8 +161,7 @@ def table_rows(summary: dict[str, dict[str, float]], peers: list[str]) -> list[l
             elif peer == "adiskq" or not base.get(key):
                 row.append(_figure(value))
             else:
-                ratio = value / base[key]
-                row.append(f"{_figure(value)} ({ratio:.2f}×)" if ratio >= 0.1 else f"{_figure(value)} ({ratio:.2g}×)")
+                row.append(f"{_figure(value)} ({_ratio(value / base[key])})")
         rows.append(row)
     return rows
 
