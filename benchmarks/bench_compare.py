@@ -256,7 +256,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="subset of: " + ", ".join(WORKLOADS))
     parser.add_argument("--out", default=HERE, help="where compare.json, compare.png and RESULTS.md go")
     parser.add_argument("--dir", default=None, help="where the peers' data goes (default: a temp folder)")
+    parser.add_argument("--redraw", metavar="JSON", help="measure nothing: redraw chart and table from a compare.json")
     args = parser.parse_args(argv)
+    if args.redraw:
+        with open(args.redraw) as file:
+            saved: dict[str, Any] = json.load(file)
+        publish(saved, list(saved["summary"]), args.out)
+        return 0
     peers = args.peers.split(",")
     workloads = args.workloads.split(",")
     for name, chosen, known in (("peer", peers, PEERS), ("workload", workloads, WORKLOADS)):
@@ -286,7 +292,6 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.monotonic() - started
 
     summary = summarize(raw, peers)
-    rows = table_rows(summary, peers)
     report: dict[str, Any] = {
         "meta": {
             "command": command,
@@ -306,17 +311,23 @@ def main(argv: list[str] | None = None) -> int:
         },
         "runs": [{k: v for k, v in r.items() if k != "latencies_ns"} for r in raw],
     }
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "compare.json"), "w") as file:
+    publish(report, peers, args.out)
+    return 0
+
+
+def publish(report: dict[str, Any], peers: list[str], out: str) -> None:
+    """Write compare.json, the chart and RESULTS.md's section to ``out``, and print the table."""
+    rows = table_rows(report["summary"], peers)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "compare.json"), "w") as file:
         json.dump(report, file, indent=1)
     from chart import render  # matplotlib loads only now, after the timed work
 
-    render(report, os.path.join(args.out, "compare.png"))
-    update_results(os.path.join(args.out, "RESULTS.md"), results_section(report, rows, "compare.png"))
-    print(f"adiskq vs peers ({report['meta']['mode']}; {elapsed:.0f} s)")
+    render(report, os.path.join(out, "compare.png"))
+    update_results(os.path.join(out, "RESULTS.md"), results_section(report, rows, "compare.png"))
+    print(f"adiskq vs peers ({report['meta']['mode']}; {report['meta']['elapsed_s']:.0f} s)")
     print(plain_table(rows))
-    print(f"wrote {args.out}/compare.json, compare.png and the comparison section of RESULTS.md")
-    return 0
+    print(f"wrote {out}/compare.json, compare.png and the comparison section of RESULTS.md")
 
 
 if __name__ == "__main__":

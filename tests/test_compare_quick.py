@@ -62,3 +62,29 @@ def test_quick_mode_writes_the_chart_and_the_results_section(quick_run: tuple[pa
     assert "![" in section
     assert "(compare.png)" in section
     assert "| single producer, msg/s |" in section
+
+
+@pytest.mark.timeout(150)
+def test_redraw_rebuilds_the_same_results_section_from_compare_json(
+    quick_run: tuple[pathlib.Path, str], tmp_path: pathlib.Path
+) -> None:
+    """--redraw measures nothing and writes the same RESULTS section and a chart from a saved compare.json."""
+    out, _ = quick_run
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/bench_compare.py",
+            "--redraw",
+            os.fspath(out / "compare.json"),
+            "--out",
+            os.fspath(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "RESULTS.md").read_text() == (out / "RESULTS.md").read_text()
+    assert (tmp_path / "compare.png").read_bytes().startswith(b"\x89PNG")
