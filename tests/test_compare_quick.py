@@ -12,22 +12,14 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PEERS = ["adiskq", "sqlite-wal", "redis-streams", "persist-queue", "litequeue"]
-WORKLOADS = ["single", "batch", "durable32"]
+THROUGHPUT = ["single", "batch", "durable32", "read"]
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, str]:
     out = tmp_path_factory.mktemp("compare")
     done = subprocess.run(
-        [
-            sys.executable,
-            "benchmarks/bench_compare.py",
-            "--quick",
-            "--out",
-            os.fspath(out),
-            "--workloads",
-            ",".join(WORKLOADS),
-        ],
+        [sys.executable, "benchmarks/bench_compare.py", "--quick", "--out", os.fspath(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -44,8 +36,10 @@ def test_quick_mode_measures_every_peer_on_every_workload(quick_run: tuple[pathl
     out, printed = quick_run
     report = json.loads((out / "compare.json").read_text())
     for peer in PEERS:
-        for workload in WORKLOADS:
+        for workload in THROUGHPUT:
             assert report["summary"][peer][workload] > 0, (peer, workload)
+        assert 0 < report["summary"][peer]["latency_p50_us"] <= report["summary"][peer]["latency_p99_us"]
+        assert len(report["latency_samples_us"][peer]) == 1001
         assert report["summary"][peer]["disk_bytes_per_message"] > 0
         assert report["summary"][peer]["rss_peak_mib"] > 0
     assert "×)" in printed
@@ -62,6 +56,7 @@ def test_quick_mode_writes_the_chart_and_the_results_section(quick_run: tuple[pa
     assert "![" in section
     assert "(compare.png)" in section
     assert "| single producer, msg/s |" in section
+    assert "| push → consumer p99, µs |" in section
 
 
 @pytest.mark.timeout(150)
