@@ -289,6 +289,8 @@ class Producer:
         if key is None:
             # No key: a random one, as go-diskq does; it spreads messages over partitions.
             raw = random.getrandbits(64).to_bytes(8, "little")
+            if self._partition_count == 1:
+                return raw, 0  # the hash (~1 µs in Python) could only say 0
             return raw, fnv1_32(raw) % self._partition_count
         if isinstance(key, bytearray | memoryview):
             key = bytes(key)
@@ -391,7 +393,12 @@ class Producer:
         except TypeError:  # an unhashable key (bytearray): place one by one
             placements = [None] * len(keys)
         if None in placements:
-            placements = [placed or self._place(key) for placed, key in zip(placements, keys, strict=True)]
+            if self._partition_count == 1 and keys.count(None) == len(keys):
+                # Keyless records on one partition: their random keys in one call, and no hashing.
+                blob = random.randbytes(8 * len(keys))
+                placements = [(blob[i : i + 8], 0) for i in range(0, len(blob), 8)]
+            else:
+                placements = [placed or self._place(key) for placed, key in zip(placements, keys, strict=True)]
         raw_keys, partitions = zip(*placements, strict=True)
         if set(map(type, values)) != {bytes}:
             values = tuple(map(_value_bytes, values))

@@ -1,0 +1,98 @@
+"""adiskq through its public API, on asyncio: one partition, so the log is one total order like the peers'.
+
+Messages are pushed without a key, as a user with one partition would. ``flush="async"`` for the fast
+workloads, ``flush="sync"`` (fsync before the push returns, concurrent pushes sharing one fsync) for
+the durable one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Literal
+
+import anyio
+
+import adiskq
+
+from .common import BATCH_SIZE, CONCURRENCY, LATENCY_INTERVAL_S, VALUES, Outcome, latency_of, stamped_value, values
+
+
+def _producer(path: str, flush: Literal["async", "sync"] = "async") -> adiskq.Producer:
+    return adiskq.Producer(path, partitions=1, flush=flush)
+
+
+async def single(path: str, count: int) -> Outcome:
+    async with _producer(path) as producer:
+        push = producer.push
+        started = time.perf_counter()
+        for value in values(count):
+            await push(value)
+        return Outcome(time.perf_counter() - started)
+
+
+async def _push_batches(producer: adiskq.Producer, count: int) -> None:
+    records = [adiskq.Record(value) for value in VALUES]
+    for _ in range(count // BATCH_SIZE):
+        await producer.push_many(records)
+
+
+async def batch(path: str, count: int) -> Outcome:
+    async with _producer(path) as producer:
+        started = time.perf_counter()
+        await _push_batches(producer, count)
+        return Outcome(time.perf_counter() - started)
+
+
+async def durable32(path: str, count: int) -> Outcome:
+    per_task = count // CONCURRENCY
+    async with _producer(path, flush="sync") as producer:
+
+        async def pusher() -> None:
+            for value in values(per_task):
+                await producer.push(value)
+
+        started = time.perf_counter()
+        async with anyio.create_task_group() as group:
+            for _ in range(CONCURRENCY):
+                group.start_soon(pusher)
+        return Outcome(time.perf_counter() - started)
+
+
+async def read(path: str, count: int) -> Outcome:
+    async with _producer(path) as producer:
+        await _push_batches(producer, count)
+    seen = 0
+    started = time.perf_counter()
+    async with adiskq.Consumer(path, partition=0, start="oldest", end="close") as consumer:
+        async for messages in consumer.batches(max_messages=BATCH_SIZE):
+            seen += len(messages)
+    seconds = time.perf_counter() - started
+    assert seen == count // BATCH_SIZE * BATCH_SIZE, (seen, count)
+    return Outcome(seconds)
+
+
+async def latency_prepare(path: str) -> None:
+    async with _producer(path):
+        pass  # creates the stream, so the consumer can open it before the producer starts
+
+
+async def latency_consume(path: str, count: int, ready: Callable[[], None]) -> Outcome:
+    latencies: list[int] = []
+    async with adiskq.Consumer(path, partition=0, start="oldest", end="wait") as consumer:
+        ready()
+        async for message in consumer:
+            latencies.append(latency_of(message.value))
+            if len(latencies) == count:
+                break
+    return Outcome(latencies_ns=latencies)
+
+
+async def latency_produce(path: str, count: int) -> None:
+    async with _producer(path) as producer:
+        started = time.monotonic()
+        for i in range(count):
+            delay = started + i * LATENCY_INTERVAL_S - time.monotonic()
+            if delay > 0:
+                await anyio.sleep(delay)
+            await producer.push(stamped_value())

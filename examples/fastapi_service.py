@@ -1,0 +1,134 @@
+"""A FastAPI service on an adiskq stream: ``POST /events`` pushes, ``GET /events/stream`` serves SSE.
+
+    pip install -e '.[examples]'
+    python examples/fastapi_service.py --stream /tmp/adiskq-events
+    # open http://127.0.0.1:8000/ , or:
+    curl -X POST http://127.0.0.1:8000/events -H 'content-type: application/json' \\
+         -d '{"type": "signup", "key": "customer-42", "data": {"plan": "pro"}}'
+    curl -N http://127.0.0.1:8000/events/stream
+
+The producer is opened in the app's lifespan and shared by every request: a stream has one writer,
+and concurrent pushes from many requests are batched together by it. Each ``GET /events/stream`` is
+a consumer group over all partitions: ``?group=NAME`` makes it a named group whose progress is
+committed as each event is sent, so a client that reconnects with the same name resumes where it
+stopped; without a name the client sees the stream from ``?start=oldest`` (the default) or
+``newest``. Events go out as server-sent events whose ``id`` is ``partition-offset``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio.to_thread
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import FileResponse, StreamingResponse
+from pydantic import BaseModel, Field
+
+import adiskq
+
+PAGE = Path(__file__).with_name("static") / "events.html"
+
+
+class Event(BaseModel):
+    """What a client posts: a type, an optional key (it picks the partition: same key, same order)."""
+
+    type: str = Field(min_length=1, max_length=100)
+    key: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class Receipt(BaseModel):
+    partition: int
+    offset: int
+
+
+def as_sse(message: adiskq.Message) -> str:
+    """One server-sent event: the id says where the message lives, the data is JSON."""
+    payload = json.loads(message.value)
+    body = {
+        "partition": message.partition,
+        "offset": message.offset,
+        "timestamp": message.timestamp.isoformat(),
+        "key": payload["key"],  # as posted (a message pushed without a key gets a random one)
+        "type": payload["type"],
+        "data": payload["data"],
+    }
+    return f"id: {message.partition}-{message.offset}\ndata: {json.dumps(body)}\n\n"
+
+
+def create_app(stream_path: str | os.PathLike[str], *, partitions: int = 3) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # One producer for the app's whole life: opening takes the stream's writer lock, and closing
+        # (on shutdown) writes what is pending and fsyncs.
+        async with adiskq.Producer(stream_path, partitions=partitions) as producer:
+            app.state.producer = producer
+            yield
+
+    app = FastAPI(title="adiskq events", lifespan=lifespan)
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(PAGE, media_type="text/html")
+
+    @app.post("/events", status_code=201)
+    async def post_event(event: Event, request: Request) -> Receipt:
+        producer: adiskq.Producer = request.app.state.producer
+        value = json.dumps({"type": event.type, "key": event.key, "data": event.data}).encode()
+        partition, offset = await producer.push(value, key=event.key, headers={"type": event.type.encode()})
+        return Receipt(partition=partition, offset=offset)
+
+    @app.get("/events/stream")
+    async def stream_events(
+        group: str | None = Query(None, description="a named group resumes where it stopped"),
+        start: Literal["oldest", "newest"] = "oldest",
+    ) -> StreamingResponse:
+        async def events() -> AsyncIterator[str]:
+            yield "retry: 1000\n\n"  # how soon the browser reconnects if the connection drops
+            # The client disconnecting cancels this generator, which closes the group.
+            async with adiskq.ConsumerGroup(stream_path, name=group, start=start) as consumer:
+                async for message in consumer:
+                    yield as_sse(message)
+                    if group is not None:
+                        consumer.commit(message)  # sent: a reconnect with this name starts after it
+
+        return StreamingResponse(
+            events(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    @app.get("/stats")
+    async def stream_stats() -> dict[str, Any]:
+        stats = await anyio.to_thread.run_sync(adiskq.stats, stream_path)
+        return {
+            "partitions": [
+                {"partition": p.partition, "oldest_offset": p.oldest_offset, "next_offset": p.next_offset}
+                for p in stats.partitions
+            ],
+            "groups": stats.groups,
+        }
+
+    return app
+
+
+def main() -> None:
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stream", default="./events-stream", help="the stream's folder (created if missing)")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args()
+    # 127.0.0.1 only: this example has no authentication. An open event stream would hold a
+    # graceful shutdown forever, so shutdown closes connections after a second.
+    uvicorn.run(create_app(args.stream), host="127.0.0.1", port=args.port, timeout_graceful_shutdown=1)
+
+
+if __name__ == "__main__":
+    main()

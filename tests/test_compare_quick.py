@@ -1,0 +1,85 @@
+"""benchmarks/bench_compare.py in quick mode, so the peer comparison never rots (its figures are not checked)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PEERS = ["adiskq", "sqlite-wal", "redis-streams", "persist-queue", "litequeue"]
+THROUGHPUT = ["single", "batch", "durable32", "read"]
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, str]:
+    out = tmp_path_factory.mktemp("compare")
+    done = subprocess.run(
+        [sys.executable, "benchmarks/bench_compare.py", "--quick", "--out", os.fspath(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, done.stdout
+
+
+@pytest.mark.timeout(150)
+def test_quick_mode_measures_every_peer_on_every_workload(quick_run: tuple[pathlib.Path, str]) -> None:
+    """Every peer gets a positive figure for every workload, and the table shows their ratios to adiskq."""
+    out, printed = quick_run
+    report = json.loads((out / "compare.json").read_text())
+    for peer in PEERS:
+        for workload in THROUGHPUT:
+            assert report["summary"][peer][workload] > 0, (peer, workload)
+        assert 0 < report["summary"][peer]["latency_p50_us"] <= report["summary"][peer]["latency_p99_us"]
+        assert len(report["latency_samples_us"][peer]) == 1001
+        assert report["summary"][peer]["disk_bytes_per_message"] > 0
+        assert report["summary"][peer]["rss_peak_mib"] > 0
+    assert "×)" in printed
+    assert all(peer in printed for peer in PEERS)
+
+
+@pytest.mark.timeout(150)
+def test_quick_mode_writes_the_chart_and_the_results_section(quick_run: tuple[pathlib.Path, str]) -> None:
+    """The run saves a PNG chart and a RESULTS.md section holding the table, the chart and the command."""
+    out, _ = quick_run
+    assert (out / "compare.png").read_bytes().startswith(b"\x89PNG")
+    section = (out / "RESULTS.md").read_text()
+    assert "python benchmarks/bench_compare.py --quick" in section
+    assert "![" in section
+    assert "(compare.png)" in section
+    assert "| single producer, msg/s |" in section
+    assert "| push → consumer p99, µs |" in section
+
+
+@pytest.mark.timeout(150)
+def test_redraw_rebuilds_the_same_results_section_from_compare_json(
+    quick_run: tuple[pathlib.Path, str], tmp_path: pathlib.Path
+) -> None:
+    """--redraw measures nothing and writes the same RESULTS section and a chart from a saved compare.json."""
+    out, _ = quick_run
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/bench_compare.py",
+            "--redraw",
+            os.fspath(out / "compare.json"),
+            "--out",
+            os.fspath(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "RESULTS.md").read_text() == (out / "RESULTS.md").read_text()
+    assert (tmp_path / "compare.png").read_bytes().startswith(b"\x89PNG")
