@@ -304,20 +304,47 @@ def test_crash_in_a_roll_with_a_torn_first_record(stream_path: str) -> None:
     assert read_all(os.path.join(stream, PART)) == expected_messages(fields(8))
 
 
-@pytest.mark.parametrize("left", [["data", "timeindex"], ["data"], ["timeindex"]])
-def test_interrupted_vacuum_is_finished(stream_path: str, left: list[str]) -> None:
-    """A sealed segment at the old end that lost its .index (vacuum deletes it first) is removed."""
-    stream, base = _two_segments(stream_path)
+@pytest.mark.parametrize("left", [["data", "timeindex"], ["data"]])
+def test_an_oldest_segment_that_lost_its_index_is_rebuilt_not_deleted(stream_path: str, left: list[str]) -> None:
+    """A sealed segment at the old end without .index (an interrupted vacuum, or a lost file) keeps
+    its data: recovery rebuilds its index files and never deletes data."""
+    stream, _ = _two_segments(stream_path)
     for ext in ("index", "timeindex", "data"):
         if ext not in left:
             os.unlink(_file(stream, 0, ext))
     report = _reopen(stream)
+    assert {r.segment for r in report.repairs} == {0}
+    assert adiskq.stats(stream).partitions[0].oldest_offset == 0
+    assert read_all(os.path.join(stream, PART)) == expected_messages(fields(8))
+
+
+def test_leftovers_of_an_interrupted_vacuum_without_data_are_removed(stream_path: str) -> None:
+    """Index files an interrupted vacuum left behind without their .data hold nothing and go."""
+    stream, base = _two_segments(stream_path)
+    for ext in ("index", "data"):
+        os.unlink(_file(stream, 0, ext))
+    report = _reopen(stream)
     assert [(r.segment, r.action) for r in report.repairs] == [
-        (0, "finished deleting a segment an interrupted vacuum left")
+        (0, "removed index files an interrupted vacuum left without data")
     ]
     assert not any(os.path.exists(_file(stream, 0, ext)) for ext in ("data", "index", "timeindex"))
     assert adiskq.stats(stream).partitions[0].oldest_offset == base
     assert read_all(os.path.join(stream, PART)) == expected_messages(fields(0))
+
+
+def test_a_sealed_segment_that_lost_its_data_in_the_middle_is_refused(stream_path: str) -> None:
+    """A missing .data between other segments is reported, not papered over with an empty segment."""
+    stream, base = _two_segments(stream_path)
+    writer = StreamWriter.open(stream)
+    try:
+        records, stamps = encode(fields(2, base))
+        writer.partitions[0].append(records, stamps)
+        writer.partitions[0].roll()  # segment `base` is sealed between two others now
+    finally:
+        writer.close()
+    os.unlink(_file(stream, base, "data"))
+    with pytest.raises(adiskq.CorruptStreamError, match=r"lost its \.data"):
+        _reopen(stream)
 
 
 def test_sealed_segment_missing_its_timeindex_is_rebuilt(stream_path: str) -> None:

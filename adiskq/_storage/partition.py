@@ -129,15 +129,28 @@ class PartitionWriter:
         repairs: list[SegmentRepair] = []
         files = list_segment_files(directory)
         bases = sorted(files)
-        # A crash in the middle of a vacuum: the oldest segments lost their .index first.
-        while len(bases) > 1 and INDEX not in files[bases[0]]:
+        # Vacuum deletes .index, .keyindex, .timeindex, then .data. A crash in between leaves the
+        # oldest segments without some of them. Leftovers without .data hold nothing and go; a
+        # segment that still has its .data is rebuilt below, not deleted: recovery never destroys
+        # data (an index lost any other way would take its data with it), and the next vacuum
+        # deletes the segment again if the retention still says so.
+        while len(bases) > 1 and DATA not in files[bases[0]]:
             base = bases.pop(0)
             for extension in files[base]:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(segment_path(directory, base, extension))
-            repairs.append(SegmentRepair(partition, base, "finished deleting a segment an interrupted vacuum left"))
+            repairs.append(
+                SegmentRepair(partition, base, "removed index files an interrupted vacuum left without data")
+            )
         if repairs:
             fsync_dir(directory)
+        for base in bases[:-1]:
+            if DATA not in files[base]:
+                raise CorruptStreamError(
+                    f"segment {base:020d} of partition {partition} ({directory}) has lost its .data file, so "
+                    f"its messages are gone; nothing was changed. Restore the file from a backup, or move the "
+                    f"segment's other files away to accept the loss (readers would otherwise stop there)"
+                )
 
         sealed: list[_SealedSegment] = []
         for base in bases[:-1]:

@@ -231,8 +231,9 @@ def check_segment(
             found.add(
                 index_path,
                 None,
-                "missing: this looks like a vacuum that was interrupted (it deletes .index first); the next "
-                "producer open finishes deleting this segment",
+                "missing: this looks like a vacuum that was interrupted (it deletes .index first), or a lost "
+                "file; the next producer open (or check --repair) rebuilds it from .data, and the next vacuum "
+                "deletes the segment again if the retention says so",
                 "recovery",
             )
         else:
