@@ -4,9 +4,8 @@ A stream lives in one folder on local disk; one producer writes it, any number o
 process read it. See README.md for the tour and DESIGN.md for the on-disk format.
 """
 
-from ._async.consumer import Consumer as Consumer
-from ._async.group import ConsumerGroup as ConsumerGroup
-from ._async.producer import Producer as Producer
+from typing import TYPE_CHECKING
+
 from ._errors import ClosedError as ClosedError
 from ._errors import CorruptRecordError as CorruptRecordError
 from ._errors import CorruptStreamError as CorruptStreamError
@@ -33,7 +32,36 @@ from ._storage.api import offset_for_time as offset_for_time
 from ._storage.api import read as read
 from ._storage.api import stats as stats
 
+if TYPE_CHECKING:
+    from ._async.consumer import Consumer as Consumer
+    from ._async.group import ConsumerGroup as ConsumerGroup
+    from ._async.producer import Producer as Producer
+
 __version__ = "0.1.0.dev0"
+
+# The async classes load on first use: scripts, the CLI and Spark workers that only use the
+# synchronous API then never import anyio or asyncio (about 90 ms of start-up).
+_LAZY = {
+    "Consumer": "._async.consumer",
+    "ConsumerGroup": "._async.group",
+    "Producer": "._async.producer",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'adiskq' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "ClosedError",
