@@ -59,7 +59,7 @@ def test_groups_lists_committed_offsets_and_lag_per_partition(stream: str) -> No
     save_offsets(stream, "billing", {0: 4})
     result = invoke("groups", stream)
     assert result.exit_code == 0
-    assert rows(result.stdout) == [["billing", "0", "4", "10", "6"], ["1", "-", "10", "-"]]
+    assert rows(result.stdout) == [["billing", "0", "4", "10", "6", "-"], ["1", "-", "10", "-", "-"]]
 
 
 def test_groups_says_when_there_are_none(stream: str) -> None:
@@ -74,6 +74,22 @@ def test_groups_json_is_for_machines(stream: str) -> None:
     assert document == {
         "billing": {"committed": {"0": 4, "1": 10}, "lag": {"0": 6, "1": 0}, "total_lag": 6, "members": []}
     }
+
+
+@pytest.mark.anyio
+async def test_groups_show_each_live_member_and_its_partitions(stream: str) -> None:
+    """Members of a named group (pid, host) and the partitions each holds, in the table and the JSON."""
+    async with adiskq.ConsumerGroup(stream, name="billing") as group:
+        assert group.assignment == (0, 1)
+        table_output = invoke("groups", stream).stdout
+        document = json.loads(invoke("groups", stream, "--json").stdout)
+        stats_output = invoke("stats", stream).stdout
+    here = f"pid {os.getpid()} on {os.uname().nodename}"
+    assert rows(table_output)[0][-1] == here
+    assert f"group billing members: {here}: 0,1" in table_output
+    (member,) = document["billing"]["members"]
+    assert (member["pid"], member["partitions"], member["exclusive"]) == (os.getpid(), [0, 1], False)
+    assert f"{here}: 0,1" in stats_output
 
 
 def test_groups_shows_who_holds_a_group(stream: str, held_lease: str) -> None:

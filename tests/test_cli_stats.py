@@ -70,7 +70,7 @@ def test_groups_show_committed_offsets_and_lag(stream_path: str) -> None:
     save_offsets(stream_path, "billing", {0: 4})
     output = invoke("stats", stream_path).stdout
     billing = next(line for line in output.splitlines() if line.startswith("billing"))
-    assert re.split(r"\s{2,}", billing.strip()) == ["billing", "0:4", "6"]
+    assert re.split(r"\s{2,}", billing.strip()) == ["billing", "0:4", "6", "none running"]
 
 
 def test_the_last_recovery_lists_its_repairs(stream_path: str) -> None:
@@ -96,7 +96,7 @@ def test_json_is_for_machines(stream_path: str) -> None:
     assert first["oldest_timestamp"] == "2026-01-01T00:00:00.000000000Z"
     assert first["oldest_timestamp_ns"] == T0
     assert document["partitions"][1]["newest_timestamp"] is None
-    assert document["groups"] == {"billing": {"committed": {"0": 0}, "lag": {"0": 1}, "total_lag": 1}}
+    assert document["groups"] == {"billing": {"committed": {"0": 0}, "lag": {"0": 1}, "total_lag": 1, "members": []}}
     assert document["last_recovery"]["repairs"] == []
 
 

@@ -48,30 +48,40 @@ def groups(path: str, as_json: bool) -> None:
       adiskq groups orders --json
     """
     from .._storage.group_admin import holders
+    from .._storage.leases import read_members
     from .._storage.offsets import list_groups
     from .._storage.stream import StreamReader
+    from .stats import describe_members, member_json
 
     stream = StreamReader.open(os.fspath(path))
     bounds = _bounds(stream)
     names = list_groups(stream.path)
     documents: dict[str, object] = {}
     rows = table(
-        "group", "partition", "committed", "next offset", "lag", right=("partition", "committed", "next offset", "lag")
+        "group",
+        "partition",
+        "committed",
+        "next offset",
+        "lag",
+        "held by",
+        right=("partition", "committed", "next offset", "lag"),
     )
     notes: list[str] = []
     for name in names:
         committed = _committed(stream, name)
         held = holders(stream.path, name)
+        members = read_members(stream.path, name)
+        holder_of = {p: f"pid {m.pid} on {m.host}" for m in members for p in m.partitions}
         if isinstance(committed, str):
             notes.append(f"group {name}: {committed}")
-            documents[name] = {"error": committed, "members": [who for _, who in held]}
+            documents[name] = {"error": committed, "members": [member_json(m) for m in members]}
             continue
         lag = {p: max(0, bounds[p][1] - o) for p, o in committed.items() if p in bounds}
         documents[name] = {
             "committed": {str(p): o for p, o in sorted(committed.items())},
             "lag": {str(p): n for p, n in sorted(lag.items())},
             "total_lag": sum(lag.values()),
-            "members": sorted({who for _, who in held}),
+            "members": [member_json(m) for m in members],
         }
         for i, partition in enumerate(sorted(bounds)):
             offset = committed.get(partition)
@@ -81,8 +91,11 @@ def groups(path: str, as_json: bool) -> None:
                 "-" if offset is None else str(offset),
                 str(bounds[partition][1]),
                 "-" if offset is None else format_count(lag[partition]),
+                holder_of.get(partition, "-"),
             )
-        if held:
+        if members:
+            notes.append(f"group {name} members: {describe_members(members)}")
+        elif held:
             notes.append(f"group {name} is in use by {', '.join(sorted({who for _, who in held}))}")
     if as_json:
         print_json(documents)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import click
@@ -13,9 +13,32 @@ from .output import console, format_bytes, format_count, format_time, iso_time, 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .._sansio.values import StreamStats
+    from .._sansio.values import GroupMember, StreamStats
 
-__all__ = ["group_lag", "print_stats", "stats", "stats_json"]
+__all__ = ["describe_members", "group_lag", "member_json", "print_stats", "stats", "stats_json"]
+
+
+def member_json(member: GroupMember) -> dict[str, object]:
+    """One live group member as plain JSON values."""
+    return {
+        "id": member.id,
+        "pid": member.pid,
+        "host": member.host,
+        "partitions": list(member.partitions),
+        "exclusive": member.exclusive,
+        "joined": iso_time(member.joined_ns),
+    }
+
+
+def describe_members(members: Sequence[GroupMember]) -> str:
+    """``pid 12 on box: 0,1 · pid 13 on box: 2`` — who holds which partitions."""
+    if not members:
+        return "none running"
+    parts = []
+    for member in members:
+        held = ",".join(map(str, member.partitions)) or "nothing yet"
+        parts.append(f"pid {member.pid} on {member.host}: {held}" + (" (exclusive)" if member.exclusive else ""))
+    return " · ".join(parts)
 
 
 def group_lag(committed: Mapping[int, int], next_offsets: Mapping[int, int]) -> dict[int, int]:
@@ -37,6 +60,7 @@ def stats_json(info: StreamStats) -> dict[str, object]:
             "committed": {str(p): o for p, o in sorted(committed.items())},
             "lag": {str(p): n for p, n in sorted(lag.items())},
             "total_lag": sum(lag.values()),
+            "members": [member_json(m) for m in info.members.get(name, ())],
         }
     recovery = info.last_recovery
     return {
@@ -108,11 +132,13 @@ def print_stats(info: StreamStats, out: Console | None = None) -> None:
 
     if info.groups:
         next_offsets = {p.partition: p.next_offset for p in info.partitions}
-        rows = table("group", "committed (partition:offset)", "lag", title="groups", right=("lag",))
+        rows = table(
+            "group", "committed (partition:offset)", "lag", "members (partitions held)", title="groups", right=("lag",)
+        )
         for name, committed in sorted(info.groups.items()):
             lag = group_lag(committed, next_offsets)
             shown = " ".join(f"{p}:{o}" for p, o in sorted(committed.items())) or "nothing committed"
-            rows.add_row(name, shown, format_count(sum(lag.values())))
+            rows.add_row(name, shown, format_count(sum(lag.values())), describe_members(info.members.get(name, ())))
         out.print(rows)
     else:
         out.print("groups: none")
@@ -172,6 +198,7 @@ def _stats_around_broken_groups(path: str) -> tuple[StreamStats, dict[str, str]]
     """What ``adiskq.stats`` gives, with the groups whose offsets cannot be read left out, and why."""
     from .._errors import CorruptStreamError
     from .._sansio.values import StreamStats
+    from .._storage.leases import read_members
     from .._storage.lock import read_owner
     from .._storage.offsets import list_groups, load_offsets
     from .._storage.stream import StreamReader, load_recovery_report
@@ -190,5 +217,6 @@ def _stats_around_broken_groups(path: str) -> tuple[StreamStats, dict[str, str]]
         owner=read_owner(stream.path),
         groups=groups,
         last_recovery=load_recovery_report(stream.path),
+        members={name: tuple(read_members(stream.path, name)) for name in list_groups(stream.path)},
     )
     return info, broken
