@@ -2,45 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
 
+import crash_support
 import pytest
 
 import adiskq
 
 ROUNDS = 8
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = crash_support.ROOT
 
 
 def run_and_kill(path: str, flush: str, backend: str, round_: int, lines_before_kill: int) -> list[str]:
     """Start a pushing producer, let it acknowledge some pushes, SIGKILL it; return its receipts."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.helpers.crash_producer", path, flush, backend, str(round_)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
+    return crash_support.run_and_kill(
+        "tests.helpers.crash_producer", [path, flush, backend, str(round_)], lines_before_kill
     )
-    assert child.stdout is not None
-    receipts: list[str] = []
-    try:
-        assert child.stdout.readline().strip() == "open"
-        while len(receipts) < lines_before_kill:
-            line = child.stdout.readline()
-            assert line, "the producer exited early"
-            receipts.append(line)
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
-        # Read on through the same buffered pipe: communicate() would skip what readline() buffered.
-        rest = child.stdout.read()
-        child.stdout.close()
-    # Lines printed after our last read were acknowledged too; a torn last line was not complete.
-    receipts.extend(line + "\n" for line in rest.split("\n")[:-1])
-    return receipts
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])

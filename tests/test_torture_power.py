@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
 
+import crash_support
 import pytest
 
 import adiskq
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = crash_support.ROOT
 ROUNDS = 5
 REOPEN = """
 import sys, anyio, adiskq
@@ -28,29 +28,10 @@ anyio.run(main)
 
 
 def run_and_kill(path: str, flush: str, backend: str, round_: int, log: str, lines: int) -> list[str]:
-    """A pushing producer, killed after `lines` acknowledgements; returns all it acknowledged."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.helpers.powerloss_producer", path, flush, backend, str(round_), log],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
+    """A pushing producer noting its fsyncs in `log`, killed after `lines` acknowledgements."""
+    return crash_support.run_and_kill(
+        "tests.helpers.powerloss_producer", [path, flush, backend, str(round_), log], lines
     )
-    assert child.stdout is not None
-    receipts: list[str] = []
-    try:
-        assert child.stdout.readline().strip() == "open"
-        while len(receipts) < lines:
-            line = child.stdout.readline()
-            assert line, "the producer exited early"
-            receipts.append(line)
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
-        # Read on through the same buffered pipe: communicate() would skip what readline() buffered.
-        rest = child.stdout.read()
-        child.stdout.close()
-    receipts.extend(line + "\n" for line in rest.split("\n")[:-1])
-    return receipts
 
 
 def durable_sizes(log: str) -> dict[str, int]:

@@ -29,7 +29,7 @@ import anyio.lowlevel
 
 from .._errors import ClosedError, OffsetOutOfRangeError
 from .._sansio.naming import INDEX, OWNER_FILE, SETTINGS_FILE
-from .._sansio.values import Message, ns_from_datetime
+from .._sansio.values import Message
 from .._storage.partition import PartitionCursor, PartitionReader
 from .._storage.segment import segment_path
 from .._storage.stream import StreamReader
@@ -78,15 +78,7 @@ def check_max_messages(max_messages: object) -> int:
 
 def resolve_start(reader: PartitionReader, start: Start) -> int:
     """The offset ``start`` names in the partition now."""
-    if isinstance(start, dt.datetime):
-        return reader.offset_for_time(ns_from_datetime(start))
-    if isinstance(start, int):
-        return start
-    if start == "active-oldest":
-        bases = reader.segment_bases()
-        return bases[-1] if bases else 0
-    oldest, next_offset = reader.bounds()
-    return oldest if start == "oldest" else next_offset
+    return reader.offset_of(start)
 
 
 _HOST: Final = socket.gethostname()

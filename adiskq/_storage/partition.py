@@ -12,6 +12,7 @@ import array
 import bisect
 import contextlib
 import dataclasses
+import datetime as dt
 import os
 from collections.abc import Sequence
 
@@ -19,7 +20,7 @@ from .._errors import CorruptStreamError, OffsetOutOfRangeError
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
 from .._sansio.naming import DATA, INDEX, KEYINDEX, SEGMENT_EXTENSIONS, TIMEINDEX, parse_segment_file
 from .._sansio.retention import SegmentInfo
-from .._sansio.values import Message, PartitionStats, SegmentRepair, VacuumReport
+from .._sansio.values import Message, PartitionStats, SegmentRepair, VacuumReport, ns_from_datetime
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact
 from .recovery import recover_segment
 from .segment import (
@@ -349,6 +350,24 @@ class PartitionReader:
                 f"(the partition holds offsets {oldest}..{next_offset - 1})"
             )
         return messages[0]
+
+    def offset_of(self, position: str | int | dt.datetime) -> int:
+        """The offset a start position names now: ``"oldest"``, ``"newest"`` (the next offset),
+        ``"active-oldest"`` (the active segment's first), an offset, or a ``datetime`` (the first
+        message stamped at or after it)."""
+        if isinstance(position, dt.datetime):
+            return self.offset_for_time(ns_from_datetime(position))
+        if isinstance(position, int):
+            return position
+        if position == "active-oldest":
+            bases = self.segment_bases()
+            return bases[-1] if bases else 0
+        if position not in ("oldest", "newest"):
+            raise ValueError(
+                f"{position!r} is not a position: use oldest, newest, active-oldest, an offset or a datetime"
+            )
+        oldest, next_offset = self.bounds()
+        return oldest if position == "oldest" else next_offset
 
     def offset_for_time(self, timestamp_ns: int) -> int:
         """The first offset whose timestamp is at or after ``timestamp_ns``; the next offset if none."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from typing import TYPE_CHECKING
 
@@ -111,19 +110,10 @@ def groups(path: str, as_json: bool) -> None:
 
 def _target(stream: StreamReader, partition: int, to: Position) -> int:
     """The offset ``--reset-to`` names in one partition; a failure for one it does not hold."""
-    from .._sansio.values import ns_from_datetime
-
     reader = stream.partition(partition)
     oldest, next_offset = reader.bounds()
-    if to == "oldest":
-        return oldest
-    if to == "newest":
-        return next_offset
-    if to == "active-oldest":
-        bases = reader.segment_bases()
-        return bases[-1] if bases else 0
-    if isinstance(to, dt.datetime):
-        return reader.offset_for_time(ns_from_datetime(to))
+    if not isinstance(to, int):
+        return reader.offset_of(to)
     if not oldest <= to <= next_offset:
         raise Failure(
             f"partition {partition} holds offsets {oldest}..{next_offset - 1} (next {next_offset}), so it cannot be "

@@ -69,17 +69,7 @@ def check_partitions(stream: StreamReader, chosen: tuple[int, ...]) -> list[int]
 
 def start_offset(reader: PartitionReader, start: Position) -> int:
     """The offset ``--start`` names in one partition now."""
-    from .._sansio.values import ns_from_datetime
-
-    if isinstance(start, dt.datetime):
-        return reader.offset_for_time(ns_from_datetime(start))
-    if isinstance(start, int):
-        return start
-    if start == "active-oldest":
-        bases = reader.segment_bases()
-        return bases[-1] if bases else 0
-    oldest, next_offset = reader.bounds()
-    return oldest if start == "oldest" else next_offset
+    return reader.offset_of(start)
 
 
 def end_offset(reader: PartitionReader, end: Position | None) -> int:
