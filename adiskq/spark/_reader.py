@@ -42,11 +42,13 @@ class OffsetRange(InputPartition):
 
 
 def _data_loss_message(partition: int, wanted: int, oldest: int) -> str:
-    return (
-        f"offsets {wanted}..{oldest - 1} of partition {partition} were deleted by retention before they "
-        "were read. Set the option failOnDataLoss=false to skip what is gone and go on from the oldest "
-        "offset, or start from offsets the stream still holds"
-    )
+    return f"offsets {wanted}..{oldest - 1} of partition {partition} were deleted by retention before they were read"
+
+
+_DATA_LOSS_ADVICE: Final = (
+    ". Set the option failOnDataLoss=false to skip what is gone and go on from the oldest offset, "
+    "or start from offsets the stream still holds"
+)
 
 
 def resolve_start(
@@ -69,10 +71,13 @@ def resolve_start(
     if wanted < oldest:
         if reader_options.fail_on_data_loss:
             raise OffsetOutOfRangeError(
-                _data_loss_message(partition, wanted, oldest), partition=partition, offset=wanted, oldest_offset=oldest
+                _data_loss_message(partition, wanted, oldest) + _DATA_LOSS_ADVICE,
+                partition=partition,
+                offset=wanted,
+                oldest_offset=oldest,
             )
         message = _data_loss_message(partition, wanted, oldest)
-        logger.warning("%s; failOnDataLoss=false: starting at offset %d", message, oldest)
+        logger.warning("%s; starting at offset %d (failOnDataLoss=false)", message, oldest)
         return oldest
     return wanted
 
@@ -123,9 +128,9 @@ def read_range(path: str, split: OffsetRange, *, fail_on_data_loss: bool) -> Ite
                 message = _data_loss_message(split.partition, position, min(oldest, split.end))
                 if fail_on_data_loss:
                     raise OffsetOutOfRangeError(
-                        message, partition=split.partition, offset=position, oldest_offset=oldest
+                        message + _DATA_LOSS_ADVICE, partition=split.partition, offset=position, oldest_offset=oldest
                     ) from None
-                logger.warning("%s; failOnDataLoss=false: skipping them", message)
+                logger.warning("%s; skipped them (failOnDataLoss=false)", message)
                 position = oldest
                 cursor.seek(position)
                 continue
@@ -142,7 +147,7 @@ def read_range(path: str, split: OffsetRange, *, fail_on_data_loss: bool) -> Ite
                         partition=split.partition,
                         offset=position,
                     )
-                logger.warning("%s; failOnDataLoss=false: skipping them", message)
+                logger.warning("%s; skipped them (failOnDataLoss=false)", message)
                 return
             yield run_to_batch(run, max_record_bytes=DEFAULT_MAX_RECORD_BYTES)
             position += run.message_count

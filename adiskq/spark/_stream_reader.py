@@ -107,19 +107,31 @@ class LatestOffsets:
 
 
 def _limit(start: Mapping[int, int], latest: Mapping[int, int], max_rows: int) -> dict[int, int]:
-    """End offsets that read at most ``max_rows`` in all, shared in proportion to what each has."""
-    available = {p: max(0, latest[p] - start[p]) for p in latest}
-    total = sum(available.values())
-    if total <= max_rows:
+    """End offsets that read at most ``max_rows`` in all.
+
+    Each partition with a backlog gets one row first (while the limit lasts), so a small partition
+    is never starved by a busy one; the rest is shared in proportion to the backlogs, largest
+    remainders first.
+    """
+    backlog = {p: max(0, latest[p] - start[p]) for p in latest}
+    if sum(backlog.values()) <= max_rows:
         return dict(latest)
-    share = {p: available[p] * max_rows // total for p in available}
-    left = max_rows - sum(share.values())
-    for p in sorted(available, key=lambda q: (-(available[q] - share[q]), q)):
-        if left == 0:
-            break
-        if share[p] < available[p]:
-            share[p] += 1
+    share = dict.fromkeys(backlog, 0)
+    left = max_rows
+    for p in sorted(backlog):
+        if backlog[p] and left:
+            share[p] = 1
             left -= 1
+    rest = {p: backlog[p] - share[p] for p in backlog}
+    total = sum(rest.values())
+    if left and total:
+        exact = {p: rest[p] * left / total for p in rest}
+        extra = {p: int(exact[p]) for p in rest}
+        remaining = left - sum(extra.values())
+        for p in sorted(rest, key=lambda q: (extra[q] - exact[q], q))[:remaining]:
+            extra[p] += 1
+        for p in rest:
+            share[p] += min(extra[p], rest[p])
     return {p: start[p] + share[p] for p in latest}
 
 
