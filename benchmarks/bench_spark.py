@@ -38,6 +38,7 @@ KEYS = [f"customer-{i:03d}".encode() for i in range(1000)]  # 12 bytes each
 START_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z
 PARTITIONS = 2
 CHUNK = 100_000
+QUICK_ROWS = 20_000
 
 
 def write_stream(path: str, rows: int) -> None:
@@ -92,6 +93,42 @@ def total_length(df: DataFrame, expected: int) -> Callable[[], object]:
     return run
 
 
+def run(spark: SparkSession, rows: int, repeat: int, root: str) -> dict[str, tuple[float, float]]:
+    """Write the data under ``root``, time both peers, print the table; workload -> (adiskq, parquet) rows/s."""
+    adiskq.spark.register(spark)
+    stream, parquet = os.path.join(root, "stream"), os.path.join(root, "parquet")
+    started = time.perf_counter()
+    write_stream(stream, rows)
+    write_parquet(stream, parquet)
+    print(f"{rows:,} rows of {VALUE_BYTES}-byte values written in {time.perf_counter() - started:.1f} s")
+
+    sources = {
+        "adiskq": spark.read.format("adiskq").load(stream),
+        "parquet": spark.read.parquet(parquet),
+    }
+    expected_length = rows * VALUE_BYTES
+    workloads = {name: {"scan": scan(df), "sum": total_length(df, expected_length)} for name, df in sources.items()}
+    for actions in workloads.values():  # warm up: the first query starts the Python workers and the JIT
+        for action in actions.values():
+            action()
+    results: dict[tuple[str, str], list[float]] = {}
+    for _ in range(repeat):  # interleaved, so a busy moment of the machine hits both peers
+        for name, actions in workloads.items():
+            for workload, action in actions.items():
+                results.setdefault((name, workload), []).append(timed(action, rows))
+
+    medians = {
+        workload: (statistics.median(results["adiskq", workload]), statistics.median(results["parquet", workload]))
+        for workload in ("scan", "sum")
+    }
+    print(f"Spark {spark.version}, local[2], {os.cpu_count()} CPUs, median of {repeat}")
+    print(f"{'workload':<10}{'adiskq rows/s':>16}{'parquet rows/s':>17}{'adiskq/parquet':>16}")
+    for workload, (ours, theirs) in medians.items():
+        print(f"{workload:<10}{ours:>16,.0f}{theirs:>17,.0f}{ours / theirs:>16.2f}")
+    sys.stdout.flush()
+    return medians
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -99,8 +136,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="20,000 rows, once: checks that the benchmark runs")
     parser.add_argument("--dir", default=None, help="where to put the data (default: a temporary folder)")
     args = parser.parse_args()
-    rows, repeat = (20_000, 1) if args.quick else (args.rows, args.repeat)
-
+    rows, repeat = (QUICK_ROWS, 1) if args.quick else (args.rows, args.repeat)
     root = tempfile.mkdtemp(prefix="bench-spark-", dir=args.dir)
     spark = (
         SparkSession.builder.master("local[2]")
@@ -112,38 +148,10 @@ def main() -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        adiskq.spark.register(spark)
-        stream, parquet = os.path.join(root, "stream"), os.path.join(root, "parquet")
-        started = time.perf_counter()
-        write_stream(stream, rows)
-        write_parquet(stream, parquet)
-        print(f"{rows:,} rows of {VALUE_BYTES}-byte values written in {time.perf_counter() - started:.1f} s")
-
-        sources = {
-            "adiskq": spark.read.format("adiskq").load(stream),
-            "parquet": spark.read.parquet(parquet),
-        }
-        expected_length = rows * VALUE_BYTES
-        workloads = {name: {"scan": scan(df), "sum": total_length(df, expected_length)} for name, df in sources.items()}
-        for actions in workloads.values():  # warm up: the first query starts the Python workers and the JIT
-            for action in actions.values():
-                action()
-        results: dict[tuple[str, str], list[float]] = {}
-        for _ in range(repeat):  # interleaved, so a busy moment of the machine hits both peers
-            for name, actions in workloads.items():
-                for workload, action in actions.items():
-                    results.setdefault((name, workload), []).append(timed(action, rows))
-
-        print(f"Spark {spark.version}, local[2], {os.cpu_count()} CPUs, median of {repeat}")
-        print(f"{'workload':<10}{'adiskq rows/s':>16}{'parquet rows/s':>17}{'adiskq/parquet':>16}")
-        for workload in ("scan", "sum"):
-            ours = statistics.median(results["adiskq", workload])
-            theirs = statistics.median(results["parquet", workload])
-            print(f"{workload:<10}{ours:>16,.0f}{theirs:>17,.0f}{ours / theirs:>16.2f}")
+        run(spark, rows, repeat, root)
     finally:
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)
-    sys.stdout.flush()
 
 
 if __name__ == "__main__":
