@@ -1,6 +1,7 @@
 """Click events through adiskq and Spark Structured Streaming, end to end.
 
-1. A producer appends click events to the stream ``events``: key = the user, value = JSON.
+1. An ``adiskq.Producer`` (async) appends click events to the stream ``events``: key = the user,
+   value = JSON. In a real service it runs in the web server, while the Spark job runs elsewhere.
 2. A Structured Streaming job reads ``events``, counts the clicks of each user in each minute, and
    appends each count to the stream ``counts`` once the minute is over (a 30-second watermark: a
    minute closes when a click 30 seconds past its end has been seen). The sink is exactly once per
@@ -18,9 +19,11 @@ import os
 import sys
 import tempfile
 
+import anyio
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+import adiskq
 import adiskq.spark
 
 START = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
@@ -37,10 +40,12 @@ def make_events(count: int, users: int = 5) -> list[tuple[str, str, dt.datetime]
     return events
 
 
-def produce(spark: SparkSession, events_path: str, events: list[tuple[str, str, dt.datetime]]) -> None:
-    """The producer: append the events to a 3-partition stream (created by the first write)."""
-    df = spark.createDataFrame(events, "key string, value string, timestamp timestamp")
-    df.write.format("adiskq").mode("append").option("partitionCount", "3").save(events_path)
+async def produce(events_path: str, events: list[tuple[str, str, dt.datetime]]) -> None:
+    """The producer: append the events to a 3-partition stream (created on first open)."""
+    async with adiskq.Producer(events_path, partitions=3) as producer:
+        await producer.push_many(
+            adiskq.Record(value.encode(), key=user, timestamp=when) for user, value, when in events
+        )
 
 
 def count_per_minute(spark: SparkSession, events_path: str, counts_path: str, checkpoint: str) -> None:
@@ -92,7 +97,7 @@ def run(spark: SparkSession, folder: str, event_count: int = 200) -> list[tuple[
     """Produce events, run the streaming job, and return what it appended to ``counts``."""
     adiskq.spark.register(spark)
     events_path, counts_path = os.path.join(folder, "events"), os.path.join(folder, "counts")
-    produce(spark, events_path, make_events(event_count))
+    anyio.run(produce, events_path, make_events(event_count))
     count_per_minute(spark, events_path, counts_path, os.path.join(folder, "checkpoint"))
     return read_counts(spark, counts_path)
 

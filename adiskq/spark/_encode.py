@@ -3,7 +3,7 @@
 A DataFrame written to adiskq has a ``value`` column (binary or string) and may have ``key``
 (binary or string), ``headers`` (map of string to binary or string) and ``timestamp``; other columns
 (such as the ``partition`` and ``offset`` of a DataFrame read from adiskq) are ignored. A row without
-a key gets a random one, as a producer's push does; a key goes to partition FNV-1-32(key) modulo the
+a key gets a random 8-byte key, as ``Producer.push`` does; a key goes to partition FNV-1-32(key) modulo the
 partition count. A row without a timestamp gets the time it was encoded.
 """
 
@@ -27,7 +27,7 @@ __all__ = ["Columns", "Grouped", "InvalidColumnsError", "random_keys", "record_k
 
 _KEY_LENGTH: Final = struct.Struct("<I")
 _TIMESTAMP: Final = struct.Struct("<q")
-RANDOM_KEY_BYTES: Final = 16  # shown as 32 hex digits
+RANDOM_KEY_BYTES: Final = 8  # as adiskq.Producer makes them
 
 
 class InvalidColumnsError(Error, ValueError):
@@ -35,10 +35,9 @@ class InvalidColumnsError(Error, ValueError):
 
 
 def random_keys(count: int) -> list[bytes]:
-    """``count`` random keys, 32 hex digits each."""
-    text = os.urandom(RANDOM_KEY_BYTES * count).hex().encode()
-    width = 2 * RANDOM_KEY_BYTES
-    return [text[i : i + width] for i in range(0, len(text), width)]
+    """``count`` random keys of 8 bytes, as ``Producer.push`` gives a message pushed without one."""
+    raw = os.urandom(RANDOM_KEY_BYTES * count)
+    return [raw[i : i + RANDOM_KEY_BYTES] for i in range(0, len(raw), RANDOM_KEY_BYTES)]
 
 
 def record_key(record: bytes) -> bytes:
