@@ -57,6 +57,7 @@ def spark() -> SparkSession:
         SparkSession.builder.master("local[2]")
         .appName("adiskq-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "1g")

@@ -54,7 +54,7 @@ CRC_RESET: Final = 0xD387D06C
 # size u32 @0, crc u32 @4, magic u8 @8, attributes u8 @9, timestamp_ns i64 @10, key_len u32 @18
 _FIXED_BYTES: Final = 22
 _INLINE_MAX: Final = 12  # binary views hold up to 12 bytes inline
-_AR12: Final = np.arange(_INLINE_MAX)
+_BYTE_MASKS: Final = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], np.uint32)  # keep the first n bytes
 
 _I64 = npt.NDArray[np.int64]
 
@@ -71,30 +71,32 @@ def _words(buffer: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint32]:
 def _views(
     buffer: npt.NDArray[np.uint8], words: npt.NDArray[np.uint32], starts: _I64, lengths: _I64
 ) -> npt.NDArray[np.uint32]:
-    """Arrow binary-view structs (length, prefix or inline bytes, buffer 0, offset) for the slices."""
-    views = np.zeros((len(starts), 4), np.uint32)
+    """Arrow binary-view structs for the slices: (length, prefix, buffer 0, offset), or for a slice
+    of at most 12 bytes (length, its bytes inline, zero-padded)."""
+    views = np.empty((len(starts), 4), np.uint32)
     views[:, 0] = lengths
     long = lengths > _INLINE_MAX
     if long.all():
         views[:, 1] = words[starts]
+        views[:, 2] = 0
         views[:, 3] = starts
         return views
-    views[long, 1] = words[starts[long]]
-    views[long, 3] = starts[long]
-    short = np.flatnonzero(~long)
-    short_starts = starts[short]
+    # Every row as if inline: three little-endian words, each masked to the bytes the slice has.
     last_word = len(words) - 1
-    inline = np.empty((len(short), 3), np.uint32)
     for word in range(3):
-        inline[:, word] = words[np.minimum(short_starts + 4 * word, last_word)]
-    inline_bytes = inline.view(np.uint8)
-    inline_bytes[_AR12[None, :] >= lengths[short][:, None]] = 0  # unused inline bytes must be zero
-    # A slice within 12 bytes of the buffer's end was read from a clamped position: copy it by hand.
-    for row in np.flatnonzero(short_starts + _INLINE_MAX > len(buffer)).tolist():
-        start, length = int(short_starts[row]), int(lengths[short[row]])
-        inline_bytes[row] = 0
-        inline_bytes[row, :length] = buffer[start : start + length]
-    views[short, 1:4] = inline
+        at = starts + 4 * word
+        np.minimum(at, last_word, out=at)
+        views[:, 1 + word] = words[at] & _BYTE_MASKS[np.clip(lengths - 4 * word, 0, 4)]
+    # A short slice within 12 bytes of the buffer's end was read from a clamped position: redo it.
+    end = len(buffer)
+    for row in np.flatnonzero((starts + _INLINE_MAX > end) & ~long).tolist():
+        start, length = int(starts[row]), int(lengths[row])
+        inline = np.zeros(_INLINE_MAX, np.uint8)
+        inline[:length] = buffer[start : start + length]
+        views[row, 1:4] = inline.view("<u4")
+    if long.any():
+        views[long, 2] = 0  # word 1 already holds the 4-byte prefix
+        views[long, 3] = starts[long]
     return views
 
 
