@@ -12,7 +12,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from spark_support import fill, read_all
 
-from adiskq import StreamLockedError
+from adiskq import CorruptRecordError, StreamLockedError
 from adiskq._storage.stream import StreamReader, StreamWriter
 from adiskq.spark import _sink
 from adiskq.spark._encode import Columns, Grouped
@@ -221,3 +221,21 @@ def test_a_commit_waits_for_the_lock_and_names_the_holder(stream_path: str, tmp_
     assert os.path.exists(staged.path)
     assert committer.commit(0, [staged]) is True
     assert len(read_all(stream_path)) == len(ROWS)
+
+
+def test_a_damaged_staging_file_is_refused_before_anything_is_appended(
+    stream_path: str, tmp_path: pathlib.Path
+) -> None:
+    """Every staged record's CRC is checked at commit; a damaged one names the file and appends nothing."""
+    fill(stream_path, [0, 0])
+    committer = SinkCommitter(str(tmp_path), stream_path, 1.0)
+    staged = staged_rows(str(tmp_path), ROWS)
+    with open(staged.path, "r+b") as file:
+        file.seek(30)
+        byte = file.read(1)
+        file.seek(30)
+        file.write(bytes([byte[0] ^ 1]))
+    with pytest.raises(CorruptRecordError) as caught:
+        committer.commit(0, [staged])
+    assert caught.value.path == staged.path
+    assert read_all(stream_path) == []

@@ -41,7 +41,8 @@ from typing import Final
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from .._errors import CorruptStreamError
+from .._errors import CorruptRecordError, CorruptStreamError
+from .._sansio.codec import scan_records
 from .._storage.columns import RawCursor
 from .._storage.files import atomic_write_json, fsync_dir, read_json, write_all
 from .._storage.partition import PartitionReader
@@ -116,18 +117,24 @@ def _load_staged(staged: Sequence[StagedRecords], partition_count: int) -> Group
                 data = file.read()
         except FileNotFoundError:
             raise CorruptStreamError(
-                f"the staged rows {item.path!r} of an unfinished commit are gone; the adiskq sink cannot finish "
-                "that batch. Restore the file, or start the query with a new checkpointLocation"
+                f"the staged rows {item.path!r} of a micro-batch are gone, so the adiskq sink cannot append "
+                "them. Restore the file, or start the query with a new checkpointLocation"
             ) from None
         position = 0
         part = Grouped(item.partition_count)
         for partition, count, size in item.layout:
             chunk = data[position : position + size]
-            offset = 0
-            for _ in range(count):
-                length = int.from_bytes(chunk[offset : offset + 4], "little")
-                part.add(partition, chunk[offset : offset + length])
-                offset += length
+            # Every staged record is checked (size, magic, CRC) before it can reach the stream.
+            try:
+                extents = list(scan_records(chunk))
+            except CorruptRecordError as error:
+                raise error.with_path(item.path, position) from None
+            if len(extents) != count or sum(extent.size for extent in extents) != size:
+                raise CorruptRecordError(
+                    f"the staged rows of partition {partition} are cut short", path=item.path, position=position
+                )
+            for extent in extents:
+                part.add(partition, chunk[extent.position : extent.position + extent.size])
             position += size
         placed = part.regrouped(partition_count)
         for partition in sorted(placed.records):
