@@ -6,18 +6,22 @@ vectorised operations instead of one Python object per record:
 - the fixed fields (size, CRC, magic, timestamp, key length) are gathered with numpy;
 - ``key`` and ``value`` are Arrow *binary views* pointing into the buffer (16 bytes per row, made
   with numpy), which Arrow's C++ cast turns into ordinary ``binary`` arrays in one copy;
-- headers, which most records lack, are decoded one record at a time for the records that have them.
+- headers, which most records lack, are decoded one record at a time for the records that have them;
+- a run whose records all have one size and one key length and no headers (fixed-size keys and
+  values: common, and the benchmark's case) needs no index arrays at all: every field lies at a
+  fixed stride, and each column is one strided copy.
 
 CRC-32C is checked for every record without a Python call per record. For each record the buffer
 ``body ‖ crc ‖ U`` is formed (``body`` is what the CRC covers, ``crc`` the stored value, little
 endian, and ``U`` the constant below); for any body, CRC-32C over ``body ‖ crc32c(body)`` leaves a
-fixed state, and ``U`` takes that state back to the initial one. So the CRC-32C of all these buffers
-laid end to end (one Arrow cast and one ``crc32c`` call) is 0 exactly when every stored CRC matches,
-except that damage in two or more records can cancel out with probability 2**-32. A single damaged
-record is always caught, because each record's error is carried to the end multiplied by a power
-of x, which is never 0 modulo the CRC polynomial. On any mismatch, and on any other inconsistency,
-the run is decoded again by the reference decoder (``decode_messages``), which checks each record on
-its own and raises ``CorruptRecordError`` with the file and byte position of the bad one.
+fixed state, and ``U`` takes that state back to the initial one. So the CRC-32C of all these
+buffers laid end to end (one Arrow cast or one strided copy, and one ``crc32c`` call) is 0 exactly
+when every stored CRC matches, except that damage in two or more records can cancel out with
+probability 2**-32. A single damaged record is always caught, because each record's error is
+carried to the end multiplied by a power of x, which is never 0 modulo the CRC polynomial. On any
+mismatch, and on any other inconsistency, the run is decoded again by the reference decoder
+(``decode_messages``), which checks each record on its own and raises ``CorruptRecordError`` with
+the file and byte position of the bad one.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ CRC_RESET: Final = 0xD387D06C
 
 # size u32 @0, crc u32 @4, magic u8 @8, attributes u8 @9, timestamp_ns i64 @10, key_len u32 @18
 _FIXED_BYTES: Final = 22
+_CRC_RESET_BYTES: Final = np.frombuffer(CRC_RESET.to_bytes(4, "little"), np.uint8)
 _INLINE_MAX: Final = 12  # binary views hold up to 12 bytes inline
 _BYTE_MASKS: Final = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], np.uint32)  # keep the first n bytes
 
@@ -173,11 +178,16 @@ def _fast_batch(run: RawRun, max_record_bytes: int) -> pa.RecordBatch:
         int(rel[-1] + sizes[-1]) != len(run.data)
         or not np.array_equal(entries[:, 1].astype(np.int64) - run.data_position, rel)
         or not np.array_equal(entries[:, 0], np.arange(run.first_offset, run.first_offset + count, dtype=np.uint64))
-        or sizes.min() < MIN_RECORD_BYTES
-        or sizes.max() > max_record_bytes
     ):
         raise _Inconsistent
+    smallest, largest = int(sizes.min()), int(sizes.max())
+    if smallest < MIN_RECORD_BYTES or largest > max_record_bytes:
+        raise _Inconsistent
     buffer = np.frombuffer(run.data, np.uint8)
+    if smallest == largest:
+        uniform = _uniform_batch(run, buffer, smallest)
+        if uniform is not None:
+            return uniform
     data = pa.py_buffer(run.data)
     words = _words(buffer)
     if not np.array_equal(words[rel], sizes) or (buffer[rel + 8] != MAGIC_V1).any():
@@ -210,6 +220,55 @@ def _fast_batch(run: RawRun, max_record_bytes: int) -> pa.RecordBatch:
             keys,
             values,
             _headers_array(count, with_headers, header_maps),
+        ],
+        schema=ARROW_SCHEMA,
+    )
+
+
+def _fixed_width(block: npt.NDArray[np.uint8], width: int, count: int) -> pa.Array:
+    """A ``binary`` array of ``count`` values of ``width`` bytes, the rows of a strided block."""
+    data = np.ascontiguousarray(block)
+    offsets = np.arange(0, width * count + 1, width, dtype=np.int32)
+    return pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _uniform_batch(run: RawRun, buffer: npt.NDArray[np.uint8], size: int) -> pa.RecordBatch | None:
+    """The batch of a run whose records all have one size and one key length, and no headers.
+
+    Such runs are common (fixed-size keys and values), and every field then sits at a fixed stride,
+    so columns are strided copies without any index arrays. None if the run is not of that kind.
+    """
+    count = run.message_count
+    rows = buffer.reshape(count, size)
+
+    def field(dtype: str, offset: int) -> npt.NDArray[np.generic]:
+        return np.ndarray((count,), dtype, buffer, offset, (size,))
+
+    if not (field("<u4", 0) == size).all() or (rows[:, 8] != MAGIC_V1).any():
+        raise _Inconsistent
+    key_lengths = field("<u4", 18)
+    key_length = int(key_lengths[0])
+    if not (key_lengths == key_length).all():
+        return None
+    value_start = _FIXED_BYTES + key_length + 2
+    if value_start > size:
+        raise _Inconsistent
+    if rows[:, value_start - 2 : value_start].any():
+        return None  # some records have headers
+    chained = np.empty((count, size), np.uint8)  # body ‖ crc ‖ CRC_RESET for each record
+    chained[:, : size - 8] = rows[:, 8:]
+    chained[:, size - 8 : size - 4] = rows[:, 4:8]
+    chained[:, size - 4 :] = _CRC_RESET_BYTES
+    if crc32c(chained.data) != 0:
+        raise _Inconsistent
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(np.full(count, run.partition, np.int32)),
+            pa.array(np.arange(run.first_offset, run.first_offset + count, dtype=np.int64)),
+            pa.array(field("<i8", 10) // 1000, pa.timestamp("us", tz="UTC")),
+            _fixed_width(rows[:, _FIXED_BYTES : _FIXED_BYTES + key_length], key_length, count),
+            _fixed_width(rows[:, value_start:], size - value_start, count),
+            _headers_array(count, [], []),
         ],
         schema=ARROW_SCHEMA,
     )
