@@ -228,7 +228,7 @@ def _fast_batch(run: RawRun, max_record_bytes: int) -> pa.RecordBatch:
 def _fixed_width(block: npt.NDArray[np.uint8], width: int, count: int) -> pa.Array:
     """A ``binary`` array of ``count`` values of ``width`` bytes, the rows of a strided block."""
     data = np.ascontiguousarray(block)
-    offsets = np.arange(0, width * count + 1, width, dtype=np.int32)
+    offsets = np.arange(count + 1, dtype=np.int32) * np.int32(width)
     return pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
