@@ -54,13 +54,13 @@ def test_rows_without_a_key_get_random_keys(spark: SparkSession, stream_path: st
 
 def test_headers_and_timestamps_are_kept(spark: SparkSession, stream_path: str) -> None:
     """A headers map (string or binary values) and a timestamp column are stored with each message."""
-    when = dt.datetime(2026, 3, 4, 5, 6, 7, 891_011)
+    when = dt.datetime(2026, 3, 4, 5, 6, 7, 891_011, tzinfo=dt.UTC)
     spark.createDataFrame(
         [(b"v", {"type": "click", "id": "7"}, when)], "value binary, headers map<string,string>, timestamp timestamp"
     ).write.format("adiskq").mode("append").save(stream_path)
     (message,) = read_all(stream_path)
     assert dict(message.headers) == {"type": b"click", "id": b"7"}
-    assert message.timestamp == when.replace(tzinfo=dt.UTC)
+    assert message.timestamp == when
 
 
 def test_rows_without_a_timestamp_get_the_time_of_the_write(spark: SparkSession, stream_path: str) -> None:
