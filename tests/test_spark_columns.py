@@ -113,3 +113,36 @@ def test_an_index_entry_for_another_offset_is_corruption(stream_path: str) -> No
         segment.close()
     assert caught.value.path == index_path
     assert caught.value.position == 48
+
+
+def damage_entry(path: str, offset: int, position: int | None = None, size: int | None = None) -> str:
+    """Rewrite the position and/or size of one index entry of partition 0's only segment."""
+    reader = StreamReader.open(path).partition(0)
+    index_path = f"{reader.directory}/{reader.segment_bases()[0]:020d}.index"
+    with open(index_path, "r+b") as index:
+        index.seek(offset * 24)
+        found, old_position, old_size = struct.unpack("<QQQ", index.read(24))
+        index.seek(offset * 24)
+        index.write(
+            struct.pack(
+                "<QQQ", found, old_position if position is None else position, old_size if size is None else size
+            )
+        )
+    return index_path
+
+
+def test_a_run_starting_at_a_displaced_entry_is_corruption(stream_path: str) -> None:
+    """The first entry must start where the one before ends, or the run would begin at another record."""
+    fill(stream_path, [5])
+    index_path = damage_entry(stream_path, 3, position=0)
+    with pytest.raises(CorruptRecordError, match="says position 0") as caught:
+        runs(stream_path, 0, 3)
+    assert (caught.value.path, caught.value.position) == (index_path, 72)
+
+
+def test_an_entry_claiming_a_huge_size_is_corruption_not_an_allocation(stream_path: str) -> None:
+    """A damaged size larger than the data file raises before any buffer of that size is made."""
+    fill(stream_path, [5])
+    damage_entry(stream_path, 4, size=1 << 40)
+    with pytest.raises(CorruptRecordError, match="past the end of the data"):
+        runs(stream_path, 0, 0)

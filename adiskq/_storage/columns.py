@@ -21,7 +21,7 @@ import bisect
 import contextlib
 import mmap
 import os
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from .._errors import CorruptRecordError, OffsetOutOfRangeError
 from .._sansio.naming import DATA, INDEX
@@ -30,6 +30,9 @@ from .partition import PartitionReader
 from .segment import INDEX_ENTRY, INDEX_ENTRY_BYTES, segment_path
 
 __all__ = ["RawCursor", "RawRun", "RawSegment"]
+
+# Reads larger than this are first checked against the size of .data (one fstat), as SegmentReader does.
+_TRUST_READ_BYTES: Final = 16 * 2**20
 
 
 class RawRun(NamedTuple):
@@ -101,12 +104,26 @@ class RawSegment:
         return os.fstat(self._index_fd).st_nlink == 0
 
     def read(self, offset: int, max_count: int, max_bytes: int | None = None) -> RawRun | None:
-        """Up to ``max_count`` messages from ``offset`` (at least one if any, then ``max_bytes``)."""
+        """Up to ``max_count`` messages from ``offset`` (at least one if any, then ``max_bytes``).
+
+        As in ``SegmentReader.read_messages``, the first entry is checked against the one before it
+        (or position 0 at the segment's start), so a damaged entry cannot make a run that starts
+        there begin at another offset's record; and a read never allocates more than ``.data`` holds.
+        """
         relative = offset - self.base_offset
-        raw = os.pread(self._index_fd, max_count * INDEX_ENTRY_BYTES, relative * INDEX_ENTRY_BYTES)
-        count = len(raw) // INDEX_ENTRY_BYTES
-        if not count:
+        before = 1 if relative > 0 else 0
+        raw = os.pread(
+            self._index_fd, (max_count + before) * INDEX_ENTRY_BYTES, (relative - before) * INDEX_ENTRY_BYTES
+        )
+        count = len(raw) // INDEX_ENTRY_BYTES - before
+        if count <= 0:
             return None
+        expected_start = 0
+        if before:
+            _, previous_position, previous_size = INDEX_ENTRY.unpack_from(raw, 0)
+            expected_start = previous_position + previous_size
+            raw = raw[INDEX_ENTRY_BYTES:]
+        index_path = segment_path(self.directory, self.base_offset, INDEX)
         first, start, _ = INDEX_ENTRY.unpack_from(raw, 0)
         if max_bytes is not None and count > 1:
             count = _count_within(raw, count, start, max_bytes)
@@ -116,12 +133,23 @@ class RawSegment:
             bad = offset if first != offset else offset + count - 1
             raise CorruptRecordError(
                 f"index entries for offsets {offset}..{offset + count - 1} say {first}..{last}",
-                path=segment_path(self.directory, self.base_offset, INDEX),
+                path=index_path,
                 position=(bad - self.base_offset) * INDEX_ENTRY_BYTES,
+            )
+        if start != expected_start:
+            raise CorruptRecordError(
+                f"the index entry of offset {offset} says position {start}, but its record starts at {expected_start}",
+                path=index_path,
+                position=relative * INDEX_ENTRY_BYTES,
             )
         end = last_position + last_size
         if end < start:
-            raise CorruptRecordError("index entries go backwards", path=self.data_path, position=start)
+            raise CorruptRecordError(
+                "index entries go backwards", path=index_path, position=relative * INDEX_ENTRY_BYTES
+            )
+        if end > start + _TRUST_READ_BYTES and end > os.fstat(self._data_fd).st_size:
+            # A damaged entry can claim any size: never allocate more than the file holds.
+            raise CorruptRecordError("the index points past the end of the data", path=self.data_path, position=start)
         data = self._data(start, end)
         if len(data) != end - start:
             raise CorruptRecordError(
