@@ -25,8 +25,9 @@ must do so even if the crash came in the middle of its own ``commit``. How:
 So every batch's rows are appended once: the intent's staged rows are the only rows ever appended
 for that batch, a replay's rows are dropped, and completing an interrupted append never repeats a
 record already there. The state lives beside Spark's own checkpoint, so deleting the checkpoint (a
-new query, whose batch ids start at 0 again) starts afresh too. Every row a query outputs is
-appended, whatever the output mode ("complete" mode appends the whole result table each batch).
+new query, whose batch ids start at 0 again) starts afresh too. Spark 4.3 lets a Python data source
+sink run in "append" or "complete" output mode (not "update"); every row the query outputs is
+appended, so in "complete" mode each batch appends the whole result table.
 """
 
 from __future__ import annotations
