@@ -19,7 +19,7 @@ from typing import Final
 import pyarrow as pa
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType, TimestampNTZType, TimestampType
 
-from .._errors import Error, MessageTooLargeError
+from .._errors import InvalidArgumentError, MessageTooLargeError
 from .._sansio.codec import encode_record
 from .._sansio.naming import partition_for_key
 
@@ -30,7 +30,7 @@ _TIMESTAMP: Final = struct.Struct("<q")
 RANDOM_KEY_BYTES: Final = 8  # as adiskq.Producer makes them
 
 
-class InvalidColumnsError(Error, ValueError):
+class InvalidColumnsError(InvalidArgumentError):
     """The DataFrame given to the adiskq sink lacks ``value`` or has a column of the wrong type."""
 
 

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import Final
 
-from .._errors import Error
+from .._errors import InvalidArgumentError
 from .._sansio.values import ns_from_datetime
 
 __all__ = [
@@ -35,7 +35,7 @@ DEFAULT_LOCK_TIMEOUT_SECONDS: Final = 60.0
 OffsetSpec = int | dict[int, int]
 
 
-class InvalidOptionError(Error, ValueError):
+class InvalidOptionError(InvalidArgumentError):
     """An option of the ``adiskq`` Spark source or sink has a value it cannot use."""
 
 
