@@ -7,8 +7,12 @@ import pathlib
 import shutil
 import tempfile
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -32,3 +36,33 @@ def shared_dir() -> Iterator[str]:
         yield path
     finally:
         shutil.rmtree(path)
+
+
+@pytest.fixture(scope="session")
+def spark() -> SparkSession:
+    """One local Spark session (``local[2]``) shared by every Spark test, with ``adiskq`` registered.
+
+    Starting Spark and its Python workers takes seconds, so the whole suite shares one session.
+    Missing Java or pyspark makes these tests fail, never skip: CI must run them.
+    """
+    import sys
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import adiskq.spark
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("adiskq-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    adiskq.spark.register(session)
+    return session

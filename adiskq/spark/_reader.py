@@ -1,0 +1,182 @@
+"""Batch reads: the offset range of each partition, split into Spark partitions, read as Arrow batches.
+
+Planning runs on the driver and resolves ``earliest``/``latest``/timestamps to numbers once, so every
+task reads a fixed range ``[start, end)``. A task opens the stream's files inside ``read()`` (nothing
+open travels in a pickled partition) and uses only the synchronous storage layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Final
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from .._errors import OffsetOutOfRangeError
+from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
+from .._storage.columns import RawCursor
+from .._storage.stream import StreamReader
+from ._arrow import run_to_batch
+from ._options import EARLIEST, LATEST, InvalidOptionError, OffsetSpec, ReadOptions
+
+__all__ = ["AdiskqBatchReader", "OffsetRange", "plan_splits", "read_range", "resolve_start"]
+
+logger = logging.getLogger("adiskq.spark")
+
+# Rows and bytes per Arrow batch a task hands to Spark: large enough to amortise the per-batch cost
+# on both sides, small enough to keep a task's memory flat.
+BATCH_MAX_ROWS: Final = 65_536
+BATCH_MAX_BYTES: Final = 32 * 2**20
+
+
+@dataclasses.dataclass(frozen=True)
+class OffsetRange(InputPartition):
+    """One Spark partition: offsets ``start`` (inclusive) to ``end`` (exclusive) of one stream partition."""
+
+    partition: int
+    start: int
+    end: int
+
+
+def _data_loss_message(partition: int, wanted: int, oldest: int) -> str:
+    return f"offsets {wanted}..{oldest - 1} of partition {partition} were deleted by retention before they were read"
+
+
+_DATA_LOSS_ADVICE: Final = (
+    ". Set the option failOnDataLoss=false to skip what is gone and go on from the oldest offset, "
+    "or start from offsets the stream still holds"
+)
+
+
+def resolve_start(
+    reader_options: ReadOptions, stream: StreamReader, partition: int, bounds: tuple[int, int], spec: OffsetSpec
+) -> int:
+    """The first offset to read of ``partition`` for a starting spec (``startingTimestamp`` wins)."""
+    oldest, next_offset = bounds
+    if reader_options.starting_timestamp_ns is not None:
+        return stream.partition(partition).offset_for_time(reader_options.starting_timestamp_ns)
+    wanted = spec if isinstance(spec, int) else spec.get(partition, EARLIEST)
+    if wanted == EARLIEST:
+        return oldest
+    if wanted == LATEST:
+        return next_offset
+    if wanted > next_offset:
+        raise InvalidOptionError(
+            f"option startingOffsets: offset {wanted} of partition {partition} is not written yet "
+            f"(the next offset is {next_offset})"
+        )
+    if wanted < oldest:
+        if reader_options.fail_on_data_loss:
+            raise OffsetOutOfRangeError(
+                _data_loss_message(partition, wanted, oldest) + _DATA_LOSS_ADVICE,
+                partition=partition,
+                offset=wanted,
+                oldest_offset=oldest,
+            )
+        message = _data_loss_message(partition, wanted, oldest)
+        logger.warning("%s; starting at offset %d (failOnDataLoss=false)", message, oldest)
+        return oldest
+    return wanted
+
+
+def _resolve_end(spec: OffsetSpec, partition: int, next_offset: int) -> int:
+    wanted = spec if isinstance(spec, int) else spec.get(partition, LATEST)
+    if wanted == LATEST:
+        return next_offset
+    if wanted > next_offset:
+        raise InvalidOptionError(
+            f"option endingOffsets: offset {wanted} of partition {partition} is not written yet "
+            f'(the next offset is {next_offset}); use -1 or "latest" for the end of what is there'
+        )
+    return wanted
+
+
+def chosen_partitions(options: ReadOptions, partition_count: int) -> list[int]:
+    """The partitions a read covers: those of the ``partitions`` option, or all."""
+    if options.partitions is None:
+        return list(range(partition_count))
+    missing = [p for p in options.partitions if p >= partition_count]
+    if missing:
+        raise InvalidOptionError(
+            f"option partitions: the stream has partitions 0..{partition_count - 1}, not {missing[0]}"
+        )
+    return list(options.partitions)
+
+
+def plan_splits(ranges: Sequence[tuple[int, int, int]], max_records: int) -> list[OffsetRange]:
+    """``(partition, start, end)`` ranges cut into Spark partitions of at most ``max_records`` each."""
+    return [
+        OffsetRange(partition, split_start, min(end, split_start + max_records))
+        for partition, start, end in ranges
+        for split_start in range(start, end, max_records)
+    ]
+
+
+def read_range(path: str, split: OffsetRange, *, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
+    """Every message of ``split`` as Arrow batches, opening the files here (on the executor)."""
+    reader = StreamReader.open(path).partition(split.partition)
+    position = split.start
+    with RawCursor(reader, position) as cursor:
+        while position < split.end:
+            try:
+                run = cursor.read(min(BATCH_MAX_ROWS, split.end - position), BATCH_MAX_BYTES)
+            except OffsetOutOfRangeError as error:
+                oldest = error.oldest_offset if error.oldest_offset is not None else split.end
+                message = _data_loss_message(split.partition, position, min(oldest, split.end))
+                if fail_on_data_loss:
+                    raise OffsetOutOfRangeError(
+                        message + _DATA_LOSS_ADVICE, partition=split.partition, offset=position, oldest_offset=oldest
+                    ) from None
+                logger.warning("%s; skipped them (failOnDataLoss=false)", message)
+                position = oldest
+                cursor.seek(position)
+                continue
+            if run is None:
+                # Planned offsets that are not there any more: a crash took back messages whose
+                # data never reached the disk, and recovery cut them.
+                message = (
+                    f"offsets {position}..{split.end - 1} of partition {split.partition} are no longer in the "
+                    "stream (a crash took them back before they reached the disk)"
+                )
+                if fail_on_data_loss:
+                    raise OffsetOutOfRangeError(
+                        message + "; set failOnDataLoss=false to skip them",
+                        partition=split.partition,
+                        offset=position,
+                    )
+                logger.warning("%s; skipped them (failOnDataLoss=false)", message)
+                return
+            yield run_to_batch(run, max_record_bytes=DEFAULT_MAX_RECORD_BYTES)
+            position += run.message_count
+
+
+class AdiskqBatchReader(DataSourceReader):
+    """``spark.read.format("adiskq")``: one Spark partition per stream partition, long ones split."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> list[OffsetRange]:
+        """Resolve the offsets now, on the driver, so that every task reads a fixed range."""
+        options = self.options
+        stream = StreamReader.open(options.path)
+        ranges = []
+        for partition in chosen_partitions(options, stream.partition_count):
+            bounds = stream.partition(partition).bounds()
+            start = resolve_start(options, stream, partition, bounds, options.starting_offsets)
+            end = _resolve_end(options.ending_offsets, partition, bounds[1])
+            if end < start:
+                raise InvalidOptionError(
+                    f"partition {partition}: the ending offset {end} is before the starting offset {start}"
+                )
+            ranges.append((partition, start, end))
+        return plan_splits(ranges, options.max_records_per_partition)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The split's messages as Arrow batches."""
+        if not isinstance(partition, OffsetRange):
+            return iter(())  # Spark's stand-in partition when there was nothing to read
+        return read_range(self.options.path, partition, fail_on_data_loss=self.options.fail_on_data_loss)
