@@ -14,7 +14,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TARGET = ROOT / "docs" / "API.md"
-MODULES = ("adiskq",)
+MODULES = ("adiskq", "adiskq.spark")
 
 
 def public_members(cls: type) -> list[tuple[str, object]]:
@@ -61,9 +61,13 @@ def document_name(module: object, name: str) -> list[str]:
                 rest = doc.splitlines()[1:]
                 lines.extend(f"  {line}".rstrip() for line in rest)
             lines.append("")
-    else:
+    elif callable(obj):
         lines.append(f"### `{signature(name, obj)}`\n")
         lines.append((inspect.getdoc(obj) or "") + "\n")
+    else:  # a constant: its value, not its type's documentation
+        shown = obj.simpleString() if hasattr(obj, "simpleString") else repr(obj)
+        lines.append(f"### `{name}` (constant)\n")
+        lines.append(f"```\n{shown}\n```\n")
     return lines
 
 

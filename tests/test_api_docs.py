@@ -22,6 +22,8 @@ def test_every_public_name_and_member_has_a_docstring() -> None:
         module = __import__(module_name, fromlist=["__all__"])
         for name in module.__all__:
             obj = getattr(module, name)
+            if not (inspect.isclass(obj) or callable(obj)):
+                continue  # a constant (adiskq.spark.SCHEMA): its value is its documentation
             if not inspect.getdoc(obj):
                 undocumented.append(name)
             if inspect.isclass(obj) and not issubclass(obj, BaseException):
