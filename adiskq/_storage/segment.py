@@ -251,8 +251,15 @@ class SegmentWriter:
             self._cut_back(self._data_fd, start)
             raise
         try:
-            write_all(self._timeindex_fd, TIMEINDEX_ENTRY.pack(offset, timestamp_ns))
-            write_all(self._index_fd, INDEX_ENTRY.pack(offset, start, size))
+            # Plain os.write with the short-write fallback spelled out: a call less per entry.
+            entry = TIMEINDEX_ENTRY.pack(offset, timestamp_ns)
+            written = os.write(self._timeindex_fd, entry)
+            if written != TIMEINDEX_ENTRY_BYTES:
+                write_all(self._timeindex_fd, entry[written:])
+            entry = INDEX_ENTRY.pack(offset, start, size)
+            written = os.write(self._index_fd, entry)
+            if written != INDEX_ENTRY_BYTES:
+                write_all(self._index_fd, entry[written:])
         except OSError:
             entries = offset - self.base_offset
             self._cut_back(self._index_fd, entries * INDEX_ENTRY_BYTES)
