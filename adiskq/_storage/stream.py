@@ -125,13 +125,15 @@ def load_clean_close(stream_path: str) -> dict[int, SegmentFileState]:
     states: dict[int, SegmentFileState] = {}
     for partition, state in raw.items():
         try:
+            keys = state.get("keyindex_file")
             states[int(partition)] = SegmentFileState(
                 int(state["base_offset"]),
                 (int(state["data_file"][0]), int(state["data_file"][1])),
                 (int(state["index_file"][0]), int(state["index_file"][1])),
                 (int(state["timeindex_file"][0]), int(state["timeindex_file"][1])),
+                None if keys is None else (int(keys[0]), int(keys[1])),
             )
-        except (KeyError, TypeError, ValueError, IndexError):
+        except (AttributeError, KeyError, TypeError, ValueError, IndexError):
             continue  # a damaged entry only costs that partition its full check
     return states
 
@@ -268,6 +270,7 @@ class StreamWriter:
                     segment_size_bytes=settings.segment_size_bytes,
                     mode=mode,
                     clean=clean_close.get(number),
+                    key_index=settings.key_index,
                 )
                 opened.append(writer)
                 repairs.extend(repaired)
@@ -326,6 +329,8 @@ class StreamWriter:
         self.closed = True
         try:
             if sync:
+                for partition in self.partitions:
+                    partition.flush_key_index()
                 self.sync()
                 # Only now, with every file fsynced, may the next producer skip its check.
                 with contextlib.suppress(OSError):

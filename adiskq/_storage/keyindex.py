@@ -1,0 +1,442 @@
+"""The key index of a segment (``.keyindex``): which offsets may hold a key, without reading the log.
+
+After RocketMQ's IndexFile, but one per segment and derived from ``.data`` like the other index
+files, so recovery can always rebuild it. All integers are little-endian.
+
+**The hash column** (the whole file while the segment is active): one ``u32`` per message, in offset
+order, the CRC-32 (zlib's, the ISO-HDLC polynomial) of the message's key bytes. Entry ``i`` belongs
+to offset ``base + i``; nothing else is stored. The producer writes a batch's entries beside its
+``.index`` entries; single pushes are buffered and written up to 128 at a time, so the column may
+lag the ``.index`` by a few entries: readers check the records past its end themselves. Recovery
+checks the column against the data and rewrites what disagrees.
+
+**Sealed** (when the segment rolls): the producer appends a sorted column and a trailer, so the
+file becomes::
+
+    u32 * n        the hash column (as above)
+    u32 * d        sorted column: distinct values (h >> (32 - hash_bits)) << block_bits | block,
+                   ascending, where block = entry number >> block_shift: "some message of this
+                   block has a key whose hash starts with these bits"
+    32 bytes       trailer: 4s magic b"AKX1" | u32 n | u32 d | u8 block_shift | u8 hash_bits |
+                   u16 0 | u32 CRC-32C of everything before this field | 12 zero bytes
+
+A lookup of hash ``h`` bisects the sorted column for the blocks that may hold it, then finds ``h``
+in those blocks of the hash column (``bytes.find`` at C speed; blocks are 4,096 entries, or more for
+segments of over 16 million messages, so there are at most 4,096 of them). ``hash_bits +
+block_bits`` is 30, so the sort sees only small integers; with the block in each value, many
+messages of one key in a block cost one entry. Building this takes a bulk conversion, ``set`` and
+``sorted``: no Python code runs per message.
+
+**Trust.** Every candidate offset is read back and its key compared, so a hash collision or a
+damaged index never returns another key's message. A sealed index whose trailer, sizes or CRC-32C
+do not agree with its segment is not used: the reader finds the key in the segment's data instead
+(correct, slower) and logs a warning; the producer rebuilds a missing or malformed one when it
+opens. The CRC is checked once per file and process.
+"""
+
+from __future__ import annotations
+
+import array
+import bisect
+import contextlib
+import itertools
+import logging
+import mmap
+import operator
+import os
+import struct
+import sys
+import threading
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import Final, NamedTuple
+
+from crc32c import crc32c
+
+from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, write_all
+
+__all__ = [
+    "ENTRY_BYTES",
+    "TAIL_BUFFER_ENTRIES",
+    "TRAILER_BYTES",
+    "SealedKeyIndex",
+    "column_candidates",
+    "data_key_hashes",
+    "data_key_matches",
+    "key_hash",
+    "pack_hashes",
+    "record_key_hashes",
+    "seal_column",
+    "sealed_problem",
+    "sealed_tail",
+    "unpack_hashes",
+    "write_sealed_file",
+]
+
+logger: Final = logging.getLogger("adiskq.keyindex")
+
+# The key hash. A module global looked up at each use (tests replace it to force collisions).
+key_hash: Callable[[bytes], int] = zlib.crc32
+
+ENTRY_BYTES: Final = 4
+MAGIC: Final = b"AKX1"
+TRAILER: Final = struct.Struct("<4sIIBBHI12x")
+TRAILER_BYTES: Final = TRAILER.size
+_TRAILER_CRC_AT: Final = 16  # the trailer's bytes before the CRC field are covered by it
+# Single pushes are buffered and written this many at a time (readers check the rest in the data).
+TAIL_BUFFER_ENTRIES: Final = 128
+_MIN_BLOCK_SHIFT: Final = 12
+_MAX_BLOCK_BITS: Final = 12
+_SORT_BITS: Final = 30  # small ints: Python compares them fastest
+_U32: Final = struct.Struct("<I")
+_LITTLE_ENDIAN: Final = sys.byteorder == "little"
+_KEY_LEN_AT: Final = 18  # where a record's u32 key_len is (codec.py); the key follows it
+_KEY_AT: Final = 22
+_key_len_bytes = operator.itemgetter(slice(_KEY_LEN_AT, _KEY_AT))
+
+if array.array("I").itemsize != ENTRY_BYTES:  # pragma: no cover - every platform CPython runs on
+    raise ImportError("adiskq's key index needs a 4-byte array typecode 'I'")
+
+
+# -- the hash column -------------------------------------------------------------------------------
+
+
+def pack_hashes(hashes: Iterable[int]) -> bytes:
+    """Hash column entries for these key hashes."""
+    column = array.array("I", hashes)
+    if not _LITTLE_ENDIAN:  # pragma: no cover - big-endian hosts
+        column.byteswap()
+    return column.tobytes()
+
+
+def unpack_hashes(raw: bytes | memoryview) -> array.array[int]:
+    """The key hashes of a hash column (whole entries only)."""
+    column = array.array("I")
+    column.frombytes(raw[: len(raw) - len(raw) % ENTRY_BYTES])
+    if not _LITTLE_ENDIAN:  # pragma: no cover - big-endian hosts
+        column.byteswap()
+    return column
+
+
+def record_key_hashes(records: Sequence[bytes]) -> list[int]:
+    """The key hashes of encoded records, cut from the records (for writers that did not hash keys).
+
+    Records with keys of one length (the common case) are cut by one ``itemgetter`` in C.
+    """
+    if not records:
+        return []
+    lengths = set(map(_key_len_bytes, records))
+    if len(lengths) == 1:
+        (raw,) = lengths
+        key_of = operator.itemgetter(slice(_KEY_AT, _KEY_AT + int.from_bytes(raw, "little")))
+        return list(map(key_hash, map(key_of, records)))
+    return [key_hash(r[_KEY_AT : _KEY_AT + int.from_bytes(r[_KEY_LEN_AT:_KEY_AT], "little")]) for r in records]
+
+
+def data_key_hashes(data: bytes, positions: Iterable[int]) -> list[int]:
+    """The key hashes of the records at these positions of a ``.data`` buffer."""
+    starts = list(map(operator.add, positions, itertools.repeat(_KEY_AT)))
+    lengths = map(
+        operator.itemgetter(0),
+        map(_U32.unpack_from, itertools.repeat(data), map(operator.sub, starts, itertools.repeat(4))),
+    )
+    keys = map(data.__getitem__, map(slice, starts, map(operator.add, starts, lengths)))
+    return list(map(key_hash, keys))
+
+
+def data_key_matches(data: bytes, positions: Sequence[int], key: bytes, *, origin: int = 0) -> list[int]:
+    """Which of the records at ``positions`` (ascending, counted from ``origin``, where ``data``
+    starts) have the key ``key``: their numbers in ``positions``.
+
+    The search without an index: ``bytes.find`` looks for the key's length field followed by the
+    key, at C speed; a hit counts only where a record starts just before it.
+    """
+    needle = _U32.pack(len(key)) + key
+    found: list[int] = []
+    hit = data.find(needle)
+    while hit >= 0:
+        start = origin + hit - _KEY_LEN_AT
+        record = bisect.bisect_left(positions, start)
+        if record < len(positions) and positions[record] == start:
+            found.append(record)
+        hit = data.find(needle, hit + 1)
+    return found
+
+
+def _aligned_matches(buffer: bytes | mmap.mmap, needle: bytes, start: int, end: int) -> list[int]:
+    """Entry numbers in ``[start, end)`` (byte positions, multiples of 4) whose entry is ``needle``."""
+    found: list[int] = []
+    position = buffer.find(needle, start, end)
+    while position >= 0:
+        if position % ENTRY_BYTES:
+            position = buffer.find(needle, position + 1, end)
+        else:
+            found.append(position // ENTRY_BYTES)
+            position = buffer.find(needle, position + ENTRY_BYTES, end)
+    return found
+
+
+def column_candidates(path: str, entry_count: int, hash_value: int) -> tuple[list[int], int]:
+    """Entry numbers among the first ``entry_count`` of a hash column whose hash is ``hash_value``,
+    and how many entries the column covers (the records past them are not indexed yet).
+
+    Reads the column with ``pread``, never ``mmap``: an active segment's file may be cut back.
+    """
+    try:
+        fd = open_read(path)
+    except FileNotFoundError:
+        return [], 0
+    try:
+        raw = pread_exact(fd, entry_count * ENTRY_BYTES, 0)
+    finally:
+        os.close(fd)
+    covered = len(raw) // ENTRY_BYTES
+    return _aligned_matches(raw, _U32.pack(hash_value), 0, covered * ENTRY_BYTES), covered
+
+
+# -- sealing ---------------------------------------------------------------------------------------
+
+
+class _Layout(NamedTuple):
+    block_shift: int
+    block_bits: int
+    hash_bits: int
+
+
+def _layout(entry_count: int) -> _Layout:
+    """Block size and value layout of the sorted column for a segment of ``entry_count`` messages."""
+    block_shift = _MIN_BLOCK_SHIFT
+    while (max(entry_count - 1, 0) >> block_shift) >= 1 << _MAX_BLOCK_BITS:
+        block_shift += 1
+    blocks = (max(entry_count - 1, 0) >> block_shift) + 1
+    block_bits = (blocks - 1).bit_length()
+    return _Layout(block_shift, block_bits, _SORT_BITS - block_bits)
+
+
+def _lanes(value: int, count: int) -> int:
+    """An integer of ``count`` 32-bit lanes (little-endian), each holding ``value``."""
+    return int.from_bytes(_U32.pack(value) * count, "little")
+
+
+def sealed_tail(column: bytes) -> bytes:
+    """The sorted column and trailer that seal a hash column of whole entries."""
+    count = len(column) // ENTRY_BYTES
+    layout = _layout(count)
+    # Every message's value, computed on the whole column at once as one big integer of 32-bit
+    # lanes: shift the hash bits down, mask each lane, move them up past the block bits and add
+    # each entry's block number. No lane overflows (hash_bits + block_bits = 30).
+    lanes = int.from_bytes(column, "little") >> (32 - layout.hash_bits)
+    lanes &= _lanes((1 << layout.hash_bits) - 1, count)
+    if layout.block_bits:
+        lanes <<= layout.block_bits
+        block_size = 1 << layout.block_shift
+        blocks = b"".join(
+            _U32.pack(block) * min(block_size, count - (block << layout.block_shift))
+            for block in range((count + block_size - 1) // block_size)
+        )
+        lanes |= int.from_bytes(blocks, "little")
+    values = unpack_hashes(lanes.to_bytes(count * ENTRY_BYTES, "little"))
+    distinct = sorted(set(values))
+    sorted_column = pack_hashes(distinct)
+    head = TRAILER.pack(MAGIC, count, len(distinct), layout.block_shift, layout.hash_bits, 0, 0)[:_TRAILER_CRC_AT]
+    checksum = crc32c(head, crc32c(sorted_column, crc32c(column)))
+    return sorted_column + TRAILER.pack(MAGIC, count, len(distinct), layout.block_shift, layout.hash_bits, 0, checksum)
+
+
+def seal_column(fd: int, path: str, entry_count: int) -> None:
+    """Seal the hash column at ``path``, open for appending at ``fd``, which must hold
+    ``entry_count`` entries.
+
+    Anything past the entries (a seal that failed half-way) is cut first; on failure the file is
+    cut back to the bare column, which readers and the next producer treat as unsealed.
+    """
+    size = entry_count * ENTRY_BYTES
+    os.ftruncate(fd, size)
+    reader = open_read(path)
+    try:
+        column = pread_exact(reader, size, 0)
+    finally:
+        os.close(reader)
+    if len(column) != size:
+        raise ValueError(f"the key index {path} holds {len(column) // ENTRY_BYTES} entries, not {entry_count}")
+    try:
+        write_all(fd, sealed_tail(column))
+        os.fsync(fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+        raise
+
+
+def write_sealed_file(path: str, column: bytes, *, mode: int = DEFAULT_FILE_MODE) -> None:
+    """Replace ``path`` with a sealed key index of ``column``, durably.
+
+    Written to a temporary file and renamed over the old one, so a reader that has the old file
+    mapped keeps reading it (it is never cut under a mapping).
+    """
+    directory = os.path.dirname(path)
+    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        try:
+            write_all(fd, column + sealed_tail(column))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    fsync_dir(directory)
+
+
+# -- reading a sealed index ------------------------------------------------------------------------
+
+_verified_lock: Final = threading.Lock()
+_verified: dict[tuple[int, int, int, int], bool] = {}  # (device, inode, size, mtime) -> CRC good
+_VERIFIED_MAX: Final = 4096
+_warned: set[tuple[int, int, int, int]] = set()
+
+
+def _trailer_problem(trailer: tuple[bytes, int, int, int, int, int, int], size: int, entry_count: int) -> str | None:
+    magic, count, distinct, block_shift, hash_bits, reserved, _ = trailer
+    if magic != MAGIC:
+        return "it is not sealed (no trailer)"
+    if count != entry_count:
+        return f"it covers {count} messages, the segment has {entry_count}"
+    expected = _layout(count)
+    if (block_shift, hash_bits, reserved) != (expected.block_shift, expected.hash_bits, 0) or distinct > count:
+        return "its trailer is damaged"
+    if size != (count + distinct) * ENTRY_BYTES + TRAILER_BYTES:
+        return f"it is {size} bytes, its trailer says {(count + distinct) * ENTRY_BYTES + TRAILER_BYTES}"
+    return None
+
+
+def _checksum_of(buffer: bytes | mmap.mmap, size: int) -> int:
+    with memoryview(buffer) as view:
+        body = view[: size - TRAILER_BYTES + _TRAILER_CRC_AT]
+        try:
+            return int(crc32c(body))
+        finally:
+            body.release()
+
+
+def sealed_problem(path: str, entry_count: int, *, check_crc: bool) -> str | None:
+    """Why the sealed key index at ``path`` cannot be used for a segment of ``entry_count``
+    messages, or None if it can. Without ``check_crc`` only the trailer and sizes are checked."""
+    try:
+        fd = open_read(path)
+    except FileNotFoundError:
+        return "it is missing"
+    try:
+        size = os.fstat(fd).st_size
+        if size < TRAILER_BYTES:
+            return "it is not sealed (no trailer)"
+        trailer = TRAILER.unpack(pread_exact(fd, TRAILER_BYTES, size - TRAILER_BYTES))
+        problem = _trailer_problem(trailer, size, entry_count)
+        if problem is None and check_crc and _checksum_of(pread_exact(fd, size, 0), size) != trailer[6]:
+            problem = "its CRC-32C does not match"
+        return problem
+    finally:
+        os.close(fd)
+
+
+def _blocks_in_range(section: memoryview, low_value: int, high_value: int) -> list[int]:
+    """The values of a sorted column (bytes) in ``[low_value, high_value)``, found by bisection."""
+    if not _LITTLE_ENDIAN:  # pragma: no cover - big-endian hosts
+        swapped = unpack_hashes(section.tobytes())
+        low = bisect.bisect_left(swapped, low_value)
+        return swapped[low : bisect.bisect_left(swapped, high_value, low)].tolist()
+    with section.cast("I") as values:
+        low = bisect.bisect_left(values, low_value)
+        return values[low : bisect.bisect_left(values, high_value, low)].tolist()
+
+
+class SealedKeyIndex:
+    """A sealed key index, mapped read-only for one lookup (a sealed file is never cut in place)."""
+
+    def __init__(self, buffer: mmap.mmap, entry_count: int, distinct: int, layout: _Layout) -> None:
+        self._buffer = buffer
+        self.entry_count = entry_count
+        self._distinct = distinct
+        self._layout = layout
+
+    @classmethod
+    def open(cls, path: str, entry_count: int) -> SealedKeyIndex | None:
+        """The sealed index of a segment of ``entry_count`` messages; None (and a warning, once) if
+        it is missing, not sealed or damaged: the caller then searches the data instead."""
+        try:
+            fd = open_read(path)
+        except FileNotFoundError:
+            return None
+        try:
+            status = os.fstat(fd)
+            identity = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+            size = status.st_size
+            if size < TRAILER_BYTES:
+                return cls._unusable(path, identity, "it is not sealed (no trailer)")
+            buffer = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        trailer = TRAILER.unpack_from(buffer, size - TRAILER_BYTES)
+        problem = _trailer_problem(trailer, size, entry_count)
+        if problem is None:
+            with _verified_lock:
+                good = _verified.get(identity)
+            if good is None:
+                good = _checksum_of(buffer, size) == trailer[6]
+                with _verified_lock:
+                    if len(_verified) >= _VERIFIED_MAX:
+                        _verified.clear()
+                    _verified[identity] = good
+            if not good:
+                problem = "its CRC-32C does not match"
+        if problem is not None:
+            buffer.close()
+            return cls._unusable(path, identity, problem)
+        return cls(buffer, entry_count, trailer[2], _layout(entry_count))
+
+    @staticmethod
+    def _unusable(path: str, identity: tuple[int, int, int, int], problem: str) -> None:
+        with _verified_lock:
+            first = identity not in _warned
+            if first:
+                if len(_warned) >= _VERIFIED_MAX:
+                    _warned.clear()
+                _warned.add(identity)
+        if first:
+            logger.warning(
+                "adiskq: key index %s is not used (%s); lookups search that segment's data instead. "
+                "Opening a Producer on the stream rebuilds a missing or malformed key index.",
+                path,
+                problem,
+            )
+
+    def __enter__(self) -> SealedKeyIndex:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Unmap the file."""
+        self._buffer.close()
+
+    def candidates(self, hash_value: int) -> list[int]:
+        """Entry numbers (ascending) whose key hash is ``hash_value``."""
+        layout = self._layout
+        count = self.entry_count
+        bucket = hash_value >> (32 - layout.hash_bits)
+        start = count * ENTRY_BYTES
+        with memoryview(self._buffer) as view, view[start : start + self._distinct * ENTRY_BYTES] as section:
+            blocks = _blocks_in_range(section, bucket << layout.block_bits, (bucket + 1) << layout.block_bits)
+        block_mask = (1 << layout.block_bits) - 1
+        blocks = [value & block_mask for value in blocks]
+        needle = _U32.pack(hash_value)
+        found: list[int] = []
+        for block in blocks:
+            first = block << layout.block_shift
+            end = min(count, first + (1 << layout.block_shift))
+            found += _aligned_matches(self._buffer, needle, first * ENTRY_BYTES, end * ENTRY_BYTES)
+        return found
