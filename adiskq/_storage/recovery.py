@@ -205,7 +205,7 @@ def _repair_key_index(
     parts = []
     surplus = len(existing) - keep * keyindex.ENTRY_BYTES
     if len(existing) > len(expected) and existing.startswith(expected):
-        parts.append(f"dropped {surplus} bytes past the {count} entries (a seal, or entries of a torn write)")
+        parts.append(f"dropped {surplus} bytes of .keyindex past its {count} entries (a seal, or a torn write)")
     elif surplus:
         parts.append(f"dropped {surplus} bytes of keyindex entries that did not match valid data")
     if count > keep:
