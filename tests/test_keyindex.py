@@ -27,10 +27,9 @@ def sealed(tmp_path: object, hashes: list[int]) -> str:
 
 
 def candidates(path: str, count: int, wanted: int) -> list[int]:
-    index = keyindex.SealedKeyIndex.open(path, count)
+    index = keyindex.sealed_index(os.path.dirname(path), 0, count)
     assert index is not None
-    with index:
-        return index.candidates(wanted)
+    return index.candidates(wanted)
 
 
 def test_pack_and_unpack_hashes_round_trip() -> None:
@@ -145,14 +144,14 @@ def test_a_damaged_sealed_index_is_named(tmp_path: object, damage: str, problem:
     assert problem in found
     if damage == "bit flip":
         assert keyindex.sealed_problem(path, 500, check_crc=False) is None
-        assert keyindex.SealedKeyIndex.open(path, 500) is None
+        assert keyindex.sealed_index(os.path.dirname(path), 0, 500) is None
 
 
 def test_a_sealed_index_for_another_message_count_is_refused(tmp_path: object) -> None:
     """An index whose trailer counts other messages than the segment's .index is not used."""
     path = sealed(tmp_path, [1, 2, 3])
     assert keyindex.sealed_problem(path, 4, check_crc=False) == "it covers 3 messages, the segment has 4"
-    assert keyindex.SealedKeyIndex.open(path, 4) is None
+    assert keyindex.sealed_index(os.path.dirname(path), 0, 4) is None
 
 
 def test_an_unusable_index_is_warned_about_once(tmp_path: object, caplog: pytest.LogCaptureFixture) -> None:
@@ -161,11 +160,12 @@ def test_an_unusable_index_is_warned_about_once(tmp_path: object, caplog: pytest
     with open(path, "r+b") as file:
         file.write(b"\xff")
     for _ in range(3):
-        assert keyindex.SealedKeyIndex.open(path, 3) is None
+        assert keyindex.sealed_index(os.path.dirname(path), 0, 3) is None
     warnings = [r for r in caplog.records if "is not used" in r.getMessage()]
     assert len(warnings) == 1
     assert path in warnings[0].getMessage()
     assert "search that segment's data" in warnings[0].getMessage()
+    assert "Delete the file" in warnings[0].getMessage()
 
 
 def test_column_candidates_cover_only_the_committed_entries(tmp_path: object) -> None:

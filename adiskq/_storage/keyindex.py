@@ -53,6 +53,7 @@ from typing import Final, NamedTuple
 
 from crc32c import crc32c
 
+from .._sansio.naming import KEYINDEX, segment_file_name
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, write_all
 
 __all__ = [
@@ -63,10 +64,12 @@ __all__ = [
     "column_candidates",
     "data_key_hashes",
     "data_key_matches",
+    "forget_before",
     "key_hash",
     "pack_hashes",
     "record_key_hashes",
     "seal_column",
+    "sealed_index",
     "sealed_problem",
     "sealed_tail",
     "unpack_hashes",
@@ -293,10 +296,7 @@ def write_sealed_file(path: str, column: bytes, *, mode: int = DEFAULT_FILE_MODE
 
 # -- reading a sealed index ------------------------------------------------------------------------
 
-_verified_lock: Final = threading.Lock()
-_verified: dict[tuple[int, int, int, int], bool] = {}  # (device, inode, size, mtime) -> CRC good
-_VERIFIED_MAX: Final = 4096
-_warned: set[tuple[int, int, int, int]] = set()
+_Identity = tuple[int, int, int, int]  # device, inode, size, modification time (ns)
 
 
 def _trailer_problem(trailer: tuple[bytes, int, int, int, int, int, int], size: int, entry_count: int) -> str | None:
@@ -354,74 +354,42 @@ def _blocks_in_range(section: memoryview, low_value: int, high_value: int) -> li
 
 
 class SealedKeyIndex:
-    """A sealed key index, mapped read-only for one lookup (a sealed file is never cut in place)."""
+    """A sealed key index, mapped read-only and checked (trailer, sizes, CRC-32C).
 
-    def __init__(self, buffer: mmap.mmap, entry_count: int, distinct: int, layout: _Layout) -> None:
+    ``sealed_index`` shares one per file among all lookups of the process: a sealed file is never
+    changed in place (a rebuild replaces it), and a mapping stays readable after vacuum unlinks the
+    file. The mapping is released when the last reference goes.
+    """
+
+    def __init__(self, buffer: mmap.mmap, entry_count: int, distinct: int) -> None:
         self._buffer = buffer
         self.entry_count = entry_count
         self._distinct = distinct
-        self._layout = layout
+        self._layout = _layout(entry_count)
 
     @classmethod
-    def open(cls, path: str, entry_count: int) -> SealedKeyIndex | None:
-        """The sealed index of a segment of ``entry_count`` messages; None (and a warning, once) if
-        it is missing, not sealed or damaged: the caller then searches the data instead."""
+    def map(cls, path: str, entry_count: int) -> SealedKeyIndex | str:
+        """The sealed key index at ``path`` of a segment of ``entry_count`` messages, or why it
+        cannot be used."""
         try:
             fd = open_read(path)
         except FileNotFoundError:
-            return None
+            return "it is missing"
         try:
-            status = os.fstat(fd)
-            identity = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
-            size = status.st_size
+            size = os.fstat(fd).st_size
             if size < TRAILER_BYTES:
-                return cls._unusable(path, identity, "it is not sealed (no trailer)")
+                return "it is not sealed (no trailer)"
             buffer = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
         trailer = TRAILER.unpack_from(buffer, size - TRAILER_BYTES)
         problem = _trailer_problem(trailer, size, entry_count)
-        if problem is None:
-            with _verified_lock:
-                good = _verified.get(identity)
-            if good is None:
-                good = _checksum_of(buffer, size) == trailer[6]
-                with _verified_lock:
-                    if len(_verified) >= _VERIFIED_MAX:
-                        _verified.clear()
-                    _verified[identity] = good
-            if not good:
-                problem = "its CRC-32C does not match"
+        if problem is None and _checksum_of(buffer, size) != trailer[6]:
+            problem = "its CRC-32C does not match"
         if problem is not None:
             buffer.close()
-            return cls._unusable(path, identity, problem)
-        return cls(buffer, entry_count, trailer[2], _layout(entry_count))
-
-    @staticmethod
-    def _unusable(path: str, identity: tuple[int, int, int, int], problem: str) -> None:
-        with _verified_lock:
-            first = identity not in _warned
-            if first:
-                if len(_warned) >= _VERIFIED_MAX:
-                    _warned.clear()
-                _warned.add(identity)
-        if first:
-            logger.warning(
-                "adiskq: key index %s is not used (%s); lookups search that segment's data instead. "
-                "Opening a Producer on the stream rebuilds a missing or malformed key index.",
-                path,
-                problem,
-            )
-
-    def __enter__(self) -> SealedKeyIndex:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Unmap the file."""
-        self._buffer.close()
+            return problem
+        return cls(buffer, entry_count, trailer[2])
 
     def candidates(self, hash_value: int) -> list[int]:
         """Entry numbers (ascending) whose key hash is ``hash_value``."""
@@ -432,11 +400,73 @@ class SealedKeyIndex:
         with memoryview(self._buffer) as view, view[start : start + self._distinct * ENTRY_BYTES] as section:
             blocks = _blocks_in_range(section, bucket << layout.block_bits, (bucket + 1) << layout.block_bits)
         block_mask = (1 << layout.block_bits) - 1
-        blocks = [value & block_mask for value in blocks]
         needle = _U32.pack(hash_value)
         found: list[int] = []
-        for block in blocks:
-            first = block << layout.block_shift
+        for value in blocks:
+            first = (value & block_mask) << layout.block_shift
             end = min(count, first + (1 << layout.block_shift))
             found += _aligned_matches(self._buffer, needle, first * ENTRY_BYTES, end * ENTRY_BYTES)
         return found
+
+
+# The sealed key indexes this process has mapped (or found unusable), by folder and segment.
+_cache_lock: Final = threading.Lock()
+_cache: dict[str, dict[int, tuple[_Identity, SealedKeyIndex | str]]] = {}
+_CACHE_FOLDERS: Final = 64
+_warned: set[_Identity] = set()
+
+
+def sealed_index(directory: str, base_offset: int, entry_count: int) -> SealedKeyIndex | None:
+    """The sealed key index of a segment of ``entry_count`` messages, or None if it is missing or
+    cannot be trusted (then a warning is logged, once per file): the caller searches the data.
+
+    Each file is mapped and its CRC checked once per process while it stays the same file (same
+    inode, size and time); ``forget_before`` lets go of vacuumed ones.
+    """
+    path = os.path.join(directory, segment_file_name(base_offset, KEYINDEX))
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    identity = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+    with _cache_lock:
+        cached = _cache.get(directory, {}).get(base_offset)
+    if cached is not None and cached[0] == identity:
+        index = cached[1]
+    else:
+        index = SealedKeyIndex.map(path, entry_count)
+        with _cache_lock:
+            if directory not in _cache and len(_cache) >= _CACHE_FOLDERS:
+                del _cache[next(iter(_cache))]
+            _cache.setdefault(directory, {})[base_offset] = (identity, index)
+    if isinstance(index, SealedKeyIndex) and index.entry_count != entry_count:
+        index = f"it covers {index.entry_count} messages, the segment has {entry_count}"
+    if isinstance(index, str):
+        _warn_once(path, identity, index)
+        return None
+    return index
+
+
+def forget_before(directory: str, oldest_base: int) -> None:
+    """Let go of the mappings of a folder's segments older than ``oldest_base`` (vacuumed)."""
+    with _cache_lock:
+        segments = _cache.get(directory)
+        if segments:
+            for base in [base for base in segments if base < oldest_base]:
+                del segments[base]
+
+
+def _warn_once(path: str, identity: _Identity, problem: str) -> None:
+    with _cache_lock:
+        first = identity not in _warned
+        if first:
+            if len(_warned) >= 4096:
+                _warned.clear()
+            _warned.add(identity)
+    if first:
+        logger.warning(
+            "adiskq: key index %s is not used (%s); lookups search that segment's data instead, which is "
+            "slower. Delete the file: the next Producer opened on the stream rebuilds it.",
+            path,
+            problem,
+        )

@@ -505,6 +505,8 @@ class PartitionReader:
         hash_value = keyindex.key_hash(key)
         found: list[Message] = []
         bases = self.segment_bases()
+        if bases:
+            keyindex.forget_before(self.directory, bases[0])
         for number, base in enumerate(bases):
             following = bases[number + 1] if number + 1 < len(bases) else None
             if end_offset is not None and base >= end_offset:
@@ -530,12 +532,11 @@ class PartitionReader:
             return
         path = segment_path(self.directory, base, KEYINDEX)
         if sealed:
-            index = keyindex.SealedKeyIndex.open(path, entries)
+            index = keyindex.sealed_index(self.directory, base, entries)
             if index is None:
                 candidates, covered = [], 0
             else:
-                with index:
-                    candidates, covered = index.candidates(hash_value), entries
+                candidates, covered = index.candidates(hash_value), entries
         else:
             # The active segment's key index is a bare hash column that may lag behind.
             candidates, covered = keyindex.column_candidates(path, entries, hash_value)
