@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 
 import anyio
@@ -201,3 +202,24 @@ async def test_find_takes_datetime_bounds(stream_path: str) -> None:
             await producer.push(b"%d" % minute, key="t", timestamp=start + dt.timedelta(minutes=minute))
     found = adiskq.find(stream_path, "t", since=start + dt.timedelta(minutes=3), until=dt.datetime(2024, 5, 1, 12, 6))
     assert [m.value for m in found] == [b"3", b"4", b"5"]
+
+
+async def test_find_follows_a_key_across_partition_count_changes(stream_path: str) -> None:
+    """After partitions are added, a key's older messages (placed by the old count) come first."""
+    pushed: dict[str, list[bytes]] = {f"key-{k}": [] for k in range(12)}
+    for era, partitions in enumerate([2, 5, 7]):
+        async with adiskq.Producer(stream_path, partitions=partitions, segment_size_bytes=2048) as producer:
+            for i in range(120):
+                key = f"key-{i % 12}"
+                value = b"era%d-%d" % (era, i)
+                await producer.push(value, key=key)
+                pushed[key].append(value)
+    history = json.loads(await anyio.Path(stream_path, "settings.json").read_text())["partition_history"]
+    assert [change["partition_count"] for change in history] == [2, 5]
+    moved = 0
+    for key, values in pushed.items():
+        found = adiskq.find(stream_path, key)
+        assert [m.value for m in found] == values
+        assert adiskq.find(stream_path, key, limit=15) == found[:15]
+        moved += len({m.partition for m in found}) > 1
+    assert moved  # some keys did change partition

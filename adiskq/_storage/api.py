@@ -82,11 +82,13 @@ def find(
     """Every message with exactly this key, in offset order, found through the key index.
 
     A key lives in one partition (FNV-1 placement, as ``Producer`` puts it), so only that
-    partition is searched. ``since`` and ``until`` (datetimes, naive meaning UTC, or UTC ns) keep
-    the messages whose timestamp is at or after ``since`` and before ``until``; ``limit`` keeps
-    the first that many. Segments without a usable key index (a stream opened with
-    ``key_index=False``, a damaged index) are searched in their data: the answer is the same, only
-    slower. ``StreamNotFoundError`` if there is no stream at ``path``.
+    partition is searched; in a stream whose partition count grew, also the partitions the
+    earlier counts put the key in, up to where each count stopped (those messages come first).
+    ``since`` and ``until`` (datetimes, naive meaning UTC, or UTC ns) keep the messages whose
+    timestamp is at or after ``since`` and before ``until``; ``limit`` keeps the first that many.
+    Segments without a usable key index (a stream opened with ``key_index=False``, a damaged
+    index) are searched in their data: the answer is the same, only slower.
+    ``StreamNotFoundError`` if there is no stream at ``path``.
     """
     raw = _key_bytes(key)
     since_ns = _time_bound("since", since)
@@ -96,5 +98,24 @@ def find(
     stream = StreamReader.open(path)
     if limit == 0:
         return []
-    partition = partition_for_key(raw, stream.partition_count)
-    return stream.partition(partition).find(raw, since_ns=since_ns, until_ns=until_ns, limit=limit)
+    found: list[Message] = []
+    earlier: tuple[int, ...] = ()  # where the previous partition count stopped placing keys
+    counts = [*stream.settings.partition_history, (stream.partition_count, None)]
+    for count, ends in counts:
+        partition = partition_for_key(raw, count)
+        start = earlier[partition] if partition < len(earlier) else 0
+        end = None if ends is None else ends[partition]
+        earlier = () if ends is None else ends
+        if end is not None and end <= start:
+            continue
+        found += stream.partition(partition).find(
+            raw,
+            since_ns=since_ns,
+            until_ns=until_ns,
+            limit=None if limit is None else limit - len(found),
+            start_offset=start,
+            end_offset=end,
+        )
+        if limit is not None and len(found) >= limit:
+            break
+    return found

@@ -38,7 +38,7 @@ from .files import DEFAULT_FILE_MODE, atomic_write_json, fsync_dir, read_json
 from .lock import OwnerLock
 from .partition import PartitionReader, PartitionWriter
 from .segment import SegmentFileState
-from .settings import StreamSettings, load_settings, save_settings
+from .settings import PartitionCountChange, StreamSettings, load_settings, save_settings
 
 __all__ = [
     "StreamReader",
@@ -274,6 +274,13 @@ class StreamWriter:
                 )
                 opened.append(writer)
                 repairs.extend(repaired)
+            if stored is not None and settings.partition_count > stored.partition_count:
+                # Keys move when the count grows: remember where the old placement ends, so a
+                # lookup by key finds the messages placed before.
+                change = PartitionCountChange(
+                    stored.partition_count, tuple(w.next_offset for w in opened[: stored.partition_count])
+                )
+                settings = dataclasses.replace(settings, partition_history=(*stored.partition_history, change))
             if settings != stored:
                 save_settings(path, settings, mode=mode)
         except BaseException:
