@@ -73,10 +73,24 @@ def test_a_sealed_index_finds_entries_in_every_block(tmp_path: object, count: in
         assert candidates(path, count, value) == brute_force(hashes, value)
 
 
+@pytest.mark.parametrize(("keys", "block_shift"), [(10, 12), (20_000, 9)])
+def test_blocks_are_small_where_keys_are_mostly_distinct(tmp_path: object, keys: int, block_shift: int) -> None:
+    """Few keys: blocks of 4,096 (one value per key and block). Mostly distinct keys: blocks of 512."""
+    rng = random.Random(keys)
+    hashes = [zlib.crc32(b"key-%d" % rng.randrange(keys)) for _ in range(20_000)]
+    path = sealed(tmp_path, hashes)
+    with open(path, "rb") as file:
+        file.seek(-keyindex.TRAILER_BYTES, os.SEEK_END)
+        assert keyindex.TRAILER.unpack(file.read())[3] == block_shift
+    for value in hashes[::997]:
+        assert candidates(path, len(hashes), value) == brute_force(hashes, value)
+
+
 def test_huge_segments_use_bigger_blocks(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past 4,096 blocks the blocks grow, so the sorted values keep enough bits of the hash."""
     monkeypatch.setattr(keyindex, "_MAX_BLOCK_BITS", 2)  # at most four blocks
-    monkeypatch.setattr(keyindex, "_MIN_BLOCK_SHIFT", 3)  # of at least eight entries
+    monkeypatch.setattr(keyindex, "_LARGE_BLOCK_SHIFT", 3)  # of at least eight entries
+    monkeypatch.setattr(keyindex, "_SMALL_BLOCK_SHIFT", 1)
     rng = random.Random(7)
     hashes = [rng.getrandbits(32) for _ in range(100)]
     path = sealed(tmp_path, hashes)

@@ -21,11 +21,12 @@ file becomes::
                    u16 0 | u32 CRC-32C of everything before this field | 12 zero bytes
 
 A lookup of hash ``h`` bisects the sorted column for the blocks that may hold it, then finds ``h``
-in those blocks of the hash column (``bytes.find`` at C speed; blocks are 4,096 entries, or more for
-segments of over 16 million messages, so there are at most 4,096 of them). ``hash_bits +
-block_bits`` is 30, so the sort sees only small integers; with the block in each value, many
-messages of one key in a block cost one entry. Building this takes a bulk conversion, ``set`` and
-``sorted``: no Python code runs per message.
+in those blocks of the hash column (``bytes.find`` at C speed). Blocks are 4,096 entries where
+keys repeat within a block (one value per key and block keeps the sorted column short) and 512
+where they mostly do not (one value per message either way, and an eighth of the scan); segments
+of over 2 or 16 million messages get larger blocks, so there are at most 4,096 of them. ``hash_bits
++ block_bits`` is 30, so the sort sees only small integers. Building this takes a bulk conversion,
+``set`` and ``sorted``: no Python code runs per message.
 
 **Trust.** Every candidate offset is read back and its key compared, so a hash collision or a
 damaged index never returns another key's message. A sealed index whose trailer, sizes or CRC-32C
@@ -88,7 +89,11 @@ TRAILER_BYTES: Final = TRAILER.size
 _TRAILER_CRC_AT: Final = 16  # the trailer's bytes before the CRC field are covered by it
 # Single pushes are buffered and written this many at a time (readers check the rest in the data).
 TAIL_BUFFER_ENTRIES: Final = 128
-_MIN_BLOCK_SHIFT: Final = 12
+# Blocks of 4,096 messages, or of 512 where one value per message would be needed anyway (mostly
+# distinct keys per block): then smaller blocks cost nothing to sort and an eighth to scan.
+_LARGE_BLOCK_SHIFT: Final = 12
+_SMALL_BLOCK_SHIFT: Final = 9
+_SMALL_BLOCKS_FROM: Final = 0.75  # distinct values per message (large blocks) that choose small ones
 _MAX_BLOCK_BITS: Final = 12
 _SORT_BITS: Final = 30  # small ints: Python compares them fastest
 _U32: Final = struct.Struct("<I")
@@ -206,9 +211,9 @@ class _Layout(NamedTuple):
     hash_bits: int
 
 
-def _layout(entry_count: int) -> _Layout:
-    """Block size and value layout of the sorted column for a segment of ``entry_count`` messages."""
-    block_shift = _MIN_BLOCK_SHIFT
+def _layout(entry_count: int, block_shift: int) -> _Layout:
+    """The value layout of the sorted column for a segment of ``entry_count`` messages in blocks of
+    at least ``1 << block_shift`` (more where there would be over 4,096 blocks)."""
     while (max(entry_count - 1, 0) >> block_shift) >= 1 << _MAX_BLOCK_BITS:
         block_shift += 1
     blocks = (max(entry_count - 1, 0) >> block_shift) + 1
@@ -216,18 +221,23 @@ def _layout(entry_count: int) -> _Layout:
     return _Layout(block_shift, block_bits, _SORT_BITS - block_bits)
 
 
+def _valid_layouts(entry_count: int) -> tuple[_Layout, ...]:
+    return (_layout(entry_count, _LARGE_BLOCK_SHIFT), _layout(entry_count, _SMALL_BLOCK_SHIFT))
+
+
 def _lanes(value: int, count: int) -> int:
     """An integer of ``count`` 32-bit lanes (little-endian), each holding ``value``."""
     return int.from_bytes(_U32.pack(value) * count, "little")
 
 
-def sealed_tail(column: bytes) -> bytes:
-    """The sorted column and trailer that seal a hash column of whole entries."""
+def _values(column: bytes, layout: _Layout) -> set[int]:
+    """The distinct sorted-column values of a hash column, in the given layout.
+
+    Every message's value is computed on the whole column at once, as one big integer of 32-bit
+    lanes: shift the hash bits down, mask each lane, move them up past the block bits and add each
+    entry's block number. No lane overflows (hash_bits + block_bits = 30).
+    """
     count = len(column) // ENTRY_BYTES
-    layout = _layout(count)
-    # Every message's value, computed on the whole column at once as one big integer of 32-bit
-    # lanes: shift the hash bits down, mask each lane, move them up past the block bits and add
-    # each entry's block number. No lane overflows (hash_bits + block_bits = 30).
     lanes = int.from_bytes(column, "little") >> (32 - layout.hash_bits)
     lanes &= _lanes((1 << layout.hash_bits) - 1, count)
     if layout.block_bits:
@@ -238,8 +248,19 @@ def sealed_tail(column: bytes) -> bytes:
             for block in range((count + block_size - 1) // block_size)
         )
         lanes |= int.from_bytes(blocks, "little")
-    values = unpack_hashes(lanes.to_bytes(count * ENTRY_BYTES, "little"))
-    distinct = sorted(set(values))
+    return set(unpack_hashes(lanes.to_bytes(count * ENTRY_BYTES, "little")))
+
+
+def sealed_tail(column: bytes) -> bytes:
+    """The sorted column and trailer that seal a hash column of whole entries."""
+    count = len(column) // ENTRY_BYTES
+    large, small = _valid_layouts(count)
+    layout = large
+    values = _values(column, large)
+    if small != large and len(values) > _SMALL_BLOCKS_FROM * count:
+        layout = small
+        values = _values(column, small)
+    distinct = sorted(values)
     sorted_column = pack_hashes(distinct)
     head = TRAILER.pack(MAGIC, count, len(distinct), layout.block_shift, layout.hash_bits, 0, 0)[:_TRAILER_CRC_AT]
     checksum = crc32c(head, crc32c(sorted_column, crc32c(column)))
@@ -305,8 +326,8 @@ def _trailer_problem(trailer: tuple[bytes, int, int, int, int, int, int], size: 
         return "it is not sealed (no trailer)"
     if count != entry_count:
         return f"it covers {count} messages, the segment has {entry_count}"
-    expected = _layout(count)
-    if (block_shift, hash_bits, reserved) != (expected.block_shift, expected.hash_bits, 0) or distinct > count:
+    layouts = [(layout.block_shift, layout.hash_bits) for layout in _valid_layouts(count)]
+    if (block_shift, hash_bits) not in layouts or reserved or distinct > count:
         return "its trailer is damaged"
     if size != (count + distinct) * ENTRY_BYTES + TRAILER_BYTES:
         return f"it is {size} bytes, its trailer says {(count + distinct) * ENTRY_BYTES + TRAILER_BYTES}"
@@ -361,11 +382,11 @@ class SealedKeyIndex:
     file. The mapping is released when the last reference goes.
     """
 
-    def __init__(self, buffer: mmap.mmap, entry_count: int, distinct: int) -> None:
+    def __init__(self, buffer: mmap.mmap, entry_count: int, distinct: int, block_shift: int) -> None:
         self._buffer = buffer
         self.entry_count = entry_count
         self._distinct = distinct
-        self._layout = _layout(entry_count)
+        self._layout = _layout(entry_count, block_shift)
 
     @classmethod
     def map(cls, path: str, entry_count: int) -> SealedKeyIndex | str:
@@ -389,7 +410,7 @@ class SealedKeyIndex:
         if problem is not None:
             buffer.close()
             return problem
-        return cls(buffer, entry_count, trailer[2])
+        return cls(buffer, entry_count, trailer[2], trailer[3])
 
     def candidates(self, hash_value: int) -> list[int]:
         """Entry numbers (ascending) whose key hash is ``hash_value``."""

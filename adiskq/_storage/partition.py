@@ -59,6 +59,9 @@ def list_segment_files(directory: str) -> dict[int, set[str]]:
     return segments
 
 
+_INDEX_SUFFIX = "." + INDEX
+
+
 def _file_size(path: str) -> int:
     try:
         return os.lstat(path).st_size
@@ -412,7 +415,15 @@ class PartitionReader:
 
     def segment_bases(self) -> list[int]:
         """Base offsets of the segments readers can see (those with an ``.index``), in order."""
-        return sorted(base for base, extensions in list_segment_files(self.directory).items() if INDEX in extensions)
+        bases = []
+        with os.scandir(self.directory) as entries:
+            for entry in entries:
+                # Only .index names are parsed: lookups list the folder every time.
+                if entry.name.endswith(_INDEX_SUFFIX):
+                    parsed = parse_segment_file(entry.name)
+                    if parsed is not None and parsed[1] == INDEX and entry.is_file(follow_symlinks=False):
+                        bases.append(parsed[0])
+        return sorted(bases)
 
     def open_segment(self, base: int) -> SegmentReader:
         """A reader of one segment (FileNotFoundError if it was vacuumed)."""
