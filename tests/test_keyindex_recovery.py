@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from storage_helpers import snapshot
+from unprivileged import as_nobody
 
 import adiskq
 from adiskq._sansio.codec import encode_record
@@ -95,6 +96,16 @@ def test_a_reader_never_trusts_a_damaged_sealed_key_index(stream_path: str, how:
     before = snapshot(stream_path)
     assert_finds_everything(stream_path, KEYS)
     assert snapshot(stream_path) == before
+
+
+def test_a_reader_with_read_permission_only_works_around_a_damaged_key_index(shared_dir: str) -> None:
+    """As a user who may only read the stream, find() still answers right with a corrupt index."""
+    stream = os.path.join(shared_dir, "stream")
+    build(stream)
+    damage(segment_file(stream, bases(stream)[0]), "bit flip")
+    damage(segment_file(stream, bases(stream)[-1]), "truncated")
+    expected = [[m for m in everything(stream) if m.key == key] for key in KEYS]
+    assert as_nobody(lambda: [adiskq.find(stream, key) for key in KEYS]) == expected
 
 
 @pytest.mark.parametrize("how", ["missing", "truncated", "garbage"])

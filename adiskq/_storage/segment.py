@@ -345,11 +345,6 @@ class SegmentWriter:
 
     # -- the key index -------------------------------------------------------------------------
 
-    @property
-    def keeps_key_index(self) -> bool:
-        """True when this segment has a key index."""
-        return self._key_buffer is not None
-
     def flush_key_index(self) -> None:
         """Write the buffered key index entries of single pushes (before a sync, seal or close)."""
         key_buffer = self._key_buffer
