@@ -86,6 +86,16 @@ def test_blocks_are_small_where_keys_are_mostly_distinct(tmp_path: object, keys:
         assert candidates(path, len(hashes), value) == brute_force(hashes, value)
 
 
+def test_a_hot_key_among_distinct_ones_is_found_once_per_message(tmp_path: object) -> None:
+    """Small blocks keep one value per message: a key repeated in a block still yields each entry once."""
+    hashes = [zlib.crc32(b"unique-%d" % i) for i in range(10_000)]
+    hot = zlib.crc32(b"hot")
+    for position in (3, 4, 5, 100, 511, 512, 9_999):
+        hashes[position] = hot
+    path = sealed(tmp_path, hashes)
+    assert candidates(path, len(hashes), hot) == [3, 4, 5, 100, 511, 512, 9_999]
+
+
 def test_huge_segments_use_bigger_blocks(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past 4,096 blocks the blocks grow, so the sorted values keep enough bits of the hash."""
     monkeypatch.setattr(keyindex, "_MAX_BLOCK_BITS", 2)  # at most four blocks

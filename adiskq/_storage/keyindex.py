@@ -14,19 +14,20 @@ checks the column against the data and rewrites what disagrees.
 file becomes::
 
     u32 * n        the hash column (as above)
-    u32 * d        sorted column: distinct values (h >> (32 - hash_bits)) << block_bits | block,
-                   ascending, where block = entry number >> block_shift: "some message of this
-                   block has a key whose hash starts with these bits"
+    u32 * d        sorted column: values (h >> (32 - hash_bits)) << block_bits | block, ascending,
+                   where block = entry number >> block_shift: "some message of this block has a
+                   key whose hash starts with these bits"
     32 bytes       trailer: 4s magic b"AKX1" | u32 n | u32 d | u8 block_shift | u8 hash_bits |
                    u16 0 | u32 CRC-32C of everything before this field | 12 zero bytes
 
 A lookup of hash ``h`` bisects the sorted column for the blocks that may hold it, then finds ``h``
-in those blocks of the hash column (``bytes.find`` at C speed). Blocks are 4,096 entries where
-keys repeat within a block (one value per key and block keeps the sorted column short) and 512
-where they mostly do not (one value per message either way, and an eighth of the scan); segments
-of over 2 or 16 million messages get larger blocks, so there are at most 4,096 of them. ``hash_bits
-+ block_bits`` is 30, so the sort sees only small integers. Building this takes a bulk conversion,
-``set`` and ``sorted``: no Python code runs per message.
+in those blocks of the hash column (``bytes.find`` at C speed). Where keys repeat within blocks,
+blocks are 4,096 entries and the values distinct (one per key and block keeps the column short);
+where they mostly do not (judged on a few sample blocks), blocks are 512 entries (an eighth of the
+scan) and there is one value per message, duplicates and all (no set to build). Segments of over
+2 or 16 million messages get larger blocks, so there are at most 4,096 of them. ``hash_bits +
+block_bits`` is 30, so the sort sees only small integers. Building this takes bulk conversions
+and ``sorted``: no Python code runs per message.
 
 **Trust.** Every candidate offset is read back and its key compared, so a hash collision or a
 damaged index never returns another key's message. A sealed index whose trailer, sizes or CRC-32C
@@ -230,8 +231,8 @@ def _lanes(value: int, count: int) -> int:
     return int.from_bytes(_U32.pack(value) * count, "little")
 
 
-def _values(column: bytes, layout: _Layout) -> set[int]:
-    """The distinct sorted-column values of a hash column, in the given layout.
+def _values(column: bytes, layout: _Layout) -> array.array[int]:
+    """The sorted-column value of each entry of a hash column, in the given layout.
 
     Every message's value is computed on the whole column at once, as one big integer of 32-bit
     lanes: shift the hash bits down, mask each lane, move them up past the block bits and add each
@@ -248,23 +249,33 @@ def _values(column: bytes, layout: _Layout) -> set[int]:
             for block in range((count + block_size - 1) // block_size)
         )
         lanes |= int.from_bytes(blocks, "little")
-    return set(unpack_hashes(lanes.to_bytes(count * ENTRY_BYTES, "little")))
+    return unpack_hashes(lanes.to_bytes(count * ENTRY_BYTES, "little"))
+
+
+def _mostly_distinct(column: bytes) -> bool:
+    """True when keys seldom repeat within a large block, judged on a few sample blocks."""
+    count = len(column) // ENTRY_BYTES
+    size = 1 << _LARGE_BLOCK_SHIFT
+    starts = sorted({0, max(0, count // 2 - size // 2), max(0, count - size)})
+    samples = [unpack_hashes(column[start * ENTRY_BYTES : (start + size) * ENTRY_BYTES]) for start in starts]
+    return sum(map(len, map(set, samples))) > _SMALL_BLOCKS_FROM * sum(map(len, samples))
 
 
 def sealed_tail(column: bytes) -> bytes:
     """The sorted column and trailer that seal a hash column of whole entries."""
     count = len(column) // ENTRY_BYTES
     large, small = _valid_layouts(count)
-    layout = large
-    values = _values(column, large)
-    if small != large and len(values) > _SMALL_BLOCKS_FROM * count:
+    if small != large and _mostly_distinct(column):
+        # One value per message: no set to build (a repeated value only costs a longer scan).
         layout = small
-        values = _values(column, small)
-    distinct = sorted(values)
-    sorted_column = pack_hashes(distinct)
-    head = TRAILER.pack(MAGIC, count, len(distinct), layout.block_shift, layout.hash_bits, 0, 0)[:_TRAILER_CRC_AT]
+        ordered = sorted(_values(column, small))
+    else:
+        layout = large
+        ordered = sorted(set(_values(column, large)))
+    sorted_column = pack_hashes(ordered)
+    head = TRAILER.pack(MAGIC, count, len(ordered), layout.block_shift, layout.hash_bits, 0, 0)[:_TRAILER_CRC_AT]
     checksum = crc32c(head, crc32c(sorted_column, crc32c(column)))
-    return sorted_column + TRAILER.pack(MAGIC, count, len(distinct), layout.block_shift, layout.hash_bits, 0, checksum)
+    return sorted_column + TRAILER.pack(MAGIC, count, len(ordered), layout.block_shift, layout.hash_bits, 0, checksum)
 
 
 def seal_column(fd: int, path: str, entry_count: int) -> None:
@@ -321,16 +332,16 @@ _Identity = tuple[int, int, int, int]  # device, inode, size, modification time 
 
 
 def _trailer_problem(trailer: tuple[bytes, int, int, int, int, int, int], size: int, entry_count: int) -> str | None:
-    magic, count, distinct, block_shift, hash_bits, reserved, _ = trailer
+    magic, count, values, block_shift, hash_bits, reserved, _ = trailer
     if magic != MAGIC:
         return "it is not sealed (no trailer)"
     if count != entry_count:
         return f"it covers {count} messages, the segment has {entry_count}"
     layouts = [(layout.block_shift, layout.hash_bits) for layout in _valid_layouts(count)]
-    if (block_shift, hash_bits) not in layouts or reserved or distinct > count:
+    if (block_shift, hash_bits) not in layouts or reserved or values > count:
         return "its trailer is damaged"
-    if size != (count + distinct) * ENTRY_BYTES + TRAILER_BYTES:
-        return f"it is {size} bytes, its trailer says {(count + distinct) * ENTRY_BYTES + TRAILER_BYTES}"
+    if size != (count + values) * ENTRY_BYTES + TRAILER_BYTES:
+        return f"it is {size} bytes, its trailer says {(count + values) * ENTRY_BYTES + TRAILER_BYTES}"
     return None
 
 
@@ -382,10 +393,10 @@ class SealedKeyIndex:
     file. The mapping is released when the last reference goes.
     """
 
-    def __init__(self, buffer: mmap.mmap, entry_count: int, distinct: int, block_shift: int) -> None:
+    def __init__(self, buffer: mmap.mmap, entry_count: int, value_count: int, block_shift: int) -> None:
         self._buffer = buffer
         self.entry_count = entry_count
-        self._distinct = distinct
+        self._value_count = value_count
         self._layout = _layout(entry_count, block_shift)
 
     @classmethod
@@ -418,13 +429,13 @@ class SealedKeyIndex:
         count = self.entry_count
         bucket = hash_value >> (32 - layout.hash_bits)
         start = count * ENTRY_BYTES
-        with memoryview(self._buffer) as view, view[start : start + self._distinct * ENTRY_BYTES] as section:
+        with memoryview(self._buffer) as view, view[start : start + self._value_count * ENTRY_BYTES] as section:
             blocks = _blocks_in_range(section, bucket << layout.block_bits, (bucket + 1) << layout.block_bits)
         block_mask = (1 << layout.block_bits) - 1
         needle = _U32.pack(hash_value)
         found: list[int] = []
-        for value in blocks:
-            first = (value & block_mask) << layout.block_shift
+        for block in dict.fromkeys(value & block_mask for value in blocks):  # in order, once each
+            first = block << layout.block_shift
             end = min(count, first + (1 << layout.block_shift))
             found += _aligned_matches(self._buffer, needle, first * ENTRY_BYTES, end * ENTRY_BYTES)
         return found
