@@ -126,7 +126,9 @@ class Producer:
     Opening creates the stream if it is missing (or the folder is empty), takes the ``owner`` lock
     (``StreamLockedError`` at once while another producer holds it, or after ``lock_timeout``
     seconds), and recovers every partition's active segment. Settings given here are stored in the
-    stream; ``partitions`` may grow but never shrink.
+    stream; ``partitions`` may grow but never shrink. ``key_index`` (on for a new stream) keeps the
+    per-segment key index ``adiskq.find`` looks keys up in; ``False`` saves its small cost, and
+    ``find`` then searches the data.
 
     ``flush="async"`` (the default, RocketMQ's ASYNC_FLUSH): ``push`` returns once the record is
     handed to the OS, which keeps it if the process crashes; a background flusher fsyncs every
