@@ -60,6 +60,8 @@ def list_segment_files(directory: str) -> dict[int, set[str]]:
 
 
 _INDEX_SUFFIX = "." + INDEX
+# A search of a segment's data without its key index reads this many records at a time.
+_SEARCH_CHUNK = 65_536
 
 
 def _file_size(path: str) -> int:
@@ -618,8 +620,6 @@ def _search_data(segment: SegmentReader, key: bytes, first: int, end: int) -> li
         found += [chunk_first + match for match in matches]
     return found
 
-
-_SEARCH_CHUNK = 65_536
 
 
 class PartitionCursor:
