@@ -621,7 +621,6 @@ def _search_data(segment: SegmentReader, key: bytes, first: int, end: int) -> li
     return found
 
 
-
 class PartitionCursor:
     """Reads one partition in order from an offset, across segment rolls and vacuum.
 
