@@ -50,6 +50,7 @@ __all__ = [
 INDEX_ENTRY: Final = struct.Struct("<QQQ")  # offset, position, size
 TIMEINDEX_ENTRY: Final = struct.Struct("<Qq")  # offset, timestamp_ns
 INDEX_ENTRY_BYTES: Final = INDEX_ENTRY.size
+_KEY_BUFFER_ENTRIES: Final = keyindex.TAIL_BUFFER_ENTRIES  # a global, not an attribute, on the hot path
 _JOIN_MAX_BYTES: Final = 1 << 20
 TIMEINDEX_ENTRY_BYTES: Final = TIMEINDEX_ENTRY.size
 # Reads larger than this are first checked against the size of .data (one fstat).
@@ -320,7 +321,7 @@ class SegmentWriter:
                 write_all(self._timeindex_fd, entry[written:])
             if key_buffer is not None:
                 key_buffer.append(keyindex.record_key_hashes((record,))[0] if key_hash is None else key_hash)
-                if len(key_buffer) >= keyindex.TAIL_BUFFER_ENTRIES:
+                if len(key_buffer) >= _KEY_BUFFER_ENTRIES:
                     write_all(self._keyindex_fd, keyindex.pack_hashes(key_buffer))
                     flushed = True
             entry = INDEX_ENTRY.pack(offset, start, size)
