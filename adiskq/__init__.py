@@ -28,6 +28,7 @@ from ._sansio.values import Retention as Retention
 from ._sansio.values import SegmentRepair as SegmentRepair
 from ._sansio.values import StreamStats as StreamStats
 from ._sansio.values import VacuumReport as VacuumReport
+from ._storage.api import find as find
 from ._storage.api import offset_for_time as offset_for_time
 from ._storage.api import read as read
 from ._storage.api import stats as stats
@@ -89,6 +90,7 @@ __all__ = [
     "StreamNotFoundError",
     "StreamStats",
     "VacuumReport",
+    "find",
     "offset_for_time",
     "read",
     "stats",

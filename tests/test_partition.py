@@ -41,8 +41,8 @@ def _sizes(directory: str) -> dict[str, int]:
 
 
 def test_new_partition_has_an_empty_first_segment(writer: PartitionWriter, directory: str) -> None:
-    """Opening a missing partition creates its folder and segment 0's three files."""
-    assert _sizes(directory) == {f"{0:020d}.{ext}": 0 for ext in ("data", "index", "timeindex")}
+    """Opening a missing partition creates its folder and segment 0's files (with its key index)."""
+    assert _sizes(directory) == {f"{0:020d}.{ext}": 0 for ext in ("data", "index", "timeindex", "keyindex")}
     assert (writer.oldest_offset, writer.next_offset, writer.segment_count) == (0, 0, 1)
 
 

@@ -60,11 +60,12 @@ def explain_disk_error(error: OSError) -> OSError:
 class Batch:
     """Pushes committed together: they share one write per file (and one fsync in sync mode)."""
 
-    __slots__ = ("done", "error", "first_offset", "led", "records", "timestamps")
+    __slots__ = ("done", "error", "first_offset", "key_hashes", "led", "records", "timestamps")
 
     def __init__(self) -> None:
         self.records: list[bytes] = []
         self.timestamps: list[int] = []
+        self.key_hashes: list[int] = []  # for the key index: its hash of each record's key
         self.done = anyio.Event()
         self.first_offset = -1
         self.error: BaseException | None = None
@@ -100,7 +101,7 @@ class Lane:
             self.sync_flush or self._committing is not None or self._open is not None or self.partition.needs_roll()
         )
 
-    def try_write_one(self, record: bytes, timestamp_ns: int) -> int:
+    def try_write_one(self, record: bytes, timestamp_ns: int, key_hash: int) -> int:
         """Write and commit one record now if it may go inline; its offset, or -1 if it must be batched.
 
         The hot path of ``push``: the same tests as ``can_write_inline``, spelled out.
@@ -111,17 +112,17 @@ class Lane:
         if writer.data_size >= self.partition.segment_size_bytes and writer.next_offset > writer.base_offset:
             return -1  # a roll is due: it fsyncs, so it happens in a batch, off the loop thread
         try:
-            offset = writer.append_one(record, timestamp_ns)  # OSError leaves the files as they were
+            offset = writer.append_one(record, timestamp_ns, key_hash)  # OSError leaves the files as they were
         except OSError as error:
             raise explain_disk_error(error) from None
         self.dirty = True
         wakeup.notify(self.wake_key)
         return offset
 
-    def write_inline(self, records: list[bytes], timestamps: list[int]) -> int:
+    def write_inline(self, records: list[bytes], timestamps: list[int], key_hashes: list[int]) -> int:
         """Write and commit records now; returns the first offset."""
         try:
-            first = self.partition.active.append(records, timestamps)
+            first = self.partition.active.append(records, timestamps, key_hashes)
         except OSError as error:
             raise explain_disk_error(error) from None
         self.dirty = True
@@ -130,7 +131,7 @@ class Lane:
 
     # -- batches ---------------------------------------------------------------------------------
 
-    def enqueue(self, records: list[bytes], timestamps: list[int]) -> tuple[Batch, int]:
+    def enqueue(self, records: list[bytes], timestamps: list[int], key_hashes: list[int]) -> tuple[Batch, int]:
         """Join the open batch with a run of records; returns it and the run's place in it.
 
         The caller must then ``await complete(batch)`` with no checkpoint in between.
@@ -141,6 +142,7 @@ class Lane:
         start = len(batch.records)
         batch.records.extend(records)
         batch.timestamps.extend(timestamps)
+        batch.key_hashes.extend(key_hashes)
         return batch, start
 
     async def complete(self, batch: Batch) -> int:
@@ -188,7 +190,7 @@ class Lane:
             if self.sync_flush:
                 # Data first, made durable, and only then the index entries that publish it: no
                 # consumer may see a message a power cut could take back.
-                pending = writer.write_data(batch.records, batch.timestamps)
+                pending = writer.write_data(batch.records, batch.timestamps, batch.key_hashes)
                 try:
                     await anyio.to_thread.run_sync(
                         functools.partial(writer.sync, data_only=True), limiter=self._limiter
@@ -200,10 +202,10 @@ class Lane:
                 batch.first_offset = pending.first_offset
             elif sum(map(len, batch.records)) > INLINE_MAX_BYTES:
                 batch.first_offset = await anyio.to_thread.run_sync(
-                    writer.append, batch.records, batch.timestamps, limiter=self._limiter
+                    writer.append, batch.records, batch.timestamps, batch.key_hashes, limiter=self._limiter
                 )
             else:
-                batch.first_offset = writer.append(batch.records, batch.timestamps)
+                batch.first_offset = writer.append(batch.records, batch.timestamps, batch.key_hashes)
             self.dirty = True
         except Exception as error:  # every push of the batch gets the error
             if isinstance(error, OSError):

@@ -30,6 +30,7 @@ from .._errors import ClosedError, MessageTooLargeError, StreamLockedError
 from .._sansio.codec import encode_batch, encode_record
 from .._sansio.naming import fnv1_32
 from .._sansio.values import Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
+from .._storage import keyindex
 from .._storage.files import DEFAULT_FILE_MODE
 from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings
 from .._storage.stream import StreamWriter
@@ -125,7 +126,9 @@ class Producer:
     Opening creates the stream if it is missing (or the folder is empty), takes the ``owner`` lock
     (``StreamLockedError`` at once while another producer holds it, or after ``lock_timeout``
     seconds), and recovers every partition's active segment. Settings given here are stored in the
-    stream; ``partitions`` may grow but never shrink.
+    stream; ``partitions`` may grow but never shrink. ``key_index`` (on for a new stream) keeps the
+    per-segment key index ``adiskq.find`` looks keys up in; ``False`` saves its small cost, and
+    ``find`` then searches the data.
 
     ``flush="async"`` (the default, RocketMQ's ASYNC_FLUSH): ``push`` returns once the record is
     handed to the OS, which keeps it if the process crashes; a background flusher fsyncs every
@@ -185,7 +188,8 @@ class Producer:
         self._lanes: list[Lane] = []
         self._partition_count = 0
         self._max_message_bytes = 0
-        self._placement: dict[str | bytes, tuple[bytes, int]] = {}
+        # key -> (its bytes, its partition, its key index hash), for keys pushed recently.
+        self._placement: dict[str | bytes, tuple[bytes, int, int]] = {}
         # Held (in worker threads only) by whatever changes a partition's segments or syncs them:
         # a roll, a vacuum, the flusher. It keeps an fsync from meeting a descriptor a roll closed.
         self._structure_lock = threading.Lock()
@@ -284,14 +288,15 @@ class Producer:
 
     # -- pushing ---------------------------------------------------------------------------------
 
-    def _place(self, key: Key) -> tuple[bytes, int]:
-        """The key's bytes and its partition (FNV-1 32 modulo the count), cached for repeated keys."""
+    def _place(self, key: Key) -> tuple[bytes, int, int]:
+        """The key's bytes, its partition (FNV-1 32 modulo the count) and its key index hash,
+        cached for repeated keys."""
         if key is None:
             # No key: a random one, as go-diskq does; it spreads messages over partitions.
             raw = random.getrandbits(64).to_bytes(8, "little")
             if self._partition_count == 1:
-                return raw, 0  # the hash (~1 µs in Python) could only say 0
-            return raw, fnv1_32(raw) % self._partition_count
+                return raw, 0, keyindex.key_hash(raw)  # FNV-1 (~1 µs in Python) could only say 0
+            return raw, fnv1_32(raw) % self._partition_count, keyindex.key_hash(raw)
         if isinstance(key, bytearray | memoryview):
             key = bytes(key)
         elif not isinstance(key, str | bytes):
@@ -301,7 +306,7 @@ class Producer:
             raw = key.encode("utf-8") if isinstance(key, str) else key
             if len(self._placement) >= _PLACEMENT_CACHE_SIZE:
                 self._placement.clear()
-            placed = self._placement[key] = (raw, fnv1_32(raw) % self._partition_count)
+            placed = self._placement[key] = (raw, fnv1_32(raw) % self._partition_count, keyindex.key_hash(raw))
         return placed
 
     def _check_size(self, size: int) -> None:
@@ -329,7 +334,7 @@ class Producer:
         if self._state != "open":
             self._check_open()
         placed = self._placement.get(key) if type(key) is str else None
-        raw_key, partition = placed if placed is not None else self._place(key)
+        raw_key, partition, key_hash = placed if placed is not None else self._place(key)
         timestamp_ns = time.time_ns() if timestamp is None else _timestamp_ns(timestamp)
         if type(value) is not bytes:
             value = _value_bytes(value)
@@ -341,14 +346,14 @@ class Producer:
         if len(record) > self._max_message_bytes:
             self._check_size(len(record))
         lane = self._lanes[partition]
-        offset = lane.try_write_one(record, timestamp_ns)
+        offset = lane.try_write_one(record, timestamp_ns, key_hash)
         if offset >= 0:
             self._inline_pushes += 1
             if self._inline_pushes >= _YIELD_EVERY:
                 self._inline_pushes = 0
                 await anyio.lowlevel.cancel_shielded_checkpoint()
             return _new_receipt(Receipt, (partition, offset))
-        batch, place = lane.enqueue([record], [timestamp_ns])
+        batch, place = lane.enqueue([record], [timestamp_ns], [key_hash])
         first = await lane.complete(batch)
         return _new_receipt(Receipt, (partition, first + place))
 
@@ -370,23 +375,27 @@ class Producer:
         encoded: list[bytes] = []
         stamps: list[int] = []
         partitions: list[int] = []
+        key_hashes: list[int] = []
         for start in range(0, len(items), _ENCODE_CHUNK):
             if start:
                 # Encoding is CPU work on the loop thread: let other tasks run between chunks.
                 # Nothing is written yet, so a cancellation here leaves no trace.
                 await anyio.lowlevel.checkpoint()
-            chunk_encoded, chunk_stamps, chunk_partitions = self._encode_columns(
+            chunk_encoded, chunk_stamps, chunk_partitions, chunk_hashes = self._encode_columns(
                 items[start : start + _ENCODE_CHUNK], now
             )
             encoded += chunk_encoded
             stamps += chunk_stamps
             partitions += chunk_partitions
+            key_hashes += chunk_hashes
         self._check_open()
-        return await self._write_shares(encoded, stamps, partitions)
+        return await self._write_shares(encoded, stamps, partitions, key_hashes)
 
-    def _encode_columns(self, items: list[Record], now: int) -> tuple[list[bytes], list[int], list[int]]:
-        """Records, their timestamps and partitions, encoded column-wise so the per-record work runs
-        in C (zip, map) wherever it can."""
+    def _encode_columns(
+        self, items: list[Record], now: int
+    ) -> tuple[list[bytes], list[int], list[int], tuple[int, ...]]:
+        """Records, their timestamps, partitions and key hashes, encoded column-wise so the
+        per-record work runs in C (zip, map) wherever it can."""
         values, keys, all_headers, timestamps = zip(*items, strict=True)
         try:
             placements = list(map(self._placement.get, keys))
@@ -394,12 +403,14 @@ class Producer:
             placements = [None] * len(keys)
         if None in placements:
             if self._partition_count == 1 and keys.count(None) == len(keys):
-                # Keyless records on one partition: their random keys in one call, and no hashing.
+                # Keyless records on one partition: their random keys in one call, and no FNV-1
+                # (the key index's CRC-32 is a C call).
                 blob = random.randbytes(8 * len(keys))
-                placements = [(blob[i : i + 8], 0) for i in range(0, len(blob), 8)]
+                raw = [blob[i : i + 8] for i in range(0, len(blob), 8)]
+                placements = list(zip(raw, itertools.repeat(0), map(keyindex.key_hash, raw), strict=False))
             else:
                 placements = [placed or self._place(key) for placed, key in zip(placements, keys, strict=True)]
-        raw_keys, partitions = zip(*placements, strict=True)
+        raw_keys, partitions, key_hashes = zip(*placements, strict=True)
         if set(map(type, values)) != {bytes}:
             values = tuple(map(_value_bytes, values))
         if set(timestamps) == {None}:
@@ -408,9 +419,11 @@ class Producer:
             stamps = [now if t is None else _timestamp_ns(t) for t in timestamps]
         encoded = encode_batch(values, raw_keys, stamps, all_headers if any(all_headers) else None)
         self._check_size(max(map(len, encoded)))
-        return encoded, stamps, list(partitions)
+        return encoded, stamps, list(partitions), key_hashes
 
-    async def _write_shares(self, encoded: list[bytes], stamps: list[int], partitions: Sequence[int]) -> list[Receipt]:
+    async def _write_shares(
+        self, encoded: list[bytes], stamps: list[int], partitions: Sequence[int], key_hashes: list[int]
+    ) -> list[Receipt]:
         """Write each partition's share of a batch; receipts in the batch's order."""
         count = len(encoded)
         shares: dict[int, Sequence[int]]
@@ -429,16 +442,17 @@ class Producer:
         waiting = []
         for partition, positions in shares.items():
             if len(positions) == count:
-                share_records, share_stamps = encoded, stamps
+                share_records, share_stamps, share_hashes = encoded, stamps, key_hashes
             else:
                 share_records = [encoded[i] for i in positions]
                 share_stamps = [stamps[i] for i in positions]
+                share_hashes = [key_hashes[i] for i in positions]
             lane = self._lanes[partition]
             if lane.can_write_inline(sum(map(len, share_records))):
-                first = lane.write_inline(share_records, share_stamps)
+                first = lane.write_inline(share_records, share_stamps, share_hashes)
                 _place_receipts(receipts, positions, partition, first)
             else:
-                batch, start = lane.enqueue(share_records, share_stamps)
+                batch, start = lane.enqueue(share_records, share_stamps, share_hashes)
                 waiting.append((lane, partition, positions, batch, start))
         for lane, partition, positions, batch, start in waiting:
             _place_receipts(receipts, positions, partition, await lane.complete(batch) + start)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import datetime as dt
 import os
 
-from .._errors import OffsetOutOfRangeError
+from .._errors import InvalidArgumentError, OffsetOutOfRangeError
+from .._sansio.naming import partition_for_key
 from .._sansio.values import Message, StreamStats, ns_from_datetime
 from .leases import read_members
 from .lock import read_owner
 from .offsets import list_groups, load_offsets
 from .stream import StreamReader, load_recovery_report
 
-__all__ = ["offset_for_time", "read", "stats"]
+__all__ = ["find", "offset_for_time", "read", "stats"]
 
 
 def read(path: str | os.PathLike[str], partition: int, offset: int) -> Message:
@@ -52,3 +53,69 @@ def stats(path: str | os.PathLike[str]) -> StreamStats:
         last_recovery=load_recovery_report(stream.path),
         members=members,
     )
+
+
+def _key_bytes(key: str | bytes) -> bytes:
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    if isinstance(key, bytes | bytearray | memoryview):
+        return bytes(key)
+    raise TypeError(f"a key is str or bytes, not {type(key).__name__}")
+
+
+def _time_bound(name: str, when: dt.datetime | int | None) -> int | None:
+    if when is None or isinstance(when, dt.datetime):
+        return None if when is None else ns_from_datetime(when)
+    if isinstance(when, int) and not isinstance(when, bool):
+        return when
+    raise TypeError(f"{name}= takes a datetime, UTC nanoseconds (int) or None, not {type(when).__name__}")
+
+
+def find(
+    path: str | os.PathLike[str],
+    key: str | bytes,
+    *,
+    since: dt.datetime | int | None = None,
+    until: dt.datetime | int | None = None,
+    limit: int | None = None,
+) -> list[Message]:
+    """Every message with exactly this key, in offset order, found through the key index.
+
+    A key lives in one partition (FNV-1 placement, as ``Producer`` puts it), so only that
+    partition is searched; in a stream whose partition count grew, also the partitions the
+    earlier counts put the key in, up to where each count stopped (those messages come first).
+    ``since`` and ``until`` (datetimes, naive meaning UTC, or UTC ns) keep the messages whose
+    timestamp is at or after ``since`` and before ``until``; ``limit`` keeps the first that many.
+    Segments without a usable key index (a stream opened with ``key_index=False``, a damaged
+    index) are searched in their data: the answer is the same, only slower.
+    ``StreamNotFoundError`` if there is no stream at ``path``.
+    """
+    raw = _key_bytes(key)
+    since_ns = _time_bound("since", since)
+    until_ns = _time_bound("until", until)
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        raise InvalidArgumentError(f"limit={limit!r}: give a whole number of messages (0 or more), or None")
+    stream = StreamReader.open(path)
+    if limit == 0:
+        return []
+    found: list[Message] = []
+    earlier: tuple[int, ...] = ()  # where the previous partition count stopped placing keys
+    counts = [*stream.settings.partition_history, (stream.partition_count, None)]
+    for count, ends in counts:
+        partition = partition_for_key(raw, count)
+        start = earlier[partition] if partition < len(earlier) else 0
+        end = None if ends is None else ends[partition]
+        earlier = () if ends is None else ends
+        if end is not None and end <= start:
+            continue
+        found += stream.partition(partition).find(
+            raw,
+            since_ns=since_ns,
+            until_ns=until_ns,
+            limit=None if limit is None else limit - len(found),
+            start_offset=start,
+            end_offset=end,
+        )
+        if limit is not None and len(found) >= limit:
+            break
+    return found

@@ -4,6 +4,11 @@ Segments are found by their ``.index`` file; files that are not segment files ar
 segment is the active one; all others are sealed (fsynced and closed when the next was created).
 Vacuum deletes a segment's ``.index`` first, so a crash in the middle of a vacuum leaves only
 sealed files without an index at the old end of the partition, which the next open removes.
+
+When the stream keeps a key index, a roll seals the old segment's ``.keyindex`` (``keyindex.py``)
+after fsyncing its data and before creating the next segment, so every segment a reader sees
+before the last has a sealed key index (or, if the index was off then, none). Opening the partition
+rebuilds a sealed key index that is missing or malformed.
 """
 
 from __future__ import annotations
@@ -14,13 +19,16 @@ import contextlib
 import dataclasses
 import datetime as dt
 import os
-from collections.abc import Sequence
+import struct
+import sys
+from collections.abc import Iterator, Sequence
 
 from .._errors import CorruptStreamError, OffsetOutOfRangeError
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
 from .._sansio.naming import DATA, INDEX, KEYINDEX, SEGMENT_EXTENSIONS, TIMEINDEX, parse_segment_file
 from .._sansio.retention import SegmentInfo
 from .._sansio.values import Message, PartitionStats, SegmentRepair, VacuumReport, ns_from_datetime
+from . import keyindex
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact
 from .recovery import recover_segment
 from .segment import (
@@ -51,6 +59,11 @@ def list_segment_files(directory: str) -> dict[int, set[str]]:
     return segments
 
 
+_INDEX_SUFFIX = "." + INDEX
+# A search of a segment's data without its key index reads this many records at a time.
+_SEARCH_CHUNK = 65_536
+
+
 def _file_size(path: str) -> int:
     try:
         return os.lstat(path).st_size
@@ -63,6 +76,49 @@ def _timestamps(raw: bytes) -> array.array[int]:
     values = array.array("q")
     values.frombytes(raw[: len(raw) - len(raw) % TIMEINDEX_ENTRY_BYTES])
     return values[1::2]
+
+
+def _ensure_sealed_key_index(directory: str, partition: int, base: int, mode: int) -> list[SegmentRepair]:
+    """Rebuild a sealed segment's key index from its data if it is missing or malformed.
+
+    Only the trailer and sizes are checked here (a few bytes a segment); readers check the CRC.
+    """
+    path = segment_path(directory, base, KEYINDEX)
+    entries = _file_size(segment_path(directory, base, INDEX)) // INDEX_ENTRY_BYTES
+    problem = keyindex.sealed_problem(path, entries, check_crc=False)
+    if problem is None:
+        return []
+    positions = _index_positions(directory, base, entries)
+    data_path = segment_path(directory, base, DATA)
+    fd = open_read(data_path)
+    try:
+        data = pread_exact(fd, os.fstat(fd).st_size, 0)
+    finally:
+        os.close(fd)
+    try:
+        column = keyindex.pack_hashes(keyindex.data_key_hashes(data, positions))
+    except struct.error:  # the index points past the data: readers report that segment as damaged
+        return [
+            SegmentRepair(
+                partition, base, f"could not rebuild the key index ({problem}): the index points past the data"
+            )
+        ]
+    keyindex.write_sealed_file(path, column, mode=mode)
+    return [SegmentRepair(partition, base, f"rebuilt the key index ({problem}) from {entries} records")]
+
+
+def _index_positions(directory: str, base: int, entries: int) -> array.array[int]:
+    """The data positions of a segment's first ``entries`` index entries."""
+    fd = open_read(segment_path(directory, base, INDEX))
+    try:
+        raw = pread_exact(fd, entries * INDEX_ENTRY_BYTES, 0)
+    finally:
+        os.close(fd)
+    values = array.array("Q")
+    values.frombytes(raw[: len(raw) - len(raw) % INDEX_ENTRY_BYTES])
+    if sys.byteorder == "big":  # pragma: no cover - big-endian hosts
+        values.byteswap()
+    return values[1::3]
 
 
 @dataclasses.dataclass(slots=True)
@@ -86,11 +142,13 @@ class PartitionWriter:
         *,
         segment_size_bytes: int,
         mode: int,
+        key_index: bool = True,
     ) -> None:
         self.directory = directory
         self.partition = partition
         self.segment_size_bytes = segment_size_bytes
         self.mode = mode
+        self.key_index = key_index
         self._sealed = sealed
         self.active = active
         # True when open() trusted a clean close instead of re-checking the active segment.
@@ -106,12 +164,14 @@ class PartitionWriter:
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         mode: int = DEFAULT_FILE_MODE,
         clean: SegmentFileState | None = None,
+        key_index: bool = True,
     ) -> tuple[PartitionWriter, list[SegmentRepair]]:
         """Open (creating it if missing) and recover the partition; returns it and its repairs.
 
         ``clean`` is the active segment's state as the last producer's clean close recorded it: if
         the files are exactly so (same sizes and modification times), the check of every record is
-        skipped, because nothing has written to them since they were fsynced.
+        skipped, because nothing has written to them since they were fsynced. ``key_index`` keeps
+        a key index: missing or malformed ones of sealed segments are rebuilt here.
         """
         dir_mode = mode | ((mode & 0o444) >> 2)  # a folder needs x wherever its files have r
         if os.path.islink(directory):
@@ -160,6 +220,8 @@ class PartitionWriter:
                 # (deleted by hand) is rebuilt from the data exactly as for the active segment.
                 _, rebuilt = recover_segment(directory, partition, base, max_record_bytes=max_record_bytes, mode=mode)
                 repairs.extend(rebuilt)
+            if key_index:
+                repairs.extend(_ensure_sealed_key_index(directory, partition, base, mode))
             sealed.append(cls._describe_sealed(directory, base))
 
         skipped = False
@@ -170,19 +232,44 @@ class PartitionWriter:
             )
             entries = clean.message_count if clean is not None and trusted else None
             if clean is not None and entries is not None:
+                # The key index must suit the setting: one entry per message, or no file at all.
+                keys = clean.keyindex_file
+                if key_index != (keys is not None) or (keys is not None and keys[0] != entries * keyindex.ENTRY_BYTES):
+                    entries = None
+            if clean is not None and entries is not None:
                 skipped = True
-                active = SegmentWriter.open(directory, last, next_offset=last + entries, data_size=clean.data_file[0])
+                active = SegmentWriter.open(
+                    directory,
+                    last,
+                    next_offset=last + entries,
+                    data_size=clean.data_file[0],
+                    key_index=key_index,
+                    mode=mode,
+                )
             else:
                 recovered, rebuilt = recover_segment(
-                    directory, partition, last, max_record_bytes=max_record_bytes, mode=mode
+                    directory, partition, last, max_record_bytes=max_record_bytes, mode=mode, key_index=key_index
                 )
                 repairs.extend(rebuilt)
                 active = SegmentWriter.open(
-                    directory, last, next_offset=recovered.next_offset, data_size=recovered.data_size
+                    directory,
+                    last,
+                    next_offset=recovered.next_offset,
+                    data_size=recovered.data_size,
+                    key_index=key_index,
+                    mode=mode,
                 )
         else:
-            active = SegmentWriter.create(directory, 0, mode=mode)
-        writer = cls(directory, partition, sealed, active, segment_size_bytes=segment_size_bytes, mode=mode)
+            active = SegmentWriter.create(directory, 0, mode=mode, key_index=key_index)
+        writer = cls(
+            directory,
+            partition,
+            sealed,
+            active,
+            segment_size_bytes=segment_size_bytes,
+            mode=mode,
+            key_index=key_index,
+        )
         writer.scan_skipped = skipped
         return writer, repairs
 
@@ -216,17 +303,21 @@ class PartitionWriter:
         return self.active.data_size >= self.segment_size_bytes and self.active.message_count > 0
 
     def roll(self) -> None:
-        """Seal the active segment (fsync, close) and start a new one at the next offset.
+        """Seal the active segment (fsync, seal its key index, close) and start a new one at the
+        next offset.
 
         The fsync comes first so a sealed segment never has a torn tail: recovery then only has
-        to check the last segment. An empty active segment is not rolled: the new segment would
-        have the same name.
+        to check the last segment. The key index is sealed before the next segment exists, so
+        readers find every segment but the last with a sealed key index. An empty active segment
+        is not rolled: the new segment would have the same name.
         """
         old = self.active
         if old.message_count == 0:
             return
+        old.flush_key_index()
         old.sync()
-        new = SegmentWriter.create(self.directory, old.next_offset, mode=self.mode)
+        old.seal_key_index()
+        new = SegmentWriter.create(self.directory, old.next_offset, mode=self.mode, key_index=self.key_index)
         old.close()
         self._sealed.append(_SealedSegment(old.base_offset, old.next_offset, self._sealed_size(old.base_offset)))
         self.active = new
@@ -234,15 +325,21 @@ class PartitionWriter:
     def _sealed_size(self, base: int) -> int:
         return sum(_file_size(segment_path(self.directory, base, extension)) for extension in SEGMENT_EXTENSIONS)
 
-    def append(self, records: Sequence[bytes], timestamps: Sequence[int]) -> int:
+    def append(
+        self, records: Sequence[bytes], timestamps: Sequence[int], key_hashes: Sequence[int] | None = None
+    ) -> int:
         """Append and commit a batch (rolling first if the active segment is full)."""
         if self.needs_roll():
             self.roll()
-        return self.active.append(records, timestamps)
+        return self.active.append(records, timestamps, key_hashes)
 
     def sync(self) -> None:
         """fsync the active segment's files."""
         self.active.sync()
+
+    def flush_key_index(self) -> None:
+        """Write the key index entries single pushes left buffered (before a clean close)."""
+        self.active.flush_key_index()
 
     def file_state(self) -> SegmentFileState:
         """The active segment's file sizes and times, for the clean-close record (sync first)."""
@@ -320,7 +417,15 @@ class PartitionReader:
 
     def segment_bases(self) -> list[int]:
         """Base offsets of the segments readers can see (those with an ``.index``), in order."""
-        return sorted(base for base, extensions in list_segment_files(self.directory).items() if INDEX in extensions)
+        bases = []
+        with os.scandir(self.directory) as entries:
+            for entry in entries:
+                # Only .index names are parsed: lookups list the folder every time.
+                if entry.name.endswith(_INDEX_SUFFIX):
+                    parsed = parse_segment_file(entry.name)
+                    if parsed is not None and parsed[1] == INDEX and entry.is_file(follow_symlinks=False):
+                        bases.append(parsed[0])
+        return sorted(bases)
 
     def open_segment(self, base: int) -> SegmentReader:
         """A reader of one segment (FileNotFoundError if it was vacuumed)."""
@@ -390,6 +495,79 @@ class PartitionReader:
             return base + list(map(timestamp_ns.__le__, stamps)).index(True)
         return self.bounds()[1]
 
+    # -- lookup by key ---------------------------------------------------------------------------
+
+    def find(
+        self,
+        key: bytes,
+        *,
+        since_ns: int | None = None,
+        until_ns: int | None = None,
+        limit: int | None = None,
+        start_offset: int = 0,
+        end_offset: int | None = None,
+    ) -> list[Message]:
+        """The messages with exactly this key, in offset order: those at offsets in
+        ``[start_offset, end_offset)`` whose timestamp is in ``[since_ns, until_ns)``, the first
+        ``limit`` of them.
+
+        Each segment's key index names the candidates, and each candidate is read (CRC checked)
+        and its key compared. A segment whose key index is missing or cannot be trusted, and the
+        records of the active segment past its key index's end, are searched in the data instead.
+        """
+        hash_value = keyindex.key_hash(key)
+        found: list[Message] = []
+        bases = self.segment_bases()
+        if bases:
+            keyindex.forget_before(self.directory, bases[0])
+        for number, base in enumerate(bases):
+            following = bases[number + 1] if number + 1 < len(bases) else None
+            if end_offset is not None and base >= end_offset:
+                break
+            if following is not None and following <= start_offset:
+                continue
+            for message in self._find_in_segment(base, key, hash_value, sealed=following is not None):
+                if message.offset < start_offset or (end_offset is not None and message.offset >= end_offset):
+                    continue
+                if (since_ns is not None and message.timestamp_ns < since_ns) or (
+                    until_ns is not None and message.timestamp_ns >= until_ns
+                ):
+                    continue
+                found.append(message)
+                if limit is not None and len(found) >= limit:
+                    return found
+        return found
+
+    def _find_in_segment(self, base: int, key: bytes, hash_value: int, *, sealed: bool) -> Iterator[Message]:
+        """The messages of one segment with this key, in offset order."""
+        entries = _file_size(segment_path(self.directory, base, INDEX)) // INDEX_ENTRY_BYTES
+        if not entries:
+            return
+        path = segment_path(self.directory, base, KEYINDEX)
+        if sealed:
+            index = keyindex.sealed_index(self.directory, base, entries)
+            if index is None:
+                candidates, covered = [], 0
+            else:
+                candidates, covered = index.candidates(hash_value), entries
+        else:
+            # The active segment's key index is a bare hash column that may lag behind.
+            candidates, covered = keyindex.column_candidates(path, entries, hash_value)
+        if not candidates and covered >= entries:
+            return
+        try:
+            segment = self.open_segment(base)
+        except FileNotFoundError:
+            return  # vacuumed meanwhile
+        with contextlib.closing(segment):
+            offsets = [base + candidate for candidate in candidates]
+            if covered < entries:
+                offsets += _search_data(segment, key, base + covered, base + entries)
+            for offset in offsets:
+                for message in segment.read_messages(offset, 1):
+                    if message.key == key:  # hash collisions and damaged key indexes end here
+                        yield message
+
     def stats(self) -> PartitionStats:
         """Oldest and next offsets, segments, bytes and timestamps of the partition now."""
         files = list_segment_files(self.directory)
@@ -421,6 +599,26 @@ class PartitionReader:
         if len(raw) < TIMEINDEX_ENTRY_BYTES:
             return None
         return int(TIMEINDEX_ENTRY.unpack(raw)[1])
+
+
+def _search_data(segment: SegmentReader, key: bytes, first: int, end: int) -> list[int]:
+    """Offsets in ``[first, end)`` of a segment whose record has this key, found in the data
+    (the search without a key index), reading about ``_SEARCH_CHUNK`` records at a time."""
+    found: list[int] = []
+    for chunk_first in range(first, end, _SEARCH_CHUNK):
+        raw = segment.read_index(chunk_first, min(_SEARCH_CHUNK, end - chunk_first))
+        if not raw:
+            break
+        columns = array.array("Q")
+        columns.frombytes(raw)
+        if sys.byteorder == "big":  # pragma: no cover - big-endian hosts
+            columns.byteswap()
+        positions, sizes = columns[1::3], columns[2::3]
+        start, stop = positions[0], positions[-1] + sizes[-1]
+        data = segment.read_data(start, stop - start)
+        matches = keyindex.data_key_matches(data, positions, key, origin=start)
+        found += [chunk_first + match for match in matches]
+    return found
 
 
 class PartitionCursor:

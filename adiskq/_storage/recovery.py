@@ -10,6 +10,10 @@ The rules, in the order they are applied:
    entries are rebuilt from the records.
 3. Missing files are recreated (a crash in the middle of a roll can leave a new segment with only
    some of its files).
+4. When the stream keeps a key index, ``.keyindex`` is checked the same way: it must hold the hash
+   of every valid record's key, in order (and nothing else: the seal of a segment that was about to
+   roll is dropped with the rest). The hashes are recomputed from the data, so an entry damaged on
+   disk is found too. When the stream keeps none, the active segment's ``.keyindex`` is removed.
 
 Only the last segment needs this: a segment is fsynced before the next one is created, so sealed
 segments cannot have a torn tail. Every change is returned as a ``SegmentRepair``.
@@ -25,8 +29,9 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from .._sansio.codec import RecordExtent, ScannedRecords, scan_columns
-from .._sansio.naming import DATA, INDEX, TIMEINDEX
+from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX
 from .._sansio.values import SegmentRepair
+from . import keyindex
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact
 from .segment import INDEX_ENTRY, TIMEINDEX_ENTRY, segment_path
 
@@ -61,6 +66,11 @@ class RecoveredSegment(NamedTuple):
 
 def scan_segment_data(path: str, max_record_bytes: int) -> ScanResult:
     """Check every record of a ``.data`` file from its start."""
+    return _scan_data(path, max_record_bytes)[0]
+
+
+def _scan_data(path: str, max_record_bytes: int) -> tuple[ScanResult, bytes]:
+    """``scan_segment_data``, and the bytes it read."""
     fd = open_read(path)
     try:
         size = os.fstat(fd).st_size
@@ -71,7 +81,7 @@ def scan_segment_data(path: str, max_record_bytes: int) -> ScanResult:
     problem = None if scanned.error is None else scanned.error.reason
     if problem is None and scanned.end != len(data):
         problem = "the last record is incomplete (torn write)"
-    return ScanResult(scanned, scanned.end, len(data), problem)
+    return ScanResult(scanned, scanned.end, len(data), problem), data
 
 
 def _columns(raw: bytes, typecode: str, width: int) -> list[array.array[int]]:
@@ -165,6 +175,45 @@ def _repair_derived_file(
     return True
 
 
+def _common_entries(existing: bytes, expected: bytes) -> int:
+    """How many leading 4-byte entries two columns share (slices compared in C, by bisection)."""
+    whole = min(len(existing), len(expected)) // keyindex.ENTRY_BYTES
+    low, high = 0, whole  # the answer lies in [low, high]
+    while low < high:
+        middle = (low + high + 1) // 2
+        if existing[: middle * keyindex.ENTRY_BYTES] == expected[: middle * keyindex.ENTRY_BYTES]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _repair_key_index(
+    path: str, expected: bytes, repairs: list[SegmentRepair], partition: int, base_offset: int, mode: int
+) -> bool:
+    """Make the key index at ``path`` exactly the hash column ``expected``; True if it changed."""
+    count = len(expected) // keyindex.ENTRY_BYTES
+    existing = _read_optional(path)
+    if existing is None:
+        _rewrite_tail(path, 0, expected, mode)
+        repairs.append(SegmentRepair(partition, base_offset, f"recreated missing .keyindex ({count} entries)"))
+        return True
+    if existing == expected:
+        return False
+    keep = _common_entries(existing, expected)
+    _rewrite_tail(path, keep * keyindex.ENTRY_BYTES, expected[keep * keyindex.ENTRY_BYTES :], mode)
+    parts = []
+    surplus = len(existing) - keep * keyindex.ENTRY_BYTES
+    if len(existing) > len(expected) and existing.startswith(expected):
+        parts.append(f"dropped {surplus} bytes of .keyindex past its {count} entries (a seal, or a torn write)")
+    elif surplus:
+        parts.append(f"dropped {surplus} bytes of keyindex entries that did not match valid data")
+    if count > keep:
+        parts.append(f"rebuilt {count - keep} keyindex entries from the data")
+    repairs.append(SegmentRepair(partition, base_offset, "; ".join(parts)))
+    return True
+
+
 def recover_segment(
     directory: str,
     partition: int,
@@ -172,8 +221,13 @@ def recover_segment(
     *,
     max_record_bytes: int,
     mode: int = DEFAULT_FILE_MODE,
+    key_index: bool | None = None,
 ) -> tuple[RecoveredSegment, list[SegmentRepair]]:
-    """Verify and repair the active segment; returns its state and what was repaired."""
+    """Verify and repair the active segment; returns its state and what was repaired.
+
+    ``key_index``: True checks and rebuilds ``.keyindex`` as a hash column, False removes it, None
+    (for a sealed segment whose other files are being rebuilt) leaves it alone.
+    """
     repairs: list[SegmentRepair] = []
     data_path = segment_path(directory, base_offset, DATA)
     created = False
@@ -182,7 +236,7 @@ def recover_segment(
         repairs.append(SegmentRepair(partition, base_offset, "recreated missing .data (empty)"))
         created = True
 
-    scan = scan_segment_data(data_path, max_record_bytes)
+    scan, data = _scan_data(data_path, max_record_bytes)
     if scan.valid_end < scan.file_size:
         fd = os.open(data_path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
@@ -224,6 +278,13 @@ def recover_segment(
         base_offset,
         mode,
     )
+    keyindex_path = segment_path(directory, base_offset, KEYINDEX)
+    if key_index:
+        expected = keyindex.pack_hashes(keyindex.data_key_hashes(data, records.positions))
+        changed |= _repair_key_index(keyindex_path, expected, repairs, partition, base_offset, mode)
+    elif key_index is not None and os.path.lexists(keyindex_path):
+        os.unlink(keyindex_path)  # the stream keeps no key index: a stale one must not linger
+        changed = True
     if changed or created:
         fsync_dir(directory)
     return RecoveredSegment(base_offset + scan.record_count, scan.valid_end), repairs

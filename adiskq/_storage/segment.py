@@ -1,13 +1,15 @@
-"""One segment: the ``.data``/``.index``/``.timeindex`` files named by the segment's first offset.
+"""One segment: the ``.data``/``.index``/``.timeindex``/``.keyindex`` files named by its first offset.
 
-``.index`` holds 24 bytes a message (offset | position in .data | size, u64 LE each) and
-``.timeindex`` 16 bytes a message (offset | timestamp_ns). Both are derived from ``.data`` and can be
-rebuilt from it. Write order is the whole consistency story:
+``.index`` holds 24 bytes a message (offset | position in .data | size, u64 LE each),
+``.timeindex`` 16 bytes a message (offset | timestamp_ns) and ``.keyindex`` (when the stream keeps a
+key index; format in ``keyindex.py``) 4 bytes a message, the hash of its key. All are derived from
+``.data`` and can be rebuilt from it. Write order is the whole consistency story:
 
 1. the records are appended to ``.data``;
 2. (``flush="sync"``: ``.data`` is fdatasync'ed here, so no index entry can outlive a power cut
    that takes its record back;)
-3. the ``.timeindex`` entries are appended;
+3. the ``.timeindex`` entries are appended, then the ``.keyindex`` entries (a single push buffers
+   its entry and writes up to 128 at once: readers check the records past the key index's end);
 4. the ``.index`` entries are appended — the commit point: a message exists for readers once its
    index entry does, and by then its record and time entry are already in place.
 
@@ -28,8 +30,9 @@ from typing import Final, NamedTuple
 
 from .._errors import CorruptRecordError
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES, decode_messages
-from .._sansio.naming import DATA, INDEX, TIMEINDEX, segment_file_name
+from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX, segment_file_name
 from .._sansio.values import Message
+from . import keyindex
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_append, open_read, pread_exact, write_all, writev_all
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
 INDEX_ENTRY: Final = struct.Struct("<QQQ")  # offset, position, size
 TIMEINDEX_ENTRY: Final = struct.Struct("<Qq")  # offset, timestamp_ns
 INDEX_ENTRY_BYTES: Final = INDEX_ENTRY.size
+_KEY_BUFFER_ENTRIES: Final = keyindex.TAIL_BUFFER_ENTRIES  # a global, not an attribute, on the hot path
 _JOIN_MAX_BYTES: Final = 1 << 20
 TIMEINDEX_ENTRY_BYTES: Final = TIMEINDEX_ENTRY.size
 # Reads larger than this are first checked against the size of .data (one fstat).
@@ -58,17 +62,23 @@ def segment_path(directory: str, base_offset: int, extension: str) -> str:
     return os.path.join(directory, segment_file_name(base_offset, extension))
 
 
-def _open_writable(directory: str, base_offset: int, *, create: bool, mode: int) -> tuple[int, int, int]:
-    """Append descriptors of ``.data``, ``.timeindex`` and ``.index``, created in that order."""
+def _open_writable(
+    directory: str, base_offset: int, *, create: bool, mode: int, key_index: bool
+) -> tuple[int, int, int, int | None]:
+    """Append descriptors of ``.data``, ``.timeindex``, ``.keyindex`` (if kept) and ``.index``,
+    created in that order."""
+    extensions = (DATA, TIMEINDEX, KEYINDEX, INDEX) if key_index else (DATA, TIMEINDEX, INDEX)
     opened: list[int] = []
     try:
-        for extension in (DATA, TIMEINDEX, INDEX):
+        for extension in extensions:
             opened.append(open_append(segment_path(directory, base_offset, extension), create=create, mode=mode))  # noqa: PERF401 - each open must be undone on failure
     except BaseException:
         for fd in opened:
             os.close(fd)
         raise
-    return opened[0], opened[1], opened[2]
+    if key_index:
+        return opened[0], opened[1], opened[3], opened[2]
+    return opened[0], opened[1], opened[2], None
 
 
 class SegmentFileState(NamedTuple):
@@ -78,6 +88,7 @@ class SegmentFileState(NamedTuple):
     data_file: tuple[int, int]
     index_file: tuple[int, int]
     timeindex_file: tuple[int, int]
+    keyindex_file: tuple[int, int] | None = None  # None: the segment has no key index
 
     @classmethod
     def of_files(cls, directory: str, base_offset: int) -> SegmentFileState | None:
@@ -87,7 +98,11 @@ class SegmentFileState(NamedTuple):
         except FileNotFoundError:
             return None
         data, index, timeindex = ((st.st_size, st.st_mtime_ns) for st in states)
-        return cls(base_offset, data, index, timeindex)
+        try:
+            key_status = os.lstat(segment_path(directory, base_offset, KEYINDEX))
+        except FileNotFoundError:
+            return cls(base_offset, data, index, timeindex)
+        return cls(base_offset, data, index, timeindex, (key_status.st_size, key_status.st_mtime_ns))
 
     @property
     def message_count(self) -> int | None:
@@ -107,6 +122,7 @@ class PendingBatch(NamedTuple):
     data_end: int
     index_bytes: bytes
     timeindex_bytes: bytes
+    keyindex_bytes: bytes = b""  # the batch's key index entries, after any buffered single pushes'
 
 
 class SegmentWriter:
@@ -118,13 +134,18 @@ class SegmentWriter:
         base_offset: int,
         next_offset: int,
         data_size: int,
-        fds: tuple[int, int, int],
+        fds: tuple[int, int, int, int | None],
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.next_offset = next_offset
         self.data_size = data_size
-        self._data_fd, self._timeindex_fd, self._index_fd = fds
+        self._data_fd, self._timeindex_fd, self._index_fd, keyindex_fd = fds
+        # The key index's entries on disk and the single pushes' entries waiting to be written:
+        # together one per committed message. The buffer is None when there is no key index.
+        self._keyindex_fd = -1 if keyindex_fd is None else keyindex_fd
+        self._keyindex_entries = next_offset - base_offset
+        self._key_buffer: list[int] | None = None if keyindex_fd is None else []
         self._committed_data_size = data_size
         self._pending: PendingBatch | None = None
         self._broken: OSError | None = None
@@ -133,21 +154,37 @@ class SegmentWriter:
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, directory: str, base_offset: int, *, mode: int = DEFAULT_FILE_MODE) -> SegmentWriter:
+    def create(
+        cls, directory: str, base_offset: int, *, mode: int = DEFAULT_FILE_MODE, key_index: bool = True
+    ) -> SegmentWriter:
         """Create the files of a new, empty segment (``.index`` last) and make them durable."""
-        fds = _open_writable(directory, base_offset, create=True, mode=mode)
+        fds = _open_writable(directory, base_offset, create=True, mode=mode, key_index=key_index)
         try:
             fsync_dir(directory)
         except BaseException:
             for fd in fds:
-                os.close(fd)
+                if fd is not None:
+                    os.close(fd)
             raise
         return cls(directory, base_offset, base_offset, 0, fds)
 
     @classmethod
-    def open(cls, directory: str, base_offset: int, *, next_offset: int, data_size: int) -> SegmentWriter:
-        """Open an existing, recovered segment for appending at ``next_offset``."""
-        fds = _open_writable(directory, base_offset, create=False, mode=DEFAULT_FILE_MODE)
+    def open(
+        cls,
+        directory: str,
+        base_offset: int,
+        *,
+        next_offset: int,
+        data_size: int,
+        key_index: bool = True,
+        mode: int = DEFAULT_FILE_MODE,
+    ) -> SegmentWriter:
+        """Open an existing, recovered segment for appending at ``next_offset``.
+
+        With ``key_index``, its ``.keyindex`` must exist and hold one entry per message (recovery
+        makes it so).
+        """
+        fds = _open_writable(directory, base_offset, create=False, mode=mode, key_index=key_index)
         return cls(directory, base_offset, next_offset, data_size, fds)
 
     # -- writing -------------------------------------------------------------------------------
@@ -167,8 +204,14 @@ class SegmentWriter:
                 "close the producer and open it again: recovery will repair the segment",
             )
 
-    def write_data(self, records: Sequence[bytes], timestamps: Sequence[int]) -> PendingBatch:
-        """Append the records to ``.data`` only; their index entries wait for ``write_entries``."""
+    def write_data(
+        self, records: Sequence[bytes], timestamps: Sequence[int], key_hashes: Sequence[int] | None = None
+    ) -> PendingBatch:
+        """Append the records to ``.data`` only; their index entries wait for ``write_entries``.
+
+        ``key_hashes`` (``keyindex.key_hash`` of each record's key) spares cutting the keys out of
+        the records again when the stream keeps a key index.
+        """
         self._check_usable()
         if self._pending is not None:
             raise RuntimeError("a batch is already waiting for its index entries")
@@ -198,7 +241,12 @@ class SegmentWriter:
             self._cut_back(self._data_fd, start)
             raise
         self.data_size = end
-        pending = PendingBatch(first_offset, count, start, end, index_bytes, timeindex_bytes)
+        keyindex_bytes = b""
+        key_buffer = self._key_buffer
+        if key_buffer is not None:
+            hashes = keyindex.record_key_hashes(records) if key_hashes is None else key_hashes
+            keyindex_bytes = keyindex.pack_hashes(itertools.chain(key_buffer, hashes) if key_buffer else hashes)
+        pending = PendingBatch(first_offset, count, start, end, index_bytes, timeindex_bytes, keyindex_bytes)
         self._pending = pending
         return pending
 
@@ -209,17 +257,25 @@ class SegmentWriter:
             raise RuntimeError("write_entries() takes the batch the last write_data() returned")
         index_size = (self.next_offset - self.base_offset) * INDEX_ENTRY_BYTES
         timeindex_size = (self.next_offset - self.base_offset) * TIMEINDEX_ENTRY_BYTES
+        keys = self._key_buffer is not None
         try:
             write_all(self._timeindex_fd, pending.timeindex_bytes)
+            if keys:
+                write_all(self._keyindex_fd, pending.keyindex_bytes)
             write_all(self._index_fd, pending.index_bytes)
         except OSError:
             self._cut_back(self._index_fd, index_size)
+            if keys:
+                self._cut_back(self._keyindex_fd, self._keyindex_entries * keyindex.ENTRY_BYTES)
             self._cut_back(self._timeindex_fd, timeindex_size)
             self.abandon(pending)
             raise
         self._pending = None
         self.next_offset = pending.first_offset + pending.message_count
         self._committed_data_size = pending.data_end
+        if self._key_buffer is not None:
+            self._keyindex_entries = self.next_offset - self.base_offset
+            self._key_buffer.clear()
 
     def abandon(self, pending: PendingBatch) -> None:
         """Forget a batch whose data was written but must not be committed (its fsync failed)."""
@@ -229,14 +285,19 @@ class SegmentWriter:
         self._cut_back(self._data_fd, pending.data_start)
         self.data_size = pending.data_start
 
-    def append(self, records: Sequence[bytes], timestamps: Sequence[int]) -> int:
+    def append(
+        self, records: Sequence[bytes], timestamps: Sequence[int], key_hashes: Sequence[int] | None = None
+    ) -> int:
         """Append and commit the records; returns the offset of the first."""
-        pending = self.write_data(records, timestamps)
+        pending = self.write_data(records, timestamps, key_hashes)
         self.write_entries(pending)
         return pending.first_offset
 
-    def append_one(self, record: bytes, timestamp_ns: int) -> int:
-        """``append`` for a single record: the producer's hot path, with nothing but the writes."""
+    def append_one(self, record: bytes, timestamp_ns: int, key_hash: int | None = None) -> int:
+        """``append`` for a single record: the producer's hot path, with nothing but the writes.
+
+        Its key index entry is buffered and written with the next batch, or once 128 wait.
+        """
         if self._pending is not None or self.closed or self._broken is not None:
             self._check_usable()
             raise RuntimeError("a batch is already waiting for its index entries")
@@ -250,12 +311,19 @@ class SegmentWriter:
         except OSError:
             self._cut_back(self._data_fd, start)
             raise
+        key_buffer = self._key_buffer
+        flushed = False
         try:
             # Plain os.write with the short-write fallback spelled out: a call less per entry.
             entry = TIMEINDEX_ENTRY.pack(offset, timestamp_ns)
             written = os.write(self._timeindex_fd, entry)
             if written != TIMEINDEX_ENTRY_BYTES:
                 write_all(self._timeindex_fd, entry[written:])
+            if key_buffer is not None:
+                key_buffer.append(keyindex.record_key_hashes((record,))[0] if key_hash is None else key_hash)
+                if len(key_buffer) >= _KEY_BUFFER_ENTRIES:
+                    write_all(self._keyindex_fd, keyindex.pack_hashes(key_buffer))
+                    flushed = True
             entry = INDEX_ENTRY.pack(offset, start, size)
             written = os.write(self._index_fd, entry)
             if written != INDEX_ENTRY_BYTES:
@@ -263,12 +331,43 @@ class SegmentWriter:
         except OSError:
             entries = offset - self.base_offset
             self._cut_back(self._index_fd, entries * INDEX_ENTRY_BYTES)
+            if key_buffer is not None and len(key_buffer) + self._keyindex_entries > entries:
+                key_buffer.pop()
+                self._cut_back(self._keyindex_fd, self._keyindex_entries * keyindex.ENTRY_BYTES)
             self._cut_back(self._timeindex_fd, entries * TIMEINDEX_ENTRY_BYTES)
             self._cut_back(self._data_fd, start)
             raise
         self.data_size = self._committed_data_size = start + size
         self.next_offset = offset + 1
+        if flushed and key_buffer is not None:
+            self._keyindex_entries += len(key_buffer)
+            key_buffer.clear()
         return offset
+
+    # -- the key index -------------------------------------------------------------------------
+
+    def flush_key_index(self) -> None:
+        """Write the buffered key index entries of single pushes (before a sync, seal or close)."""
+        key_buffer = self._key_buffer
+        if not key_buffer:
+            return
+        self._check_usable()
+        try:
+            write_all(self._keyindex_fd, keyindex.pack_hashes(key_buffer))
+        except OSError:
+            self._cut_back(self._keyindex_fd, self._keyindex_entries * keyindex.ENTRY_BYTES)
+            raise
+        self._keyindex_entries += len(key_buffer)
+        key_buffer.clear()
+
+    def seal_key_index(self) -> None:
+        """Append the sorted column and trailer that seal the key index (when the segment rolls)."""
+        if self._key_buffer is None:
+            return
+        self.flush_key_index()
+        keyindex.seal_column(
+            self._keyindex_fd, segment_path(self.directory, self.base_offset, KEYINDEX), self._keyindex_entries
+        )
 
     def _cut_back(self, fd: int, size: int) -> None:
         """Undo a partial write; if even that fails, refuse further writes until a reopen."""
@@ -283,17 +382,21 @@ class SegmentWriter:
         os.fdatasync(self._data_fd)
         if not data_only:
             os.fdatasync(self._timeindex_fd)
+            if self._key_buffer is not None:
+                os.fdatasync(self._keyindex_fd)
             os.fdatasync(self._index_fd)
 
     def file_state(self) -> SegmentFileState:
         """Sizes and modification times of the open files (for the clean-close record)."""
         self._check_usable()
         data, timeindex, index = (os.fstat(fd) for fd in (self._data_fd, self._timeindex_fd, self._index_fd))
+        keys = None if self._key_buffer is None else os.fstat(self._keyindex_fd)
         return SegmentFileState(
             self.base_offset,
             (data.st_size, data.st_mtime_ns),
             (index.st_size, index.st_mtime_ns),
             (timeindex.st_size, timeindex.st_mtime_ns),
+            None if keys is None else (keys.st_size, keys.st_mtime_ns),
         )
 
     def close(self) -> None:
@@ -301,9 +404,10 @@ class SegmentWriter:
         if self.closed:
             return
         self.closed = True
-        for fd in (self._data_fd, self._timeindex_fd, self._index_fd):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        for fd in (self._data_fd, self._timeindex_fd, self._keyindex_fd, self._index_fd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 class SegmentReader:
@@ -439,6 +543,15 @@ class SegmentReader:
             else:
                 high = middle - 1
         return low
+
+    def read_data(self, position: int, size: int) -> bytes:
+        """``size`` bytes of ``.data`` at ``position``; CorruptRecordError if the file is shorter."""
+        data = pread_exact(self._data_fd, size, position)
+        if len(data) != size:
+            raise CorruptRecordError(
+                "the index points past the end of the data", path=self.data_path, position=position + len(data)
+            )
+        return data
 
     def read_timeindex(self) -> bytes:
         """The whole ``.timeindex`` file (whole entries only)."""

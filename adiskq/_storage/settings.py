@@ -10,7 +10,7 @@ import dataclasses
 import datetime as dt
 import os
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, NamedTuple
 
 from .._errors import CorruptStreamError, InvalidArgumentError, NotAStreamError
 from .._sansio.naming import MAX_PARTITIONS, SETTINGS_FILE
@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_SEGMENT_SIZE_BYTES",
     "FORMAT",
+    "PartitionCountChange",
     "StreamSettings",
     "load_settings",
     "save_settings",
@@ -36,6 +37,17 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+class PartitionCountChange(NamedTuple):
+    """A partition count a stream had before it grew, and each of its partitions' next offset then.
+
+    Keys were placed with ``partition_count`` below those offsets; ``find`` looks for a key's older
+    messages there.
+    """
+
+    partition_count: int
+    next_offsets: tuple[int, ...]
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class StreamSettings:
     """The persistent settings of a stream."""
@@ -45,6 +57,8 @@ class StreamSettings:
     retention: Retention = dataclasses.field(default_factory=Retention)
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     key_index: bool = True
+    # Earlier partition counts, oldest first (stored only once the count has grown).
+    partition_history: tuple[PartitionCountChange, ...] = ()
 
     def __post_init__(self) -> None:
         if not _is_int(self.partition_count) or not 1 <= self.partition_count <= MAX_PARTITIONS:
@@ -61,7 +75,7 @@ class StreamSettings:
 
     def to_json(self) -> dict[str, object]:
         """The settings as ``settings.json`` stores them."""
-        return {
+        stored: dict[str, object] = {
             "format": FORMAT,
             "partition_count": self.partition_count,
             "segment_size_bytes": self.segment_size_bytes,
@@ -71,6 +85,12 @@ class StreamSettings:
             "max_message_bytes": self.max_message_bytes,
             "key_index": self.key_index,
         }
+        if self.partition_history:
+            stored["partition_history"] = [
+                {"partition_count": change.partition_count, "next_offsets": list(change.next_offsets)}
+                for change in self.partition_history
+            ]
+        return stored
 
     @classmethod
     def from_json(cls, data: object, path: str) -> StreamSettings:
@@ -96,6 +116,10 @@ class StreamSettings:
                 retention=retention,
                 max_message_bytes=data.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES),
                 key_index=bool(data.get("key_index", True)),
+                partition_history=tuple(
+                    PartitionCountChange(int(change["partition_count"]), tuple(map(int, change["next_offsets"])))
+                    for change in data.get("partition_history", ())
+                ),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise CorruptStreamError(

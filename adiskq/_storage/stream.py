@@ -38,7 +38,7 @@ from .files import DEFAULT_FILE_MODE, atomic_write_json, fsync_dir, read_json
 from .lock import OwnerLock
 from .partition import PartitionReader, PartitionWriter
 from .segment import SegmentFileState
-from .settings import StreamSettings, load_settings, save_settings
+from .settings import PartitionCountChange, StreamSettings, load_settings, save_settings
 
 __all__ = [
     "StreamReader",
@@ -125,13 +125,15 @@ def load_clean_close(stream_path: str) -> dict[int, SegmentFileState]:
     states: dict[int, SegmentFileState] = {}
     for partition, state in raw.items():
         try:
+            keys = state.get("keyindex_file")
             states[int(partition)] = SegmentFileState(
                 int(state["base_offset"]),
                 (int(state["data_file"][0]), int(state["data_file"][1])),
                 (int(state["index_file"][0]), int(state["index_file"][1])),
                 (int(state["timeindex_file"][0]), int(state["timeindex_file"][1])),
+                None if keys is None else (int(keys[0]), int(keys[1])),
             )
-        except (KeyError, TypeError, ValueError, IndexError):
+        except (AttributeError, KeyError, TypeError, ValueError, IndexError):
             continue  # a damaged entry only costs that partition its full check
     return states
 
@@ -268,9 +270,17 @@ class StreamWriter:
                     segment_size_bytes=settings.segment_size_bytes,
                     mode=mode,
                     clean=clean_close.get(number),
+                    key_index=settings.key_index,
                 )
                 opened.append(writer)
                 repairs.extend(repaired)
+            if stored is not None and settings.partition_count > stored.partition_count:
+                # Keys move when the count grows: remember where the old placement ends, so a
+                # lookup by key finds the messages placed before.
+                change = PartitionCountChange(
+                    stored.partition_count, tuple(w.next_offset for w in opened[: stored.partition_count])
+                )
+                settings = dataclasses.replace(settings, partition_history=(*stored.partition_history, change))
             if settings != stored:
                 save_settings(path, settings, mode=mode)
         except BaseException:
@@ -326,6 +336,11 @@ class StreamWriter:
         self.closed = True
         try:
             if sync:
+                for partition in self.partitions:
+                    # Best effort: a key index left short is rebuilt by the next open; the
+                    # fsync of the data must happen regardless.
+                    with contextlib.suppress(OSError):
+                        partition.flush_key_index()
                 self.sync()
                 # Only now, with every file fsynced, may the next producer skip its check.
                 with contextlib.suppress(OSError):

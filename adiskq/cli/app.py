@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from . import check, groups, read, stats, vacuum, write
+from . import check, find, groups, read, stats, vacuum, write
 from .errors import EXIT_INTERRUPTED, failure_for, internal_error, pacify_stdout, unwrap
 
 __all__ = ["cli", "main"]
@@ -53,6 +53,7 @@ def cli(debug: bool) -> None:
     Examples:
       adiskq stats orders                      partitions, offsets, owner, groups
       adiskq read orders --follow              print new messages as they arrive
+      adiskq find orders --key customer-00     every message with a key, via the key index
       adiskq check orders                      verify every record and index entry
 
     Exit status: 0 success, 1 error, 2 misuse. Run `adiskq COMMAND --help` for each command.
@@ -66,6 +67,7 @@ def cli(debug: bool) -> None:
 for _command in (
     write.write,
     read.read,
+    find.find,
     stats.stats,
     vacuum.vacuum,
     check.check,

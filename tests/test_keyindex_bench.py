@@ -1,0 +1,46 @@
+"""bench_keyindex.py runs in its quick mode, so the script never rots (no timing is asserted here)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+
+
+def test_keyindex_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
+    """--quick measures ingest with the index on and off, beside SQLite, and lookups beside SQLite."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(BENCHMARKS, "bench_keyindex.py"), "--quick", "--dir", os.fspath(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    for line in (
+        "push_many 1k keys, index on",
+        "push_many 1M keys, index off",
+        "push, index on",
+        "sqlite executemany, key index on",
+        "adiskq find",
+        "sqlite select",
+        "target <= 2.0 ms",
+        "target >= 0.85x msg/s",
+    ):
+        assert line in result.stdout
+    assert os.listdir(tmp_path) == []
+
+
+def test_keyindex_benchmark_refuses_keep_without_a_folder() -> None:
+    """--keep needs --dir: a temporary folder would be deleted anyway."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(BENCHMARKS, "bench_keyindex.py"), "--quick", "--keep"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "--keep needs --dir" in result.stderr
