@@ -96,8 +96,11 @@ def _ensure_sealed_key_index(directory: str, partition: int, base: int, mode: in
     finally:
         os.close(fd)
     try:
+        if positions and max(positions) >= len(data):
+            raise ValueError("the index points past the data")
         column = keyindex.pack_hashes(keyindex.data_key_hashes(data, positions))
-    except struct.error:  # the index points past the data: readers report that segment as damaged
+    except (struct.error, ValueError, OverflowError):
+        # The index points past the data (or is garbage): readers report that segment as damaged.
         return [
             SegmentRepair(
                 partition, base, f"could not rebuild the key index ({problem}): the index points past the data"
