@@ -243,3 +243,21 @@ def test_repair_fixes_damage_a_clean_close_record_would_hide(stream: str) -> Non
     assert result.exit_code == 0, result.output
     assert "cut 924 bytes of torn tail (CRC-32C mismatch)" in result.stdout
     assert adiskq.stats(stream).partitions[0].next_offset == 33
+
+
+def test_a_damaged_sealed_key_index_is_reported_and_rebuilt_by_repair(stream: str) -> None:
+    """A key index that fails its CRC is a problem --repair fixes; find answers right before and after."""
+    key = adiskq.read(stream, 0, 3).key
+    keyindex = segment_files(stream, 0, "keyindex")[0]
+    flip_byte(keyindex, 2)
+    result = invoke("check", stream)
+    assert result.exit_code == 1
+    assert problem_lines(result.stdout, stream) == [
+        f"{keyindex}: damaged (its CRC-32C does not match): lookups search the data instead; it can be rebuilt"
+    ]
+    assert [m.offset for m in adiskq.find(stream, key)] == [3]
+    repaired = invoke("check", stream, "--repair")
+    assert repaired.exit_code == 0, repaired.output
+    assert "removed the damaged key index" in repaired.stdout
+    assert invoke("check", stream).exit_code == 0
+    assert [m.offset for m in adiskq.find(stream, key)] == [3]

@@ -28,7 +28,8 @@ from typing import Final, Literal, TypeAlias
 
 from .._errors import CorruptRecordError, CorruptStreamError
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES, NEED_MORE, RecordExtent, decode_record, scan_records
-from .._sansio.naming import DATA, INDEX, TIMEINDEX
+from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX
+from . import keyindex
 from .files import open_read, pread_exact
 from .offsets import OFFSETS_FILE, group_dir, list_groups, load_offsets
 from .partition import list_segment_files
@@ -37,7 +38,7 @@ from .stream import StreamReader
 
 __all__ = ["Fix", "Problem", "SegmentCheck", "SegmentRef", "check_groups", "check_segment", "list_segments"]
 
-Fix: TypeAlias = Literal["recovery", "rebuild"] | None
+Fix: TypeAlias = Literal["recovery", "rebuild", "keyindex"] | None
 
 # A badly damaged file could list thousands of problems; past this many, one line counts the rest.
 MAX_PROBLEMS_PER_FILE: Final = 20
@@ -282,6 +283,8 @@ def check_segment(
 
     if time_raw is not None:
         _check_timeindex(found, segment, time_raw, entries, stamps, in_flight, index_fix)
+    if not segment.is_active:
+        _check_key_index(found, segment, entries)
 
     problems = found.finish()
     if not segment.is_active:
@@ -308,6 +311,21 @@ def check_segment(
                 ),
             )
     return SegmentCheck(segment.partition, base, records, base + entries, problems)
+
+
+def _check_key_index(found: _Findings, segment: SegmentRef, entries: int) -> None:
+    """A sealed segment's key index, if it has one, must be sealed for its entries and pass its CRC.
+
+    Readers never trust a damaged one into a wrong answer (they search the data instead), but it
+    costs every lookup that time; the next producer open rebuilds a missing or malformed one, and
+    ``--repair`` also one whose CRC fails.
+    """
+    path = segment.path(KEYINDEX)
+    if not os.path.lexists(path):
+        return  # a stream with key_index=False has none; a producer open rebuilds a lost one
+    problem = keyindex.sealed_problem(path, entries, check_crc=True)
+    if problem is not None:
+        found.add(path, None, f"damaged ({problem}): lookups search the data instead; it can be rebuilt", "keyindex")
 
 
 def _entry_position(index_raw: bytes, entry: int) -> int:

@@ -8,6 +8,7 @@ rebuilds the index files of sealed segments whose data is sound, then checks aga
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -138,14 +139,25 @@ def repair_stream(stream_path: str, problems: list[Problem]) -> list[str]:
     """Open the stream as its producer (recovery), rebuild sound sealed segments' indexes; what changed."""
     from .._errors import StreamLockedError
     from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
+    from .._storage.lock import describe_holder, read_owner
     from .._storage.recovery import recover_segment
     from .._storage.stream import StreamWriter
 
+    owner = read_owner(stream_path)
+    if owner is not None:
+        raise _locked(stream_path, describe_holder(owner))
+    # A damaged sealed key index goes first: the producer open below rebuilds a missing one.
+    removed = []
+    for problem in problems:
+        if problem.fix == "keyindex":
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(problem.path)
+            removed.append(f"{problem.path}: removed the damaged key index, to be rebuilt from .data")
     try:
         writer = StreamWriter.open(stream_path)
     except StreamLockedError as error:
         raise _locked(stream_path, error.holder) from None
-    changed = [str(repair) for repair in writer.recovery.repairs]
+    changed = removed + [str(repair) for repair in writer.recovery.repairs]
     try:
         # After a clean close the producer's open trusts an active segment whose size and time stamp
         # are as that close left them; damage that kept both (bit rot) is recovered here, under the lock.
