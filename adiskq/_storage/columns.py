@@ -17,22 +17,18 @@ tail, and touching a mapping of bytes cut from a file faults (SIGBUS) instead of
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import mmap
 import os
-from typing import Final, NamedTuple
+from typing import NamedTuple
 
-from .._errors import CorruptRecordError, OffsetOutOfRangeError
+from .._errors import CorruptRecordError
 from .._sansio.naming import DATA, INDEX
 from .files import open_read, pread_exact
-from .partition import PartitionReader
-from .segment import INDEX_ENTRY, INDEX_ENTRY_BYTES, segment_path
+from .partition import PartitionReader, open_segment_at
+from .segment import INDEX_ENTRY, INDEX_ENTRY_BYTES, TRUST_READ_BYTES, count_within, segment_path
 
 __all__ = ["RawCursor", "RawRun", "RawSegment"]
-
-# Reads larger than this are first checked against the size of .data (one fstat), as SegmentReader does.
-_TRUST_READ_BYTES: Final = 16 * 2**20
 
 
 class RawRun(NamedTuple):
@@ -126,7 +122,7 @@ class RawSegment:
         index_path = segment_path(self.directory, self.base_offset, INDEX)
         first, start, _ = INDEX_ENTRY.unpack_from(raw, 0)
         if max_bytes is not None and count > 1:
-            count = _count_within(raw, count, start, max_bytes)
+            count = count_within(raw, count, start, max_bytes)
         entries = raw[: count * INDEX_ENTRY_BYTES]
         last, last_position, last_size = INDEX_ENTRY.unpack_from(entries, (count - 1) * INDEX_ENTRY_BYTES)
         if first != offset or last != offset + count - 1:
@@ -147,7 +143,7 @@ class RawSegment:
             raise CorruptRecordError(
                 "index entries go backwards", path=index_path, position=relative * INDEX_ENTRY_BYTES
             )
-        if end > start + _TRUST_READ_BYTES and end > os.fstat(self._data_fd).st_size:
+        if end > start + TRUST_READ_BYTES and end > os.fstat(self._data_fd).st_size:
             # A damaged entry can claim any size: never allocate more than the file holds.
             raise CorruptRecordError("the index points past the end of the data", path=self.data_path, position=start)
         data = self._data(start, end)
@@ -170,19 +166,6 @@ class RawSegment:
         for fd in (self._index_fd, self._data_fd):
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-
-def _count_within(entries: bytes, count: int, start: int, max_bytes: int) -> int:
-    """How many leading entries cover at most ``max_bytes`` of data (at least one)."""
-    low, high = 1, count  # the answer lies in [low, high]
-    while low < high:
-        middle = (low + high + 1) // 2
-        _, position, size = INDEX_ENTRY.unpack_from(entries, (middle - 1) * INDEX_ENTRY_BYTES)
-        if position + size - start <= max_bytes:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 class RawCursor:
@@ -209,26 +192,12 @@ class RawCursor:
         self.position = offset
 
     def _open_for_position(self) -> RawSegment | None:
-        for _ in range(3):  # a segment may vanish between listing and opening (vacuum)
-            bases = self.partition.segment_bases()
-            if not bases:
-                return None
-            if self.position < bases[0]:
-                raise OffsetOutOfRangeError(
-                    f"offset {self.position} of partition {self.partition.partition} was deleted by retention; "
-                    f"the oldest offset is now {bases[0]}",
-                    partition=self.partition.partition,
-                    offset=self.position,
-                    oldest_offset=bases[0],
-                )
-            index = bisect.bisect_right(bases, self.position) - 1
-            try:
-                return RawSegment.open(
-                    self.partition.directory, bases[index], self.partition.partition, sealed=index < len(bases) - 1
-                )
-            except FileNotFoundError:
-                continue
-        return None
+        partition = self.partition
+        return open_segment_at(
+            partition,
+            self.position,
+            lambda base, sealed: RawSegment.open(partition.directory, base, partition.partition, sealed=sealed),
+        )
 
     def read(self, max_count: int, max_bytes: int | None = None) -> RawRun | None:
         """The next run of up to ``max_count`` messages; None when caught up."""

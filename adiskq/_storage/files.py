@@ -18,6 +18,7 @@ __all__ = [
     "open_append",
     "open_read",
     "pread_exact",
+    "read_file",
     "read_json",
     "write_all",
     "writev_all",
@@ -96,6 +97,18 @@ def pread_exact(fd: int, size: int, position: int) -> bytes:
         parts.append(more)
         got += len(more)
     return b"".join(parts)
+
+
+def read_file(path: str) -> bytes | None:
+    """A whole file's bytes (never through a symlink), or None if it does not exist."""
+    try:
+        fd = open_read(path)
+    except FileNotFoundError:
+        return None
+    try:
+        return pread_exact(fd, os.fstat(fd).st_size, 0)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(path: str) -> None:

@@ -21,7 +21,8 @@ import datetime as dt
 import os
 import struct
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 from .._errors import CorruptStreamError, OffsetOutOfRangeError
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
@@ -41,7 +42,7 @@ from .segment import (
     segment_path,
 )
 
-__all__ = ["PartitionCursor", "PartitionReader", "PartitionWriter", "list_segment_files"]
+__all__ = ["PartitionCursor", "PartitionReader", "PartitionWriter", "list_segment_files", "open_segment_at"]
 
 
 def list_segment_files(directory: str) -> dict[int, set[str]]:
@@ -624,6 +625,38 @@ def _search_data(segment: SegmentReader, key: bytes, first: int, end: int) -> li
     return found
 
 
+_Opened = TypeVar("_Opened")
+
+
+def open_segment_at(
+    partition: PartitionReader, position: int, opener: Callable[[int, bool], _Opened]
+) -> _Opened | None:
+    """Open the segment holding ``position`` with ``opener(base_offset, sealed)``.
+
+    None when the partition has no segment yet; ``OffsetOutOfRangeError`` (with ``oldest_offset``)
+    when vacuum deleted the offset. A segment may vanish between listing and opening (vacuum): the
+    listing is then taken again.
+    """
+    for _ in range(3):
+        bases = partition.segment_bases()
+        if not bases:
+            return None
+        if position < bases[0]:
+            raise OffsetOutOfRangeError(
+                f"offset {position} of partition {partition.partition} was deleted by retention; "
+                f"the oldest offset is now {bases[0]}",
+                partition=partition.partition,
+                offset=position,
+                oldest_offset=bases[0],
+            )
+        index = bisect.bisect_right(bases, position) - 1
+        try:
+            return opener(bases[index], index < len(bases) - 1)
+        except FileNotFoundError:
+            continue
+    return None
+
+
 class PartitionCursor:
     """Reads one partition in order from an offset, across segment rolls and vacuum.
 
@@ -658,24 +691,7 @@ class PartitionCursor:
         self.position = offset
 
     def _open_for_position(self) -> SegmentReader | None:
-        for _ in range(3):  # a segment may vanish between listing and opening (vacuum)
-            bases = self.partition.segment_bases()
-            if not bases:
-                return None
-            if self.position < bases[0]:
-                raise OffsetOutOfRangeError(
-                    f"offset {self.position} of partition {self.partition.partition} was deleted by retention; "
-                    f"the oldest offset is now {bases[0]}",
-                    partition=self.partition.partition,
-                    offset=self.position,
-                    oldest_offset=bases[0],
-                )
-            base = bases[bisect.bisect_right(bases, self.position) - 1]
-            try:
-                return self.partition.open_segment(base)
-            except FileNotFoundError:
-                continue
-        return None
+        return open_segment_at(self.partition, self.position, lambda base, _sealed: self.partition.open_segment(base))
 
     def read(self, max_count: int = 1000, max_bytes: int | None = None) -> list[Message]:
         """Up to ``max_count`` messages from the current position on; ``[]`` when caught up."""

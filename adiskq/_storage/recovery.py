@@ -32,7 +32,7 @@ from .._sansio.codec import RecordExtent, ScannedRecords, scan_columns
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX
 from .._sansio.values import SegmentRepair
 from . import keyindex
-from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact
+from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, read_file
 from .segment import INDEX_ENTRY, TIMEINDEX_ENTRY, segment_path
 
 __all__ = ["RecoveredSegment", "ScanResult", "recover_segment", "scan_segment_data"]
@@ -112,17 +112,6 @@ def _agreeing_count(existing: list[array.array[int]], expected: list[array.array
     return low
 
 
-def _read_optional(path: str) -> bytes | None:
-    try:
-        fd = open_read(path)
-    except FileNotFoundError:
-        return None
-    try:
-        return pread_exact(fd, os.fstat(fd).st_size, 0)
-    finally:
-        os.close(fd)
-
-
 def _rewrite_tail(path: str, keep_bytes: int, tail: bytes, mode: int) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
@@ -152,7 +141,7 @@ def _repair_derived_file(
     width = len(expected)
     entry_size = entry.size
     count = len(expected[0])
-    existing = _read_optional(path)
+    existing = read_file(path)
     if existing is None:
         _rewrite_tail(path, 0, b"".join(map(entry.pack, *expected)), mode)
         repairs.append(SegmentRepair(partition, base_offset, f"recreated missing .{describe} ({count} entries)"))
@@ -193,7 +182,7 @@ def _repair_key_index(
 ) -> bool:
     """Make the key index at ``path`` exactly the hash column ``expected``; True if it changed."""
     count = len(expected) // keyindex.ENTRY_BYTES
-    existing = _read_optional(path)
+    existing = read_file(path)
     if existing is None:
         _rewrite_tail(path, 0, expected, mode)
         repairs.append(SegmentRepair(partition, base_offset, f"recreated missing .keyindex ({count} entries)"))

@@ -40,10 +40,12 @@ __all__ = [
     "INDEX_ENTRY_BYTES",
     "TIMEINDEX_ENTRY",
     "TIMEINDEX_ENTRY_BYTES",
+    "TRUST_READ_BYTES",
     "PendingBatch",
     "SegmentFileState",
     "SegmentReader",
     "SegmentWriter",
+    "count_within",
     "segment_path",
 ]
 
@@ -54,7 +56,20 @@ _KEY_BUFFER_ENTRIES: Final = keyindex.TAIL_BUFFER_ENTRIES  # a global, not an at
 _JOIN_MAX_BYTES: Final = 1 << 20
 TIMEINDEX_ENTRY_BYTES: Final = TIMEINDEX_ENTRY.size
 # Reads larger than this are first checked against the size of .data (one fstat).
-_TRUST_READ_BYTES: Final = 16 * 2**20
+TRUST_READ_BYTES: Final = 16 * 2**20
+
+
+def count_within(entries: bytes | memoryview, count: int, start: int, max_bytes: int) -> int:
+    """How many leading index entries cover at most ``max_bytes`` of data from ``start`` (at least one)."""
+    low, high = 1, count  # the answer lies in [low, high]
+    while low < high:
+        middle = (low + high + 1) // 2
+        _, position, size = INDEX_ENTRY.unpack_from(entries, (middle - 1) * INDEX_ENTRY_BYTES)
+        if position + size - start <= max_bytes:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def segment_path(directory: str, base_offset: int, extension: str) -> str:
@@ -513,12 +528,12 @@ class SegmentReader:
         last_position, last_size = self._entry(entries, count - 1, offset + count - 1)
         end = last_position + last_size
         if max_bytes is not None and end - start > max_bytes and count > 1:
-            count = self._count_within(entries, count, start, max_bytes)
+            count = count_within(entries, count, start, max_bytes)
             last_position, last_size = self._entry(entries, count - 1, offset + count - 1)
             end = last_position + last_size
         if end < start:
             raise CorruptRecordError("index entries go backwards", path=self.index_path)
-        if end - start > _TRUST_READ_BYTES and end > os.fstat(self._data_fd).st_size:
+        if end - start > TRUST_READ_BYTES and end > os.fstat(self._data_fd).st_size:
             # A damaged entry can claim any size: never allocate more than the file holds.
             raise CorruptRecordError("the index points past the end of the data", path=self.data_path, position=start)
         data = pread_exact(self._data_fd, end - start, start)
@@ -530,19 +545,6 @@ class SegmentReader:
             return decode_messages(data, self.partition, offset, count, max_record_bytes=self.max_record_bytes)
         except CorruptRecordError as error:
             raise error.with_path(self.data_path, start) from None
-
-    @staticmethod
-    def _count_within(entries: bytes | memoryview, count: int, start: int, max_bytes: int) -> int:
-        """How many leading entries cover at most ``max_bytes`` of data (at least one)."""
-        low, high = 1, count  # the answer lies in [low, high]
-        while low < high:
-            middle = (low + high + 1) // 2
-            _, position, size = INDEX_ENTRY.unpack_from(entries, (middle - 1) * INDEX_ENTRY_BYTES)
-            if position + size - start <= max_bytes:
-                low = middle
-            else:
-                high = middle - 1
-        return low
 
     def read_data(self, position: int, size: int) -> bytes:
         """``size`` bytes of ``.data`` at ``position``; CorruptRecordError if the file is shorter."""

@@ -30,7 +30,7 @@ from .._errors import CorruptRecordError, CorruptStreamError
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES, NEED_MORE, RecordExtent, decode_record, scan_records
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX
 from . import keyindex
-from .files import open_read, pread_exact
+from .files import read_file
 from .offsets import OFFSETS_FILE, group_dir, list_groups, load_offsets
 from .partition import list_segment_files
 from .segment import INDEX_ENTRY, INDEX_ENTRY_BYTES, TIMEINDEX_ENTRY, TIMEINDEX_ENTRY_BYTES, segment_path
@@ -153,17 +153,6 @@ class _Findings:
         self.problems.append(Problem(path, None, what, fix, self.segment.partition, self.segment.base))
 
 
-def _read(path: str) -> bytes | None:
-    try:
-        fd = open_read(path)
-    except FileNotFoundError:
-        return None
-    try:
-        return pread_exact(fd, os.fstat(fd).st_size, 0)
-    finally:
-        os.close(fd)
-
-
 def _scan(
     data: bytes, start: int, on_progress: Callable[[int], None] | None = None
 ) -> tuple[list[RecordExtent], int, str | None]:
@@ -221,9 +210,9 @@ def check_segment(
 
     # The index first, then the time index, then the data: each is written before the one read
     # ahead of it, so a live producer's writes leave the later reads covering the earlier ones.
-    index_raw = _read(index_path)
-    time_raw = _read(time_path)
-    data = _read(data_path)
+    index_raw = read_file(index_path)
+    time_raw = read_file(time_path)
+    data = read_file(data_path)
     if index_raw is None and time_raw is None and data is None:
         # Listed a moment ago, gone now: a vacuum deleted it while we looked. Nothing to check.
         return SegmentCheck(segment.partition, base, 0, base, (), vanished=True)

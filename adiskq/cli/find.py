@@ -13,7 +13,7 @@ import datetime as dt
 
 import click
 
-from .formats import FORMATS, Format, open_sink
+from .formats import Format, format_option, open_sink
 from .params import _Parsed, parse_time
 
 __all__ = ["find"]
@@ -42,15 +42,7 @@ TIME = _TimeType("time", "TIME")
 @click.option("--since", type=TIME, help="Only messages stamped at or after this ISO-8601 time (UTC unless a zone).")
 @click.option("--until", type=TIME, help="Only messages stamped before this time.")
 @click.option("--limit", "-n", type=click.IntRange(1), help="Stop after this many (the first in offset order).")
-@click.option(
-    "--format",
-    "-o",
-    "output",
-    type=click.Choice(FORMATS),
-    default="json",
-    show_default=True,
-    help="json: one object per line; value: raw values, one per line; pretty: for people.",
-)
+@format_option
 def find(
     path: str,
     key: str,

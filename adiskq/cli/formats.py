@@ -14,15 +14,28 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO, Final, Literal, TypeAlias
 
+import click
+
 from .output import console, format_time, iso_time
 
 if TYPE_CHECKING:
     from .._sansio.values import Message
 
-__all__ = ["FORMATS", "Format", "MessageSink", "json_line", "message_json", "open_sink"]
+__all__ = ["FORMATS", "Format", "MessageSink", "format_option", "json_line", "message_json", "open_sink"]
 
 Format: TypeAlias = Literal["json", "value", "pretty"]
 FORMATS: Final[tuple[Format, ...]] = ("json", "value", "pretty")
+
+# The --format option of every command that prints messages (read, find).
+format_option: Final = click.option(
+    "--format",
+    "-o",
+    "output",
+    type=click.Choice(FORMATS),
+    default="json",
+    show_default=True,
+    help="json: one object per line; value: raw values, one per line; pretty: for people.",
+)
 _PREVIEW_BYTES: Final = 48
 # JSON string literal of a str, non-ASCII kept as is (the C encoder behind json.dumps(ensure_ascii=False)).
 _quote: Final = json.encoder.encode_basestring

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
-from .formats import FORMATS, Format, MessageSink, open_sink
+from .formats import Format, MessageSink, format_option, open_sink
 from .output import warn
 from .params import POSITION, Position
 
@@ -251,15 +251,7 @@ async def until_terminated(work: Callable[[], Awaitable[None]]) -> int | None:
 )
 @click.option("--follow", "-f", is_flag=True, help="Keep reading new messages as they arrive, like tail -f.")
 @click.option("--group", "-g", metavar="NAME", help="Read as this consumer group: resume where it stopped, commit.")
-@click.option(
-    "--format",
-    "-o",
-    "output",
-    type=click.Choice(FORMATS),
-    default="json",
-    show_default=True,
-    help="json: one object per line; value: raw values, one per line; pretty: for people.",
-)
+@format_option
 @click.option("--limit", "-n", type=click.IntRange(1), help="Stop after this many messages.")
 def read(
     path: str,
