@@ -24,9 +24,9 @@ from typing import NamedTuple
 
 from .._errors import CorruptRecordError
 from .._sansio.naming import DATA, INDEX
-from .files import open_read, pread_exact
+from .files import pread_exact
 from .partition import PartitionReader, open_segment_at
-from .segment import INDEX_ENTRY, INDEX_ENTRY_BYTES, TRUST_READ_BYTES, count_within, segment_path
+from .segment import INDEX_ENTRY, INDEX_ENTRY_BYTES, TRUST_READ_BYTES, count_within, open_for_reading, segment_path
 
 __all__ = ["RawCursor", "RawRun", "RawSegment"]
 
@@ -66,12 +66,7 @@ class RawSegment:
 
         ``sealed`` says a later segment exists, so this one no longer changes and may be mapped.
         """
-        index_fd = open_read(segment_path(directory, base_offset, INDEX))
-        try:
-            data_fd = open_read(segment_path(directory, base_offset, DATA))
-        except BaseException:
-            os.close(index_fd)
-            raise
+        index_fd, data_fd = open_for_reading(directory, base_offset)
         return cls(directory, base_offset, partition, index_fd, data_fd, sealed=sealed)
 
     def _data(self, start: int, end: int) -> bytes | memoryview:

@@ -358,17 +358,32 @@ def _checksum_of(buffer: bytes | mmap.mmap, size: int) -> int:
             body.release()
 
 
-def sealed_problem(path: str, entry_count: int, *, check_crc: bool) -> str | None:
-    """Why the sealed key index at ``path`` cannot be used for a segment of ``entry_count``
-    messages, or None if it can. Without ``check_crc`` only the trailer and sizes are checked."""
+def _open_sealed(path: str) -> tuple[int, int] | str:
+    """An open descriptor and the size of a sealed key index, or why it cannot be one (the
+    caller closes the descriptor)."""
     try:
         fd = open_read(path)
     except FileNotFoundError:
         return "it is missing"
     try:
         size = os.fstat(fd).st_size
-        if size < TRAILER_BYTES:
-            return "it is not sealed (no trailer)"
+    except BaseException:
+        os.close(fd)
+        raise
+    if size < TRAILER_BYTES:
+        os.close(fd)
+        return "it is not sealed (no trailer)"
+    return fd, size
+
+
+def sealed_problem(path: str, entry_count: int, *, check_crc: bool) -> str | None:
+    """Why the sealed key index at ``path`` cannot be used for a segment of ``entry_count``
+    messages, or None if it can. Without ``check_crc`` only the trailer and sizes are checked."""
+    opened = _open_sealed(path)
+    if isinstance(opened, str):
+        return opened
+    fd, size = opened
+    try:
         trailer = TRAILER.unpack(pread_exact(fd, TRAILER_BYTES, size - TRAILER_BYTES))
         problem = _trailer_problem(trailer, size, entry_count)
         if problem is None and check_crc and _checksum_of(pread_exact(fd, size, 0), size) != trailer[6]:
@@ -407,14 +422,11 @@ class SealedKeyIndex:
     def map(cls, path: str, entry_count: int) -> SealedKeyIndex | str:
         """The sealed key index at ``path`` of a segment of ``entry_count`` messages, or why it
         cannot be used."""
+        opened = _open_sealed(path)
+        if isinstance(opened, str):
+            return opened
+        fd, size = opened
         try:
-            fd = open_read(path)
-        except FileNotFoundError:
-            return "it is missing"
-        try:
-            size = os.fstat(fd).st_size
-            if size < TRAILER_BYTES:
-                return "it is not sealed (no trailer)"
             buffer = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)

@@ -46,6 +46,7 @@ __all__ = [
     "SegmentReader",
     "SegmentWriter",
     "count_within",
+    "open_for_reading",
     "segment_path",
 ]
 
@@ -75,6 +76,16 @@ def count_within(entries: bytes | memoryview, count: int, start: int, max_bytes:
 def segment_path(directory: str, base_offset: int, extension: str) -> str:
     """The path of one file of a segment."""
     return os.path.join(directory, segment_file_name(base_offset, extension))
+
+
+def open_for_reading(directory: str, base_offset: int) -> tuple[int, int]:
+    """The segment's ``.index`` and ``.data`` descriptors (FileNotFoundError if vacuum deleted it)."""
+    index_fd = open_read(segment_path(directory, base_offset, INDEX))
+    try:
+        return index_fd, open_read(segment_path(directory, base_offset, DATA))
+    except BaseException:
+        os.close(index_fd)
+        raise
 
 
 def _open_writable(
@@ -453,13 +464,7 @@ class SegmentReader:
         cls, directory: str, base_offset: int, partition: int, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
     ) -> SegmentReader:
         """Open the segment's ``.index`` then ``.data``; FileNotFoundError if it was vacuumed."""
-        index_fd = open_read(segment_path(directory, base_offset, INDEX))
-        try:
-            data_fd = open_read(segment_path(directory, base_offset, DATA))
-        except BaseException:
-            os.close(index_fd)
-            raise
-        return cls(directory, base_offset, partition, (index_fd, data_fd), max_record_bytes)
+        return cls(directory, base_offset, partition, open_for_reading(directory, base_offset), max_record_bytes)
 
     @property
     def data_path(self) -> str:
