@@ -7,6 +7,7 @@ python scripts/apidoc.py --check   # exit 1 if docs/API.md is out of date (the s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import inspect
 import pathlib
@@ -47,10 +48,8 @@ def document_name(module: object, name: str) -> list[str]:
         kind = "exception" if issubclass(obj, BaseException) else "class"
         lines.append(f"### `{name}` ({kind})\n")
         if kind == "class" and not issubclass(obj, tuple):
-            try:
+            with contextlib.suppress(TypeError, ValueError):
                 lines.append(f"```python\n{name}{inspect.signature(obj)}\n```\n")
-            except (TypeError, ValueError):
-                pass
         elif issubclass(obj, tuple) and hasattr(obj, "_fields"):
             lines.append(f"```python\n{name}({', '.join(obj._fields)})\n```\n")
         lines.append((inspect.getdoc(obj) or "") + "\n")

@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 import adiskq
@@ -393,6 +394,84 @@ async def test_cancelled_pushes_are_all_or_nothing(stream_path: str) -> None:
         written = [m.value for messages in read_all(path).values() for m in messages]
         assert len(written) == len(set(written))
         assert set(written) == returned
+
+
+LARGE_BATCH = [adiskq.Record(b"%d" % i, key=f"k{i}") for i in range(1000)]  # over every partition of 4
+
+
+async def test_a_large_push_many_lets_other_tasks_run_while_it_works(stream_path: str) -> None:
+    """A push_many of 1,000 over 4 partitions is cut into steps: another task runs many times meanwhile."""
+    turns = 0
+    async with adiskq.Producer(stream_path, partitions=4) as producer, anyio.create_task_group() as group:
+
+        async def ticker() -> None:
+            nonlocal turns
+            while True:
+                turns += 1
+                await anyio.lowlevel.checkpoint()
+
+        group.start_soon(ticker)
+        await anyio.lowlevel.checkpoint()  # the ticker is running
+        before = turns
+        receipts = await producer.push_many(LARGE_BATCH)
+        during = turns - before
+        group.cancel_scope.cancel()
+    assert len(receipts) == 1000
+    assert during >= 8  # before each of four encoding chunks, between partitions' shares, around the receipts
+
+
+async def test_closing_waits_for_a_large_push_many_between_its_partitions(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing while a large push_many has written some partitions' shares: it writes the rest first."""
+    seen_partial = False
+    receipts: list[adiskq.Receipt] = []
+    counts_at_close: list[int] = []
+    real_close = StreamWriter.close
+
+    def close(self: StreamWriter) -> None:
+        counts_at_close.append(adiskq.stats(stream_path).message_count)
+        real_close(self)
+
+    monkeypatch.setattr(StreamWriter, "close", close)
+    async with adiskq.Producer(stream_path, partitions=4) as producer, anyio.create_task_group() as group:
+
+        async def push() -> None:
+            receipts.extend(await producer.push_many(LARGE_BATCH))
+
+        group.start_soon(push)
+        with anyio.fail_after(10):
+            while (count := adiskq.stats(stream_path).message_count) == 0:
+                await anyio.lowlevel.checkpoint()
+        seen_partial = count < 1000
+        await producer.aclose()
+    assert seen_partial  # the close really came between two partitions' shares
+    assert counts_at_close == [1000]  # the files were closed only after the whole batch was written
+    assert len(receipts) == 1000
+    written = {m.value for messages in read_all(stream_path).values() for m in messages}
+    assert written == {record.value for record in LARGE_BATCH}
+
+
+async def test_a_cancelled_large_push_many_is_all_or_nothing(stream_path: str) -> None:
+    """Cancelled at any step, a large push_many wrote all its records (and returned) or none."""
+    outcomes: set[bool] = set()
+    expected = 0
+    async with adiskq.Producer(stream_path, partitions=4) as producer:
+        for turns in range(16):
+            returned: list[adiskq.Receipt] = []
+
+            async def push(returned: list[adiskq.Receipt] = returned) -> None:
+                returned.extend(await producer.push_many(LARGE_BATCH))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(push)
+                for _ in range(turns):
+                    await anyio.lowlevel.checkpoint()
+                group.cancel_scope.cancel()
+            outcomes.add(bool(returned))
+            expected += len(returned)
+            assert adiskq.stats(stream_path).message_count == expected
+    assert outcomes == {True, False}  # both sides of the cut were reached
 
 
 async def test_recovery_report_is_available_after_open(stream_path: str) -> None:

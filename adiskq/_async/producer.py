@@ -34,7 +34,7 @@ from .._storage import keyindex
 from .._storage.files import DEFAULT_FILE_MODE
 from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings
 from .._storage.stream import StreamWriter
-from .lane import Lane
+from .lane import Batch, Lane
 
 __all__ = ["FlushMode", "Producer"]
 
@@ -197,6 +197,10 @@ class Producer:
         self._background: list[_Periodic] = []
         self._inline_pushes = 0
         self._sync_error: OSError | None = None
+        # push_many calls that let other tasks run between the writes of their partitions' shares;
+        # closing waits for them, so no share is written to a closed file.
+        self._splitting = 0
+        self._splits_done: anyio.Event | None = None
 
     # -- opening and closing ---------------------------------------------------------------------
 
@@ -267,6 +271,9 @@ class Producer:
         assert stream is not None
         with anyio.CancelScope(shield=True):
             try:
+                while self._splitting:
+                    self._splits_done = anyio.Event()
+                    await self._splits_done.wait()
                 for lane in self._lanes:
                     await lane.drain()
             finally:
@@ -376,9 +383,11 @@ class Producer:
         stamps: list[int] = []
         partitions: list[int] = []
         key_hashes: list[int] = []
+        large = len(items) > _ENCODE_CHUNK
         for start in range(0, len(items), _ENCODE_CHUNK):
-            if start:
-                # Encoding is CPU work on the loop thread: let other tasks run between chunks.
+            if large:
+                # Encoding a large batch is CPU work on the loop thread: let other tasks run before
+                # each chunk (and the caller's own work before this call ends a step of its own).
                 # Nothing is written yet, so a cancellation here leaves no trace.
                 await anyio.lowlevel.checkpoint()
             chunk_encoded, chunk_stamps, chunk_partitions, chunk_hashes = self._encode_columns(
@@ -388,6 +397,8 @@ class Producer:
             stamps += chunk_stamps
             partitions += chunk_partitions
             key_hashes += chunk_hashes
+        if large:
+            await anyio.lowlevel.checkpoint()  # the writes are the next long step; still nothing written
         self._check_open()
         return await self._write_shares(encoded, stamps, partitions, key_hashes)
 
@@ -439,25 +450,45 @@ class Producer:
                     share.append(position)
             shares = dict(lists)
         receipts: list[Receipt] = [None] * count  # type: ignore[list-item]
-        waiting = []
-        for partition, positions in shares.items():
-            if len(positions) == count:
-                share_records, share_stamps, share_hashes = encoded, stamps, key_hashes
-            else:
-                share_records = [encoded[i] for i in positions]
-                share_stamps = [stamps[i] for i in positions]
-                share_hashes = [key_hashes[i] for i in positions]
-            lane = self._lanes[partition]
-            if lane.can_write_inline(sum(map(len, share_records))):
-                first = lane.write_inline(share_records, share_stamps, share_hashes)
-                _place_receipts(receipts, positions, partition, first)
-            else:
-                batch, start = lane.enqueue(share_records, share_stamps, share_hashes)
-                waiting.append((lane, partition, positions, batch, start))
+        written: list[tuple[Sequence[int], int, int]] = []  # positions, partition, first offset
+        waiting: list[tuple[Lane, int, Sequence[int], Batch, int]] = []
+        # A large batch over several partitions writes one partition's share per step, so the loop
+        # is never held for the whole batch (each share still gets contiguous offsets). Closing
+        # waits for such a batch to finish its writes.
+        split = count > _ENCODE_CHUNK and len(shares) > 1
+        self._splitting += split
+        try:
+            for partition, positions in shares.items():
+                if split and written and not waiting:  # a queued share is led before any yield
+                    # Shielded: some shares are written, so this push_many must finish.
+                    await anyio.lowlevel.cancel_shielded_checkpoint()
+                if len(positions) == count:
+                    share_records, share_stamps, share_hashes = encoded, stamps, key_hashes
+                else:
+                    share_records = [encoded[i] for i in positions]
+                    share_stamps = [stamps[i] for i in positions]
+                    share_hashes = [key_hashes[i] for i in positions]
+                lane = self._lanes[partition]
+                if lane.can_write_inline(sum(map(len, share_records))):
+                    first = lane.write_inline(share_records, share_stamps, share_hashes)
+                    written.append((positions, partition, first))
+                else:
+                    batch, start = lane.enqueue(share_records, share_stamps, share_hashes)
+                    waiting.append((lane, partition, positions, batch, start))
+        finally:
+            self._splitting -= split
+            if split and not self._splitting and self._splits_done is not None:
+                self._splits_done.set()
+        if not waiting:
+            # Written: other tasks get a turn before the receipts are built (a step of its own for
+            # a large batch). Shielded: a push that wrote must return.
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+        for positions, partition, first in written:
+            _place_receipts(receipts, positions, partition, first)
         for lane, partition, positions, batch, start in waiting:
             _place_receipts(receipts, positions, partition, await lane.complete(batch) + start)
-        if not waiting:
-            await anyio.lowlevel.cancel_shielded_checkpoint()
+        if count > _ENCODE_CHUNK:
+            await anyio.lowlevel.cancel_shielded_checkpoint()  # and the caller's next step is its own
         return receipts
 
     # -- durability and retention ----------------------------------------------------------------
