@@ -369,7 +369,9 @@ class Producer:
 
         Each partition's share gets contiguous offsets, in order; records without a timestamp share
         one taken at the call. Every record is checked before any is written, so a bad one (wrong
-        type, too large) writes nothing.
+        type, too large) writes nothing. A batch of more than 256 records lets other tasks run
+        between its steps (encoding, each partition's writes, the receipts); cancelled, it is still
+        written whole or not at all.
         """
         await anyio.lowlevel.checkpoint_if_cancelled()
         if self._state != "open":
