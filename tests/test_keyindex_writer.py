@@ -48,7 +48,7 @@ def test_a_batch_without_hashes_gets_its_keys_hashed(tmp_path: object) -> None:
 
 
 def test_single_pushes_are_written_128_at_a_time(tmp_path: object) -> None:
-    """append_one buffers its entry; the 128th writes them all; flush_key_index writes the rest."""
+    """append_one buffers its entry; the 128th writes them all; flush_buffered_entries writes the rest."""
     directory = str(tmp_path)
     writer = SegmentWriter.create(directory, 0)
     for i in range(keyindex.TAIL_BUFFER_ENTRIES - 1):
@@ -57,7 +57,7 @@ def test_single_pushes_are_written_128_at_a_time(tmp_path: object) -> None:
     writer.append_one(encode_record(b"v", b"k", 0), 0, key_hash=1000)
     assert column(directory) == [*range(127), 1000]
     writer.append_one(encode_record(b"v", b"k", 0), 0)
-    writer.flush_key_index()
+    writer.flush_buffered_entries()
     assert column(directory)[-1] == zlib.crc32(b"k")
     writer.close()
 
@@ -79,7 +79,7 @@ def test_a_stream_without_a_key_index_writes_none(tmp_path: object) -> None:
     writer = SegmentWriter.create(directory, 0, key_index=False)
     writer.append(*encode(fields(3)), key_hashes=[1, 2, 3])
     writer.append_one(encode_record(b"v", b"k", 0), 0, key_hash=4)
-    writer.flush_key_index()
+    writer.flush_buffered_entries()
     writer.seal_key_index()
     assert sorted(os.listdir(directory)) == [f"{0:020d}.{ext}" for ext in ("data", "index", "timeindex")]
     assert writer.file_state().keyindex_file is None
@@ -182,7 +182,7 @@ def test_the_clean_close_state_includes_the_key_index(tmp_path: object) -> None:
     directory = str(tmp_path)
     writer = SegmentWriter.create(directory, 0)
     writer.append_one(encode_record(b"v", b"k", 0), 0, key_hash=1)
-    writer.flush_key_index()
+    writer.flush_buffered_entries()
     state = writer.file_state()
     assert state.keyindex_file is not None
     assert state.keyindex_file[0] == 4

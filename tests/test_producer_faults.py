@@ -9,8 +9,10 @@ from typing import Any
 
 import anyio
 import pytest
+from helpers.cli import invoke
 
 import adiskq
+from adiskq._storage.segment import BUFFERED_ENTRIES
 
 pytestmark = pytest.mark.anyio
 
@@ -84,7 +86,7 @@ def values(path: str) -> list[bytes]:
     return [adiskq.read(path, 0, offset).value for offset in range(partition.oldest_offset, partition.next_offset)]
 
 
-@pytest.mark.parametrize("suffix", [".data", ".timeindex", ".index"])
+@pytest.mark.parametrize("suffix", [".data", ".index"])
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
 async def test_a_failed_write_fails_the_push_and_changes_nothing(
     stream_path: str, faults: DiskFaults, suffix: str, code: int
@@ -102,6 +104,27 @@ async def test_a_failed_write_fails_the_push_and_changes_nothing(
         after = await producer.push(b"after")
     assert after.offset == 1
     assert values(stream_path) == [b"before", b"after"]
+
+
+@pytest.mark.parametrize("suffix", [".timeindex", ".keyindex"])
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
+async def test_a_failed_write_of_buffered_entries_fails_the_push_that_fills_the_buffer(
+    stream_path: str, faults: DiskFaults, suffix: str, code: int
+) -> None:
+    """Single pushes write time and key index entries 128 at a time: a fault there fails that push only."""
+    async with adiskq.Producer(stream_path) as producer:
+        for i in range(BUFFERED_ENTRIES - 1):
+            await producer.push(b"%d" % i)
+        before = data_sizes(stream_path)
+        faults.failing[suffix] = code
+        with pytest.raises(OSError, match=os.strerror(code)):
+            await producer.push(b"lost")
+        assert data_sizes(stream_path) == before
+        faults.failing.clear()
+        after = await producer.push(b"after")
+    assert after.offset == BUFFERED_ENTRIES - 1
+    assert values(stream_path) == [b"%d" % i for i in range(BUFFERED_ENTRIES - 1)] + [b"after"]
+    assert invoke("check", stream_path).exit_code == 0  # the files are whole and agree
 
 
 async def test_a_short_write_then_a_full_disk_is_cut_back(stream_path: str, faults: DiskFaults) -> None:

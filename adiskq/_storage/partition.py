@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
-from .._errors import CorruptStreamError, OffsetOutOfRangeError
+from .._errors import CorruptRecordError, CorruptStreamError, OffsetOutOfRangeError
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
 from .._sansio.naming import DATA, INDEX, KEYINDEX, SEGMENT_EXTENSIONS, TIMEINDEX, parse_segment_file
 from .._sansio.retention import SegmentInfo
@@ -318,7 +318,7 @@ class PartitionWriter:
         old = self.active
         if old.message_count == 0:
             return
-        old.flush_key_index()
+        old.flush_buffered_entries()
         old.sync()
         old.seal_key_index()
         new = SegmentWriter.create(self.directory, old.next_offset, mode=self.mode, key_index=self.key_index)
@@ -341,9 +341,9 @@ class PartitionWriter:
         """fsync the active segment's files."""
         self.active.sync()
 
-    def flush_key_index(self) -> None:
-        """Write the key index entries single pushes left buffered (before a clean close)."""
-        self.active.flush_key_index()
+    def flush_buffered_entries(self) -> None:
+        """Write the time and key index entries single pushes left buffered (before a clean close)."""
+        self.active.flush_buffered_entries()
 
     def file_state(self) -> SegmentFileState:
         """The active segment's file sizes and times, for the clean-close record (sync first)."""
@@ -493,6 +493,8 @@ class PartitionReader:
             # Only entries the index already covers are committed.
             committed = _file_size(segment_path(self.directory, base, INDEX)) // INDEX_ENTRY_BYTES
             stamps = _timestamps(raw[: committed * TIMEINDEX_ENTRY_BYTES])
+            if len(stamps) < committed:  # the active segment's last time entries are still buffered
+                stamps.extend(self._record_timestamps(base, base + len(stamps), base + committed))
             if not stamps or max(stamps) < timestamp_ns:
                 continue
             # The first entry at or after the time, found in C (timestamps need not be in order).
@@ -600,9 +602,28 @@ class PartitionReader:
             raw = os.pread(fd, TIMEINDEX_ENTRY_BYTES, entry * TIMEINDEX_ENTRY_BYTES)
         finally:
             os.close(fd)
-        if len(raw) < TIMEINDEX_ENTRY_BYTES:
+        if len(raw) < TIMEINDEX_ENTRY_BYTES:  # still buffered by the producer: ask the record
+            with contextlib.suppress(CorruptRecordError):
+                stamps = self._record_timestamps(base, base + entry, base + entry + 1)
+                return stamps[0] if stamps else None
             return None
         return int(TIMEINDEX_ENTRY.unpack(raw)[1])
+
+    def _record_timestamps(self, base: int, first: int, end: int) -> list[int]:
+        """The timestamps of the messages at offsets ``[first, end)`` of a segment, read from their
+        records: for the messages whose ``.timeindex`` entries a producer still buffers."""
+        try:
+            segment = self.open_segment(base)
+        except FileNotFoundError:
+            return []  # vacuumed meanwhile
+        stamps: list[int] = []
+        with contextlib.closing(segment):
+            while first + len(stamps) < end:
+                messages = segment.read_messages(first + len(stamps), min(1000, end - first - len(stamps)))
+                if not messages:
+                    break
+                stamps += (message.timestamp_ns for message in messages)
+        return stamps
 
 
 def _search_data(segment: SegmentReader, key: bytes, first: int, end: int) -> list[int]:

@@ -8,10 +8,15 @@ key index; format in ``keyindex.py``) 4 bytes a message, the hash of its key. Al
 1. the records are appended to ``.data``;
 2. (``flush="sync"``: ``.data`` is fdatasync'ed here, so no index entry can outlive a power cut
    that takes its record back;)
-3. the ``.timeindex`` entries are appended, then the ``.keyindex`` entries (a single push buffers
-   its entry and writes up to 128 at once: readers check the records past the key index's end);
+3. the ``.timeindex`` entries are appended, then the ``.keyindex`` entries;
 4. the ``.index`` entries are appended — the commit point: a message exists for readers once its
-   index entry does, and by then its record and time entry are already in place.
+   index entry does, and by then its record is already in place.
+
+A single push (``append_one``) buffers its ``.timeindex`` and ``.keyindex`` entries and writes them
+128 at a time, or with the next batch, a roll or a close: a write call less each per push. So the
+active segment's time and key indexes may end up to 127 entries short of its ``.index``; readers
+take what they need for those messages from the records themselves (a timestamp, a key), ``check``
+accepts such a tail, and recovery rebuilds it after a crash. Sealed segments are always complete.
 
 A failed write is cut back (``ftruncate``) so the files stay as they were before the batch.
 Segment files are created ``.data`` first and ``.index`` last, because readers find segments by
@@ -36,6 +41,7 @@ from . import keyindex
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_append, open_read, pread_exact, write_all, writev_all
 
 __all__ = [
+    "BUFFERED_ENTRIES",
     "INDEX_ENTRY",
     "INDEX_ENTRY_BYTES",
     "TIMEINDEX_ENTRY",
@@ -53,7 +59,8 @@ __all__ = [
 INDEX_ENTRY: Final = struct.Struct("<QQQ")  # offset, position, size
 TIMEINDEX_ENTRY: Final = struct.Struct("<Qq")  # offset, timestamp_ns
 INDEX_ENTRY_BYTES: Final = INDEX_ENTRY.size
-_KEY_BUFFER_ENTRIES: Final = keyindex.TAIL_BUFFER_ENTRIES  # a global, not an attribute, on the hot path
+# How many time and key index entries single pushes buffer (a global, not an attribute, on the hot path).
+BUFFERED_ENTRIES: Final = keyindex.TAIL_BUFFER_ENTRIES
 _JOIN_MAX_BYTES: Final = 1 << 20
 TIMEINDEX_ENTRY_BYTES: Final = TIMEINDEX_ENTRY.size
 # Reads larger than this are first checked against the size of .data (one fstat).
@@ -167,6 +174,10 @@ class SegmentWriter:
         self.next_offset = next_offset
         self.data_size = data_size
         self._data_fd, self._timeindex_fd, self._index_fd, keyindex_fd = fds
+        # The time index's entries on disk and the single pushes' packed entries waiting to be
+        # written: together one per committed message.
+        self._timeindex_entries = next_offset - base_offset
+        self._time_buffer: list[bytes] = []
         # The key index's entries on disk and the single pushes' entries waiting to be written:
         # together one per committed message. The buffer is None when there is no key index.
         self._keyindex_fd = -1 if keyindex_fd is None else keyindex_fd
@@ -256,6 +267,8 @@ class SegmentWriter:
             index_bytes = b"".join(map(INDEX_ENTRY.pack, offsets, positions, sizes))
             timeindex_bytes = b"".join(map(TIMEINDEX_ENTRY.pack, offsets, timestamps))
             end = positions[-1]
+        if self._time_buffer:  # single pushes' entries go first, in one write with the batch's
+            timeindex_bytes = b"".join(self._time_buffer) + timeindex_bytes
         try:
             if end - start <= _JOIN_MAX_BYTES:
                 # Measured: for many small records one copy and one write beats writev (Python
@@ -282,7 +295,7 @@ class SegmentWriter:
         if pending is not self._pending:
             raise RuntimeError("write_entries() takes the batch the last write_data() returned")
         index_size = (self.next_offset - self.base_offset) * INDEX_ENTRY_BYTES
-        timeindex_size = (self.next_offset - self.base_offset) * TIMEINDEX_ENTRY_BYTES
+        timeindex_size = self._timeindex_entries * TIMEINDEX_ENTRY_BYTES
         keys = self._key_buffer is not None
         try:
             write_all(self._timeindex_fd, pending.timeindex_bytes)
@@ -299,6 +312,8 @@ class SegmentWriter:
         self._pending = None
         self.next_offset = pending.first_offset + pending.message_count
         self._committed_data_size = pending.data_end
+        self._timeindex_entries = self.next_offset - self.base_offset
+        self._time_buffer.clear()
         if self._key_buffer is not None:
             self._keyindex_entries = self.next_offset - self.base_offset
             self._key_buffer.clear()
@@ -322,7 +337,8 @@ class SegmentWriter:
     def append_one(self, record: bytes, timestamp_ns: int, key_hash: int | None = None) -> int:
         """``append`` for a single record: the producer's hot path, with nothing but the writes.
 
-        Its key index entry is buffered and written with the next batch, or once 128 wait.
+        Its time and key index entries are buffered and written with the next batch, or once 128
+        wait: two writes a push (``.data``, ``.index``).
         """
         if self._pending is not None or self.closed or self._broken is not None:
             self._check_usable()
@@ -337,60 +353,71 @@ class SegmentWriter:
         except OSError:
             self._cut_back(self._data_fd, start)
             raise
+        time_buffer = self._time_buffer
         key_buffer = self._key_buffer
-        flushed = False
+        time_buffer.append(TIMEINDEX_ENTRY.pack(offset, timestamp_ns))
+        if key_buffer is not None:
+            key_buffer.append(keyindex.record_key_hashes((record,))[0] if key_hash is None else key_hash)
+        flushed = len(time_buffer) >= BUFFERED_ENTRIES
         try:
-            # Plain os.write with the short-write fallback spelled out: a call less per entry.
-            entry = TIMEINDEX_ENTRY.pack(offset, timestamp_ns)
-            written = os.write(self._timeindex_fd, entry)
-            if written != TIMEINDEX_ENTRY_BYTES:
-                write_all(self._timeindex_fd, entry[written:])
-            if key_buffer is not None:
-                key_buffer.append(keyindex.record_key_hashes((record,))[0] if key_hash is None else key_hash)
-                if len(key_buffer) >= _KEY_BUFFER_ENTRIES:
+            if flushed:
+                write_all(self._timeindex_fd, b"".join(time_buffer))
+                if key_buffer is not None:
                     write_all(self._keyindex_fd, keyindex.pack_hashes(key_buffer))
-                    flushed = True
+            # Plain os.write with the short-write fallback spelled out: a call less per entry.
             entry = INDEX_ENTRY.pack(offset, start, size)
             written = os.write(self._index_fd, entry)
             if written != INDEX_ENTRY_BYTES:
                 write_all(self._index_fd, entry[written:])
         except OSError:
-            entries = offset - self.base_offset
-            self._cut_back(self._index_fd, entries * INDEX_ENTRY_BYTES)
-            if key_buffer is not None and len(key_buffer) + self._keyindex_entries > entries:
+            self._cut_back(self._index_fd, (offset - self.base_offset) * INDEX_ENTRY_BYTES)
+            time_buffer.pop()
+            self._cut_back(self._timeindex_fd, self._timeindex_entries * TIMEINDEX_ENTRY_BYTES)
+            if key_buffer is not None:
                 key_buffer.pop()
                 self._cut_back(self._keyindex_fd, self._keyindex_entries * keyindex.ENTRY_BYTES)
-            self._cut_back(self._timeindex_fd, entries * TIMEINDEX_ENTRY_BYTES)
             self._cut_back(self._data_fd, start)
             raise
         self.data_size = self._committed_data_size = start + size
         self.next_offset = offset + 1
-        if flushed and key_buffer is not None:
-            self._keyindex_entries += len(key_buffer)
-            key_buffer.clear()
+        if flushed:
+            self._timeindex_entries += len(time_buffer)
+            time_buffer.clear()
+            if key_buffer is not None:
+                self._keyindex_entries += len(key_buffer)
+                key_buffer.clear()
         return offset
 
-    # -- the key index -------------------------------------------------------------------------
+    # -- buffered entries and the key index ----------------------------------------------------
 
-    def flush_key_index(self) -> None:
-        """Write the buffered key index entries of single pushes (before a sync, seal or close)."""
+    def flush_buffered_entries(self) -> None:
+        """Write the time and key index entries single pushes left buffered (before a seal or close)."""
+        time_buffer = self._time_buffer
+        if time_buffer:
+            self._check_usable()
+            try:
+                write_all(self._timeindex_fd, b"".join(time_buffer))
+            except OSError:
+                self._cut_back(self._timeindex_fd, self._timeindex_entries * TIMEINDEX_ENTRY_BYTES)
+                raise
+            self._timeindex_entries += len(time_buffer)
+            time_buffer.clear()
         key_buffer = self._key_buffer
-        if not key_buffer:
-            return
-        self._check_usable()
-        try:
-            write_all(self._keyindex_fd, keyindex.pack_hashes(key_buffer))
-        except OSError:
-            self._cut_back(self._keyindex_fd, self._keyindex_entries * keyindex.ENTRY_BYTES)
-            raise
-        self._keyindex_entries += len(key_buffer)
-        key_buffer.clear()
+        if key_buffer:
+            self._check_usable()
+            try:
+                write_all(self._keyindex_fd, keyindex.pack_hashes(key_buffer))
+            except OSError:
+                self._cut_back(self._keyindex_fd, self._keyindex_entries * keyindex.ENTRY_BYTES)
+                raise
+            self._keyindex_entries += len(key_buffer)
+            key_buffer.clear()
 
     def seal_key_index(self) -> None:
         """Append the sorted column and trailer that seal the key index (when the segment rolls)."""
         if self._key_buffer is None:
             return
-        self.flush_key_index()
+        self.flush_buffered_entries()
         keyindex.seal_column(
             self._keyindex_fd, segment_path(self.directory, self.base_offset, KEYINDEX), self._keyindex_entries
         )

@@ -337,10 +337,10 @@ class StreamWriter:
         try:
             if sync:
                 for partition in self.partitions:
-                    # Best effort: a key index left short is rebuilt by the next open; the
-                    # fsync of the data must happen regardless.
+                    # Best effort: a time or key index left short is rebuilt by the next open;
+                    # the fsync of the data must happen regardless.
                     with contextlib.suppress(OSError):
-                        partition.flush_key_index()
+                        partition.flush_buffered_entries()
                 self.sync()
                 # Only now, with every file fsynced, may the next producer skip its check.
                 with contextlib.suppress(OSError):
