@@ -343,6 +343,10 @@ class SegmentWriter:
         if self._pending is not None or self.closed or self._broken is not None:
             self._check_usable()
             raise RuntimeError("a batch is already waiting for its index entries")
+        key_buffer = self._key_buffer
+        hash_value = 0
+        if key_buffer is not None:  # hashed before any write: a record it cannot read changes nothing
+            hash_value = keyindex.record_key_hashes((record,))[0] if key_hash is None else key_hash
         offset = self.next_offset
         start = self.data_size
         size = len(record)
@@ -354,10 +358,9 @@ class SegmentWriter:
             self._cut_back(self._data_fd, start)
             raise
         time_buffer = self._time_buffer
-        key_buffer = self._key_buffer
         time_buffer.append(TIMEINDEX_ENTRY.pack(offset, timestamp_ns))
         if key_buffer is not None:
-            key_buffer.append(keyindex.record_key_hashes((record,))[0] if key_hash is None else key_hash)
+            key_buffer.append(hash_value)
         flushed = len(time_buffer) >= BUFFERED_ENTRIES
         try:
             if flushed:
