@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import pathlib
 import signal
@@ -10,9 +11,10 @@ import sys
 from collections.abc import Callable, Iterator
 
 import anyio
+import anyio.to_thread
 import pytest
 from _consumer_support import Writer
-from helpers.group_workers import Worker
+from helpers.group_workers import Worker, wait_until
 
 import adiskq
 from adiskq._async import exits
@@ -22,11 +24,17 @@ from adiskq._async.wakeup import Waiter
 pytestmark = pytest.mark.anyio
 
 
-async def until(condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition`` until true, failing after 10 s."""
+async def until_assigned(group: adiskq.ConsumerGroup, condition: Callable[[tuple[int, ...]], bool], what: str) -> None:
+    """Wait (10 s at most) until the group's assignment meets ``condition``, woken by its changes."""
     with anyio.fail_after(10, reason=f"waiting for {what}"):
-        while not condition():  # noqa: ASYNC110
-            await anyio.sleep(0.005)
+        async for assignment in group.assignments():
+            if condition(assignment):
+                return
+
+
+async def until_worker(worker: Worker, condition: Callable[[], bool], what: str) -> None:
+    """Wait (10 s at most) until ``condition`` holds of the worker's reports, woken as they are written."""
+    await anyio.to_thread.run_sync(functools.partial(wait_until, condition, what, [worker], timeout=10))
 
 
 async def read(group: adiskq.ConsumerGroup) -> None:
@@ -55,7 +63,7 @@ async def test_a_watched_process_that_exits_wakes_its_waiter(sleeper: subprocess
     with anyio.fail_after(10):
         await waiter.wait_event()
     assert waiter.fired
-    await until(lambda: watch.watched() == set(), "the exited process forgotten")
+    assert watch.watched() == set()  # forgotten before its waiters were woken
 
 
 @pytest.fixture
@@ -111,10 +119,10 @@ async def survive_a_kill(stream_path: str, folder: pathlib.Path, backend: str, r
         tg.start_soon(read, here)
         worker = Worker(stream_path, "g", os.fspath(folder), "other", backend=backend, rebalance_interval=0.05)
         try:
-            await until(lambda: len(here.assignment) == 1 and worker.assignment() is not None, "a partition each")
-            await until(lambda: len(worker.assignment() or ()) == 1, "the worker's partition")
+            await until_worker(worker, lambda: len(worker.assignment() or ()) == 1, "the worker's partition")
+            await until_assigned(here, lambda assignment: len(assignment) == 1, "a partition each")
             worker.process.send_signal(signal.SIGKILL)
-            await until(lambda: here.assignment == (0, 1), "the dead worker's partition taken over")
+            await until_assigned(here, lambda assignment: assignment == (0, 1), "the dead worker's partitions")
         finally:
             worker.ensure_dead()
         tg.cancel_scope.cancel()

@@ -6,6 +6,7 @@ import collections.abc
 import functools
 import os
 import sys
+import threading
 
 import anyio
 import anyio.to_thread
@@ -39,18 +40,6 @@ def inotify_instances() -> int:
         except OSError:
             continue
     return count
-
-
-def is_waiting(consumer: adiskq.Consumer) -> bool:
-    """True while the consumer sleeps, armed, waiting for a wake-up."""
-    waiter = consumer._waiter
-    return waiter.event is not None and not waiter.fired
-
-
-async def until(condition: collections.abc.Callable[[], bool]) -> None:
-    """Return once ``condition()`` holds (the caller bounds the time)."""
-    while not condition():  # noqa: ASYNC110 - a condition of another thread's loop, bounded by fail_after
-        await anyio.sleep(0.001)
 
 
 async def next_message(consumer: adiskq.Consumer) -> bytes:
@@ -95,9 +84,12 @@ async def test_reading_is_handed_over_when_the_reader_is_woken(stream_path: str)
             adiskq.Consumer(stream_path, partition=1, poll_interval=60) as second,
         ):
             got: dict[int, bytes] = {}
+            first_read = anyio.Event()
 
             async def read(partition: int, consumer: adiskq.Consumer) -> None:
                 got[partition] = (await consumer.__anext__()).value
+                if partition == 0:
+                    first_read.set()
 
             with anyio.fail_after(10):
                 async with anyio.create_task_group() as tg:
@@ -105,7 +97,7 @@ async def test_reading_is_handed_over_when_the_reader_is_woken(stream_path: str)
                     tg.start_soon(read, 1, second)
                     await anyio.wait_all_tasks_blocked()
                     writer.append([b"zero"], partition=0)
-                    await until(lambda: 0 in got)
+                    await first_read.wait()
                     await anyio.wait_all_tasks_blocked()
                     writer.append([b"one"], partition=1)
     assert got == {0: b"zero", 1: b"one"}
@@ -170,13 +162,23 @@ def flood_folder(folder: str, count: int) -> None:
 async def test_a_consumer_in_another_threads_event_loop_is_woken(stream_path: str, anyio_backend: str) -> None:
     """Consumers in two event loops of one process share the inotify instance and both get woken."""
     got: list[bytes] = []
-    others: list[adiskq.Consumer] = []
+    other_waiting = threading.Event()  # the other loop's consumer sleeps, waiting for a wake-up
+    other_got = threading.Event()
     with Writer(stream_path, partitions=2, notify=False) as writer:
 
         async def in_other_loop() -> None:
-            async with adiskq.Consumer(stream_path, partition=1, poll_interval=60) as consumer:
-                others.append(consumer)
-                got.append((await consumer.__anext__()).value)
+            async with (
+                adiskq.Consumer(stream_path, partition=1, poll_interval=60) as consumer,
+                anyio.create_task_group() as tg,
+            ):
+
+                async def read() -> None:
+                    got.append((await consumer.__anext__()).value)
+                    other_got.set()
+
+                tg.start_soon(read)
+                await anyio.wait_all_tasks_blocked()
+                other_waiting.set()
 
         def other_thread() -> None:
             anyio.run(in_other_loop, backend=anyio_backend)
@@ -186,9 +188,10 @@ async def test_a_consumer_in_another_threads_event_loop_is_woken(stream_path: st
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(functools.partial(anyio.to_thread.run_sync, other_thread))
                     tg.start_soon(next_message, here)
-                    await until(lambda: bool(others) and is_waiting(others[0]) and is_waiting(here))
+                    assert await anyio.to_thread.run_sync(other_waiting.wait, 10)
+                    await anyio.wait_all_tasks_blocked()  # and this loop's too
                     writer.append([b"for the other loop"], partition=1)
-                    await until(lambda: bool(got))
+                    assert await anyio.to_thread.run_sync(other_got.wait, 10)
                     writer.append([b"for this loop"], partition=0)
     assert got == [b"for the other loop"]
     assert inotify_instances() == 1

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from asyncinotify import Inotify, Mask
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "group_worker.py")
 
@@ -98,17 +102,35 @@ class Worker:
             self.process.wait(timeout=30)
 
 
-def wait_until(condition: Callable[[], bool], what: str, workers: Sequence[Worker] = (), timeout: float = 30.0) -> None:
-    """Poll ``condition`` until true; fail after ``timeout`` seconds saying what did not happen."""
+def wait_until(condition: Callable[[], bool], what: str, workers: Sequence[Worker], timeout: float = 30.0) -> None:
+    """Wait until ``condition`` (about the workers' reports) holds; fail after ``timeout`` seconds
+    saying what did not happen, or at once when a worker exits meanwhile.
+
+    The condition is looked at again whenever a report file changes (inotify) or a worker exits
+    (its pidfd), never on a timer.
+    """
     deadline = time.monotonic() + timeout
-    while not condition():
+    with contextlib.ExitStack() as stack:
+        inotify = stack.enter_context(Inotify())
+        for folder in {os.path.dirname(worker.report) for worker in workers}:
+            inotify.add_watch(folder, Mask.CREATE | Mask.MODIFY)
+        exits = {}
         for worker in workers:
-            if worker.process.poll() is not None:
-                raise AssertionError(f"worker {worker.label} exited while waiting for {what}:\n{worker.stderr()}")
-        if time.monotonic() > deadline:
-            states = {w.label: w.assignment() for w in workers}
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}; assignments: {states}")
-        time.sleep(0.01)
+            pidfd = os.pidfd_open(worker.pid)
+            stack.callback(os.close, pidfd)
+            exits[pidfd] = worker
+        while not condition():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                states = {w.label: w.assignment() for w in workers}
+                raise AssertionError(f"timed out after {timeout} s waiting for {what}; assignments: {states}")
+            ready, _, _ = select.select([inotify.fd, *exits], [], [], remaining)
+            for fd in ready:
+                if fd == inotify.fd:
+                    os.read(fd, 65536)  # the events themselves do not matter: the condition decides
+                elif exits[fd].process.poll() is not None:
+                    worker = exits[fd]
+                    raise AssertionError(f"worker {worker.label} exited while waiting for {what}:\n{worker.stderr()}")
 
 
 def balanced(workers: Sequence[Worker], partitions: int, share: Sequence[int]) -> bool:
