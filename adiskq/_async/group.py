@@ -159,7 +159,6 @@ class ConsumerGroup:
         notifier = self._notifier = get_notifier()
         self._last_store = time.monotonic()
         self._settings = SettingsWatch(stream, notifier, self._waiter)
-        self._opened = True
         try:
             count = self._partitions_at_open = self._known_partitions = stream.partition_count
             if self.end == "close":
@@ -182,6 +181,7 @@ class ConsumerGroup:
         except BaseException:
             self._release()
             raise
+        self._opened = True  # only now: an open that failed is tried again by the next read
 
     async def __aenter__(self) -> Self:
         self._open()
