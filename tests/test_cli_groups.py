@@ -187,3 +187,20 @@ def test_reset_needs_a_group_and_a_position(stream: str) -> None:
     """Both --group and --reset-to are required."""
     assert invoke("offsets", stream, "--reset-to", "oldest").exit_code == 2
     assert invoke("offsets", stream, "-g", "billing").exit_code == 2
+
+
+def test_replacing_unreadable_offsets_creates_the_group_folder_like_a_member_would(stream_path: str) -> None:
+    """set_offsets(replace=True) makes the group's folder as a member's commit does (the stream's mode)."""
+    from adiskq._storage.group_admin import set_offsets
+    from adiskq._storage.offsets import group_dir, update_offsets
+
+    fill(stream_path, [b"x"])
+    path = os.path.realpath(stream_path)
+    previous = os.umask(0o002)  # a team's shared stream: group members may write
+    try:
+        assert set_offsets(path, "replaced", {0: 1}, replace=True, mode=0o664) == {0: 1}
+        update_offsets(path, "committed", {0: 1}, mode=0o664)
+    finally:
+        os.umask(previous)
+    assert os.stat(group_dir(path, "replaced")).st_mode == os.stat(group_dir(path, "committed")).st_mode
+    assert load_offsets(path, "replaced") == {0: 1}

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterator, Mapping
 
 from .files import DEFAULT_FILE_MODE
-from .offsets import LOCK_FILE, OFFSETS_FILE, group_dir, save_offsets, update_offsets
+from .offsets import LOCK_FILE, OFFSETS_FILE, group_dir, update_offsets
 
 __all__ = ["holders", "set_offsets"]
 
@@ -69,14 +69,4 @@ def set_offsets(
 
     ``replace`` is for an offsets file that cannot be read: it is replaced without being read.
     """
-    if not replace:
-        return update_offsets(stream_path, name, offsets, mode=mode)
-    directory = group_dir(stream_path, name)
-    os.makedirs(directory, mode=0o755, exist_ok=True)
-    fd = os.open(os.path.join(directory, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # the lock a member's commit holds for an instant
-        save_offsets(stream_path, name, offsets, mode=mode)
-    finally:
-        os.close(fd)  # releases the flock
-    return dict(offsets)
+    return update_offsets(stream_path, name, offsets, mode=mode, replace=replace)

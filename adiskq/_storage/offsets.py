@@ -103,19 +103,26 @@ def save_offsets(
 
 
 def update_offsets(
-    stream_path: str, name: str, offsets: Mapping[int, int], *, durable: bool = True, mode: int = DEFAULT_FILE_MODE
+    stream_path: str,
+    name: str,
+    offsets: Mapping[int, int],
+    *,
+    durable: bool = True,
+    mode: int = DEFAULT_FILE_MODE,
+    replace: bool = False,
 ) -> dict[int, int]:
     """Store ``offsets`` over the group's committed ones (other partitions kept); returns all of them.
 
     Runs under the group's lock, so concurrent members (threads or processes) each keep their own
-    partitions' commits.
+    partitions' commits. ``replace`` stores ``offsets`` alone without reading what is stored (for
+    an offsets file that cannot be read).
     """
     directory = ensure_group_dir(stream_path, name, durable=durable, mode=mode)
     lock_fd = os.open(os.path.join(directory, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        stored = load_offsets(stream_path, name)
-        merged = {**stored, **offsets}
+        stored = None if replace else load_offsets(stream_path, name)
+        merged = {**(stored or {}), **offsets}
         if merged != stored:
             save_offsets(stream_path, name, merged, durable=durable, mode=mode)
         return merged
