@@ -86,10 +86,6 @@ class RawSegment:
         """The ``.data`` file's path."""
         return segment_path(self.directory, self.base_offset, DATA)
 
-    def next_offset(self) -> int:
-        """The offset after the segment's last committed message."""
-        return self.base_offset + os.fstat(self._index_fd).st_size // INDEX_ENTRY_BYTES
-
     def is_deleted(self) -> bool:
         """True once vacuum has unlinked the segment (its open files still read fine)."""
         return os.fstat(self._index_fd).st_nlink == 0

@@ -30,7 +30,7 @@ from .._sansio.naming import DATA, INDEX, KEYINDEX, SEGMENT_EXTENSIONS, TIMEINDE
 from .._sansio.retention import SegmentInfo
 from .._sansio.values import Message, PartitionStats, SegmentRepair, VacuumReport, ns_from_datetime
 from . import keyindex
-from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact
+from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, read_file
 from .recovery import recover_segment
 from .segment import (
     INDEX_ENTRY_BYTES,
@@ -376,14 +376,8 @@ class PartitionWriter:
         return infos
 
     def _newest_timestamp(self, base: int) -> int | None:
-        try:
-            fd = open_read(segment_path(self.directory, base, TIMEINDEX))
-        except FileNotFoundError:
-            return None
-        try:
-            stamps = _timestamps(pread_exact(fd, os.fstat(fd).st_size, 0))
-        finally:
-            os.close(fd)
+        raw = read_file(segment_path(self.directory, base, TIMEINDEX))  # a sealed segment's: complete
+        stamps = _timestamps(raw or b"")
         return max(stamps) if stamps else None
 
     def delete_segments(self, bases: Sequence[int]) -> VacuumReport:
@@ -482,14 +476,9 @@ class PartitionReader:
         """The first offset whose timestamp is at or after ``timestamp_ns``; the next offset if none."""
         bases = self.segment_bases()
         for base in bases:
-            try:
-                fd = open_read(segment_path(self.directory, base, TIMEINDEX))
-            except FileNotFoundError:
+            raw = read_file(segment_path(self.directory, base, TIMEINDEX))
+            if raw is None:
                 continue  # vacuumed meanwhile
-            try:
-                raw = pread_exact(fd, os.fstat(fd).st_size, 0)
-            finally:
-                os.close(fd)
             # Only entries the index already covers are committed.
             committed = _file_size(segment_path(self.directory, base, INDEX)) // INDEX_ENTRY_BYTES
             stamps = _timestamps(raw[: committed * TIMEINDEX_ENTRY_BYTES])

@@ -28,14 +28,14 @@ import sys
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from .._sansio.codec import RecordExtent, ScannedRecords, scan_columns
+from .._sansio.codec import ScannedRecords, scan_columns
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX
 from .._sansio.values import SegmentRepair
 from . import keyindex
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, read_file
 from .segment import INDEX_ENTRY, TIMEINDEX_ENTRY, segment_path
 
-__all__ = ["RecoveredSegment", "ScanResult", "recover_segment", "scan_segment_data"]
+__all__ = ["RecoveredSegment", "ScanResult", "recover_segment"]
 
 
 class ScanResult(NamedTuple):
@@ -45,11 +45,6 @@ class ScanResult(NamedTuple):
     valid_end: int
     file_size: int
     problem: str | None  # None when the data ends exactly after a valid record
-
-    @property
-    def extents(self) -> list[RecordExtent]:
-        """Position, size and timestamp of each valid record."""
-        return list(map(RecordExtent, self.records.positions, self.records.sizes, self.records.timestamps))
 
     @property
     def record_count(self) -> int:
@@ -64,13 +59,8 @@ class RecoveredSegment(NamedTuple):
     data_size: int
 
 
-def scan_segment_data(path: str, max_record_bytes: int) -> ScanResult:
-    """Check every record of a ``.data`` file from its start."""
-    return _scan_data(path, max_record_bytes)[0]
-
-
 def _scan_data(path: str, max_record_bytes: int) -> tuple[ScanResult, bytes]:
-    """``scan_segment_data``, and the bytes it read."""
+    """Every record of a ``.data`` file checked from its start, and the bytes read."""
     fd = open_read(path)
     try:
         size = os.fstat(fd).st_size

@@ -174,16 +174,12 @@ class SegmentWriter:
         self.next_offset = next_offset
         self.data_size = data_size
         self._data_fd, self._timeindex_fd, self._index_fd, keyindex_fd = fds
-        # The time index's entries on disk and the single pushes' packed entries waiting to be
-        # written: together one per committed message.
-        self._timeindex_entries = next_offset - base_offset
+        # The single pushes' time and key index entries waiting to be written: with the entries on
+        # disk, one per committed message (so the files hold ``_written_entries(buffer)``). The key
+        # buffer is None when there is no key index.
         self._time_buffer: list[bytes] = []
-        # The key index's entries on disk and the single pushes' entries waiting to be written:
-        # together one per committed message. The buffer is None when there is no key index.
         self._keyindex_fd = -1 if keyindex_fd is None else keyindex_fd
-        self._keyindex_entries = next_offset - base_offset
         self._key_buffer: list[int] | None = None if keyindex_fd is None else []
-        self._committed_data_size = data_size
         self._pending: PendingBatch | None = None
         self._broken: OSError | None = None
         self.closed = False
@@ -230,6 +226,10 @@ class SegmentWriter:
     def message_count(self) -> int:
         """Messages committed to this segment."""
         return self.next_offset - self.base_offset
+
+    def _written_entries(self, buffer: list[bytes] | list[int]) -> int:
+        """Entries of the time or key index file whose single pushes buffer ``buffer``."""
+        return self.next_offset - self.base_offset - len(buffer)
 
     def _check_usable(self) -> None:
         if self.closed:
@@ -295,28 +295,25 @@ class SegmentWriter:
         if pending is not self._pending:
             raise RuntimeError("write_entries() takes the batch the last write_data() returned")
         index_size = (self.next_offset - self.base_offset) * INDEX_ENTRY_BYTES
-        timeindex_size = self._timeindex_entries * TIMEINDEX_ENTRY_BYTES
-        keys = self._key_buffer is not None
+        timeindex_size = self._written_entries(self._time_buffer) * TIMEINDEX_ENTRY_BYTES
+        key_buffer = self._key_buffer
         try:
             write_all(self._timeindex_fd, pending.timeindex_bytes)
-            if keys:
+            if key_buffer is not None:
                 write_all(self._keyindex_fd, pending.keyindex_bytes)
             write_all(self._index_fd, pending.index_bytes)
         except OSError:
             self._cut_back(self._index_fd, index_size)
-            if keys:
-                self._cut_back(self._keyindex_fd, self._keyindex_entries * keyindex.ENTRY_BYTES)
+            if key_buffer is not None:
+                self._cut_back(self._keyindex_fd, self._written_entries(key_buffer) * keyindex.ENTRY_BYTES)
             self._cut_back(self._timeindex_fd, timeindex_size)
             self.abandon(pending)
             raise
         self._pending = None
         self.next_offset = pending.first_offset + pending.message_count
-        self._committed_data_size = pending.data_end
-        self._timeindex_entries = self.next_offset - self.base_offset
         self._time_buffer.clear()
-        if self._key_buffer is not None:
-            self._keyindex_entries = self.next_offset - self.base_offset
-            self._key_buffer.clear()
+        if key_buffer is not None:
+            key_buffer.clear()
 
     def abandon(self, pending: PendingBatch) -> None:
         """Forget a batch whose data was written but must not be committed (its fsync failed)."""
@@ -375,19 +372,17 @@ class SegmentWriter:
         except OSError:
             self._cut_back(self._index_fd, (offset - self.base_offset) * INDEX_ENTRY_BYTES)
             time_buffer.pop()
-            self._cut_back(self._timeindex_fd, self._timeindex_entries * TIMEINDEX_ENTRY_BYTES)
+            self._cut_back(self._timeindex_fd, self._written_entries(time_buffer) * TIMEINDEX_ENTRY_BYTES)
             if key_buffer is not None:
                 key_buffer.pop()
-                self._cut_back(self._keyindex_fd, self._keyindex_entries * keyindex.ENTRY_BYTES)
+                self._cut_back(self._keyindex_fd, self._written_entries(key_buffer) * keyindex.ENTRY_BYTES)
             self._cut_back(self._data_fd, start)
             raise
-        self.data_size = self._committed_data_size = start + size
+        self.data_size = start + size
         self.next_offset = offset + 1
         if flushed:
-            self._timeindex_entries += len(time_buffer)
             time_buffer.clear()
             if key_buffer is not None:
-                self._keyindex_entries += len(key_buffer)
                 key_buffer.clear()
         return offset
 
@@ -401,9 +396,8 @@ class SegmentWriter:
             try:
                 write_all(self._timeindex_fd, b"".join(time_buffer))
             except OSError:
-                self._cut_back(self._timeindex_fd, self._timeindex_entries * TIMEINDEX_ENTRY_BYTES)
+                self._cut_back(self._timeindex_fd, self._written_entries(time_buffer) * TIMEINDEX_ENTRY_BYTES)
                 raise
-            self._timeindex_entries += len(time_buffer)
             time_buffer.clear()
         key_buffer = self._key_buffer
         if key_buffer:
@@ -411,9 +405,8 @@ class SegmentWriter:
             try:
                 write_all(self._keyindex_fd, keyindex.pack_hashes(key_buffer))
             except OSError:
-                self._cut_back(self._keyindex_fd, self._keyindex_entries * keyindex.ENTRY_BYTES)
+                self._cut_back(self._keyindex_fd, self._written_entries(key_buffer) * keyindex.ENTRY_BYTES)
                 raise
-            self._keyindex_entries += len(key_buffer)
             key_buffer.clear()
 
     def seal_key_index(self) -> None:
@@ -422,7 +415,7 @@ class SegmentWriter:
             return
         self.flush_buffered_entries()
         keyindex.seal_column(
-            self._keyindex_fd, segment_path(self.directory, self.base_offset, KEYINDEX), self._keyindex_entries
+            self._keyindex_fd, segment_path(self.directory, self.base_offset, KEYINDEX), self.message_count
         )
 
     def _cut_back(self, fd: int, size: int) -> None:
@@ -506,17 +499,9 @@ class SegmentReader:
         """The ``.index`` file's path."""
         return segment_path(self.directory, self.base_offset, INDEX)
 
-    def entry_count(self) -> int:
-        """Whole index entries now in the file (a partial entry being written is not counted)."""
-        return os.fstat(self._index_fd).st_size // INDEX_ENTRY_BYTES
-
     def is_deleted(self) -> bool:
         """True once vacuum has unlinked this segment (its open files still read fine)."""
         return os.fstat(self._index_fd).st_nlink == 0
-
-    def next_offset(self) -> int:
-        """The offset after the last committed message of this segment."""
-        return self.base_offset + self.entry_count()
 
     def read_index(self, offset: int, max_count: int) -> bytes:
         """Up to ``max_count`` whole index entries from ``offset`` on."""
@@ -589,16 +574,6 @@ class SegmentReader:
                 "the index points past the end of the data", path=self.data_path, position=position + len(data)
             )
         return data
-
-    def read_timeindex(self) -> bytes:
-        """The whole ``.timeindex`` file (whole entries only)."""
-        fd = open_read(segment_path(self.directory, self.base_offset, TIMEINDEX))
-        try:
-            size = os.fstat(fd).st_size
-            raw = pread_exact(fd, size - size % TIMEINDEX_ENTRY_BYTES, 0)
-        finally:
-            os.close(fd)
-        return raw
 
     def close(self) -> None:
         """Close the files; closing twice is harmless."""
