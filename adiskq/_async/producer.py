@@ -82,12 +82,10 @@ def _as_record(item: object) -> Record:
     raise TypeError(f"push_many() takes adiskq.Record or bytes items, not {type(item).__name__}")
 
 
-_make_receipt = functools.partial(tuple.__new__, Receipt)
-
-
 def _place_receipts(receipts: list[Receipt], positions: Sequence[int], partition: int, first: int) -> None:
     """Fill in the receipts of one partition's share (built in C: this runs per record)."""
-    made = map(_make_receipt, zip(itertools.repeat(partition), range(first, first + len(positions))))
+    offsets = range(first, first + len(positions))
+    made = map(_new_receipt, itertools.repeat(Receipt), zip(itertools.repeat(partition), offsets))
     if isinstance(positions, range) and len(positions) == len(receipts):
         receipts[:] = made
     else:
@@ -450,7 +448,7 @@ class Producer:
                     lists[partition] = [position]
                 else:
                     share.append(position)
-            shares = dict(lists)
+            shares = lists
         receipts: list[Receipt] = [None] * count  # type: ignore[list-item]
         written: list[tuple[Sequence[int], int, int]] = []  # positions, partition, first offset
         waiting: list[tuple[Lane, int, Sequence[int], Batch, int]] = []
