@@ -437,7 +437,7 @@ class Producer:
     ) -> list[Receipt]:
         """Write each partition's share of a batch; receipts in the batch's order."""
         count = len(encoded)
-        shares: dict[int, Sequence[int]]
+        shares: Mapping[int, Sequence[int]]
         if len(set(partitions)) == 1:
             shares = {partitions[0]: range(count)}
         else:
