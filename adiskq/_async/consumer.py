@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
-import json
 import logging
 import os
 import socket
@@ -28,8 +27,9 @@ import anyio
 import anyio.lowlevel
 
 from .._errors import ClosedError, OffsetOutOfRangeError
-from .._sansio.naming import INDEX, OWNER_FILE, SETTINGS_FILE
+from .._sansio.naming import INDEX, SETTINGS_FILE
 from .._sansio.values import Message
+from .._storage.lock import owner_text
 from .._storage.partition import PartitionCursor, PartitionReader
 from .._storage.segment import segment_path
 from .._storage.stream import StreamReader
@@ -92,21 +92,8 @@ def producer_is_in_this_process(stream_path: str) -> bool:
     emptied when a producer closes; a producer of another process rewrites it when it opens, which
     consumers notice at their next poll.
     """
-    try:
-        fd = os.open(os.path.join(stream_path, OWNER_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        raw = os.pread(fd, 4096, 0)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    try:
-        info = json.loads(raw)
-    except ValueError:
-        return False
-    return isinstance(info, dict) and info.get("pid") == os.getpid() and info.get("host") == _HOST
+    info = owner_text(stream_path)
+    return info is not None and info.get("pid") == os.getpid() and info.get("host") == _HOST
 
 
 class PartitionFollower:
@@ -161,9 +148,10 @@ class PartitionFollower:
         """True when this partition relies on inotify to be woken."""
         return not self.local and self._notifier.uses_inotify
 
-    def check_producer(self) -> None:
-        """Watch the partition with inotify unless its producer is in this process."""
-        self.local = producer_is_in_this_process(self._stream_path)
+    def check_producer(self, local: bool | None = None) -> None:
+        """Watch the partition with inotify unless its producer is in this process (``local``, when
+        the caller has just looked for all the stream's partitions)."""
+        self.local = producer_is_in_this_process(self._stream_path) if local is None else local
         if self.local:
             self._drop_watches()
         elif self._folder_watch is None:

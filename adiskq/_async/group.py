@@ -46,6 +46,7 @@ from .consumer import (
     check_max_messages,
     check_on_data_loss,
     check_start,
+    producer_is_in_this_process,
     resolve_start,
 )
 from .membership import GroupMembership
@@ -533,9 +534,11 @@ class ConsumerGroup:
                 timed_out = not waiter.fired
             finally:
                 waiter.disarm()
-            if timed_out:
+            if timed_out and self._order:
+                assert self._stream is not None
+                local = producer_is_in_this_process(self._stream.path)  # one look for all partitions
                 for follower in self._order:
-                    follower.check_producer()
+                    follower.check_producer(local)
             due = self._store_due_in()
             if due is not None and due <= 0:
                 await self._store()

@@ -20,7 +20,7 @@ from typing import Final
 from .._sansio.naming import OWNER_FILE
 from .files import DEFAULT_FILE_MODE, pread_exact, write_all
 
-__all__ = ["OwnerLock", "describe_holder", "read_owner"]
+__all__ = ["OwnerLock", "describe_holder", "owner_text", "read_owner"]
 
 # stats() probes the lock with a shared flock for an instant; a producer that loses that race
 # tries again this many times, a millisecond apart, before calling the stream locked.
@@ -41,6 +41,21 @@ def _read_info(fd: int) -> dict[str, object] | None:
     except ValueError:
         return None
     return info if isinstance(info, dict) else None
+
+
+def owner_text(stream_path: str) -> dict[str, object] | None:
+    """The owner file's ``{"id", "pid", "host"}`` as last written, without probing the lock (a
+    producer empties it when it closes); None when there is none or it cannot be read."""
+    try:
+        fd = os.open(os.path.join(stream_path, OWNER_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return _read_info(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def read_owner(stream_path: str) -> dict[str, object] | None:
