@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 
 import pytest
 
@@ -88,6 +89,13 @@ def test_a_checkpoint_that_is_not_local_is_refused() -> None:
     """The sink keeps its commit record beside the checkpoint, so it must be a local folder."""
     with pytest.raises(InvalidOptionError, match="must be a local folder"):
         WriteOptions.parse({"path": "/data/out", "checkpointLocation": "s3a://bucket/ckpt"})
+
+
+@pytest.mark.parametrize("parse", [WriteOptions.parse, lambda options: ReadOptions.parse(options, streaming=False)])
+def test_a_stream_path_that_is_not_local_is_refused(parse: Callable[[dict[str, str]], object]) -> None:
+    """A stream is a folder on this host: an s3a:// path is refused, not turned into a local folder."""
+    with pytest.raises(InvalidOptionError, match="must be a local folder"):
+        parse({"path": "s3a://bucket/stream"})
 
 
 def test_write_options_default_to_a_minute_of_lock_waiting() -> None:

@@ -47,6 +47,15 @@ def _get(options: Mapping[str, str], name: str) -> str | None:
     return None if value is None else str(value)
 
 
+def _local_path(name: str, raw: str, why: str) -> str:
+    """An absolute local path from a plain path or a ``file:`` URI; other schemes are refused."""
+    if raw.startswith("file:"):
+        return os.path.abspath("/" + raw[len("file:") :].lstrip("/"))
+    if "://" in raw:
+        raise InvalidOptionError(f"option {name}={raw!r}: {why}, so it must be a local folder")
+    return os.path.abspath(raw)
+
+
 def _path(options: Mapping[str, str]) -> str:
     path = _get(options, "path")
     if not path:
@@ -54,11 +63,7 @@ def _path(options: Mapping[str, str]) -> str:
             "the adiskq source needs the stream's path: use .load(path) / .save(path) / .start(path), "
             "or .option('path', ...)"
         )
-    if path.startswith("file://"):
-        path = path[len("file://") :]
-    elif path.startswith("file:"):
-        path = path[len("file:") :]
-    return os.path.abspath(path)
+    return _local_path("path", path, "an adiskq stream is a folder on this host's disk")
 
 
 def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -206,15 +211,8 @@ class WriteOptions:
         """Checked options."""
         checkpoint = _get(options, "checkpointLocation")
         if checkpoint is not None:
-            if checkpoint.startswith("file:"):
-                checkpoint = checkpoint[len("file:") :].lstrip("/")
-                checkpoint = "/" + checkpoint
-            elif "://" in checkpoint:
-                raise InvalidOptionError(
-                    f"option checkpointLocation={checkpoint!r}: the adiskq sink keeps its commit record beside "
-                    "Spark's checkpoint, so it must be a local folder"
-                )
-            checkpoint = os.path.abspath(checkpoint)
+            why = "the adiskq sink keeps its commit record beside Spark's checkpoint"
+            checkpoint = _local_path("checkpointLocation", checkpoint, why)
         return cls(
             path=_path(options),
             lock_timeout=_non_negative_float(options, "lockTimeout", DEFAULT_LOCK_TIMEOUT_SECONDS),
