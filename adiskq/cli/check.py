@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
-from .errors import Failure
+from .errors import Failure, locked_failure
 from .output import console, format_bytes, format_count, progress_bar
 
 if TYPE_CHECKING:
@@ -181,10 +181,12 @@ def repair_stream(stream_path: str, problems: list[Problem]) -> list[str]:
 
 
 def _locked(stream_path: str, holder: str | None) -> Failure:
-    who = holder or "another producer"
-    return Failure(
-        f"stream {stream_path!r} is open in a producer ({who}); --repair needs the stream to itself. Stop that "
-        "producer (its next open repairs the last segment of each partition anyway), then run this again"
+    return locked_failure(
+        stream_path,
+        holder,
+        "is open in a producer",
+        "; --repair needs the stream to itself. Stop that producer (its next open repairs the last segment "
+        "of each partition anyway), then run this again",
     )
 
 
@@ -219,8 +221,6 @@ def check(path: str, repair: bool) -> None:
     if not any(p.fix is not None for p in result.problems):
         out.print("--repair can fix none of these; nothing was changed", markup=False)
         raise click.exceptions.Exit(1)
-    if result.owner is not None:
-        raise _locked(stream.path, f"pid {result.owner.get('pid', '?')} on host {result.owner.get('host', '?')!r}")
     changed = repair_stream(stream.path, result.problems)
     out.print("repaired:" if changed else "the repair changed nothing", markup=False)
     for line in changed:

@@ -94,6 +94,11 @@ def _describe_os_error(error: OSError) -> str:
     return f"{reason}{where}"
 
 
+def locked_failure(path: str, holder: str | None, how: str, advice: str) -> Failure:
+    """A stream a producer holds: ``stream 'P' <how> (pid .. on host ..)<advice>``."""
+    return Failure(f"stream {path!r} {how} ({holder or 'another producer'}){advice}")
+
+
 def failure_for(error: BaseException) -> click.ClickException | None:
     """The one-line failure to show for ``error``, or None if it is not one we can explain."""
     from .._errors import Error, StreamLockedError, StreamNotFoundError
@@ -105,10 +110,11 @@ def failure_for(error: BaseException) -> click.ClickException | None:
             f"no adiskq stream at {error.path!r} ({error.why}): check the path; `adiskq write PATH` creates a stream"
         )
     if isinstance(error, StreamLockedError):
-        who = error.holder or "another producer"
-        return Failure(
-            f"stream {error.path!r} is locked by a producer ({who}): a stream has one writer at a time. "
-            "Stop that producer, or run this again once it has closed"
+        return locked_failure(
+            error.path,
+            error.holder,
+            "is locked by a producer",
+            ": a stream has one writer at a time. Stop that producer, or run this again once it has closed",
         )
     if isinstance(error, Error):
         return Failure(str(error))

@@ -11,7 +11,6 @@ a closed pipe or a crash never commits a message the reader did not get (at leas
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import heapq
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -67,30 +66,12 @@ def check_partitions(stream: StreamReader, chosen: tuple[int, ...]) -> list[int]
     return sorted(set(chosen)) if chosen else list(range(count))
 
 
-def start_offset(reader: PartitionReader, start: Position) -> int:
-    """The offset ``--start`` names in one partition now."""
-    return reader.offset_of(start)
-
-
-def end_offset(reader: PartitionReader, end: Position | None) -> int:
-    """The offset (exclusive) ``--end`` names: by default, the end of what the partition holds now."""
-    from .._sansio.values import ns_from_datetime
-
-    if end is None or end == "newest":
-        return reader.bounds()[1]
-    if isinstance(end, dt.datetime):
-        return reader.offset_for_time(ns_from_datetime(end))
-    if isinstance(end, int):
-        return end
-    raise click.BadParameter("give an offset or a time (or newest)", param_hint="'--end'")
-
-
 def partition_messages(reader: PartitionReader, start: Position, end: Position | None) -> Iterator[Message]:
     """One partition's messages from ``start`` up to ``end``, skipping what retention deleted meanwhile."""
     from .._errors import CorruptRecordError, OffsetOutOfRangeError
 
-    position = start_offset(reader, start)
-    stop = end_offset(reader, end)
+    position = reader.offset_of(start)
+    stop = reader.offset_of("newest" if end is None else end)  # by default, what the partition holds now
     batch_size = _BATCH
     with reader.cursor(position) as cursor:
         while cursor.position < stop:

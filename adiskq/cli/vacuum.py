@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .errors import Failure
+from .errors import Failure, locked_failure
 from .output import console, format_bytes, format_count, format_duration, format_time, table
 from .params import DURATION, RATIO, SIZE
 
@@ -24,10 +24,12 @@ __all__ = ["vacuum"]
 
 
 def _locked(path: str, holder: str | None) -> Failure:
-    who = holder or "another producer"
-    return Failure(
-        f"stream {path!r} is open in a producer ({who}), so vacuum cannot run now: that producer vacuums "
-        "by the stream's retention every few seconds. To vacuum by other limits, stop it and run this again"
+    return locked_failure(
+        path,
+        holder,
+        "is open in a producer",
+        ", so vacuum cannot run now: that producer vacuums by the stream's retention every few seconds. "
+        "To vacuum by other limits, stop it and run this again",
     )
 
 
