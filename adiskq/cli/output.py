@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, TextIO
 
 import click
 
+from .._sansio.values import datetime_from_ns
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
@@ -129,15 +131,11 @@ def format_count(count: int) -> str:
     return f"{count:,}"
 
 
-def _datetime(timestamp_ns: int) -> dt.datetime:
-    return _EPOCH + dt.timedelta(microseconds=timestamp_ns // 1000)
-
-
 def format_time(timestamp_ns: int | None, *, zone: bool = True) -> str:
     """``2026-01-31 08:00:00.123 UTC`` for people (``-`` for none); without the zone for tables that say it."""
     if timestamp_ns is None:
         return "-"
-    when = _datetime(timestamp_ns)
+    when = datetime_from_ns(timestamp_ns)
     return f"{when:%Y-%m-%d %H:%M:%S}.{when.microsecond // 1000:03d}" + (" UTC" if zone else "")
 
 
@@ -164,8 +162,3 @@ def iso_time(timestamp_ns: int) -> str:
 def _iso_seconds(seconds: int) -> str:
     # Messages come in bursts within the same second: formatting a datetime costs microseconds.
     return f"{_EPOCH + dt.timedelta(seconds=seconds):%Y-%m-%dT%H:%M:%S}"
-
-
-def flush_stdout() -> None:
-    """Flush stdout now, so a closed pipe is noticed inside the command (and handled quietly)."""
-    sys.stdout.flush()
