@@ -19,14 +19,18 @@ MODULES = ("adiskq", "adiskq.spark")
 
 
 def public_members(cls: type) -> list[tuple[str, object]]:
-    """A class's own public methods and properties, in definition order."""
-    members = []
-    for name, value in vars(cls).items():
-        if name.startswith("_"):
+    """A class's public methods and properties, in definition order: its own, then those it gets
+    from private base classes of its module (``_Reader`` for ``Consumer``), unless it overrides them."""
+    members: dict[str, object] = {}
+    for klass in cls.__mro__:
+        if klass is not cls and not (klass.__name__.startswith("_") and klass.__module__.startswith("adiskq")):
             continue
-        if isinstance(value, property | staticmethod | classmethod) or inspect.isfunction(value):
-            members.append((name, value))
-    return members
+        for name, value in vars(klass).items():
+            if name.startswith("_") or name in members:
+                continue
+            if isinstance(value, property | staticmethod | classmethod) or inspect.isfunction(value):
+                members[name] = value
+    return list(members.items())
 
 
 def signature(name: str, value: object) -> str:

@@ -301,7 +301,84 @@ class _Batches:
         return batch
 
 
-class Consumer:
+class _Reader:
+    """What ``Consumer`` and ``ConsumerGroup`` share: ``async with`` (opening at once), and the
+    last batch read, which ``async for`` hands out a message at a time and ``batches()`` in lists."""
+
+    _closed_message = "closed"  # what reading a closed reader says
+    closed: bool
+
+    def __init__(self) -> None:
+        self._buffer: list[Message] = []
+        self._buffer_index = 0  # the next message of _buffer that __anext__ returns
+        self.closed = False
+
+    def _open(self) -> object:
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        """Let go of files, watches and partitions (called once, as the reader closes)."""
+        raise NotImplementedError
+
+    async def _next_batch(self, max_messages: int) -> list[Message]:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        self._open()
+        try:
+            await anyio.lowlevel.checkpoint()
+        except BaseException:
+            if not self.closed:  # cancelled on the way in: __aexit__ will not run
+                self.closed = True
+                self._release()
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Message:
+        buffer = self._buffer
+        index = self._buffer_index
+        if index < len(buffer):
+            if self.closed:
+                raise ClosedError(self._closed_message)
+            self._buffer_index = index + 1
+            return buffer[index]
+        batch = await self._next_batch(DEFAULT_BATCH_MESSAGES)
+        if not batch:
+            raise StopAsyncIteration
+        self._buffer = batch
+        self._buffer_index = 1
+        return batch[0]
+
+    def batches(self, max_messages: int = DEFAULT_BATCH_MESSAGES) -> AsyncIterator[list[Message]]:
+        """Iterate lists of up to ``max_messages`` messages: the fast way to read."""
+        return _Batches(self._next_batch, check_max_messages(max_messages))
+
+    def _take_buffered(self, max_messages: int) -> list[Message] | None:
+        """Up to ``max_messages`` messages left over from ``async for``'s last batch, or None."""
+        buffer, index = self._buffer, self._buffer_index
+        if index >= len(buffer):
+            return None
+        batch = buffer[index : index + max_messages]
+        self._buffer_index = index + len(batch)
+        return batch
+
+    def _drop_buffered(self) -> None:
+        self._buffer = []
+        self._buffer_index = 0
+
+
+class Consumer(_Reader):
     """Reads one partition in order, as an async iterator of ``Message``; follows the producer.
 
     ``start``: ``"oldest"``, ``"newest"`` (only messages pushed after opening), ``"active-oldest"``
@@ -346,15 +423,16 @@ class Consumer:
         self._follower: PartitionFollower | None = None
         self._notifier: Notifier | None = None
         self._waiter = wakeup.Waiter()
-        self._buffer: collections.deque[Message] = collections.deque()
         self._reading = False
-        self.closed = False
+        super().__init__()
+
+    _closed_message = "this consumer was closed; open a new Consumer"
 
     # -- opening and closing ---------------------------------------------------------------------
 
     def _open(self) -> PartitionFollower:
         if self.closed:
-            raise ClosedError("this consumer was closed; open a new Consumer")
+            raise ClosedError(self._closed_message)
         follower = self._follower
         if follower is not None:
             return follower
@@ -381,30 +459,15 @@ class Consumer:
         self._follower = follower
         return follower
 
-    async def __aenter__(self) -> Self:
-        self._open()
-        try:
-            await anyio.lowlevel.checkpoint()
-        except BaseException:
-            self._release()  # cancelled on the way in: __aexit__ will not run
-            raise
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
     async def aclose(self) -> None:
         """Release files and watches; a task waiting in this consumer gets ``ClosedError``."""
-        self._release()
+        if not self.closed:
+            self.closed = True
+            self._release()
         await anyio.lowlevel.checkpoint()
 
     def _release(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self._buffer.clear()
+        self._drop_buffered()
         if self._follower is not None:
             self._follower.close()
         self._waiter.wake()
@@ -416,7 +479,7 @@ class Consumer:
         """The offset of the next message this consumer returns (None before it opens)."""
         if self._follower is None:
             return None
-        return self._follower.position - len(self._buffer)
+        return self._follower.position - (len(self._buffer) - self._buffer_index)
 
     @property
     def skipped(self) -> list[tuple[int, int]]:
@@ -431,35 +494,12 @@ class Consumer:
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> Message:
-        buffer = self._buffer
-        if buffer:
-            if self.closed:
-                raise ClosedError("this consumer was closed; open a new Consumer")
-            return buffer.popleft()
-        batch = await self._next_batch(DEFAULT_BATCH_MESSAGES)
-        if not batch:
-            raise StopAsyncIteration
-        buffer.extend(batch)
-        return buffer.popleft()
-
-    def batches(self, max_messages: int = DEFAULT_BATCH_MESSAGES) -> AsyncIterator[list[Message]]:
-        """Iterate lists of up to ``max_messages`` messages: the fast way to read."""
-        return _Batches(self._next_batch, check_max_messages(max_messages))
-
     async def _next_batch(self, max_messages: int) -> list[Message]:
         """The next messages (those buffered by ``__anext__`` first); ``[]`` once the end is reached."""
         follower = self._open()
-        if self._buffer:
-            batch = list(self._buffer) if len(self._buffer) <= max_messages else None
-            if batch is None:
-                batch = [self._buffer.popleft() for _ in range(max_messages)]
-            else:
-                self._buffer.clear()
-            return batch
+        buffered = self._take_buffered(max_messages)
+        if buffered is not None:
+            return buffered
         if self._reading:
             raise anyio.BusyResourceError("reading from")
         self._reading = True

@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import AsyncIterator, Iterable
-from types import TracebackType
 from typing import Final, Literal, Self
 
 import anyio
@@ -42,8 +41,7 @@ from .consumer import (
     PartitionFollower,
     SettingsWatch,
     Start,
-    _Batches,
-    check_max_messages,
+    _Reader,
     check_on_data_loss,
     check_start,
     producer_is_in_this_process,
@@ -61,7 +59,7 @@ DEFAULT_COMMIT_INTERVAL: Final = 1.0
 DEFAULT_REBALANCE_INTERVAL: Final = 1.0
 
 
-class ConsumerGroup:
+class ConsumerGroup(_Reader):
     """All partitions of a stream as one async iterator; with a ``name``, progress survives restarts.
 
     ``start`` applies to partitions without a committed offset (see ``Consumer``); partitions added
@@ -143,17 +141,17 @@ class ConsumerGroup:
         self._last_store = 0.0
         self._changed: anyio.Event | None = None
         self._skipped: list[tuple[int, int, int]] = []
-        self._buffer: list[Message] = []
-        self._buffer_index = 0
         self._reading = False
         self._opened = False
-        self.closed = False
+        super().__init__()
+
+    _closed_message = "this consumer group was closed; open a new ConsumerGroup"
 
     # -- opening and closing ---------------------------------------------------------------------
 
     def _open(self) -> None:
         if self.closed:
-            raise ClosedError("this consumer group was closed; open a new ConsumerGroup")
+            raise ClosedError(self._closed_message)
         if self._opened:
             return
         stream = self._stream = StreamReader.open(self.path)
@@ -183,21 +181,6 @@ class ConsumerGroup:
             self._release()
             raise
         self._opened = True  # only now: an open that failed is tried again by the next read
-
-    async def __aenter__(self) -> Self:
-        self._open()
-        try:
-            await anyio.lowlevel.checkpoint()
-        except BaseException:
-            self.closed = True  # cancelled on the way in: __aexit__ will not run
-            self._release()
-            raise
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Store pending commits, give back the partitions, release files and watches (even when cancelled)."""
@@ -235,7 +218,7 @@ class ConsumerGroup:
             self._membership.leave()  # after the followers: no partition is read without its lease
         if self._settings is not None:
             self._settings.close()
-        self._buffer = []
+        self._drop_buffered()
 
     # -- partitions ------------------------------------------------------------------------------
 
@@ -443,27 +426,9 @@ class ConsumerGroup:
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> Message:
-        buffer = self._buffer
-        index = self._buffer_index
-        if index < len(buffer):
-            if self.closed:
-                raise ClosedError("this consumer group was closed; open a new ConsumerGroup")
-            self._buffer_index = index + 1
-            return buffer[index]
-        batch = await self._next_batch(DEFAULT_BATCH_MESSAGES)
-        if not batch:
-            raise StopAsyncIteration
-        self._buffer = batch
-        self._buffer_index = 1
-        return batch[0]
-
     def batches(self, max_messages: int = DEFAULT_BATCH_MESSAGES) -> AsyncIterator[list[Message]]:
         """Iterate lists of up to ``max_messages`` messages, each from one partition."""
-        return _Batches(self._next_batch, check_max_messages(max_messages))
+        return super().batches(max_messages)
 
     def _read_some(self, max_messages: int) -> list[Message]:
         """A batch from the next partition (in turn) that has messages; ``[]`` if none has."""
@@ -482,11 +447,9 @@ class ConsumerGroup:
 
     async def _next_batch(self, max_messages: int) -> list[Message]:
         self._open()
-        buffer, index = self._buffer, self._buffer_index
-        if index < len(buffer):
-            batch = buffer[index : index + max_messages]
-            self._buffer_index = index + len(batch)
-            return batch
+        buffered = self._take_buffered(max_messages)
+        if buffered is not None:
+            return buffered
         if self._reading:
             raise anyio.BusyResourceError("reading from")
         self._reading = True
