@@ -30,7 +30,7 @@ from .._errors import ClosedError, OffsetOutOfRangeError
 from .._sansio.naming import INDEX, SETTINGS_FILE
 from .._sansio.values import Message
 from .._storage.lock import owner_text
-from .._storage.partition import PartitionCursor, PartitionReader
+from .._storage.partition import PartitionCursor
 from .._storage.segment import segment_path
 from .._storage.stream import StreamReader
 from . import wakeup
@@ -76,11 +76,6 @@ def check_max_messages(max_messages: object) -> int:
     return max_messages
 
 
-def resolve_start(reader: PartitionReader, start: Start) -> int:
-    """The offset ``start`` names in the partition now."""
-    return reader.offset_of(start)
-
-
 _HOST: Final = socket.gethostname()
 
 
@@ -112,7 +107,7 @@ class PartitionFollower:
         on_data_loss: OnDataLoss,
         notifier: Notifier,
         waiter: wakeup.Waiter,
-        on_skip: Callable[[int, int, int], None] | None = None,
+        on_skip: Callable[[int, int, int], None],
     ) -> None:
         reader = stream.partition(partition)
         _, next_offset = reader.bounds()
@@ -130,8 +125,7 @@ class PartitionFollower:
         self.position = position
         self.end = end
         self.on_data_loss = on_data_loss
-        self.skipped: list[tuple[int, int]] = []
-        self._on_skip = on_skip
+        self._on_skip = on_skip  # (partition, first, last_exclusive) of each range retention took
         self._cursor: PartitionCursor = reader.cursor(position)
         self._notifier = notifier
         self._waiter = waiter
@@ -200,9 +194,7 @@ class PartitionFollower:
             first,
             resume - 1,
         )
-        self.skipped.append((first, resume))
-        if self._on_skip is not None:
-            self._on_skip(self.partition, first, resume)
+        self._on_skip(self.partition, first, resume)
         self._cursor.seek(resume)
         self.position = resume
 
@@ -423,6 +415,7 @@ class Consumer(_Reader):
         self._follower: PartitionFollower | None = None
         self._notifier: Notifier | None = None
         self._waiter = wakeup.Waiter()
+        self._skipped: list[tuple[int, int]] = []
         self._reading = False
         super().__init__()
 
@@ -438,7 +431,7 @@ class Consumer(_Reader):
             return follower
         stream = StreamReader.open(self.path)
         reader = stream.partition(self.partition)
-        position = resolve_start(reader, self.start)
+        position = reader.offset_of(self.start)
         end: int | None
         if self.end == "wait":
             end = None
@@ -455,6 +448,7 @@ class Consumer(_Reader):
             on_data_loss=self.on_data_loss,
             notifier=notifier,
             waiter=self._waiter,
+            on_skip=lambda _partition, first, last_exclusive: self._skipped.append((first, last_exclusive)),
         )
         self._follower = follower
         return follower
@@ -484,7 +478,7 @@ class Consumer(_Reader):
     @property
     def skipped(self) -> list[tuple[int, int]]:
         """Offset ranges ``(first, last_exclusive)`` that retention deleted before they were read."""
-        return [] if self._follower is None else list(self._follower.skipped)
+        return list(self._skipped)
 
     @property
     def uses_inotify(self) -> bool | None:

@@ -45,7 +45,6 @@ from .consumer import (
     check_on_data_loss,
     check_start,
     producer_is_in_this_process,
-    resolve_start,
 )
 from .membership import GroupMembership
 from .notify import Notifier, get_notifier
@@ -277,7 +276,7 @@ class ConsumerGroup(_Reader):
         if committed is not None:
             position = min(committed, reader.bounds()[1])
         elif partition < self._partitions_at_open or not isinstance(self.start, str | int):
-            position = resolve_start(reader, self.start)
+            position = reader.offset_of(self.start)
         else:
             position = reader.bounds()[0]  # a partition born after we opened: all of it is new
         end = None

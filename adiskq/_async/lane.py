@@ -95,7 +95,7 @@ class Lane:
 
     # -- inline writes ---------------------------------------------------------------------------
 
-    def can_write_inline(self, size_bytes: int = 0) -> bool:
+    def can_write_inline(self, size_bytes: int) -> bool:
         """True when records may be written right now, on the loop thread, keeping order."""
         return size_bytes <= INLINE_MAX_BYTES and not (
             self.sync_flush or self._committing is not None or self._open is not None or self.partition.needs_roll()

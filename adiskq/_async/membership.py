@@ -50,9 +50,8 @@ class _Doorbell(wakeup.Waiter):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Plan:
-    """What one look decided: the fair share, partitions to give back, and partitions to try, in order."""
+    """What one look decided: partitions to give back, and partitions to try, in order."""
 
-    share: int
     give_back: list[int]
     try_order: list[int]
     wanted: int  # how many of ``try_order`` to take
@@ -127,8 +126,8 @@ class GroupMembership:
         share = fair_share(views, me, partition_count)
         returned = give_back(held, share)
         if returned or len(held) >= share:
-            return Plan(share, returned, [], 0)
-        return Plan(share, [], candidates(views, me, partition_count, held), share - len(held))
+            return Plan(returned, [], 0)
+        return Plan([], candidates(views, me, partition_count, held), share - len(held))
 
     def acquire(self, plan: Plan) -> list[int]:
         """Take the free partitions the plan tries, up to what it wants; the ones taken."""
