@@ -149,8 +149,7 @@ class PartitionFollower:
         if self.local:
             self._drop_watches()
         elif self._folder_watch is None:
-            self._folder_watch = self._notifier.watch(self.reader.directory, folder_suffix=_INDEX_SUFFIX)
-            self._notifier.subscribe(self._folder_watch, self._waiter)
+            self._folder_watch = self._notifier.watch(self.reader.directory, self._waiter, folder_suffix=_INDEX_SUFFIX)
 
     @property
     def done(self) -> bool:
@@ -208,12 +207,10 @@ class PartitionFollower:
         if current is None or current.path != path:
             notifier = self._notifier
             if current is not None:
-                notifier.unsubscribe(current, self._waiter)
-                notifier.unwatch(current)
+                notifier.unwatch(current, self._waiter)
                 self._index_watch = None
             if path is not None:
-                watch = notifier.watch(path)
-                notifier.subscribe(watch, self._waiter)
+                watch = notifier.watch(path, self._waiter)
                 self._index_watch = watch
         return base
 
@@ -233,8 +230,7 @@ class PartitionFollower:
     def _drop_watches(self) -> None:
         for watch in (self._index_watch, self._folder_watch):
             if watch is not None:
-                self._notifier.unsubscribe(watch, self._waiter)
-                self._notifier.unwatch(watch)
+                self._notifier.unwatch(watch, self._waiter)
         self._index_watch = self._folder_watch = None
 
 
@@ -247,8 +243,7 @@ class SettingsWatch:
         self._signature = self._stat()
         self._notifier = notifier
         self._waiter = waiter
-        self._watch: Watch | None = notifier.watch(stream.path, folder_suffix=SETTINGS_FILE)
-        notifier.subscribe(self._watch, waiter)
+        self._watch: Watch | None = notifier.watch(stream.path, waiter, folder_suffix=SETTINGS_FILE)
 
     def _stat(self) -> tuple[int, int, int] | None:
         try:
@@ -269,8 +264,7 @@ class SettingsWatch:
     def close(self) -> None:
         """Drop the watch; closing twice is harmless."""
         if self._watch is not None:
-            self._notifier.unsubscribe(self._watch, self._waiter)
-            self._notifier.unwatch(self._watch)
+            self._notifier.unwatch(self._watch, self._waiter)
             self._watch = None
 
 

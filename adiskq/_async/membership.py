@@ -86,8 +86,7 @@ class GroupMembership:
     def join(self) -> None:
         """Become a member (files, then the doorbell's watch); the first look is due at once."""
         self.files.join()
-        watch = self._watch = self._notifier.watch(self.files.members_dir, folder_suffix=RING_SUFFIX)
-        self._notifier.subscribe(watch, self._doorbell)
+        self._watch = self._notifier.watch(self.files.members_dir, self._doorbell, folder_suffix=RING_SUFFIX)
         with _local_lock:
             _local[self._key] = (*_local.get(self._key, ()), self._doorbell)
         self._ring_local()
@@ -152,8 +151,7 @@ class GroupMembership:
         """Give back every lease, leave the group, drop the watch; harmless twice."""
         watch, self._watch = self._watch, None
         if watch is not None:
-            self._notifier.unsubscribe(watch, self._doorbell)
-            self._notifier.unwatch(watch)
+            self._notifier.unwatch(watch, self._doorbell)
         get_exit_watch().unwatch(self._doorbell)
         with _local_lock:
             others = tuple(d for d in _local.get(self._key, ()) if d is not self._doorbell)

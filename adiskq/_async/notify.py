@@ -107,37 +107,44 @@ class Notifier:
 
     # -- watches ---------------------------------------------------------------------------------
 
-    def watch(self, path: str, *, folder_suffix: str | None = None) -> Watch:
-        """Watch a file for writes, or (with ``folder_suffix``) a folder for new entries so named.
+    def watch(self, path: str, waiter: Waiter, *, folder_suffix: str | None = None) -> Watch:
+        """Wake ``waiter`` on writes to a file, or (with ``folder_suffix``) on new entries so named
+        in a folder, until ``unwatch``.
 
         A path that cannot be watched (gone already, watch limit reached) gets a watch that never
         fires: the poll covers it.
         """
         with self._lock:
             watch = self._by_path.get(path)
-            if watch is not None:
+            if watch is None:
+                watch = self._by_path[path] = self._add_watch(path, folder_suffix)
+            else:
                 watch.refs += 1
-                return watch
-            native = None
-            if self._inotify is not None:
-                if folder_suffix is None:
-                    mask = asyncinotify.Mask.MODIFY
-                else:
-                    mask = asyncinotify.Mask.CREATE | asyncinotify.Mask.MOVED_TO | asyncinotify.Mask.ONLYDIR
-                try:
-                    native = self._inotify.add_watch(path, mask)
-                except OSError as error:
-                    level = logging.DEBUG if error.errno == errno.ENOENT else logging.WARNING
-                    logger.log(level, "adiskq: cannot watch %s (%s); polling it", path, error)
-            watch = Watch(path, folder_suffix, native)
-            self._by_path[path] = watch
-            if native is not None:
-                self._by_wd[native.wd] = watch
+            watch.waiters = (*watch.waiters, waiter)
             return watch
 
-    def unwatch(self, watch: Watch) -> None:
-        """Drop one reference to the watch; the last one removes it from the kernel."""
+    def _add_watch(self, path: str, folder_suffix: str | None) -> Watch:
+        """A new watch of ``path`` (under the lock)."""
+        native = None
+        if self._inotify is not None:
+            if folder_suffix is None:
+                mask = asyncinotify.Mask.MODIFY
+            else:
+                mask = asyncinotify.Mask.CREATE | asyncinotify.Mask.MOVED_TO | asyncinotify.Mask.ONLYDIR
+            try:
+                native = self._inotify.add_watch(path, mask)
+            except OSError as error:
+                level = logging.DEBUG if error.errno == errno.ENOENT else logging.WARNING
+                logger.log(level, "adiskq: cannot watch %s (%s); polling it", path, error)
+        watch = Watch(path, folder_suffix, native)
+        if native is not None:
+            self._by_wd[native.wd] = watch
+        return watch
+
+    def unwatch(self, watch: Watch, waiter: Waiter) -> None:
+        """Stop waking ``waiter`` on the watch's events; the last one to go removes it from the kernel."""
         with self._lock:
+            watch.waiters = tuple(w for w in watch.waiters if w is not waiter)
             watch.refs -= 1
             if watch.refs > 0 or self._by_path.get(watch.path) is not watch:
                 return
@@ -150,16 +157,6 @@ class Notifier:
                 del self._by_wd[wd]
             with contextlib.suppress(OSError, ValueError):  # the kernel drops watches of deleted files
                 self._inotify.rm_watch(native)  # type: ignore[arg-type]
-
-    def subscribe(self, watch: Watch, waiter: Waiter) -> None:
-        """Wake ``waiter`` on the watch's events."""
-        with self._lock:
-            watch.waiters = (*watch.waiters, waiter)
-
-    def unsubscribe(self, watch: Watch, waiter: Waiter) -> None:
-        """Stop waking ``waiter`` on the watch's events."""
-        with self._lock:
-            watch.waiters = tuple(w for w in watch.waiters if w is not waiter)
 
     # -- waiting ---------------------------------------------------------------------------------
 
