@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 from collections.abc import Sequence
@@ -97,6 +98,24 @@ def pread_exact(fd: int, size: int, position: int) -> bytes:
         parts.append(more)
         got += len(more)
     return b"".join(parts)
+
+
+def dir_mode(file_mode: int) -> int:
+    """The mode of a folder whose files get ``file_mode``: x wherever they have r."""
+    return file_mode | ((file_mode & 0o444) >> 2)
+
+
+def flock_held(fd: int) -> bool:
+    """True while someone holds the file's exclusive ``flock`` (probed with a shared one for an
+    instant, which only an exclusive holder refuses)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as error:
+        if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return True
+        raise
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
 
 
 def read_file(path: str) -> bytes | None:

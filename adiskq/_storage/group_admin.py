@@ -9,13 +9,11 @@ same lock (``offsets.update_offsets``), so it never interleaves with a member's 
 
 from __future__ import annotations
 
-import errno
-import fcntl
-import json
 import os
 from collections.abc import Iterator, Mapping
 
-from .files import DEFAULT_FILE_MODE
+from .files import DEFAULT_FILE_MODE, flock_held
+from .lock import describe_holder, read_holder
 from .offsets import LOCK_FILE, OFFSETS_FILE, group_dir, update_offsets
 
 __all__ = ["holders", "set_offsets"]
@@ -29,17 +27,6 @@ def _lease_files(directory: str) -> Iterator[str]:
             yield os.path.join(root, name)
 
 
-def _describe(fd: int) -> str:
-    raw = os.pread(fd, 4096, 0)
-    try:
-        info = json.loads(raw)
-    except ValueError:
-        return "a member"
-    if not isinstance(info, dict) or "pid" not in info:
-        return "a member"
-    return f"pid {info.get('pid')} on host {info.get('host', '?')!r}"
-
-
 def holders(stream_path: str, name: str) -> list[tuple[str, str]]:
     """``(lease file, holder)`` for every lease of the group that a live member holds now."""
     held: list[tuple[str, str]] = []
@@ -49,14 +36,11 @@ def holders(stream_path: str, name: str) -> list[tuple[str, str]]:
         except OSError:
             continue
         try:
-            try:
-                # A shared lock for an instant: it fails only while someone holds the file exclusively.
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except OSError as error:
-                if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    held.append((path, _describe(fd)))
-                continue
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            if flock_held(fd):
+                info = read_holder(fd)
+                held.append((path, (describe_holder(info) if info and "pid" in info else None) or "a member"))
+        except OSError:
+            continue
         finally:
             os.close(fd)
     return held

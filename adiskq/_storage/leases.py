@@ -34,7 +34,7 @@ from typing import Final
 from .._sansio.assignment import MemberView
 from .._sansio.naming import partition_dir_name
 from .._sansio.values import GroupMember
-from .files import DEFAULT_FILE_MODE, pread_exact, write_all
+from .files import DEFAULT_FILE_MODE, dir_mode, flock_held, pread_exact, write_all
 from .offsets import ensure_group_dir, group_dir
 
 __all__ = ["LEASES_DIR", "MEMBERS_DIR", "RING_SUFFIX", "Membership", "read_members"]
@@ -47,18 +47,6 @@ LEASE_SUFFIX: Final = ".lease"
 _ID_LENGTH: Final = 32  # uuid4().hex
 _STALE_TEMPORARY_NS: Final = 60 * 10**9  # a joiner renames its file within microseconds
 _FLAGS: Final = os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _probe_alive(fd: int) -> bool:
-    """True while someone holds the file's exclusive flock (a shared one cannot be had)."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as error:
-        if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            return True
-        raise
-    fcntl.flock(fd, fcntl.LOCK_UN)
-    return False
 
 
 def _parse_member(raw: bytes, member_id: str) -> GroupMember | None:
@@ -95,7 +83,7 @@ def _live_members(members_dir: str, *, delete_dead: bool) -> list[GroupMember]:
         except OSError:  # gone meanwhile (it left), or not ours to read
             continue
         try:
-            if _probe_alive(fd):
+            if flock_held(fd):
                 member = _parse_member(pread_exact(fd, 4096, 0), member_id)
                 if member is not None:
                     live.append(member)
@@ -115,7 +103,7 @@ def _delete_stale_temporary(path: str) -> None:
             return
         fd = os.open(path, os.O_RDONLY | _FLAGS)
         try:
-            if not _probe_alive(fd):
+            if not flock_held(fd):
                 os.unlink(path)
         finally:
             os.close(fd)
@@ -210,7 +198,7 @@ class Membership:
         if self._member_fd is not None:
             return
         ensure_group_dir(self.stream_path, self.name, durable=True, mode=self.mode)
-        folder_mode = self.mode | ((self.mode & 0o444) >> 2)  # a folder needs x wherever its files have r
+        folder_mode = dir_mode(self.mode)
         for folder in (self.members_dir, self.leases_dir):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(folder, folder_mode)

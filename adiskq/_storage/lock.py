@@ -18,9 +18,9 @@ import uuid
 from typing import Final
 
 from .._sansio.naming import OWNER_FILE
-from .files import DEFAULT_FILE_MODE, pread_exact, write_all
+from .files import DEFAULT_FILE_MODE, flock_held, pread_exact, write_all
 
-__all__ = ["OwnerLock", "describe_holder", "owner_text", "read_owner"]
+__all__ = ["OwnerLock", "describe_holder", "owner_text", "read_holder", "read_owner"]
 
 # stats() probes the lock with a shared flock for an instant; a producer that loses that race
 # tries again this many times, a millisecond apart, before calling the stream locked.
@@ -34,7 +34,8 @@ def describe_holder(info: dict[str, object] | None) -> str | None:
     return f"pid {info.get('pid')} on host {info.get('host')!r}"
 
 
-def _read_info(fd: int) -> dict[str, object] | None:
+def read_holder(fd: int) -> dict[str, object] | None:
+    """The ``{"pid", "host", ...}`` a lock holder wrote into its file (owner, lease), or None."""
     raw = pread_exact(fd, 4096, 0)
     try:
         info = json.loads(raw)
@@ -51,7 +52,7 @@ def owner_text(stream_path: str) -> dict[str, object] | None:
     except OSError:
         return None
     try:
-        return _read_info(fd)
+        return read_holder(fd)
     except OSError:
         return None
     finally:
@@ -65,12 +66,7 @@ def read_owner(stream_path: str) -> dict[str, object] | None:
     except FileNotFoundError:
         return None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read_info(fd) or {}
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
+        return (read_holder(fd) or {}) if flock_held(fd) else None
     finally:
         os.close(fd)
 

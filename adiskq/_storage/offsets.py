@@ -19,7 +19,7 @@ from typing import Final
 
 from .._errors import CorruptStreamError
 from .._sansio.naming import GROUPS_DIR, validate_group_name
-from .files import DEFAULT_FILE_MODE, atomic_write_json, fsync_dir, read_json
+from .files import DEFAULT_FILE_MODE, atomic_write_json, dir_mode, fsync_dir, read_json
 
 __all__ = [
     "OFFSETS_FILE",
@@ -79,7 +79,7 @@ def ensure_group_dir(stream_path: str, name: str, *, durable: bool, mode: int) -
     directory = group_dir(stream_path, name)
     if not os.path.isdir(directory):
         groups = os.path.dirname(directory)
-        folder_mode = mode | ((mode & 0o444) >> 2)  # a folder needs x wherever its files have r
+        folder_mode = dir_mode(mode)
         for folder in (groups, directory):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(folder, folder_mode)

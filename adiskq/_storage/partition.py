@@ -30,7 +30,7 @@ from .._sansio.naming import DATA, INDEX, KEYINDEX, SEGMENT_EXTENSIONS, TIMEINDE
 from .._sansio.retention import SegmentInfo
 from .._sansio.values import Message, PartitionStats, SegmentRepair, VacuumReport, ns_from_datetime
 from . import keyindex
-from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, read_file
+from .files import DEFAULT_FILE_MODE, dir_mode, fsync_dir, open_read, pread_exact, read_file
 from .recovery import recover_segment
 from .segment import (
     INDEX_ENTRY_BYTES,
@@ -177,7 +177,7 @@ class PartitionWriter:
         skipped, because nothing has written to them since they were fsynced. ``key_index`` keeps
         a key index: missing or malformed ones of sealed segments are rebuilt here.
         """
-        dir_mode = mode | ((mode & 0o444) >> 2)  # a folder needs x wherever its files have r
+        folder_mode = dir_mode(mode)
         if os.path.islink(directory):
             raise CorruptStreamError(
                 f"{directory} should be partition {partition}'s folder but is a symbolic link: adiskq "
@@ -189,7 +189,7 @@ class PartitionWriter:
                 "move it away (nothing was changed)"
             )
         if not os.path.isdir(directory):
-            os.mkdir(directory, dir_mode)
+            os.mkdir(directory, folder_mode)
             fsync_dir(os.path.dirname(directory))
         repairs: list[SegmentRepair] = []
         files = list_segment_files(directory)

@@ -34,7 +34,7 @@ from .._sansio.naming import (
 )
 from .._sansio.retention import DiskUsage, plan_vacuum
 from .._sansio.values import RecoveryReport, Retention, SegmentRepair, VacuumReport
-from .files import DEFAULT_FILE_MODE, atomic_write_json, fsync_dir, read_json
+from .files import DEFAULT_FILE_MODE, atomic_write_json, dir_mode, fsync_dir, read_json
 from .lock import OwnerLock
 from .partition import PartitionReader, PartitionWriter
 from .segment import SegmentFileState
@@ -202,7 +202,7 @@ class StreamWriter:
         if os.path.lexists(path) and not os.path.isdir(path):
             raise NotAStreamError(path, "it is a file, not a folder")
         if not os.path.exists(path):
-            os.makedirs(path, mode=mode | ((mode & 0o444) >> 2), exist_ok=True)
+            os.makedirs(path, mode=dir_mode(mode), exist_ok=True)
             fsync_dir(os.path.dirname(path))
         cls._refuse_foreign_folder(path)
 
@@ -256,7 +256,7 @@ class StreamWriter:
         if os.path.lexists(parts_dir) and not os.path.isdir(parts_dir):
             raise CorruptStreamError(f"{parts_dir} should be the partitions' folder but is not a folder; move it away")
         if not os.path.isdir(parts_dir):
-            os.mkdir(parts_dir, mode | ((mode & 0o444) >> 2))
+            os.mkdir(parts_dir, dir_mode(mode))
             fsync_dir(path)
         clean_close = load_clean_close(path)
         opened: list[PartitionWriter] = []
