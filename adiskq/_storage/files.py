@@ -139,23 +139,19 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def atomic_write_json(path: str, value: object, *, mode: int = DEFAULT_FILE_MODE, durable: bool = True) -> None:
-    """Replace ``path`` with ``value`` as JSON: readers see the old or the new file, never a torn one."""
+def atomic_write(path: str, data: bytes, *, mode: int = DEFAULT_FILE_MODE, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` through a temporary file renamed over it: readers see the old
+    or the new file, never a torn one (and one that has the old file open or mapped keeps it)."""
     directory = os.path.dirname(path) or "."
     temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    data = (json.dumps(value, indent=2, sort_keys=True) + "\n").encode()
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, mode)
     try:
-        write_all(fd, data)
-        if durable:
-            os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    os.close(fd)
-    try:
+        try:
+            write_all(fd, data)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -163,6 +159,11 @@ def atomic_write_json(path: str, value: object, *, mode: int = DEFAULT_FILE_MODE
         raise
     if durable:
         fsync_dir(directory)
+
+
+def atomic_write_json(path: str, value: object, *, mode: int = DEFAULT_FILE_MODE, durable: bool = True) -> None:
+    """Replace ``path`` with ``value`` as JSON, as ``atomic_write`` does."""
+    atomic_write(path, (json.dumps(value, indent=2, sort_keys=True) + "\n").encode(), mode=mode, durable=durable)
 
 
 def read_json(path: str) -> object:

@@ -56,7 +56,7 @@ from typing import Final, NamedTuple
 from crc32c import crc32c
 
 from .._sansio.naming import KEYINDEX, segment_file_name
-from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, write_all
+from .files import DEFAULT_FILE_MODE, atomic_write, open_read, pread_exact, write_all
 
 __all__ = [
     "ENTRY_BYTES",
@@ -313,21 +313,7 @@ def write_sealed_file(path: str, column: bytes, *, mode: int = DEFAULT_FILE_MODE
     Written to a temporary file and renamed over the old one, so a reader that has the old file
     mapped keeps reading it (it is never cut under a mapping).
     """
-    directory = os.path.dirname(path)
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    try:
-        try:
-            write_all(fd, column + sealed_tail(column))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    fsync_dir(directory)
+    atomic_write(path, column + sealed_tail(column), mode=mode)
 
 
 # -- reading a sealed index ------------------------------------------------------------------------
