@@ -20,7 +20,6 @@ import dataclasses
 import datetime as dt
 import os
 import struct
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
@@ -39,6 +38,7 @@ from .segment import (
     SegmentFileState,
     SegmentReader,
     SegmentWriter,
+    entry_columns,
     segment_path,
 )
 
@@ -72,11 +72,14 @@ def _file_size(path: str) -> int:
         return 0
 
 
+def _entry_count(directory: str, base: int) -> int:
+    """Whole entries in a segment's ``.index``: its committed messages (0 once vacuumed)."""
+    return _file_size(segment_path(directory, base, INDEX)) // INDEX_ENTRY_BYTES
+
+
 def _timestamps(raw: bytes) -> array.array[int]:
-    """The timestamps of a ``.timeindex`` buffer (every second int64)."""
-    values = array.array("q")
-    values.frombytes(raw[: len(raw) - len(raw) % TIMEINDEX_ENTRY_BYTES])
-    return values[1::2]
+    """The timestamps of a ``.timeindex`` buffer."""
+    return entry_columns(raw, "q", 2)[1]
 
 
 def _ensure_sealed_key_index(directory: str, partition: int, base: int, mode: int) -> list[SegmentRepair]:
@@ -85,7 +88,7 @@ def _ensure_sealed_key_index(directory: str, partition: int, base: int, mode: in
     Only the trailer and sizes are checked here (a few bytes a segment); readers check the CRC.
     """
     path = segment_path(directory, base, KEYINDEX)
-    entries = _file_size(segment_path(directory, base, INDEX)) // INDEX_ENTRY_BYTES
+    entries = _entry_count(directory, base)
     problem = keyindex.sealed_problem(path, entries, check_crc=False)
     if problem is None:
         return []
@@ -118,11 +121,7 @@ def _index_positions(directory: str, base: int, entries: int) -> array.array[int
         raw = pread_exact(fd, entries * INDEX_ENTRY_BYTES, 0)
     finally:
         os.close(fd)
-    values = array.array("Q")
-    values.frombytes(raw[: len(raw) - len(raw) % INDEX_ENTRY_BYTES])
-    if sys.byteorder == "big":  # pragma: no cover - big-endian hosts
-        values.byteswap()
-    return values[1::3]
+    return entry_columns(raw, "Q", 3)[1]
 
 
 @dataclasses.dataclass(slots=True)
@@ -279,7 +278,7 @@ class PartitionWriter:
 
     @staticmethod
     def _describe_sealed(directory: str, base: int) -> _SealedSegment:
-        entries = _file_size(segment_path(directory, base, INDEX)) // INDEX_ENTRY_BYTES
+        entries = _entry_count(directory, base)
         size = sum(_file_size(segment_path(directory, base, extension)) for extension in SEGMENT_EXTENSIONS)
         return _SealedSegment(base, base + entries, size)
 
@@ -435,7 +434,7 @@ class PartitionReader:
         if not bases:
             return 0, 0
         last = bases[-1]
-        entries = _file_size(segment_path(self.directory, last, INDEX)) // INDEX_ENTRY_BYTES
+        entries = _entry_count(self.directory, last)
         return bases[0], last + entries
 
     def cursor(self, offset: int) -> PartitionCursor:
@@ -480,7 +479,7 @@ class PartitionReader:
             if raw is None:
                 continue  # vacuumed meanwhile
             # Only entries the index already covers are committed.
-            committed = _file_size(segment_path(self.directory, base, INDEX)) // INDEX_ENTRY_BYTES
+            committed = _entry_count(self.directory, base)
             stamps = _timestamps(raw[: committed * TIMEINDEX_ENTRY_BYTES])
             if len(stamps) < committed:  # the active segment's last time entries are still buffered
                 stamps.extend(self._record_timestamps(base, base + len(stamps), base + committed))
@@ -535,7 +534,7 @@ class PartitionReader:
 
     def _find_in_segment(self, base: int, key: bytes, hash_value: int, *, sealed: bool) -> Iterator[Message]:
         """The messages of one segment with this key, in offset order."""
-        entries = _file_size(segment_path(self.directory, base, INDEX)) // INDEX_ENTRY_BYTES
+        entries = _entry_count(self.directory, base)
         if not entries:
             return
         path = segment_path(self.directory, base, KEYINDEX)
@@ -570,7 +569,7 @@ class PartitionReader:
         size = sum(_file_size(segment_path(self.directory, b, e)) for b in files for e in files[b])
         if not bases:
             return PartitionStats(self.partition, 0, 0, 0, size, None, None)
-        counts = [_file_size(segment_path(self.directory, b, INDEX)) // INDEX_ENTRY_BYTES for b in bases]
+        counts = [_entry_count(self.directory, b) for b in bases]
         oldest_ts = newest_ts = None
         for base, count in zip(bases, counts, strict=True):
             if count:
@@ -623,11 +622,7 @@ def _search_data(segment: SegmentReader, key: bytes, first: int, end: int) -> li
         raw = segment.read_index(chunk_first, min(_SEARCH_CHUNK, end - chunk_first))
         if not raw:
             break
-        columns = array.array("Q")
-        columns.frombytes(raw)
-        if sys.byteorder == "big":  # pragma: no cover - big-endian hosts
-            columns.byteswap()
-        positions, sizes = columns[1::3], columns[2::3]
+        _, positions, sizes = entry_columns(raw, "Q", 3)
         start, stop = positions[0], positions[-1] + sizes[-1]
         data = segment.read_data(start, stop - start)
         matches = keyindex.data_key_matches(data, positions, key, origin=start)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import array
 import os
 import struct
-import sys
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -33,7 +32,7 @@ from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX
 from .._sansio.values import SegmentRepair
 from . import keyindex
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, read_file
-from .segment import INDEX_ENTRY, TIMEINDEX_ENTRY, segment_path
+from .segment import INDEX_ENTRY, TIMEINDEX_ENTRY, entry_columns, segment_path
 
 __all__ = ["RecoveredSegment", "ScanResult", "recover_segment"]
 
@@ -72,15 +71,6 @@ def _scan_data(path: str, max_record_bytes: int) -> tuple[ScanResult, bytes]:
     if problem is None and scanned.end != len(data):
         problem = "the last record is incomplete (torn write)"
     return ScanResult(scanned, scanned.end, len(data), problem), data
-
-
-def _columns(raw: bytes, typecode: str, width: int) -> list[array.array[int]]:
-    """The columns of a file of ``width`` little-endian 64-bit integers per entry (whole entries only)."""
-    values = array.array(typecode)
-    values.frombytes(raw[: len(raw) - len(raw) % (8 * width)])
-    if sys.byteorder == "big":
-        values.byteswap()
-    return [values[column::width] for column in range(width)]
 
 
 def _agreeing_count(existing: list[array.array[int]], expected: list[array.array[int]]) -> int:
@@ -136,7 +126,7 @@ def _repair_derived_file(
         _rewrite_tail(path, 0, b"".join(map(entry.pack, *expected)), mode)
         repairs.append(SegmentRepair(partition, base_offset, f"recreated missing .{describe} ({count} entries)"))
         return True
-    keep = _agreeing_count(_columns(existing, typecode, width), [array.array(typecode, c) for c in expected])
+    keep = _agreeing_count(entry_columns(existing, typecode, width), [array.array(typecode, c) for c in expected])
     existing_entries, partial = divmod(len(existing), entry_size)
     if keep == existing_entries == count and not partial:
         return False

@@ -26,10 +26,12 @@ when ``.data`` appeared before ``.index``).
 
 from __future__ import annotations
 
+import array
 import contextlib
 import itertools
 import os
 import struct
+import sys
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
@@ -52,6 +54,7 @@ __all__ = [
     "SegmentReader",
     "SegmentWriter",
     "count_within",
+    "entry_columns",
     "open_for_reading",
     "segment_path",
 ]
@@ -83,6 +86,17 @@ def count_within(entries: bytes | memoryview, count: int, start: int, max_bytes:
 def segment_path(directory: str, base_offset: int, extension: str) -> str:
     """The path of one file of a segment."""
     return os.path.join(directory, segment_file_name(base_offset, extension))
+
+
+def entry_columns(raw: bytes, typecode: str, width: int) -> list[array.array[int]]:
+    """The columns of index entries of ``width`` little-endian 64-bit integers each (``typecode``
+    ``"Q"`` or ``"q"``; whole entries only): ``.index`` has 3 (offset, position, size),
+    ``.timeindex`` 2 (offset, timestamp)."""
+    values = array.array(typecode)
+    values.frombytes(raw[: len(raw) - len(raw) % (8 * width)])
+    if sys.byteorder == "big":  # pragma: no cover - big-endian hosts
+        values.byteswap()
+    return [values[column::width] for column in range(width)]
 
 
 def open_for_reading(directory: str, base_offset: int) -> tuple[int, int]:
