@@ -183,8 +183,13 @@ class StreamWriter:
         key_index: bool | None = None,
         mode: int = DEFAULT_FILE_MODE,
         lock_timeout: float = 0.0,
+        trust_clean_close: bool = True,
     ) -> StreamWriter:
-        """Open (or create) the stream for writing; blocks up to ``lock_timeout`` for the lock."""
+        """Open (or create) the stream for writing; blocks up to ``lock_timeout`` for the lock.
+
+        ``trust_clean_close=False`` checks every active segment record by record even where the
+        last producer's clean close says its files are unchanged (a repair looking for bit rot).
+        """
         path = os.path.abspath(os.fspath(path))
         overrides: dict[str, object] = {}
         if partitions is not None:
@@ -214,7 +219,7 @@ class StreamWriter:
                     raise StreamLockedError(path, lock.holder())
                 time.sleep(_LOCK_POLL_SECONDS)
             try:
-                return cls._open_locked(path, lock, overrides, mode)
+                return cls._open_locked(path, lock, overrides, mode, trust_clean_close)
             except BaseException:
                 lock.release()
                 raise
@@ -238,7 +243,9 @@ class StreamWriter:
             raise NotAStreamError(path, f"the folder holds {shown} but no settings.json")
 
     @classmethod
-    def _open_locked(cls, path: str, lock: OwnerLock, overrides: dict[str, object], mode: int) -> StreamWriter:
+    def _open_locked(
+        cls, path: str, lock: OwnerLock, overrides: dict[str, object], mode: int, trust_clean_close: bool
+    ) -> StreamWriter:
         # Settings again, now that no other producer can change them.
         cls._refuse_foreign_folder(path)
         stored = load_settings(path)
@@ -258,7 +265,7 @@ class StreamWriter:
         if not os.path.isdir(parts_dir):
             os.mkdir(parts_dir, dir_mode(mode))
             fsync_dir(path)
-        clean_close = load_clean_close(path)
+        clean_close = load_clean_close(path) if trust_clean_close else {}
         opened: list[PartitionWriter] = []
         repairs: list[SegmentRepair] = []
         try:

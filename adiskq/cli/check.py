@@ -154,22 +154,13 @@ def repair_stream(stream_path: str, problems: list[Problem]) -> list[str]:
                 os.unlink(problem.path)
             removed.append(f"{problem.path}: removed the damaged key index, to be rebuilt from .data")
     try:
-        writer = StreamWriter.open(stream_path)
+        # Every active segment checked record by record, also one a clean close vouches for: damage
+        # that kept a file's size and time stamp (bit rot) is what check may have found there.
+        writer = StreamWriter.open(stream_path, trust_clean_close=False)
     except StreamLockedError as error:
         raise _locked(stream_path, error.holder) from None
     changed = removed + [str(repair) for repair in writer.recovery.repairs]
     try:
-        # After a clean close the producer's open trusts an active segment whose size and time stamp
-        # are as that close left them; damage that kept both (bit rot) is recovered here, under the lock.
-        skipped = set(writer.recovery.clean_partitions)
-        for partition in sorted({p.partition for p in problems if p.fix == "recovery" and p.partition in skipped}):
-            if partition is None:
-                continue
-            active = writer.partitions[partition]
-            _, repairs = recover_segment(
-                active.directory, partition, active.active.base_offset, max_record_bytes=DEFAULT_MAX_RECORD_BYTES
-            )
-            changed.extend(str(repair) for repair in repairs)
         rebuild = {(p.partition, p.segment) for p in problems if p.fix == "rebuild"}
         for partition, base in sorted((p, b) for p, b in rebuild if p is not None and b is not None):
             directory = writer.partitions[partition].directory
