@@ -10,6 +10,7 @@ import pytest
 from helpers.cli import fill, invoke, run
 
 import adiskq
+import adiskq._storage.api
 
 COMMANDS = ["write", "read", "stats", "vacuum", "check", "groups", "offsets"]
 
@@ -101,10 +102,10 @@ def test_an_unexpected_exception_is_reported_as_a_bug(stream_path: str, monkeypa
     """An exception adiskq did not expect is still one line, naming it and asking for --debug."""
     fill(stream_path, [b"one"])
 
-    def broken(path: str) -> None:
+    def broken(path: str, **options: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(adiskq, "stats", broken)
+    monkeypatch.setattr(adiskq._storage.api, "stream_stats", broken)
     result = invoke("stats", stream_path)
     assert result.exit_code == 1
     assert result.stderr.strip() == (
@@ -117,10 +118,10 @@ def test_ctrl_c_ends_with_status_130_quietly(stream_path: str, monkeypatch: pyte
     """An interrupt ends the command with the shell's status for SIGINT and no traceback."""
     fill(stream_path, [b"one"])
 
-    def interrupted(path: str) -> None:
+    def interrupted(path: str, **options: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(adiskq, "stats", interrupted)
+    monkeypatch.setattr(adiskq._storage.api, "stream_stats", interrupted)
     result = invoke("stats", stream_path)
     assert result.exit_code == 130
     assert result.stderr == ""

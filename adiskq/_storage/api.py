@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Mapping
 
-from .._errors import InvalidArgumentError, OffsetOutOfRangeError
+from .._errors import CorruptStreamError, InvalidArgumentError, OffsetOutOfRangeError
 from .._sansio.naming import partition_for_key
 from .._sansio.values import Message, StreamStats, ns_from_datetime
 from .leases import read_members
@@ -13,7 +14,7 @@ from .lock import read_owner
 from .offsets import list_groups, load_offsets
 from .stream import StreamReader, load_recovery_report
 
-__all__ = ["find", "offset_for_time", "read", "stats"]
+__all__ = ["find", "offset_for_time", "read", "stats", "stream_stats"]
 
 
 def read(path: str | os.PathLike[str], partition: int, offset: int) -> Message:
@@ -40,10 +41,23 @@ def offset_for_time(path: str | os.PathLike[str], partition: int, when: dt.datet
 
 def stats(path: str | os.PathLike[str]) -> StreamStats:
     """Partitions, owner, named groups (committed offsets, live members) and the last recovery of a stream."""
+    return stream_stats(path)
+
+
+def stream_stats(path: str | os.PathLike[str], *, broken_groups: dict[str, str] | None = None) -> StreamStats:
+    """``stats``; with ``broken_groups``, a group whose offsets cannot be read is left out and why
+    is put there, instead of raising ``CorruptStreamError`` (a tool must still show the partitions)."""
     stream = StreamReader.open(path)
     partitions = [stream.partition(number).stats() for number in range(stream.partition_count)]
     names = list_groups(stream.path)
-    groups = {name: load_offsets(stream.path, name) for name in names}
+    groups: dict[str, Mapping[int, int]] = {}
+    for name in names:
+        try:
+            groups[name] = load_offsets(stream.path, name)
+        except CorruptStreamError as error:
+            if broken_groups is None:
+                raise
+            broken_groups[name] = str(error)
     members = {name: tuple(read_members(stream.path, name)) for name in names}
     return StreamStats(
         path=stream.path,

@@ -170,17 +170,10 @@ def stats(path: str, as_json: bool) -> None:
       adiskq stats orders
       adiskq stats orders --json | jq '.partitions[].next_offset'
     """
-    import adiskq
+    from .._storage.api import stream_stats
 
-    from .._errors import CorruptStreamError
-
-    broken: dict[str, str] = {}
-    try:
-        info = adiskq.stats(os.fspath(path))
-    except CorruptStreamError:
-        # A damaged groups/NAME/offsets.json must not hide the partitions; a damaged settings.json
-        # raises again here, and that is the error to show.
-        info, broken = _stats_around_broken_groups(os.fspath(path))
+    broken: dict[str, str] = {}  # a damaged groups/NAME/offsets.json must not hide the partitions
+    info = stream_stats(os.fspath(path), broken_groups=broken)
     if as_json:
         document = stats_json(info)
         if broken:
@@ -192,31 +185,3 @@ def stats(path: str, as_json: bool) -> None:
             warn(f"group {name}: {why}")
     if broken:
         raise click.exceptions.Exit(1)
-
-
-def _stats_around_broken_groups(path: str) -> tuple[StreamStats, dict[str, str]]:
-    """What ``adiskq.stats`` gives, with the groups whose offsets cannot be read left out, and why."""
-    from .._errors import CorruptStreamError
-    from .._sansio.values import StreamStats
-    from .._storage.leases import read_members
-    from .._storage.lock import read_owner
-    from .._storage.offsets import list_groups, load_offsets
-    from .._storage.stream import StreamReader, load_recovery_report
-
-    stream = StreamReader.open(path)
-    groups: dict[str, Mapping[int, int]] = {}
-    broken: dict[str, str] = {}
-    for name in list_groups(stream.path):
-        try:
-            groups[name] = load_offsets(stream.path, name)
-        except CorruptStreamError as error:
-            broken[name] = str(error)
-    info = StreamStats(
-        path=stream.path,
-        partitions=[stream.partition(p).stats() for p in range(stream.partition_count)],
-        owner=read_owner(stream.path),
-        groups=groups,
-        last_recovery=load_recovery_report(stream.path),
-        members={name: tuple(read_members(stream.path, name)) for name in list_groups(stream.path)},
-    )
-    return info, broken
