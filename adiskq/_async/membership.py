@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-import threading
 import time
 
 from .._sansio.assignment import MemberView, candidates, fair_share, give_back
@@ -26,10 +25,6 @@ from .exits import get_exit_watch
 from .notify import Notifier, Watch
 
 __all__ = ["GroupMembership", "Plan"]
-
-_GroupKey = tuple[str, str]  # (real path of the stream, group name)
-_local: dict[_GroupKey, tuple[_Doorbell, ...]] = {}
-_local_lock = threading.Lock()
 
 
 class _Doorbell(wakeup.Waiter):
@@ -71,7 +66,7 @@ class GroupMembership:
         waiter: wakeup.Waiter,
     ) -> None:
         self.files = Membership(stream_path, name, exclusive=exclusive)
-        self._key: _GroupKey = (os.path.realpath(stream_path), name)
+        self._key = ("group", os.path.realpath(stream_path), name)  # in wakeup's registry
         self.rebalance_interval = rebalance_interval
         self._notifier = notifier
         self._doorbell = _Doorbell(waiter)
@@ -87,15 +82,13 @@ class GroupMembership:
         """Become a member (files, then the doorbell's watch); the first look is due at once."""
         self.files.join()
         self._watch = self._notifier.watch(self.files.members_dir, self._doorbell, folder_suffix=RING_SUFFIX)
-        with _local_lock:
-            _local[self._key] = (*_local.get(self._key, ()), self._doorbell)
+        wakeup.register(self._key, self._doorbell)
         self._ring_local()
         self._next_look = 0.0
 
     def _ring_local(self) -> None:
-        for doorbell in _local.get(self._key, ()):
-            if doorbell is not self._doorbell:
-                doorbell.wake()
+        """Wake the members of this process directly (no kernel, no files)."""
+        wakeup.notify_others(self._key, self._doorbell)
 
     def look_soon(self) -> None:
         """Make the next look due now (the partition count changed)."""
@@ -153,12 +146,7 @@ class GroupMembership:
         if watch is not None:
             self._notifier.unwatch(watch, self._doorbell)
         get_exit_watch().unwatch(self._doorbell)
-        with _local_lock:
-            others = tuple(d for d in _local.get(self._key, ()) if d is not self._doorbell)
-            if others:
-                _local[self._key] = others
-            else:
-                _local.pop(self._key, None)
+        wakeup.unregister(self._key, self._doorbell)
         if self.files.joined:
             self.files.leave()
             self._ring_local()

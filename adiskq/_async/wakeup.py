@@ -17,17 +17,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Protocol
 
 import anyio
 import anyio.lowlevel
 
-__all__ = ["PartitionKey", "Waiter", "notify", "register", "unregister"]
+__all__ = ["PartitionKey", "Waiter", "notify", "notify_others", "register", "unregister"]
 
 PartitionKey = tuple[str, int]
 
-_waiters: dict[PartitionKey, list[Waiter]] = {}
+# Waiters by what they wait for: a partition (PartitionKey), or anything else hashable that
+# wakes waiters of one process directly (a group's members: ("group", stream, name)).
+_waiters: dict[Hashable, list[Waiter]] = {}
 _registry_lock = threading.Lock()
 
 
@@ -114,14 +116,21 @@ def notify(key: PartitionKey) -> None:
                 waiter.wake()
 
 
-def register(key: PartitionKey, waiter: Waiter) -> None:
-    """Wake ``waiter`` whenever the partition ``key`` is notified, until ``unregister``."""
+def notify_others(key: Hashable, sender: Waiter) -> None:
+    """Wake every waiter registered under ``key`` except ``sender``."""
+    for waiter in _waiters.get(key, ()):
+        if waiter is not sender and not waiter.fired:
+            waiter.wake()
+
+
+def register(key: Hashable, waiter: Waiter) -> None:
+    """Wake ``waiter`` whenever ``key`` (a partition, usually) is notified, until ``unregister``."""
     with _registry_lock:
         # Copy-on-write: notify() iterates a list no one mutates, from any thread, without a lock.
         _waiters[key] = [*_waiters.get(key, ()), waiter]
 
 
-def unregister(key: PartitionKey, waiter: Waiter) -> None:
+def unregister(key: Hashable, waiter: Waiter) -> None:
     """Stop waking ``waiter`` for ``key``; harmless if it was not registered."""
     with _registry_lock:
         waiters = [w for w in _waiters.get(key, ()) if w is not waiter]
