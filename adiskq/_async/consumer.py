@@ -121,7 +121,7 @@ class PartitionFollower:
             )
         self.partition = partition
         self.reader = reader
-        self.key: wakeup.PartitionKey = (os.path.realpath(stream.path), partition)
+        self.key: wakeup.PartitionKey = (stream.real_path, partition)
         self.position = position
         self.end = end
         self.on_data_loss = on_data_loss

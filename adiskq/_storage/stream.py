@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import shutil
 import time
@@ -365,6 +366,12 @@ class StreamReader:
     def __init__(self, path: str, settings: StreamSettings) -> None:
         self.path = path
         self.settings = settings
+
+    @functools.cached_property
+    def real_path(self) -> str:
+        """The stream's path with symlinks resolved: the name producers and consumers of one
+        process agree on for in-process wake-ups, however each was given the path."""
+        return os.path.realpath(self.path)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> StreamReader:
