@@ -21,7 +21,7 @@ import datetime as dt
 import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
+from typing import Generic, Self, TypeVar
 
 from .._errors import CorruptRecordError, CorruptStreamError, OffsetOutOfRangeError
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
@@ -42,7 +42,14 @@ from .segment import (
     segment_path,
 )
 
-__all__ = ["PartitionCursor", "PartitionReader", "PartitionWriter", "list_segment_files", "open_segment_at"]
+__all__ = [
+    "PartitionCursor",
+    "PartitionReader",
+    "PartitionWriter",
+    "SegmentCursor",
+    "list_segment_files",
+    "open_segment_at",
+]
 
 
 def list_segment_files(directory: str) -> dict[int, set[str]]:
@@ -662,22 +669,25 @@ def open_segment_at(
     return None
 
 
-class PartitionCursor:
-    """Reads one partition in order from an offset, across segment rolls and vacuum.
+_Segment = TypeVar("_Segment", bound=SegmentReader)
 
-    ``read`` returns ``[]`` when caught up. It moves to the next segment only once a segment named
-    by exactly the next offset exists, which the producer creates after the previous segment's last
-    entry: so no message is skipped or read twice at a roll. When vacuum deleted the offset the
-    cursor needs, ``read`` raises ``OffsetOutOfRangeError`` with ``oldest_offset`` set; call
-    ``seek`` to go on from there.
+
+class SegmentCursor(Generic[_Segment]):
+    """Walks one partition's segments in order from an offset, across rolls and vacuum: what
+    ``PartitionCursor`` (messages) and ``columns.RawCursor`` (raw runs) share.
+
+    It moves to the next segment only once a segment named by exactly the next offset exists, which
+    the producer creates after the previous segment's last entry: so no message is skipped or read
+    twice at a roll. When vacuum deleted the offset the cursor needs, a read raises
+    ``OffsetOutOfRangeError`` with ``oldest_offset`` set; call ``seek`` to go on from there.
     """
 
     def __init__(self, partition: PartitionReader, offset: int) -> None:
         self.partition = partition
         self.position = offset
-        self._segment: SegmentReader | None = None
+        self._segment: _Segment | None = None
 
-    def __enter__(self) -> PartitionCursor:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -690,38 +700,50 @@ class PartitionCursor:
 
     def seek(self, offset: int) -> None:
         """Continue reading at ``offset``."""
-        if self._segment is not None:
-            self._segment.close()
-            self._segment = None
+        self.close()
         self.position = offset
 
-    def _open_for_position(self) -> SegmentReader | None:
-        return open_segment_at(self.partition, self.position, lambda base, _sealed: self.partition.open_segment(base))
+    def _open_segment(self, base: int, sealed: bool) -> _Segment:
+        raise NotImplementedError
 
-    def read(self, max_count: int = 1000, max_bytes: int | None = None) -> list[Message]:
-        """Up to ``max_count`` messages from the current position on; ``[]`` when caught up."""
-        segment = self._segment
-        if segment is None:
-            segment = self._segment = self._open_for_position()
-            if segment is None:
-                return []
-        messages = segment.read_messages(self.position, max_count, max_bytes)
-        if messages:
-            self.position += len(messages)
-            return messages
-        # Caught up with this segment: move on only if the next one has started, or if vacuum
-        # deleted this one under us (then the next may be gone too, and reopening finds out).
+    def _current(self) -> _Segment | None:
+        """The segment holding the position, opened if need be; None before the partition has one."""
+        if self._segment is None:
+            self._segment = open_segment_at(self.partition, self.position, self._open_segment)
+        return self._segment
+
+    def _moved_on(self, segment: _Segment) -> bool:
+        """Caught up with ``segment``: True (it is closed) when reading goes on in the next one,
+        which has started, or after vacuum deleted this one under us (reopening finds out where)."""
         next_started = self.position != segment.base_offset and os.path.exists(
             segment_path(self.partition.directory, self.position, INDEX)
         )
-        if next_started or segment.is_deleted():
-            segment.close()
-            self._segment = None
-            return self.read(max_count, max_bytes)
-        return []
+        if not (next_started or segment.is_deleted()):
+            return False
+        self.close()
+        return True
 
     def close(self) -> None:
         """Release the open segment; closing twice is harmless."""
         if self._segment is not None:
             self._segment.close()
             self._segment = None
+
+
+class PartitionCursor(SegmentCursor[SegmentReader]):
+    """Reads one partition's messages in order from an offset (see ``SegmentCursor``); ``read``
+    returns ``[]`` when caught up."""
+
+    def _open_segment(self, base: int, sealed: bool) -> SegmentReader:
+        return self.partition.open_segment(base)
+
+    def read(self, max_count: int = 1000, max_bytes: int | None = None) -> list[Message]:
+        """Up to ``max_count`` messages from the current position on; ``[]`` when caught up."""
+        while (segment := self._current()) is not None:
+            messages = segment.read_messages(self.position, max_count, max_bytes)
+            if messages:
+                self.position += len(messages)
+                return messages
+            if not self._moved_on(segment):
+                break
+        return []

@@ -534,18 +534,23 @@ class SegmentReader:
             )
         return position, size
 
-    def read_messages(self, offset: int, max_count: int, max_bytes: int | None = None) -> list[Message]:
-        """Up to ``max_count`` messages from ``offset`` on (at least one if any, then ``max_bytes``).
+    def locate(
+        self, offset: int, max_count: int, max_bytes: int | None = None
+    ) -> tuple[bytes | memoryview, int, int, int] | None:
+        """The index entries of up to ``max_count`` messages from ``offset`` on (at least one if
+        any, then ``max_bytes``): ``(entries, count, start, end)``, where ``[start, end)`` is the
+        span of ``.data`` they cover; None when there is no message at ``offset`` yet.
 
         Records do not carry their offset, so the first entry used is checked against the one before
         it (or against position 0 at the segment's start): a damaged entry cannot make a read that
-        starts there return another offset's record. Later entries are only used for the length.
+        starts there return another offset's record. And a read never allocates more than ``.data``
+        holds, whatever an entry claims.
         """
         before = 1 if offset > self.base_offset else 0
         entries: bytes | memoryview = self.read_index(offset - before, max_count + before)
         count = len(entries) // INDEX_ENTRY_BYTES - before
         if count <= 0:
-            return []
+            return None
         if before:
             _, previous_position, previous_size = INDEX_ENTRY.unpack_from(entries)
             entries = memoryview(entries)[INDEX_ENTRY_BYTES:]
@@ -566,15 +571,23 @@ class SegmentReader:
             last_position, last_size = self._entry(entries, count - 1, offset + count - 1)
             end = last_position + last_size
         if end < start:
-            raise CorruptRecordError("index entries go backwards", path=self.index_path)
-        if end - start > TRUST_READ_BYTES and end > os.fstat(self._data_fd).st_size:
-            # A damaged entry can claim any size: never allocate more than the file holds.
-            raise CorruptRecordError("the index points past the end of the data", path=self.data_path, position=start)
-        data = pread_exact(self._data_fd, end - start, start)
-        if len(data) != end - start:
             raise CorruptRecordError(
-                "the index points past the end of the data", path=self.data_path, position=start + len(data)
+                "index entries go backwards",
+                path=self.index_path,
+                position=(offset - self.base_offset) * INDEX_ENTRY_BYTES,
             )
+        if end - start > TRUST_READ_BYTES and end > os.fstat(self._data_fd).st_size:
+            raise CorruptRecordError("the index points past the end of the data", path=self.data_path, position=start)
+        return entries[: count * INDEX_ENTRY_BYTES], count, start, end
+
+    def read_messages(self, offset: int, max_count: int, max_bytes: int | None = None) -> list[Message]:
+        """Up to ``max_count`` messages from ``offset`` on (at least one if any, then ``max_bytes``),
+        every record checked (see ``locate`` for the index entries)."""
+        located = self.locate(offset, max_count, max_bytes)
+        if located is None:
+            return []
+        _, count, start, end = located
+        data = self.read_data(start, end - start)
         try:
             return decode_messages(data, self.partition, offset, count, max_record_bytes=self.max_record_bytes)
         except CorruptRecordError as error:
