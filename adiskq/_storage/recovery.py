@@ -24,7 +24,7 @@ from __future__ import annotations
 import array
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from .._sansio.codec import ScannedRecords, scan_columns
@@ -73,13 +73,9 @@ def _scan_data(path: str, max_record_bytes: int) -> tuple[ScanResult, bytes]:
     return ScanResult(scanned, scanned.end, len(data), problem), data
 
 
-def _agreeing_count(existing: list[array.array[int]], expected: list[array.array[int]]) -> int:
-    """How many leading entries agree in every column (compared a column at a time, in C)."""
-
-    def agree(count: int) -> bool:
-        return all(mine[:count] == theirs[:count] for mine, theirs in zip(existing, expected, strict=True))
-
-    whole = min(len(existing[0]), len(expected[0]))
+def _agreeing_prefix(whole: int, agree: Callable[[int], bool]) -> int:
+    """The most leading entries (up to ``whole``) for which ``agree(count)`` holds, found by
+    bisection: a few comparisons of slices, each done in C."""
     if agree(whole):
         return whole
     low, high = 0, whole  # the first disagreeing entry lies in [low, high)
@@ -90,6 +86,15 @@ def _agreeing_count(existing: list[array.array[int]], expected: list[array.array
         else:
             high = middle
     return low
+
+
+def _agreeing_count(existing: list[array.array[int]], expected: list[array.array[int]]) -> int:
+    """How many leading entries agree in every column (compared a column at a time)."""
+
+    def agree(count: int) -> bool:
+        return all(mine[:count] == theirs[:count] for mine, theirs in zip(existing, expected, strict=True))
+
+    return _agreeing_prefix(min(len(existing[0]), len(expected[0])), agree)
 
 
 def _rewrite_tail(path: str, keep_bytes: int, tail: bytes, mode: int) -> None:
@@ -145,16 +150,11 @@ def _repair_derived_file(
 
 
 def _common_entries(existing: bytes, expected: bytes) -> int:
-    """How many leading 4-byte entries two columns share (slices compared in C, by bisection)."""
-    whole = min(len(existing), len(expected)) // keyindex.ENTRY_BYTES
-    low, high = 0, whole  # the answer lies in [low, high]
-    while low < high:
-        middle = (low + high + 1) // 2
-        if existing[: middle * keyindex.ENTRY_BYTES] == expected[: middle * keyindex.ENTRY_BYTES]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
+    """How many leading 4-byte entries two key index columns share."""
+    width = keyindex.ENTRY_BYTES
+    return _agreeing_prefix(
+        min(len(existing), len(expected)) // width, lambda count: existing[: count * width] == expected[: count * width]
+    )
 
 
 def _repair_key_index(
