@@ -7,6 +7,7 @@ import itertools
 import os
 import random
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -31,6 +32,24 @@ class Outcome:
     seconds: float = 0.0
     extra_rss_bytes: int = 0  # memory outside this process that the peer needs (redis-server)
     latencies_ns: list[int] = dataclasses.field(default_factory=list)
+
+
+def threads_timed(work: Callable[[], None], count: int = CONCURRENCY) -> float:
+    """Seconds for ``count`` threads to each run ``work``, timed from the moment they all start."""
+    start = threading.Barrier(count + 1)
+
+    def run() -> None:
+        start.wait()
+        work()
+
+    threads = [threading.Thread(target=run) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
 
 
 def now_ns() -> int:

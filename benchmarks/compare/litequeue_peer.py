@@ -24,6 +24,7 @@ from .common import (
     paced,
     stamped_text,
     texts,
+    threads_timed,
 )
 
 
@@ -66,22 +67,13 @@ def durable32(path: str, count: int) -> Outcome:
     queue = _queue(path, synchronous="FULL")
     lock = threading.Lock()
     per_thread = count // CONCURRENCY
-    start = threading.Barrier(CONCURRENCY + 1)
 
     def producer() -> None:
-        start.wait()
         for text in texts(per_thread):
             with lock:
                 queue.put(text)
 
-    threads = [threading.Thread(target=producer) for _ in range(CONCURRENCY)]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    started = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    seconds = time.perf_counter() - started
+    seconds = threads_timed(producer)
     queue.close()
     return Outcome(seconds)
 

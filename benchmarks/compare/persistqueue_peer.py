@@ -8,14 +8,23 @@ and no batch put). Reading is destructive, as in any queue: ``get`` selects and 
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
 import persistqueue
 from persistqueue.exceptions import Empty
 
-from .common import BATCH_SIZE, CONCURRENCY, POLL_INTERVAL_S, Outcome, latency_of, paced, stamped_value, values
+from .common import (
+    BATCH_SIZE,
+    CONCURRENCY,
+    POLL_INTERVAL_S,
+    Outcome,
+    latency_of,
+    paced,
+    stamped_value,
+    threads_timed,
+    values,
+)
 
 
 def _queue(path: str, *, auto_commit: bool = True, multithreading: bool = False) -> persistqueue.SQLiteQueue:
@@ -42,21 +51,12 @@ def durable32(path: str, count: int) -> Outcome:
     """32 threads share one queue opened with ``multithreading=True``, its documented thread-safe mode."""
     queue = _queue(path, auto_commit=True, multithreading=True)
     per_thread = count // CONCURRENCY
-    start = threading.Barrier(CONCURRENCY + 1)
 
     def producer() -> None:
-        start.wait()
         for value in values(per_thread):
             queue.put(value)
 
-    threads = [threading.Thread(target=producer) for _ in range(CONCURRENCY)]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    started = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    seconds = time.perf_counter() - started
+    seconds = threads_timed(producer)
     queue.close()
     return Outcome(seconds)
 

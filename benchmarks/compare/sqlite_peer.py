@@ -14,7 +14,18 @@ import threading
 import time
 from collections.abc import Callable
 
-from .common import BATCH_SIZE, CONCURRENCY, POLL_INTERVAL_S, VALUES, Outcome, latency_of, paced, stamped_value, values
+from .common import (
+    BATCH_SIZE,
+    CONCURRENCY,
+    POLL_INTERVAL_S,
+    VALUES,
+    Outcome,
+    latency_of,
+    paced,
+    stamped_value,
+    threads_timed,
+    values,
+)
 
 _INSERT = "INSERT INTO log (ts, value) VALUES (?, ?)"
 
@@ -60,22 +71,13 @@ def durable32(path: str, count: int) -> Outcome:
     db = _connect(path, "FULL")
     lock = threading.Lock()
     per_thread = count // CONCURRENCY
-    start = threading.Barrier(CONCURRENCY + 1)
 
     def producer() -> None:
-        start.wait()
         for value in values(per_thread):
             with lock:
                 db.execute(_INSERT, (time.time_ns(), value))
 
-    threads = [threading.Thread(target=producer) for _ in range(CONCURRENCY)]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    started = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    seconds = time.perf_counter() - started
+    seconds = threads_timed(producer)
     db.close()
     return Outcome(seconds)
 
