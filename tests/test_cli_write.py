@@ -168,8 +168,12 @@ def test_lines_from_a_slow_pipe_are_written_as_they_arrive(stream_path: str) -> 
     """`tail -f log | adiskq write S`: each line is in the stream while the input is still open."""
     import subprocess
     import sys
-    import time
 
+    from helpers.waiting import wait_for
+
+    from adiskq._storage.stream import StreamWriter
+
+    StreamWriter.open(stream_path).close()  # the stream exists, so its partition folder can be watched
     writer = subprocess.Popen(
         [sys.executable, "-m", "adiskq", "write", stream_path], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
@@ -178,11 +182,12 @@ def test_lines_from_a_slow_pipe_are_written_as_they_arrive(stream_path: str) -> 
         for expected, line in enumerate([b"first\n", b"second\n"], start=1):
             writer.stdin.write(line)
             writer.stdin.flush()
-            deadline = time.monotonic() + 20
-            settings = os.path.join(stream_path, "settings.json")
-            while not (os.path.exists(settings) and adiskq.stats(stream_path).message_count == expected):
-                assert time.monotonic() < deadline, f"line {expected} was not written while the input stayed open"
-                time.sleep(0.01)
+            wait_for(
+                lambda expected=expected: adiskq.stats(stream_path).message_count == expected,  # type: ignore[misc]
+                f"line {expected} written while the input stayed open",
+                [os.path.join(stream_path, "parts", "000000")],
+                processes=[writer],
+            )
         writer.stdin.close()
         assert writer.wait(timeout=20) == 0
         assert writer.stdout is not None

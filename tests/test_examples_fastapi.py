@@ -9,11 +9,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
+from helpers.waiting import wait_for
 
 import adiskq
 from tests.helpers.chromium import Chromium
@@ -64,16 +64,15 @@ def service(tmp_path: pathlib.Path) -> Iterator[Service]:
             stderr=subprocess.STDOUT,
         )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        assert process.poll() is None, f"the service exited with {process.returncode}"
-        try:
-            if httpx.get(f"{url}/stats", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "the service did not answer within 30 s"
-        time.sleep(0.05)
+    # uvicorn says so in its log once the lifespan (the producer) is open and the port listens.
+    wait_for(
+        lambda: b"Uvicorn running on" in log.read_bytes(),
+        "the service to listen",
+        [os.fspath(tmp_path)],
+        processes=[process],
+        timeout=30,
+    )
+    assert httpx.get(f"{url}/stats", timeout=10).status_code == 200
     running = Service(stream, process, url)
     try:
         yield running
@@ -143,10 +142,14 @@ def test_named_group_resumes_after_the_client_reconnects(service: Service) -> No
         service.post("step", {"n": n}, key="k")
     with httpx.stream("GET", f"{service.url}/events/stream?group=web", timeout=10) as response:
         assert [data["data"] for _, data in read_events(response, 2)] == [{"n": 0}, {"n": 1}]
-    deadline = time.monotonic() + 15  # the group stores its commits when it closes, after the disconnect
-    while sum(adiskq.stats(service.stream).groups.get("web", {}).values()) < 2:
-        assert time.monotonic() < deadline, "the group's commits were not stored after the client left"
-        time.sleep(0.05)
+    # The group stores its commits when it closes, after the disconnect.
+    wait_for(
+        lambda: sum(adiskq.stats(service.stream).groups.get("web", {}).values()) >= 2,
+        "the group's commits stored after the client left",
+        [os.path.join(service.stream, "groups", "web")],
+        processes=[service.process],
+        timeout=15,
+    )
     service.post("step", {"n": 2}, key="k")
     with httpx.stream("GET", f"{service.url}/events/stream?group=web", timeout=10) as response:
         assert [data["data"] for _, data in read_events(response, 1)] == [{"n": 2}]

@@ -13,6 +13,7 @@ import tempfile
 import anyio
 import pytest
 from _consumer_support import Writer
+from helpers.waiting import until_changed
 
 import adiskq
 from adiskq._sansio.naming import partition_for_key
@@ -39,6 +40,11 @@ async def take(group: adiskq.ConsumerGroup, count: int) -> list[adiskq.Message]:
             if len(messages) == count:
                 break
     return messages
+
+
+def group_folder(stream_path: str, name: str = "g") -> str:
+    """Where the group keeps its offsets."""
+    return os.path.join(os.path.realpath(stream_path), "groups", name)
 
 
 def stored_offsets(stream_path: str, name: str) -> dict[int, int]:
@@ -184,8 +190,7 @@ async def test_commits_are_stored_on_an_interval_while_waiting(stream_path: str)
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(group.__anext__)  # waits for messages that never come
-                while stored_offsets(stream_path, "g") != {0: 2}:  # noqa: ASYNC110
-                    await anyio.sleep(0.01)
+                await until_changed(lambda: stored_offsets(stream_path, "g") == {0: 2}, [group_folder(stream_path)])
                 tg.cancel_scope.cancel()
 
 

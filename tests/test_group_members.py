@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import anyio
 import anyio.abc
 import pytest
 from _consumer_support import Writer
+from asyncinotify import Inotify, Mask
 
 import adiskq
 from adiskq._storage.leases import Membership
@@ -27,11 +28,59 @@ FAST = 0.05  # rebalance_interval where a test waits for looks, not for a doorbe
 NEVER = 3600.0  # rebalance_interval where only the doorbell (a ring) may start a look
 
 
+_members: list[adiskq.ConsumerGroup] = []  # every member the running test made
+_progress: list[anyio.Event] = []  # set when a member here reads a message (until waits on it)
+
+
+@pytest.fixture(autouse=True)
+def _forget_members() -> Iterator[None]:
+    yield
+    _members.clear()
+    _progress.clear()
+
+
+def _note_progress() -> None:
+    for event in _progress:
+        event.set()
+
+
+async def _follow_assignments(group: adiskq.ConsumerGroup) -> None:
+    async for _ in group.assignments():
+        _note_progress()
+
+
+def _group_folder(stream_path: str) -> str:
+    return os.path.join(os.path.realpath(stream_path), "groups", "g")
+
+
+async def _follow_stored_offsets(stream_path: str) -> None:
+    """Note every write under the group's folder (a member storing its commits)."""
+    with Inotify() as inotify:
+        inotify.add_watch(_group_folder(stream_path), Mask.MOVED_TO | Mask.CLOSE_WRITE)
+        while True:
+            await anyio.wait_readable(inotify.fd)
+            os.read(inotify.fd, 65536)
+            _note_progress()
+
+
 async def until(condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition`` until true, failing after 10 s."""
+    """Wait (10 s at most) until ``condition`` holds. It is looked at again, once every task has had
+    its turn, whenever a member changes its assignment, reads a message or stores commits."""
     with anyio.fail_after(10, reason=f"waiting for {what}"):
-        while not condition():  # noqa: ASYNC110
-            await anyio.sleep(0.005)
+        async with anyio.create_task_group() as followers:
+            for group in _members:
+                if group.member_id is not None and not group.closed:
+                    followers.start_soon(_follow_assignments, group)
+            if _members and _members[0].member_id is not None:
+                followers.start_soon(_follow_stored_offsets, _members[0].path)
+            while True:
+                changed = anyio.Event()
+                _progress[:] = [changed]
+                await anyio.wait_all_tasks_blocked()
+                if condition():
+                    break
+                await changed.wait()
+            followers.cancel_scope.cancel()
 
 
 async def read(group: adiskq.ConsumerGroup, seen: list[adiskq.Message]) -> None:
@@ -39,12 +88,14 @@ async def read(group: adiskq.ConsumerGroup, seen: list[adiskq.Message]) -> None:
     async for message in group:
         seen.append(message)
         group.commit(message)
+        _note_progress()
 
 
 async def read_without_commits(group: adiskq.ConsumerGroup, seen: list[adiskq.Message]) -> None:
     """Read the group forever, keeping every message, committing none."""
     async for message in group:
-        seen.append(message)  # noqa: PERF401 (the test looks at each message as it comes)
+        seen.append(message)
+        _note_progress()
 
 
 def fill(writer: Writer, per_partition: int, partitions: int) -> None:
@@ -53,7 +104,9 @@ def fill(writer: Writer, per_partition: int, partitions: int) -> None:
 
 
 def member(path: str, **options: object) -> adiskq.ConsumerGroup:
-    return adiskq.ConsumerGroup(path, name="g", **options)  # type: ignore[arg-type]
+    group = adiskq.ConsumerGroup(path, name="g", **options)  # type: ignore[arg-type]
+    _members.append(group)
+    return group
 
 
 def stored(path: str) -> dict[int, int]:
@@ -418,9 +471,7 @@ async def test_a_dead_members_leases_are_free_even_if_its_forked_child_lives(str
             assert not probe.try_acquire(0)  # the parent holds it
             process.send_signal(signal.SIGKILL)
             await process.wait()
-        with anyio.fail_after(10):
-            while not probe.try_acquire(0):  # noqa: ASYNC110
-                await anyio.sleep(0.005)
+        assert probe.try_acquire(0)  # the kernel let go of the flock as the process exited
         assert probe.members() == []
         assert os.listdir(probe.members_dir) == []
     finally:

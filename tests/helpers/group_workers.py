@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from asyncinotify import Inotify, Mask
+from helpers.waiting import wait_for
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "group_worker.py")
 
@@ -109,28 +106,17 @@ def wait_until(condition: Callable[[], bool], what: str, workers: Sequence[Worke
     The condition is looked at again whenever a report file changes (inotify) or a worker exits
     (its pidfd), never on a timer.
     """
-    deadline = time.monotonic() + timeout
-    with contextlib.ExitStack() as stack:
-        inotify = stack.enter_context(Inotify())
-        for folder in {os.path.dirname(worker.report) for worker in workers}:
-            inotify.add_watch(folder, Mask.CREATE | Mask.MODIFY)
-        exits = {}
+    folders = {os.path.dirname(worker.report) for worker in workers}
+    try:
+        wait_for(condition, what, folders, processes=[w.process for w in workers], timeout=timeout)
+    except AssertionError as error:
         for worker in workers:
-            pidfd = os.pidfd_open(worker.pid)
-            stack.callback(os.close, pidfd)
-            exits[pidfd] = worker
-        while not condition():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                states = {w.label: w.assignment() for w in workers}
-                raise AssertionError(f"timed out after {timeout} s waiting for {what}; assignments: {states}")
-            ready, _, _ = select.select([inotify.fd, *exits], [], [], remaining)
-            for fd in ready:
-                if fd == inotify.fd:
-                    os.read(fd, 65536)  # the events themselves do not matter: the condition decides
-                elif exits[fd].process.poll() is not None:
-                    worker = exits[fd]
-                    raise AssertionError(f"worker {worker.label} exited while waiting for {what}:\n{worker.stderr()}")
+            if worker.process.poll() is not None:
+                raise AssertionError(
+                    f"worker {worker.label} exited while waiting for {what}:\n{worker.stderr()}"
+                ) from None
+        states = {w.label: w.assignment() for w in workers}
+        raise AssertionError(f"{error}; assignments: {states}") from None
 
 
 def balanced(workers: Sequence[Worker], partitions: int, share: Sequence[int]) -> bool:
