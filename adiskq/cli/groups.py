@@ -50,10 +50,11 @@ def groups(path: str, as_json: bool) -> None:
     from .._storage.leases import read_members
     from .._storage.offsets import list_groups
     from .._storage.stream import StreamReader
-    from .stats import describe_members, member_json
+    from .stats import describe_members, group_json, group_lag, member_json
 
     stream = StreamReader.open(os.fspath(path))
     bounds = _bounds(stream)
+    next_offsets = {partition: end for partition, (_, end) in bounds.items()}
     names = list_groups(stream.path)
     documents: dict[str, object] = {}
     rows = table(
@@ -75,13 +76,8 @@ def groups(path: str, as_json: bool) -> None:
             notes.append(f"group {name}: {committed}")
             documents[name] = {"error": committed, "members": [member_json(m) for m in members]}
             continue
-        lag = {p: max(0, bounds[p][1] - o) for p, o in committed.items() if p in bounds}
-        documents[name] = {
-            "committed": {str(p): o for p, o in sorted(committed.items())},
-            "lag": {str(p): n for p, n in sorted(lag.items())},
-            "total_lag": sum(lag.values()),
-            "members": [member_json(m) for m in members],
-        }
+        lag = group_lag(committed, next_offsets)
+        documents[name] = group_json(committed, next_offsets, members)
         for i, partition in enumerate(sorted(bounds)):
             offset = committed.get(partition)
             rows.add_row(

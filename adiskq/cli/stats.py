@@ -46,6 +46,19 @@ def group_lag(committed: Mapping[int, int], next_offsets: Mapping[int, int]) -> 
     return {p: max(0, next_offsets[p] - offset) for p, offset in committed.items() if p in next_offsets}
 
 
+def group_json(
+    committed: Mapping[int, int], next_offsets: Mapping[int, int], members: Sequence[GroupMember]
+) -> dict[str, object]:
+    """A named group for ``--json``: committed offsets, lag per partition and in all, live members."""
+    lag = group_lag(committed, next_offsets)
+    return {
+        "committed": {str(p): o for p, o in sorted(committed.items())},
+        "lag": {str(p): n for p, n in sorted(lag.items())},
+        "total_lag": sum(lag.values()),
+        "members": [member_json(m) for m in members],
+    }
+
+
 def _iso(timestamp_ns: int | None) -> str | None:
     return None if timestamp_ns is None else iso_time(timestamp_ns)
 
@@ -53,15 +66,9 @@ def _iso(timestamp_ns: int | None) -> str | None:
 def stats_json(info: StreamStats) -> dict[str, object]:
     """The stats as plain JSON values (timestamps in ISO-8601 and in nanoseconds)."""
     next_offsets = {p.partition: p.next_offset for p in info.partitions}
-    groups = {}
-    for name, committed in info.groups.items():
-        lag = group_lag(committed, next_offsets)
-        groups[name] = {
-            "committed": {str(p): o for p, o in sorted(committed.items())},
-            "lag": {str(p): n for p, n in sorted(lag.items())},
-            "total_lag": sum(lag.values()),
-            "members": [member_json(m) for m in info.members.get(name, ())],
-        }
+    groups = {
+        name: group_json(committed, next_offsets, info.members.get(name, ())) for name, committed in info.groups.items()
+    }
     recovery = info.last_recovery
     return {
         "path": info.path,
