@@ -146,18 +146,14 @@ def offsets(path: str, name: str, to: Position, partitions: tuple[int, ...], dry
     from .._sansio.naming import validate_group_name
     from .._storage.group_admin import holders, set_offsets
     from .._storage.stream import StreamReader
+    from .read import check_partitions
 
     try:
         validate_group_name(name)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="'--group'") from None
     stream = StreamReader.open(os.fspath(path))
-    for partition in partitions:
-        if partition >= stream.partition_count:
-            raise click.BadParameter(
-                f"the stream has partitions 0..{stream.partition_count - 1}, not {partition}",
-                param_hint="'--partition'",
-            )
+    chosen = check_partitions(stream, partitions)
     held = holders(stream.path, name)
     if held:
         who = ", ".join(sorted({holder for _, holder in held}))
@@ -170,7 +166,6 @@ def offsets(path: str, name: str, to: Position, partitions: tuple[int, ...], dry
     if isinstance(before, str):
         warn(f"{before}; the reset replaces that file")
         before = {}
-    chosen = sorted(set(partitions)) if partitions else list(range(stream.partition_count))
     after = {p: _target(stream, p, to) for p in chosen}
     bounds = _bounds(stream)
     if not dry_run:
