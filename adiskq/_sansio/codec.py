@@ -37,9 +37,12 @@ from .values import EMPTY_HEADERS, Message
 
 __all__ = [
     "DEFAULT_MAX_RECORD_BYTES",
+    "KEY_AT",
+    "KEY_LENGTH_AT",
     "MAGIC_V1",
     "MIN_RECORD_BYTES",
     "NEED_MORE",
+    "TIMESTAMP_AT",
     "DecodedRecord",
     "NeedMore",
     "RecordExtent",
@@ -50,6 +53,8 @@ __all__ = [
     "encode_batch",
     "encode_record",
     "encoded_size",
+    "record_key",
+    "record_timestamp",
     "scan_columns",
     "scan_records",
 ]
@@ -62,7 +67,12 @@ _SIZE_CRC = struct.Struct("<II")
 _AFTER_CRC = struct.Struct("<BBqI")  # magic, attributes, timestamp_ns, key_len
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
+_I64 = struct.Struct("<q")
 _FIXED_BYTES: Final = _FIXED.size  # 22
+# Where readers that cut fields out of encoded records without decoding them find them.
+TIMESTAMP_AT: Final = 10  # i64 timestamp_ns
+KEY_LENGTH_AT: Final = 18  # u32 key_len
+KEY_AT: Final = _FIXED_BYTES  # the key's first byte
 MIN_RECORD_BYTES: Final = _FIXED_BYTES + 2  # plus header_count
 _NO_HEADERS: Final = b"\x00\x00"
 _MAX_U32: Final = 0xFFFF_FFFF
@@ -475,3 +485,14 @@ def decode_messages(
     if pos != limit:
         raise CorruptRecordError("records and index entries disagree about the data's length", position=pos)
     return messages
+
+
+def record_key(record: bytes) -> bytes:
+    """The key of one encoded (and already checked) record."""
+    length = _U32.unpack_from(record, KEY_LENGTH_AT)[0]
+    return record[KEY_AT : KEY_AT + length]
+
+
+def record_timestamp(record: bytes) -> int:
+    """The timestamp_ns of one encoded (and already checked) record."""
+    return int(_I64.unpack_from(record, TIMESTAMP_AT)[0])

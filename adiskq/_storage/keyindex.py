@@ -55,6 +55,7 @@ from typing import Final, NamedTuple
 
 from crc32c import crc32c
 
+from .._sansio.codec import KEY_AT, KEY_LENGTH_AT
 from .._sansio.naming import KEYINDEX, segment_file_name
 from .files import DEFAULT_FILE_MODE, atomic_write, open_read, pread_exact, write_all
 
@@ -99,8 +100,8 @@ _MAX_BLOCK_BITS: Final = 12
 _SORT_BITS: Final = 30  # small ints: Python compares them fastest
 _U32: Final = struct.Struct("<I")
 _LITTLE_ENDIAN: Final = sys.byteorder == "little"
-_KEY_LEN_AT: Final = 18  # where a record's u32 key_len is (codec.py); the key follows it
-_KEY_AT: Final = 22
+_KEY_LEN_AT: Final = KEY_LENGTH_AT  # where a record's u32 key_len is; the key follows it
+_KEY_AT: Final = KEY_AT
 _key_len_bytes = operator.itemgetter(slice(_KEY_LEN_AT, _KEY_AT))
 
 if array.array("I").itemsize != ENTRY_BYTES:  # pragma: no cover - every platform CPython runs on

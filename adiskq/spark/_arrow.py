@@ -34,7 +34,17 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from .._errors import CorruptRecordError
-from .._sansio.codec import MAGIC_V1, MIN_RECORD_BYTES, NEED_MORE, crc32c, decode_messages, decode_record
+from .._sansio.codec import (
+    KEY_AT,
+    KEY_LENGTH_AT,
+    MAGIC_V1,
+    MIN_RECORD_BYTES,
+    NEED_MORE,
+    TIMESTAMP_AT,
+    crc32c,
+    decode_messages,
+    decode_record,
+)
 from .._sansio.values import Message
 from .._storage.columns import RawRun
 
@@ -56,7 +66,7 @@ ARROW_SCHEMA: Final = pa.schema(
 CRC_RESET: Final = 0xD387D06C
 
 # size u32 @0, crc u32 @4, magic u8 @8, attributes u8 @9, timestamp_ns i64 @10, key_len u32 @18
-_FIXED_BYTES: Final = 22
+_FIXED_BYTES: Final = KEY_AT
 _CRC_RESET_BYTES: Final = np.frombuffer(CRC_RESET.to_bytes(4, "little"), np.uint8)
 _INLINE_MAX: Final = 12  # binary views hold up to 12 bytes inline
 _BYTE_MASKS: Final = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], np.uint32)  # keep the first n bytes
@@ -192,7 +202,7 @@ def _fast_batch(run: RawRun, max_record_bytes: int) -> pa.RecordBatch:
     words = _words(buffer)
     if not np.array_equal(words[rel], sizes) or (buffer[rel + 8] != MAGIC_V1).any():
         raise _Inconsistent
-    key_lengths = words[rel + 18].astype(np.int64)
+    key_lengths = words[rel + KEY_LENGTH_AT].astype(np.int64)
     key_ends = rel + _FIXED_BYTES + key_lengths
     ends = rel + sizes
     if (key_ends + 2 > ends).any():
@@ -246,7 +256,7 @@ def _uniform_batch(run: RawRun, buffer: npt.NDArray[np.uint8], size: int) -> pa.
 
     if not (field("<u4", 0) == size).all() or (rows[:, 8] != MAGIC_V1).any():
         raise _Inconsistent
-    key_lengths = field("<u4", 18)
+    key_lengths = field("<u4", KEY_LENGTH_AT)
     key_length = int(key_lengths[0])
     if not (key_lengths == key_length).all():
         return None
@@ -265,7 +275,7 @@ def _uniform_batch(run: RawRun, buffer: npt.NDArray[np.uint8], size: int) -> pa.
         [
             pa.array(np.full(count, run.partition, np.int32)),
             pa.array(np.arange(run.first_offset, run.first_offset + count, dtype=np.int64)),
-            pa.array(field("<i8", 10) // 1000, pa.timestamp("us", tz="UTC")),
+            pa.array(field("<i8", TIMESTAMP_AT) // 1000, pa.timestamp("us", tz="UTC")),
             _fixed_width(rows[:, _FIXED_BYTES : _FIXED_BYTES + key_length], key_length, count),
             _fixed_width(rows[:, value_start:], size - value_start, count),
             _headers_array(count, [], []),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import struct
 import time
 from collections.abc import Iterable, Sequence
 from typing import Final
@@ -20,13 +19,11 @@ import pyarrow as pa
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType, TimestampNTZType, TimestampType
 
 from .._errors import InvalidArgumentError, MessageTooLargeError
-from .._sansio.codec import encode_record
+from .._sansio.codec import encode_record, record_key
 from .._sansio.naming import partition_for_key
 
-__all__ = ["Columns", "Grouped", "InvalidColumnsError", "random_keys", "record_key", "record_timestamp"]
+__all__ = ["Columns", "Grouped", "InvalidColumnsError", "random_keys"]
 
-_KEY_LENGTH: Final = struct.Struct("<I")
-_TIMESTAMP: Final = struct.Struct("<q")
 RANDOM_KEY_BYTES: Final = 8  # as adiskq.Producer makes them
 
 
@@ -38,17 +35,6 @@ def random_keys(count: int) -> list[bytes]:
     """``count`` random keys of 8 bytes, as ``Producer.push`` gives a message pushed without one."""
     raw = os.urandom(RANDOM_KEY_BYTES * count)
     return [raw[i : i + RANDOM_KEY_BYTES] for i in range(0, len(raw), RANDOM_KEY_BYTES)]
-
-
-def record_key(record: bytes) -> bytes:
-    """The key of an encoded record."""
-    (length,) = _KEY_LENGTH.unpack_from(record, 18)
-    return record[22 : 22 + length]
-
-
-def record_timestamp(record: bytes) -> int:
-    """The timestamp_ns of an encoded record."""
-    return int(_TIMESTAMP.unpack_from(record, 10)[0])
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

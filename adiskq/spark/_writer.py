@@ -21,8 +21,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from .._errors import StreamNotFoundError
+from .._sansio.codec import record_timestamp
 from .._storage.stream import StreamReader, StreamWriter
-from ._encode import Columns, Grouped, record_timestamp
+from ._encode import Columns, Grouped
 from ._options import WriteOptions
 
 __all__ = ["AdiskqBatchWriter", "AppendReceipt", "StreamFacts", "append_grouped", "prepare_stream"]
