@@ -15,6 +15,7 @@ from ._errors import InvalidNameError as InvalidNameError
 from ._errors import MessageTooLargeError as MessageTooLargeError
 from ._errors import NotAStreamError as NotAStreamError
 from ._errors import OffsetOutOfRangeError as OffsetOutOfRangeError
+from ._errors import PartialWriteError as PartialWriteError
 from ._errors import SettingsMismatchError as SettingsMismatchError
 from ._errors import StreamLockedError as StreamLockedError
 from ._errors import StreamNotFoundError as StreamNotFoundError
@@ -78,6 +79,7 @@ __all__ = [
     "MessageTooLargeError",
     "NotAStreamError",
     "OffsetOutOfRangeError",
+    "PartialWriteError",
     "PartitionStats",
     "Producer",
     "Receipt",

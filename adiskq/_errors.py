@@ -13,6 +13,7 @@
     ├── MessageTooLargeError       (also ValueError) a record over the stream's max_message_bytes
     ├── InvalidNameError           (also ValueError) a group name that is empty or leaves its folder
     ├── InvalidArgumentError       (also ValueError) a setting out of range, a partition that does not exist
+    ├── PartialWriteError          (also OSError) push_many wrote some partitions' shares, not all
     └── ClosedError                (also RuntimeError) the producer or consumer was closed
 
 ``OSError`` raised by the disk itself (``ENOSPC``, ``EACCES``, ``EIO``) is not wrapped: it reaches the
@@ -23,6 +24,11 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._sansio.values import Receipt
 
 __all__ = [
     "ClosedError",
@@ -34,6 +40,7 @@ __all__ = [
     "MessageTooLargeError",
     "NotAStreamError",
     "OffsetOutOfRangeError",
+    "PartialWriteError",
     "SettingsMismatchError",
     "StreamLockedError",
     "StreamNotFoundError",
@@ -163,6 +170,37 @@ class InvalidNameError(Error, ValueError):
 
 class InvalidArgumentError(Error, ValueError):
     """An argument out of range: partitions, segment size, retention, a partition the stream lacks."""
+
+
+class PartialWriteError(Error, OSError):
+    """A ``push_many`` over several partitions failed after some partitions' shares were committed.
+
+    Each partition's share is committed on its own (whole, with contiguous offsets, or not at all),
+    so once one share is visible to readers the call cannot be taken back. ``receipts`` has one entry
+    per record given: its ``Receipt`` where it was written, ``None`` where it was not. ``errno`` and
+    ``__cause__`` are those of the failure; push the records whose receipt is ``None`` again.
+    """
+
+    def __init__(self, cause: BaseException, receipts: Sequence[Receipt | None]) -> None:
+        self.receipts: list[Receipt | None] = list(receipts)
+        written = sum(receipt is not None for receipt in self.receipts)
+        code = cause.errno if isinstance(cause, OSError) else None
+        message = (
+            f"push_many wrote {written} of {len(self.receipts)} records before it failed ({cause}); "
+            "the written ones are committed and their receipts are in .receipts (None where a record "
+            "was not written): push the unwritten records again once the cause is fixed"
+        )
+        if code is None:
+            super().__init__(message)
+        else:
+            super().__init__(code, message)
+
+    def __str__(self) -> str:
+        return str(self.args[-1])
+
+    def __reduce__(self) -> tuple[object, ...]:
+        cause = self.__cause__ if self.__cause__ is not None else OSError(self.errno, self.args[-1])
+        return type(self), (cause, self.receipts)
 
 
 class ClosedError(Error, RuntimeError):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from helpers.faults import DiskFaults
     from pyspark.sql import SparkSession
 
 
@@ -25,6 +26,14 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 def stream_path(tmp_path: pathlib.Path) -> str:
     """A path where no stream exists yet."""
     return os.fspath(tmp_path / "stream")
+
+
+@pytest.fixture
+def faults(monkeypatch: pytest.MonkeyPatch) -> DiskFaults:
+    """Write-fault injection (writes or fdatasync to chosen files fail) for the duration of one test."""
+    from helpers.faults import DiskFaults
+
+    return DiskFaults(monkeypatch)
 
 
 @pytest.fixture

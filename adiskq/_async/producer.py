@@ -26,7 +26,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from .._errors import ClosedError, MessageTooLargeError, StreamLockedError
+from .._errors import ClosedError, MessageTooLargeError, PartialWriteError, StreamLockedError
 from .._sansio.codec import encode_batch, encode_record
 from .._sansio.naming import fnv1_32
 from .._sansio.values import Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
@@ -82,7 +82,7 @@ def _as_record(item: object) -> Record:
     raise TypeError(f"push_many() takes adiskq.Record or bytes items, not {type(item).__name__}")
 
 
-def _place_receipts(receipts: list[Receipt], positions: Sequence[int], partition: int, first: int) -> None:
+def _place_receipts(receipts: list[Receipt | None], positions: Sequence[int], partition: int, first: int) -> None:
     """Fill in the receipts of one partition's share (built in C: this runs per record)."""
     offsets = range(first, first + len(positions))
     made = map(_new_receipt, itertools.repeat(Receipt), zip(itertools.repeat(partition), offsets))
@@ -370,6 +370,13 @@ class Producer:
         type, too large) writes nothing. A batch of more than 256 records lets other tasks run
         between its steps (encoding, each partition's writes, the receipts); cancelled, it is still
         written whole or not at all.
+
+        Raises:
+            MessageTooLargeError: a record is over ``max_message_bytes`` (nothing was written).
+            ClosedError: the producer is not open.
+            PartialWriteError: the records go to several partitions and one partition's share
+                failed after another's was committed; ``.receipts`` says which records were written.
+            OSError: the disk failed the write (ENOSPC, EIO, EFBIG) and nothing was written.
         """
         await anyio.lowlevel.checkpoint_if_cancelled()
         if self._state != "open":
@@ -449,9 +456,10 @@ class Producer:
                 else:
                     share.append(position)
             shares = lists
-        receipts: list[Receipt] = [None] * count  # type: ignore[list-item]
+        receipts: list[Receipt | None] = [None] * count
         written: list[tuple[Sequence[int], int, int]] = []  # positions, partition, first offset
         waiting: list[tuple[Lane, int, Sequence[int], Batch, int]] = []
+        failure: BaseException | None = None
         # A large batch over several partitions writes one partition's share per step, so the loop
         # is never held for the whole batch (each share still gets contiguous offsets). Closing
         # waits for such a batch to finish its writes.
@@ -470,7 +478,11 @@ class Producer:
                     share_hashes = [key_hashes[i] for i in positions]
                 lane = self._lanes[partition]
                 if lane.can_write_inline(sum(map(len, share_records))):
-                    first = lane.write_inline(share_records, share_stamps, share_hashes)
+                    try:
+                        first = lane.write_inline(share_records, share_stamps, share_hashes)
+                    except OSError as error:
+                        failure = error  # the shares after this one are not written at all
+                        break
                     written.append((positions, partition, first))
                 else:
                     batch, start = lane.enqueue(share_records, share_stamps, share_hashes)
@@ -479,17 +491,29 @@ class Producer:
             self._splitting -= split
             if split and not self._splitting and self._splits_done is not None:
                 self._splits_done.set()
-        if not waiting:
+        if not waiting and failure is None:
             # Written: other tasks get a turn before the receipts are built (a step of its own for
             # a large batch). Shielded: a push that wrote must return.
             await anyio.lowlevel.cancel_shielded_checkpoint()
+        # Every queued share is led to its end, even after a failure: a share left queued would
+        # never be led, so closing would wait for it forever and a later push to that partition
+        # would commit it behind this call's back.
+        for lane, partition, positions, batch, start in waiting:
+            try:
+                first = await lane.complete(batch)
+            except Exception as error:
+                failure = failure or error
+                continue
+            written.append((positions, partition, first + start))
         for positions, partition, first in written:
             _place_receipts(receipts, positions, partition, first)
-        for lane, partition, positions, batch, start in waiting:
-            _place_receipts(receipts, positions, partition, await lane.complete(batch) + start)
+        if failure is not None:
+            if not written:
+                raise failure  # nothing was written: the call failed whole
+            raise PartialWriteError(failure, receipts) from failure
         if count > _ENCODE_CHUNK:
             await anyio.lowlevel.cancel_shielded_checkpoint()  # and the caller's next step is its own
-        return receipts
+        return receipts  # type: ignore[return-value]  # every entry is set when nothing failed
 
     # -- durability and retention ----------------------------------------------------------------
 

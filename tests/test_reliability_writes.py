@@ -1,0 +1,85 @@
+"""Write-path faults that once lost or retracted data: each test pins one fix (issue 14)."""
+
+from __future__ import annotations
+
+import errno
+
+import anyio
+import pytest
+from helpers.faults import DiskFaults
+
+import adiskq
+from adiskq._sansio.naming import fnv1_32
+
+pytestmark = pytest.mark.anyio
+
+# Partition 0's first segment, matched by the end of the file's path.
+P0_DATA = "/parts/000000/00000000000000000000.data"
+
+
+def key_for(partition: int, partitions: int = 2) -> str:
+    """A key that FNV-1 places in ``partition``."""
+    i = 0
+    while fnv1_32(f"k{i}".encode()) % partitions != partition:
+        i += 1
+    return f"k{i}"
+
+
+def values_of(path: str, partition: int) -> list[bytes]:
+    """Every value of one partition, in offset order."""
+    stats = adiskq.stats(path).partitions[partition]
+    return [adiskq.read(path, partition, offset).value for offset in range(stats.oldest_offset, stats.next_offset)]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("flush", ["async", "sync"])
+async def test_push_many_whose_first_share_fails_commits_the_others_and_says_which(
+    stream_path: str, faults: DiskFaults, flush: str
+) -> None:
+    """A failed share no longer strands the later ones: they commit, the error lists them, close returns."""
+    k0, k1 = key_for(0), key_for(1)
+    async with adiskq.Producer(stream_path, partitions=2, flush=flush) as producer:  # type: ignore[arg-type]
+        faults.failing[P0_DATA] = errno.EFBIG
+        with pytest.raises(adiskq.PartialWriteError) as caught:
+            # Partition 0's share is large, so it is batched even with flush="async".
+            await producer.push_many([adiskq.Record(b"a" * 300_000, key=k0), adiskq.Record(b"b", key=k1)])
+        assert caught.value.errno == errno.EFBIG
+        assert isinstance(caught.value, OSError)
+        assert caught.value.receipts == [None, adiskq.Receipt(1, 0)]
+        faults.failing.clear()
+        with anyio.fail_after(10):
+            later = await producer.push(b"later", key=k1)
+        assert later == adiskq.Receipt(1, 1)
+    assert values_of(stream_path, 0) == []
+    assert values_of(stream_path, 1) == [b"b", b"later"]
+
+
+@pytest.mark.timeout(60)
+async def test_push_many_that_wrote_nothing_raises_the_plain_error(stream_path: str, faults: DiskFaults) -> None:
+    """When the first share fails before any other was written, the call fails whole with the disk's OSError."""
+    k0, k1 = key_for(0), key_for(1)
+    async with adiskq.Producer(stream_path, partitions=2) as producer:
+        faults.failing[P0_DATA] = errno.ENOSPC
+        with pytest.raises(OSError, match="No space") as caught:
+            await producer.push_many([adiskq.Record(b"a", key=k0), adiskq.Record(b"b", key=k1)])
+        assert not isinstance(caught.value, adiskq.PartialWriteError)
+        assert caught.value.errno == errno.ENOSPC
+        faults.failing.clear()
+        assert await producer.push(b"later", key=k1) == adiskq.Receipt(1, 0)
+    assert values_of(stream_path, 0) == []
+    assert values_of(stream_path, 1) == [b"later"]
+
+
+@pytest.mark.timeout(60)
+async def test_a_failed_share_is_never_committed_by_a_later_push(stream_path: str, faults: DiskFaults) -> None:
+    """With flush="sync", a later push to a partition commits its own record only, not a failed call's."""
+    k0, k1 = key_for(0), key_for(1)
+    async with adiskq.Producer(stream_path, partitions=2, flush="sync") as producer:
+        faults.failing[P0_DATA] = errno.EFBIG
+        with pytest.raises(adiskq.PartialWriteError, match="wrote 1 of 2"):
+            await producer.push_many([adiskq.Record(b"a", key=k0), adiskq.Record(b"b", key=k1)])
+        faults.failing.clear()
+        await producer.push(b"later", key=k0)
+        await producer.push(b"later", key=k1)
+    assert values_of(stream_path, 0) == [b"later"]
+    assert values_of(stream_path, 1) == [b"b", b"later"]
