@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+from typing import Any
 
 import anyio
 import pytest
@@ -10,6 +11,7 @@ from helpers.faults import DiskFaults
 
 import adiskq
 from adiskq._sansio.naming import fnv1_32
+from adiskq._storage.stream import StreamWriter
 
 pytestmark = pytest.mark.anyio
 
@@ -83,3 +85,25 @@ async def test_a_failed_share_is_never_committed_by_a_later_push(stream_path: st
         await producer.push(b"later", key=k1)
     assert values_of(stream_path, 0) == [b"later"]
     assert values_of(stream_path, 1) == [b"b", b"later"]
+
+
+async def test_an_open_cancelled_as_the_stream_opens_releases_the_lock(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled while its thread opens the stream, a Producer closes it: the next producer opens at once."""
+    real_open = StreamWriter.open
+    with anyio.CancelScope() as scope:
+
+        def open_then_cancel(*args: Any, **kwargs: Any) -> StreamWriter:
+            stream = real_open(*args, **kwargs)
+            anyio.from_thread.run_sync(scope.cancel)  # lands at the checkpoint as the thread returns
+            return stream
+
+        monkeypatch.setattr(StreamWriter, "open", open_then_cancel)
+        async with adiskq.Producer(stream_path):
+            await anyio.sleep_forever()  # if the open returns, the cancellation lands here
+    assert scope.cancelled_caught
+    monkeypatch.undo()
+    assert adiskq.stats(stream_path).owner is None
+    async with adiskq.Producer(stream_path) as producer:
+        assert await producer.push(b"x") == adiskq.Receipt(0, 0)

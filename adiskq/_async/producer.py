@@ -206,16 +206,23 @@ class Producer:
         if self._state != "new":
             raise ClosedError("a Producer is opened once; create a new one to write again")
         self._state = "open"
+        # The opener thread leaves the stream here, so a cancellation that lands as the thread
+        # returns (anyio delivers it at that checkpoint, dropping the result) can still close it:
+        # otherwise its owner lock would be held until the process exits.
+        opened: list[tuple[StreamWriter, str]] = []
         try:
-            stream = await self._open_stream()
+            await self._open_stream(opened)
         except BaseException:
             self._state = "closed"
+            if opened:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(opened[0][0].close)
             raise
+        stream, real = opened[0]
         self._stream = stream
         settings = stream.settings
         self._partition_count = settings.partition_count
         self._max_message_bytes = settings.max_message_bytes
-        real = await anyio.to_thread.run_sync(os.path.realpath, stream.path)
         self._lanes = [
             Lane(
                 partition,
@@ -234,12 +241,24 @@ class Producer:
             periodic.start()
         return self
 
-    async def _open_stream(self) -> StreamWriter:
-        opener = functools.partial(StreamWriter.open, self.path, **self._open_options)  # type: ignore[arg-type]
+    async def _open_stream(self, opened: list[tuple[StreamWriter, str]]) -> None:
+        """Open the stream in a worker thread, retrying a held lock until ``lock_timeout``; the
+        stream and its real path are appended to ``opened`` by the thread itself."""
+
+        def open_stream() -> None:
+            stream = StreamWriter.open(self.path, **self._open_options)  # type: ignore[arg-type]
+            try:
+                real = os.path.realpath(stream.path)
+            except BaseException:
+                stream.close()
+                raise
+            opened.append((stream, real))
+
         deadline = time.monotonic() + self._lock_timeout
         while True:
             try:
-                return await anyio.to_thread.run_sync(opener)
+                await anyio.to_thread.run_sync(open_stream)
+                return
             except StreamLockedError:
                 # Wait here, not in the thread, so the wait stays cancellable.
                 if time.monotonic() >= deadline:
