@@ -11,7 +11,6 @@ on the event loop; small page-cache writes do, where they cost less than a hand-
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import itertools
 import logging
 import os
