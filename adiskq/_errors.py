@@ -13,7 +13,7 @@
     ├── MessageTooLargeError       (also ValueError) a record over the stream's max_message_bytes
     ├── InvalidNameError           (also ValueError) a group name that is empty or leaves its folder
     ├── InvalidArgumentError       (also ValueError) a setting out of range, a partition that does not exist
-    ├── PartialWriteError          (also OSError) push_many wrote some partitions' shares, not all
+    ├── PartialWriteError          (also OSError) push_many committed some of its records, not all
     └── ClosedError                (also RuntimeError) the producer or consumer was closed
 
 ``OSError`` raised by the disk itself (``ENOSPC``, ``EACCES``, ``EIO``) is not wrapped: it reaches the
@@ -173,10 +173,11 @@ class InvalidArgumentError(Error, ValueError):
 
 
 class PartialWriteError(Error, OSError):
-    """A ``push_many`` over several partitions failed after some partitions' shares were committed.
+    """A ``push_many`` failed after some of its records were committed.
 
-    Each partition's share is committed on its own (whole, with contiguous offsets, or not at all),
-    so once one share is visible to readers the call cannot be taken back. ``receipts`` has one entry
+    Each partition's share is committed on its own, so once one share is visible to readers the call
+    cannot be taken back; and an index write that fails part-way keeps the entries readers could
+    already see, which cuts a share in two (its first records kept, with contiguous offsets). ``receipts`` has one entry
     per record given: its ``Receipt`` where it was written, ``None`` where it was not. ``errno`` and
     ``__cause__`` are those of the failure; push the records whose receipt is ``None`` again.
     """

@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
+from helpers.cli import invoke
 from helpers.faults import DiskFaults
 
 import adiskq
@@ -107,3 +108,55 @@ async def test_an_open_cancelled_as_the_stream_opens_releases_the_lock(
     assert adiskq.stats(stream_path).owner is None
     async with adiskq.Producer(stream_path) as producer:
         assert await producer.push(b"x") == adiskq.Receipt(0, 0)
+
+
+@pytest.mark.parametrize("flush", ["async", "sync"])
+async def test_index_entries_a_reader_could_see_are_never_taken_back(
+    stream_path: str, faults: DiskFaults, flush: str
+) -> None:
+    """ENOSPC part-way through an .index write keeps the whole entries written; only the rest fails."""
+    async with adiskq.Producer(stream_path, flush=flush) as producer:  # type: ignore[arg-type]
+        faults.failing[".index"] = errno.ENOSPC
+        faults.short_write_then_fail = True  # half the entries reach .index, then the disk is full
+        with pytest.raises(adiskq.PartialWriteError, match="wrote 5 of 10") as caught:
+            await producer.push_many([b"a%d" % i for i in range(10)])
+        # What readers could see while the write failed is still there, with the same content.
+        seen = [adiskq.read(stream_path, 0, offset).value for offset in range(5)]
+        faults.failing.clear()
+        after = await producer.push(b"after")
+    assert caught.value.errno == errno.ENOSPC
+    assert caught.value.receipts == [adiskq.Receipt(0, i) for i in range(5)] + [None] * 5
+    assert seen == [b"a%d" % i for i in range(5)]
+    assert after == adiskq.Receipt(0, 5)
+    assert values_of(stream_path, 0) == [*seen, b"after"]
+    assert invoke("check", stream_path).exit_code == 0  # every file agrees with the others
+
+
+async def test_pushes_of_a_batch_cut_by_a_failed_index_write_succeed_up_to_the_cut(
+    stream_path: str, faults: DiskFaults
+) -> None:
+    """Concurrent sync pushes sharing a batch: those whose entry reached .index return, the rest raise."""
+    async with adiskq.Producer(stream_path, flush="sync") as producer:
+        await producer.push(b"first")
+        faults.failing[".index"] = errno.ENOSPC
+        faults.short_write_then_fail = True
+        # The first push leads a batch of its own (it fails whole); the others gather behind it in
+        # one batch, whose index write is the one cut short.
+        faults.short_write_min_bytes = 2 * 24
+        results: dict[int, adiskq.Receipt | OSError] = {}
+
+        async def push(i: int) -> None:
+            try:
+                results[i] = await producer.push(b"%d" % i)
+            except OSError as error:
+                results[i] = error
+
+        async with anyio.create_task_group() as group:
+            for i in range(8):
+                group.start_soon(push, i)
+        faults.failing.clear()
+    committed = {i: r for i, r in results.items() if isinstance(r, adiskq.Receipt)}
+    assert committed  # the batch was cut in two, not failed whole
+    assert len(committed) < len(results)
+    assert values_of(stream_path, 0)[1:] == [b"%d" % i for i in sorted(committed, key=lambda i: committed[i].offset)]
+    assert sorted(r.offset for r in committed.values()) == list(range(1, 1 + len(committed)))

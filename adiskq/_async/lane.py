@@ -28,6 +28,7 @@ import anyio
 import anyio.to_thread
 
 from .._storage.partition import PartitionWriter
+from .._storage.segment import PartlyCommittedError
 from . import wakeup
 
 __all__ = ["INLINE_MAX_BYTES", "Batch", "Lane", "explain_disk_error"]
@@ -60,7 +61,7 @@ def explain_disk_error(error: OSError) -> OSError:
 class Batch:
     """Pushes committed together: they share one write per file (and one fsync in sync mode)."""
 
-    __slots__ = ("done", "error", "first_offset", "key_hashes", "led", "records", "timestamps")
+    __slots__ = ("committed", "done", "error", "first_offset", "key_hashes", "led", "records", "timestamps")
 
     def __init__(self) -> None:
         self.records: list[bytes] = []
@@ -69,6 +70,9 @@ class Batch:
         self.done = anyio.Event()
         self.first_offset = -1
         self.error: BaseException | None = None
+        # With an error: how many of the batch's first records were committed all the same (an
+        # index write that failed part-way keeps the entries readers could have seen).
+        self.committed = 0
         self.led = False  # a push has taken the lead of this batch
 
 
@@ -120,9 +124,16 @@ class Lane:
         return offset
 
     def write_inline(self, records: list[bytes], timestamps: list[int], key_hashes: list[int]) -> int:
-        """Write and commit records now; returns the first offset."""
+        """Write and commit records now; returns the first offset.
+
+        Raises ``PartlyCommittedError`` when only the first records were committed.
+        """
         try:
             first = self.partition.active.append(records, timestamps, key_hashes)
+        except PartlyCommittedError as error:
+            self.dirty = True
+            wakeup.notify(self.wake_key)
+            raise explain_disk_error(error) from None
         except OSError as error:
             raise explain_disk_error(error) from None
         self.dirty = True
@@ -145,15 +156,16 @@ class Lane:
         batch.key_hashes.extend(key_hashes)
         return batch, start
 
-    async def complete(self, batch: Batch) -> int:
-        """Lead or wait for the batch; returns its first offset once committed, or raises its error."""
+    async def complete(self, batch: Batch, last: int) -> int:
+        """Lead or wait for the batch; returns its first offset once the batch's records up to
+        ``last`` (a place in it) are committed, or raises the batch's error."""
         with anyio.CancelScope(shield=True):
             if batch.led:
                 await batch.done.wait()
             else:
                 batch.led = True
                 await self._lead(batch)
-        if batch.error is not None:
+        if batch.error is not None and last >= batch.committed:
             raise batch.error
         return batch.first_offset
 
@@ -198,8 +210,8 @@ class Lane:
                 except BaseException:
                     writer.abandon(pending)
                     raise
-                writer.write_entries(pending)
                 batch.first_offset = pending.first_offset
+                writer.write_entries(pending)
             elif sum(map(len, batch.records)) > INLINE_MAX_BYTES:
                 batch.first_offset = await anyio.to_thread.run_sync(
                     writer.append, batch.records, batch.timestamps, batch.key_hashes, limiter=self._limiter
@@ -207,10 +219,14 @@ class Lane:
             else:
                 batch.first_offset = writer.append(batch.records, batch.timestamps, batch.key_hashes)
             self.dirty = True
-        except Exception as error:  # every push of the batch gets the error
+        except Exception as error:  # every push of the batch not committed gets the error
             if isinstance(error, OSError):
                 explain_disk_error(error)
             logger.warning("partition %d: a batch of %d failed: %s", partition.partition, len(batch.records), error)
             batch.error = error
-            return
+            if not isinstance(error, PartlyCommittedError):
+                return
+            batch.first_offset = error.first_offset
+            batch.committed = error.committed
+            self.dirty = True
         wakeup.notify(self.wake_key)

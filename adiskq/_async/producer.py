@@ -31,6 +31,7 @@ from .._sansio.naming import fnv1_32
 from .._sansio.values import Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
 from .._storage import keyindex
 from .._storage.files import DEFAULT_FILE_MODE
+from .._storage.segment import PartlyCommittedError
 from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings
 from .._storage.stream import StreamWriter
 from .lane import Batch, Lane
@@ -377,7 +378,7 @@ class Producer:
                 await anyio.lowlevel.cancel_shielded_checkpoint()
             return _new_receipt(Receipt, (partition, offset))
         batch, place = lane.enqueue([record], [timestamp_ns], [key_hash])
-        first = await lane.complete(batch)
+        first = await lane.complete(batch, place)
         return _new_receipt(Receipt, (partition, first + place))
 
     async def push_many(self, records: Iterable[Record | bytes]) -> list[Receipt]:
@@ -500,6 +501,8 @@ class Producer:
                         first = lane.write_inline(share_records, share_stamps, share_hashes)
                     except OSError as error:
                         failure = error  # the shares after this one are not written at all
+                        if isinstance(error, PartlyCommittedError):  # its first records were kept
+                            written.append((positions[: error.committed], partition, error.first_offset))
                         break
                     written.append((positions, partition, first))
                 else:
@@ -518,9 +521,12 @@ class Producer:
         # would commit it behind this call's back.
         for lane, partition, positions, batch, start in waiting:
             try:
-                first = await lane.complete(batch)
+                first = await lane.complete(batch, start + len(positions) - 1)
             except Exception as error:
                 failure = failure or error
+                kept = batch.committed - start  # a share the failed index write cut in two
+                if kept > 0:
+                    written.append((positions[:kept], partition, batch.first_offset + start))
                 continue
             written.append((positions, partition, first + start))
         for positions, partition, first in written:

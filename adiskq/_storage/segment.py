@@ -18,7 +18,9 @@ active segment's time and key indexes may end up to 127 entries short of its ``.
 take what they need for those messages from the records themselves (a timestamp, a key), ``check``
 accepts such a tail, and recovery rebuilds it after a crash. Sealed segments are always complete.
 
-A failed write is cut back (``ftruncate``) so the files stay as they were before the batch.
+A failed write is cut back (``ftruncate``) so the files stay as they were before the batch, with one
+exception: an ``.index`` write that fails after whole entries reached the file keeps those messages
+(readers may have seen them; ``PartlyCommittedError`` says how many) and cuts only the rest.
 Segment files are created ``.data`` first and ``.index`` last, because readers find segments by
 their ``.index`` file and must find the others beside it (go-diskq's consumers died with ENOENT
 when ``.data`` appeared before ``.index``).
@@ -49,6 +51,7 @@ __all__ = [
     "TIMEINDEX_ENTRY",
     "TIMEINDEX_ENTRY_BYTES",
     "TRUST_READ_BYTES",
+    "PartlyCommittedError",
     "PendingBatch",
     "SegmentFileState",
     "SegmentReader",
@@ -158,6 +161,21 @@ class SegmentFileState(NamedTuple):
         if partial or self.timeindex_file[0] != entries * TIMEINDEX_ENTRY_BYTES:
             return None
         return entries
+
+
+class PartlyCommittedError(OSError):
+    """A batch's ``.index`` write failed after some of its entries reached the file whole.
+
+    A message exists for readers once its index entry does, and readers may already have read
+    those entries (and delivered their messages), so the first ``committed`` messages of the batch,
+    from ``first_offset``, stay committed: an entry a reader could have seen is never taken back. The
+    rest of the batch is cut back. ``errno`` is that of the failed write.
+    """
+
+    def __init__(self, cause: OSError, first_offset: int, committed: int) -> None:
+        super().__init__(cause.errno, cause.strerror)
+        self.first_offset = first_offset
+        self.committed = committed
 
 
 class PendingBatch(NamedTuple):
@@ -304,7 +322,11 @@ class SegmentWriter:
         return pending
 
     def write_entries(self, pending: PendingBatch) -> None:
-        """Append the batch's ``.timeindex`` then ``.index`` entries: the batch becomes visible."""
+        """Append the batch's ``.timeindex`` then ``.index`` entries: the batch becomes visible.
+
+        Raises ``PartlyCommittedError`` when the ``.index`` write failed after whole entries had
+        reached the file: readers may have seen those, so they stay committed (see the class).
+        """
         self._check_usable()
         if pending is not self._pending:
             raise RuntimeError("write_entries() takes the batch the last write_data() returned")
@@ -316,7 +338,11 @@ class SegmentWriter:
             if key_buffer is not None:
                 write_all(self._keyindex_fd, pending.keyindex_bytes)
             write_all(self._index_fd, pending.index_bytes)
-        except OSError:
+        except OSError as error:
+            committed = self._entries_on_disk(index_size, pending.message_count)
+            if committed:
+                self._commit_prefix(pending, committed)
+                raise PartlyCommittedError(error, pending.first_offset, committed) from error
             self._cut_back(self._index_fd, index_size)
             if key_buffer is not None:
                 self._cut_back(self._keyindex_fd, self._written_entries(key_buffer) * keyindex.ENTRY_BYTES)
@@ -328,6 +354,36 @@ class SegmentWriter:
         self._time_buffer.clear()
         if key_buffer is not None:
             key_buffer.clear()
+
+    def _entries_on_disk(self, index_size: int, most: int) -> int:
+        """Whole entries of a failed ``.index`` write that reached the file (readers count them)."""
+        try:
+            size = os.fstat(self._index_fd).st_size
+        except OSError as error:
+            # Unknown: a reader may have seen any of them, so cut nothing, write nothing more, and
+            # leave it to recovery on the next open (every entry points at a whole, valid record).
+            self._broken = error
+            raise
+        return min(max(0, size - index_size) // INDEX_ENTRY_BYTES, most)
+
+    def _commit_prefix(self, pending: PendingBatch, committed: int) -> None:
+        """Keep the first ``committed`` messages of a batch whose ``.index`` write failed after
+        them, and cut the rest of the batch (and a torn entry) out of every file."""
+        self._pending = None
+        self.next_offset = pending.first_offset + committed
+        self._time_buffer.clear()
+        entries = self.next_offset - self.base_offset
+        self._cut_back(self._index_fd, entries * INDEX_ENTRY_BYTES)
+        self._cut_back(self._timeindex_fd, entries * TIMEINDEX_ENTRY_BYTES)
+        if self._key_buffer is not None:
+            self._key_buffer.clear()
+            self._cut_back(self._keyindex_fd, entries * keyindex.ENTRY_BYTES)
+        if committed < pending.message_count:  # the first record cut: where the kept data ends
+            _, kept_end, _ = INDEX_ENTRY.unpack_from(pending.index_bytes, committed * INDEX_ENTRY_BYTES)
+        else:
+            kept_end = pending.data_end
+        self._cut_back(self._data_fd, kept_end)
+        self.data_size = kept_end
 
     def abandon(self, pending: PendingBatch) -> None:
         """Forget a batch whose data was written but must not be committed (its fsync failed)."""

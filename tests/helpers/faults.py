@@ -15,6 +15,7 @@ class DiskFaults:
         self.failing: dict[str, int] = {}  # writes to files with this suffix fail with this errno
         self.failing_syncs: dict[str, int] = {}  # the same for fdatasync
         self.short_write_then_fail = False
+        self.short_write_min_bytes = 2  # only a write of at least this many bytes is cut short
         real_write, real_writev, real_fdatasync = os.write, os.writev, os.fdatasync
 
         def path_of(fd: int) -> str:
@@ -33,7 +34,7 @@ class DiskFaults:
         def write(fd: int, data: Any) -> int:
             code = failure(fd, self.failing)
             if code is not None:
-                if self.short_write_then_fail and len(data) > 1:
+                if self.short_write_then_fail and len(data) >= self.short_write_min_bytes:
                     self.short_write_then_fail = False
                     return real_write(fd, memoryview(data)[: len(data) // 2])
                 raise OSError(code, os.strerror(code))
