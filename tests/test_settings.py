@@ -203,6 +203,7 @@ def test_crashed_creation_is_finished(stream_path: str) -> None:
         {"partitions": True},
         {"segment_size_bytes": 100},
         {"max_message_bytes": 10},
+        {"max_message_bytes": 2**30 + 1},
     ],
 )
 def test_bad_arguments_are_refused_before_touching_disk(stream_path: str, arguments: dict[str, object]) -> None:
@@ -274,3 +275,11 @@ def test_file_where_a_folder_belongs_is_refused(stream_path: str, where: str) ->
     with pytest.raises(adiskq.CorruptStreamError, match="is not a folder"):
         StreamWriter.open(stream_path, partitions=2)
     assert snapshot(stream_path) == before
+
+
+def test_the_largest_max_message_bytes_is_what_readers_and_recovery_accept(stream_path: str) -> None:
+    """max_message_bytes stops at 1 GiB: above it a push would succeed that readers refuse as damaged."""
+    with pytest.raises(adiskq.InvalidArgumentError, match="1 GiB, the largest record readers"):
+        adiskq.Producer(stream_path, max_message_bytes=2**31)
+    StreamWriter.open(stream_path, max_message_bytes=2**30).close()  # the limit itself is fine
+    assert adiskq.stats(stream_path).partitions[0].next_offset == 0

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Final, NamedTuple
 
 from .._errors import CorruptStreamError, InvalidArgumentError, NotAStreamError
+from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
 from .._sansio.naming import MAX_PARTITIONS, SETTINGS_FILE
 from .._sansio.values import Retention
 from .files import DEFAULT_FILE_MODE, atomic_write_json, read_json
@@ -70,8 +71,13 @@ class StreamSettings:
                 f"segment_size_bytes={self.segment_size_bytes!r}: give at least {MIN_SEGMENT_SIZE_BYTES} bytes "
                 "(the default is 32 MiB)"
             )
-        if not _is_int(self.max_message_bytes) or self.max_message_bytes < 64:
-            raise InvalidArgumentError(f"max_message_bytes={self.max_message_bytes!r}: give at least 64 bytes")
+        # Readers, recovery and check refuse a record above DEFAULT_MAX_RECORD_BYTES as damaged, so a
+        # larger limit would let a push succeed that no reader could read and recovery would cut.
+        if not _is_int(self.max_message_bytes) or not 64 <= self.max_message_bytes <= DEFAULT_MAX_RECORD_BYTES:
+            raise InvalidArgumentError(
+                f"max_message_bytes={self.max_message_bytes!r}: give from 64 bytes to {DEFAULT_MAX_RECORD_BYTES} "
+                "(1 GiB, the largest record readers and recovery accept); the default is 8 MiB"
+            )
 
     def to_json(self) -> dict[str, object]:
         """The settings as ``settings.json`` stores them."""
