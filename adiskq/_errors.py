@@ -109,26 +109,39 @@ class CorruptStreamError(Error):
 
 
 class CorruptRecordError(CorruptStreamError):
-    """A record inside committed data failed its size, magic or CRC check."""
+    """A record inside committed data failed its size, magic or CRC check.
 
-    def __init__(self, reason: str, *, path: str | None = None, position: int | None = None) -> None:
+    ``path`` and ``position`` locate the bad bytes; ``offset``, when a reader knows it, is the
+    message that cannot be read. Nothing is skipped silently: to read past a damaged message, read
+    on from ``offset + 1`` (``Consumer(start=error.offset + 1)``, ``adiskq offsets --reset-to`` for a
+    named group); every other message stays readable.
+    """
+
+    def __init__(
+        self, reason: str, *, path: str | None = None, position: int | None = None, offset: int | None = None
+    ) -> None:
         self.reason = reason
         self.path = path
         self.position = position
+        self.offset = offset
         super().__init__(self._describe())
 
     def __reduce__(self) -> tuple[object, ...]:
-        return functools.partial(type(self), self.reason, path=self.path, position=self.position), ()
+        return (
+            functools.partial(type(self), self.reason, path=self.path, position=self.position, offset=self.offset),
+            (),
+        )
 
-    def with_path(self, path: str, base_position: int = 0) -> CorruptRecordError:
+    def with_path(self, path: str, base_position: int = 0, offset: int | None = None) -> CorruptRecordError:
         """The same error, located in ``path`` with positions counted from ``base_position``."""
         position = None if self.position is None else base_position + self.position
-        return CorruptRecordError(self.reason, path=path, position=position)
+        return CorruptRecordError(self.reason, path=path, position=position, offset=offset)
 
     def _describe(self) -> str:
         where = self.path or "<buffer>"
         at = "" if self.position is None else f" at byte {self.position}"
-        return f"corrupt record in {where}{at}: {self.reason}. Run `adiskq check` on the stream to list the damage"
+        of = "" if self.offset is None else f" (offset {self.offset}; read on from offset {self.offset + 1} to pass it)"
+        return f"corrupt record in {where}{at}{of}: {self.reason}. Run `adiskq check` on the stream to list the damage"
 
 
 class OffsetOutOfRangeError(Error, IndexError):

@@ -114,16 +114,24 @@ def test_records_missing_from_the_active_index_are_reported_and_indexed(stream: 
     assert adiskq.stats(stream).partitions[0].next_offset == 40
 
 
-def test_damage_inside_the_active_segment_says_what_repair_would_cut(stream: str) -> None:
-    """Recovery cuts the active segment at a bad record: check says which offsets that drops."""
+def test_damage_inside_the_active_segment_says_repair_keeps_what_follows(stream: str) -> None:
+    """Rot inside the active segment's committed data: check says nothing is cut and which offsets stay."""
     active = segment_files(stream, 0, "data")[-1]
     flip_byte(active, 40)  # the first record of the active segment (offsets 32..39)
     result = invoke("check", stream)
     assert f"{active}:0: the record of offset 32 is damaged: CRC-32C mismatch" in result.stdout
-    assert "repairing cuts the data here (CRC-32C mismatch), and with it the 8 indexed messages from there on " in (
+    assert "nothing is cut, repairing keeps the 8 indexed messages from there on (offsets 32..39)" in result.stdout
+
+
+def test_a_torn_last_record_of_the_active_segment_says_what_repair_would_cut(stream: str) -> None:
+    """A bad record with nothing valid after it is a torn tail: check says which offsets repair drops."""
+    active = segment_files(stream, 0, "data")[-1]
+    flip_byte(active, os.path.getsize(active) - 1)  # the last record (offset 39)
+    result = invoke("check", stream)
+    assert "repairing cuts the data here (CRC-32C mismatch), and with it the 1 indexed messages from there on " in (
         result.stdout
     )
-    assert "(offsets 32..39)" in result.stdout
+    assert "(offsets 39..39)" in result.stdout
 
 
 def test_a_producer_writing_is_not_mistaken_for_damage(stream: str) -> None:
@@ -233,16 +241,23 @@ def test_a_segment_vacuumed_during_the_check_is_not_reported(stream: str) -> Non
     assert result.problems == ()
 
 
-def test_repair_fixes_damage_a_clean_close_record_would_hide(stream: str) -> None:
-    """Bit rot that keeps size and time stamp is still cut: --repair does not trust the clean-close record."""
+def test_repair_finds_damage_a_clean_close_record_would_hide_and_keeps_the_records_after_it(stream: str) -> None:
+    """Bit rot that keeps size and time stamp is found (--repair does not trust the clean-close record);
+    valid records follow it, so it is rot inside committed data: nothing is cut and check still lists it."""
     active = segment_files(stream, 0, "data")[-1]
     times = os.stat(active)
     flip_byte(active, RECORD + 40)  # the second record of the active segment (offset 33)
     os.utime(active, ns=(times.st_atime_ns, times.st_mtime_ns))
     result = invoke("check", stream, "--repair")
-    assert result.exit_code == 0, result.output
-    assert "cut 924 bytes of torn tail (CRC-32C mismatch)" in result.stdout
-    assert adiskq.stats(stream).partitions[0].next_offset == 33
+    assert "kept every committed record" in result.stdout
+    assert "first at offset 33" in result.stdout
+    assert "torn tail" not in result.stdout.split("kept every committed record")[0]
+    assert adiskq.stats(stream).partitions[0].next_offset == 40
+    again = invoke("check", stream)
+    assert again.exit_code == 1  # the damaged record is still there to see
+    assert "the record of offset 33 is damaged" in again.stdout
+    assert "nothing is cut" in again.stdout
+    assert adiskq.read(stream, 0, 34).offset == 34
 
 
 def test_a_damaged_sealed_key_index_is_reported_and_rebuilt_by_repair(stream: str) -> None:

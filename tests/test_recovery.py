@@ -152,18 +152,46 @@ def test_zeroed_last_records_are_cut(stream: str) -> None:
     _check_prefix(stream, len(RECORDS) - 2)
 
 
-def test_bad_record_in_the_middle_truncates_from_there(stream: str) -> None:
-    """A record that fails its CRC cuts the active segment at that record (the torn-tail rule)."""
+def _flip(path: str, position: int) -> None:
+    with open(path, "r+b") as file:
+        file.seek(position)
+        byte = file.read(1)
+        file.seek(position)
+        file.write(bytes([byte[0] ^ 0xFF]))
+
+
+@pytest.mark.parametrize("where", ["value", "size field"])
+def test_rot_inside_committed_data_keeps_every_record(stream: str, where: str) -> None:
+    """A bad record followed by valid ones is rot, not a torn tail: nothing is cut, the bad one raises."""
     ends = _record_ends(RECORDS)
-    with open(_file(stream, 0, "data"), "r+b") as file:
-        file.seek(ends[1] - 1)
-        last = file.read(1)
-        file.seek(ends[1] - 1)
-        file.write(bytes([last[0] ^ 0xFF]))
+    _flip(_file(stream, 0, "data"), ends[1] - 1 if where == "value" else ends[0] + 3)
     report = _reopen(stream)
-    assert "CRC" in report.repairs[0].action
+    assert len(report.repairs) == 1
+    assert "kept every committed record" in report.repairs[0].action
+    assert "offset 1" in report.repairs[0].action
     assert report.repairs[0].position == ends[0]
-    _check_prefix(stream, 1)
+    with pytest.raises(adiskq.CorruptRecordError) as caught:
+        adiskq.read(stream, 0, 1)
+    assert caught.value.position == ends[0]
+    assert caught.value.offset == 1
+    expected = expected_messages(RECORDS)
+    assert [adiskq.read(stream, 0, offset) for offset in (0, 2, 3, 4, 5)] == [expected[i] for i in (0, 2, 3, 4, 5)]
+    writer = StreamWriter.open(stream)
+    try:
+        assert append(writer.partitions[0], fields(1, 100)) == len(RECORDS)
+    finally:
+        writer.close()
+    assert adiskq.stats(stream).last_recovery is not None
+
+
+def test_a_bad_last_record_is_a_torn_tail_and_is_cut(stream: str) -> None:
+    """Bad bytes with nothing valid after them are the torn tail of a crash: recovery cuts them."""
+    ends = _record_ends(RECORDS)
+    _flip(_file(stream, 0, "data"), ends[-1] - 1)
+    report = _reopen(stream)
+    assert "torn tail" in report.repairs[0].action
+    assert report.repairs[0].position == ends[-2]
+    _check_prefix(stream, len(RECORDS) - 1)
 
 
 @pytest.mark.parametrize("missing", [["index"], ["timeindex"], ["index", "timeindex"]])

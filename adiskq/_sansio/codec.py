@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_MAX_RECORD_BYTES",
     "KEY_AT",
     "KEY_LENGTH_AT",
+    "MAGIC_AT",
     "MAGIC_V1",
     "MIN_RECORD_BYTES",
     "NEED_MORE",
@@ -53,6 +54,8 @@ __all__ = [
     "encode_batch",
     "encode_record",
     "encoded_size",
+    "is_valid_record",
+    "next_valid_record",
     "record_key",
     "record_timestamp",
     "scan_columns",
@@ -70,6 +73,7 @@ _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
 _FIXED_BYTES: Final = _FIXED.size  # 22
 # Where readers that cut fields out of encoded records without decoding them find them.
+MAGIC_AT: Final = 8  # u8 magic
 TIMESTAMP_AT: Final = 10  # i64 timestamp_ns
 KEY_LENGTH_AT: Final = 18  # u32 key_len
 KEY_AT: Final = _FIXED_BYTES  # the key's first byte
@@ -310,6 +314,31 @@ def scan_columns(buf: bytes, pos: int = 0, *, max_record_bytes: int = DEFAULT_MA
         error = bad
     valid_end = positions[-1] + sizes[-1] if positions else start
     return ScannedRecords(positions, sizes, timestamps, valid_end, error)
+
+
+def is_valid_record(
+    buf: bytes | bytearray | memoryview, pos: int, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+) -> bool:
+    """Whether a whole, valid record starts at ``pos``."""
+    try:
+        return decode_record(buf, pos, max_record_bytes=max_record_bytes) is not NEED_MORE
+    except CorruptRecordError:
+        return False
+
+
+def next_valid_record(buf: bytes, start: int, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> int | None:
+    """The first position at or after ``start`` where a whole, valid record begins, or None.
+
+    What tells rot inside committed data (valid records follow the bad bytes) from a torn tail
+    (nothing valid follows). Only positions with the magic byte in its place are tried.
+    """
+    magic = bytes((MAGIC_V1,))
+    candidate = buf.find(magic, start + MAGIC_AT)
+    while candidate != -1:
+        if is_valid_record(buf, candidate - MAGIC_AT, max_record_bytes=max_record_bytes):
+            return candidate - MAGIC_AT
+        candidate = buf.find(magic, candidate + 1)
+    return None
 
 
 def scan_records(

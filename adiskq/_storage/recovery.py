@@ -3,8 +3,12 @@
 The rules, in the order they are applied:
 
 1. ``.data`` is the source of truth. Every record is checked (size, magic, CRC-32C) from the start
-   of the segment; the data is truncated at the first record that is torn (the buffer ends inside
-   it) or bad. Everything after that point is the torn tail of a crash or a power cut.
+   of the segment. Bad bytes with nothing valid after them are the torn tail of a crash or a power
+   cut: the data is truncated there. Bad bytes followed by a valid record are rot inside committed
+   data, never a torn tail (a crash tears only the end): nothing is cut. The damaged record keeps its
+   offset (its size from its index entry when that leads to the next valid record, else up to the
+   next valid record found by searching for one), readers raise ``CorruptRecordError`` (file,
+   position, offset) there, and the repair is reported.
 2. ``.index`` and ``.timeindex`` are derived: entries that agree with the valid records are kept,
    a partial trailing entry and entries that point past valid data are dropped, and missing
    entries are rebuilt from the records.
@@ -27,7 +31,7 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from .._sansio.codec import ScannedRecords, scan_columns
+from .._sansio.codec import ScannedRecords, is_valid_record, next_valid_record, scan_columns
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX
 from .._sansio.values import SegmentRepair
 from . import keyindex
@@ -71,6 +75,54 @@ def _scan_data(path: str, max_record_bytes: int) -> tuple[ScanResult, bytes]:
     if problem is None and scanned.end != len(data):
         problem = "the last record is incomplete (torn write)"
     return ScanResult(scanned, scanned.end, len(data), problem), data
+
+
+def _scan_past_rot(
+    data: bytes, scan: ScanResult, index_raw: bytes | None, timeindex_raw: bytes | None, max_record_bytes: int
+) -> tuple[ScanResult, list[int]]:
+    """Carry a scan that stopped at a bad record on past it while valid records follow.
+
+    Returns the scan with each damaged record kept in place (its position, its size up to the next
+    valid record, its timestamp from the time index, else the one before it) and the positions of
+    the damaged records. A bad record with nothing valid after it ends the scan, as a torn tail does.
+    """
+    records = scan.records
+    positions, sizes, timestamps = list(records.positions), list(records.sizes), list(records.timestamps)
+    indexed = entry_columns(index_raw or b"", "Q", 3)  # offsets, positions, sizes
+    stamped = entry_columns(timeindex_raw or b"", "q", 2)  # offsets, timestamps
+    damaged: list[int] = []
+    end, error = records.end, records.error
+    while end < len(data):  # bad bytes, or a size field that claims more than the data holds
+        bad = end
+        k = len(positions)
+        following: int | None = None
+        if k < len(indexed[1]) and indexed[1][k] == bad:  # the index knows the damaged record's size
+            candidate = bad + indexed[2][k]
+            if candidate < len(data) and is_valid_record(data, candidate, max_record_bytes=max_record_bytes):
+                following = candidate
+        if following is None:
+            following = next_valid_record(data, bad + 1, max_record_bytes=max_record_bytes)
+        if following is None:
+            break  # nothing valid after the bad bytes: a torn tail
+        damaged.append(bad)
+        positions.append(bad)
+        sizes.append(following - bad)
+        if k < len(stamped[0]) and stamped[0][k] == stamped[0][0] + k:
+            timestamps.append(stamped[1][k])
+        else:
+            timestamps.append(timestamps[-1] if timestamps else 0)
+        more = scan_columns(data, following, max_record_bytes=max_record_bytes)
+        positions += more.positions
+        sizes += more.sizes
+        timestamps += more.timestamps
+        end, error = more.end, more.error
+    if not damaged:
+        return scan, []
+    problem = None if error is None else error.reason
+    if problem is None and end != len(data):
+        problem = "the last record is incomplete (torn write)"
+    columns = ScannedRecords(positions, sizes, timestamps, end, error)
+    return ScanResult(columns, end, len(data), problem), damaged
 
 
 def _agreeing_prefix(whole: int, agree: Callable[[int], bool]) -> int:
@@ -206,6 +258,28 @@ def recover_segment(
         created = True
 
     scan, data = _scan_data(data_path, max_record_bytes)
+    damaged: list[int] = []  # positions of damaged records that valid ones follow
+    if scan.valid_end < scan.file_size:  # bad bytes, or a record the data ends inside
+        scan, damaged = _scan_past_rot(
+            data,
+            scan,
+            read_file(segment_path(directory, base_offset, INDEX)),
+            read_file(segment_path(directory, base_offset, TIMEINDEX)),
+            max_record_bytes,
+        )
+        if damaged:
+            first = scan.records.positions.index(damaged[0])
+            repairs.append(
+                SegmentRepair(
+                    partition,
+                    base_offset,
+                    f"kept every committed record: {len(damaged)} damaged record(s) inside committed data, the "
+                    f"first at offset {base_offset + first} (byte {damaged[0]}), are followed by valid ones, so this "
+                    "is rot, not a torn tail; reading a damaged offset raises CorruptRecordError, read past it with "
+                    "start=offset + 1",
+                    position=damaged[0],
+                )
+            )
     if scan.valid_end < scan.file_size:
         fd = os.open(data_path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:

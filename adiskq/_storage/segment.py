@@ -86,6 +86,15 @@ def count_within(entries: bytes | memoryview, count: int, start: int, max_bytes:
     return low
 
 
+def _offset_at(entries: bytes | memoryview, count: int, first_offset: int, position: int) -> int | None:
+    """The offset of the entry (of ``count`` from ``first_offset``) whose record holds ``position``."""
+    for i in range(count):
+        _, start, size = INDEX_ENTRY.unpack_from(entries, i * INDEX_ENTRY_BYTES)
+        if start <= position < start + max(size, 1):
+            return first_offset + i
+    return None
+
+
 def segment_path(directory: str, base_offset: int, extension: str) -> str:
     """The path of one file of a segment."""
     return os.path.join(directory, segment_file_name(base_offset, extension))
@@ -642,12 +651,16 @@ class SegmentReader:
         located = self.locate(offset, max_count, max_bytes)
         if located is None:
             return []
-        _, count, start, end = located
+        entries, count, start, end = located
         data = self.read_data(start, end - start)
         try:
             return decode_messages(data, self.partition, offset, count, max_record_bytes=self.max_record_bytes)
         except CorruptRecordError as error:
-            raise error.with_path(self.data_path, start) from None
+            damaged = None if error.position is None else _offset_at(entries, count, offset, start + error.position)
+            if damaged is not None and damaged > offset:
+                # The messages before the damaged one are delivered; the read that reaches it raises.
+                return self.read_messages(offset, damaged - offset)
+            raise error.with_path(self.data_path, start, damaged) from None
 
     def read_data(self, position: int, size: int) -> bytes:
         """``size`` bytes of ``.data`` at ``position``; CorruptRecordError if the file is shorter."""

@@ -28,7 +28,14 @@ from collections.abc import Callable, Iterator
 from typing import Final, Literal, TypeAlias
 
 from .._errors import CorruptRecordError, CorruptStreamError
-from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES, NEED_MORE, RecordExtent, decode_record, scan_records
+from .._sansio.codec import (
+    DEFAULT_MAX_RECORD_BYTES,
+    NEED_MORE,
+    RecordExtent,
+    decode_record,
+    next_valid_record,
+    scan_records,
+)
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX
 from . import keyindex
 from .files import read_file
@@ -294,7 +301,23 @@ def check_segment(
     if segment.is_active and not data_sound and not in_flight and valid_end < covered_end:
         # Recovery cuts the active segment at its first bad record: say what that costs.
         lost = sum(1 for e in range(entries) if _entry_position(index_raw, e) >= valid_end)
-        if lost:
+        if lost and next_valid_record(data, valid_end + 1) is not None:
+            # Rot inside committed data: recovery keeps every record (the damaged ones raise).
+            problems = (
+                *problems,
+                Problem(
+                    data_path,
+                    valid_end,
+                    f"damaged committed data ({scan_problem}) with valid records after it: nothing is cut, repairing "
+                    f"keeps the {lost} indexed messages from there on (offsets {base + entries - lost}.."
+                    f"{base + entries - 1}); readers raise CorruptRecordError at a damaged offset and read on "
+                    "from the offset after it",
+                    None,
+                    segment.partition,
+                    base,
+                ),
+            )
+        elif lost:
             problems = (
                 *problems,
                 Problem(
