@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
 from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -13,6 +15,7 @@ from pyspark.sql import SparkSession
 from spark_support import fill, read_all
 
 from adiskq import CorruptRecordError, StreamLockedError
+from adiskq._storage.partition import PartitionWriter
 from adiskq._storage.stream import StreamReader, StreamWriter
 from adiskq.spark import _sink
 from adiskq.spark._encode import Columns, Grouped
@@ -174,6 +177,32 @@ def test_a_crash_in_the_middle_of_the_append_is_completed_not_repeated(
     assert committer.commit(3, [staged_rows(str(tmp_path), REPLAY)]) is False
     assert values(stream_path) == sorted(v for _, v in ROWS)
     assert os.listdir(os.path.join(tmp_path, "adiskq-sink", "staging")) == []
+
+
+def test_an_abort_after_a_failed_commit_keeps_what_its_intent_needs(
+    stream_path: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit that fails part-way (disk full), then Spark's abort: the retry appends every row once."""
+    fill(stream_path, [0, 0])
+    committer = SinkCommitter(str(tmp_path), stream_path, 1.0)
+    real_append = PartitionWriter.append
+
+    def full_disk_on_partition_1(self: PartitionWriter, *args: Any, **kwargs: Any) -> int:
+        if self.partition == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_append(self, *args, **kwargs)
+
+    monkeypatch.setattr(PartitionWriter, "append", full_disk_on_partition_1)
+    staged = [staged_rows(str(tmp_path), ROWS)]
+    with pytest.raises(OSError, match="No space"):
+        committer.commit(0, staged)
+    committer.discard(staged)  # what AdiskqStreamWriter.abort does
+    monkeypatch.setattr(PartitionWriter, "append", real_append)
+    assert committer.commit(0, [staged_rows(str(tmp_path), REPLAY)]) is False  # the intent's batch, finished
+    assert values(stream_path) == sorted(v for _, v in ROWS)
+    assert committer.load_state().committed == 0
+    assert committer.commit(1, [staged_rows(str(tmp_path), REPLAY)]) is True
+    assert values(stream_path) == sorted([v for _, v in ROWS] + [v for _, v in REPLAY])
 
 
 def test_an_interrupted_commit_is_finished_before_the_next_batch(

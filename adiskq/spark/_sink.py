@@ -289,8 +289,20 @@ class SinkCommitter:
         return matched
 
     def discard(self, staged: Sequence[StagedRecords]) -> None:
-        """Delete staging files that will not be appended."""
+        """Delete staging files that will not be appended: never one a pending intent names.
+
+        Spark calls ``abort`` (which lands here) when ``commit`` raised, also when the commit failed
+        after writing its intent (a full disk part-way through the append). The next commit finishes
+        that intent from its staging files, so they must outlive the abort.
+        """
+        try:
+            intent = self.load_state().intent
+        except CorruptStreamError:
+            return  # the state cannot be read: keep every file the next commit might need
+        pending = set() if intent is None else {item.path for item in intent.staged}
         for item in staged:
+            if item.path in pending:
+                continue
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(item.path)
 
