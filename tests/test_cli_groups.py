@@ -204,3 +204,32 @@ def test_replacing_unreadable_offsets_creates_the_group_folder_like_a_member_wou
         os.umask(previous)
     assert os.stat(group_dir(path, "replaced")).st_mode == os.stat(group_dir(path, "committed")).st_mode
     assert load_offsets(path, "replaced") == {0: 1}
+
+
+def test_a_member_joining_during_a_reset_cannot_take_a_partition_until_it_is_stored(
+    stream: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reset holds the partitions' leases from its check until the offsets are stored, so a member
+    that joins in between takes them only afterwards, and then starts from the new offsets."""
+    save_offsets(stream, "billing", {0: 7, 1: 3})
+    from adiskq._storage import group_admin
+    from adiskq._storage.leases import Membership
+
+    real_update = group_admin.update_offsets
+    member = Membership(stream, "billing")
+    took: list[bool] = []
+
+    def a_member_joins_first(*args: object, **kwargs: object) -> dict[int, int]:
+        member.join()
+        took.append(member.try_acquire(0))
+        return real_update(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(group_admin, "update_offsets", a_member_joins_first)
+    try:
+        result = invoke("offsets", stream, "-g", "billing", "--reset-to", "oldest")
+        assert result.exit_code == 0, result.output
+        assert took == [False]  # the lease was the reset's until the offsets were stored
+        assert member.try_acquire(0)
+        assert load_offsets(stream, "billing") == {0: 0, 1: 0}  # what the member starts from now
+    finally:
+        member.leave()

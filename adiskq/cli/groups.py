@@ -144,7 +144,7 @@ def offsets(path: str, name: str, to: Position, partitions: tuple[int, ...], dry
       adiskq offsets orders --group billing --reset-to 1200 --partition 2
     """
     from .._sansio.naming import validate_group_name
-    from .._storage.group_admin import holders, set_offsets
+    from .._storage.group_admin import GroupInUse, holders, set_offsets
     from .._storage.stream import StreamReader
     from .read import check_partitions
 
@@ -156,11 +156,7 @@ def offsets(path: str, name: str, to: Position, partitions: tuple[int, ...], dry
     chosen = check_partitions(stream, partitions)
     held = holders(stream.path, name)
     if held:
-        who = ", ".join(sorted({holder for _, holder in held}))
-        raise Failure(
-            f"group {name!r} is in use ({who}): its members would overwrite the new offsets. Stop the group's "
-            "consumers, then run this again"
-        )
+        raise _in_use(name, ", ".join(sorted({holder for _, holder in held})))
     before = _committed(stream, name)
     replace = isinstance(before, str)
     if isinstance(before, str):
@@ -169,7 +165,12 @@ def offsets(path: str, name: str, to: Position, partitions: tuple[int, ...], dry
     after = {p: _target(stream, p, to) for p in chosen}
     bounds = _bounds(stream)
     if not dry_run:
-        set_offsets(stream.path, name, after, replace=replace)
+        try:
+            # Checks again, holding the partitions' leases until the offsets are stored, so a member
+            # joining after the check above cannot overwrite them.
+            set_offsets(stream.path, name, after, replace=replace, only_if_unused=True)
+        except GroupInUse as error:
+            raise _in_use(name, str(error)) from None
     rows = table(
         "partition",
         "before",
@@ -187,3 +188,10 @@ def offsets(path: str, name: str, to: Position, partitions: tuple[int, ...], dry
             format_count(max(0, bounds[partition][1] - after[partition])),
         )
     console().print(rows)
+
+
+def _in_use(name: str, who: str) -> Failure:
+    return Failure(
+        f"group {name!r} is in use ({who}): its members would overwrite the new offsets. Stop the group's "
+        "consumers, then run this again"
+    )
