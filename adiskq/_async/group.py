@@ -20,6 +20,7 @@ so members never undo each other's commits.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -50,6 +51,8 @@ from .membership import GroupMembership
 from .notify import Notifier, get_notifier
 
 __all__ = ["ConsumerGroup", "GroupEnd"]
+
+logger: Final = logging.getLogger("adiskq.group")
 
 GroupEnd = Literal["wait", "close"]
 DEFAULT_COMMIT_INTERVAL: Final = 1.0
@@ -297,6 +300,23 @@ class ConsumerGroup(_Reader):
         self._starts[partition] = position
         if committed is None:
             self._committed.pop(partition, None)
+        elif position < committed:
+            # The stored commit lies past the partition's end: a power cut took back messages an
+            # async-flush producer had written after the group committed them. Store the end now,
+            # or once new messages take those offsets a restarted group would skip them. (Blocking
+            # I/O on the loop, on this rare path only.)
+            logger.warning(
+                "group %r: partition %d's stored commit %d is past its end %d (messages lost in a power cut); "
+                "the commit is moved back to %d",
+                self.name,
+                partition,
+                committed,
+                position,
+                position,
+            )
+            if self.name is not None:
+                update_offsets(stream.path, self.name, {partition: position})
+            self._committed[partition] = position
         else:
             self._committed[partition] = committed
 
