@@ -177,6 +177,43 @@ def test_a_failed_seal_leaves_the_bare_column_and_can_be_retried(
     partition.close()
 
 
+def test_a_roll_retried_after_its_seal_succeeded_never_cuts_the_sealed_key_index(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fsync_dir fails after the seal: the retried roll leaves the sealed file alone (readers may map it)."""
+    directory = str(tmp_path)
+    partition, _ = PartitionWriter.open(directory, 0, segment_size_bytes=1024)
+    partition.append(*encode(fields(5)))
+    path = os.path.join(directory, f"{0:020d}.keyindex")
+    real_fsync_dir = segment.fsync_dir
+
+    def failing_fsync_dir(folder: str) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(segment, "fsync_dir", failing_fsync_dir)
+    with pytest.raises(OSError, match="Input/output"):
+        partition.roll()
+    sealed = os.stat(path)
+    assert keyindex.sealed_problem(path, 5, check_crc=True) is None
+    truncations: list[int] = []
+    real_ftruncate = os.ftruncate
+
+    def watched_ftruncate(fd: int, length: int) -> None:
+        if os.path.samefile(f"/proc/self/fd/{fd}", path):
+            truncations.append(length)
+        real_ftruncate(fd, length)
+
+    monkeypatch.setattr(segment, "fsync_dir", real_fsync_dir)
+    monkeypatch.setattr(os, "ftruncate", watched_ftruncate)
+    partition.roll()
+    monkeypatch.undo()
+    assert truncations == []  # never cut, not even for an instant
+    assert os.stat(path).st_size == sealed.st_size
+    assert keyindex.sealed_problem(path, 5, check_crc=True) is None
+    assert partition.segment_count == 2
+    partition.close()
+
+
 def test_the_clean_close_state_includes_the_key_index(tmp_path: object) -> None:
     """file_state names the key index's size and time, after the buffered entries are written."""
     directory = str(tmp_path)

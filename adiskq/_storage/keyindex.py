@@ -288,19 +288,27 @@ def seal_column(fd: int, path: str, entry_count: int) -> None:
     ``entry_count`` entries.
 
     Anything past the entries (a seal that failed half-way) is cut first; on failure the file is
-    cut back to the bare column, which readers and the next producer treat as unsealed.
+    cut back to the bare column, which readers and the next producer treat as unsealed. A file that
+    is already sealed for these entries (a roll retried after its seal succeeded and a later step
+    failed) is left as it is: readers may have it mapped, and cutting it under them would kill them
+    with SIGBUS.
     """
     size = entry_count * ENTRY_BYTES
-    os.ftruncate(fd, size)
     reader = open_read(path)
     try:
-        column = pread_exact(reader, size, 0)
+        whole = pread_exact(reader, os.fstat(reader).st_size, 0)
     finally:
         os.close(reader)
+    column = whole[:size]
     if len(column) != size:
         raise ValueError(f"the key index {path} holds {len(column) // ENTRY_BYTES} entries, not {entry_count}")
+    tail = sealed_tail(column)
+    if whole[size:] == tail:
+        os.fsync(fd)
+        return
+    os.ftruncate(fd, size)
     try:
-        write_all(fd, sealed_tail(column))
+        write_all(fd, tail)
         os.fsync(fd)
     except OSError:
         with contextlib.suppress(OSError):
