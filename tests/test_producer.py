@@ -190,10 +190,10 @@ def test_bad_settings_fail_at_construction(stream_path: str) -> None:
 
 
 async def test_fewer_partitions_than_stored_is_refused(stream_path: str) -> None:
-    """A stream never loses partitions: asking for fewer raises SettingsMismatchError."""
+    """A stream never loses partitions: asking for fewer raises SettingsMismatchError naming both counts."""
     async with adiskq.Producer(stream_path, partitions=3):
         pass
-    with pytest.raises(adiskq.SettingsMismatchError, match="3 partitions"):
+    with pytest.raises(adiskq.SettingsMismatchError, match="has 3 partitions and partitions=2 asks for fewer"):
         async with adiskq.Producer(stream_path, partitions=2):
             pass
     async with adiskq.Producer(stream_path) as producer:

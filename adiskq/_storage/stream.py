@@ -254,7 +254,8 @@ class StreamWriter:
         partitions = overrides.get("partition_count")
         if stored is not None and isinstance(partitions, int) and partitions < stored.partition_count:
             raise SettingsMismatchError(
-                f"stream {path!r} has {stored.partition_count} partitions; a stream cannot lose partitions "
+                f"stream {path!r} has {stored.partition_count} partitions and partitions={partitions} asks for "
+                f"fewer; a stream cannot lose partitions "
                 f"(keys would move), so open it with partitions={stored.partition_count} or more, or leave "
                 "partitions unset"
             )
