@@ -129,8 +129,8 @@ def test_damaged_settings_are_one_line_with_what_to_do(stream_path: str) -> None
         assert "restore it from a backup" in message
 
 
-def test_reading_a_damaged_record_names_the_file_and_byte(stream_path: str) -> None:
-    """A bad record stops the read with its file and position, and points at `adiskq check`."""
+def test_reading_a_damaged_record_names_the_file_byte_and_offset(stream_path: str) -> None:
+    """A bad record stops the read with its file, position and offset, and says how to read past it."""
     fill(stream_path, [b"first", b"second"])
     data = segment_files(stream_path, 0, "data")[0]
     first_size = 24 + 8 + len(b"first")
@@ -140,7 +140,8 @@ def test_reading_a_damaged_record_names_the_file_and_byte(stream_path: str) -> N
     assert result.stdout == "first\n"  # what came before the damage was printed
     message = one_line_error(result.stderr)
     assert message == (
-        f"Error: corrupt record in {data} at byte {first_size}: CRC-32C mismatch. "
+        f"Error: corrupt record in {data} at byte {first_size} (offset 1; read on from offset 2 to pass it): "
+        "CRC-32C mismatch. "
         "Run `adiskq check` on the stream to list the damage"
     )
 
