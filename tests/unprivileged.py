@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Callable
 
 import pytest
+from helpers.preload import import_all_of_adiskq
 
 
 def as_nobody(action: Callable[[], object]) -> object:
@@ -26,6 +27,7 @@ def as_nobody(action: Callable[[], object]) -> object:
             "this test proves that readers need only read permission by reading as another user, "
             "which needs root (CI runs as root); run the suite as root"
         )
+    import_all_of_adiskq()  # the child cannot import from a checkout nobody may not enter
     nobody = pwd.getpwnam("nobody")
     read_end, write_end = os.pipe()
     with warnings.catch_warnings():

@@ -23,7 +23,7 @@ import rich.text  # noqa: F401
 
 import adiskq.cli
 import adiskq.cli.output
-from adiskq._storage import group_admin, verify  # noqa: F401
+from helpers.preload import import_all_of_adiskq
 
 
 def _warm_up() -> None:
@@ -38,6 +38,7 @@ def _warm_up() -> None:
 
 
 def main() -> None:
+    import_all_of_adiskq()  # the checkout may lie where nobody cannot read
     _warm_up()
     nobody = pwd.getpwnam("nobody")
     os.setgroups([])
