@@ -252,6 +252,37 @@ async def spark_sink_commit(run: Run, begin: Step, end: Step) -> None:
         await _go_on(producer, run, 2)
 
 
+async def spark_batch_write(run: Run, begin: Step, end: Step) -> None:
+    """A Spark task's append (``AdiskqBatchWriter._append``): Spark retries a failed task whole."""
+    import types
+
+    from adiskq.spark._writer import AdiskqBatchWriter
+
+    StreamWriter.open(run.path, partitions=2).close()
+    rows = [(b"k%d" % i, b"batch-%d" % i) for i in range(20)]
+    options = types.SimpleNamespace(path=run.path, lock_timeout=5.0)
+    writer = AdiskqBatchWriter(options, None, None)  # type: ignore[arg-type]
+
+    def grouped() -> Grouped:
+        encoded = Grouped(2)
+        batch = pa.record_batch({"key": [k for k, _ in rows], "value": [v for _, v in rows]})
+        encoded.encode(batch, Columns(has_key=True, has_headers=False, has_timestamp=False), 1 << 20)
+        return encoded
+
+    totals: dict[int, int] = {}
+    run.attempted.update(value for _, value in rows)
+    begin()
+    try:
+        writer._append(grouped(), totals)
+        stream = stream_messages(run.path)
+        run.acked.update(stream)  # the task reported success: all of it counts as acknowledged
+    except OSError as error:
+        run.failures.append(error)
+    end()
+    async with adiskq.Producer(run.path, **QUIET) as producer:
+        await _go_on(producer, run, 2)
+
+
 WORKLOADS: dict[str, Workload] = {
     "push": push,
     "push_many-1p": push_many_one_partition,
@@ -263,6 +294,7 @@ WORKLOADS: dict[str, Workload] = {
     "check-repair": check_repair,
     "group-commit": group_commit,
     "spark-sink": spark_sink_commit,
+    "spark-batch": spark_batch_write,
 }
 # Workloads that take a flush mode: each runs with both.
 FLUSHED = ("push", "push_many-1p", "push_many-3p", "roll", "vacuum", "close")

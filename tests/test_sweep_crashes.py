@@ -99,17 +99,26 @@ async def _sweep(tmp: str, name: str, flush: str, monkeypatch: pytest.MonkeyPatc
     run = Run(path, flush)
     states: list[CrashState] = []
 
+    hook_errors: list[str] = []
+
     def save(call: Call) -> None:
         if (call.number - 1) % every:
             return
-        died, power, torn = syscalls.save_crash_states(saved, call.number)
-        states.append(CrashState(call.number, call.name, died, power, torn, dict(run.acked), stream_messages(path)))
+        try:
+            died, power, torn = syscalls.save_crash_states(saved, call.number)
+            seen = stream_messages(path)
+        except Exception as error:  # the sweep itself failed: say so, never skip the point quietly
+            hook_errors.append(f"saving the state before call #{call.number} ({call.name}) failed: {error!r}")
+            return
+        states.append(CrashState(call.number, call.name, died, power, torn, dict(run.acked), seen))
 
     syscalls.before_call = save
     with anyio.fail_after(60):
         await WORKLOADS[name](run, lambda: syscalls.start(track_durability=True), syscalls.stop)
     assert states, f"{name} made no system call on the stream"
-    problems: list[str] = []
+    assert len(states) == (len(syscalls.calls) + every - 1) // every, "a crash point was not saved"
+    problems: list[str] = hook_errors + syscalls.errors
+    problems += [f"the workload failed with no fault injected: {error!r}" for error in run.failures]
     for state in states:
         problems += _check(state, run, flush)
     return len(states), problems

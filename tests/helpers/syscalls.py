@@ -78,8 +78,9 @@ class _Durable:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
             self.sync_folder(path)
-        else:
-            self.contents[info.st_ino] = os.pread(fd, info.st_size, 0)
+        else:  # through /proc: adiskq's descriptors are often write-only
+            with open(f"/proc/self/fd/{fd}", "rb") as file:
+                self.contents[info.st_ino] = file.read()
 
     def materialize(self, target: str, *, torn: bool) -> None:
         """Write the durable state to ``target`` (torn: plus whole sectors of unsynced appends)."""
@@ -128,6 +129,7 @@ class Syscalls:
         self.active = False
         self._short_then = 0  # the errno the next write fails with, after a short write
         self.durable: _Durable | None = None
+        self.errors: list[str] = []  # failures of the sweep's own bookkeeping
         self._lock = threading.RLock()
         self._in_hook = threading.local()
         for name in _FD_CALLS + _PATH_CALLS:
@@ -194,7 +196,10 @@ class Syscalls:
             result = real(*args, **kwargs)
             if self.durable is not None and name in ("fsync", "fdatasync"):
                 with self._lock:
-                    self.durable.sync_fd(args[0], path)
+                    try:
+                        self.durable.sync_fd(args[0], path)
+                    except Exception as error:  # the sweep's own failure: reported, never passed to adiskq
+                        self.errors.append(f"tracking {name} of {path} failed: {error!r}")
             return result
 
         return call
