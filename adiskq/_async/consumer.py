@@ -26,7 +26,7 @@ from typing import Final, Literal, Self
 import anyio
 import anyio.lowlevel
 
-from .._errors import ClosedError, OffsetOutOfRangeError
+from .._errors import ClosedError, InvalidArgumentError, OffsetOutOfRangeError
 from .._sansio.naming import INDEX, SETTINGS_FILE
 from .._sansio.values import Message
 from .._storage.lock import owner_text
@@ -34,6 +34,7 @@ from .._storage.partition import PartitionCursor
 from .._storage.segment import segment_path
 from .._storage.stream import StreamReader
 from . import wakeup
+from .arguments import check_max_messages, check_on_data_loss, check_start, positive_seconds
 from .notify import Notifier, Watch, get_notifier
 
 __all__ = ["Consumer", "End", "OnDataLoss", "Start"]
@@ -50,30 +51,6 @@ DEFAULT_BATCH_MESSAGES: Final = 256
 # One read covers at most this much data: bounds the time a read holds the event loop.
 MAX_READ_BYTES: Final = 4 * 2**20
 _INDEX_SUFFIX: Final = "." + INDEX
-
-
-def check_start(start: object) -> None:
-    """ValueError unless ``start`` is a valid start position."""
-    if isinstance(start, str):
-        if start not in ("oldest", "newest", "active-oldest"):
-            raise ValueError(f"start={start!r}: use 'oldest', 'newest', 'active-oldest', an offset or a datetime")
-    elif isinstance(start, bool) or not isinstance(start, int | dt.datetime):
-        raise ValueError(f"start={start!r}: use 'oldest', 'newest', 'active-oldest', an offset or a datetime")
-    elif isinstance(start, int) and start < 0:
-        raise ValueError(f"start={start}: offsets start at 0")
-
-
-def check_on_data_loss(on_data_loss: object) -> None:
-    """ValueError unless ``on_data_loss`` is ``"skip"`` or ``"raise"``."""
-    if on_data_loss not in ("skip", "raise"):
-        raise ValueError(f"on_data_loss={on_data_loss!r}: use 'skip' or 'raise'")
-
-
-def check_max_messages(max_messages: object) -> int:
-    """``max_messages`` if it is a positive int, else ValueError."""
-    if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1:
-        raise ValueError(f"max_messages={max_messages!r}: give a positive number")
-    return max_messages
 
 
 _HOST: Final = socket.gethostname()
@@ -390,16 +367,15 @@ class Consumer(_Reader):
         poll_interval: float | None = None,
     ) -> None:
         if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
-            raise ValueError(f"partition={partition!r}: partitions are numbered from 0")
+            raise InvalidArgumentError(f"partition={partition!r}: partitions are numbered from 0")
         check_start(start)
         if isinstance(end, str):
             if end not in ("wait", "close"):
-                raise ValueError(f"end={end!r}: use 'wait', 'close' or an offset (exclusive)")
+                raise InvalidArgumentError(f"end={end!r}: use 'wait', 'close' or an offset (exclusive)")
         elif isinstance(end, bool) or not isinstance(end, int) or end < 0:
-            raise ValueError(f"end={end!r}: use 'wait', 'close' or an offset (exclusive)")
+            raise InvalidArgumentError(f"end={end!r}: use 'wait', 'close' or an offset (exclusive)")
         check_on_data_loss(on_data_loss)
-        if poll_interval is not None and not poll_interval > 0:
-            raise ValueError(f"poll_interval={poll_interval!r}: give a positive number of seconds")
+        positive_seconds("poll_interval", poll_interval, optional=True)
         self.path = os.fspath(path)
         self.partition = partition
         self.start = start

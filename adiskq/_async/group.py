@@ -36,6 +36,7 @@ from .._sansio.values import Message
 from .._storage.offsets import load_offsets, update_offsets
 from .._storage.stream import StreamReader
 from . import wakeup
+from .arguments import check_on_data_loss, check_start, positive_seconds
 from .consumer import (
     DEFAULT_BATCH_MESSAGES,
     OnDataLoss,
@@ -43,8 +44,6 @@ from .consumer import (
     SettingsWatch,
     Start,
     _Reader,
-    check_on_data_loss,
-    check_start,
     producer_is_in_this_process,
 )
 from .membership import GroupMembership
@@ -103,14 +102,11 @@ class ConsumerGroup(_Reader):
             validate_group_name(name)
         check_start(start)
         if end not in ("wait", "close"):
-            raise ValueError(f"end={end!r}: a group takes 'wait' or 'close'")
+            raise InvalidArgumentError(f"end={end!r}: a group takes 'wait' or 'close'")
         check_on_data_loss(on_data_loss)
-        if not commit_interval > 0:
-            raise ValueError(f"commit_interval={commit_interval!r}: give a positive number of seconds")
-        if poll_interval is not None and not poll_interval > 0:
-            raise ValueError(f"poll_interval={poll_interval!r}: give a positive number of seconds")
-        if not rebalance_interval > 0:
-            raise ValueError(f"rebalance_interval={rebalance_interval!r}: give a positive number of seconds")
+        positive_seconds("commit_interval", commit_interval)
+        positive_seconds("poll_interval", poll_interval, optional=True)
+        positive_seconds("rebalance_interval", rebalance_interval)
         if exclusive and name is None:
             raise InvalidArgumentError(
                 "exclusive=True needs a named group: members of ConsumerGroup(path, name='...') share or "
@@ -384,10 +380,10 @@ class ConsumerGroup(_Reader):
         if self.closed:
             raise ClosedError("this consumer group was closed; commit before closing it")
         if self.name is None:
-            raise ValueError("commit() needs a named group: ConsumerGroup(path, name='...')")
+            raise InvalidArgumentError("commit() needs a named group: ConsumerGroup(path, name='...')")
         partition = message.partition
         if partition not in self._followers:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"partition {partition} is not held by this member of group {self.name!r} (it went to another "
                 "member, or never came here): its uncommitted messages are read again by its holder. Commit "
                 "each message (or batch) before asking the group for the next one"

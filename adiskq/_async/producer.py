@@ -25,7 +25,13 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from .._errors import ClosedError, MessageTooLargeError, PartialWriteError, StreamLockedError
+from .._errors import (
+    ClosedError,
+    InvalidArgumentError,
+    MessageTooLargeError,
+    PartialWriteError,
+    StreamLockedError,
+)
 from .._sansio.codec import encode_batch, encode_record
 from .._sansio.naming import fnv1_32
 from .._sansio.values import Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
@@ -34,6 +40,7 @@ from .._storage.files import DEFAULT_FILE_MODE
 from .._storage.segment import PartlyCommittedError
 from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings
 from .._storage.stream import StreamWriter
+from .arguments import positive_seconds
 from .lane import Batch, Lane
 
 __all__ = ["FlushMode", "Producer"]
@@ -154,12 +161,11 @@ class Producer:
         lock_timeout: float = 0.0,
     ) -> None:
         if flush not in ("async", "sync"):
-            raise ValueError(f'flush={flush!r}: choose "async" (the default) or "sync"')
-        for name, seconds in (("flush_interval", flush_interval), ("vacuum_interval", vacuum_interval)):
-            if not isinstance(seconds, int | float) or seconds <= 0:
-                raise ValueError(f"{name}={seconds!r}: give a positive number of seconds")
-        if lock_timeout < 0:
-            raise ValueError(f"lock_timeout={lock_timeout!r}: give 0 (fail at once) or more seconds")
+            raise InvalidArgumentError(f'flush={flush!r}: choose "async" (the default) or "sync"')
+        positive_seconds("flush_interval", flush_interval)
+        positive_seconds("vacuum_interval", vacuum_interval)
+        if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float) or lock_timeout < 0:
+            raise InvalidArgumentError(f"lock_timeout={lock_timeout!r}: give 0 (fail at once) or more seconds")
         if retention is not None and not isinstance(retention, Retention):
             raise TypeError("retention= takes adiskq.Retention(max_bytes=..., max_age=..., max_disk_usage=...)")
         # Settings are checked now, before any I/O, so a mistake fails at construction.

@@ -23,7 +23,7 @@ import struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import Generic, Self, TypeVar
 
-from .._errors import CorruptRecordError, CorruptStreamError, OffsetOutOfRangeError
+from .._errors import CorruptRecordError, CorruptStreamError, InvalidArgumentError, OffsetOutOfRangeError
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
 from .._sansio.naming import DATA, INDEX, KEYINDEX, SEGMENT_EXTENSIONS, TIMEINDEX, parse_segment_file
 from .._sansio.retention import SegmentInfo
@@ -106,17 +106,15 @@ def _ensure_sealed_key_index(directory: str, partition: int, base: int, mode: in
         data = pread_exact(fd, os.fstat(fd).st_size, 0)
     finally:
         os.close(fd)
+    cannot = [
+        SegmentRepair(partition, base, f"could not rebuild the key index ({problem}): the index points past the data")
+    ]
+    if positions and max(positions) >= len(data):
+        return cannot  # readers report that segment as damaged
     try:
-        if positions and max(positions) >= len(data):
-            raise ValueError("the index points past the data")
         column = keyindex.pack_hashes(keyindex.data_key_hashes(data, positions))
-    except (struct.error, ValueError, OverflowError):
-        # The index points past the data (or is garbage): readers report that segment as damaged.
-        return [
-            SegmentRepair(
-                partition, base, f"could not rebuild the key index ({problem}): the index points past the data"
-            )
-        ]
+    except (struct.error, ValueError, OverflowError):  # index entries that are garbage
+        return cannot
     keyindex.write_sealed_file(path, column, mode=mode)
     return [SegmentRepair(partition, base, f"rebuilt the key index ({problem}) from {entries} records")]
 
@@ -390,7 +388,7 @@ class PartitionWriter:
         """Delete these sealed segments (oldest first; never the active one)."""
         doomed = set(bases)
         if self.active.base_offset in doomed:
-            raise ValueError("the active segment is never deleted")
+            raise InvalidArgumentError("the active segment is never deleted")
         removed: list[tuple[int, int]] = []
         messages = size = 0
         keep: list[_SealedSegment] = []
@@ -472,7 +470,7 @@ class PartitionReader:
             bases = self.segment_bases()
             return bases[-1] if bases else 0
         if position not in ("oldest", "newest"):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{position!r} is not a position: use oldest, newest, active-oldest, an offset or a datetime"
             )
         oldest, next_offset = self.bounds()
