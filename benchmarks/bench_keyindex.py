@@ -23,7 +23,7 @@ Peer: the same rows in SQLite with an index on the key, ``SELECT ... WHERE key =
     python benchmarks/bench_keyindex.py                       # full run (builds a 10M-message stream)
     python benchmarks/bench_keyindex.py --dir /big --keep     # keep the built streams for the next run
     python benchmarks/bench_keyindex.py --messages 1000000    # a smaller lookup stream
-    python benchmarks/bench_keyindex.py --quick               # seconds; tests/test_benchmarks_quick.py
+    python benchmarks/bench_keyindex.py --quick               # seconds; tests/benchmarks/test_benchmarks_quick.py
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ flusher; SQLite WAL with synchronous=NORMAL syncs only at checkpoints), and both
 cache. Figures are medians of several runs; ratios are adiskq / SQLite.
 
     python benchmarks/bench_storage.py            # full run
-    python benchmarks/bench_storage.py --quick    # seconds; what tests/test_benchmarks_quick.py runs
+    python benchmarks/bench_storage.py --quick    # seconds; what tests/benchmarks/test_benchmarks_quick.py runs
 """
 
 from __future__ import annotations

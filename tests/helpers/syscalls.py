@@ -1,6 +1,6 @@
 """Every system call adiskq makes on a stream, counted, failed on purpose, or crashed after.
 
-The sweeps of ``tests/test_sweep_*.py`` walk each operation the way SQLite's I/O-error tests and the
+The sweeps of ``tests/torture/test_sweep_*.py`` walk each operation the way SQLite's I/O-error tests and the
 ALICE study ("All File Systems Are Not Created Equal", OSDI 2014) do:
 
 * **fault injection**: the k-th call on the stream's files fails with ENOSPC, EIO or EFBIG, for every k;

@@ -9,8 +9,9 @@ import subprocess
 import sys
 
 import pytest
+from paths import ROOT_DIR
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(ROOT_DIR)
 PEERS = ["adiskq", "sqlite-wal", "redis-streams", "persist-queue", "litequeue"]
 THROUGHPUT = ["single", "batch", "durable32", "read"]
 

@@ -7,7 +7,9 @@ import re
 import subprocess
 import sys
 
-BENCHMARK = pathlib.Path(__file__).parent.parent / "benchmarks" / "bench_group.py"
+from paths import ROOT_DIR
+
+BENCHMARK = pathlib.Path(ROOT_DIR) / "benchmarks" / "bench_group.py"
 
 
 def test_the_group_benchmark_runs_in_quick_mode(tmp_path: pathlib.Path) -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from paths import ROOT_DIR
 from storage_helpers import snapshot
 from unprivileged import as_nobody
 
@@ -18,7 +19,7 @@ from adiskq._storage import keyindex
 from adiskq._storage.partition import PartitionReader
 from adiskq._storage.stream import StreamWriter
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = ROOT_DIR
 KEYS = [b"alpha", b"beta", b"gamma", b"delta", b"epsilon"]
 
 

@@ -6,7 +6,9 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import ROOT_DIR
+
+ROOT = ROOT_DIR
 
 
 def test_the_cli_benchmark_runs_in_quick_mode() -> None:

@@ -7,9 +7,11 @@ import os
 import subprocess
 import sys
 
+from paths import ROOT_DIR
+
 import adiskq
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = ROOT_DIR
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import apidoc  # noqa: E402 - the generator lives in scripts/

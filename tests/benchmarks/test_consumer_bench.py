@@ -6,7 +6,9 @@ import pathlib
 import subprocess
 import sys
 
-BENCHMARK = pathlib.Path(__file__).parent.parent / "benchmarks" / "bench_consumer.py"
+from paths import ROOT_DIR
+
+BENCHMARK = pathlib.Path(ROOT_DIR) / "benchmarks" / "bench_consumer.py"
 
 
 def test_the_consumer_benchmark_runs_in_quick_mode() -> None:

@@ -8,10 +8,11 @@ import subprocess
 import sys
 
 import pytest
+from paths import ROOT_DIR
 
 import adiskq
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(ROOT_DIR)
 SERVICE = ROOT / "examples" / "trio_service.py"
 
 FAST = ["--interval", "0.001", "--stats-interval", "0.05"]

@@ -8,9 +8,10 @@ import pathlib
 import types
 
 import pytest
+from paths import ROOT_DIR
 from pyspark.sql import SparkSession
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(ROOT_DIR)
 
 
 def load(relative: str) -> types.ModuleType:

@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from paths import ROOT_DIR
 
-BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+BENCHMARKS = os.path.join(ROOT_DIR, "benchmarks")
 
 
 def test_storage_benchmark_quick(tmp_path: os.PathLike[str]) -> None:

@@ -8,10 +8,11 @@ import subprocess
 import sys
 
 import pytest
+from paths import ROOT_DIR
 
 import adiskq
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(ROOT_DIR)
 DEMO = ROOT / "examples" / "workers.py"
 
 ARGS = ["--workers", "3", "--partitions", "6", "--jobs", "1500", "--kill-after", "0.3"]

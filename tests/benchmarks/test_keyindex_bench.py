@@ -6,7 +6,9 @@ import os
 import subprocess
 import sys
 
-BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+from paths import ROOT_DIR
+
+BENCHMARKS = os.path.join(ROOT_DIR, "benchmarks")
 
 
 def test_keyindex_benchmark_quick(tmp_path: os.PathLike[str]) -> None:

@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 import pytest
+from paths import TESTS_DIR
 from storage_helpers import append, expected_messages, fields, read_all, write_stream
 
 import adiskq
@@ -49,7 +50,7 @@ def _crash_after(stream: str, code: str) -> None:
         textwrap.dedent(
             f"""
         import os, signal, sys
-        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        sys.path.insert(0, {TESTS_DIR!r})
         from storage_helpers import append, fields
         from adiskq._storage.stream import StreamWriter
         writer = StreamWriter.open({stream!r})

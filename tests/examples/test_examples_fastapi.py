@@ -14,11 +14,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from helpers.waiting import wait_for
+from paths import ROOT_DIR
 
 import adiskq
 from tests.helpers.chromium import Chromium
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(ROOT_DIR)
 SERVICE = ROOT / "examples" / "fastapi_service.py"
 
 pytestmark = pytest.mark.timeout(90)
