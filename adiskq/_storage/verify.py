@@ -237,7 +237,7 @@ def check_segment(
                 index_path,
                 None,
                 "missing: this looks like a vacuum that was interrupted (it deletes .index first), or a lost "
-                "file; the next producer open (or check --repair) rebuilds it from .data, and the next vacuum "
+                "file; the next producer open (or a repair) rebuilds it from .data, and the next vacuum "
                 "deletes the segment again if the retention says so",
                 "recovery",
             )
@@ -410,8 +410,7 @@ def _check_entries(
         except CorruptRecordError as error:
             what = f"the record of offset {base + i} is damaged: {error.reason}"
             if not segment.is_active:
-                after = f"--partition {segment.partition} --start {base + i + 1}"
-                what += f" (the messages after it can still be read: {after})"
+                what += f" (the messages after it can still be read, from offset {base + i + 1})"
             found.add(data_path, position, what, data_fix)
             previous_end = covered_end = position + size
             continue

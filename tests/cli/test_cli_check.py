@@ -41,7 +41,7 @@ def test_a_damaged_record_in_a_sealed_segment_is_reported_with_file_and_position
     assert result.exit_code == 1
     assert problem_lines(result.stdout, stream) == [
         f"{data}:{RECORD}: the record of offset 1 is damaged: CRC-32C mismatch "
-        "(the messages after it can still be read: --partition 0 --start 2)"
+        "(the messages after it can still be read, from offset 2)"
     ]
     assert "1 needs a person" in result.stdout
     assert "Restore the files named above from a backup" in result.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from helpers.cli import flip_byte
 from storage_helpers import append, encode, expected_messages, fields, read_all, write_stream
 
 import adiskq
@@ -152,19 +153,11 @@ def test_zeroed_last_records_are_cut(stream: str) -> None:
     _check_prefix(stream, len(RECORDS) - 2)
 
 
-def _flip(path: str, position: int) -> None:
-    with open(path, "r+b") as file:
-        file.seek(position)
-        byte = file.read(1)
-        file.seek(position)
-        file.write(bytes([byte[0] ^ 0xFF]))
-
-
 @pytest.mark.parametrize("where", ["value", "size field"])
 def test_rot_inside_committed_data_keeps_every_record(stream: str, where: str) -> None:
     """A bad record followed by valid ones is rot, not a torn tail: nothing is cut, the bad one raises."""
     ends = _record_ends(RECORDS)
-    _flip(_file(stream, 0, "data"), ends[1] - 1 if where == "value" else ends[0] + 3)
+    flip_byte(_file(stream, 0, "data"), ends[1] - 1 if where == "value" else ends[0] + 3)
     report = _reopen(stream)
     assert len(report.repairs) == 1
     assert "kept every committed record" in report.repairs[0].action
@@ -187,7 +180,7 @@ def test_rot_inside_committed_data_keeps_every_record(stream: str, where: str) -
 def test_a_bad_last_record_is_a_torn_tail_and_is_cut(stream: str) -> None:
     """Bad bytes with nothing valid after them are the torn tail of a crash: recovery cuts them."""
     ends = _record_ends(RECORDS)
-    _flip(_file(stream, 0, "data"), ends[-1] - 1)
+    flip_byte(_file(stream, 0, "data"), ends[-1] - 1)
     report = _reopen(stream)
     assert "torn tail" in report.repairs[0].action
     assert report.repairs[0].position == ends[-2]
