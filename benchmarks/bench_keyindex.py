@@ -44,6 +44,7 @@ from typing import Any
 import anyio
 
 import adiskq
+from adiskq._sansio import keyindex as keyindex_format
 from adiskq._sansio.codec import encode_batch
 from adiskq._sansio.naming import partition_for_key
 from adiskq._storage import keyindex
@@ -173,7 +174,7 @@ def build_stream(path: str, messages: int, keys: int) -> float:
     """Write the lookup stream through the storage layer; returns the seconds it took."""
     started = time.perf_counter()
     placement = [partition_for_key(key_name(k), PARTITIONS) for k in range(keys)]
-    hashes = [keyindex.key_hash(key_name(k)) for k in range(keys)]
+    hashes = [keyindex_format.key_hash(key_name(k)) for k in range(keys)]
     base_ns = 1_700_000_000 * 10**9
     writer = StreamWriter.open(path, partitions=PARTITIONS, segment_size_bytes=SEGMENT_BYTES)
     try:

@@ -32,10 +32,10 @@ from .._errors import (
     PartialWriteError,
     StreamLockedError,
 )
+from .._sansio import keyindex
 from .._sansio.codec import encode_batch, encode_record
 from .._sansio.naming import fnv1_32
 from .._sansio.values import Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
-from .._storage import keyindex
 from .._storage.files import DEFAULT_FILE_MODE
 from .._storage.segment import PartlyCommittedError
 from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Generic, Self, TypeVar
 
 from .._errors import CorruptRecordError, CorruptStreamError, InvalidArgumentError, OffsetOutOfRangeError
+from .._sansio import keyindex as keyindex_format
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
 from .._sansio.naming import DATA, INDEX, KEYINDEX, SEGMENT_EXTENSIONS, TIMEINDEX, parse_segment_file
 from .._sansio.retention import SegmentInfo
@@ -112,7 +113,7 @@ def _ensure_sealed_key_index(directory: str, partition: int, base: int, mode: in
     if positions and max(positions) >= len(data):
         return cannot  # readers report that segment as damaged
     try:
-        column = keyindex.pack_hashes(keyindex.data_key_hashes(data, positions))
+        column = keyindex_format.pack_hashes(keyindex_format.data_key_hashes(data, positions))
     except (struct.error, ValueError, OverflowError):  # index entries that are garbage
         return cannot
     keyindex.write_sealed_file(path, column, mode=mode)
@@ -242,7 +243,9 @@ class PartitionWriter:
             if clean is not None and entries is not None:
                 # The key index must suit the setting: one entry per message, or no file at all.
                 keys = clean.keyindex_file
-                if key_index != (keys is not None) or (keys is not None and keys[0] != entries * keyindex.ENTRY_BYTES):
+                if key_index != (keys is not None) or (
+                    keys is not None and keys[0] != entries * keyindex_format.ENTRY_BYTES
+                ):
                     entries = None
             if clean is not None and entries is not None:
                 skipped = True
@@ -514,7 +517,7 @@ class PartitionReader:
         and its key compared. A segment whose key index is missing or cannot be trusted, and the
         records of the active segment past its key index's end, are searched in the data instead.
         """
-        hash_value = keyindex.key_hash(key)
+        hash_value = keyindex_format.key_hash(key)
         found: list[Message] = []
         bases = self.segment_bases()
         if bases:
@@ -630,7 +633,7 @@ def _search_data(segment: SegmentReader, key: bytes, first: int, end: int) -> li
         _, positions, sizes = entry_columns(raw, "Q", 3)
         start, stop = positions[0], positions[-1] + sizes[-1]
         data = segment.read_data(start, stop - start)
-        matches = keyindex.data_key_matches(data, positions, key, origin=start)
+        matches = keyindex_format.data_key_matches(data, positions, key, origin=start)
         found += [chunk_first + match for match in matches]
     return found
 

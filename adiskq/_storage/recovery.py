@@ -31,10 +31,10 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from .._sansio import keyindex as keyindex_format
 from .._sansio.codec import ScannedRecords, is_valid_record, next_valid_record, scan_columns
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX
 from .._sansio.values import SegmentRepair
-from . import keyindex
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, read_file
 from .segment import INDEX_ENTRY, TIMEINDEX_ENTRY, entry_columns, segment_path
 
@@ -203,7 +203,7 @@ def _repair_derived_file(
 
 def _common_entries(existing: bytes, expected: bytes) -> int:
     """How many leading 4-byte entries two key index columns share."""
-    width = keyindex.ENTRY_BYTES
+    width = keyindex_format.ENTRY_BYTES
     return _agreeing_prefix(
         min(len(existing), len(expected)) // width, lambda count: existing[: count * width] == expected[: count * width]
     )
@@ -213,7 +213,7 @@ def _repair_key_index(
     path: str, expected: bytes, repairs: list[SegmentRepair], partition: int, base_offset: int, mode: int
 ) -> bool:
     """Make the key index at ``path`` exactly the hash column ``expected``; True if it changed."""
-    count = len(expected) // keyindex.ENTRY_BYTES
+    count = len(expected) // keyindex_format.ENTRY_BYTES
     existing = read_file(path)
     if existing is None:
         _rewrite_tail(path, 0, expected, mode)
@@ -222,9 +222,9 @@ def _repair_key_index(
     if existing == expected:
         return False
     keep = _common_entries(existing, expected)
-    _rewrite_tail(path, keep * keyindex.ENTRY_BYTES, expected[keep * keyindex.ENTRY_BYTES :], mode)
+    _rewrite_tail(path, keep * keyindex_format.ENTRY_BYTES, expected[keep * keyindex_format.ENTRY_BYTES :], mode)
     parts = []
-    surplus = len(existing) - keep * keyindex.ENTRY_BYTES
+    surplus = len(existing) - keep * keyindex_format.ENTRY_BYTES
     if len(existing) > len(expected) and existing.startswith(expected):
         parts.append(f"dropped {surplus} bytes of .keyindex past its {count} entries (a seal, or a torn write)")
     elif surplus:
@@ -323,7 +323,7 @@ def recover_segment(
     )
     keyindex_path = segment_path(directory, base_offset, KEYINDEX)
     if key_index:
-        expected = keyindex.pack_hashes(keyindex.data_key_hashes(data, records.positions))
+        expected = keyindex_format.pack_hashes(keyindex_format.data_key_hashes(data, records.positions))
         changed |= _repair_key_index(keyindex_path, expected, repairs, partition, base_offset, mode)
     elif key_index is not None and os.path.lexists(keyindex_path):
         os.unlink(keyindex_path)  # the stream keeps no key index: a stale one must not linger

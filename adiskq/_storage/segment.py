@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 from .._errors import CorruptRecordError
+from .._sansio import keyindex as keyindex_format
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES, decode_messages
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX, segment_file_name
 from .._sansio.values import Message
@@ -66,7 +67,7 @@ INDEX_ENTRY: Final = struct.Struct("<QQQ")  # offset, position, size
 TIMEINDEX_ENTRY: Final = struct.Struct("<Qq")  # offset, timestamp_ns
 INDEX_ENTRY_BYTES: Final = INDEX_ENTRY.size
 # How many time and key index entries single pushes buffer (a global, not an attribute, on the hot path).
-BUFFERED_ENTRIES: Final = keyindex.TAIL_BUFFER_ENTRIES
+BUFFERED_ENTRIES: Final = keyindex_format.TAIL_BUFFER_ENTRIES
 _JOIN_MAX_BYTES: Final = 1 << 20
 TIMEINDEX_ENTRY_BYTES: Final = TIMEINDEX_ENTRY.size
 # Reads larger than this are first checked against the size of .data (one fstat).
@@ -287,7 +288,7 @@ class SegmentWriter:
     ) -> PendingBatch:
         """Append the records to ``.data`` only; their index entries wait for ``write_entries``.
 
-        ``key_hashes`` (``keyindex.key_hash`` of each record's key) spares cutting the keys out of
+        ``key_hashes`` (``keyindex_format.key_hash`` of each record's key) spares cutting the keys out of
         the records again when the stream keeps a key index.
         """
         self._check_usable()
@@ -324,8 +325,8 @@ class SegmentWriter:
         keyindex_bytes = b""
         key_buffer = self._key_buffer
         if key_buffer is not None:
-            hashes = keyindex.record_key_hashes(records) if key_hashes is None else key_hashes
-            keyindex_bytes = keyindex.pack_hashes(itertools.chain(key_buffer, hashes) if key_buffer else hashes)
+            hashes = keyindex_format.record_key_hashes(records) if key_hashes is None else key_hashes
+            keyindex_bytes = keyindex_format.pack_hashes(itertools.chain(key_buffer, hashes) if key_buffer else hashes)
         pending = PendingBatch(first_offset, count, start, end, index_bytes, timeindex_bytes, keyindex_bytes)
         self._pending = pending
         return pending
@@ -354,7 +355,7 @@ class SegmentWriter:
                 raise PartlyCommittedError(error, pending.first_offset, committed) from error
             self._cut_back(self._index_fd, index_size)
             if key_buffer is not None:
-                self._cut_back(self._keyindex_fd, self._written_entries(key_buffer) * keyindex.ENTRY_BYTES)
+                self._cut_back(self._keyindex_fd, self._written_entries(key_buffer) * keyindex_format.ENTRY_BYTES)
             self._cut_back(self._timeindex_fd, timeindex_size)
             self.abandon(pending)
             raise
@@ -386,7 +387,7 @@ class SegmentWriter:
         self._cut_back(self._timeindex_fd, entries * TIMEINDEX_ENTRY_BYTES)
         if self._key_buffer is not None:
             self._key_buffer.clear()
-            self._cut_back(self._keyindex_fd, entries * keyindex.ENTRY_BYTES)
+            self._cut_back(self._keyindex_fd, entries * keyindex_format.ENTRY_BYTES)
         if committed < pending.message_count:  # the first record cut: where the kept data ends
             _, kept_end, _ = INDEX_ENTRY.unpack_from(pending.index_bytes, committed * INDEX_ENTRY_BYTES)
         else:
@@ -422,7 +423,7 @@ class SegmentWriter:
         key_buffer = self._key_buffer
         hash_value = 0
         if key_buffer is not None:  # hashed before any write: a record it cannot read changes nothing
-            hash_value = keyindex.record_key_hashes((record,))[0] if key_hash is None else key_hash
+            hash_value = keyindex_format.record_key_hashes((record,))[0] if key_hash is None else key_hash
         offset = self.next_offset
         start = self.data_size
         size = len(record)
@@ -442,7 +443,7 @@ class SegmentWriter:
             if flushed:
                 write_all(self._timeindex_fd, b"".join(time_buffer))
                 if key_buffer is not None:
-                    write_all(self._keyindex_fd, keyindex.pack_hashes(key_buffer))
+                    write_all(self._keyindex_fd, keyindex_format.pack_hashes(key_buffer))
             # Plain os.write with the short-write fallback spelled out: a call less per entry.
             entry = INDEX_ENTRY.pack(offset, start, size)
             written = os.write(self._index_fd, entry)
@@ -454,7 +455,7 @@ class SegmentWriter:
             self._cut_back(self._timeindex_fd, self._written_entries(time_buffer) * TIMEINDEX_ENTRY_BYTES)
             if key_buffer is not None:
                 key_buffer.pop()
-                self._cut_back(self._keyindex_fd, self._written_entries(key_buffer) * keyindex.ENTRY_BYTES)
+                self._cut_back(self._keyindex_fd, self._written_entries(key_buffer) * keyindex_format.ENTRY_BYTES)
             self._cut_back(self._data_fd, start)
             raise
         self.data_size = start + size
@@ -482,9 +483,9 @@ class SegmentWriter:
         if key_buffer:
             self._check_usable()
             try:
-                write_all(self._keyindex_fd, keyindex.pack_hashes(key_buffer))
+                write_all(self._keyindex_fd, keyindex_format.pack_hashes(key_buffer))
             except OSError:
-                self._cut_back(self._keyindex_fd, self._written_entries(key_buffer) * keyindex.ENTRY_BYTES)
+                self._cut_back(self._keyindex_fd, self._written_entries(key_buffer) * keyindex_format.ENTRY_BYTES)
                 raise
             key_buffer.clear()
 

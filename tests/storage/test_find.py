@@ -10,8 +10,8 @@ import anyio
 import pytest
 
 import adiskq
+from adiskq._sansio import keyindex as keyindex_format
 from adiskq._sansio.naming import partition_for_key
-from adiskq._storage import keyindex
 from adiskq._storage.partition import PartitionReader
 
 
@@ -126,7 +126,7 @@ async def test_hash_collisions_never_return_another_keys_message(
     stream_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With every key hashing alike, find() still returns only the messages with its own key."""
-    monkeypatch.setattr(keyindex, "key_hash", lambda key: 0xC0111DE5)
+    monkeypatch.setattr(keyindex_format, "key_hash", lambda key: 0xC0111DE5)
     await fill(stream_path, 600, 5, partitions=1)
     for number in range(5):
         key = f"key-{number}".encode()
@@ -137,7 +137,7 @@ async def test_hash_collisions_never_return_another_keys_message(
 
 async def test_partial_collisions_are_told_apart(stream_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Keys whose hashes share a few bits (some equal, some not) are each found exactly."""
-    monkeypatch.setattr(keyindex, "key_hash", lambda key: len(key) & 3)
+    monkeypatch.setattr(keyindex_format, "key_hash", lambda key: len(key) & 3)
     await fill(stream_path, 500, 17, partitions=2)
     for number in range(17):
         key = f"key-{number}".encode()

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adiskq._sansio import keyindex as keyindex_format
 from adiskq._sansio.codec import encode_record
 from adiskq._storage import keyindex
 
@@ -22,7 +23,7 @@ def brute_force(hashes: list[int], wanted: int) -> list[int]:
 def sealed(tmp_path: object, hashes: list[int]) -> str:
     """A sealed key index of these hashes, written as the producer's open rebuilds one."""
     path = os.path.join(str(tmp_path), "00000000000000000000.keyindex")
-    keyindex.write_sealed_file(path, keyindex.pack_hashes(hashes))
+    keyindex.write_sealed_file(path, keyindex_format.pack_hashes(hashes))
     return path
 
 
@@ -35,14 +36,14 @@ def candidates(path: str, count: int, wanted: int) -> list[int]:
 def test_pack_and_unpack_hashes_round_trip() -> None:
     """A hash column holds each hash as a little-endian u32, in order."""
     hashes = [0, 1, 0xFFFF_FFFF, 0x1234_5678]
-    raw = keyindex.pack_hashes(hashes)
+    raw = keyindex_format.pack_hashes(hashes)
     assert raw[12:] == bytes.fromhex("78563412")
-    assert keyindex.unpack_hashes(raw).tolist() == hashes
+    assert keyindex_format.unpack_hashes(raw).tolist() == hashes
 
 
 def test_the_key_hash_is_crc32_of_the_key_bytes() -> None:
     """The documented hash: zlib's CRC-32 of the key's bytes."""
-    assert keyindex.key_hash(b"order-12345") == zlib.crc32(b"order-12345")
+    assert keyindex_format.key_hash(b"order-12345") == zlib.crc32(b"order-12345")
 
 
 @settings(max_examples=60, deadline=None)
@@ -80,8 +81,8 @@ def test_blocks_are_small_where_keys_are_mostly_distinct(tmp_path: object, keys:
     hashes = [zlib.crc32(b"key-%d" % rng.randrange(keys)) for _ in range(20_000)]
     path = sealed(tmp_path, hashes)
     with open(path, "rb") as file:
-        file.seek(-keyindex.TRAILER_BYTES, os.SEEK_END)
-        assert keyindex.TRAILER.unpack(file.read())[3] == block_shift
+        file.seek(-keyindex_format.TRAILER_BYTES, os.SEEK_END)
+        assert keyindex_format.TRAILER.unpack(file.read())[3] == block_shift
     for value in hashes[::997]:
         assert candidates(path, len(hashes), value) == brute_force(hashes, value)
 
@@ -98,15 +99,15 @@ def test_a_hot_key_among_distinct_ones_is_found_once_per_message(tmp_path: objec
 
 def test_huge_segments_use_bigger_blocks(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past 4,096 blocks the blocks grow, so the sorted values keep enough bits of the hash."""
-    monkeypatch.setattr(keyindex, "_MAX_BLOCK_BITS", 2)  # at most four blocks
-    monkeypatch.setattr(keyindex, "_LARGE_BLOCK_SHIFT", 3)  # of at least eight entries
-    monkeypatch.setattr(keyindex, "_SMALL_BLOCK_SHIFT", 1)
+    monkeypatch.setattr(keyindex_format, "_MAX_BLOCK_BITS", 2)  # at most four blocks
+    monkeypatch.setattr(keyindex_format, "_LARGE_BLOCK_SHIFT", 3)  # of at least eight entries
+    monkeypatch.setattr(keyindex_format, "_SMALL_BLOCK_SHIFT", 1)
     rng = random.Random(7)
     hashes = [rng.getrandbits(32) for _ in range(100)]
     path = sealed(tmp_path, hashes)
     with open(path, "rb") as file:
-        file.seek(-keyindex.TRAILER_BYTES, os.SEEK_END)
-        _, count, _, block_shift, hash_bits, _, _ = keyindex.TRAILER.unpack(file.read())
+        file.seek(-keyindex_format.TRAILER_BYTES, os.SEEK_END)
+        _, count, _, block_shift, hash_bits, _, _ = keyindex_format.TRAILER.unpack(file.read())
     assert (count, block_shift, hash_bits) == (100, 5, 28)
     for value in hashes[::7]:
         assert candidates(path, 100, value) == brute_force(hashes, value)
@@ -118,10 +119,10 @@ def test_a_sealed_file_is_the_column_then_sorted_values_then_the_trailer(tmp_pat
     path = sealed(tmp_path, hashes)
     with open(path, "rb") as file:
         raw = file.read()
-    magic, count, distinct, block_shift, hash_bits, reserved, checksum = keyindex.TRAILER.unpack(raw[-32:])
+    magic, count, distinct, block_shift, hash_bits, reserved, checksum = keyindex_format.TRAILER.unpack(raw[-32:])
     assert (magic, count, distinct, block_shift, hash_bits, reserved) == (b"AKX1", 3, 2, 12, 30, 0)
-    assert raw[:12] == keyindex.pack_hashes(hashes)
-    assert keyindex.unpack_hashes(raw[12:20]).tolist() == [5 >> 2, 0xFFFF_FFFF >> 2]
+    assert raw[:12] == keyindex_format.pack_hashes(hashes)
+    assert keyindex_format.unpack_hashes(raw[12:20]).tolist() == [5 >> 2, 0xFFFF_FFFF >> 2]
     from crc32c import crc32c
 
     assert checksum == crc32c(raw[: len(raw) - 32 + 16])
@@ -196,7 +197,7 @@ def test_column_candidates_cover_only_the_committed_entries(tmp_path: object) ->
     """An active column is searched up to the message count; entries past it are ignored."""
     path = os.path.join(str(tmp_path), "00000000000000000000.keyindex")
     with open(path, "wb") as file:
-        file.write(keyindex.pack_hashes([7, 8, 7, 7]) + b"\x07\x00")  # and half an entry
+        file.write(keyindex_format.pack_hashes([7, 8, 7, 7]) + b"\x07\x00")  # and half an entry
     assert keyindex.column_candidates(path, 3, 7) == ([0, 2], 3)
     assert keyindex.column_candidates(path, 10, 7) == ([0, 2, 3], 4)
     assert keyindex.column_candidates(path + ".gone", 3, 7) == ([], 0)
@@ -221,21 +222,21 @@ RECORDS = [
 def test_key_hashes_are_cut_from_records_of_mixed_key_lengths() -> None:
     """Records with keys of different lengths (and headers) give each key's hash."""
     keys = [b"key-1", b"", b"a-longer-key", b"key-2"]
-    assert keyindex.record_key_hashes(RECORDS) == [zlib.crc32(k) for k in keys]
+    assert keyindex_format.record_key_hashes(RECORDS) == [zlib.crc32(k) for k in keys]
 
 
 def test_key_hashes_are_cut_from_records_of_one_key_length() -> None:
     """The one-length fast path gives the same hashes."""
     records = [encode_record(b"x" * i, b"key-%d" % (i % 10), i) for i in range(50)]
-    assert keyindex.record_key_hashes(records) == [zlib.crc32(b"key-%d" % (i % 10)) for i in range(50)]
-    assert keyindex.record_key_hashes([]) == []
+    assert keyindex_format.record_key_hashes(records) == [zlib.crc32(b"key-%d" % (i % 10)) for i in range(50)]
+    assert keyindex_format.record_key_hashes([]) == []
 
 
 def test_key_hashes_are_cut_from_a_data_buffer() -> None:
     """Recovery's form: records found by their positions in the data."""
     data = b"".join(RECORDS)
     positions = [0, len(RECORDS[0]), len(RECORDS[0]) + len(RECORDS[1]), len(data) - len(RECORDS[3])]
-    assert keyindex.data_key_hashes(data, positions) == keyindex.record_key_hashes(RECORDS)
+    assert keyindex_format.data_key_hashes(data, positions) == keyindex_format.record_key_hashes(RECORDS)
 
 
 def test_the_data_search_finds_keys_not_values() -> None:
@@ -246,8 +247,8 @@ def test_the_data_search_finds_keys_not_values() -> None:
     for record in RECORDS:
         positions.append(position)
         position += len(record)
-    assert keyindex.data_key_matches(data, positions, b"key-1") == [0]
-    assert keyindex.data_key_matches(data, positions, b"") == [1]
-    assert keyindex.data_key_matches(data, positions, b"key") == []
+    assert keyindex_format.data_key_matches(data, positions, b"key-1") == [0]
+    assert keyindex_format.data_key_matches(data, positions, b"") == [1]
+    assert keyindex_format.data_key_matches(data, positions, b"key") == []
     shifted = [p + 1000 for p in positions]
-    assert keyindex.data_key_matches(data, shifted, b"key-2", origin=1000) == [3]
+    assert keyindex_format.data_key_matches(data, shifted, b"key-2", origin=1000) == [3]

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 from storage_helpers import encode, fields
 
+from adiskq._sansio import keyindex as keyindex_format
 from adiskq._sansio.codec import encode_record
 from adiskq._storage import keyindex, segment
 from adiskq._storage.partition import PartitionWriter
@@ -20,7 +21,7 @@ def column(directory: str, base: int = 0) -> list[int]:
     """The hashes in a segment's key index (its bare column, without any seal)."""
     with open(os.path.join(directory, f"{base:020d}.keyindex"), "rb") as file:
         raw = file.read()
-    return keyindex.unpack_hashes(raw).tolist()
+    return keyindex_format.unpack_hashes(raw).tolist()
 
 
 def key_hashes(batch: list[tuple[bytes, bytes, int, dict[str, bytes]]]) -> list[int]:
@@ -51,7 +52,7 @@ def test_single_pushes_are_written_128_at_a_time(tmp_path: object) -> None:
     """append_one buffers its entry; the 128th writes them all; flush_buffered_entries writes the rest."""
     directory = str(tmp_path)
     writer = SegmentWriter.create(directory, 0)
-    for i in range(keyindex.TAIL_BUFFER_ENTRIES - 1):
+    for i in range(keyindex_format.TAIL_BUFFER_ENTRIES - 1):
         writer.append_one(encode_record(b"v", b"k", i), i, key_hash=i)
     assert column(directory) == []
     writer.append_one(encode_record(b"v", b"k", 0), 0, key_hash=1000)
@@ -143,7 +144,7 @@ def test_a_failed_buffer_write_undoes_the_single_push(tmp_path: object, monkeypa
     """A single push whose buffered entries cannot be written fails whole; the buffer is kept."""
     directory = str(tmp_path)
     writer = SegmentWriter.create(directory, 0)
-    for i in range(keyindex.TAIL_BUFFER_ENTRIES - 1):
+    for i in range(keyindex_format.TAIL_BUFFER_ENTRIES - 1):
         writer.append_one(encode_record(b"v", b"k", i), i, key_hash=i)
     before = sizes(directory)
     undo = failing_writes(writer, monkeypatch)
