@@ -32,8 +32,9 @@ import time
 from collections.abc import Callable
 
 from adiskq._sansio.codec import encode_batch, encode_record
-from adiskq._storage.keyindex import key_hash
-from adiskq._storage.partition import PartitionReader, PartitionWriter
+from adiskq._sansio.keyindex import key_hash
+from adiskq._storage.partition_reader import PartitionReader
+from adiskq._storage.partition_writer import PartitionWriter
 from adiskq._storage.stream import StreamWriter
 
 BATCH = 1000

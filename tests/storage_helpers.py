@@ -7,7 +7,8 @@ from collections.abc import Iterable
 
 from adiskq._sansio.codec import encode_record
 from adiskq._sansio.values import Message
-from adiskq._storage.partition import PartitionReader, PartitionWriter
+from adiskq._storage.partition_reader import PartitionReader
+from adiskq._storage.partition_writer import PartitionWriter
 from adiskq._storage.stream import StreamWriter
 
 Fields = tuple[bytes, bytes, int, dict[str, bytes]]  # value, key, timestamp_ns, headers

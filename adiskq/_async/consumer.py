@@ -29,8 +29,8 @@ import anyio.lowlevel
 from .._errors import ClosedError, InvalidArgumentError, OffsetOutOfRangeError
 from .._sansio.naming import INDEX, SETTINGS_FILE
 from .._sansio.values import Message
+from .._storage.cursors import PartitionCursor
 from .._storage.lock import owner_text
-from .._storage.partition import PartitionCursor
 from .._storage.segment import segment_path
 from .._storage.stream import StreamReader
 from . import wakeup

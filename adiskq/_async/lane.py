@@ -27,7 +27,7 @@ from typing import Final
 import anyio
 import anyio.to_thread
 
-from .._storage.partition import PartitionWriter
+from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError
 from . import wakeup
 

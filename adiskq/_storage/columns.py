@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from .._errors import CorruptRecordError
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
-from .partition import SegmentCursor
+from .cursors import SegmentCursor
 from .segment import SegmentReader, open_for_reading
 
 __all__ = ["RawCursor", "RawRun", "RawSegment"]
@@ -120,6 +120,6 @@ class RawCursor(SegmentCursor[RawSegment]):
             if run is not None:
                 self.position += run.message_count
                 return run
-            if not self._moved_on(segment):
+            if not self._done_with(segment):
                 break
         return None

@@ -20,7 +20,8 @@ The rules, in the order they are applied:
    disk is found too. When the stream keeps none, the active segment's ``.keyindex`` is removed.
 
 Only the last segment needs this: a segment is fsynced before the next one is created, so sealed
-segments cannot have a torn tail. Every change is returned as a ``SegmentRepair``.
+segments cannot have a torn tail. A sealed segment's key index that is missing or malformed is
+rebuilt from its data (``ensure_sealed_key_index``). Every change is returned as a ``SegmentRepair``.
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ from .._sansio import keyindex as keyindex_format
 from .._sansio.codec import ScannedRecords, is_valid_record, next_valid_record, scan_columns
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX
 from .._sansio.values import SegmentRepair
+from . import keyindex
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, read_file
 from .segment import INDEX_ENTRY, TIMEINDEX_ENTRY, entry_columns, segment_path
+from .segment_files import entry_count, index_positions
 
-__all__ = ["RecoveredSegment", "ScanResult", "recover_segment"]
+__all__ = ["RecoveredSegment", "ScanResult", "ensure_sealed_key_index", "recover_segment"]
 
 
 class ScanResult(NamedTuple):
@@ -331,3 +334,33 @@ def recover_segment(
     if changed or created:
         fsync_dir(directory)
     return RecoveredSegment(base_offset + scan.record_count, scan.valid_end), repairs
+
+
+def ensure_sealed_key_index(directory: str, partition: int, base: int, mode: int) -> list[SegmentRepair]:
+    """Rebuild a sealed segment's key index from its data if it is missing or malformed.
+
+    Only the trailer and sizes are checked here (a few bytes a segment); readers check the CRC.
+    """
+    path = segment_path(directory, base, KEYINDEX)
+    entries = entry_count(directory, base)
+    problem = keyindex.sealed_problem(path, entries, check_crc=False)
+    if problem is None:
+        return []
+    positions = index_positions(directory, base, entries)
+    data_path = segment_path(directory, base, DATA)
+    fd = open_read(data_path)
+    try:
+        data = pread_exact(fd, os.fstat(fd).st_size, 0)
+    finally:
+        os.close(fd)
+    cannot = [
+        SegmentRepair(partition, base, f"could not rebuild the key index ({problem}): the index points past the data")
+    ]
+    if positions and max(positions) >= len(data):
+        return cannot  # readers report that segment as damaged
+    try:
+        column = keyindex_format.pack_hashes(keyindex_format.data_key_hashes(data, positions))
+    except (struct.error, ValueError, OverflowError):  # index entries that are garbage
+        return cannot
+    keyindex.write_sealed_file(path, column, mode=mode)
+    return [SegmentRepair(partition, base, f"rebuilt the key index ({problem}) from {entries} records")]

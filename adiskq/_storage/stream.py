@@ -37,7 +37,8 @@ from .._sansio.retention import DiskUsage, plan_vacuum
 from .._sansio.values import RecoveryReport, Retention, SegmentRepair, VacuumReport
 from .files import DEFAULT_FILE_MODE, atomic_write_json, dir_mode, fsync_dir, read_json
 from .lock import OwnerLock
-from .partition import PartitionReader, PartitionWriter
+from .partition_reader import PartitionReader
+from .partition_writer import PartitionWriter
 from .segment import SegmentFileState
 from .settings import PartitionCountChange, StreamSettings, load_settings, save_settings
 

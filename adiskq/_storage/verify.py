@@ -40,7 +40,6 @@ from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX
 from . import keyindex
 from .files import read_file
 from .offsets import OFFSETS_FILE, group_dir, list_groups, load_offsets
-from .partition import list_segment_files
 from .segment import (
     BUFFERED_ENTRIES,
     INDEX_ENTRY,
@@ -49,6 +48,7 @@ from .segment import (
     TIMEINDEX_ENTRY_BYTES,
     segment_path,
 )
+from .segment_files import list_segment_files
 from .stream import StreamReader
 
 __all__ = ["Fix", "Problem", "SegmentCheck", "SegmentRef", "check_groups", "check_segment", "list_segments"]

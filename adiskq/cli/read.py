@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from anyio.abc import ObjectSendStream
 
     from .._sansio.values import Message
-    from .._storage.partition import PartitionReader
+    from .._storage.partition_reader import PartitionReader
     from .._storage.stream import StreamReader
 
 __all__ = ["read"]

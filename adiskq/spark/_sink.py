@@ -46,7 +46,7 @@ from .._errors import CorruptRecordError, CorruptStreamError
 from .._sansio.codec import scan_records
 from .._storage.columns import RawCursor
 from .._storage.files import atomic_write_json, fsync_dir, read_json, write_all
-from .._storage.partition import PartitionReader
+from .._storage.partition_reader import PartitionReader
 from .._storage.segment import INDEX_ENTRY, INDEX_ENTRY_BYTES
 from .._storage.stream import StreamWriter
 from ._encode import Columns, Grouped

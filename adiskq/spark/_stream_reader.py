@@ -22,7 +22,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from .._sansio.naming import INDEX, PARTS_DIR, SETTINGS_FILE, partition_dir_name
-from .._storage.partition import PartitionReader
+from .._storage.partition_reader import PartitionReader
 from .._storage.segment import INDEX_ENTRY_BYTES, segment_path
 from .._storage.stream import StreamReader
 from ._options import InvalidOptionError, ReadOptions

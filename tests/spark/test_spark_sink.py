@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from spark_support import fill, read_all
 
 from adiskq import CorruptRecordError, StreamLockedError
-from adiskq._storage.partition import PartitionWriter
+from adiskq._storage.partition_writer import PartitionWriter
 from adiskq._storage.stream import StreamReader, StreamWriter
 from adiskq.spark import _sink
 from adiskq.spark._encode import Columns, Grouped

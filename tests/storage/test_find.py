@@ -12,7 +12,7 @@ import pytest
 import adiskq
 from adiskq._sansio import keyindex as keyindex_format
 from adiskq._sansio.naming import partition_for_key
-from adiskq._storage.partition import PartitionReader
+from adiskq._storage.partition_reader import PartitionReader
 
 
 def everything(path: str) -> list[adiskq.Message]:

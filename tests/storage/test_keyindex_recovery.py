@@ -16,7 +16,7 @@ from unprivileged import as_nobody
 import adiskq
 from adiskq._sansio.codec import encode_record
 from adiskq._storage import keyindex
-from adiskq._storage.partition import PartitionReader
+from adiskq._storage.partition_reader import PartitionReader
 from adiskq._storage.stream import StreamWriter
 
 ROOT = ROOT_DIR

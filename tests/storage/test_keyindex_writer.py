@@ -13,7 +13,7 @@ from storage_helpers import encode, fields
 from adiskq._sansio import keyindex as keyindex_format
 from adiskq._sansio.codec import encode_record
 from adiskq._storage import keyindex, segment
-from adiskq._storage.partition import PartitionWriter
+from adiskq._storage.partition_writer import PartitionWriter
 from adiskq._storage.segment import SegmentWriter
 
 

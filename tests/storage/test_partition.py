@@ -11,7 +11,8 @@ from storage_helpers import append, encode, expected_messages, fields, read_all
 
 import adiskq
 from adiskq._storage import segment as segment_module
-from adiskq._storage.partition import PartitionReader, PartitionWriter
+from adiskq._storage.partition_reader import PartitionReader
+from adiskq._storage.partition_writer import PartitionWriter
 from adiskq._storage.segment import SegmentWriter
 
 

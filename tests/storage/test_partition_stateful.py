@@ -12,7 +12,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from storage_helpers import encode, expected_messages, read_all
 
 from adiskq._sansio.values import Message
-from adiskq._storage.partition import PartitionReader, PartitionWriter
+from adiskq._storage.partition_reader import PartitionReader
+from adiskq._storage.partition_writer import PartitionWriter
 from adiskq._storage.segment import INDEX_ENTRY, INDEX_ENTRY_BYTES
 
 SEGMENT_SIZE_BYTES = 1024

@@ -14,7 +14,7 @@ from paths import TESTS_DIR
 from storage_helpers import append, expected_messages, fields, read_all, write_stream
 
 import adiskq
-from adiskq._storage import partition as partition_module
+from adiskq._storage import partition_writer as partition_module
 from adiskq._storage.stream import StreamWriter, load_clean_close
 
 PART = os.path.join("parts", "000000")

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import adiskq
-from adiskq._storage.partition import PartitionReader
+from adiskq._storage.partition_reader import PartitionReader
 from adiskq._storage.stream import StreamWriter
 
 SEGMENT = 2048

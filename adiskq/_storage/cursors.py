@@ -1,0 +1,133 @@
+"""Cursors: reading one partition's segments in order from an offset, across rolls and vacuum.
+
+``SegmentCursor`` walks the segments; ``PartitionCursor`` reads messages (consumers, ``read``) and
+``columns.RawCursor`` raw runs of records (Spark) on top of it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Generic, Self, TypeVar
+
+from .._errors import OffsetOutOfRangeError
+from .._sansio.naming import INDEX
+from .._sansio.values import Message
+from .segment import SegmentReader, segment_path
+
+if TYPE_CHECKING:
+    from .partition_reader import PartitionReader
+
+__all__ = ["PartitionCursor", "SegmentCursor", "open_segment_at"]
+
+_Opened = TypeVar("_Opened")
+
+
+def open_segment_at(
+    partition: PartitionReader, position: int, opener: Callable[[int, bool], _Opened]
+) -> _Opened | None:
+    """Open the segment holding ``position`` with ``opener(base_offset, sealed)``.
+
+    None when the partition has no segment yet; ``OffsetOutOfRangeError`` (with ``oldest_offset``)
+    when vacuum deleted the offset. A segment may vanish between listing and opening (vacuum): the
+    listing is then taken again.
+    """
+    for _ in range(3):
+        bases = partition.segment_bases()
+        if not bases:
+            return None
+        if position < bases[0]:
+            raise OffsetOutOfRangeError(
+                f"offset {position} of partition {partition.partition} was deleted by retention; "
+                f"the oldest offset is now {bases[0]}",
+                partition=partition.partition,
+                offset=position,
+                oldest_offset=bases[0],
+            )
+        index = bisect.bisect_right(bases, position) - 1
+        try:
+            return opener(bases[index], index < len(bases) - 1)
+        except FileNotFoundError:
+            continue
+    return None
+
+
+_Segment = TypeVar("_Segment", bound=SegmentReader)
+
+
+class SegmentCursor(Generic[_Segment]):
+    """Walks one partition's segments in order from an offset, across rolls and vacuum: what
+    ``PartitionCursor`` (messages) and ``columns.RawCursor`` (raw runs) share.
+
+    It moves to the next segment only once a segment named by exactly the next offset exists, which
+    the producer creates after the previous segment's last entry: so no message is skipped or read
+    twice at a roll. When vacuum deleted the offset the cursor needs, a read raises
+    ``OffsetOutOfRangeError`` with ``oldest_offset`` set; call ``seek`` to go on from there.
+    """
+
+    def __init__(self, partition: PartitionReader, offset: int) -> None:
+        self.partition = partition
+        self.position = offset
+        self._segment: _Segment | None = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def segment_base(self) -> int | None:
+        """Base offset of the segment the cursor has open (the one to watch when caught up), or None."""
+        return None if self._segment is None else self._segment.base_offset
+
+    def seek(self, offset: int) -> None:
+        """Continue reading at ``offset``."""
+        self.close()
+        self.position = offset
+
+    def _open_segment(self, base: int, sealed: bool) -> _Segment:
+        raise NotImplementedError
+
+    def _current(self) -> _Segment | None:
+        """The segment holding the position, opened if need be; None before the partition has one."""
+        if self._segment is None:
+            self._segment = open_segment_at(self.partition, self.position, self._open_segment)
+        return self._segment
+
+    def _done_with(self, segment: _Segment) -> bool:
+        """Caught up with ``segment``: True (it is closed) when reading goes on in the next one,
+        which has started, or after vacuum deleted this one under us (reopening finds out where)."""
+        next_started = self.position != segment.base_offset and os.path.exists(
+            segment_path(self.partition.directory, self.position, INDEX)
+        )
+        if not (next_started or segment.is_deleted()):
+            return False
+        self.close()
+        return True
+
+    def close(self) -> None:
+        """Release the open segment; closing twice is harmless."""
+        if self._segment is not None:
+            self._segment.close()
+            self._segment = None
+
+
+class PartitionCursor(SegmentCursor[SegmentReader]):
+    """Reads one partition's messages in order from an offset (see ``SegmentCursor``); ``read``
+    returns ``[]`` when caught up."""
+
+    def _open_segment(self, base: int, sealed: bool) -> SegmentReader:
+        return self.partition.open_segment(base)
+
+    def read(self, max_count: int = 1000, max_bytes: int | None = None) -> list[Message]:
+        """Up to ``max_count`` messages from the current position on; ``[]`` when caught up."""
+        while (segment := self._current()) is not None:
+            messages = segment.read_messages(self.position, max_count, max_bytes)
+            if messages:
+                self.position += len(messages)
+                return messages
+            if not self._done_with(segment):
+                break
+        return []

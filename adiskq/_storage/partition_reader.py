@@ -1,0 +1,256 @@
+"""The readers' side of a partition: where it starts and ends, lookups by time and key, stats.
+
+Needs only read permission and never changes a file. Sequential reading goes through the cursors
+(``cursors.py``); ``find`` uses each segment's key index where it is sound and searches the data
+where it is not (or where the active segment's index lags its last records).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+from collections.abc import Iterator
+
+from .._errors import CorruptRecordError, InvalidArgumentError, OffsetOutOfRangeError
+from .._sansio import keyindex as keyindex_format
+from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
+from .._sansio.naming import INDEX, KEYINDEX, TIMEINDEX, parse_segment_file
+from .._sansio.values import Message, PartitionStats, ns_from_datetime
+from . import keyindex
+from .cursors import PartitionCursor
+from .files import open_read, read_file
+from .segment import TIMEINDEX_ENTRY, TIMEINDEX_ENTRY_BYTES, SegmentReader, entry_columns, segment_path
+from .segment_files import entry_count, file_size, list_segment_files, timestamps
+
+__all__ = ["PartitionReader"]
+
+_INDEX_SUFFIX = "." + INDEX
+# A search of a segment's data without its key index reads this many records at a time.
+_SEARCH_CHUNK = 65_536
+
+
+class PartitionReader:
+    """Read-only access to a partition; needs only read permission."""
+
+    def __init__(self, directory: str, partition: int, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
+        self.directory = directory
+        self.partition = partition
+        self.max_record_bytes = max_record_bytes
+
+    def segment_bases(self) -> list[int]:
+        """Base offsets of the segments readers can see (those with an ``.index``), in order."""
+        bases = []
+        with os.scandir(self.directory) as entries:
+            for entry in entries:
+                # Only .index names are parsed: lookups list the folder every time.
+                if entry.name.endswith(_INDEX_SUFFIX):
+                    parsed = parse_segment_file(entry.name)
+                    if parsed is not None and parsed[1] == INDEX and entry.is_file(follow_symlinks=False):
+                        bases.append(parsed[0])
+        return sorted(bases)
+
+    def open_segment(self, base: int) -> SegmentReader:
+        """A reader of one segment (FileNotFoundError if it was vacuumed)."""
+        return SegmentReader.open(self.directory, base, self.partition, max_record_bytes=self.max_record_bytes)
+
+    def bounds(self) -> tuple[int, int]:
+        """``(oldest_offset, next_offset)`` of the partition now."""
+        bases = self.segment_bases()
+        if not bases:
+            return 0, 0
+        last = bases[-1]
+        entries = entry_count(self.directory, last)
+        return bases[0], last + entries
+
+    def cursor(self, offset: int) -> PartitionCursor:
+        """Sequential reading from ``offset`` on."""
+        return PartitionCursor(self, offset)
+
+    def read_one(self, offset: int) -> Message:
+        """The message at ``offset``; OffsetOutOfRangeError if vacuumed or not written."""
+        with self.cursor(offset) as cursor:
+            messages = cursor.read(1)
+        if not messages:
+            oldest, next_offset = self.bounds()
+            raise OffsetOutOfRangeError(
+                f"offset {offset} of partition {self.partition} is not written yet "
+                f"(the partition holds offsets {oldest}..{next_offset - 1})"
+            )
+        return messages[0]
+
+    def offset_of(self, position: str | int | dt.datetime) -> int:
+        """The offset a start position names now: ``"oldest"``, ``"newest"`` (the next offset),
+        ``"active-oldest"`` (the active segment's first), an offset, or a ``datetime`` (the first
+        message stamped at or after it)."""
+        if isinstance(position, dt.datetime):
+            return self.offset_for_time(ns_from_datetime(position))
+        if isinstance(position, int):
+            return position
+        if position == "active-oldest":
+            bases = self.segment_bases()
+            return bases[-1] if bases else 0
+        if position not in ("oldest", "newest"):
+            raise InvalidArgumentError(
+                f"{position!r} is not a position: use oldest, newest, active-oldest, an offset or a datetime"
+            )
+        oldest, next_offset = self.bounds()
+        return oldest if position == "oldest" else next_offset
+
+    def offset_for_time(self, timestamp_ns: int) -> int:
+        """The first offset whose timestamp is at or after ``timestamp_ns``; the next offset if none."""
+        bases = self.segment_bases()
+        for base in bases:
+            raw = read_file(segment_path(self.directory, base, TIMEINDEX))
+            if raw is None:
+                continue  # vacuumed meanwhile
+            # Only entries the index already covers are committed.
+            committed = entry_count(self.directory, base)
+            stamps = timestamps(raw[: committed * TIMEINDEX_ENTRY_BYTES])
+            if len(stamps) < committed:  # the active segment's last time entries are still buffered
+                stamps.extend(self._record_timestamps(base, base + len(stamps), base + committed))
+            if not stamps or max(stamps) < timestamp_ns:
+                continue
+            # The first entry at or after the time, found in C (timestamps need not be in order).
+            return base + list(map(timestamp_ns.__le__, stamps)).index(True)
+        return self.bounds()[1]
+
+    # -- lookup by key ---------------------------------------------------------------------------
+
+    def find(
+        self,
+        key: bytes,
+        *,
+        since_ns: int | None = None,
+        until_ns: int | None = None,
+        limit: int | None = None,
+        start_offset: int = 0,
+        end_offset: int | None = None,
+    ) -> list[Message]:
+        """The messages with exactly this key, in offset order: those at offsets in
+        ``[start_offset, end_offset)`` whose timestamp is in ``[since_ns, until_ns)``, the first
+        ``limit`` of them.
+
+        Each segment's key index names the candidates, and each candidate is read (CRC checked)
+        and its key compared. A segment whose key index is missing or cannot be trusted, and the
+        records of the active segment past its key index's end, are searched in the data instead.
+        """
+        hash_value = keyindex_format.key_hash(key)
+        found: list[Message] = []
+        bases = self.segment_bases()
+        if bases:
+            keyindex.forget_before(self.directory, bases[0])
+        for number, base in enumerate(bases):
+            following = bases[number + 1] if number + 1 < len(bases) else None
+            if end_offset is not None and base >= end_offset:
+                break
+            if following is not None and following <= start_offset:
+                continue
+            for message in self._find_in_segment(base, key, hash_value, sealed=following is not None):
+                if message.offset < start_offset or (end_offset is not None and message.offset >= end_offset):
+                    continue
+                if (since_ns is not None and message.timestamp_ns < since_ns) or (
+                    until_ns is not None and message.timestamp_ns >= until_ns
+                ):
+                    continue
+                found.append(message)
+                if limit is not None and len(found) >= limit:
+                    return found
+        return found
+
+    def _find_in_segment(self, base: int, key: bytes, hash_value: int, *, sealed: bool) -> Iterator[Message]:
+        """The messages of one segment with this key, in offset order."""
+        entries = entry_count(self.directory, base)
+        if not entries:
+            return
+        path = segment_path(self.directory, base, KEYINDEX)
+        if sealed:
+            index = keyindex.sealed_index(self.directory, base, entries)
+            if index is None:
+                candidates, covered = [], 0
+            else:
+                candidates, covered = index.candidates(hash_value), entries
+        else:
+            # The active segment's key index is a bare hash column that may lag behind.
+            candidates, covered = keyindex.column_candidates(path, entries, hash_value)
+        if not candidates and covered >= entries:
+            return
+        try:
+            segment = self.open_segment(base)
+        except FileNotFoundError:
+            return  # vacuumed meanwhile
+        with contextlib.closing(segment):
+            offsets = [base + candidate for candidate in candidates]
+            if covered < entries:
+                offsets += _search_data(segment, key, base + covered, base + entries)
+            for offset in offsets:
+                for message in segment.read_messages(offset, 1):
+                    if message.key == key:  # hash collisions and damaged key indexes end here
+                        yield message
+
+    def stats(self) -> PartitionStats:
+        """Oldest and next offsets, segments, bytes and timestamps of the partition now."""
+        files = list_segment_files(self.directory)
+        bases = sorted(base for base, extensions in files.items() if INDEX in extensions)
+        size = sum(file_size(segment_path(self.directory, b, e)) for b in files for e in files[b])
+        if not bases:
+            return PartitionStats(self.partition, 0, 0, 0, size, None, None)
+        counts = [entry_count(self.directory, b) for b in bases]
+        oldest_ts = newest_ts = None
+        for base, count in zip(bases, counts, strict=True):
+            if count:
+                oldest_ts = self._timestamp_at(base, 0)
+                break
+        for base, count in zip(reversed(bases), reversed(counts), strict=True):
+            if count:
+                newest_ts = self._timestamp_at(base, count - 1)
+                break
+        return PartitionStats(self.partition, bases[0], bases[-1] + counts[-1], len(bases), size, oldest_ts, newest_ts)
+
+    def _timestamp_at(self, base: int, entry: int) -> int | None:
+        try:
+            fd = open_read(segment_path(self.directory, base, TIMEINDEX))
+        except FileNotFoundError:
+            return None
+        try:
+            raw = os.pread(fd, TIMEINDEX_ENTRY_BYTES, entry * TIMEINDEX_ENTRY_BYTES)
+        finally:
+            os.close(fd)
+        if len(raw) < TIMEINDEX_ENTRY_BYTES:  # still buffered by the producer: ask the record
+            with contextlib.suppress(CorruptRecordError):
+                stamps = self._record_timestamps(base, base + entry, base + entry + 1)
+                return stamps[0] if stamps else None
+            return None
+        return int(TIMEINDEX_ENTRY.unpack(raw)[1])
+
+    def _record_timestamps(self, base: int, first: int, end: int) -> list[int]:
+        """The timestamps of the messages at offsets ``[first, end)`` of a segment, read from their
+        records: for the messages whose ``.timeindex`` entries a producer still buffers."""
+        try:
+            segment = self.open_segment(base)
+        except FileNotFoundError:
+            return []  # vacuumed meanwhile
+        stamps: list[int] = []
+        with contextlib.closing(segment):
+            while first + len(stamps) < end:
+                messages = segment.read_messages(first + len(stamps), min(1000, end - first - len(stamps)))
+                if not messages:
+                    break
+                stamps += (message.timestamp_ns for message in messages)
+        return stamps
+
+
+def _search_data(segment: SegmentReader, key: bytes, first: int, end: int) -> list[int]:
+    """Offsets in ``[first, end)`` of a segment whose record has this key, found in the data
+    (the search without a key index), reading about ``_SEARCH_CHUNK`` records at a time."""
+    found: list[int] = []
+    for chunk_first in range(first, end, _SEARCH_CHUNK):
+        raw = segment.read_index(chunk_first, min(_SEARCH_CHUNK, end - chunk_first))
+        if not raw:
+            break
+        _, positions, sizes = entry_columns(raw, "Q", 3)
+        start, stop = positions[0], positions[-1] + sizes[-1]
+        data = segment.read_data(start, stop - start)
+        matches = keyindex_format.data_key_matches(data, positions, key, origin=start)
+        found += [chunk_first + match for match in matches]
+    return found
