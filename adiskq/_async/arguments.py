@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Literal
 
 from .._errors import InvalidArgumentError
 
-__all__ = ["check_max_messages", "check_on_data_loss", "check_start", "positive_seconds"]
+__all__ = ["Start", "check_max_messages", "check_on_data_loss", "check_start", "positive_seconds"]
+
+# Where a reader starts: see ``Consumer``.
+Start = Literal["oldest", "newest", "active-oldest"] | int | dt.datetime
 
 
 def positive_seconds(name: str, seconds: object, *, optional: bool = False) -> float | None:

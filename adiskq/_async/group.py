@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Final, Literal, Self
 
@@ -36,18 +35,13 @@ from .._sansio.values import Message
 from .._storage.offsets import load_offsets, update_offsets
 from .._storage.stream import StreamReader
 from . import wakeup
-from .arguments import check_on_data_loss, check_start, positive_seconds
-from .consumer import (
-    DEFAULT_BATCH_MESSAGES,
-    OnDataLoss,
-    PartitionFollower,
-    SettingsWatch,
-    Start,
-    _Reader,
-    producer_is_in_this_process,
-)
+from .arguments import Start, check_on_data_loss, check_start, positive_seconds
+from .commits import CommitLedger
+from .follower import OnDataLoss, PartitionFollower, producer_is_in_this_process
 from .membership import GroupMembership
 from .notify import Notifier, get_notifier
+from .reader import DEFAULT_BATCH_MESSAGES, _Reader
+from .settings_watch import SettingsWatch
 
 __all__ = ["ConsumerGroup", "GroupEnd"]
 
@@ -132,11 +126,8 @@ class ConsumerGroup(_Reader):
         self._known_partitions = 0
         self._partitions_at_open = 0
         self._close_ends: dict[int, int] = {}  # end="close": each partition's next offset at open
-        self._starts: dict[int, int] = {}  # where this member began each partition it holds
-        self._committed: dict[int, int] = {}  # stored on disk (as far as this member knows)
-        self._pending: dict[int, int] = {}  # committed in memory, not stored yet
+        self._ledger = CommitLedger(self.commit_interval)
         self._store_lock = anyio.Lock()
-        self._last_store = 0.0
         self._changed: anyio.Event | None = None
         self._skipped: list[tuple[int, int, int]] = []
         self._reading = False
@@ -144,6 +135,7 @@ class ConsumerGroup(_Reader):
         super().__init__()
 
     _closed_message = "this consumer group was closed; open a new ConsumerGroup"
+    _closed_while_reading = "this consumer group was closed while it was read; open a new ConsumerGroup"
 
     # -- opening and closing ---------------------------------------------------------------------
 
@@ -154,7 +146,7 @@ class ConsumerGroup(_Reader):
             return
         stream = self._stream = StreamReader.open(self.path)
         notifier = self._notifier = get_notifier()
-        self._last_store = time.monotonic()
+        self._ledger = CommitLedger(self.commit_interval)
         self._settings = SettingsWatch(stream, notifier, self._waiter)
         try:
             count = self._partitions_at_open = self._known_partitions = stream.partition_count
@@ -293,10 +285,7 @@ class ConsumerGroup(_Reader):
         )
         self._followers[partition] = follower
         self._order.append(follower)
-        self._starts[partition] = position
-        if committed is None:
-            self._committed.pop(partition, None)
-        elif position < committed:
+        if committed is not None and position < committed:
             # The stored commit lies past the partition's end: a power cut took back messages an
             # async-flush producer had written after the group committed them. Store the end now,
             # or once new messages take those offsets a restarted group would skip them. (Blocking
@@ -312,9 +301,8 @@ class ConsumerGroup(_Reader):
             )
             if self.name is not None:
                 update_offsets(stream.path, self.name, {partition: position})
-            self._committed[partition] = position
-        else:
-            self._committed[partition] = committed
+            committed = position
+        self._ledger.began(partition, position, committed)
 
     def _discover(self) -> bool:
         """Pick up partitions a producer added (``settings.json`` was replaced); True if any."""
@@ -351,15 +339,13 @@ class ConsumerGroup(_Reader):
         membership = self._membership
         assert membership is not None
         async with self._store_lock:
-            await self._store_partitions(partitions, carry_starts=True, locked=True)
+            await self._write_offsets(self._ledger.to_store(partitions, carry_starts=True))
             for partition in partitions:
                 follower = self._followers.pop(partition, None)
                 if follower is not None:
                     follower.close()
                     self._order.remove(follower)
-                self._pending.pop(partition, None)
-                self._committed.pop(partition, None)
-                self._starts.pop(partition, None)
+                self._ledger.forget(partition)
                 membership.release(partition)
         self._turn = 0
         membership.ring()  # the member waiting for these partitions need not wait for its next look
@@ -388,14 +374,12 @@ class ConsumerGroup(_Reader):
                 "member, or never came here): its uncommitted messages are read again by its holder. Commit "
                 "each message (or batch) before asking the group for the next one"
             )
-        offset = message.offset + 1
-        if offset > self._pending.get(partition, self._committed.get(partition, -1)):
-            self._pending[partition] = offset
+        self._ledger.commit(partition, message.offset + 1)
 
     @property
     def committed(self) -> dict[int, int]:
         """Partition -> next offset, as committed (stored or still pending), for the partitions held."""
-        return {**self._committed, **self._pending}
+        return self._ledger.committed
 
     async def flush(self) -> None:
         """Store pending commits now (fsynced) instead of at the next interval."""
@@ -404,40 +388,26 @@ class ConsumerGroup(_Reader):
         await self._store()
 
     async def _store(self) -> None:
-        if not self._pending or self.name is None or self._stream is None:
-            return
-        await self._store_partitions(list(self._pending), carry_starts=False)
+        pending = self._ledger.pending
+        if pending:
+            await self._store_partitions(pending, carry_starts=False)
 
-    async def _store_partitions(self, partitions: list[int], *, carry_starts: bool, locked: bool = False) -> None:
+    async def _store_partitions(self, partitions: list[int], *, carry_starts: bool) -> None:
         """Store the pending commits of these partitions; ``carry_starts``: also where uncommitted ones began."""
-        if not locked:
-            async with self._store_lock:
-                await self._store_partitions(partitions, carry_starts=carry_starts, locked=True)
-            return
-        if self.name is None or self._stream is None:
-            return
-        offsets = {p: self._pending[p] for p in partitions if p in self._pending}
-        if carry_starts:
-            # A partition with no commit at all moves with this member's start, so start= ("newest",
-            # a time) is resolved once for the group, not again by each member that takes it over.
-            for partition in partitions:
-                if partition not in offsets and partition not in self._committed and partition in self._starts:
-                    offsets[partition] = self._starts[partition]
-        if not offsets:
+        async with self._store_lock:
+            await self._write_offsets(self._ledger.to_store(partitions, carry_starts=carry_starts))
+
+    async def _write_offsets(self, offsets: dict[int, int]) -> None:
+        """Store these offsets (the store lock held) and tell the ledger."""
+        if not offsets or self.name is None or self._stream is None:
             return
         stream_path, name = self._stream.path, self.name
         # A cancelled store still finishes in its thread; the commits it carries count as stored.
         await anyio.to_thread.run_sync(lambda: update_offsets(stream_path, name, offsets))
-        self._committed.update(offsets)
-        for partition, offset in offsets.items():
-            if self._pending.get(partition) == offset:
-                del self._pending[partition]
-        self._last_store = time.monotonic()
+        self._ledger.stored(offsets)
 
     def _store_due_in(self) -> float | None:
-        if not self._pending:
-            return None
-        return self._last_store + self.commit_interval - time.monotonic()
+        return self._ledger.store_due_in()
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -460,66 +430,48 @@ class ConsumerGroup(_Reader):
     def _all_done(self) -> bool:
         return self.end != "wait" and all(follower.done for follower in self._order)
 
-    async def _next_batch(self, max_messages: int) -> list[Message]:
-        self._open()
-        buffered = self._take_buffered(max_messages)
-        if buffered is not None:
-            return buffered
-        if self._reading:
-            raise anyio.BusyResourceError("reading from")
-        self._reading = True
-        try:
-            due = self._store_due_in()
-            if due is not None and due <= 0:
-                await self._store()
-            else:
-                await anyio.lowlevel.checkpoint()
-            return await self._read_or_wait(max_messages)
-        finally:
-            self._reading = False
+    # -- what the read-or-wait loop (reader.py) asks of a group -----------------------------------
 
-    async def _read_or_wait(self, max_messages: int) -> list[Message]:
-        waiter = self._waiter
-        notifier = self._notifier
-        assert notifier is not None
-        poll = self.poll_interval or notifier.poll_seconds
+    async def _before_reading(self) -> None:
+        due = self._store_due_in()
+        if due is not None and due <= 0:
+            await self._store()
+        else:
+            await anyio.lowlevel.checkpoint()
+
+    async def _before_look(self) -> None:
         membership = self._membership
-        while True:
-            if self.closed:
-                raise ClosedError("this consumer group was closed while it was read; open a new ConsumerGroup")
-            if membership is not None and membership.due_in() <= 0:
-                await self._rebalance()
-            messages = self._read_some(max_messages)
-            if messages or self._all_done():
-                return messages
-            bases = [follower.prepare_wait() for follower in self._order]
-            waiter.arm()
-            try:
-                messages = self._read_some(max_messages)
-                if messages or self._all_done():
-                    return messages
-                if self._discover() or any(f.moved_since(base) for f, base in zip(self._order, bases, strict=True)):
-                    continue
-                timeout = poll
-                due = self._store_due_in()
-                if due is not None:
-                    timeout = max(0.0, min(timeout, due))
-                if membership is not None:
-                    timeout = max(0.0, min(timeout, membership.due_in()))
-                # The settings watch (partitions added) is the only inotify one when every producer
-                # is local; it is rare, but it still needs the descriptor read.
-                await notifier.wait(waiter, timeout)
-                timed_out = not waiter.fired
-            finally:
-                waiter.disarm()
-            if timed_out and self._order:
-                assert self._stream is not None
-                local = producer_is_in_this_process(self._stream.path)  # one look for all partitions
-                for follower in self._order:
-                    follower.check_producer(local)
-            due = self._store_due_in()
-            if due is not None and due <= 0:
-                await self._store()
+        if membership is not None and membership.due_in() <= 0:
+            await self._rebalance()
+
+    def _prepare_wait(self) -> object:
+        return [follower.prepare_wait() for follower in self._order]
+
+    def _moved_since(self, mark: object) -> bool:
+        bases: list[int | None] = mark  # type: ignore[assignment]
+        return self._discover() or any(f.moved_since(base) for f, base in zip(self._order, bases, strict=True))
+
+    def _wait_seconds(self) -> float:
+        # The settings watch (partitions added) is the only inotify one when every producer is
+        # local; it is rare, but it still needs the descriptor read: a group always waits on it.
+        assert self._notifier is not None
+        timeout = self.poll_interval or self._notifier.poll_seconds
+        due = self._store_due_in()
+        if due is not None:
+            timeout = max(0.0, min(timeout, due))
+        if self._membership is not None:
+            timeout = max(0.0, min(timeout, self._membership.due_in()))
+        return timeout
+
+    async def _after_wait(self, timed_out: bool) -> None:
+        if timed_out and self._order:
+            assert self._stream is not None
+            local = producer_is_in_this_process(self._stream.path)  # one look for all partitions
+            for follower in self._order:
+                follower.choose_wakeups(local)
+        due = self._store_due_in()
+        if due is not None and due <= 0:
+            await self._store()
 
 
 class _AssignmentChanges:

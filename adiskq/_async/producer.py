@@ -141,7 +141,7 @@ class Producer:
     record is on stable storage; concurrent pushes share one fsync.
 
     Leaving ``async with`` (or ``aclose()``) writes every pending push, fsyncs, releases the lock and
-    ends the producer's tasks, also when the surrounding scope is cancelled. A closed producer cannot
+    stops the producer's flusher and vacuum threads, also when the surrounding scope is cancelled. A closed producer cannot
     be reopened; using one raises ``ClosedError``.
     """
 
@@ -278,7 +278,7 @@ class Producer:
         return None
 
     async def aclose(self) -> None:
-        """Write pending pushes, fsync, release the lock and end the tasks; closing twice is harmless."""
+        """Write pending pushes, fsync, release the lock and stop the background threads; closing twice is harmless."""
         await self._close(None, None, None)
 
     async def _close(

@@ -1,0 +1,191 @@
+"""Following one partition: reading it from a position up to an end, and knowing what to watch.
+
+Shared by ``Consumer`` and ``ConsumerGroup``. A follower never awaits: the reader's wait loop
+(``reader.py``) does. When caught up it watches the ``.index`` of the segment it reads and the
+partition's folder (for the next segment) with inotify, unless the partition's producer runs in this
+process: that producer wakes it directly after every commit (``wakeup.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable
+from typing import Final, Literal
+
+from .._errors import OffsetOutOfRangeError
+from .._sansio.naming import INDEX
+from .._sansio.values import Message
+from .._storage.cursors import PartitionCursor
+from .._storage.lock import owner_text
+from .._storage.segment import segment_path
+from .._storage.stream import StreamReader
+from . import wakeup
+from .notify import Notifier, Watch
+
+__all__ = ["MAX_READ_BYTES", "OnDataLoss", "PartitionFollower", "producer_is_in_this_process"]
+
+logger = logging.getLogger("adiskq")
+
+OnDataLoss = Literal["skip", "raise"]
+
+# One read covers at most this much data: bounds the time a read holds the event loop.
+MAX_READ_BYTES: Final = 4 * 2**20
+_INDEX_SUFFIX: Final = "." + INDEX
+_HOST: Final = socket.gethostname()
+
+
+def producer_is_in_this_process(stream_path: str) -> bool:
+    """True when the stream's producer runs in this process (its ``owner`` text names us).
+
+    Such a producer wakes our consumers directly after every commit, so they need no inotify watch
+    (whose events would only wake them a second time, at some 10 µs of parsing each). The text is
+    emptied when a producer closes; a producer of another process rewrites it when it opens, which
+    consumers notice at their next poll.
+    """
+    info = owner_text(stream_path)
+    return info is not None and info.get("pid") == os.getpid() and info.get("host") == _HOST
+
+
+class PartitionFollower:
+    """Reads one partition from a position up to an end, and knows what to watch when caught up.
+
+    Shared by ``Consumer`` and ``ConsumerGroup``; it never awaits: the caller waits.
+    """
+
+    def __init__(
+        self,
+        stream: StreamReader,
+        partition: int,
+        *,
+        position: int,
+        end: int | None,
+        on_data_loss: OnDataLoss,
+        notifier: Notifier,
+        waiter: wakeup.Waiter,
+        on_skip: Callable[[int, int, int], None],
+    ) -> None:
+        reader = stream.partition(partition)
+        _, next_offset = reader.bounds()
+        if position > next_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {position} of partition {partition} is not written yet (the next offset is "
+                f"{next_offset}); start at an offset up to {next_offset}, or at 'newest'",
+                partition=partition,
+                offset=position,
+                next_offset=next_offset,
+            )
+        self.partition = partition
+        self.reader = reader
+        self.key: wakeup.PartitionKey = (stream.real_path, partition)
+        self.position = position
+        self.end = end
+        self.on_data_loss = on_data_loss
+        self._on_skip = on_skip  # (partition, first, last_exclusive) of each range retention took
+        self._cursor: PartitionCursor = reader.cursor(position)
+        self._notifier = notifier
+        self._waiter = waiter
+        wakeup.register(self.key, waiter)
+        self._stream_path = stream.path
+        self._folder_watch: Watch | None = None
+        self._index_watch: Watch | None = None
+        self.local = False  # the producer is in this process: wake-ups come without the kernel
+        self.closed = False
+        self.choose_wakeups()
+
+    @property
+    def uses_inotify(self) -> bool:
+        """True when this partition relies on inotify to be woken."""
+        return not self.local and self._notifier.uses_inotify
+
+    def choose_wakeups(self, local: bool | None = None) -> None:
+        """Watch the partition with inotify unless its producer is in this process (``local``, when
+        the caller has just looked for all the stream's partitions)."""
+        self.local = producer_is_in_this_process(self._stream_path) if local is None else local
+        if self.local:
+            self._drop_watches()
+        elif self._folder_watch is None:
+            self._folder_watch = self._notifier.watch(self.reader.directory, self._waiter, folder_suffix=_INDEX_SUFFIX)
+
+    @property
+    def done(self) -> bool:
+        """True once the end offset is reached."""
+        return self.end is not None and self.position >= self.end
+
+    def read(self, max_count: int) -> list[Message]:
+        """Up to ``max_count`` messages from the position on; ``[]`` when caught up or done."""
+        while True:
+            end = self.end
+            if end is not None:
+                if self.position >= end:
+                    return []
+                max_count = min(max_count, end - self.position)
+            try:
+                messages = self._cursor.read(max_count, MAX_READ_BYTES)
+            except OffsetOutOfRangeError as error:
+                if error.oldest_offset is None:
+                    raise
+                self._data_lost(error.oldest_offset)
+                continue
+            if messages:
+                self.position += len(messages)
+            return messages
+
+    def _data_lost(self, oldest: int) -> None:
+        first = self.position
+        if self.on_data_loss == "raise":
+            raise OffsetOutOfRangeError(
+                f"offsets {first}..{oldest - 1} of partition {self.partition} were deleted by retention "
+                f"before this consumer read them; the oldest offset is now {oldest}. Open the consumer "
+                "with on_data_loss='skip' to continue from there, or keep more data (Retention)",
+                partition=self.partition,
+                offset=first,
+                oldest_offset=oldest,
+            )
+        resume = oldest if self.end is None else min(oldest, self.end)
+        logger.warning(
+            "adiskq: partition %d: offsets %d..%d were deleted by retention before they were read; skipped",
+            self.partition,
+            first,
+            resume - 1,
+        )
+        self._on_skip(self.partition, first, resume)
+        self._cursor.seek(resume)
+        self.position = resume
+
+    def prepare_wait(self) -> int | None:
+        """Watch the ``.index`` of the segment being read; returns that segment's base offset."""
+        base = self._cursor.segment_base
+        if self.local:
+            return base
+        path = None if base is None else segment_path(self.reader.directory, base, INDEX)
+        current = self._index_watch
+        if current is None or current.path != path:
+            notifier = self._notifier
+            if current is not None:
+                notifier.unwatch(current, self._waiter)
+                self._index_watch = None
+            if path is not None:
+                watch = notifier.watch(path, self._waiter)
+                self._index_watch = watch
+        return base
+
+    def moved_since(self, base: int | None) -> bool:
+        """True when the cursor went on to another segment since ``prepare_wait`` returned ``base``."""
+        return self._cursor.segment_base != base
+
+    def close(self) -> None:
+        """Release files, watches and the waiter's registration; closing twice is harmless."""
+        if self.closed:
+            return
+        self.closed = True
+        self._cursor.close()
+        wakeup.unregister(self.key, self._waiter)
+        self._drop_watches()
+
+    def _drop_watches(self) -> None:
+        for watch in (self._index_watch, self._folder_watch):
+            if watch is not None:
+                self._notifier.unwatch(watch, self._waiter)
+        self._index_watch = self._folder_watch = None
