@@ -141,8 +141,8 @@ class Producer:
     record is on stable storage; concurrent pushes share one fsync.
 
     Leaving ``async with`` (or ``aclose()``) writes every pending push, fsyncs, releases the lock and
-    stops the producer's flusher and vacuum threads, also when the surrounding scope is cancelled. A closed producer cannot
-    be reopened; using one raises ``ClosedError``.
+    stops the producer's flusher and vacuum threads, also when the surrounding scope is cancelled. A
+    closed producer cannot be reopened; using one raises ``ClosedError``.
     """
 
     def __init__(
