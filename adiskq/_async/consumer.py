@@ -115,12 +115,13 @@ class Consumer(_Reader):
             on_skip=lambda _partition, first, last_exclusive: self._skipped.append((first, last_exclusive)),
         )
         self._follower = follower
+        self._state = "open"
         return follower
 
     async def aclose(self) -> None:
         """Release files and watches; a task waiting in this consumer gets ``ClosedError``."""
         if not self.closed:
-            self.closed = True
+            self._state = "closed"
             self._release()
         await anyio.lowlevel.checkpoint()
 

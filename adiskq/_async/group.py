@@ -131,7 +131,6 @@ class ConsumerGroup(_Reader):
         self._changed: anyio.Event | None = None
         self._skipped: list[tuple[int, int, int]] = []
         self._reading = False
-        self._opened = False
         super().__init__()
 
     _closed_message = "this consumer group was closed; open a new ConsumerGroup"
@@ -142,7 +141,7 @@ class ConsumerGroup(_Reader):
     def _open(self) -> None:
         if self.closed:
             raise ClosedError(self._closed_message)
-        if self._opened:
+        if self._state == "open":
             return
         stream = self._stream = StreamReader.open(self.path)
         notifier = self._notifier = get_notifier()
@@ -170,14 +169,14 @@ class ConsumerGroup(_Reader):
         except BaseException:
             self._release()
             raise
-        self._opened = True  # only now: an open that failed is tried again by the next read
+        self._state = "open"  # only now: an open that failed is tried again by the next read
 
     async def aclose(self) -> None:
         """Store pending commits, give back the partitions, release files and watches (even when cancelled)."""
         if self.closed:
             await anyio.lowlevel.checkpoint()
             return
-        self.closed = True
+        self._state = "closed"
         try:
             if self._stream is not None and self.name is not None:
                 with anyio.CancelScope(shield=True):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import collections.abc
 from collections.abc import AsyncIterator, Callable
 from types import TracebackType
-from typing import Final, Self
+from typing import Final, Literal, Self
 
 import anyio
 import anyio.lowlevel
@@ -51,7 +51,8 @@ class _Reader:
 
     _closed_message = "closed"  # what reading a closed reader says
     _closed_while_reading = "closed while it was read"
-    closed: bool
+    # "new" until the first open succeeds, "open" while reading is possible, "closed" for good.
+    _state: Literal["new", "open", "closed"]
     _waiter: wakeup.Waiter
     _notifier: Notifier | None
     _reading: bool  # a task is in _next_batch (one reads at a time)
@@ -59,7 +60,12 @@ class _Reader:
     def __init__(self) -> None:
         self._buffer: list[Message] = []
         self._buffer_index = 0  # the next message of _buffer that __anext__ returns
-        self.closed = False
+        self._state = "new"
+
+    @property
+    def closed(self) -> bool:
+        """True once ``aclose()`` (or leaving ``async with``) began; a closed reader stays closed."""
+        return self._state == "closed"
 
     def _open(self) -> object:
         raise NotImplementedError
@@ -161,7 +167,7 @@ class _Reader:
             await anyio.lowlevel.checkpoint()
         except BaseException:
             if not self.closed:  # cancelled on the way in: __aexit__ will not run
-                self.closed = True
+                self._state = "closed"
                 self._release()
             raise
         return self
