@@ -167,7 +167,7 @@ class Consumer(_Reader):
 
     def _moved_since(self, mark: object) -> bool:
         assert self._follower is not None
-        return self._follower.moved_since(mark)  # type: ignore[arg-type]
+        return self._follower.moved_since(mark if isinstance(mark, int) else None)
 
     def _wait_seconds(self) -> float:
         assert self._notifier is not None

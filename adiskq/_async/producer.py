@@ -11,6 +11,7 @@ on the event loop; small page-cache writes do, where they cost less than a hand-
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import itertools
 import logging
 import os
@@ -178,14 +179,17 @@ class Producer:
         self.flush_mode: FlushMode = flush
         self.flush_interval = float(flush_interval)
         self.vacuum_interval = float(vacuum_interval)
-        self._open_options = {
-            "partitions": partitions,
-            "segment_size_bytes": segment_size_bytes,
-            "retention": retention,
-            "max_message_bytes": max_message_bytes,
-            "key_index": key_index,
-            "mode": mode,
-        }
+        # What opening the stream takes, bound now (typed) and called in a worker thread at open.
+        self._open_writer = functools.partial(
+            StreamWriter.open,
+            self.path,
+            partitions=partitions,
+            segment_size_bytes=segment_size_bytes,
+            retention=retention,
+            max_message_bytes=max_message_bytes,
+            key_index=key_index,
+            mode=mode,
+        )
         self._lock_timeout = float(lock_timeout)
         self._state: Literal["new", "open", "closing", "closed"] = "new"
         self._stream: StreamWriter | None = None
@@ -252,7 +256,7 @@ class Producer:
         stream and its real path are appended to ``opened`` by the thread itself."""
 
         def open_stream() -> None:
-            stream = StreamWriter.open(self.path, **self._open_options)  # type: ignore[arg-type]
+            stream = self._open_writer()
             try:
                 real = os.path.realpath(stream.path)
             except BaseException:

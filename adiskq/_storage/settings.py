@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_SEGMENT_SIZE_BYTES",
     "FORMAT",
+    "AskedSettings",
     "PartitionCountChange",
     "StreamSettings",
     "load_settings",
@@ -131,6 +132,27 @@ class StreamSettings:
             raise CorruptStreamError(
                 f"{path} is damaged ({error}); restore it from a backup or fix the named key"
             ) from None
+
+
+class AskedSettings(NamedTuple):
+    """The settings a producer asks for; None keeps what the stream has (the default for a new one)."""
+
+    partition_count: int | None = None
+    segment_size_bytes: int | None = None
+    retention: Retention | None = None
+    max_message_bytes: int | None = None
+    key_index: bool | None = None
+
+    def applied_to(self, base: StreamSettings) -> StreamSettings:
+        """``base`` with what was asked for; InvalidArgumentError if something is out of range."""
+        return dataclasses.replace(
+            base,
+            partition_count=base.partition_count if self.partition_count is None else self.partition_count,
+            segment_size_bytes=base.segment_size_bytes if self.segment_size_bytes is None else self.segment_size_bytes,
+            retention=base.retention if self.retention is None else self.retention,
+            max_message_bytes=base.max_message_bytes if self.max_message_bytes is None else self.max_message_bytes,
+            key_index=base.key_index if self.key_index is None else self.key_index,
+        )
 
 
 def load_settings(stream_path: str) -> StreamSettings | None:

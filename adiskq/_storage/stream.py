@@ -40,7 +40,7 @@ from .lock import OwnerLock
 from .partition_reader import PartitionReader
 from .partition_writer import PartitionWriter
 from .segment import SegmentFileState
-from .settings import PartitionCountChange, StreamSettings, load_settings, save_settings
+from .settings import AskedSettings, PartitionCountChange, StreamSettings, load_settings, save_settings
 
 __all__ = [
     "StreamReader",
@@ -193,19 +193,9 @@ class StreamWriter:
         last producer's clean close says its files are unchanged (a repair looking for bit rot).
         """
         path = os.path.abspath(os.fspath(path))
-        overrides: dict[str, object] = {}
-        if partitions is not None:
-            overrides["partition_count"] = partitions
-        if segment_size_bytes is not None:
-            overrides["segment_size_bytes"] = segment_size_bytes
-        if retention is not None:
-            overrides["retention"] = retention
-        if max_message_bytes is not None:
-            overrides["max_message_bytes"] = max_message_bytes
-        if key_index is not None:
-            overrides["key_index"] = key_index
+        asked = AskedSettings(partitions, segment_size_bytes, retention, max_message_bytes, key_index)
         # Bad arguments are refused before anything on disk is created or touched.
-        dataclasses.replace(StreamSettings(), **overrides)  # type: ignore[arg-type]
+        asked.applied_to(StreamSettings())
         if os.path.lexists(path) and not os.path.isdir(path):
             raise NotAStreamError(path, "it is a file, not a folder")
         if not os.path.exists(path):
@@ -221,7 +211,7 @@ class StreamWriter:
                     raise StreamLockedError(path, lock.holder())
                 time.sleep(_LOCK_POLL_SECONDS)
             try:
-                return cls._open_locked(path, lock, overrides, mode, trust_clean_close)
+                return cls._open_locked(path, lock, asked, mode, trust_clean_close)
             except BaseException:
                 lock.release()
                 raise
@@ -246,21 +236,21 @@ class StreamWriter:
 
     @classmethod
     def _open_locked(
-        cls, path: str, lock: OwnerLock, overrides: dict[str, object], mode: int, trust_clean_close: bool
+        cls, path: str, lock: OwnerLock, asked: AskedSettings, mode: int, trust_clean_close: bool
     ) -> StreamWriter:
         # Settings again, now that no other producer can change them.
         cls._refuse_foreign_folder(path)
         stored = load_settings(path)
         base = stored or StreamSettings()
-        partitions = overrides.get("partition_count")
-        if stored is not None and isinstance(partitions, int) and partitions < stored.partition_count:
+        partitions = asked.partition_count
+        if stored is not None and partitions is not None and partitions < stored.partition_count:
             raise SettingsMismatchError(
                 f"stream {path!r} has {stored.partition_count} partitions and partitions={partitions} asks for "
                 f"fewer; a stream cannot lose partitions "
                 f"(keys would move), so open it with partitions={stored.partition_count} or more, or leave "
                 "partitions unset"
             )
-        settings = dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
+        settings = asked.applied_to(base)
 
         parts_dir = os.path.join(path, PARTS_DIR)
         if os.path.lexists(parts_dir) and not os.path.isdir(parts_dir):
