@@ -361,7 +361,12 @@ class ConsumerGroup(_Reader):
     # -- commits ---------------------------------------------------------------------------------
 
     def commit(self, message: Message) -> None:
-        """Mark ``message`` (and all before it in its partition) processed; stored on an interval."""
+        """Mark ``message`` (and all before it in its partition) processed; stored on an interval.
+
+        Raises:
+            ClosedError: the group was closed.
+            InvalidArgumentError: the group has no name, or this member no longer holds the partition.
+        """
         if self.closed:
             raise ClosedError("this consumer group was closed; commit before closing it")
         if self.name is None:
@@ -381,7 +386,12 @@ class ConsumerGroup(_Reader):
         return self._ledger.committed
 
     async def flush(self) -> None:
-        """Store pending commits now (fsynced) instead of at the next interval."""
+        """Store pending commits now (fsynced) instead of at the next interval.
+
+        Raises:
+            ClosedError: the group was closed.
+            OSError: the offsets could not be stored (they stay pending and are stored later).
+        """
         if self.closed:
             raise ClosedError("this consumer group was closed")
         await self._store()

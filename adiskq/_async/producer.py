@@ -363,6 +363,13 @@ class Producer:
         ``key`` picks the partition (a random key when None); ``timestamp`` defaults to now. Returns
         once the message is handed to the OS (``flush="async"``) or on stable storage (``"sync"``).
         Cancellation is atomic: a cancelled push was either written with its offset or not at all.
+
+        Raises:
+            MessageTooLargeError: the message is over the stream's ``max_message_bytes``.
+            ClosedError: the producer is not open.
+            TypeError: the key is not ``str``, ``bytes`` or None.
+            OSError: the disk failed the write (ENOSPC, EIO, EFBIG): nothing was written, and the next
+                push succeeds once the cause is gone.
         """
         await anyio.lowlevel.checkpoint_if_cancelled()
         if self._state != "open":
@@ -552,7 +559,12 @@ class Producer:
     # -- durability and retention ----------------------------------------------------------------
 
     async def flush(self) -> None:
-        """fsync every partition now (pushes made before the call are then on stable storage)."""
+        """fsync every partition now (pushes made before the call are then on stable storage).
+
+        Raises:
+            ClosedError: the producer is not open.
+            OSError: an fsync failed (this one, or a background one since the last ``flush``).
+        """
         await anyio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
         for lane in self._lanes:
@@ -580,7 +592,12 @@ class Producer:
         self._sync_lanes([lane for lane in self._lanes if lane.dirty])
 
     async def vacuum(self, retention: Retention | None = None) -> VacuumReport:
-        """Delete the sealed segments the retention (the stream's, unless given) no longer keeps."""
+        """Delete the sealed segments the retention (the stream's, unless given) no longer keeps.
+
+        Raises:
+            ClosedError: the producer is not open.
+            OSError: a file could not be deleted; what was deleted stays deleted, the rest is kept.
+        """
         await anyio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
         return await anyio.to_thread.run_sync(self._vacuum, retention, limiter=self._limiter)
