@@ -36,6 +36,7 @@ from .._errors import CorruptRecordError
 from .values import EMPTY_HEADERS, Message
 
 __all__ = [
+    "CRC_AT",
     "DEFAULT_MAX_RECORD_BYTES",
     "KEY_AT",
     "KEY_LENGTH_AT",
@@ -43,6 +44,7 @@ __all__ = [
     "MAGIC_V1",
     "MIN_RECORD_BYTES",
     "NEED_MORE",
+    "SIZE_AT",
     "TIMESTAMP_AT",
     "DecodedRecord",
     "NeedMore",
@@ -73,6 +75,8 @@ _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
 _FIXED_BYTES: Final = _FIXED.size  # 22
 # Where readers that cut fields out of encoded records without decoding them find them.
+SIZE_AT: Final = 0  # u32 size
+CRC_AT: Final = 4  # u32 crc; it covers every byte from MAGIC_AT on
 MAGIC_AT: Final = 8  # u8 magic
 TIMESTAMP_AT: Final = 10  # i64 timestamp_ns
 KEY_LENGTH_AT: Final = 18  # u32 key_len
@@ -239,13 +243,13 @@ def decode_record(
         return NEED_MORE
     (size,) = _U32.unpack_from(buf, pos)
     _check_size(size, pos, max_record_bytes)
-    if available >= 9 and buf[pos + 8] != MAGIC_V1:
-        raise CorruptRecordError(f"magic byte is 0x{buf[pos + 8]:02x}, not 0x{MAGIC_V1:02x}", position=pos)
+    if available > MAGIC_AT and buf[pos + MAGIC_AT] != MAGIC_V1:
+        raise CorruptRecordError(f"magic byte is 0x{buf[pos + MAGIC_AT]:02x}, not 0x{MAGIC_V1:02x}", position=pos)
     if available < size:
         return NEED_MORE
     end = pos + size
     _, stored_crc, _, attributes, timestamp_ns, key_len = _FIXED.unpack_from(buf, pos)
-    if crc32c(memoryview(buf)[pos + 8 : end]) != stored_crc:
+    if crc32c(memoryview(buf)[pos + MAGIC_AT : end]) != stored_crc:
         raise CorruptRecordError("CRC-32C mismatch", position=pos)
     key_start = pos + _FIXED_BYTES
     key_end = key_start + key_len
@@ -276,6 +280,7 @@ def scan_columns(buf: bytes, pos: int = 0, *, max_record_bytes: int = DEFAULT_MA
     """
     unpack = _FIXED.unpack_from
     crc = crc32c
+    crc_from = MAGIC_AT  # a local: the loop runs once per record
     positions: list[int] = []
     sizes: list[int] = []
     timestamps: list[int] = []
@@ -298,7 +303,7 @@ def scan_columns(buf: bytes, pos: int = 0, *, max_record_bytes: int = DEFAULT_MA
                 or key_end + 2 > end
                 or magic != MAGIC_V1
                 or careful
-                or crc(buf[pos + 8 : end]) != stored_crc
+                or crc(buf[pos + crc_from : end]) != stored_crc
                 or buf[key_end]
                 or buf[key_end + 1]
             ):
@@ -372,7 +377,7 @@ def _decode_one(
         raise CorruptRecordError("the record runs past the data its index entry covers", position=pos)
     if magic != MAGIC_V1:
         raise CorruptRecordError(f"magic byte is 0x{magic:02x}, not 0x{MAGIC_V1:02x}", position=pos)
-    if crc32c(buf[pos + 8 : end]) != stored_crc:
+    if crc32c(buf[pos + MAGIC_AT : end]) != stored_crc:
         raise CorruptRecordError("CRC-32C mismatch", position=pos)
     key_end = pos + _FIXED_BYTES + key_len
     if key_end + 2 > end:
@@ -397,7 +402,7 @@ def _uniform_getters(
         slices = map(slice, range(start, start + total, size), range(stop, stop + total, size))
         return operator.itemgetter(*slices)
 
-    return spans(8, size), spans(_FIXED_BYTES, _FIXED_BYTES + key_len), spans(value_start, size)
+    return spans(MAGIC_AT, size), spans(_FIXED_BYTES, _FIXED_BYTES + key_len), spans(value_start, size)
 
 
 def _column(buf: bytes, offset: int, width: int, size: int, count: int) -> bytes:
@@ -419,21 +424,22 @@ def _decode_uniform(buf: bytes, partition: int, first_offset: int, count: int) -
     size, rest = divmod(len(buf), count)
     if rest or size < MIN_RECORD_BYTES:
         return None
-    (key_len,) = _U32.unpack_from(buf, 18)
+    (key_len,) = _U32.unpack_from(buf, KEY_LENGTH_AT)
     header_count_at = _FIXED_BYTES + key_len
-    if header_count_at + 2 > size or _U32.unpack_from(buf, 0)[0] != size or buf[8] != MAGIC_V1:
+    if header_count_at + 2 > size or _U32.unpack_from(buf, SIZE_AT)[0] != size or buf[MAGIC_AT] != MAGIC_V1:
         return None
     if buf[header_count_at] or buf[header_count_at + 1]:
         return None
     # Bytes that must be the same in every record: size, magic, key_len, header_count.
-    for offset in (0, 1, 2, 3, 8, 18, 19, 20, 21, header_count_at, header_count_at + 1):
+    same = (*range(SIZE_AT, SIZE_AT + 4), MAGIC_AT, *range(KEY_LENGTH_AT, KEY_LENGTH_AT + 4))
+    for offset in (*same, header_count_at, header_count_at + 1):
         if buf[offset::size] != buf[offset : offset + 1] * count:
             return None
     bodies, keys, values = _uniform_getters(size, key_len, count)
-    stored_crcs = struct.unpack(f"<{count}I", _column(buf, 4, 4, size, count))
+    stored_crcs = struct.unpack(f"<{count}I", _column(buf, CRC_AT, 4, size, count))
     if tuple(map(crc32c, bodies(buf))) != stored_crcs:
         return None
-    timestamps = struct.unpack(f"<{count}q", _column(buf, 10, 8, size, count))
+    timestamps = struct.unpack(f"<{count}q", _column(buf, TIMESTAMP_AT, 8, size, count))
     return list(
         map(
             _new_message,
@@ -465,6 +471,7 @@ def decode_messages(
             return uniform
     unpack = _FIXED.unpack_from
     crc = crc32c
+    crc_from = MAGIC_AT  # a local: the loop runs once per record
     new = _new_message
     message_type = Message
     no_headers = EMPTY_HEADERS
@@ -489,7 +496,7 @@ def decode_messages(
                 or buf[key_end]
                 or buf[key_end + 1]
                 or careful
-                or crc(buf[pos + 8 : end]) != stored_crc
+                or crc(buf[pos + crc_from : end]) != stored_crc
             ):
                 timestamp_ns, key, value, headers, end = _decode_one(buf, pos, limit, max_record_bytes)
                 append(new(message_type, (partition, offset, timestamp_ns, key, value, headers)))
