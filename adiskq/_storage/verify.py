@@ -216,12 +216,7 @@ def check_segment(
     data_path, index_path, time_path = segment.path(DATA), segment.path(INDEX), segment.path(TIMEINDEX)
     in_flight = live and segment.is_active
 
-    if expected_base is not None and base != expected_base:
-        if base > expected_base:
-            gap = f"offsets {expected_base}..{base - 1} are missing: the previous segment ends before this one starts"
-        else:
-            gap = f"this segment starts at offset {base}, inside the previous segment (which ends at {expected_base})"
-        found.add(data_path, None, gap, None)
+    _check_gap(found, segment, expected_base)
 
     # The index first, then the time index, then the data: each is written before the one read
     # ahead of it, so a live producer's writes leave the later reads covering the earlier ones.
@@ -231,31 +226,10 @@ def check_segment(
     if index_raw is None and time_raw is None and data is None:
         # Listed a moment ago, gone now: a vacuum deleted it while we looked. Nothing to check.
         return SegmentCheck(segment.partition, base, 0, base, (), vanished=True)
-    if index_raw is None:
-        if segment.is_oldest and not segment.is_active:
-            found.add(
-                index_path,
-                None,
-                "missing: this looks like a vacuum that was interrupted (it deletes .index first), or a lost "
-                "file; the next producer open (or a repair) rebuilds it from .data, and the next vacuum "
-                "deletes the segment again if the retention says so",
-                "recovery",
-            )
-        else:
-            found.add(index_path, None, "missing: it can be rebuilt from .data", "recovery")
-    if time_raw is None:
-        found.add(time_path, None, "missing: it can be rebuilt from .data", "recovery")
+    _check_missing_files(found, segment, index_raw is None, time_raw is None)
     if data is None:
         entries = len(index_raw or b"") // INDEX_ENTRY_BYTES
-        if segment.is_active:
-            what = (
-                f"missing: the {entries} messages its index names are lost; a producer open recreates it empty "
-                "and drops them from the index"
-            )
-            found.add(data_path, None, what, "recovery")
-        else:
-            what = f"missing: the {entries} messages of offsets {base}..{base + entries - 1} are lost"
-            found.add(data_path, None, what, None)
+        _report_missing_data(found, segment, entries)
         return SegmentCheck(segment.partition, base, 0, base + entries, found.finish())
 
     extents, valid_end, scan_problem = _scan(data, 0, on_progress)
@@ -271,15 +245,16 @@ def check_segment(
     if partial and not in_flight:
         found.add(index_path, entries * INDEX_ENTRY_BYTES, f"ends with a partial entry of {partial} bytes", index_fix)
 
-    stamps: list[int | None] = [e.timestamp_ns for e in extents[:entries]]
-    covered_end = 0  # where the data the index covers ends
     expected = b"".join(
         INDEX_ENTRY.pack(base + i, e.position, e.size) for i, e in enumerate(extents[: min(entries, len(extents))])
     )
+    stamps: list[int | None]
     if entries <= len(extents) and index_raw[: entries * INDEX_ENTRY_BYTES] == expected:
+        # The fast path: the entries are exactly those of the sound records.
         covered_end = extents[entries - 1].position + extents[entries - 1].size if entries else 0
+        stamps = [e.timestamp_ns for e in extents[:entries]]
     else:
-        covered_end = _check_entries(found, segment, data, index_raw, entries, extents, stamps, index_fix, data_fix)
+        covered_end, stamps = _check_entries(found, segment, data, index_raw, entries, extents, index_fix, data_fix)
     records = sum(1 for stamp in stamps if stamp is not None)
 
     if not in_flight and len(data) > covered_end:
@@ -299,38 +274,77 @@ def check_segment(
             dataclasses.replace(p, fix=None) if p.fix == "rebuild" and not rebuildable else p for p in problems
         )
     if segment.is_active and not data_sound and not in_flight and valid_end < covered_end:
-        # Recovery cuts the active segment at its first bad record: say what that costs.
-        lost = sum(1 for e in range(entries) if _entry_position(index_raw, e) >= valid_end)
-        if lost and next_valid_record(data, valid_end + 1) is not None:
-            # Rot inside committed data: recovery keeps every record (the damaged ones raise).
-            problems = (
-                *problems,
-                Problem(
-                    data_path,
-                    valid_end,
-                    f"damaged committed data ({scan_problem}) with valid records after it: nothing is cut, repairing "
-                    f"keeps the {lost} indexed messages from there on (offsets {base + entries - lost}.."
-                    f"{base + entries - 1}); readers raise CorruptRecordError at a damaged offset and read on "
-                    "from the offset after it",
-                    None,
-                    segment.partition,
-                    base,
-                ),
-            )
-        elif lost:
-            problems = (
-                *problems,
-                Problem(
-                    data_path,
-                    valid_end,
-                    f"repairing cuts the data here ({scan_problem}), and with it the {lost} indexed messages from "
-                    f"there on (offsets {base + entries - lost}..{base + entries - 1})",
-                    "recovery",
-                    segment.partition,
-                    base,
-                ),
-            )
+        problems = (*problems, *_what_repair_does(segment, data, index_raw, entries, valid_end, scan_problem))
     return SegmentCheck(segment.partition, base, records, base + entries, problems)
+
+
+def _check_gap(found: _Findings, segment: SegmentRef, expected_base: int | None) -> None:
+    """The segment must start where the previous one ended."""
+    base = segment.base
+    if expected_base is None or base == expected_base:
+        return
+    if base > expected_base:
+        gap = f"offsets {expected_base}..{base - 1} are missing: the previous segment ends before this one starts"
+    else:
+        gap = f"this segment starts at offset {base}, inside the previous segment (which ends at {expected_base})"
+    found.add(segment.path(DATA), None, gap, None)
+
+
+def _check_missing_files(found: _Findings, segment: SegmentRef, no_index: bool, no_timeindex: bool) -> None:
+    """A missing ``.index`` or ``.timeindex`` can be rebuilt from ``.data``."""
+    if no_index:
+        if segment.is_oldest and not segment.is_active:
+            found.add(
+                segment.path(INDEX),
+                None,
+                "missing: this looks like a vacuum that was interrupted (it deletes .index first), or a lost "
+                "file; the next producer open (or a repair) rebuilds it from .data, and the next vacuum "
+                "deletes the segment again if the retention says so",
+                "recovery",
+            )
+        else:
+            found.add(segment.path(INDEX), None, "missing: it can be rebuilt from .data", "recovery")
+    if no_timeindex:
+        found.add(segment.path(TIMEINDEX), None, "missing: it can be rebuilt from .data", "recovery")
+
+
+def _report_missing_data(found: _Findings, segment: SegmentRef, entries: int) -> None:
+    """A lost ``.data`` takes the messages its index names with it."""
+    base = segment.base
+    if segment.is_active:
+        what = (
+            f"missing: the {entries} messages its index names are lost; a producer open recreates it empty "
+            "and drops them from the index"
+        )
+        found.add(segment.path(DATA), None, what, "recovery")
+    else:
+        what = f"missing: the {entries} messages of offsets {base}..{base + entries - 1} are lost"
+        found.add(segment.path(DATA), None, what, None)
+
+
+def _what_repair_does(
+    segment: SegmentRef, data: bytes, index_raw: bytes, entries: int, valid_end: int, scan_problem: str | None
+) -> list[Problem]:
+    """What recovery does at the active segment's first bad record, and what it costs: it keeps
+    everything when valid records follow (rot), and cuts the indexed messages from there when
+    nothing valid does (a torn tail)."""
+    base, data_path = segment.base, segment.path(DATA)
+    lost = sum(1 for e in range(entries) if _entry_position(index_raw, e) >= valid_end)
+    if not lost:
+        return []
+    offsets = f"offsets {base + entries - lost}..{base + entries - 1}"
+    if next_valid_record(data, valid_end + 1) is not None:
+        what = (
+            f"damaged committed data ({scan_problem}) with valid records after it: nothing is cut, repairing "
+            f"keeps the {lost} indexed messages from there on ({offsets}); readers raise CorruptRecordError at "
+            "a damaged offset and read on from the offset after it"
+        )
+        return [Problem(data_path, valid_end, what, None, segment.partition, base)]
+    what = (
+        f"repairing cuts the data here ({scan_problem}), and with it the {lost} indexed messages from there on "
+        f"({offsets})"
+    )
+    return [Problem(data_path, valid_end, what, "recovery", segment.partition, base)]
 
 
 def _check_key_index(found: _Findings, segment: SegmentRef, entries: int) -> None:
@@ -359,14 +373,14 @@ def _check_entries(
     index_raw: bytes,
     entries: int,
     extents: list[RecordExtent],
-    stamps: list[int | None],
     index_fix: Fix,
     data_fix: Fix,
-) -> int:
-    """The slow path: each index entry against the record it points at. Returns the covered end."""
+) -> tuple[int, list[int | None]]:
+    """The slow path: each index entry against the record it points at. Returns where the data the
+    entries cover ends, and each entry's timestamp (None where its record is damaged)."""
     base = segment.base
     data_path, index_path = segment.path(DATA), segment.path(INDEX)
-    stamps[:] = [None] * entries
+    stamps: list[int | None] = [None] * entries
     previous_end = 0
     covered_end = 0
     for i in range(entries):
@@ -430,7 +444,7 @@ def _check_entries(
             )
         stamps[i] = decoded.timestamp_ns
         previous_end = covered_end = decoded.end
-    return covered_end
+    return covered_end, stamps
 
 
 def _check_tail(
