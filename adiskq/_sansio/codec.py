@@ -32,7 +32,7 @@ from typing import Final, NamedTuple
 
 from crc32c import crc32c
 
-from .._errors import CorruptRecordError
+from .._errors import CorruptRecordError, InvalidArgumentError
 from .values import EMPTY_HEADERS, Message
 
 __all__ = [
@@ -125,7 +125,7 @@ class RecordExtent(NamedTuple):
 
 def _encode_headers(headers: Mapping[str, bytes]) -> bytes:
     if len(headers) > _MAX_HEADERS:
-        raise ValueError(f"a message has at most {_MAX_HEADERS} headers, not {len(headers)}")
+        raise InvalidArgumentError(f"a message has at most {_MAX_HEADERS} headers, not {len(headers)}")
     parts = [_U16.pack(len(headers))]
     for name, value in headers.items():
         if not isinstance(name, str):
@@ -136,7 +136,7 @@ def _encode_headers(headers: Mapping[str, bytes]) -> bytes:
             )
         raw_name = name.encode("utf-8")
         if len(raw_name) > 0xFFFF:
-            raise ValueError(f"header name {name[:40]!r}... is over 65535 bytes")
+            raise InvalidArgumentError(f"header name {name[:40]!r}... is over 65535 bytes")
         parts.append(_U16.pack(len(raw_name)))
         parts.append(raw_name)
         parts.append(_U32.pack(len(value)))
@@ -162,12 +162,12 @@ def encode_record(
 ) -> bytes:
     """The bytes of one record."""
     if not _I64_MIN <= timestamp_ns <= _I64_MAX:
-        raise ValueError(f"timestamp_ns {timestamp_ns} does not fit in a signed 64-bit integer")
+        raise InvalidArgumentError(f"timestamp_ns {timestamp_ns} does not fit in a signed 64-bit integer")
     header_bytes = _encode_headers(headers) if headers else _NO_HEADERS
     body = b"".join((_AFTER_CRC.pack(MAGIC_V1, attributes, timestamp_ns, len(key)), key, header_bytes, value))
     size = len(body) + 8
     if size > _MAX_U32:
-        raise ValueError(f"a record is at most {_MAX_U32} bytes, this one would be {size}")
+        raise InvalidArgumentError(f"a record is at most {_MAX_U32} bytes, this one would be {size}")
     return _SIZE_CRC.pack(size, crc32c(body)) + body
 
 
@@ -191,7 +191,7 @@ def encode_batch(
             body = join((pack(MAGIC_V1, 0, timestamp_ns, len(key)), key, _NO_HEADERS, value))
             append(pack_size_crc(len(body) + 8, crc(body)) + body)
     except struct.error as error:
-        raise ValueError(f"a record field is out of range ({error}): timestamps are signed 64-bit") from None
+        raise InvalidArgumentError(f"a record field is out of range ({error}): timestamps are signed 64-bit") from None
     return out
 
 

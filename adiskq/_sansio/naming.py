@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from .._errors import InvalidNameError
+from .._errors import InvalidArgumentError, InvalidNameError
 
 __all__ = [
     "DATA",
@@ -59,7 +59,7 @@ _GROUP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}")
 def partition_dir_name(partition: int) -> str:
     """``000003`` for partition 3."""
     if not 0 <= partition < MAX_PARTITIONS:
-        raise ValueError(f"partition {partition} is outside 0..{MAX_PARTITIONS - 1}")
+        raise InvalidArgumentError(f"partition {partition} is outside 0..{MAX_PARTITIONS - 1}")
     return f"{partition:06d}"
 
 
@@ -71,7 +71,7 @@ def parse_partition_dir(name: str) -> int | None:
 def segment_file_name(base_offset: int, extension: str) -> str:
     """``00000000000000004711.index`` for the segment starting at offset 4711."""
     if not 0 <= base_offset <= _MAX_OFFSET:
-        raise ValueError(f"offset {base_offset} does not fit in twenty digits")
+        raise InvalidArgumentError(f"offset {base_offset} does not fit in twenty digits")
     return f"{base_offset:020d}.{extension}"
 
 
