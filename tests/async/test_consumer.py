@@ -9,6 +9,7 @@ import pathlib
 import anyio
 import pytest
 from _consumer_support import Writer
+from helpers.cli import append, flip_byte
 
 import adiskq
 from adiskq._sansio.naming import PARTS_DIR, partition_dir_name
@@ -41,18 +42,7 @@ def data_file(stream_path: str, partition: int = 0, base: int = 0) -> str:
     return os.path.join(stream_path, PARTS_DIR, partition_dir_name(partition), f"{base:020d}.data")
 
 
-def flip_byte(path: str, position: int) -> None:
-    """Invert one byte of a file in place."""
-    with open(path, "r+b") as file:
-        file.seek(position)
-        byte = file.read(1)
-        file.seek(position)
-        file.write(bytes([byte[0] ^ 0xFF]))
-
-
-def append_bytes(path: str, data: bytes) -> None:
-    with open(path, "ab") as file:
-        file.write(data)
+append_bytes = append  # a torn write, when the bytes are not a whole record
 
 
 # -- what a message carries ------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import shutil
 
 import anyio
 import pytest
+from helpers.cli import flip_byte
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -46,15 +47,6 @@ def halve(path: str) -> None:
     os.truncate(path, os.path.getsize(path) // 2)
 
 
-def flip(path: str, position: int) -> None:
-    """Invert one byte of a file."""
-    with open(path, "r+b") as file:
-        file.seek(position)
-        byte = file.read(1)
-        file.seek(position)
-        file.write(bytes([byte[0] ^ 0xFF]))
-
-
 async def read_until_error(path: str) -> tuple[list[adiskq.Message], BaseException | None]:
     """Everything a consumer returns from the oldest message on, and the error that stopped it."""
     seen: list[adiskq.Message] = []
@@ -74,7 +66,7 @@ async def test_a_flipped_byte_in_a_sealed_segment_raises_never_returns_wrong_byt
     values = await write_stream(stream_path)
     rng = random.Random(seed)
     victim, position = pick_a_byte(stream_path, rng)
-    flip(victim, position)
+    flip_byte(victim, position)
     seen, error = await read_until_error(stream_path)
     assert [m.value for m in seen] == values[: len(seen)], "a consumer returned altered bytes"
     assert isinstance(error, adiskq.CorruptRecordError)
@@ -102,7 +94,7 @@ async def test_a_damaged_index_entry_is_reported_not_followed(stream_path: str, 
     raises CorruptRecordError, and reading past it returns the right bytes or raises."""
     values = await write_stream(stream_path)
     index = segment_files(stream_path, "index")[0]
-    flip(index, 24 * 3 + field)  # a field of the fourth entry (offset 3)
+    flip_byte(index, 24 * 3 + field)  # a field of the fourth entry (offset 3)
     with pytest.raises(adiskq.CorruptRecordError):
         adiskq.read(stream_path, 0, 3)
     seen, _ = await read_until_error(stream_path)
