@@ -42,9 +42,6 @@ def data_file(stream_path: str, partition: int = 0, base: int = 0) -> str:
     return os.path.join(stream_path, PARTS_DIR, partition_dir_name(partition), f"{base:020d}.data")
 
 
-append_bytes = append  # a torn write, when the bytes are not a whole record
-
-
 # -- what a message carries ------------------------------------------------------------------------
 
 
@@ -353,7 +350,7 @@ async def test_a_torn_tail_being_written_is_not_an_error(stream_path: str) -> No
     """Bytes past the last index entry (a record being written) are invisible, never an error."""
     with Writer(stream_path) as writer:
         writer.append(values(3))
-        append_bytes(data_file(stream_path), b"\x40\x00\x00\x00half a record")
+        append(data_file(stream_path), b"\x40\x00\x00\x00half a record")
         async with adiskq.Consumer(stream_path, end="wait") as consumer:
             assert [m.offset for m in await take(consumer, 3)] == [0, 1, 2]
             with anyio.move_on_after(0.1) as scope:
