@@ -41,7 +41,7 @@ from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, read_fi
 from .segment import INDEX_ENTRY, TIMEINDEX_ENTRY, entry_columns, segment_path
 from .segment_files import entry_count, index_positions
 
-__all__ = ["RecoveredSegment", "ScanResult", "ensure_sealed_key_index", "recover_segment"]
+__all__ = ["RecoveredSegment", "ScanResult", "ensure_sealed_key_index", "record_after_damage", "recover_segment"]
 
 
 class ScanResult(NamedTuple):
@@ -80,6 +80,38 @@ def _scan_data(path: str, max_record_bytes: int) -> tuple[ScanResult, bytes]:
     return ScanResult(scanned, scanned.end, len(data), problem), data
 
 
+def record_after_damage(
+    data: bytes,
+    bad: int,
+    entry: int,
+    indexed: list[array.array[int]],
+    max_record_bytes: int,
+    indexed_positions: set[int] | None = None,
+) -> int | None:
+    """Where the first valid record after the damaged one at ``bad`` (entry ``entry`` of the
+    segment) starts, or None when nothing valid follows (a torn tail).
+
+    In order of trust: the damaged record's index entry, its own size field (rot elsewhere in it),
+    or a search, which counts only where an index entry confirms a record starts there: bytes
+    inside a torn record's value may hold a valid record of their own (a message that carries an
+    encoded record), never a real one. ``indexed`` holds the ``.index`` columns (offsets, positions,
+    sizes).
+    """
+    candidates = []
+    if entry < len(indexed[1]) and indexed[1][entry] == bad:
+        candidates.append(bad + indexed[2][entry])
+    if bad + 4 <= len(data):
+        candidates.append(bad + int.from_bytes(data[bad : bad + 4], "little"))
+    for at in candidates:
+        if bad < at < len(data) and is_valid_record(data, at, max_record_bytes=max_record_bytes):
+            return at
+    confirmed = set(indexed[1]) if indexed_positions is None else indexed_positions
+    found = next_valid_record(data, bad + 1, max_record_bytes=max_record_bytes)
+    while found is not None and found not in confirmed:
+        found = next_valid_record(data, found + 1, max_record_bytes=max_record_bytes)
+    return found
+
+
 def _scan_past_rot(
     data: bytes, scan: ScanResult, index_raw: bytes | None, timeindex_raw: bytes | None, max_record_bytes: int
 ) -> tuple[ScanResult, list[int]]:
@@ -93,18 +125,13 @@ def _scan_past_rot(
     positions, sizes, timestamps = list(records.positions), list(records.sizes), list(records.timestamps)
     indexed = entry_columns(index_raw or b"", "Q", 3)  # offsets, positions, sizes
     stamped = entry_columns(timeindex_raw or b"", "q", 2)  # offsets, timestamps
+    indexed_positions = set(indexed[1])
     damaged: list[int] = []
     end, error = records.end, records.error
     while end < len(data):  # bad bytes, or a size field that claims more than the data holds
         bad = end
         k = len(positions)
-        following: int | None = None
-        if k < len(indexed[1]) and indexed[1][k] == bad:  # the index knows the damaged record's size
-            candidate = bad + indexed[2][k]
-            if candidate < len(data) and is_valid_record(data, candidate, max_record_bytes=max_record_bytes):
-                following = candidate
-        if following is None:
-            following = next_valid_record(data, bad + 1, max_record_bytes=max_record_bytes)
+        following = record_after_damage(data, bad, k, indexed, max_record_bytes, indexed_positions)
         if following is None:
             break  # nothing valid after the bad bytes: a torn tail
         damaged.append(bad)

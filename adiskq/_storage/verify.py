@@ -33,19 +33,20 @@ from .._sansio.codec import (
     NEED_MORE,
     RecordExtent,
     decode_record,
-    next_valid_record,
     scan_records,
 )
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX
 from . import keyindex
 from .files import read_file
 from .offsets import OFFSETS_FILE, group_dir, list_groups, load_offsets
+from .recovery import record_after_damage
 from .segment import (
     BUFFERED_ENTRIES,
     INDEX_ENTRY,
     INDEX_ENTRY_BYTES,
     TIMEINDEX_ENTRY,
     TIMEINDEX_ENTRY_BYTES,
+    entry_columns,
     segment_path,
 )
 from .segment_files import list_segment_files
@@ -333,7 +334,9 @@ def _what_repair_does(
     if not lost:
         return []
     offsets = f"offsets {base + entries - lost}..{base + entries - 1}"
-    if next_valid_record(data, valid_end + 1) is not None:
+    indexed = entry_columns(index_raw, "Q", 3)
+    valid_records = next(i for i in range(entries + 1) if i == entries or _entry_position(index_raw, i) >= valid_end)
+    if record_after_damage(data, valid_end, valid_records, indexed, DEFAULT_MAX_RECORD_BYTES) is not None:
         what = (
             f"damaged committed data ({scan_problem}) with valid records after it: nothing is cut, repairing "
             f"keeps the {lost} indexed messages from there on ({offsets}); readers raise CorruptRecordError at "

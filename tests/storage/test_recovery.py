@@ -9,6 +9,7 @@ from helpers.cli import flip_byte
 from storage_helpers import append, encode, expected_messages, fields, read_all, write_stream
 
 import adiskq
+from adiskq._sansio.codec import encode_record
 from adiskq._sansio.values import RecoveryReport
 from adiskq._storage.stream import StreamWriter
 
@@ -175,6 +176,19 @@ def test_rot_inside_committed_data_keeps_every_record(stream: str, where: str) -
     finally:
         writer.close()
     assert adiskq.stats(stream).last_recovery is not None
+
+
+def test_a_torn_record_whose_value_holds_a_record_is_still_a_torn_tail(stream: str) -> None:
+    """A record torn just after an encoded record inside its value: that inner record is no message."""
+    inner = encode_record(b"inner value", b"inner key", 7)
+    outer = encode_record(b"<" + inner + b">" * 50, b"outer key", 8)
+    torn = outer[: outer.index(inner) + len(inner)]  # the write stopped right after the inner record
+    with open(_file(stream, 0, "data"), "ab") as data:
+        data.write(torn)
+    report = _reopen(stream)
+    assert "torn tail" in report.repairs[0].action
+    assert report.repairs[0].position == _record_ends(RECORDS)[-1]
+    _check_prefix(stream, len(RECORDS))
 
 
 def test_a_bad_last_record_is_a_torn_tail_and_is_cut(stream: str) -> None:
