@@ -18,9 +18,10 @@ import os
 import random
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Final, Literal, TypeAlias
+from typing import Final, Literal, TypeAlias, cast
 
 import anyio
 import anyio.lowlevel
@@ -34,8 +35,7 @@ from .._errors import (
     StreamLockedError,
 )
 from .._sansio import keyindex
-from .._sansio.codec import encode_batch, encode_record
-from .._sansio.naming import fnv1_32
+from .._sansio.core import COMPILED, encode_batch, encode_keyed, encode_record, fnv1_32, place
 from .._sansio.values import Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
 from .._storage.files import DEFAULT_FILE_MODE
 from .._storage.segment import PartlyCommittedError
@@ -60,6 +60,9 @@ _PLACEMENT_CACHE_SIZE: Final = 65_536
 _ENCODE_CHUNK: Final = 256
 _LOCK_RETRY_SECONDS: Final = 0.05
 _new_receipt = tuple.__new__
+# The key index's hash, which the compiled core computes itself (zlib's CRC-32); where a test has
+# replaced keyindex.key_hash, the producer calls the replacement instead.
+_CRC32: Final = zlib.crc32
 
 
 def _timestamp_ns(timestamp: Timestamp) -> int:
@@ -323,8 +326,8 @@ class Producer:
     # -- pushing ---------------------------------------------------------------------------------
 
     def _place(self, key: Key) -> tuple[bytes, int, int]:
-        """The key's bytes, its partition (FNV-1 32 modulo the count) and its key index hash,
-        cached for repeated keys."""
+        """The key's bytes, its partition (FNV-1 32 modulo the count) and its key index hash:
+        computed in C by the compiled core, cached for repeated keys by the pure-Python one."""
         if key is None:
             # No key: a random one, as go-diskq does; it spreads messages over partitions.
             raw = random.getrandbits(64).to_bytes(8, "little")
@@ -335,6 +338,8 @@ class Producer:
             key = bytes(key)
         elif not isinstance(key, str | bytes):
             raise TypeError(f"a key is str, bytes or None, not {type(key).__name__}")
+        if COMPILED and keyindex.key_hash is _CRC32:
+            return place(key, self._partition_count)
         placed = self._placement.get(key)
         if placed is None:
             raw = key.encode("utf-8") if isinstance(key, str) else key
@@ -374,8 +379,11 @@ class Producer:
         await anyio.lowlevel.checkpoint_if_cancelled()
         if self._state != "open":
             self._check_open()
-        placed = self._placement.get(key) if type(key) is str else None
-        raw_key, partition, key_hash = placed if placed is not None else self._place(key)
+        if COMPILED and type(key) is str and keyindex.key_hash is _CRC32:
+            raw_key, partition, key_hash = place(key, self._partition_count)
+        else:
+            placed = self._placement.get(key) if type(key) is str else None
+            raw_key, partition, key_hash = placed if placed is not None else self._place(key)
         timestamp_ns = time.time_ns() if timestamp is None else _timestamp_ns(timestamp)
         if type(value) is not bytes:
             value = _value_bytes(value)
@@ -394,9 +402,9 @@ class Producer:
                 self._inline_pushes = 0
                 await anyio.lowlevel.cancel_shielded_checkpoint()
             return _new_receipt(Receipt, (partition, offset))
-        batch, place = lane.enqueue([record], [timestamp_ns], [key_hash])
-        first = await lane.complete(batch, place)
-        return _new_receipt(Receipt, (partition, first + place))
+        batch, slot = lane.enqueue([record], [timestamp_ns], [key_hash])
+        first = await lane.complete(batch, slot)
+        return _new_receipt(Receipt, (partition, first + slot))
 
     async def push_many(self, records: Iterable[Record | bytes]) -> list[Receipt]:
         """Append many messages as one batch; receipts come back in the order given.
@@ -447,10 +455,12 @@ class Producer:
 
     def _encode_columns(
         self, items: list[Record], now: int
-    ) -> tuple[list[bytes], list[int], list[int], tuple[int, ...]]:
+    ) -> tuple[list[bytes], list[int], Sequence[int], Sequence[int]]:
         """Records, their timestamps, partitions and key hashes, encoded column-wise so the
         per-record work runs in C (zip, map) wherever it can."""
         values, keys, all_headers, timestamps = zip(*items, strict=True)
+        if COMPILED and not any(all_headers) and keyindex.key_hash is _CRC32:
+            return self._encode_keyed(values, keys, timestamps, now)
         try:
             placements = list(map(self._placement.get, keys))
         except TypeError:  # an unhashable key (bytearray): place one by one
@@ -474,6 +484,35 @@ class Producer:
         encoded = encode_batch(values, raw_keys, stamps, all_headers if any(all_headers) else None)
         self._check_size(max(map(len, encoded)))
         return encoded, stamps, list(partitions), key_hashes
+
+    def _encode_keyed(
+        self, values: Sequence[bytes], keys: Sequence[Key], timestamps: Sequence[Timestamp], now: int
+    ) -> tuple[list[bytes], list[int], Sequence[int], Sequence[int]]:
+        """``_encode_columns`` for records without headers: placing, hashing and encoding are one C
+        loop (``core.encode_keyed``), with no placement cache to keep."""
+        plain_keys = cast("Sequence[str | bytes]", keys)  # checked next: only str and bytes pass
+        if not {type(key) for key in keys} <= {str, bytes}:
+            plain_keys = [self._plain_key(key) for key in keys]
+        if set(map(type, values)) != {bytes}:
+            values = tuple(map(_value_bytes, values))
+        if set(timestamps) == {None}:
+            stamps = [now] * len(values)
+        else:
+            stamps = [now if t is None else _timestamp_ns(t) for t in timestamps]
+        encoded, partitions, key_hashes = encode_keyed(values, plain_keys, stamps, self._partition_count)
+        self._check_size(max(map(len, encoded)))
+        return encoded, stamps, partitions, key_hashes
+
+    @staticmethod
+    def _plain_key(key: Key) -> str | bytes:
+        """A push_many key as str or bytes: None becomes a random one (as go-diskq does)."""
+        if key is None:
+            return random.getrandbits(64).to_bytes(8, "little")
+        if isinstance(key, bytearray | memoryview):
+            return bytes(key)
+        if not isinstance(key, str | bytes):
+            raise TypeError(f"a key is str, bytes or None, not {type(key).__name__}")
+        return key
 
     async def _write_shares(
         self, encoded: list[bytes], stamps: list[int], partitions: Sequence[int], key_hashes: list[int]

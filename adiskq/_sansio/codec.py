@@ -58,6 +58,7 @@ __all__ = [
     "encoded_size",
     "is_valid_record",
     "next_valid_record",
+    "raise_record_error",
     "record_key",
     "record_timestamp",
     "scan_columns",
@@ -261,6 +262,28 @@ def decode_record(
     )
 
 
+def _plain_and_sound(buf: bytes, pos: int, end: int, limit: int, magic: int, stored_crc: int, key_len: int) -> bool:
+    """The fast check of the scans and the batch decoder: the record at ``pos`` (its fixed fields
+    already unpacked) ends by ``limit``, has no headers, and its magic byte and CRC-32C are right.
+    False sends the record to the careful path, which decides what is wrong (or that nothing is)."""
+    key_end = pos + _FIXED_BYTES + key_len
+    return (
+        end <= limit
+        and key_end + 2 <= end
+        and magic == MAGIC_V1
+        and not buf[key_end]
+        and not buf[key_end + 1]
+        and crc32c(buf[pos + MAGIC_AT : end]) == stored_crc
+    )
+
+
+def raise_record_error(buf: bytes, pos: int, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
+    """Raise the ``CorruptRecordError`` that ``decode_messages`` raises for the record at ``pos``
+    (which must be torn or bad): what the compiled decoder asks the reference for."""
+    _decode_one(buf, pos, len(buf), max_record_bytes)
+    raise AssertionError(f"the record at byte {pos} is whole and valid")
+
+
 class ScannedRecords(NamedTuple):
     """The valid records at the start of a buffer, as columns, and where and why the scan stopped."""
 
@@ -279,8 +302,6 @@ def scan_columns(buf: bytes, pos: int = 0, *, max_record_bytes: int = DEFAULT_MA
     between "a torn tail" (the buffer ends inside it) and "bad" exactly as for a single record.
     """
     unpack = _FIXED.unpack_from
-    crc = crc32c
-    crc_from = MAGIC_AT  # a local: the loop runs once per record
     positions: list[int] = []
     sizes: list[int] = []
     timestamps: list[int] = []
@@ -297,16 +318,7 @@ def scan_columns(buf: bytes, pos: int = 0, *, max_record_bytes: int = DEFAULT_MA
                 decode_record(buf, pos, max_record_bytes=max_record_bytes)  # raises, or it is a torn tail
                 break
             end = pos + size
-            key_end = pos + _FIXED_BYTES + key_len
-            if (
-                end > limit
-                or key_end + 2 > end
-                or magic != MAGIC_V1
-                or careful
-                or crc(buf[pos + crc_from : end]) != stored_crc
-                or buf[key_end]
-                or buf[key_end + 1]
-            ):
+            if careful or not _plain_and_sound(buf, pos, end, limit, magic, stored_crc, key_len):
                 decoded = decode_record(buf, pos, max_record_bytes=max_record_bytes)
                 if decoded is NEED_MORE:
                     break
@@ -470,8 +482,6 @@ def decode_messages(
         if uniform is not None:
             return uniform
     unpack = _FIXED.unpack_from
-    crc = crc32c
-    crc_from = MAGIC_AT  # a local: the loop runs once per record
     new = _new_message
     message_type = Message
     no_headers = EMPTY_HEADERS
@@ -486,21 +496,13 @@ def decode_messages(
         for offset in range(first_offset, first_offset + count):
             size, stored_crc, magic, _, timestamp_ns, key_len = unpack(buf, pos)
             end = pos + size
-            key_end = pos + _FIXED_BYTES + key_len
-            # One test for "a plain record, whole and sound"; anything else (headers, damage, a
-            # record cut short, size too small) goes through _decode_one, which says what is wrong.
-            if (
-                end > limit
-                or key_end + 2 > end
-                or magic != MAGIC_V1
-                or buf[key_end]
-                or buf[key_end + 1]
-                or careful
-                or crc(buf[pos + crc_from : end]) != stored_crc
-            ):
+            # Anything but a plain record, whole and sound (headers, damage, a record cut short, a
+            # size too small) goes through _decode_one, which says what is wrong.
+            if careful or not _plain_and_sound(buf, pos, end, limit, magic, stored_crc, key_len):
                 timestamp_ns, key, value, headers, end = _decode_one(buf, pos, limit, max_record_bytes)
                 append(new(message_type, (partition, offset, timestamp_ns, key, value, headers)))
             else:
+                key_end = pos + _FIXED_BYTES + key_len
                 append(
                     new(
                         message_type,

@@ -51,9 +51,8 @@ from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias
 if TYPE_CHECKING:
     import mmap
 
-from crc32c import crc32c
-
 from .codec import KEY_AT, KEY_LENGTH_AT
+from .core import crc32c
 
 # What the searches take: bytes, or a sealed file mapped into memory.
 Buffer: TypeAlias = "bytes | mmap.mmap"

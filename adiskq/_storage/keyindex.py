@@ -18,8 +18,7 @@ import sys
 import threading
 from typing import Final
 
-from crc32c import crc32c
-
+from .._sansio.core import crc32c
 from .._sansio.keyindex import (
     ENTRY_BYTES,
     TRAILER,

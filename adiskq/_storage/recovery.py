@@ -33,7 +33,8 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from .._sansio import keyindex as keyindex_format
-from .._sansio.codec import ScannedRecords, is_valid_record, next_valid_record, scan_columns
+from .._sansio.codec import ScannedRecords, is_valid_record
+from .._sansio.core import next_valid_record, scan_columns
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX
 from .._sansio.values import SegmentRepair
 from . import keyindex

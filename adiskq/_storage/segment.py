@@ -39,7 +39,8 @@ from typing import Final, NamedTuple
 
 from .._errors import CorruptRecordError
 from .._sansio import keyindex as keyindex_format
-from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES, decode_messages
+from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
+from .._sansio.core import decode_messages, index_entries
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX, segment_file_name
 from .._sansio.values import Message
 from . import keyindex
@@ -303,12 +304,7 @@ class SegmentWriter:
             timeindex_bytes = TIMEINDEX_ENTRY.pack(first_offset, timestamps[0])
             end = start + size
         else:
-            sizes = list(map(len, records))
-            positions = list(itertools.accumulate(sizes, initial=start))
-            offsets = range(first_offset, first_offset + count)
-            index_bytes = b"".join(map(INDEX_ENTRY.pack, offsets, positions, sizes))
-            timeindex_bytes = b"".join(map(TIMEINDEX_ENTRY.pack, offsets, timestamps))
-            end = positions[-1]
+            index_bytes, timeindex_bytes, end = index_entries(first_offset, start, records, timestamps)
         if self._time_buffer:  # single pushes' entries go first, in one write with the batch's
             timeindex_bytes = b"".join(self._time_buffer) + timeindex_bytes
         try:

@@ -33,8 +33,8 @@ from .._sansio.codec import (
     NEED_MORE,
     RecordExtent,
     decode_record,
-    scan_records,
 )
+from .._sansio.core import scan_records
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX
 from . import keyindex
 from .files import read_file

@@ -41,10 +41,9 @@ from .._sansio.codec import (
     MIN_RECORD_BYTES,
     NEED_MORE,
     TIMESTAMP_AT,
-    crc32c,
-    decode_messages,
     decode_record,
 )
+from .._sansio.core import crc32c, decode_messages
 from .._sansio.values import Message
 from .._storage.columns import RawRun
 

@@ -19,7 +19,8 @@ import pyarrow as pa
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType, TimestampNTZType, TimestampType
 
 from .._errors import InvalidArgumentError, MessageTooLargeError
-from .._sansio.codec import encode_record, record_key
+from .._sansio.codec import record_key
+from .._sansio.core import encode_record
 from .._sansio.naming import partition_for_key
 
 __all__ = ["Columns", "Grouped", "InvalidColumnsError", "random_keys"]

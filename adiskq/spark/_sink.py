@@ -43,7 +43,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from .._errors import CorruptRecordError, CorruptStreamError
-from .._sansio.codec import scan_records
+from .._sansio.core import scan_records
 from .._storage.columns import RawCursor
 from .._storage.files import atomic_write_json, fsync_dir, read_json, write_all
 from .._storage.partition_reader import PartitionReader

@@ -16,12 +16,17 @@ from adiskq._sansio.codec import (
     NEED_MORE,
     DecodedRecord,
     RecordExtent,
+    decode_record,
+    encoded_size,
+)
+
+# The functions the compiled core provides, from whichever core runs (ADISKQ_NO_EXTENSIONS=1 selects the
+# pure-Python reference; CI runs this file both ways).
+from adiskq._sansio.core import (
     crc32c,
     decode_messages,
-    decode_record,
     encode_batch,
     encode_record,
-    encoded_size,
     scan_columns,
     scan_records,
 )

@@ -1,0 +1,127 @@
+/* adiskq's compiled core: the codec's per-record work, sans I/O (see adiskq/_sansio/codec.py, the
+ * pure-Python reference every function here must match byte for byte, error for error).
+ *
+ * One job per source file:
+ *   crc32c.c  CRC-32C (Castagnoli) of record bodies: the CPU's instruction, or a table
+ *   crc32.c   CRC-32 (zlib's, ISO-HDLC) of keys: the key index's hash
+ *   fnv.c     FNV-1 32-bit of keys: the partition of a key, as go-diskq places it
+ *   record.c  reading one record's fields from a buffer and checking them (every check of the reference)
+ *   encode.c  records (and batches of them) from values, keys, timestamps and headers
+ *   decode.c  Messages from a buffer of records, the read hot path
+ *   scan.c    recovery's and check's scans: the valid records of a buffer, and the next valid one
+ *   module.c  the Python module: its functions and the objects it is configured with
+ *
+ * The record layout (all integers little-endian; the reference's docstring is the full text):
+ *   u32 size | u32 crc | u8 magic 0xAD | u8 attributes | i64 timestamp_ns | u32 key_len | key |
+ *   u16 header_count | per header: u16 name_len, UTF-8 name, u32 value_len, value | value
+ * The CRC-32C covers every byte from the magic byte on.
+ */
+#ifndef ADISKQ_CORE_H
+#define ADISKQ_CORE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define ADQ_MAGIC_V1 0xADu
+#define ADQ_SIZE_AT 0
+#define ADQ_CRC_AT 4
+#define ADQ_MAGIC_AT 8
+#define ADQ_ATTRIBUTES_AT 9
+#define ADQ_TIMESTAMP_AT 10
+#define ADQ_KEY_LENGTH_AT 18
+#define ADQ_KEY_AT 22
+#define ADQ_MIN_RECORD_BYTES 24 /* the fixed fields plus header_count */
+
+static inline uint16_t adq_load_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+static inline uint32_t adq_load_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    return v;
+}
+
+static inline uint64_t adq_load_u64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static inline void adq_store_u16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static inline void adq_store_u32(uint8_t *p, uint32_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    memcpy(p, &v, 4);
+}
+
+static inline void adq_store_u64(uint8_t *p, uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    memcpy(p, &v, 8);
+}
+
+/* crc32c.c */
+void adq_crc32c_init(void);
+uint32_t adq_crc32c(uint32_t crc, const uint8_t *data, size_t length);
+uint32_t adq_crc32c_table(uint32_t crc, const uint8_t *data, size_t length); /* always the table */
+const char *adq_crc32c_implementation(void);
+
+/* crc32.c */
+void adq_crc32_init(void);
+uint32_t adq_crc32(uint32_t crc, const uint8_t *data, size_t length);
+
+/* fnv.c */
+uint32_t adq_fnv1_32(const uint8_t *data, size_t length);
+
+/* record.c: what the bytes at a position hold */
+typedef enum {
+    ADQ_RECORD_OK = 0,   /* a whole, valid record */
+    ADQ_RECORD_TORN = 1, /* the buffer ends before the record does (nothing present proves it bad) */
+    ADQ_RECORD_BAD = 2,  /* the bytes present prove the record bad */
+} adq_record_status;
+
+typedef struct {
+    size_t size;          /* bytes of the whole record */
+    int64_t timestamp_ns;
+    size_t key_at;        /* absolute positions in the buffer */
+    size_t key_len;
+    size_t headers_at;    /* the first header's name_len field */
+    uint16_t header_count;
+    size_t value_at;
+    uint8_t attributes;
+} adq_record;
+
+/* Check the record at buf[pos:limit] as the reference's decode_record does, filling *record when it
+ * is OK. Header names are checked to be UTF-8 as Python's strict decoder would. */
+adq_record_status adq_check_record(const uint8_t *buf, size_t limit, size_t pos, uint64_t max_record_bytes,
+                                   adq_record *record);
+int adq_is_utf8(const uint8_t *text, size_t length);
+
+/* module.c: what decode.c builds Messages with (set by configure()) */
+extern PyTypeObject *adq_message_type;
+extern PyObject *adq_empty_headers;
+
+/* The Python-facing functions, one file each (module.c lists them). */
+PyObject *adq_py_encode_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_encode_keyed(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_scan_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_next_valid_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_index_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+#endif

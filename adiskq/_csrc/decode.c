@@ -1,0 +1,117 @@
+/* Messages from a buffer of records: the reference's decode_messages, the read hot path.
+ *
+ * decode_messages(buf, partition, first_offset, count, max_record_bytes) takes exactly `count` records
+ * that fill `buf` (a bytes object) and returns their Messages, numbered from first_offset, every record
+ * checked (record.c). At the first record that is not whole and valid it returns (position, False)
+ * instead, and (position, True) when the records end before the buffer does: the caller lets the
+ * reference name what is wrong there, so errors and positions are the reference's own.
+ *
+ * A Message is a tuple (the NamedTuple adiskq.Message). One without headers holds only ints, bytes
+ * and the shared empty headers, so it can never be part of a reference cycle: it is untracked, and
+ * the cyclic GC never walks the millions a batch read can hold. */
+#include "core.h"
+
+static PyObject *headers_dict(const uint8_t *buf, const adq_record *record) {
+    PyObject *headers = PyDict_New();
+    if (headers == NULL) return NULL;
+    const uint8_t *p = buf + record->headers_at;
+    for (uint16_t h = 0; h < record->header_count; h++) {
+        size_t name_len = adq_load_u16(p);
+        PyObject *name = PyUnicode_DecodeUTF8((const char *)p + 2, (Py_ssize_t)name_len, "strict");
+        p += 2 + name_len;
+        size_t value_len = adq_load_u32(p);
+        PyObject *value = PyBytes_FromStringAndSize((const char *)p + 4, (Py_ssize_t)value_len);
+        p += 4 + value_len;
+        if (name == NULL || value == NULL || PyDict_SetItem(headers, name, value) < 0) {
+            Py_XDECREF(name);
+            Py_XDECREF(value);
+            Py_DECREF(headers);
+            return NULL;
+        }
+        Py_DECREF(name);
+        Py_DECREF(value);
+    }
+    return headers;
+}
+
+static PyObject *new_message(PyObject *partition, long long offset, const uint8_t *buf, const adq_record *record) {
+    PyObject *message = adq_message_type->tp_alloc(adq_message_type, 6);
+    if (message == NULL) return NULL;
+    PyObject *headers;
+    if (record->header_count) {
+        headers = headers_dict(buf, record);
+    } else {
+        headers = Py_NewRef(adq_empty_headers);
+        PyObject_GC_UnTrack(message);
+    }
+    PyObject *items[6] = {
+        Py_NewRef(partition),
+        PyLong_FromLongLong(offset),
+        PyLong_FromLongLong(record->timestamp_ns),
+        PyBytes_FromStringAndSize((const char *)buf + record->key_at, (Py_ssize_t)record->key_len),
+        PyBytes_FromStringAndSize((const char *)buf + record->value_at,
+                                  (Py_ssize_t)(record->size - (record->value_at - (record->key_at - ADQ_KEY_AT)))),
+        headers,
+    };
+    int ok = 1;
+    for (int i = 0; i < 6; i++) {
+        if (items[i] == NULL) ok = 0;
+        PyTuple_SET_ITEM(message, i, items[i]); /* NULL items are fine: tuple dealloc skips them */
+    }
+    if (!ok) {
+        Py_DECREF(message);
+        return NULL;
+    }
+    return message;
+}
+
+PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "decode_messages takes 5 arguments");
+        return NULL;
+    }
+    if (adq_message_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "adiskq._compiled.configure() was not called");
+        return NULL;
+    }
+    if (!PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "decode_messages takes bytes");
+        return NULL;
+    }
+    PyObject *partition = args[1];
+    long long first_offset = PyLong_AsLongLong(args[2]);
+    Py_ssize_t count = PyLong_AsSsize_t(args[3]);
+    unsigned long long max_record_bytes = PyLong_AsUnsignedLongLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    if (count < 0) {
+        PyErr_SetString(PyExc_ValueError, "count must not be negative");
+        return NULL;
+    }
+    const uint8_t *buf = (const uint8_t *)PyBytes_AS_STRING(args[0]);
+    size_t limit = (size_t)PyBytes_GET_SIZE(args[0]);
+    /* No more records than bytes can hold: a damaged count must not allocate a huge list. */
+    Py_ssize_t most = (Py_ssize_t)(limit / ADQ_MIN_RECORD_BYTES);
+    PyObject *messages = PyList_New(count <= most ? count : most);
+    if (messages == NULL) return NULL;
+    size_t pos = 0;
+    adq_record record;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (i >= most || adq_check_record(buf, limit, pos, max_record_bytes, &record) != ADQ_RECORD_OK) {
+            Py_DECREF(messages);
+            return Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_False);
+        }
+        PyObject *message = new_message(partition, first_offset + i, buf, &record);
+        if (message == NULL) {
+            Py_DECREF(messages);
+            return NULL;
+        }
+        PyList_SET_ITEM(messages, i, message);
+        pos += record.size;
+    }
+    if (pos != limit) {
+        Py_DECREF(messages);
+        return Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_True);
+    }
+    return messages;
+}

@@ -1,0 +1,310 @@
+/* Records from values, keys, timestamps and headers: the reference's encode_record and encode_batch,
+ * plus encode_keyed (a producer batch: keys placed on partitions and hashed for the key index in the
+ * same loop) and index_entries (a batch's .index and .timeindex entries).
+ *
+ * Anything these do not take plainly (a value that is not bytes, a timestamp out of range, headers
+ * that are not a dict of str to bytes, too many of them...) makes them return NotImplemented: the
+ * caller (adiskq/_sansio/core.py) then runs the reference, which encodes it or raises its error. So
+ * errors are the reference's by construction, and this file holds only the fast path. */
+#include "core.h"
+
+#define MAX_U32 0xFFFFFFFFull
+
+/* The bytes headers take in a record (header_count included), or -1 when they are not plain. */
+static int64_t headers_size(PyObject *headers) {
+    if (headers == Py_None) return 2;
+    if (!PyDict_CheckExact(headers)) return -1;
+    Py_ssize_t count = PyDict_GET_SIZE(headers);
+    if (count > 0xFFFF) return -1;
+    int64_t size = 2;
+    Py_ssize_t i = 0;
+    PyObject *name, *value;
+    while (PyDict_Next(headers, &i, &name, &value)) {
+        if (!PyUnicode_CheckExact(name) || !PyBytes_CheckExact(value)) return -1;
+        Py_ssize_t name_len;
+        if (PyUnicode_AsUTF8AndSize(name, &name_len) == NULL) {
+            PyErr_Clear(); /* a lone surrogate: the reference raises its own error */
+            return -1;
+        }
+        if (name_len > 0xFFFF || PyBytes_GET_SIZE(value) > (Py_ssize_t)MAX_U32) return -1;
+        size += 6 + name_len + PyBytes_GET_SIZE(value);
+    }
+    return size;
+}
+
+static uint8_t *write_headers(uint8_t *out, PyObject *headers) {
+    if (headers == Py_None || PyDict_GET_SIZE(headers) == 0) {
+        adq_store_u16(out, 0);
+        return out + 2;
+    }
+    adq_store_u16(out, (uint16_t)PyDict_GET_SIZE(headers));
+    out += 2;
+    Py_ssize_t i = 0;
+    PyObject *name, *value;
+    while (PyDict_Next(headers, &i, &name, &value)) {
+        Py_ssize_t name_len, value_len = PyBytes_GET_SIZE(value);
+        const char *raw = PyUnicode_AsUTF8AndSize(name, &name_len); /* cached by headers_size */
+        adq_store_u16(out, (uint16_t)name_len);
+        memcpy(out + 2, raw, (size_t)name_len);
+        out += 2 + name_len;
+        adq_store_u32(out, (uint32_t)value_len);
+        memcpy(out + 4, PyBytes_AS_STRING(value), (size_t)value_len);
+        out += 4 + value_len;
+    }
+    return out;
+}
+
+/* One record as a new bytes object; NULL with no exception set means "not plain: use the reference". */
+static PyObject *encode_one(PyObject *value, const uint8_t *key, size_t key_len, PyObject *timestamp,
+                            PyObject *headers, int attributes) {
+    if (!PyBytes_CheckExact(value) || !PyLong_CheckExact(timestamp)) return NULL;
+    int overflow;
+    long long timestamp_ns = PyLong_AsLongLongAndOverflow(timestamp, &overflow);
+    if (overflow || (timestamp_ns == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return NULL;
+    }
+    int64_t header_bytes = headers_size(headers);
+    if (header_bytes < 0) return NULL;
+    uint64_t size = ADQ_KEY_AT + (uint64_t)key_len + (uint64_t)header_bytes + (uint64_t)PyBytes_GET_SIZE(value);
+    if (size > MAX_U32 || key_len > MAX_U32) return NULL;
+    PyObject *record = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (record == NULL) return NULL;
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(record);
+    adq_store_u32(out + ADQ_SIZE_AT, (uint32_t)size);
+    out[ADQ_MAGIC_AT] = ADQ_MAGIC_V1;
+    out[ADQ_ATTRIBUTES_AT] = (uint8_t)attributes;
+    adq_store_u64(out + ADQ_TIMESTAMP_AT, (uint64_t)timestamp_ns);
+    adq_store_u32(out + ADQ_KEY_LENGTH_AT, (uint32_t)key_len);
+    memcpy(out + ADQ_KEY_AT, key, key_len);
+    uint8_t *at = write_headers(out + ADQ_KEY_AT + key_len, headers);
+    memcpy(at, PyBytes_AS_STRING(value), (size_t)PyBytes_GET_SIZE(value));
+    adq_store_u32(out + ADQ_CRC_AT, adq_crc32c(0, out + ADQ_MAGIC_AT, (size_t)size - ADQ_MAGIC_AT));
+    return record;
+}
+
+/* A key's bytes: a bytes object's own, or a str's UTF-8 (cached in the str); 0 when not plain. */
+static int key_bytes(PyObject *key, const uint8_t **raw, size_t *length) {
+    Py_ssize_t n;
+    if (PyBytes_CheckExact(key)) {
+        *raw = (const uint8_t *)PyBytes_AS_STRING(key);
+        *length = (size_t)PyBytes_GET_SIZE(key);
+        return 1;
+    }
+    if (PyUnicode_CheckExact(key)) {
+        const char *text = PyUnicode_AsUTF8AndSize(key, &n);
+        if (text == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        *raw = (const uint8_t *)text;
+        *length = (size_t)n;
+        return 1;
+    }
+    return 0;
+}
+
+static PyObject *not_implemented(void) { Py_RETURN_NOTIMPLEMENTED; }
+
+/* encode_record(value, key, timestamp_ns, headers, attributes) -> bytes | NotImplemented */
+PyObject *adq_py_encode_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "encode_record takes 5 arguments");
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(args[1]) || !PyLong_CheckExact(args[4])) return not_implemented();
+    long attributes = PyLong_AsLong(args[4]);
+    if (attributes < 0 || attributes > 255) {
+        PyErr_Clear();
+        return not_implemented();
+    }
+    PyObject *record = encode_one(args[0], (const uint8_t *)PyBytes_AS_STRING(args[1]),
+                                  (size_t)PyBytes_GET_SIZE(args[1]), args[2], args[3], (int)attributes);
+    if (record == NULL && !PyErr_Occurred()) return not_implemented();
+    return record;
+}
+
+/* Sequences of one length as fast sequences (new references), or 0 when they are not. */
+static int same_length_sequences(PyObject *const *in, PyObject **out, int n, Py_ssize_t *length) {
+    for (int i = 0; i < n; i++) out[i] = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!PyList_CheckExact(in[i]) && !PyTuple_CheckExact(in[i])) goto fail;
+        out[i] = Py_NewRef(in[i]);
+        if (i > 0 && PySequence_Fast_GET_SIZE(out[i]) != PySequence_Fast_GET_SIZE(out[0])) goto fail;
+    }
+    *length = PySequence_Fast_GET_SIZE(out[0]);
+    return 1;
+fail:
+    for (int i = 0; i < n; i++) Py_XDECREF(out[i]);
+    return 0;
+}
+
+/* encode_batch(values, keys, timestamps, headers) -> list[bytes] | NotImplemented; the sequences are
+ * lists or tuples (anything else goes to the reference), headers None or one per record. */
+PyObject *adq_py_encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "encode_batch takes 4 arguments");
+        return NULL;
+    }
+    PyObject *seq[4];
+    Py_ssize_t count;
+    int with_headers = args[3] != Py_None;
+    if (!same_length_sequences(args, seq, with_headers ? 4 : 3, &count)) return not_implemented();
+    PyObject *records = PyList_New(count);
+    if (records == NULL) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *key = PySequence_Fast_GET_ITEM(seq[1], i);
+        if (!PyBytes_CheckExact(key)) goto reference;
+        PyObject *headers = with_headers ? PySequence_Fast_GET_ITEM(seq[3], i) : Py_None;
+        PyObject *record = encode_one(PySequence_Fast_GET_ITEM(seq[0], i), (const uint8_t *)PyBytes_AS_STRING(key),
+                                      (size_t)PyBytes_GET_SIZE(key), PySequence_Fast_GET_ITEM(seq[2], i), headers, 0);
+        if (record == NULL) {
+            if (PyErr_Occurred()) goto failed;
+            goto reference;
+        }
+        PyList_SET_ITEM(records, i, record);
+    }
+    goto done;
+reference:
+    Py_DECREF(records);
+    records = not_implemented();
+    goto done;
+failed:
+    Py_CLEAR(records);
+done:
+    for (int i = 0; i < (with_headers ? 4 : 3); i++) Py_DECREF(seq[i]);
+    return records;
+}
+
+/* encode_keyed(values, keys, timestamps, partition_count) -> (records, partitions, key_hashes) |
+ * NotImplemented. Keys are str (UTF-8) or bytes; a key's partition is FNV-1 32 modulo the count, its
+ * key index hash zlib's CRC-32. No headers: records with headers take encode_batch. */
+PyObject *adq_py_encode_keyed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "encode_keyed takes 4 arguments");
+        return NULL;
+    }
+    long partition_count = PyLong_AsLong(args[3]);
+    if (partition_count <= 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "partition_count must be positive");
+        return NULL;
+    }
+    PyObject *seq[3];
+    Py_ssize_t count;
+    if (!same_length_sequences(args, seq, 3, &count)) return not_implemented();
+    PyObject *result = NULL;
+    PyObject *records = PyList_New(count);
+    PyObject *partitions = PyList_New(count);
+    PyObject *hashes = PyList_New(count);
+    if (records == NULL || partitions == NULL || hashes == NULL) goto failed;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const uint8_t *key;
+        size_t key_len;
+        if (!key_bytes(PySequence_Fast_GET_ITEM(seq[1], i), &key, &key_len)) goto reference;
+        PyObject *record = encode_one(PySequence_Fast_GET_ITEM(seq[0], i), key, key_len,
+                                      PySequence_Fast_GET_ITEM(seq[2], i), Py_None, 0);
+        if (record == NULL) {
+            if (PyErr_Occurred()) goto failed;
+            goto reference;
+        }
+        PyList_SET_ITEM(records, i, record);
+        PyObject *partition = PyLong_FromUnsignedLong(adq_fnv1_32(key, key_len) % (unsigned long)partition_count);
+        PyObject *hash = PyLong_FromUnsignedLong(adq_crc32(0, key, key_len));
+        if (partition == NULL || hash == NULL) {
+            Py_XDECREF(partition);
+            Py_XDECREF(hash);
+            goto failed;
+        }
+        PyList_SET_ITEM(partitions, i, partition);
+        PyList_SET_ITEM(hashes, i, hash);
+    }
+    result = PyTuple_Pack(3, records, partitions, hashes);
+    goto failed; /* drops this function's own references */
+reference:
+    result = not_implemented();
+failed:
+    Py_XDECREF(records);
+    Py_XDECREF(partitions);
+    Py_XDECREF(hashes);
+    for (int i = 0; i < 3; i++) Py_DECREF(seq[i]);
+    return result;
+}
+
+/* place(key, partition_count) -> (key bytes, partition, key hash) | NotImplemented: one push's key. */
+PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "place takes 2 arguments");
+        return NULL;
+    }
+    long partition_count = PyLong_AsLong(args[1]);
+    if (partition_count <= 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "partition_count must be positive");
+        return NULL;
+    }
+    const uint8_t *key;
+    size_t key_len;
+    if (!key_bytes(args[0], &key, &key_len)) return not_implemented();
+    PyObject *raw = PyBytes_CheckExact(args[0]) ? Py_NewRef(args[0])
+                                                 : PyBytes_FromStringAndSize((const char *)key, (Py_ssize_t)key_len);
+    if (raw == NULL) return NULL;
+    PyObject *result = Py_BuildValue("(Nkk)", raw, (unsigned long)(adq_fnv1_32(key, key_len) % (unsigned long)partition_count),
+                                     (unsigned long)adq_crc32(0, key, key_len));
+    return result;
+}
+
+/* index_entries(first_offset, start, records, timestamps) -> (index bytes, timeindex bytes, end):
+ * a batch's .index entries (offset | position | size, u64 each) and .timeindex entries
+ * (offset | timestamp_ns), from where its first record goes in .data. */
+PyObject *adq_py_index_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "index_entries takes 4 arguments");
+        return NULL;
+    }
+    unsigned long long offset = PyLong_AsUnsignedLongLong(args[0]);
+    unsigned long long position = PyLong_AsUnsignedLongLong(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *seq[2];
+    Py_ssize_t count;
+    if (!same_length_sequences(args + 2, seq, 2, &count)) return not_implemented();
+    PyObject *result = NULL;
+    PyObject *index = PyBytes_FromStringAndSize(NULL, count * 24);
+    PyObject *timeindex = PyBytes_FromStringAndSize(NULL, count * 16);
+    if (index == NULL || timeindex == NULL) goto done;
+    uint8_t *entry = (uint8_t *)PyBytes_AS_STRING(index);
+    uint8_t *time_entry = (uint8_t *)PyBytes_AS_STRING(timeindex);
+    for (Py_ssize_t i = 0; i < count; i++, offset++) {
+        PyObject *record = PySequence_Fast_GET_ITEM(seq[0], i);
+        PyObject *stamp = PySequence_Fast_GET_ITEM(seq[1], i);
+        if (!PyBytes_CheckExact(record) || !PyLong_CheckExact(stamp)) {
+            result = not_implemented();
+            goto done;
+        }
+        int overflow;
+        long long timestamp_ns = PyLong_AsLongLongAndOverflow(stamp, &overflow);
+        if (overflow) {
+            result = not_implemented();
+            goto done;
+        }
+        unsigned long long size = (unsigned long long)PyBytes_GET_SIZE(record);
+        adq_store_u64(entry, offset);
+        adq_store_u64(entry + 8, position);
+        adq_store_u64(entry + 16, size);
+        adq_store_u64(time_entry, offset);
+        adq_store_u64(time_entry + 8, (uint64_t)timestamp_ns);
+        entry += 24;
+        time_entry += 16;
+        position += size;
+    }
+    result = Py_BuildValue("(OOK)", index, timeindex, position);
+done:
+    Py_XDECREF(index);
+    Py_XDECREF(timeindex);
+    Py_DECREF(seq[0]);
+    Py_DECREF(seq[1]);
+    return result;
+}

@@ -1,0 +1,119 @@
+/* adiskq._compiled: the module object, its functions, and the two objects it builds Messages with
+ * (adiskq.Message and the shared empty headers), which adiskq/_sansio/core.py hands to configure()
+ * at import. Single-phase initialisation with process-wide state: adiskq does not support
+ * subinterpreters. */
+#include "core.h"
+
+PyTypeObject *adq_message_type = NULL;
+PyObject *adq_empty_headers = NULL;
+
+static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "configure(Message, EMPTY_HEADERS): Message is a tuple type");
+        return NULL;
+    }
+    Py_XSETREF(adq_message_type, (PyTypeObject *)Py_NewRef(args[0]));
+    Py_XSETREF(adq_empty_headers, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+static int buffer_arg(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, const char *name, Py_buffer *view) {
+    if (nargs < want || nargs > want + 1) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd or %zd arguments", name, want, want + 1);
+        return -1;
+    }
+    return PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE);
+}
+
+/* crc32c(data, value=0) -> int, as the crc32c package's (the value continues an earlier CRC). */
+static PyObject *py_crc32c(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    Py_buffer view;
+    if (buffer_arg(args, nargs, 1, "crc32c", &view) < 0) return NULL;
+    unsigned long start = nargs > 1 ? PyLong_AsUnsignedLongMask(args[1]) : 0;
+    if (PyErr_Occurred()) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    uint32_t crc = adq_crc32c((uint32_t)start, view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+/* crc32c_table(data, value=0): the same, always by table (tests compare it with the instruction). */
+static PyObject *py_crc32c_table(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    Py_buffer view;
+    if (buffer_arg(args, nargs, 1, "crc32c_table", &view) < 0) return NULL;
+    unsigned long start = nargs > 1 ? PyLong_AsUnsignedLongMask(args[1]) : 0;
+    if (PyErr_Occurred()) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    uint32_t crc = adq_crc32c_table((uint32_t)start, view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+static PyObject *py_crc32(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    Py_buffer view;
+    if (buffer_arg(args, nargs, 1, "crc32", &view) < 0) return NULL;
+    unsigned long start = nargs > 1 ? PyLong_AsUnsignedLongMask(args[1]) : 0;
+    if (PyErr_Occurred()) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    uint32_t crc = adq_crc32((uint32_t)start, view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+static PyObject *py_fnv1_32(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    Py_buffer view;
+    if (buffer_arg(args, nargs, 1, "fnv1_32", &view) < 0) return NULL;
+    if (nargs > 1) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "fnv1_32 takes 1 argument");
+        return NULL;
+    }
+    uint32_t value = adq_fnv1_32(view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(value);
+}
+
+static PyMethodDef methods[] = {
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL, "configure(Message, EMPTY_HEADERS)"},
+    {"crc32c", (PyCFunction)(void (*)(void))py_crc32c, METH_FASTCALL, "CRC-32C of a buffer"},
+    {"crc32c_table", (PyCFunction)(void (*)(void))py_crc32c_table, METH_FASTCALL, "CRC-32C by table"},
+    {"crc32", (PyCFunction)(void (*)(void))py_crc32, METH_FASTCALL, "zlib's CRC-32 of a buffer"},
+    {"fnv1_32", (PyCFunction)(void (*)(void))py_fnv1_32, METH_FASTCALL, "FNV-1 32-bit of a buffer"},
+    {"encode_record", (PyCFunction)(void (*)(void))adq_py_encode_record, METH_FASTCALL, "see encode.c"},
+    {"encode_batch", (PyCFunction)(void (*)(void))adq_py_encode_batch, METH_FASTCALL, "see encode.c"},
+    {"encode_keyed", (PyCFunction)(void (*)(void))adq_py_encode_keyed, METH_FASTCALL, "see encode.c"},
+    {"place", (PyCFunction)(void (*)(void))adq_py_place, METH_FASTCALL, "see encode.c"},
+    {"index_entries", (PyCFunction)(void (*)(void))adq_py_index_entries, METH_FASTCALL, "see encode.c"},
+    {"decode_messages", (PyCFunction)(void (*)(void))adq_py_decode_messages, METH_FASTCALL, "see decode.c"},
+    {"scan_columns", (PyCFunction)(void (*)(void))adq_py_scan_columns, METH_FASTCALL, "see scan.c"},
+    {"next_valid_record", (PyCFunction)(void (*)(void))adq_py_next_valid_record, METH_FASTCALL, "see scan.c"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "adiskq._compiled", "adiskq's compiled core: see adiskq/_csrc/core.h", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__compiled(void) {
+    adq_crc32c_init();
+    adq_crc32_init();
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL) return NULL;
+    if (PyModule_AddStringConstant(module, "crc32c_implementation", adq_crc32c_implementation()) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

@@ -1,0 +1,216 @@
+"""The codec's per-record functions from the compiled core, or from the pure-Python reference.
+
+``adiskq._compiled`` (C, sources and format notes in ``adiskq/_csrc``) does the per-record work:
+CRC-32C with the CPU's instruction, FNV-1 placement, encoding, decoding and scanning. The
+pure-Python codec (``codec.py``) stays as the reference: ``ADISKQ_NO_EXTENSIONS=1`` selects it, and
+the differential tests hold the two to the same bytes, messages, errors and error positions.
+
+Each compiled function takes the plain cases and answers ``NotImplemented`` (or where it stopped)
+for anything else; the wrappers here then run the reference, which encodes the unusual input or
+raises its own error. So every error a user sees is the reference's, word for word.
+
+Why C through the CPython API rather than Cython: the functions are few and small, the hot loops
+build tuples and bytes objects directly (no generated glue between them), and the build needs
+nothing but setuptools and the compiler every Python install already expects.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from types import ModuleType
+from typing import Final
+
+from .._errors import CorruptRecordError
+from . import codec as reference
+from .codec import DEFAULT_MAX_RECORD_BYTES, NEED_MORE, RecordExtent, ScannedRecords
+from .naming import fnv1_32 as reference_fnv1_32
+from .values import EMPTY_HEADERS, Message
+
+__all__ = [
+    "COMPILED",
+    "CRC32C_IMPLEMENTATION",
+    "crc32c",
+    "decode_messages",
+    "encode_batch",
+    "encode_keyed",
+    "encode_record",
+    "fnv1_32",
+    "index_entries",
+    "next_valid_record",
+    "place",
+    "scan_columns",
+    "scan_records",
+]
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("ADISKQ_NO_EXTENSIONS", "") not in ("", "0"):
+        return None
+    try:
+        from .. import _compiled
+    except ImportError:  # a source checkout nobody built: the reference runs (``adiskq --version`` says so)
+        return None
+    _compiled.configure(Message, EMPTY_HEADERS)
+    module: ModuleType = _compiled
+    return module
+
+
+_core: Final = _load()
+COMPILED: Final = _core is not None
+CRC32C_IMPLEMENTATION: Final[str] = _core.crc32c_implementation if _core is not None else "crc32c package"
+
+
+# -- the reference forms of the functions only the producer's fast path has ------------------------
+
+
+def reference_encode_keyed(
+    values: Sequence[bytes], keys: Sequence[str | bytes], timestamps: Sequence[int], partition_count: int
+) -> tuple[list[bytes], list[int], list[int]]:
+    """Records for keys that are str or bytes, each key's partition (FNV-1 32 modulo the count) and
+    its key index hash (zlib's CRC-32)."""
+    raw_keys = [key.encode("utf-8") if isinstance(key, str) else key for key in keys]
+    records = reference.encode_batch(values, raw_keys, timestamps)
+    partitions = [reference_fnv1_32(raw) % partition_count for raw in raw_keys]
+    return records, partitions, list(map(zlib.crc32, raw_keys))
+
+
+def reference_place(key: str | bytes, partition_count: int) -> tuple[bytes, int, int]:
+    """One key's bytes, partition and key index hash."""
+    raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+    return raw, reference_fnv1_32(raw) % partition_count, zlib.crc32(raw)
+
+
+def reference_index_entries(
+    first_offset: int, start: int, records: Sequence[bytes], timestamps: Sequence[int]
+) -> tuple[bytes, bytes, int]:
+    """A batch's ``.index`` entries (offset | position | size) and ``.timeindex`` entries (offset |
+    timestamp_ns), u64/i64 little-endian, and where its data ends."""
+    index = bytearray()
+    timeindex = bytearray()
+    position = start
+    for offset, (record, timestamp_ns) in enumerate(zip(records, timestamps, strict=True), first_offset):
+        index += offset.to_bytes(8, "little") + position.to_bytes(8, "little") + len(record).to_bytes(8, "little")
+        timeindex += offset.to_bytes(8, "little") + timestamp_ns.to_bytes(8, "little", signed=True)
+        position += len(record)
+    return bytes(index), bytes(timeindex), position
+
+
+# -- the compiled forms, each falling back to the reference for what it does not take -------------
+
+if _core is not None:
+    _encode_record = _core.encode_record
+    _encode_batch = _core.encode_batch
+    _encode_keyed = _core.encode_keyed
+    _place = _core.place
+    _index_entries = _core.index_entries
+    _decode_messages = _core.decode_messages
+    _scan_columns = _core.scan_columns
+    crc32c = _core.crc32c
+    fnv1_32 = _core.fnv1_32
+    next_valid_record_at = _core.next_valid_record
+
+    def encode_record(
+        value: bytes,
+        key: bytes,
+        timestamp_ns: int,
+        headers: Mapping[str, bytes] | None = None,
+        attributes: int = 0,
+    ) -> bytes:
+        record = _encode_record(value, key, timestamp_ns, headers or None, attributes)
+        if record is NotImplemented:
+            return reference.encode_record(value, key, timestamp_ns, headers, attributes)
+        return record  # type: ignore[no-any-return]
+
+    def encode_batch(
+        values: Sequence[bytes],
+        keys: Sequence[bytes],
+        timestamps: Sequence[int],
+        headers: Sequence[Mapping[str, bytes] | None] | None = None,
+    ) -> list[bytes]:
+        records = _encode_batch(values, keys, timestamps, headers)
+        if records is NotImplemented:
+            return reference.encode_batch(values, keys, timestamps, headers)
+        return records  # type: ignore[no-any-return]
+
+    def encode_keyed(
+        values: Sequence[bytes], keys: Sequence[str | bytes], timestamps: Sequence[int], partition_count: int
+    ) -> tuple[list[bytes], list[int], list[int]]:
+        encoded = _encode_keyed(values, keys, timestamps, partition_count)
+        if encoded is NotImplemented:
+            return reference_encode_keyed(values, keys, timestamps, partition_count)
+        return encoded  # type: ignore[no-any-return]
+
+    def place(key: str | bytes, partition_count: int) -> tuple[bytes, int, int]:
+        placed = _place(key, partition_count)
+        if placed is NotImplemented:
+            return reference_place(key, partition_count)
+        return placed  # type: ignore[no-any-return]
+
+    def index_entries(
+        first_offset: int, start: int, records: Sequence[bytes], timestamps: Sequence[int]
+    ) -> tuple[bytes, bytes, int]:
+        entries = _index_entries(first_offset, start, records, timestamps)
+        if entries is NotImplemented:
+            return reference_index_entries(first_offset, start, records, timestamps)
+        return entries  # type: ignore[no-any-return]
+
+    def decode_messages(
+        buf: bytes,
+        partition: int,
+        first_offset: int,
+        count: int,
+        *,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    ) -> list[Message]:
+        if type(buf) is not bytes:
+            return reference.decode_messages(buf, partition, first_offset, count, max_record_bytes=max_record_bytes)
+        decoded = _decode_messages(buf, partition, first_offset, count, max_record_bytes)
+        if type(decoded) is list:
+            return decoded
+        position, all_decoded = decoded
+        if all_decoded:
+            raise CorruptRecordError("records and index entries disagree about the data's length", position=position)
+        reference.raise_record_error(buf, position, max_record_bytes)
+        raise AssertionError("unreachable")  # pragma: no cover - raise_record_error always raises
+
+    def scan_columns(buf: bytes, pos: int = 0, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> ScannedRecords:
+        positions, sizes, timestamps, stop = _scan_columns(buf, pos, max_record_bytes)
+        error: CorruptRecordError | None = None
+        if stop < len(buf):
+            try:
+                decoded = reference.decode_record(buf, stop, max_record_bytes=max_record_bytes)
+            except CorruptRecordError as bad:
+                error = bad
+            else:
+                if decoded is not NEED_MORE:  # pragma: no cover - the two disagree: trust the reference
+                    raise AssertionError(f"the compiled scan stopped at a valid record (byte {stop})")
+        valid_end = positions[-1] + sizes[-1] if positions else pos
+        return ScannedRecords(positions, sizes, timestamps, valid_end, error)
+
+    def next_valid_record(buf: bytes, start: int, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> int | None:
+        found: int | None = next_valid_record_at(buf, start, max_record_bytes)
+        return found
+
+else:
+    encode_record = reference.encode_record
+    encode_batch = reference.encode_batch
+    encode_keyed = reference_encode_keyed
+    place = reference_place
+    index_entries = reference_index_entries
+    decode_messages = reference.decode_messages
+    scan_columns = reference.scan_columns
+    next_valid_record = reference.next_valid_record
+    crc32c = reference.crc32c
+    fnv1_32 = reference_fnv1_32
+
+
+def scan_records(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+) -> Iterator[RecordExtent]:
+    """``codec.scan_records`` over this core's ``scan_columns``."""
+    scanned = scan_columns(bytes(buf), pos, max_record_bytes=max_record_bytes)
+    yield from map(RecordExtent, scanned.positions, scanned.sizes, scanned.timestamps)
+    if scanned.error is not None:
+        raise scanned.error
