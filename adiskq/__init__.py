@@ -19,6 +19,7 @@ from ._errors import PartialWriteError as PartialWriteError
 from ._errors import SettingsMismatchError as SettingsMismatchError
 from ._errors import StreamLockedError as StreamLockedError
 from ._errors import StreamNotFoundError as StreamNotFoundError
+from ._sansio import core as _core
 from ._sansio.values import GroupMember as GroupMember
 from ._sansio.values import Message as Message
 from ._sansio.values import PartitionStats as PartitionStats
@@ -40,6 +41,10 @@ if TYPE_CHECKING:
     from ._async.producer import Producer as Producer
 
 __version__ = "0.1.0.dev0"
+
+# True when the compiled core (adiskq/_csrc) does the per-record work; False with
+# ADISKQ_NO_EXTENSIONS=1 or in a source checkout nobody built, where the pure-Python core runs.
+compiled: bool = _core.COMPILED
 
 # The async classes load on first use: scripts, the CLI and Spark workers that only use the
 # synchronous API then never import anyio or asyncio (about 90 ms of start-up).

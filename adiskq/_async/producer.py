@@ -21,7 +21,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Final, Literal, TypeAlias, cast
+from typing import Final, Literal, TypeAlias
 
 import anyio
 import anyio.lowlevel
@@ -35,7 +35,7 @@ from .._errors import (
     StreamLockedError,
 )
 from .._sansio import keyindex
-from .._sansio.core import COMPILED, encode_batch, encode_keyed, encode_record, fnv1_32, place
+from .._sansio.core import COMPILED, encode_batch, encode_record, encode_records, fnv1_32, place, receipts
 from .._sansio.values import Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
 from .._storage.files import DEFAULT_FILE_MODE
 from .._storage.segment import PartlyCommittedError
@@ -58,6 +58,8 @@ _YIELD_EVERY: Final = 32
 _PLACEMENT_CACHE_SIZE: Final = 65_536
 # push_many encodes this many records between yields, so a big batch never stalls the loop for long.
 _ENCODE_CHUNK: Final = 256
+# The compiled core encodes a record in ~0.1 µs, so its chunks are larger for the same time on the loop.
+_COMPILED_ENCODE_CHUNK: Final = 4096
 _LOCK_RETRY_SECONDS: Final = 0.05
 _new_receipt = tuple.__new__
 # The key index's hash, which the compiled core computes itself (zlib's CRC-32); where a test has
@@ -93,15 +95,14 @@ def _as_record(item: object) -> Record:
     raise TypeError(f"push_many() takes adiskq.Record or bytes items, not {type(item).__name__}")
 
 
-def _place_receipts(receipts: list[Receipt | None], positions: Sequence[int], partition: int, first: int) -> None:
-    """Fill in the receipts of one partition's share (built in C: this runs per record)."""
-    offsets = range(first, first + len(positions))
-    made = map(_new_receipt, itertools.repeat(Receipt), zip(itertools.repeat(partition), offsets))
-    if isinstance(positions, range) and len(positions) == len(receipts):
-        receipts[:] = made
+def _place_receipts(placed: list[Receipt | None], positions: Sequence[int], partition: int, first: int) -> None:
+    """Fill in the receipts of one partition's share (made by the core: this runs per record)."""
+    made = receipts(partition, first, len(positions))
+    if isinstance(positions, range) and len(positions) == len(placed):
+        placed[:] = made
     else:
         for position, receipt in zip(positions, made, strict=True):
-            receipts[position] = receipt
+            placed[position] = receipt
 
 
 class _Periodic:
@@ -425,33 +426,44 @@ class Producer:
         await anyio.lowlevel.checkpoint_if_cancelled()
         if self._state != "open":
             self._check_open()
-        items: list[Record] = [item if type(item) is Record else _as_record(item) for item in records]
+        items: list[Record | bytes] = list(records)
         if not items:
             await anyio.lowlevel.cancel_shielded_checkpoint()
             return []
         now = time.time_ns()
-        encoded: list[bytes] = []
-        stamps: list[int] = []
-        partitions: list[int] = []
-        key_hashes: list[int] = []
         large = len(items) > _ENCODE_CHUNK
-        for start in range(0, len(items), _ENCODE_CHUNK):
-            if large:
-                # Encoding a large batch is CPU work on the loop thread: let other tasks run before
-                # each chunk (and the caller's own work before this call ends a step of its own).
-                # Nothing is written yet, so a cancellation here leaves no trace.
-                await anyio.lowlevel.checkpoint()
-            chunk_encoded, chunk_stamps, chunk_partitions, chunk_hashes = self._encode_columns(
-                items[start : start + _ENCODE_CHUNK], now
-            )
-            encoded += chunk_encoded
-            stamps += chunk_stamps
-            partitions += chunk_partitions
-            key_hashes += chunk_hashes
+        chunk = _COMPILED_ENCODE_CHUNK if COMPILED else _ENCODE_CHUNK
+        if large:
+            # Encoding a large batch is CPU work on the loop thread: let other tasks run before
+            # each chunk (and the caller's own work before this call ends a step of its own).
+            # Nothing is written yet, so a cancellation here leaves no trace.
+            await anyio.lowlevel.checkpoint()
+        encoded, stamps, partitions, key_hashes = self._encode(items[:chunk], now)
+        for start in range(chunk, len(items), chunk):
+            await anyio.lowlevel.checkpoint()
+            more_encoded, more_stamps, more_partitions, more_hashes = self._encode(items[start : start + chunk], now)
+            encoded += more_encoded
+            stamps += more_stamps
+            partitions += more_partitions
+            key_hashes += more_hashes
         if large:
             await anyio.lowlevel.checkpoint()  # the writes are the next long step; still nothing written
         self._check_open()
         return await self._write_shares(encoded, stamps, partitions, key_hashes)
+
+    def _encode(self, items: list[Record | bytes], now: int) -> tuple[list[bytes], list[int], list[int], list[int]]:
+        """Records (adiskq.Record or bytes), their timestamps, partitions and key hashes: in one C
+        loop by the compiled core, or column-wise by ``_encode_columns``."""
+        if COMPILED and keyindex.key_hash is _CRC32:
+            encoded = encode_records(items, now, self._partition_count)
+            if encoded is not None:
+                records, stamps, partitions, key_hashes, largest = encoded
+                if largest > self._max_message_bytes:
+                    self._check_size(largest)
+                return records, stamps, partitions, key_hashes
+        plain = [item if type(item) is Record else _as_record(item) for item in items]
+        columns = self._encode_columns(plain, now)
+        return columns[0], columns[1], list(columns[2]), list(columns[3])
 
     def _encode_columns(
         self, items: list[Record], now: int
@@ -459,8 +471,6 @@ class Producer:
         """Records, their timestamps, partitions and key hashes, encoded column-wise so the
         per-record work runs in C (zip, map) wherever it can."""
         values, keys, all_headers, timestamps = zip(*items, strict=True)
-        if COMPILED and not any(all_headers) and keyindex.key_hash is _CRC32:
-            return self._encode_keyed(values, keys, timestamps, now)
         try:
             placements = list(map(self._placement.get, keys))
         except TypeError:  # an unhashable key (bytearray): place one by one
@@ -484,35 +494,6 @@ class Producer:
         encoded = encode_batch(values, raw_keys, stamps, all_headers if any(all_headers) else None)
         self._check_size(max(map(len, encoded)))
         return encoded, stamps, list(partitions), key_hashes
-
-    def _encode_keyed(
-        self, values: Sequence[bytes], keys: Sequence[Key], timestamps: Sequence[Timestamp], now: int
-    ) -> tuple[list[bytes], list[int], Sequence[int], Sequence[int]]:
-        """``_encode_columns`` for records without headers: placing, hashing and encoding are one C
-        loop (``core.encode_keyed``), with no placement cache to keep."""
-        plain_keys = cast("Sequence[str | bytes]", keys)  # checked next: only str and bytes pass
-        if not {type(key) for key in keys} <= {str, bytes}:
-            plain_keys = [self._plain_key(key) for key in keys]
-        if set(map(type, values)) != {bytes}:
-            values = tuple(map(_value_bytes, values))
-        if set(timestamps) == {None}:
-            stamps = [now] * len(values)
-        else:
-            stamps = [now if t is None else _timestamp_ns(t) for t in timestamps]
-        encoded, partitions, key_hashes = encode_keyed(values, plain_keys, stamps, self._partition_count)
-        self._check_size(max(map(len, encoded)))
-        return encoded, stamps, partitions, key_hashes
-
-    @staticmethod
-    def _plain_key(key: Key) -> str | bytes:
-        """A push_many key as str or bytes: None becomes a random one (as go-diskq does)."""
-        if key is None:
-            return random.getrandbits(64).to_bytes(8, "little")
-        if isinstance(key, bytearray | memoryview):
-            return bytes(key)
-        if not isinstance(key, str | bytes):
-            raise TypeError(f"a key is str, bytes or None, not {type(key).__name__}")
-        return key
 
     async def _write_shares(
         self, encoded: list[bytes], stamps: list[int], partitions: Sequence[int], key_hashes: list[int]

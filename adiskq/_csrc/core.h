@@ -110,14 +110,19 @@ adq_record_status adq_check_record(const uint8_t *buf, size_t limit, size_t pos,
                                    adq_record *record);
 int adq_is_utf8(const uint8_t *text, size_t length);
 
-/* module.c: what decode.c builds Messages with (set by configure()) */
+/* module.c: the types and objects configure() hands over: what decode.c builds Messages with, what
+ * encode.c takes Records as and builds Receipts with, and the seed of push_many's random keys. */
 extern PyTypeObject *adq_message_type;
 extern PyObject *adq_empty_headers;
+extern PyTypeObject *adq_record_type;
+extern PyTypeObject *adq_receipt_type;
+extern uint64_t adq_random_state;
 
 /* The Python-facing functions, one file each (module.c lists them). */
 PyObject *adq_py_encode_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-PyObject *adq_py_encode_keyed(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_receipts(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_scan_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

@@ -1,6 +1,7 @@
 /* Records from values, keys, timestamps and headers: the reference's encode_record and encode_batch,
- * plus encode_keyed (a producer batch: keys placed on partitions and hashed for the key index in the
- * same loop) and index_entries (a batch's .index and .timeindex entries).
+ * plus encode_records (push_many's batch: keys placed on partitions and hashed for the key index in
+ * the same loop), receipts, place (one push's key) and index_entries (a batch's .index and
+ * .timeindex entries).
  *
  * Anything these do not take plainly (a value that is not bytes, a timestamp out of range, headers
  * that are not a dict of str to bytes, too many of them...) makes them return NotImplemented: the
@@ -178,61 +179,6 @@ done:
     return records;
 }
 
-/* encode_keyed(values, keys, timestamps, partition_count) -> (records, partitions, key_hashes) |
- * NotImplemented. Keys are str (UTF-8) or bytes; a key's partition is FNV-1 32 modulo the count, its
- * key index hash zlib's CRC-32. No headers: records with headers take encode_batch. */
-PyObject *adq_py_encode_keyed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "encode_keyed takes 4 arguments");
-        return NULL;
-    }
-    long partition_count = PyLong_AsLong(args[3]);
-    if (partition_count <= 0) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "partition_count must be positive");
-        return NULL;
-    }
-    PyObject *seq[3];
-    Py_ssize_t count;
-    if (!same_length_sequences(args, seq, 3, &count)) return not_implemented();
-    PyObject *result = NULL;
-    PyObject *records = PyList_New(count);
-    PyObject *partitions = PyList_New(count);
-    PyObject *hashes = PyList_New(count);
-    if (records == NULL || partitions == NULL || hashes == NULL) goto failed;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        const uint8_t *key;
-        size_t key_len;
-        if (!key_bytes(PySequence_Fast_GET_ITEM(seq[1], i), &key, &key_len)) goto reference;
-        PyObject *record = encode_one(PySequence_Fast_GET_ITEM(seq[0], i), key, key_len,
-                                      PySequence_Fast_GET_ITEM(seq[2], i), Py_None, 0);
-        if (record == NULL) {
-            if (PyErr_Occurred()) goto failed;
-            goto reference;
-        }
-        PyList_SET_ITEM(records, i, record);
-        PyObject *partition = PyLong_FromUnsignedLong(adq_fnv1_32(key, key_len) % (unsigned long)partition_count);
-        PyObject *hash = PyLong_FromUnsignedLong(adq_crc32(0, key, key_len));
-        if (partition == NULL || hash == NULL) {
-            Py_XDECREF(partition);
-            Py_XDECREF(hash);
-            goto failed;
-        }
-        PyList_SET_ITEM(partitions, i, partition);
-        PyList_SET_ITEM(hashes, i, hash);
-    }
-    result = PyTuple_Pack(3, records, partitions, hashes);
-    goto failed; /* drops this function's own references */
-reference:
-    result = not_implemented();
-failed:
-    Py_XDECREF(records);
-    Py_XDECREF(partitions);
-    Py_XDECREF(hashes);
-    for (int i = 0; i < 3; i++) Py_DECREF(seq[i]);
-    return result;
-}
-
 /* place(key, partition_count) -> (key bytes, partition, key hash) | NotImplemented: one push's key. */
 PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -307,4 +253,129 @@ done:
     Py_DECREF(seq[0]);
     Py_DECREF(seq[1]);
     return result;
+}
+
+/* A key for a record pushed without one: 8 random bytes (splitmix64, seeded by configure()), which
+ * spread such records over the partitions as go-diskq's random keys do. */
+uint64_t adq_random_state;
+
+static uint64_t next_random(void) {
+    uint64_t z = (adq_random_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* encode_records(items, now, partition_count) -> (records, timestamps, partitions, key_hashes, largest)
+ * | NotImplemented: push_many's whole per-record work in one loop. Items are adiskq.Record or bytes
+ * (a value alone); a missing timestamp is `now`, a missing key a random one. Anything else (a
+ * datetime timestamp, a bytearray value, a Mapping that is not a dict...) is NotImplemented and the
+ * producer's Python path takes the batch. `largest` is the size of the largest record. */
+PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "encode_records takes 3 arguments");
+        return NULL;
+    }
+    PyObject *items = args[0], *now = args[1];
+    long partition_count = PyLong_AsLong(args[2]);
+    if (partition_count <= 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "partition_count must be positive");
+        return NULL;
+    }
+    if (!PyList_CheckExact(items) || !PyLong_CheckExact(now) || adq_record_type == NULL) return not_implemented();
+    Py_ssize_t count = PyList_GET_SIZE(items);
+    PyObject *result = NULL;
+    PyObject *records = PyList_New(count), *stamps = PyList_New(count);
+    PyObject *partitions = PyList_New(count), *hashes = PyList_New(count);
+    Py_ssize_t largest = 0;
+    if (records == NULL || stamps == NULL || partitions == NULL || hashes == NULL) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        PyObject *value, *key = Py_None, *headers = Py_None, *stamp = Py_None;
+        if (PyBytes_CheckExact(item)) {
+            value = item;
+        } else if (Py_TYPE(item) == adq_record_type && PyTuple_GET_SIZE(item) == 4) {
+            value = PyTuple_GET_ITEM(item, 0);
+            key = PyTuple_GET_ITEM(item, 1);
+            headers = PyTuple_GET_ITEM(item, 2);
+            stamp = PyTuple_GET_ITEM(item, 3);
+        } else {
+            goto reference;
+        }
+        if (stamp == Py_None) stamp = now;
+        const uint8_t *raw;
+        size_t key_len;
+        uint8_t random_key[8];
+        if (key == Py_None) {
+            adq_store_u64(random_key, next_random());
+            raw = random_key;
+            key_len = 8;
+        } else if (!key_bytes(key, &raw, &key_len)) {
+            goto reference;
+        }
+        PyObject *record = encode_one(value, raw, key_len, stamp, headers, 0);
+        if (record == NULL) {
+            if (PyErr_Occurred()) goto done;
+            goto reference;
+        }
+        PyList_SET_ITEM(records, i, record);
+        if (PyBytes_GET_SIZE(record) > largest) largest = PyBytes_GET_SIZE(record);
+        PyList_SET_ITEM(stamps, i, Py_NewRef(stamp));
+        PyObject *partition = PyLong_FromUnsignedLong(adq_fnv1_32(raw, key_len) % (unsigned long)partition_count);
+        PyObject *hash = PyLong_FromUnsignedLong(adq_crc32(0, raw, key_len));
+        if (partition == NULL || hash == NULL) {
+            Py_XDECREF(partition);
+            Py_XDECREF(hash);
+            goto done;
+        }
+        PyList_SET_ITEM(partitions, i, partition);
+        PyList_SET_ITEM(hashes, i, hash);
+    }
+    result = Py_BuildValue("(OOOOn)", records, stamps, partitions, hashes, largest);
+    goto done;
+reference:
+    result = not_implemented();
+done:
+    Py_XDECREF(records);
+    Py_XDECREF(stamps);
+    Py_XDECREF(partitions);
+    Py_XDECREF(hashes);
+    return result;
+}
+
+/* receipts(partition, first_offset, count) -> [Receipt(partition, first_offset + i) ...]: untracked
+ * tuples of two ints, which can never be part of a reference cycle. */
+PyObject *adq_py_receipts(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "receipts takes 3 arguments");
+        return NULL;
+    }
+    long long first = PyLong_AsLongLong(args[1]);
+    Py_ssize_t count = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    if (adq_receipt_type == NULL || count < 0) {
+        PyErr_SetString(PyExc_ValueError, "receipts: configure() first, and a count of 0 or more");
+        return NULL;
+    }
+    PyObject *list = PyList_New(count);
+    if (list == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *receipt = adq_receipt_type->tp_alloc(adq_receipt_type, 2);
+        if (receipt == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyObject_GC_UnTrack(receipt);
+        PyObject *offset = PyLong_FromLongLong(first + i);
+        PyTuple_SET_ITEM(receipt, 0, Py_NewRef(args[0]));
+        PyTuple_SET_ITEM(receipt, 1, offset);
+        PyList_SET_ITEM(list, i, receipt);
+        if (offset == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+    }
+    return list;
 }

@@ -6,15 +6,28 @@
 
 PyTypeObject *adq_message_type = NULL;
 PyObject *adq_empty_headers = NULL;
+PyTypeObject *adq_record_type = NULL;
+PyTypeObject *adq_receipt_type = NULL;
 
+static int is_tuple_type(PyObject *candidate) {
+    return PyType_Check(candidate) && PyType_IsSubtype((PyTypeObject *)candidate, &PyTuple_Type);
+}
+
+/* configure(Message, EMPTY_HEADERS, Record, Receipt, seed) */
 static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 2 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "configure(Message, EMPTY_HEADERS): Message is a tuple type");
+    if (nargs != 5 || !is_tuple_type(args[0]) || !is_tuple_type(args[2]) || !is_tuple_type(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "configure(Message, EMPTY_HEADERS, Record, Receipt, seed): the types are tuple types");
         return NULL;
     }
+    unsigned long long seed = PyLong_AsUnsignedLongLongMask(args[4]);
+    if (PyErr_Occurred()) return NULL;
     Py_XSETREF(adq_message_type, (PyTypeObject *)Py_NewRef(args[0]));
     Py_XSETREF(adq_empty_headers, Py_NewRef(args[1]));
+    Py_XSETREF(adq_record_type, (PyTypeObject *)Py_NewRef(args[2]));
+    Py_XSETREF(adq_receipt_type, (PyTypeObject *)Py_NewRef(args[3]));
+    adq_random_state = seed;
     Py_RETURN_NONE;
 }
 
@@ -85,14 +98,15 @@ static PyObject *py_fnv1_32(PyObject *module, PyObject *const *args, Py_ssize_t 
 }
 
 static PyMethodDef methods[] = {
-    {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL, "configure(Message, EMPTY_HEADERS)"},
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL, "configure(Message, EMPTY_HEADERS, Record, Receipt, seed)"},
     {"crc32c", (PyCFunction)(void (*)(void))py_crc32c, METH_FASTCALL, "CRC-32C of a buffer"},
     {"crc32c_table", (PyCFunction)(void (*)(void))py_crc32c_table, METH_FASTCALL, "CRC-32C by table"},
     {"crc32", (PyCFunction)(void (*)(void))py_crc32, METH_FASTCALL, "zlib's CRC-32 of a buffer"},
     {"fnv1_32", (PyCFunction)(void (*)(void))py_fnv1_32, METH_FASTCALL, "FNV-1 32-bit of a buffer"},
     {"encode_record", (PyCFunction)(void (*)(void))adq_py_encode_record, METH_FASTCALL, "see encode.c"},
     {"encode_batch", (PyCFunction)(void (*)(void))adq_py_encode_batch, METH_FASTCALL, "see encode.c"},
-    {"encode_keyed", (PyCFunction)(void (*)(void))adq_py_encode_keyed, METH_FASTCALL, "see encode.c"},
+    {"encode_records", (PyCFunction)(void (*)(void))adq_py_encode_records, METH_FASTCALL, "see encode.c"},
+    {"receipts", (PyCFunction)(void (*)(void))adq_py_receipts, METH_FASTCALL, "see encode.c"},
     {"place", (PyCFunction)(void (*)(void))adq_py_place, METH_FASTCALL, "see encode.c"},
     {"index_entries", (PyCFunction)(void (*)(void))adq_py_index_entries, METH_FASTCALL, "see encode.c"},
     {"decode_messages", (PyCFunction)(void (*)(void))adq_py_decode_messages, METH_FASTCALL, "see decode.c"},

@@ -16,30 +16,34 @@ nothing but setuptools and the compiler every Python install already expects.
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
-from typing import Final
+from typing import Final, TypeAlias
 
 from .._errors import CorruptRecordError
 from . import codec as reference
 from .codec import DEFAULT_MAX_RECORD_BYTES, NEED_MORE, RecordExtent, ScannedRecords
 from .naming import fnv1_32 as reference_fnv1_32
-from .values import EMPTY_HEADERS, Message
+from .values import EMPTY_HEADERS, Message, Receipt, Record
 
 __all__ = [
     "COMPILED",
+    "CORE_DESCRIPTION",
     "CRC32C_IMPLEMENTATION",
     "crc32c",
     "decode_messages",
     "encode_batch",
-    "encode_keyed",
     "encode_record",
+    "encode_records",
     "fnv1_32",
     "index_entries",
     "next_valid_record",
     "place",
+    "receipts",
     "scan_columns",
     "scan_records",
 ]
@@ -52,7 +56,7 @@ def _load() -> ModuleType | None:
         from .. import _compiled
     except ImportError:  # a source checkout nobody built: the reference runs (``adiskq --version`` says so)
         return None
-    _compiled.configure(Message, EMPTY_HEADERS)
+    _compiled.configure(Message, EMPTY_HEADERS, Record, Receipt, random.getrandbits(64))
     module: ModuleType = _compiled
     return module
 
@@ -60,20 +64,16 @@ def _load() -> ModuleType | None:
 _core: Final = _load()
 COMPILED: Final = _core is not None
 CRC32C_IMPLEMENTATION: Final[str] = _core.crc32c_implementation if _core is not None else "crc32c package"
+# What ``adiskq --version`` says of the core that runs.
+CORE_DESCRIPTION: Final = (
+    f"compiled core, CRC-32C by {CRC32C_IMPLEMENTATION}"
+    if COMPILED
+    else "pure-Python core"
+    + (", selected by ADISKQ_NO_EXTENSIONS=1" if os.environ.get("ADISKQ_NO_EXTENSIONS", "") not in ("", "0") else ", the compiled one is not built")
+)
 
 
 # -- the reference forms of the functions only the producer's fast path has ------------------------
-
-
-def reference_encode_keyed(
-    values: Sequence[bytes], keys: Sequence[str | bytes], timestamps: Sequence[int], partition_count: int
-) -> tuple[list[bytes], list[int], list[int]]:
-    """Records for keys that are str or bytes, each key's partition (FNV-1 32 modulo the count) and
-    its key index hash (zlib's CRC-32)."""
-    raw_keys = [key.encode("utf-8") if isinstance(key, str) else key for key in keys]
-    records = reference.encode_batch(values, raw_keys, timestamps)
-    partitions = [reference_fnv1_32(raw) % partition_count for raw in raw_keys]
-    return records, partitions, list(map(zlib.crc32, raw_keys))
 
 
 def reference_place(key: str | bytes, partition_count: int) -> tuple[bytes, int, int]:
@@ -97,13 +97,25 @@ def reference_index_entries(
     return bytes(index), bytes(timeindex), position
 
 
+def reference_receipts(partition: int, first_offset: int, count: int) -> list[Receipt]:
+    """The receipts of ``count`` messages stored from ``first_offset`` on in one partition."""
+    offsets = range(first_offset, first_offset + count)
+    return list(map(_new_tuple, itertools.repeat(Receipt), zip(itertools.repeat(partition), offsets)))
+
+
+_new_tuple = tuple.__new__
+
+EncodedRecords: TypeAlias = tuple[list[bytes], list[int], list[int], list[int], int]
+
+
 # -- the compiled forms, each falling back to the reference for what it does not take -------------
 
 if _core is not None:
     _encode_record = _core.encode_record
     _encode_batch = _core.encode_batch
-    _encode_keyed = _core.encode_keyed
     _place = _core.place
+    _encode_records = _core.encode_records
+    receipts = _core.receipts
     _index_entries = _core.index_entries
     _decode_messages = _core.decode_messages
     _scan_columns = _core.scan_columns
@@ -134,13 +146,12 @@ if _core is not None:
             return reference.encode_batch(values, keys, timestamps, headers)
         return records  # type: ignore[no-any-return]
 
-    def encode_keyed(
-        values: Sequence[bytes], keys: Sequence[str | bytes], timestamps: Sequence[int], partition_count: int
-    ) -> tuple[list[bytes], list[int], list[int]]:
-        encoded = _encode_keyed(values, keys, timestamps, partition_count)
-        if encoded is NotImplemented:
-            return reference_encode_keyed(values, keys, timestamps, partition_count)
-        return encoded  # type: ignore[no-any-return]
+    def encode_records(items: list[Record | bytes], now: int, partition_count: int) -> EncodedRecords | None:
+        """push_many's records (adiskq.Record or bytes) encoded, with their timestamps (``now`` where
+        they have none), partitions, key hashes and the largest record's size; None where the batch
+        holds something only the producer's Python path takes (a datetime, a bytearray...)."""
+        encoded = _encode_records(items, now, partition_count)
+        return None if encoded is NotImplemented else encoded
 
     def place(key: str | bytes, partition_count: int) -> tuple[bytes, int, int]:
         placed = _place(key, partition_count)
@@ -196,7 +207,11 @@ if _core is not None:
 else:
     encode_record = reference.encode_record
     encode_batch = reference.encode_batch
-    encode_keyed = reference_encode_keyed
+
+    def encode_records(items: list[Record | bytes], now: int, partition_count: int) -> EncodedRecords | None:
+        return None  # the producer's Python path encodes every batch
+
+    receipts = reference_receipts
     place = reference_place
     index_entries = reference_index_entries
     decode_messages = reference.decode_messages

@@ -47,6 +47,10 @@ class _EmptyHeaders(Mapping[str, bytes]):
     def __repr__(self) -> str:
         return "{}"
 
+    def __hash__(self) -> int:
+        # Hashable (unlike a dict), so a message without headers can be a set member or a dict key.
+        return hash(frozenset())
+
     def __reduce__(self) -> str:
         return "EMPTY_HEADERS"
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from .._sansio import core as _core
 from . import check, find, groups, read, stats, vacuum, write
 from .errors import EXIT_INTERRUPTED, failure_for, internal_error, pacify_stdout, unwrap
 
@@ -45,7 +46,11 @@ class _Boundary(click.Group):
 
 @click.group(cls=_Boundary, context_settings=_CONTEXT_SETTINGS)
 @click.option("--debug", is_flag=True, help="Show the full traceback of an error (also: ADISKQ_DEBUG=1).")
-@click.version_option(package_name="adiskq", prog_name="adiskq")
+@click.version_option(
+    package_name="adiskq",
+    prog_name="adiskq",
+    message=f"%(prog)s %(version)s ({_core.CORE_DESCRIPTION})",
+)
 def cli(debug: bool) -> None:
     """adiskq: inspect, read, write and repair adiskq streams (a stream is a folder).
 

@@ -1,0 +1,82 @@
+"""A coverage-guided fuzzer (atheris, libFuzzer's engine) over the compiled core's parsers.
+
+Each input is a buffer of bytes from disk, as a damaged or hostile ``.data`` file would hold: the
+compiled decoder, scan and search for the next valid record must answer exactly as the pure-Python
+reference does (the same messages, the same error at the same position) and never crash. Coverage
+guides the search through the reference's Python (atheris instruments it; gcc, which builds the
+core, has no libFuzzer instrumentation), so inputs reach every check the C mirrors.
+
+    python tests/fuzz/fuzz_codec.py -max_total_time=60          # a minute
+    python tests/fuzz/fuzz_codec.py -runs=100000 corpus_dir/    # with a corpus
+
+Run by tests/fuzz/test_fuzz.py for a bounded time (longer with -m slow), and by scripts/sanitize
+under AddressSanitizer and UndefinedBehaviorSanitizer.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+
+import atheris
+
+with atheris.instrument_imports(include=["adiskq._sansio.codec"]):
+    from adiskq._sansio import codec as reference
+
+from adiskq._sansio import core
+
+_LIMITS = (reference.DEFAULT_MAX_RECORD_BYTES, 24, 64, 512)
+
+
+def _outcome(call):  # type: ignore[no-untyped-def]
+    try:
+        result = call()
+    except reference.CorruptRecordError as error:
+        return ("CorruptRecordError", str(error), error.position)
+    if isinstance(result, reference.ScannedRecords):
+        error = None if result.error is None else (str(result.error), result.error.position)
+        return (result.positions, result.sizes, result.timestamps, result.end, error)
+    return result
+
+
+def _seeded(data: bytes) -> bytes:
+    """Half the inputs start as valid records (then the fuzzer's bytes follow), so damage near valid
+    data is reached as often as random noise."""
+    if not data or data[0] & 1 == 0:
+        return data
+    records = b"".join(
+        reference.encode_record(data[i : i + 7], data[i : i + 3], i) for i in range(0, min(len(data), 40), 7)
+    )
+    return records + data[1:]
+
+
+def test_one_input(raw: bytes) -> None:
+    if len(raw) < 3:
+        return
+    what, count, limit_choice = raw[0] % 3, raw[1] % 8, raw[2] % len(_LIMITS)
+    data = _seeded(raw[3:])
+    limit = _LIMITS[limit_choice]
+    if what == 0:
+        got = _outcome(lambda: core.decode_messages(data, 1, 10, count, max_record_bytes=limit))
+        want = _outcome(lambda: reference.decode_messages(data, 1, 10, count, max_record_bytes=limit))
+    elif what == 1:
+        start = struct.unpack_from("<B", raw, 1)[0] % (len(data) + 1)
+        got = _outcome(lambda: core.scan_columns(data, start, max_record_bytes=limit))
+        want = _outcome(lambda: reference.scan_columns(data, start, max_record_bytes=limit))
+    else:
+        start = raw[1] % (len(data) + 1)
+        got = core.next_valid_record(data, start, max_record_bytes=limit)
+        want = reference.next_valid_record(data, start, max_record_bytes=limit)
+    if got != want:
+        raise AssertionError(f"compiled {got!r} != reference {want!r} for {raw!r}")
+
+
+def main() -> None:
+    if not core.COMPILED:
+        raise SystemExit("the compiled core is not in use (built? ADISKQ_NO_EXTENSIONS set?): nothing to fuzz")
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""The fuzzer over the compiled core's parsers (``fuzz_codec.py``), for a bounded time.
+
+The normal run fuzzes for 20 seconds; ``-m slow`` for ten minutes. A crash or a disagreement with
+the pure-Python reference fails the test with libFuzzer's report and the input that caused it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from adiskq._sansio import core
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def fuzz(seconds: int, tmp_path: str) -> None:
+    assert core.COMPILED, "the compiled core is not built: run the README's install command"
+    result = subprocess.run(
+        [sys.executable, os.path.join(HERE, "fuzz_codec.py"), f"-max_total_time={seconds}", "-print_final_stats=1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=seconds + 120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "Done" in result.stderr, result.stderr[-2000:]
+
+
+def test_the_compiled_parsers_survive_fuzzing_and_agree_with_the_reference(tmp_path: str) -> None:
+    fuzz(20, tmp_path)
+
+
+@pytest.mark.slow
+def test_the_compiled_parsers_survive_ten_minutes_of_fuzzing(tmp_path: str) -> None:
+    fuzz(600, tmp_path)

@@ -1,0 +1,346 @@
+"""The compiled core against the pure-Python reference: same bytes, messages, errors and positions.
+
+Every function of ``adiskq._sansio.core`` is fed the same records, the same random bytes and the same
+damaged buffers as ``adiskq._sansio.codec`` (the reference), and must answer exactly as it does. The
+suite's first run uses the compiled core; this file is the proof that it may.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+import struct
+import zlib
+from collections.abc import Callable, Mapping
+
+import crc32c as crc32c_package
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import adiskq
+from adiskq._sansio import codec as reference
+from adiskq._sansio import core
+from adiskq._sansio.naming import fnv1_32 as reference_fnv1_32
+from adiskq._sansio.values import EMPTY_HEADERS, Message, Receipt, Record
+
+values = st.binary(max_size=300)
+keys = st.binary(max_size=40)
+timestamps = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+header_names = st.text(max_size=12)
+headers = st.dictionaries(header_names, st.binary(max_size=20), max_size=4)
+fields = st.tuples(values, keys, timestamps, headers)
+
+
+def outcome(call: Callable[[], object]) -> object:
+    """What a call returned, or its error as (type, message, position): what must be equal."""
+    try:
+        return call()
+    except Exception as error:  # every error, typed and worded, is part of the contract
+        return (type(error).__name__, str(error), getattr(error, "position", None))
+
+
+def records_buffer(batch: list[tuple[bytes, bytes, int, dict[str, bytes]]]) -> bytes:
+    return b"".join(reference.encode_record(v, k, t, h) for v, k, t, h in batch)
+
+
+def test_a_fresh_install_runs_the_compiled_core() -> None:
+    """What CI installs compiles the core; only ADISKQ_NO_EXTENSIONS=1 selects the reference."""
+    wanted = os.environ.get("ADISKQ_NO_EXTENSIONS", "") in ("", "0")
+    assert core.COMPILED is wanted
+    assert adiskq.compiled is wanted
+    if wanted:
+        assert core.encode_record is not reference.encode_record
+        assert core.CRC32C_IMPLEMENTATION in ("sse4.2", "armv8-crc", "table")
+
+
+# -- checksums and hashes --------------------------------------------------------------------------
+
+
+@given(st.binary(max_size=5000), st.integers(min_value=0, max_value=2**32 - 1))
+def test_crc32c_matches_the_package_by_instruction_and_by_table(data: bytes, start: int) -> None:
+    from adiskq import _compiled
+
+    expected = crc32c_package.crc32c(data, start)
+    assert _compiled.crc32c(data, start) == expected
+    assert _compiled.crc32c_table(data, start) == expected
+    assert core.crc32c(data) == crc32c_package.crc32c(data)
+
+
+@given(st.binary(max_size=200), st.integers(min_value=0, max_value=2**32 - 1))
+def test_crc32_is_zlibs(data: bytes, start: int) -> None:
+    from adiskq import _compiled
+
+    assert _compiled.crc32(data, start) == zlib.crc32(data, start)
+
+
+@given(st.binary(max_size=200))
+def test_fnv1_32_is_the_reference(data: bytes) -> None:
+    assert core.fnv1_32(data) == reference_fnv1_32(data)
+
+
+@given(st.one_of(st.text(max_size=30), st.binary(max_size=30)), st.integers(min_value=1, max_value=64))
+def test_placing_a_key_is_the_reference(key: str | bytes, partition_count: int) -> None:
+    assert core.place(key, partition_count) == core.reference_place(key, partition_count)
+
+
+# -- encoding --------------------------------------------------------------------------------------
+
+
+@given(values, keys, timestamps, headers, st.integers(min_value=0, max_value=255))
+def test_encode_record_gives_the_references_bytes(
+    value: bytes, key: bytes, timestamp_ns: int, hdrs: dict[str, bytes], attributes: int
+) -> None:
+    assert core.encode_record(value, key, timestamp_ns, hdrs, attributes) == reference.encode_record(
+        value, key, timestamp_ns, hdrs, attributes
+    )
+
+
+@given(st.lists(fields, max_size=20), st.booleans())
+def test_encode_batch_gives_the_references_bytes(
+    batch: list[tuple[bytes, bytes, int, dict[str, bytes]]], with_headers: bool
+) -> None:
+    vals, ks, stamps, hdrs = [list(column) for column in zip(*batch, strict=True)] or [[], [], [], []]
+    given_headers = hdrs if with_headers else None
+    assert core.encode_batch(vals, ks, stamps, given_headers) == reference.encode_batch(vals, ks, stamps, given_headers)
+
+
+BAD_ENCODINGS: list[tuple[str, Callable[[Callable[..., object]], object]]] = [
+    ("timestamp too large", lambda encode: encode(b"v", b"k", 2**63, None)),
+    ("timestamp too small", lambda encode: encode(b"v", b"k", -(2**63) - 1, None)),
+    ("header value str", lambda encode: encode(b"v", b"k", 0, {"a": "text"})),
+    ("header name bytes", lambda encode: encode(b"v", b"k", 0, {b"a": b"x"})),
+    ("header name surrogate", lambda encode: encode(b"v", b"k", 0, {"\udc80": b"x"})),
+    ("header name too long", lambda encode: encode(b"v", b"k", 0, {"n" * 70_000: b"x"})),
+    ("value bytearray", lambda encode: encode(bytearray(b"v"), b"k", 0, None)),
+    ("key memoryview", lambda encode: encode(b"v", memoryview(b"k"), 0, None)),
+    ("timestamp float", lambda encode: encode(b"v", b"k", 1.5, None)),
+    ("headers mapping proxy", lambda encode: encode(b"v", b"k", 0, EMPTY_HEADERS)),
+]
+
+
+@pytest.mark.parametrize("call", [c for _, c in BAD_ENCODINGS], ids=[n for n, _ in BAD_ENCODINGS])
+def test_unusual_input_is_encoded_or_refused_as_the_reference_does(
+    call: Callable[[Callable[..., object]], object],
+) -> None:
+    assert outcome(lambda: call(core.encode_record)) == outcome(lambda: call(reference.encode_record))
+
+    def as_batch(encode_record: Callable[..., object]) -> Callable[..., object]:
+        def batch(value: object, key: object, stamp: object, hdrs: object) -> object:
+            return (core.encode_batch if encode_record is core.encode_record else reference.encode_batch)(
+                [value], [key], [stamp], [hdrs]
+            )
+
+        return batch
+
+    assert outcome(lambda: call(as_batch(core.encode_record))) == outcome(
+        lambda: call(as_batch(reference.encode_record))
+    )
+
+
+@given(
+    st.lists(
+        st.tuples(values, st.one_of(st.text(max_size=20), st.binary(max_size=20)), timestamps, headers), max_size=30
+    ),
+    st.integers(min_value=1, max_value=16),
+    st.integers(min_value=0, max_value=2**62),
+)
+def test_encode_records_places_hashes_and_encodes_as_the_reference(
+    batch: list[tuple[bytes, str | bytes, int, dict[str, bytes]]], partition_count: int, now: int
+) -> None:
+    items: list[Record | bytes] = [Record(v, key=k, headers=h, timestamp=t) for v, k, t, h in batch]
+    encoded = core.encode_records(items, now, partition_count)
+    if not core.COMPILED:
+        assert encoded is None  # the producer's Python path encodes every batch
+        return
+    assert encoded is not None
+    records, stamps, partitions, hashes, largest = encoded
+    raw_keys = [k.encode() if isinstance(k, str) else k for _, k, _, _ in batch]
+    assert records == [reference.encode_record(v, raw, t, h) for (v, _, t, h), raw in zip(batch, raw_keys, strict=True)]
+    assert stamps == [t for _, _, t, _ in batch]
+    assert partitions == [reference_fnv1_32(raw) % partition_count for raw in raw_keys]
+    assert hashes == list(map(zlib.crc32, raw_keys))
+    assert largest == max(map(len, records), default=0)
+
+
+def test_encode_records_fills_in_missing_timestamps_and_keys() -> None:
+    encoded = core.encode_records([b"plain", Record(b"v")], 1234, 4)
+    if not core.COMPILED:
+        assert encoded is None
+        return
+    assert encoded is not None
+    records, stamps, partitions, hashes, _ = encoded
+    assert stamps == [1234, 1234]
+    for record, partition, key_hash in zip(records, partitions, hashes, strict=True):
+        decoded = reference.decode_record(record)
+        assert not isinstance(decoded, reference.NeedMore)
+        assert len(decoded.key) == 8  # a random key, as go-diskq gives keyless messages
+        assert partition == reference_fnv1_32(decoded.key) % 4
+        assert key_hash == zlib.crc32(decoded.key)
+
+
+@pytest.mark.parametrize(
+    "items",
+    [[bytearray(b"v")], [Record(b"v", timestamp=adiskq.Message(0, 0, 0, b"", b"").timestamp)], [Record(b"v", key=1)]],  # type: ignore[arg-type]
+    ids=["bytearray item", "datetime timestamp", "int key"],
+)
+def test_encode_records_leaves_what_it_does_not_take_to_the_producer(items: list[Record | bytes]) -> None:
+    assert core.encode_records(items, 0, 1) is None
+
+
+@given(
+    st.integers(min_value=0, max_value=2**40), st.integers(min_value=0, max_value=2**40), st.lists(fields, max_size=10)
+)
+def test_index_entries_are_the_references(
+    first: int, start: int, batch: list[tuple[bytes, bytes, int, dict[str, bytes]]]
+) -> None:
+    records = [reference.encode_record(v, k, t, h) for v, k, t, h in batch]
+    stamps = [t for _, _, t, _ in batch]
+    assert core.index_entries(first, start, records, stamps) == core.reference_index_entries(
+        first, start, records, stamps
+    )
+
+
+@given(
+    st.integers(min_value=0, max_value=1000),
+    st.integers(min_value=0, max_value=2**62),
+    st.integers(min_value=0, max_value=50),
+)
+def test_receipts_are_the_references(partition: int, first: int, count: int) -> None:
+    made = core.receipts(partition, first, count)
+    assert made == core.reference_receipts(partition, first, count)
+    assert all(type(receipt) is Receipt for receipt in made)
+
+
+# -- decoding and scanning -------------------------------------------------------------------------
+
+
+def damaged(buffer: bytes, data: st.DataObject) -> bytes:
+    """The buffer with a few bytes changed, cut short, or grown by random bytes."""
+    out = bytearray(buffer)
+    for _ in range(data.draw(st.integers(min_value=0, max_value=3))):
+        if out:
+            at = data.draw(st.integers(min_value=0, max_value=len(out) - 1))
+            out[at] = data.draw(st.integers(min_value=0, max_value=255))
+    how = data.draw(st.sampled_from(["keep", "cut", "grow"]))
+    if how == "cut" and out:
+        del out[data.draw(st.integers(min_value=0, max_value=len(out) - 1)) :]
+    elif how == "grow":
+        out += data.draw(st.binary(max_size=40))
+    return bytes(out)
+
+
+def same_messages(got: object, expected: object) -> None:
+    assert got == expected
+    if isinstance(got, list):
+        assert [type(m) for m in got] == [type(m) for m in expected]  # type: ignore[attr-defined]
+
+
+@settings(max_examples=300)
+@given(st.lists(fields, max_size=12), st.integers(min_value=0, max_value=3), st.data())
+def test_decode_messages_answers_as_the_reference(
+    batch: list[tuple[bytes, bytes, int, dict[str, bytes]]], extra: int, data: st.DataObject
+) -> None:
+    buffer = damaged(records_buffer(batch), data)
+    count = max(0, len(batch) + data.draw(st.integers(min_value=-1, max_value=1)))
+    limit = data.draw(st.sampled_from([reference.DEFAULT_MAX_RECORD_BYTES, 30, 100, 400]))
+    first = data.draw(st.integers(min_value=0, max_value=2**62))
+    same_messages(
+        outcome(lambda: core.decode_messages(buffer, extra, first, count, max_record_bytes=limit)),
+        outcome(lambda: reference.decode_messages(buffer, extra, first, count, max_record_bytes=limit)),
+    )
+
+
+@given(st.binary(max_size=400), st.integers(min_value=0, max_value=20))
+def test_decode_messages_of_random_bytes_fails_as_the_reference(data: bytes, count: int) -> None:
+    assert outcome(lambda: core.decode_messages(data, 0, 0, count)) == outcome(
+        lambda: reference.decode_messages(data, 0, 0, count)
+    )
+
+
+def scanned(scan: Callable[[], reference.ScannedRecords]) -> object:
+    result = scan()
+    error = None if result.error is None else (str(result.error), result.error.position)
+    return result.positions, result.sizes, result.timestamps, result.end, error
+
+
+@settings(max_examples=300)
+@given(st.lists(fields, max_size=12), st.data())
+def test_scan_columns_answers_as_the_reference(
+    batch: list[tuple[bytes, bytes, int, dict[str, bytes]]], data: st.DataObject
+) -> None:
+    buffer = damaged(records_buffer(batch), data)
+    start = data.draw(st.integers(min_value=0, max_value=len(buffer)))
+    limit = data.draw(st.sampled_from([reference.DEFAULT_MAX_RECORD_BYTES, 30, 100, 400]))
+    assert scanned(lambda: core.scan_columns(buffer, start, max_record_bytes=limit)) == scanned(
+        lambda: reference.scan_columns(buffer, start, max_record_bytes=limit)
+    )
+
+
+@given(st.binary(max_size=600))
+def test_scanning_random_bytes_answers_as_the_reference(data: bytes) -> None:
+    assert scanned(lambda: core.scan_columns(data)) == scanned(lambda: reference.scan_columns(data))
+
+
+@settings(max_examples=300)
+@given(st.lists(fields, max_size=8), st.data())
+def test_next_valid_record_answers_as_the_reference(
+    batch: list[tuple[bytes, bytes, int, dict[str, bytes]]], data: st.DataObject
+) -> None:
+    buffer = damaged(data.draw(st.binary(max_size=30)) + records_buffer(batch), data)
+    start = data.draw(st.integers(min_value=0, max_value=len(buffer) + 2))
+    assert core.next_valid_record(buffer, start) == reference.next_valid_record(buffer, start)
+
+
+@given(st.binary(max_size=12), st.binary(max_size=8))
+def test_header_names_are_utf8_exactly_as_python_decodes_them(name: bytes, value: bytes) -> None:
+    """The C decoder's own UTF-8 check takes and refuses exactly what Python's decoder does."""
+    body = bytearray(struct.pack("<BBqI", reference.MAGIC_V1, 0, 0, 0))
+    body += struct.pack("<HH", 1, len(name)) + name + struct.pack("<I", len(value)) + value
+    record = struct.pack("<II", len(body) + 8, crc32c_package.crc32c(bytes(body))) + bytes(body)
+    assert outcome(lambda: core.decode_messages(record, 0, 0, 1)) == outcome(
+        lambda: reference.decode_messages(record, 0, 0, 1)
+    )
+    assert scanned(lambda: core.scan_columns(record)) == scanned(lambda: reference.scan_columns(record))
+
+
+# -- the messages themselves -----------------------------------------------------------------------
+
+
+def test_messages_without_headers_are_not_tracked_by_the_gc() -> None:
+    buffer = records_buffer([(b"value", b"key", 7, {})] * 10)
+    messages = core.decode_messages(buffer, 2, 100, 10)
+    if core.COMPILED:
+        assert not any(map(gc.is_tracked, messages))
+    assert all(message.headers is EMPTY_HEADERS for message in messages)
+
+
+def test_messages_keep_the_public_api() -> None:
+    buffer = records_buffer([(b"v", b"k", 5, {}), (b"w", b"j", 6, {"h": b"x"})])
+    plain, with_headers = core.decode_messages(buffer, 3, 40, 2)
+    assert type(plain) is Message
+    assert plain == Message(3, 40, 5, b"k", b"v")
+    assert hash(plain) == hash(Message(3, 40, 5, b"k", b"v"))  # a message without headers is hashable
+    partition, offset, timestamp_ns, key, value, hdrs = plain
+    assert (partition, offset, timestamp_ns, key, value, dict(hdrs)) == (3, 40, 5, b"k", b"v", {})
+    assert repr(plain) == "Message(partition=3, offset=40, timestamp_ns=5, key=b'k', value=b'v', headers={})"
+    assert pickle.loads(pickle.dumps(plain)) == plain
+    assert pickle.loads(pickle.dumps(with_headers)) == with_headers
+    assert with_headers.headers == {"h": b"x"}
+    assert gc.is_tracked(with_headers)  # its headers are a dict a user may change
+    assert plain.timestamp == Message(3, 40, 5, b"k", b"v").timestamp
+
+
+def test_the_core_takes_any_mapping_of_headers_the_reference_takes() -> None:
+    class Headers(Mapping[str, bytes]):
+        def __getitem__(self, name: str) -> bytes:
+            return {"a": b"1"}[name]
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            return iter(["a"])
+
+        def __len__(self) -> int:
+            return 1
+
+    assert core.encode_record(b"v", b"k", 0, Headers()) == reference.encode_record(b"v", b"k", 0, Headers())
