@@ -65,11 +65,13 @@ _core: Final = _load()
 COMPILED: Final = _core is not None
 CRC32C_IMPLEMENTATION: Final[str] = _core.crc32c_implementation if _core is not None else "crc32c package"
 # What ``adiskq --version`` says of the core that runs.
+_NOT_BUILT: Final = (
+    ", selected by ADISKQ_NO_EXTENSIONS=1"
+    if os.environ.get("ADISKQ_NO_EXTENSIONS", "") not in ("", "0")
+    else ", the compiled one is not built"
+)
 CORE_DESCRIPTION: Final = (
-    f"compiled core, CRC-32C by {CRC32C_IMPLEMENTATION}"
-    if COMPILED
-    else "pure-Python core"
-    + (", selected by ADISKQ_NO_EXTENSIONS=1" if os.environ.get("ADISKQ_NO_EXTENSIONS", "") not in ("", "0") else ", the compiled one is not built")
+    f"compiled core, CRC-32C by {CRC32C_IMPLEMENTATION}" if COMPILED else "pure-Python core" + _NOT_BUILT
 )
 
 
