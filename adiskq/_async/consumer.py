@@ -121,7 +121,7 @@ class Consumer(_Reader):
     async def aclose(self) -> None:
         """Release files and watches; a task waiting in this consumer gets ``ClosedError``."""
         if not self.closed:
-            self._state = "closed"
+            self._mark_closed()
             self._release()
         await anyio.lowlevel.checkpoint()
 
@@ -138,7 +138,7 @@ class Consumer(_Reader):
         """The offset of the next message this consumer returns (None before it opens)."""
         if self._follower is None:
             return None
-        return self._follower.position - (len(self._buffer) - self._buffer_index)
+        return self._follower.position - self._messages.remaining
 
     @property
     def skipped(self) -> list[tuple[int, int]]:

@@ -176,7 +176,7 @@ class ConsumerGroup(_Reader):
         if self.closed:
             await anyio.lowlevel.checkpoint()
             return
-        self._state = "closed"
+        self._mark_closed()
         try:
             if self._stream is not None and self.name is not None:
                 with anyio.CancelScope(shield=True):

@@ -6,7 +6,7 @@ protocol that loses none).
 from __future__ import annotations
 
 import collections.abc
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Final, Literal, Self
 
@@ -17,6 +17,7 @@ from .._errors import ClosedError
 from .._sansio.values import Message
 from . import wakeup
 from .arguments import check_max_messages
+from .buffered import new_buffer
 from .notify import Notifier
 
 __all__ = ["DEFAULT_BATCH_MESSAGES", "_Reader"]
@@ -58,14 +59,19 @@ class _Reader:
     _reading: bool  # a task is in _next_batch (one reads at a time)
 
     def __init__(self) -> None:
-        self._buffer: list[Message] = []
-        self._buffer_index = 0  # the next message of _buffer that __anext__ returns
+        # The last batch read, which ``async for`` hands out a message at a time.
+        self._messages = new_buffer(self._refill)
         self._state = "new"
 
     @property
     def closed(self) -> bool:
         """True once ``aclose()`` (or leaving ``async with``) began; a closed reader stays closed."""
         return self._state == "closed"
+
+    def _mark_closed(self) -> None:
+        """The reader is closed for good: nothing more is handed out, buffered or not."""
+        self._state = "closed"
+        self._messages.close()
 
     def _open(self) -> object:
         raise NotImplementedError
@@ -167,7 +173,7 @@ class _Reader:
             await anyio.lowlevel.checkpoint()
         except BaseException:
             if not self.closed:  # cancelled on the way in: __aexit__ will not run
-                self._state = "closed"
+                self._mark_closed()
                 self._release()
             raise
         return self
@@ -177,22 +183,20 @@ class _Reader:
     ) -> None:
         await self.aclose()
 
-    def __aiter__(self) -> Self:
-        return self
+    def __aiter__(self) -> AsyncIterator[Message]:
+        # The buffer itself: ``async for`` then calls its __anext__, which hands out buffered
+        # messages without a coroutine each (in C with the compiled core).
+        return self._messages
 
-    async def __anext__(self) -> Message:
-        buffer = self._buffer
-        index = self._buffer_index
-        if index < len(buffer):
-            if self.closed:
-                raise ClosedError(self._closed_message)
-            self._buffer_index = index + 1
-            return buffer[index]
+    def __anext__(self) -> Awaitable[Message]:
+        return self._messages.__anext__()
+
+    async def _refill(self) -> Message:
+        """``async for``'s step when nothing is buffered: read (or wait for) the next batch."""
         batch = await self._next_batch(DEFAULT_BATCH_MESSAGES)
         if not batch:
             raise StopAsyncIteration
-        self._buffer = batch
-        self._buffer_index = 1
+        self._messages.set(batch, 1)
         return batch[0]
 
     def batches(self, max_messages: int = DEFAULT_BATCH_MESSAGES) -> AsyncIterator[list[Message]]:
@@ -201,13 +205,7 @@ class _Reader:
 
     def _take_buffered(self, max_messages: int) -> list[Message] | None:
         """Up to ``max_messages`` messages left over from ``async for``'s last batch, or None."""
-        buffer, index = self._buffer, self._buffer_index
-        if index >= len(buffer):
-            return None
-        batch = buffer[index : index + max_messages]
-        self._buffer_index = index + len(batch)
-        return batch
+        return self._messages.take(max_messages)
 
     def _drop_buffered(self) -> None:
-        self._buffer = []
-        self._buffer_index = 0
+        self._messages.clear()

@@ -9,6 +9,7 @@
  *   encode.c  records (and batches of them) from values, keys, timestamps and headers
  *   decode.c  Messages from a buffer of records, the read hot path
  *   scan.c    recovery's and check's scans: the valid records of a buffer, and the next valid one
+ *   iterate.c `async for` over the last batch read: a message a step without running Python
  *   module.c  the Python module: its functions and the objects it is configured with
  *
  * The record layout (all integers little-endian; the reference's docstring is the full text):
@@ -117,6 +118,9 @@ extern PyObject *adq_empty_headers;
 extern PyTypeObject *adq_record_type;
 extern PyTypeObject *adq_receipt_type;
 extern uint64_t adq_random_state;
+
+/* iterate.c: the Buffer type (and the Ready awaitable it hands out), added to the module */
+int adq_add_iteration_types(PyObject *module);
 
 /* The Python-facing functions, one file each (module.c lists them). */
 PyObject *adq_py_encode_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

@@ -125,7 +125,8 @@ PyMODINIT_FUNC PyInit__compiled(void) {
     adq_crc32_init();
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
-    if (PyModule_AddStringConstant(module, "crc32c_implementation", adq_crc32c_implementation()) < 0) {
+    if (PyModule_AddStringConstant(module, "crc32c_implementation", adq_crc32c_implementation()) < 0 ||
+        adq_add_iteration_types(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

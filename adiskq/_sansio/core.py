@@ -34,6 +34,7 @@ __all__ = [
     "COMPILED",
     "CORE_DESCRIPTION",
     "CRC32C_IMPLEMENTATION",
+    "Buffer",
     "crc32c",
     "decode_messages",
     "encode_batch",
@@ -63,6 +64,8 @@ def _load() -> ModuleType | None:
 
 _core: Final = _load()
 COMPILED: Final = _core is not None
+# ``async for``'s buffer in C (adiskq/_csrc/iterate.c), or None: adiskq/_async/buffered.py has its Python form.
+Buffer: Final[type | None] = _core.Buffer if _core is not None else None
 CRC32C_IMPLEMENTATION: Final[str] = _core.crc32c_implementation if _core is not None else "crc32c package"
 # What ``adiskq --version`` says of the core that runs.
 _NOT_BUILT: Final = (
