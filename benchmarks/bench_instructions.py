@@ -1,0 +1,97 @@
+"""Instructions per record of the per-record paths, under ``valgrind --tool=callgrind``, on each core.
+
+Timings on this machine move with its load; instruction counts do not (the same binary, inputs and
+environment give the same count). Each path runs twice in a fresh interpreter under callgrind, with
+N records and with none; the difference over N is the path's cost per record, start-up excluded.
+Both cores run in the same invocation: the compiled one, and the pure-Python reference
+(``ADISKQ_NO_EXTENSIONS=1``), which is what every path ran before the compiled core.
+
+    python benchmarks/bench_instructions.py            # 20,000 records a path
+    python benchmarks/bench_instructions.py --records 2000 --paths decode
+
+Paths (100-byte values, a distinct 12-byte key per record): ``encode`` (a batch of records),
+``push_many`` (the producer's encoding of Records: placement, key hash, record, receipts), ``decode``
+(a buffer of records to Messages), ``scan`` (recovery's scan of a buffer), ``memcpy`` (copying the
+same bytes: the physical floor).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+SETUP = """
+import os
+from adiskq._sansio import core
+from adiskq._sansio.values import Record
+N = {n}
+values = [bytes(range(100))] * N
+keys = [b"order-%06d" % i for i in range(N)]
+stamps = list(range(N))
+buffer = b"".join(core.encode_batch(values, keys, stamps)) if N else b""
+records = [Record(v, key=k.decode()) for v, k in zip(values, keys)]
+"""
+
+PATHS = {
+    "encode": "core.encode_batch(values, keys, stamps)",
+    "push_many": (
+        "encoded = core.encode_records(records, 1, 1)\n"
+        "if encoded is None:\n"
+        "    from adiskq._sansio.codec import encode_batch\n"
+        "    from adiskq._sansio.core import place\n"
+        "    placed = [place(r.key, 1) for r in records]\n"
+        "    encode_batch(values, [p[0] for p in placed], stamps)\n"
+        "core.receipts(0, 0, N)"
+    ),
+    "decode": "core.decode_messages(buffer, 0, 0, N)",
+    "scan": "core.scan_columns(buffer)",
+    "memcpy": "bytes(bytearray(buffer))",
+}
+
+CORES = {"compiled": {}, "python": {"ADISKQ_NO_EXTENSIONS": "1"}}
+
+
+def instructions(code: str, env: dict[str, str]) -> int:
+    result = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env, "PYTHONHASHSEED": "0"},
+        check=True,
+    )
+    found = re.search(r"Collected : (\d+)", result.stderr)
+    if found is None:
+        raise RuntimeError(f"callgrind printed no count:\n{result.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def per_record(path: str, core: str, records: int) -> float:
+    env = CORES[core]
+    full = instructions(SETUP.format(n=records) + PATHS[path], env)
+    base = instructions(SETUP.format(n=records) + "pass", env)
+    return (full - base) / records
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--paths", default=",".join(PATHS), help="subset of: " + ", ".join(PATHS))
+    args = parser.parse_args(argv)
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
+        return 1
+    print(f"instructions per record, {args.records:,} records, 100-byte values, 12-byte keys")
+    print(f"{'path':<10} {'compiled':>10} {'python':>10} {'ratio':>7}")
+    for path in args.paths.split(","):
+        compiled = per_record(path, "compiled", args.records)
+        python = per_record(path, "python", args.records)
+        print(f"{path:<10} {compiled:>10,.0f} {python:>10,.0f} {python / compiled:>6.1f}x", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
