@@ -277,21 +277,37 @@ def _target_cell(target: Target, standing: float | None) -> str:
     return f"{_ratio(standing)} {'met' if met else 'missed'}"
 
 
-def target_standings(raw: list[dict[str, Any]], peers: list[str]) -> dict[str, dict[str, float]]:
-    """Per adiskq core and keyed metric: the median over runs of that run's own ratio (or difference)
-    to the target's peer. A run measures every peer back to back, so its ratio is less exposed than a
-    ratio of medians to the machine's load changing between runs (this machine is shared)."""
+def _best(figures: dict[str, dict[str, float]], metric: str, higher: bool) -> tuple[float, str] | None:
+    """The best figure for ``metric`` among the peers that are not adiskq, and whose it is."""
+    measured = [(f[metric], peer) for peer, f in figures.items() if peer not in ADISKQ_CORES and metric in f]
+    if not measured:
+        return None
+    return max(measured) if higher else min(measured)
+
+
+def paired_standings(raw: list[dict[str, Any]], peers: list[str]) -> dict[str, dict[str, float]]:
+    """Per adiskq core and keyed metric, medians over runs of that run's own figures: its ratio to the
+    run's best peer (``"<metric> ÷ best"``) and its standing against the target's peer (``"<metric>"``).
+    A run measures every peer back to back, so a ratio within it is less exposed than a ratio of
+    medians to the machine's load changing between runs (this machine is shared)."""
     per_run = [summarize([r for r in raw if r.get("run", 0) == run], peers) for run in {r.get("run", 0) for r in raw}]
     standings: dict[str, dict[str, float]] = {}
     for core in (peer for peer in peers if peer in ADISKQ_CORES):
-        for key, _, _, _, target in KEYED_METRICS:
-            found = [
-                _standing(target, run.get(core, {}).get(key), run.get(target.peer, {}).get(target.peer_metric or key))
-                for run in per_run
-            ]
-            measured = [standing for standing in found if standing is not None]
-            if measured:
-                standings.setdefault(core, {})[key] = statistics.median(measured)
+        for key, _, higher, peer_metric, target in KEYED_METRICS:
+            against_target: list[float] = []
+            against_best: list[float] = []
+            for run in per_run:
+                mine = run.get(core, {}).get(key)
+                standing = _standing(target, mine, run.get(target.peer, {}).get(target.peer_metric or key))
+                if standing is not None:
+                    against_target.append(standing)
+                best = _best(run, peer_metric, higher)
+                if mine is not None and best is not None and best[0]:
+                    against_best.append(mine / best[0])
+            if against_target:
+                standings.setdefault(core, {})[key] = statistics.median(against_target)
+            if against_best:
+                standings.setdefault(core, {})[f"{key} ÷ best"] = statistics.median(against_best)
     return standings
 
 
@@ -299,7 +315,8 @@ def keyed_rows(
     summary: dict[str, dict[str, float]], peers: list[str], standings: dict[str, dict[str, float]] | None = None
 ) -> list[list[str]]:
     """Issue 16's table: each peer's median, the best non-adiskq peer, each adiskq core's ratio to it,
-    and its standing against the issue's target (from ``standings`` where given, else the medians)."""
+    and its standing against the issue's target (those two from ``standings`` where given, else from
+    the medians)."""
     cores = [peer for peer in peers if peer in ADISKQ_CORES]
     others = [peer for peer in peers if peer not in ADISKQ_CORES]
     rows = [
@@ -322,12 +339,14 @@ def keyed_rows(
         for peer in peers:
             value = summary.get(peer, {}).get(key if peer in ADISKQ_CORES else peer_metric)
             row.append("—" if value is None else _figure(value))
-        measured = [(summary[p][peer_metric], p) for p in others if peer_metric in summary.get(p, {})]
-        best = (max(measured) if higher else min(measured)) if measured else None
+        best = _best({peer: summary.get(peer, {}) for peer in others}, peer_metric, higher)
         row.append("—" if best is None else f"{best[1]} {_figure(best[0])}")
         for core in cores:
             mine = summary.get(core, {}).get(key)
-            row.append("—" if mine is None or best is None or not best[0] else _ratio(mine / best[0]))
+            ratio = None if mine is None or best is None or not best[0] else mine / best[0]
+            if standings is not None:
+                ratio = standings.get(core, {}).get(f"{key} ÷ best")
+            row.append("—" if ratio is None else _ratio(ratio))
         row.append(target.describe())
         theirs = summary.get(target.peer, {}).get(target.peer_metric or key)
         for core in cores:
@@ -420,9 +439,10 @@ def keyed_results_section(report: dict[str, Any], rows: list[list[str]]) -> str:
             f"SQLite {facts['sqlite']}, redis-server {facts['redis_server']}; {cores or 'no adiskq core ran'}.",
             "",
             "100-byte values, a distinct 12-byte key per message, one partition, opening and closing counted; "
-            "each cell is the median over runs. The best peer is the better of SQLite and Redis; each target "
-            "is issue 16's, against the peer it names, and each core's standing against it is the median of "
-            "the runs' own ratios (or differences), each run measuring every peer back to back.",
+            "each figure is the median over runs. The best peer is the better of SQLite and Redis (by those "
+            "medians); each target is issue 16's, against the peer it names. The ratio columns are medians "
+            "of each run's own ratio (or difference), each run measuring every peer back to back, so that "
+            "load changing between runs on this shared machine moves them less.",
             "",
             markdown_table(rows),
             KEYED_END,
@@ -525,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "counts": {w: {p: count_for(counts, w, p) for p in plan[w]} for w in workloads},
         "summary": summary,
-        "target_standings": target_standings(raw, peers),
+        "paired_standings": paired_standings(raw, peers),
         "latency_samples_us": {
             peer: quantiles(
                 [ns / 1e3 for r in raw if r["peer"] == peer and r["workload"] == "latency" for ns in r["latencies_ns"]]
@@ -566,7 +586,7 @@ def publish(report: dict[str, Any], peers: list[str], out: str) -> None:
         print(plain_table(rows))
     if keyed:
         keyed_peers = [peer for peer in peers if peer in KEYED_PEERS]
-        rows = keyed_rows(summary, keyed_peers, report.get("target_standings"))
+        rows = keyed_rows(summary, keyed_peers, report.get("paired_standings"))
         update_results(results, keyed_results_section(report, rows), KEYED_BEGIN, KEYED_END)
         print(f"distinct keys, issue 16's targets ({report['meta']['keyed_mode']})")
         print(plain_table(rows))
