@@ -10,14 +10,22 @@ writer does with them). It measures whichever core ``import adiskq`` gives: run 
 
     python benchmarks/bench_codec.py            # medians of 15 repeats of ~0.2 s each
     python benchmarks/bench_codec.py --quick    # a second: checks that it works
+    python benchmarks/bench_codec.py --instructions   # instructions per record under callgrind
+
+``--instructions`` counts what the machine's noise cannot move: each call runs in a child process
+under ``valgrind --tool=callgrind``, 100 batches of it after the same set-up (``PYTHONHASHSEED=0``),
+and the count of a child that only does the set-up is subtracted.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -57,8 +65,8 @@ def time_per_call(call: Callable[[], object], repeats: int, target_s: float) -> 
     return statistics.median(samples)
 
 
-def measure(repeats: int, target_s: float) -> list[tuple[str, float]]:
-    """(what, ns per record) for the codec's two calls and the two copies of the same bytes."""
+def calls() -> dict[str, Callable[[], object]]:
+    """The four calls measured, each over one batch, by name (after checking the codec round-trips)."""
     values = list(VALUES)
     keys = [key(i) for i in range(BATCH_SIZE)]
     timestamps = [1_790_000_000_000_000_000 + i for i in range(BATCH_SIZE)]
@@ -69,34 +77,86 @@ def measure(repeats: int, target_s: float) -> list[tuple[str, float]]:
     assert [m.key for m in messages] == keys
     assert [m.value for m in messages] == values
 
-    def per_record(call: Callable[[], object]) -> float:
-        return time_per_call(call, repeats, target_s) / BATCH_SIZE * 1e9
+    return {
+        "encode_batch": lambda: encode_batch(values, keys, timestamps),
+        "decode_messages": lambda: decode_messages(data, 0, 0, BATCH_SIZE),
+        "memcpy of the batch (bytes(bytearray))": lambda: bytes(mutable),
+        "b''.join of the 1,000 records": lambda: b"".join(records),
+    }
 
-    return [
-        ("encode_batch", per_record(lambda: encode_batch(values, keys, timestamps))),
-        ("decode_messages", per_record(lambda: decode_messages(data, 0, 0, BATCH_SIZE))),
-        ("memcpy of the batch (bytes(bytearray))", per_record(lambda: bytes(mutable))),
-        ("b''.join of the 1,000 records", per_record(lambda: b"".join(records))),
-    ]
+
+def measure(repeats: int, target_s: float) -> list[tuple[str, float]]:
+    """(what, ns per record) for the codec's two calls and the two copies of the same bytes."""
+    return [(name, time_per_call(call, repeats, target_s) / BATCH_SIZE * 1e9) for name, call in calls().items()]
+
+
+INSTRUCTION_BATCHES = 100  # batches each child runs under callgrind: enough to drown the set-up's jitter
+
+
+def _child(name: str) -> None:
+    """Under callgrind: the set-up, then INSTRUCTION_BATCHES calls of ``name`` ("" for none)."""
+    chosen = calls()
+    for _ in range(INSTRUCTION_BATCHES if name else 0):
+        chosen[name]()
+
+
+def _instructions(name: str) -> int:
+    """Instructions callgrind counted in a child that runs ``name``'s batches."""
+    with tempfile.TemporaryDirectory() as folder:
+        done = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={os.path.join(folder, 'out')}",
+                sys.executable,
+                os.path.abspath(__file__),
+                "--child",
+                name,
+            ],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONHASHSEED="0"),
+            check=False,
+        )
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"callgrind failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def measure_instructions() -> list[tuple[str, float]]:
+    """(what, instructions per record): each call's child minus the set-up-only child."""
+    baseline = _instructions("")
+    return [(name, (_instructions(name) - baseline) / (INSTRUCTION_BATCHES * BATCH_SIZE)) for name in calls()]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="3 short repeats: checks that it works")
     parser.add_argument("--repeats", type=int, default=15, help="timed loops per figure; the median is shown")
+    parser.add_argument("--instructions", action="store_true", help="count instructions under callgrind instead")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # a callgrind child's call
     args = parser.parse_args(argv)
+    if args.child is not None:
+        _child(args.child)
+        return 0
     repeats, target_s = (3, 0.02) if args.quick else (args.repeats, 0.2)
-    figures = measure(repeats, target_s)
     batch_bytes = sum(len(v) for v in VALUES) + BATCH_SIZE * (24 + len(key(0)))
     print(f"core: {core_name()}")
-    print(
+    shape = (
         f"{BATCH_SIZE:,}-record batches, {len(VALUES[0])}-byte values, {len(key(0))}-byte distinct keys "
-        f"({batch_bytes:,} bytes a batch); median of {repeats} repeats"
+        f"({batch_bytes:,} bytes a batch)"
     )
+    if args.instructions:
+        print(f"{shape}; instructions under callgrind, {INSTRUCTION_BATCHES} batches less the set-up alone")
+        figures, unit = measure_instructions(), "instructions/record"
+    else:
+        print(f"{shape}; median of {repeats} repeats")
+        figures, unit = measure(repeats, target_s), "ns/record"
     memcpy = figures[2][1]
     width = max(len(name) for name, _ in figures)
-    for name, ns in figures:
-        print(f"  {name:<{width}}  {ns:>9,.1f} ns/record  {ns / memcpy:>7,.1f}× memcpy")
+    for name, figure in figures:
+        print(f"  {name:<{width}}  {figure:>9,.1f} {unit}  {figure / memcpy:>7,.1f}× memcpy")
     return 0
 
 
