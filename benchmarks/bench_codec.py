@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -126,6 +127,8 @@ def _instructions(name: str) -> int:
 
 def measure_instructions() -> list[tuple[str, float]]:
     """(what, instructions per record): each call's child minus the set-up-only child."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind on PATH: install it (Debian: apt-get install valgrind)")
     baseline = _instructions("")
     return [(name, (_instructions(name) - baseline) / (INSTRUCTION_BATCHES * BATCH_SIZE)) for name in calls()]
 
