@@ -32,7 +32,7 @@ The keyed table shows each adiskq core's ratio to the best peer and whether it m
 target. ``adiskq-py`` is adiskq run with ``ADISKQ_NO_EXTENSIONS=1`` (the pure-Python core).
 
     python benchmarks/bench_compare.py                  # everything: medians of 5 (keyless), 3 (keyed)
-    python benchmarks/bench_compare.py --keyed          # issue 16's table alone, medians of 3, ~5 minutes
+    python benchmarks/bench_compare.py --keyed          # issue 16's table alone, medians of 3, ~6 minutes
     python benchmarks/bench_compare.py --quick --out /tmp/cmp   # seconds: checks that it all works
 """
 

@@ -22,7 +22,6 @@ CONCURRENCY = 32  # producers in the durable workload, each acknowledged only af
 LATENCY_INTERVAL_S = 0.001  # the latency producer pushes one message a millisecond
 POLL_INTERVAL_S = 0.001  # how often a polling consumer (the SQLite-based peers) looks for new rows
 FAST_POLL_INTERVAL_S = 0.0001  # SQLite's poll in the keyed latency workload: latency bought with CPU
-KEY_BYTES = 12  # the keyed workloads give every message its own key of this size, like an order id
 
 _STAMP = struct.Struct("<q")
 
