@@ -16,13 +16,30 @@ Prints a table of medians with each peer's ratio to adiskq, writes ``compare.jso
 ``compare.png`` to --out (default: beside this file) and rewrites the comparison section of
 --out/RESULTS.md between its markers.
 
-    python benchmarks/bench_compare.py                  # medians of 5 runs, ~10 minutes
+and issue 16's distinct-key workloads, every message with its own 12-byte key, opening and closing
+of the producer or consumer counted in the timed span (adiskq, SQLite WAL and Redis Streams only):
+
+* ``single_keyed`` (W1): one task, ``await push(value, key=k)`` each, against SQLite autocommit
+  INSERTs and Redis XADDs with the key as a field;
+* ``batch_keyed`` (W2): ``push_many`` of 1,000 Records, against ``executemany`` in one transaction;
+* ``durable32_keyed`` (W3): 32 tasks, ``flush="sync"``, against SQLite ``FULL`` and Redis ``always``;
+* ``read_keyed`` (W4): ``async for message in consumer``, one message at a time, against one SQLite
+  cursor over the table; ``read_keyed_batches``: adiskq's ``batches()`` over the same log;
+* ``latency_keyed`` (W5): as ``latency``, with SQLite polling every 100 µs instead of every 1 ms;
+* and the peak memory of W1's process.
+
+The keyed table shows each adiskq core's ratio to the best peer and whether it meets the issue's
+target. ``adiskq-py`` is adiskq run with ``ADISKQ_NO_EXTENSIONS=1`` (the pure-Python core).
+
+    python benchmarks/bench_compare.py                  # everything: medians of 5 (keyless), 3 (keyed)
+    python benchmarks/bench_compare.py --keyed          # issue 16's table alone, medians of 3, ~6 minutes
     python benchmarks/bench_compare.py --quick --out /tmp/cmp   # seconds: checks that it all works
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -41,7 +58,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from compare.worker import PEERS, WORKLOADS  # noqa: E402
+from compare.worker import KEYED_WORKLOADS, KEYLESS_WORKLOADS, PEER_ENVIRONMENT, PEERS, WORKLOADS, runs_workload  # noqa: E402
 
 # Messages per run. The slow peers get fewer so that a run takes seconds, not minutes; rates are per
 # second, so counts differ without skewing them. Counts are multiples of 1,000 and of 32.
@@ -51,6 +68,14 @@ COUNTS: dict[str, dict[str, int]] = {
     "durable32": {"*": 6_400, "adiskq": 64_000, "redis-streams": 9_600, "persist-queue": 3_200},
     "read": {"*": 512_000, "redis-streams": 128_000, "persist-queue": 5_000, "litequeue": 10_000},
     "latency": {"*": 2_000},
+    # Issue 16's keyed workloads: a few seconds per run for each peer.
+    # W1's process's peak memory is compared too: adiskq and SQLite push the same count.
+    "single_keyed": {"*": 192_000, "redis-streams": 16_000},
+    "batch_keyed": {"*": 640_000, "redis-streams": 128_000},
+    "durable32_keyed": {"*": 9_600, "adiskq": 64_000, "adiskq-py": 64_000, "redis-streams": 32_000},
+    "read_keyed": {"*": 1_024_000, "redis-streams": 256_000},
+    "read_keyed_batches": {"*": 1_024_000},
+    "latency_keyed": {"*": 2_000},
 }
 QUICK_COUNTS: dict[str, dict[str, int]] = {
     "single": {"*": 2_000, "persist-queue": 200},
@@ -58,7 +83,16 @@ QUICK_COUNTS: dict[str, dict[str, int]] = {
     "durable32": {"*": 640, "adiskq": 3_200},
     "read": {"*": 10_000, "persist-queue": 1_000, "litequeue": 2_000},
     "latency": {"*": 100},
+    "single_keyed": {"*": 2_000},
+    "batch_keyed": {"*": 10_000},
+    "durable32_keyed": {"*": 640, "adiskq": 3_200, "adiskq-py": 3_200},
+    "read_keyed": {"*": 10_000},
+    "read_keyed_batches": {"*": 10_000},
+    "latency_keyed": {"*": 100},
 }
+KEYED_RUNS = 3  # default runs of the keyed workloads (the keyless ones: --runs, default 5)
+KEYED_PEERS = ("adiskq", "adiskq-py", "sqlite-wal", "redis-streams")
+ADISKQ_CORES = ("adiskq", "adiskq-py")
 
 # (key, label, higher is better)
 METRICS: list[tuple[str, str, bool]] = [
@@ -72,8 +106,59 @@ METRICS: list[tuple[str, str, bool]] = [
     ("rss_peak_mib", "peak memory (batch), MiB", False),
     ("disk_bytes_per_message", "disk per message (batch), bytes", False),
 ]
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """Issue 16's goal for one keyed metric: adiskq's figure against ``peer``'s.
+
+    ``kind`` "≥" and "≤" bound the ratio adiskq / peer; "+≤" bounds the difference adiskq − peer.
+    """
+
+    peer: str
+    kind: str
+    bound: float
+    peer_metric: str | None = None  # the peer's metric when it is not the row's own
+
+    def describe(self) -> str:
+        if self.kind == "+≤":
+            return f"≤ {self.peer} + {self.bound:g}"
+        return f"{self.kind} {self.bound:g}× {self.peer}"
+
+
+# (key, label, higher is better, the metric the peers' cells show, target)
+KEYED_METRICS: list[tuple[str, str, bool, str, Target]] = [
+    ("single_keyed", "W1 one task, await push(key=) each, msg/s", True, "single_keyed", Target("sqlite-wal", "≥", 3)),
+    ("batch_keyed", "W2 push_many of 1,000, msg/s", True, "batch_keyed", Target("sqlite-wal", "≥", 3)),
+    ("durable32_keyed", "W3 32 tasks, fsync each, msg/s", True, "durable32_keyed", Target("redis-streams", "≥", 2.5)),
+    ("read_keyed", "W4 read back, async for, msg/s", True, "read_keyed", Target("sqlite-wal", "≥", 2)),
+    (
+        "read_keyed_batches",
+        "W4 read back, batches() (peers: as above), msg/s",
+        True,
+        "read_keyed",
+        Target("sqlite-wal", "≥", 4, peer_metric="read_keyed"),
+    ),
+    (
+        "latency_keyed_p50_us",
+        "W5 push → consumer p50, µs (SQLite polls every 100 µs)",
+        False,
+        "latency_keyed_p50_us",
+        Target("sqlite-wal", "≤", 0.7),
+    ),
+    ("latency_keyed_p99_us", "W5 push → consumer p99, µs", False, "latency_keyed_p99_us", Target("sqlite-wal", "≤", 1)),
+    (
+        "rss_single_keyed_mib",
+        "peak memory of W1's process, MiB",
+        False,
+        "rss_single_keyed_mib",
+        Target("sqlite-wal", "+≤", 3),
+    ),
+]
 BEGIN = "<!-- bench_compare:begin (generated by benchmarks/bench_compare.py; edit the script, not this) -->"
 END = "<!-- bench_compare:end -->"
+KEYED_BEGIN = "<!-- bench_compare_keyed:begin (generated by benchmarks/bench_compare.py; edit the script, not this) -->"
+KEYED_END = "<!-- bench_compare_keyed:end -->"
 
 
 def count_for(counts: dict[str, dict[str, int]], workload: str, peer: str) -> int:
@@ -95,6 +180,7 @@ def quantiles(samples: list[float], points: int = 1000) -> list[float]:
 def run_worker(peer: str, workload: str, count: int, root: str, timeout_s: float) -> dict[str, Any]:
     folder = tempfile.mkdtemp(prefix=f"{peer}-{workload}-", dir=root)
     env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.update(PEER_ENVIRONMENT.get(peer, {}))
     try:
         done = subprocess.run(
             [sys.executable, "-m", "compare.worker", peer, workload, str(count), folder],
@@ -118,18 +204,26 @@ def summarize(raw: list[dict[str, Any]], peers: list[str]) -> dict[str, dict[str
     for peer in peers:
         mine = [r for r in raw if r["peer"] == peer]
         figures: dict[str, float] = {}
-        for workload in ("single", "batch", "durable32", "read"):
+        for workload in WORKLOADS:
+            if workload in ("latency", "latency_keyed"):
+                continue
             rates = [r["count"] / r["seconds"] for r in mine if r["workload"] == workload]
             if rates:
                 figures[workload] = statistics.median(rates)
-        latency_runs = [sorted(r["latencies_ns"]) for r in mine if r["workload"] == "latency"]
-        for name, fraction in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
-            if latency_runs:
-                figures[f"latency_{name}_us"] = statistics.median(percentile(s, fraction) / 1e3 for s in latency_runs)
+        for workload in ("latency", "latency_keyed"):
+            latency_runs = [sorted(r["latencies_ns"]) for r in mine if r["workload"] == workload]
+            for name, fraction in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+                if latency_runs:
+                    figures[f"{workload}_{name}_us"] = statistics.median(
+                        percentile(s, fraction) / 1e3 for s in latency_runs
+                    )
         batches = [r for r in mine if r["workload"] == "batch"]
         if batches:
             figures["rss_peak_mib"] = statistics.median(r["rss_peak_bytes"] / 2**20 for r in batches)
             figures["disk_bytes_per_message"] = statistics.median(r["disk_bytes"] / r["count"] for r in batches)
+        singles = [r for r in mine if r["workload"] == "single_keyed"]
+        if singles:
+            figures["rss_single_keyed_mib"] = statistics.median(r["rss_peak_bytes"] / 2**20 for r in singles)
         summary[peer] = figures
     return summary
 
@@ -162,6 +256,106 @@ def table_rows(summary: dict[str, dict[str, float]], peers: list[str]) -> list[l
                 row.append(_figure(value))
             else:
                 row.append(f"{_figure(value)} ({_ratio(value / base[key])})")
+        rows.append(row)
+    return rows
+
+
+def _standing(target: Target, mine: float | None, theirs: float | None) -> float | None:
+    """adiskq's figure against the target's peer: a ratio, or for "+≤" a difference."""
+    if mine is None or not theirs:
+        return None
+    return mine - theirs if target.kind == "+≤" else mine / theirs
+
+
+def _target_cell(target: Target, standing: float | None) -> str:
+    """The standing as shown, then "met" or "missed"."""
+    if standing is None:
+        return "—"
+    if target.kind == "+≤":
+        return f"{standing:+.1f} MiB {'met' if standing <= target.bound else 'missed'}"
+    met = standing >= target.bound if target.kind == "≥" else standing <= target.bound
+    return f"{_ratio(standing)} {'met' if met else 'missed'}"
+
+
+def _best(figures: dict[str, dict[str, float]], metric: str, higher: bool) -> tuple[float, str] | None:
+    """The best figure for ``metric`` among the peers that are not adiskq, and whose it is."""
+    measured = [(f[metric], peer) for peer, f in figures.items() if peer not in ADISKQ_CORES and metric in f]
+    if not measured:
+        return None
+    return max(measured) if higher else min(measured)
+
+
+def paired_standings(raw: list[dict[str, Any]], peers: list[str]) -> dict[str, dict[str, float]]:
+    """Per adiskq core and keyed metric, medians over runs of that run's own figures: its ratio to the
+    run's best peer (``"<metric> ÷ best"``) and its standing against the target's peer (``"<metric>"``).
+    A run measures every peer back to back, so a ratio within it is less exposed than a ratio of
+    medians to the machine's load changing between runs (this machine is shared)."""
+    per_run = [summarize([r for r in raw if r.get("run", 0) == run], peers) for run in {r.get("run", 0) for r in raw}]
+    standings: dict[str, dict[str, float]] = {}
+    for core in (peer for peer in peers if peer in ADISKQ_CORES):
+        for key, _, higher, peer_metric, target in KEYED_METRICS:
+            against_target: list[float] = []
+            against_best: list[float] = []
+            for run in per_run:
+                mine = run.get(core, {}).get(key)
+                standing = _standing(target, mine, run.get(target.peer, {}).get(target.peer_metric or key))
+                if standing is not None:
+                    against_target.append(standing)
+                best = _best(run, peer_metric, higher)
+                if mine is not None and best is not None and best[0]:
+                    against_best.append(mine / best[0])
+            if against_target:
+                standings.setdefault(core, {})[key] = statistics.median(against_target)
+            if against_best:
+                standings.setdefault(core, {})[f"{key} ÷ best"] = statistics.median(against_best)
+    return standings
+
+
+def keyed_rows(
+    summary: dict[str, dict[str, float]], peers: list[str], standings: dict[str, dict[str, float]] | None = None
+) -> list[list[str]]:
+    """Issue 16's table: each peer's median, the best non-adiskq peer, each adiskq core's ratio to it,
+    and its standing against the issue's target (those two from ``standings`` where given, else from
+    the medians)."""
+    cores = [peer for peer in peers if peer in ADISKQ_CORES]
+    others = [peer for peer in peers if peer not in ADISKQ_CORES]
+    rows = [
+        [
+            "",
+            "better",
+            *peers,
+            "best peer",
+            *(f"{core} ÷ best" for core in cores),
+            "target",
+            *(f"{core} vs target" for core in cores),
+        ]
+    ]
+    for key, label, higher, peer_metric, target in KEYED_METRICS:
+        if not any(key in summary.get(core, {}) for core in cores) and not any(
+            peer_metric in summary.get(peer, {}) for peer in others
+        ):
+            continue
+        row = [label, "higher" if higher else "lower"]
+        for peer in peers:
+            value = summary.get(peer, {}).get(key if peer in ADISKQ_CORES else peer_metric)
+            row.append("—" if value is None else _figure(value))
+        best = _best({peer: summary.get(peer, {}) for peer in others}, peer_metric, higher)
+        row.append("—" if best is None else f"{best[1]} {_figure(best[0])}")
+        for core in cores:
+            mine = summary.get(core, {}).get(key)
+            ratio = None if mine is None or best is None or not best[0] else mine / best[0]
+            if standings is not None:
+                ratio = standings.get(core, {}).get(f"{key} ÷ best")
+            row.append("—" if ratio is None else _ratio(ratio))
+        row.append(target.describe())
+        theirs = summary.get(target.peer, {}).get(target.peer_metric or key)
+        for core in cores:
+            standing = (
+                standings.get(core, {}).get(key)
+                if standings is not None
+                else _standing(target, summary.get(core, {}).get(key), theirs)
+            )
+            row.append(_target_cell(target, standing))
         rows.append(row)
     return rows
 
@@ -232,15 +426,39 @@ def results_section(report: dict[str, Any], rows: list[list[str]], chart_name: s
     )
 
 
-def update_results(path: str, section: str) -> None:
+def keyed_results_section(report: dict[str, Any], rows: list[list[str]]) -> str:
+    meta = report["meta"]
+    facts = meta["machine"]
+    load = "load average {:.1f} before, {:.1f} after".format(*meta["load_average"])
+    cores = ", ".join(f"{peer} ran the {core} core" for peer, core in sorted(meta.get("cores", {}).items()))
+    return "\n".join(
+        [
+            KEYED_BEGIN,
+            f"Made by `{meta['command']}` on {meta['date']} ({meta['keyed_mode']}; {meta['elapsed_s']:.0f} s).",
+            f"Machine: {facts['cpus']} × {facts['cpu']}, Linux {facts['kernel']}, {load}; Python {facts['python']}, "
+            f"SQLite {facts['sqlite']}, redis-server {facts['redis_server']}; {cores or 'no adiskq core ran'}.",
+            "",
+            "100-byte values, a distinct 12-byte key per message, one partition, opening and closing counted; "
+            "each figure is the median over runs. The best peer is the better of SQLite and Redis (by those "
+            "medians); each target is issue 16's, against the peer it names. The ratio columns are medians "
+            "of each run's own ratio (or difference), each run measuring every peer back to back, so that "
+            "load changing between runs on this shared machine moves them less.",
+            "",
+            markdown_table(rows),
+            KEYED_END,
+        ]
+    )
+
+
+def update_results(path: str, section: str, begin: str = BEGIN, end: str = END) -> None:
     """Replace the text between the markers in RESULTS.md (or add it at the end), leaving the rest alone."""
     text = ""
     if os.path.exists(path):
         with open(path) as file:
             text = file.read()
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        tail = rest.split(end, 1)[1]
         text = head + section + tail
     else:
         text = (text.rstrip() + "\n\n" if text.strip() else "# Benchmark results\n\n") + section + "\n"
@@ -251,9 +469,16 @@ def update_results(path: str, section: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny counts, one run: checks that everything works")
-    parser.add_argument("--runs", type=int, default=5, help="runs per peer and workload; medians are reported")
-    parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of: " + ", ".join(PEERS))
-    parser.add_argument("--workloads", default=",".join(WORKLOADS), help="subset of: " + ", ".join(WORKLOADS))
+    parser.add_argument(
+        "--runs", type=int, default=None, help=f"runs per peer and workload (default 5, keyed {KEYED_RUNS}); medians"
+    )
+    parser.add_argument("--peers", default=None, help="comma-separated subset of: " + ", ".join(PEERS))
+    parser.add_argument("--workloads", default=None, help="subset of: " + ", ".join(WORKLOADS))
+    parser.add_argument(
+        "--keyed",
+        action="store_true",
+        help="issue 16's distinct-key workloads alone (peers: " + ", ".join(KEYED_PEERS) + ")",
+    )
     parser.add_argument("--out", default=HERE, help="where compare.json, compare.png and RESULTS.md go")
     parser.add_argument("--dir", default=None, help="where the peers' data goes (default: a temp folder)")
     parser.add_argument("--redraw", metavar="JSON", help="measure nothing: redraw chart and table from a compare.json")
@@ -263,46 +488,64 @@ def main(argv: list[str] | None = None) -> int:
             saved: dict[str, Any] = json.load(file)
         publish(saved, list(saved["summary"]), args.out)
         return 0
-    peers = args.peers.split(",")
-    workloads = args.workloads.split(",")
+    default_peers, default_workloads = (KEYED_PEERS, KEYED_WORKLOADS) if args.keyed else (PEERS, WORKLOADS)
+    peers = args.peers.split(",") if args.peers else list(default_peers)
+    workloads = args.workloads.split(",") if args.workloads else list(default_workloads)
     for name, chosen, known in (("peer", peers, PEERS), ("workload", workloads, WORKLOADS)):
         unknown = set(chosen) - set(known)
         if unknown:
             parser.error(f"unknown {name}(s): {', '.join(sorted(unknown))}")
-    runs = 1 if args.quick else args.runs
+    if args.quick:
+        runs_of = dict.fromkeys(workloads, 1)
+    else:
+        runs_of = {w: args.runs or (KEYED_RUNS if w in KEYED_WORKLOADS else 5) for w in workloads}
     counts = QUICK_COUNTS if args.quick else COUNTS
     timeout_s = 120.0 if args.quick else 900.0
     command = "python benchmarks/bench_compare.py" + "".join(" " + shlex.quote(a) for a in (argv or sys.argv[1:]))
+    # persist-queue and litequeue have no keys: they sit out the keyed workloads.
+    plan = {w: [p for p in peers if runs_workload(p, w)] for w in workloads}
 
     started = time.monotonic()
     load_before = os.getloadavg()[0]
     raw: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="adiskq-compare-", dir=args.dir) as root:
-        for run in range(runs):
+        for run in range(max(runs_of.values())):
             for workload in workloads:
-                for peer in peers:
+                if run >= runs_of[workload]:
+                    continue
+                for peer in plan[workload]:
                     result = run_worker(peer, workload, count_for(counts, workload, peer), root, timeout_s)
+                    result["run"] = run
                     raw.append(result)
                     shown = (
                         f"{result['count'] / result['seconds']:>12,.0f} msg/s"
-                        if workload != "latency"
+                        if not workload.startswith("latency")
                         else f"p50 {percentile(sorted(result['latencies_ns']), 0.5) / 1e3:>8,.0f} µs"
                     )
-                    print(f"run {run + 1}/{runs}  {workload:<10} {peer:<14} {shown}", file=sys.stderr, flush=True)
+                    print(
+                        f"run {run + 1}/{runs_of[workload]}  {workload:<18} {peer:<14} {shown}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     elapsed = time.monotonic() - started
 
     summary = summarize(raw, peers)
+    keyless_runs = {runs_of[w] for w in workloads if w in KEYLESS_WORKLOADS}
+    keyed_runs = {runs_of[w] for w in workloads if w in KEYED_WORKLOADS}
     report: dict[str, Any] = {
         "meta": {
             "command": command,
             "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "mode": "quick mode, one run" if args.quick else f"medians of {runs} runs",
+            "mode": _mode(args.quick, keyless_runs),
+            "keyed_mode": _mode(args.quick, keyed_runs),
             "elapsed_s": elapsed,
             "load_average": [load_before, os.getloadavg()[0]],
             "machine": machine_facts(),
+            "cores": {r["peer"]: r["core"] for r in raw if r.get("core")},
         },
-        "counts": {w: {p: count_for(counts, w, p) for p in peers} for w in workloads},
+        "counts": {w: {p: count_for(counts, w, p) for p in plan[w]} for w in workloads},
         "summary": summary,
+        "paired_standings": paired_standings(raw, peers),
         "latency_samples_us": {
             peer: quantiles(
                 [ns / 1e3 for r in raw if r["peer"] == peer and r["workload"] == "latency" for ns in r["latencies_ns"]]
@@ -315,19 +558,39 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def publish(report: dict[str, Any], peers: list[str], out: str) -> None:
-    """Write compare.json, the chart and RESULTS.md's section to ``out``, and print the table."""
-    rows = table_rows(report["summary"], peers)
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "compare.json"), "w") as file:
-        json.dump(report, file, indent=1)
-    from chart import render  # matplotlib loads only now, after the timed work
+def _mode(quick: bool, runs: set[int]) -> str:
+    if quick:
+        return "quick mode, one run"
+    return f"medians of {'/'.join(str(n) for n in sorted(runs))} runs" if runs else "not run"
 
-    render(report, os.path.join(out, "compare.png"))
-    update_results(os.path.join(out, "RESULTS.md"), results_section(report, rows, "compare.png"))
-    print(f"adiskq vs peers ({report['meta']['mode']}; {report['meta']['elapsed_s']:.0f} s)")
-    print(plain_table(rows))
-    print(f"wrote {out}/compare.json, compare.png and the comparison section of RESULTS.md")
+
+def publish(report: dict[str, Any], peers: list[str], out: str) -> None:
+    """Write the report's JSON, and for each table it has (keyless, keyed) its RESULTS.md section and
+    print it; the keyless one also gets the chart. A run of only keyed workloads saves compare_keyed.json,
+    so that it leaves the keyless compare.json alone."""
+    summary = report["summary"]
+    keyless = any(key in summary.get(peer, {}) for key, _, _ in METRICS for peer in peers)
+    keyed = any(key in summary.get(peer, {}) for key, _, _, _, _ in KEYED_METRICS for peer in peers)
+    os.makedirs(out, exist_ok=True)
+    json_name = "compare.json" if keyless else "compare_keyed.json"
+    with open(os.path.join(out, json_name), "w") as file:
+        json.dump(report, file, indent=1)
+    results = os.path.join(out, "RESULTS.md")
+    if keyless:
+        rows = table_rows(summary, peers)
+        from chart import render  # matplotlib loads only now, after the timed work
+
+        render(report, os.path.join(out, "compare.png"))
+        update_results(results, results_section(report, rows, "compare.png"))
+        print(f"adiskq vs peers ({report['meta']['mode']}; {report['meta']['elapsed_s']:.0f} s)")
+        print(plain_table(rows))
+    if keyed:
+        keyed_peers = [peer for peer in peers if peer in KEYED_PEERS]
+        rows = keyed_rows(summary, keyed_peers, report.get("paired_standings"))
+        update_results(results, keyed_results_section(report, rows), KEYED_BEGIN, KEYED_END)
+        print(f"distinct keys, issue 16's targets ({report['meta']['keyed_mode']})")
+        print(plain_table(rows))
+    print(f"wrote {out}/{json_name}{', compare.png' if keyless else ''} and RESULTS.md's section(s)")
 
 
 if __name__ == "__main__":

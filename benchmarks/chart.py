@@ -19,6 +19,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 COLORS = {
     "adiskq": "#d1495b",
+    "adiskq-py": "#e8919c",
     "sqlite-wal": "#00798c",
     "redis-streams": "#edae49",
     "persist-queue": "#66a182",

@@ -1,8 +1,11 @@
 """adiskq through its public API, on asyncio: one partition, so the log is one total order like the peers'.
 
-Messages are pushed without a key, as a user with one partition would. ``flush="async"`` for the fast
-workloads, ``flush="sync"`` (fsync before the push returns, concurrent pushes sharing one fsync) for
-the durable one.
+The original workloads push without a key, as a user with one partition would; the ``*_keyed`` ones
+(issue 16) give every message its own 12-byte key, as order ids and user ids are, and count opening
+and closing the producer or consumer in the timed span. ``flush="async"`` for the fast workloads,
+``flush="sync"`` (fsync before the push returns, concurrent pushes sharing one fsync) for the durable
+ones. The peer named ``adiskq-py`` runs this same module with ``ADISKQ_NO_EXTENSIONS=1`` in its
+environment (set by bench_compare.py), which selects the pure-Python core.
 """
 
 from __future__ import annotations
@@ -15,7 +18,17 @@ import anyio
 
 import adiskq
 
-from .common import BATCH_SIZE, CONCURRENCY, LATENCY_INTERVAL_S, VALUES, Outcome, latency_of, stamped_value, values
+from .common import (
+    BATCH_SIZE,
+    CONCURRENCY,
+    LATENCY_INTERVAL_S,
+    VALUES,
+    Outcome,
+    key,
+    latency_of,
+    stamped_value,
+    values,
+)
 
 
 def _producer(path: str, flush: Literal["async", "sync"] = "async") -> adiskq.Producer:
@@ -96,3 +109,88 @@ async def latency_produce(path: str, count: int) -> None:
             if delay > 0:
                 await anyio.sleep(delay)
             await producer.push(stamped_value())
+
+
+# The distinct-key workloads (issue 16): opening and closing are inside the timed span.
+
+
+async def single_keyed(path: str, count: int) -> Outcome:
+    started = time.perf_counter()
+    async with _producer(path) as producer:
+        push = producer.push
+        for number, value in enumerate(values(count)):
+            await push(value, key=key(number))
+    return Outcome(time.perf_counter() - started)
+
+
+async def _push_keyed_batches(producer: adiskq.Producer, count: int) -> None:
+    record = adiskq.Record
+    for first in range(0, count // BATCH_SIZE * BATCH_SIZE, BATCH_SIZE):
+        await producer.push_many([record(value, key(first + i)) for i, value in enumerate(VALUES)])
+
+
+async def batch_keyed(path: str, count: int) -> Outcome:
+    started = time.perf_counter()
+    async with _producer(path) as producer:
+        await _push_keyed_batches(producer, count)
+    return Outcome(time.perf_counter() - started)
+
+
+async def durable32_keyed(path: str, count: int) -> Outcome:
+    per_task = count // CONCURRENCY
+
+    async def pusher(producer: adiskq.Producer, task: int) -> None:
+        first = task * per_task
+        for number, value in enumerate(values(per_task), first):
+            await producer.push(value, key=key(number))
+
+    started = time.perf_counter()
+    async with _producer(path, flush="sync") as producer, anyio.create_task_group() as group:
+        for task in range(CONCURRENCY):
+            group.start_soon(pusher, producer, task)
+    return Outcome(time.perf_counter() - started)
+
+
+async def _write_keyed(path: str, count: int) -> None:
+    async with _producer(path) as producer:
+        await _push_keyed_batches(producer, count)
+
+
+async def read_keyed(path: str, count: int) -> Outcome:
+    """``async for message in consumer``: one message at a time, as most consumers are written."""
+    await _write_keyed(path, count)
+    seen = 0
+    started = time.perf_counter()
+    async with adiskq.Consumer(path, partition=0, start="oldest", end="close") as consumer:
+        async for _ in consumer:
+            seen += 1
+    seconds = time.perf_counter() - started
+    assert seen == count // BATCH_SIZE * BATCH_SIZE, (seen, count)
+    return Outcome(seconds)
+
+
+async def read_keyed_batches(path: str, count: int) -> Outcome:
+    """``batches()`` of up to 1,000 over the same keyed log."""
+    await _write_keyed(path, count)
+    seen = 0
+    started = time.perf_counter()
+    async with adiskq.Consumer(path, partition=0, start="oldest", end="close") as consumer:
+        async for messages in consumer.batches(max_messages=BATCH_SIZE):
+            seen += len(messages)
+    seconds = time.perf_counter() - started
+    assert seen == count // BATCH_SIZE * BATCH_SIZE, (seen, count)
+    return Outcome(seconds)
+
+
+latency_keyed_prepare = latency_prepare
+latency_keyed_consume = latency_consume
+
+
+async def latency_keyed_produce(path: str, count: int) -> None:
+    async with _producer(path) as producer:
+        started = time.monotonic()
+        for i in range(count):
+            delay = started + i * LATENCY_INTERVAL_S - time.monotonic()
+            if delay > 0:
+                await anyio.sleep(delay)
+            await producer.push(stamped_value(), key=key(i))

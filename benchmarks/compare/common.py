@@ -21,6 +21,7 @@ VALUE_TEXTS = tuple(_random.randbytes(50).hex() for _ in range(BATCH_SIZE))  # 1
 CONCURRENCY = 32  # producers in the durable workload, each acknowledged only after fsync
 LATENCY_INTERVAL_S = 0.001  # the latency producer pushes one message a millisecond
 POLL_INTERVAL_S = 0.001  # how often a polling consumer (the SQLite-based peers) looks for new rows
+FAST_POLL_INTERVAL_S = 0.0001  # SQLite's poll in the keyed latency workload: latency bought with CPU
 
 _STAMP = struct.Struct("<q")
 
@@ -60,6 +61,11 @@ def now_ns() -> int:
 def values(count: int) -> Iterator[bytes]:
     """``count`` values, cycling through VALUES."""
     return itertools.islice(itertools.cycle(VALUES), count)
+
+
+def key(number: int) -> bytes:
+    """The ``number``-th distinct key: 12 bytes, ``b"ord-00000042"`` (distinct below 10**8)."""
+    return b"ord-%08d" % number
 
 
 def texts(count: int) -> Iterator[str]:

@@ -5,6 +5,10 @@ workload's folder: append-only file with ``appendfsync everysec`` for the fast w
 ``always`` (fsync before the reply; the clients of one event-loop turn share it) for the durable one,
 and no RDB snapshots. The server's peak memory counts toward Redis's figure: it holds the whole
 stream in memory.
+
+The ``*_keyed`` workloads (issue 16) add each message's 12-byte key as a second field (``XADD log *
+k KEY v VALUE``) and count connecting and closing the client in the timed span (not starting the
+server: a service is already running).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from .common import (
     LATENCY_INTERVAL_S,
     VALUES,
     Outcome,
+    key,
     latency_of,
     stamped_value,
     values,
@@ -214,4 +219,87 @@ async def latency_produce(path: str, count: int) -> None:
         if delay > 0:
             await anyio.sleep(delay)
         await client.xadd(STREAM, {"v": stamped_value()})
+    await client.aclose()
+
+
+# The distinct-key workloads (issue 16): the client's connecting and closing are inside the timed span.
+
+
+async def single_keyed(path: str, count: int) -> Outcome:
+    with redis_server(path) as server:
+        started = time.perf_counter()
+        client = _client(server.port)
+        for number, value in enumerate(values(count)):
+            await client.xadd(STREAM, {"k": key(number), "v": value})
+        await client.aclose()
+        return Outcome(time.perf_counter() - started, extra_rss_bytes=server.peak_rss_bytes())
+
+
+async def _add_keyed_batches(client: aioredis.Redis, count: int) -> None:
+    for first in range(0, count // BATCH_SIZE * BATCH_SIZE, BATCH_SIZE):
+        pipe = client.pipeline(transaction=False)
+        for i, value in enumerate(VALUES):
+            pipe.xadd(STREAM, {"k": key(first + i), "v": value})
+        await pipe.execute()
+
+
+async def batch_keyed(path: str, count: int) -> Outcome:
+    with redis_server(path) as server:
+        started = time.perf_counter()
+        client = _client(server.port)
+        await _add_keyed_batches(client, count)
+        await client.aclose()
+        return Outcome(time.perf_counter() - started, extra_rss_bytes=server.peak_rss_bytes())
+
+
+async def durable32_keyed(path: str, count: int) -> Outcome:
+    per_task = count // CONCURRENCY
+    with redis_server(path, appendfsync="always") as server:
+
+        async def pusher(task: int) -> None:
+            for number, value in enumerate(values(per_task), task * per_task):
+                await client.xadd(STREAM, {"k": key(number), "v": value})
+
+        started = time.perf_counter()
+        client = _client(server.port, max_connections=CONCURRENCY)
+        async with anyio.create_task_group() as group:
+            for task in range(CONCURRENCY):
+                group.start_soon(pusher, task)
+        await client.aclose()
+        return Outcome(time.perf_counter() - started, extra_rss_bytes=server.peak_rss_bytes())
+
+
+async def read_keyed(path: str, count: int) -> Outcome:
+    """XRANGE a page of 1,000 at a time (Redis has no cursor that streams a whole stream)."""
+    with redis_server(path) as server:
+        client = _client(server.port)
+        await _add_keyed_batches(client, count)
+        await client.aclose()
+        started = time.perf_counter()
+        client = _client(server.port)
+        seen, low = 0, "-"
+        while True:
+            entries = cast(Entries, await client.xrange(STREAM, min=low, max="+", count=BATCH_SIZE))
+            if not entries:
+                break
+            seen += len(entries)
+            low = "(" + entries[-1][0].decode()
+        await client.aclose()
+        seconds = time.perf_counter() - started
+        assert seen == count // BATCH_SIZE * BATCH_SIZE, (seen, count)
+        return Outcome(seconds, extra_rss_bytes=server.peak_rss_bytes())
+
+
+latency_keyed_prepare = latency_prepare
+latency_keyed_consume = latency_consume
+
+
+async def latency_keyed_produce(path: str, count: int) -> None:
+    client = _client(_read_port(path))
+    started = time.monotonic()
+    for i in range(count):
+        delay = started + i * LATENCY_INTERVAL_S - time.monotonic()
+        if delay > 0:
+            await anyio.sleep(delay)
+        await client.xadd(STREAM, {"k": key(i), "v": stamped_value()})
     await client.aclose()

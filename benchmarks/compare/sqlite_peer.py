@@ -4,6 +4,10 @@
 machine: the same promise as adiskq's ``flush="async"``), ``FULL`` for the durable one (every commit
 fsyncs the WAL, like ``flush="sync"``). Calls are made directly, not through a thread, which is the
 fastest way to drive SQLite; an async service would add a thread hop per call.
+
+The ``*_keyed`` workloads (issue 16) use a table with a key column, ``(offset INTEGER PRIMARY KEY, ts,
+key, value)``, give every row its own 12-byte key, and count connecting and closing in the timed span.
+The key column has no index (a plain table, as the issue's peer is).
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from collections.abc import Callable
 from .common import (
     BATCH_SIZE,
     CONCURRENCY,
+    FAST_POLL_INTERVAL_S,
     POLL_INTERVAL_S,
     VALUES,
     Outcome,
+    key,
     latency_of,
     paced,
     stamped_value,
@@ -108,8 +114,10 @@ def latency_prepare(path: str) -> None:
     _connect(path, "NORMAL").close()
 
 
-def latency_consume(path: str, count: int, ready: Callable[[], None]) -> Outcome:
-    """Poll for rows past the last offset seen, every POLL_INTERVAL_S while there are none."""
+def latency_consume(
+    path: str, count: int, ready: Callable[[], None], poll_interval_s: float = POLL_INTERVAL_S
+) -> Outcome:
+    """Poll for rows past the last offset seen, every ``poll_interval_s`` while there are none."""
     db = _connect(path, "NORMAL")
     ready()
     latencies: list[int] = []
@@ -122,7 +130,7 @@ def latency_consume(path: str, count: int, ready: Callable[[], None]) -> Outcome
             last = offset
             got = True
         if not got:
-            time.sleep(POLL_INTERVAL_S)
+            time.sleep(poll_interval_s)
     db.close()
     return Outcome(latencies_ns=latencies)
 
@@ -130,4 +138,102 @@ def latency_consume(path: str, count: int, ready: Callable[[], None]) -> Outcome
 def latency_produce(path: str, count: int) -> None:
     db = _connect(path, "NORMAL")
     paced(count, lambda: db.execute(_INSERT, (time.time_ns(), stamped_value())))
+    db.close()
+
+
+# The distinct-key workloads (issue 16): connecting and closing are inside the timed span.
+
+_INSERT_KEYED = "INSERT INTO log (ts, key, value) VALUES (?, ?, ?)"
+
+
+def _connect_keyed(path: str, synchronous: str) -> sqlite3.Connection:
+    db = sqlite3.connect(os.path.join(path, "log.db"), isolation_level=None, timeout=60, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(f"PRAGMA synchronous={synchronous}")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS log "
+        "(offset INTEGER PRIMARY KEY, ts INTEGER NOT NULL, key BLOB NOT NULL, value BLOB NOT NULL)"
+    )
+    return db
+
+
+def single_keyed(path: str, count: int) -> Outcome:
+    """Autocommit: each INSERT is its own transaction."""
+    started = time.perf_counter()
+    db = _connect_keyed(path, "NORMAL")
+    for number, value in enumerate(values(count)):
+        db.execute(_INSERT_KEYED, (time.time_ns(), key(number), value))
+    db.close()
+    return Outcome(time.perf_counter() - started)
+
+
+def _insert_keyed_batches(db: sqlite3.Connection, count: int) -> None:
+    for first in range(0, count // BATCH_SIZE * BATCH_SIZE, BATCH_SIZE):
+        now = time.time_ns()
+        db.execute("BEGIN")
+        db.executemany(_INSERT_KEYED, [(now, key(first + i), value) for i, value in enumerate(VALUES)])
+        db.execute("COMMIT")
+
+
+def batch_keyed(path: str, count: int) -> Outcome:
+    started = time.perf_counter()
+    db = _connect_keyed(path, "NORMAL")
+    _insert_keyed_batches(db, count)
+    db.close()
+    return Outcome(time.perf_counter() - started)
+
+
+def durable32_keyed(path: str, count: int) -> Outcome:
+    """As ``durable32``: 32 threads share one connection, each INSERT its own fsynced commit."""
+    lock = threading.Lock()
+    per_thread = count // CONCURRENCY
+    next_task = iter(range(CONCURRENCY))
+    started = time.perf_counter()
+    db = _connect_keyed(path, "FULL")
+
+    def producer() -> None:
+        with lock:
+            first = next(next_task) * per_thread
+        for number, value in enumerate(values(per_thread), first):
+            with lock:
+                db.execute(_INSERT_KEYED, (time.time_ns(), key(number), value))
+
+    threads_timed(producer)
+    db.close()
+    return Outcome(time.perf_counter() - started)
+
+
+def _write_keyed(path: str, count: int) -> None:
+    db = _connect_keyed(path, "NORMAL")
+    _insert_keyed_batches(db, count)
+    db.close()
+
+
+def read_keyed(path: str, count: int) -> Outcome:
+    """Iterate one cursor over the whole table in order: SQLite's fastest way to read it all."""
+    _write_keyed(path, count)
+    seen = 0
+    started = time.perf_counter()
+    db = _connect_keyed(path, "NORMAL")
+    for _ in db.execute("SELECT offset, ts, key, value FROM log ORDER BY offset"):
+        seen += 1
+    db.close()
+    seconds = time.perf_counter() - started
+    assert seen == count // BATCH_SIZE * BATCH_SIZE, (seen, count)
+    return Outcome(seconds)
+
+
+def latency_keyed_prepare(path: str) -> None:
+    _connect_keyed(path, "NORMAL").close()
+
+
+def latency_keyed_consume(path: str, count: int, ready: Callable[[], None]) -> Outcome:
+    """As ``latency_consume``, polling every 100 µs: a tenth of the keyless workload's interval."""
+    return latency_consume(path, count, ready, poll_interval_s=FAST_POLL_INTERVAL_S)
+
+
+def latency_keyed_produce(path: str, count: int) -> None:
+    db = _connect_keyed(path, "NORMAL")
+    numbers = iter(range(count))
+    paced(count, lambda: db.execute(_INSERT_KEYED, (time.time_ns(), key(next(numbers)), stamped_value())))
     db.close()

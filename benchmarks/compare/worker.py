@@ -2,8 +2,9 @@
 
     PYTHONPATH=benchmarks python -m compare.worker PEER WORKLOAD COUNT FOLDER
 
-``latency`` runs the peer's consumer here and its producer in a child process (``latency-produce``),
-which starts pushing once the consumer has written FOLDER/ready.
+``latency`` (and ``latency_keyed``) runs the peer's consumer here and its producer in a child process
+(``latency-produce``, ``latency_keyed-produce``), which starts pushing once the consumer has written
+FOLDER/ready. The child inherits this process's environment (so ``adiskq-py``'s switch reaches it).
 """
 
 from __future__ import annotations
@@ -24,12 +25,55 @@ from .common import Outcome, disk_bytes, touch, wait_for_file
 
 PEERS = {
     "adiskq": "adiskq_peer",
+    "adiskq-py": "adiskq_peer",  # the same module on the pure-Python core: see PEER_ENVIRONMENT
     "sqlite-wal": "sqlite_peer",
     "redis-streams": "redis_peer",
     "persist-queue": "persistqueue_peer",
     "litequeue": "litequeue_peer",
 }
-WORKLOADS = ("single", "batch", "durable32", "read", "latency")
+# What a peer's process gets in its environment beyond the benchmark's own.
+PEER_ENVIRONMENT = {"adiskq-py": {"ADISKQ_NO_EXTENSIONS": "1"}}
+KEYLESS_WORKLOADS = ("single", "batch", "durable32", "read", "latency")
+# Issue 16's table: a distinct 12-byte key per message, opening and closing counted. Only the peers
+# whose module defines a workload run it (persist-queue and litequeue are queues without keys).
+KEYED_WORKLOADS = (
+    "single_keyed",
+    "batch_keyed",
+    "durable32_keyed",
+    "read_keyed",
+    "read_keyed_batches",
+    "latency_keyed",
+)
+WORKLOADS = KEYLESS_WORKLOADS + KEYED_WORKLOADS
+LATENCY_WORKLOADS = ("latency", "latency_keyed")
+
+
+def runs_workload(peer: str, workload: str) -> bool:
+    """Whether ``peer``'s module has ``workload`` (a latency workload needs its ``_consume``)."""
+    module = importlib.import_module(f"compare.{PEERS[peer]}")
+    name = f"{workload}_consume" if workload in LATENCY_WORKLOADS else workload
+    return hasattr(module, name)
+
+
+def _peak_rss_bytes() -> int:
+    """This process's peak resident memory: VmHWM, which starts afresh at exec.
+
+    Not ``getrusage``'s ru_maxrss: Linux carries that over from the process that forked this one, so a
+    worker would report at least the size of bench_compare.py's own process.
+    """
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def _core() -> str | None:
+    """Which adiskq core this process ran, if it imported adiskq: "compiled" or "python"."""
+    adiskq = sys.modules.get("adiskq")
+    if adiskq is None:
+        return None
+    return "compiled" if getattr(adiskq, "compiled", False) else "python"
 
 
 def _call(function: Callable[..., Any], *args: Any) -> Any:
@@ -39,14 +83,15 @@ def _call(function: Callable[..., Any], *args: Any) -> Any:
     return function(*args)
 
 
-def _latency(peer: str, module: Any, folder: str, count: int) -> Outcome:
-    _call(module.latency_prepare, folder)
+def _latency(peer: str, module: Any, workload: str, folder: str, count: int) -> Outcome:
+    _call(getattr(module, f"{workload}_prepare"), folder)
     child = subprocess.Popen(
-        [sys.executable, "-m", "compare.worker", peer, "latency-produce", str(count), folder],
+        [sys.executable, "-m", "compare.worker", peer, f"{workload}-produce", str(count), folder],
         stdin=subprocess.DEVNULL,
     )
     try:
-        outcome: Outcome = _call(module.latency_consume, folder, count, lambda: touch(os.path.join(folder, "ready")))
+        consume = getattr(module, f"{workload}_consume")
+        outcome: Outcome = _call(consume, folder, count, lambda: touch(os.path.join(folder, "ready")))
     finally:
         if child.wait(timeout=120) != 0:
             raise RuntimeError(f"{peer}'s latency producer exited with {child.returncode}")
@@ -57,17 +102,17 @@ def main(argv: list[str]) -> int:
     peer, workload, count_text, folder = argv
     count = int(count_text)
     module = importlib.import_module(f"compare.{PEERS[peer]}")
-    if workload == "latency-produce":
+    if workload.endswith("-produce") and workload.removesuffix("-produce") in LATENCY_WORKLOADS:
         wait_for_file(os.path.join(folder, "ready"))
-        _call(module.latency_produce, folder, count)
+        _call(getattr(module, workload.removesuffix("-produce") + "_produce"), folder, count)
         return 0
-    if workload == "latency":
-        outcome = _latency(peer, module, folder, count)
+    if workload in LATENCY_WORKLOADS:
+        outcome = _latency(peer, module, workload, folder, count)
     elif workload in WORKLOADS:
         outcome = _call(getattr(module, workload), folder, count)
     else:
         raise SystemExit(f"unknown workload {workload!r}; choose from {', '.join(WORKLOADS)}")
-    own_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    own_peak = _peak_rss_bytes()
     print(
         json.dumps(
             {
@@ -78,6 +123,7 @@ def main(argv: list[str]) -> int:
                 "rss_peak_bytes": own_peak + outcome.extra_rss_bytes,
                 "disk_bytes": disk_bytes(folder),
                 "latencies_ns": outcome.latencies_ns,
+                "core": _core(),
             }
         )
     )

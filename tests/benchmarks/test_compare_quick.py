@@ -12,8 +12,10 @@ import pytest
 from paths import ROOT_DIR
 
 ROOT = pathlib.Path(ROOT_DIR)
-PEERS = ["adiskq", "sqlite-wal", "redis-streams", "persist-queue", "litequeue"]
+PEERS = ["adiskq", "adiskq-py", "sqlite-wal", "redis-streams", "persist-queue", "litequeue"]
 THROUGHPUT = ["single", "batch", "durable32", "read"]
+KEYED_PEERS = ["adiskq", "adiskq-py", "sqlite-wal", "redis-streams"]
+KEYED_THROUGHPUT = ["single_keyed", "batch_keyed", "durable32_keyed", "read_keyed"]
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +86,68 @@ def test_redraw_rebuilds_the_same_results_section_from_compare_json(
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "RESULTS.md").read_text() == (out / "RESULTS.md").read_text()
     assert (tmp_path / "compare.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.timeout(150)
+def test_quick_mode_measures_the_keyed_workloads_against_the_issue_targets(
+    quick_run: tuple[pathlib.Path, str],
+) -> None:
+    """Issue 16's distinct-key table: adiskq, SQLite and Redis measured on each keyed workload, both
+    adiskq cores on batches() too, and every row of the printed table judged met or missed."""
+    out, printed = quick_run
+    report = json.loads((out / "compare.json").read_text())
+    summary = report["summary"]
+    for peer in KEYED_PEERS:
+        for workload in KEYED_THROUGHPUT:
+            assert summary[peer][workload] > 0, (peer, workload)
+        assert 0 < summary[peer]["latency_keyed_p50_us"] <= summary[peer]["latency_keyed_p99_us"]
+        assert summary[peer]["rss_single_keyed_mib"] > 0
+    for core in ("adiskq", "adiskq-py"):
+        assert summary[core]["read_keyed_batches"] > 0
+    for peer in ("persist-queue", "litequeue"):  # queues without keys sit the keyed workloads out
+        assert "single_keyed" not in summary[peer]
+    assert report["meta"]["cores"]["adiskq-py"] == "python"  # ADISKQ_NO_EXTENSIONS=1 reached it
+    keyed_table = printed.split("distinct keys, issue 16's targets", 1)[1]
+    rows = [line for line in keyed_table.splitlines() if line.startswith(("W1", "W2", "W3", "W4", "W5", "peak"))]
+    assert len(rows) == 8
+    assert all(row.count(" met") + row.count(" missed") == 2 for row in rows), rows
+    section = (out / "RESULTS.md").read_text()
+    assert "<!-- bench_compare_keyed:begin" in section
+    assert "| W1 one task, await push(key=) each, msg/s |" in section
+    assert "≥ 3× sqlite-wal" in section
+
+
+@pytest.mark.timeout(60)
+def test_keyed_alone_leaves_the_keyless_results_alone(tmp_path: pathlib.Path) -> None:
+    """--keyed runs only the keyed table: it saves compare_keyed.json and its own RESULTS.md section,
+    and neither compare.json nor the keyless section."""
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\nkept by hand\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/bench_compare.py",
+            "--quick",
+            "--keyed",
+            "--peers",
+            "adiskq,sqlite-wal",
+            "--workloads",
+            "single_keyed,read_keyed_batches",
+            "--out",
+            os.fspath(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not (tmp_path / "compare.json").exists()
+    report = json.loads((tmp_path / "compare_keyed.json").read_text())
+    assert report["summary"]["adiskq"]["single_keyed"] > 0
+    assert report["summary"]["adiskq"]["read_keyed_batches"] > 0
+    text = results.read_text()
+    assert "kept by hand" in text
+    assert "<!-- bench_compare_keyed:begin" in text
+    assert "<!-- bench_compare:begin" not in text
