@@ -6,9 +6,9 @@ the events are read, and the reading of the index, the data and the decoding; th
 latency is cut into stages, on CLOCK_MONOTONIC like the stamp in the message:
 
     stamp → .index written     producer: push() to its writer, the .data and .index writes
-    → woken                   kernel: inotify event, epoll, and the event loop resuming the waiting task
+    → woken                   kernel: inotify event, epoll, and the event loop calling the reading code
     → events read             reading and parsing the inotify events, waking the waiter
-    → read starts             leaving the wait: cancel scope, wait loop, reader loop
+    → read starts             the waiting task resumes, leaves the wait (cancel scope, loops), reads
     → data read               the index entries and the data they cover (two pread)
     → decoded                 decoding and checking the records
     → delivered               back to ``async for``
@@ -56,15 +56,6 @@ def _logged(log: list[tuple[str, int]], name: str, function: Callable[..., Any],
     return probe
 
 
-def _async_logged(log: list[tuple[str, int]], name: str, function: Callable[..., Any]) -> Any:
-    async def probe(*args: Any, **kwargs: Any) -> Any:
-        result = await function(*args, **kwargs)
-        log.append((name, now_ns()))
-        return result
-
-    return probe
-
-
 def produce(folder: str, count: int, backend: str) -> None:
     index_times: list[int] = []
     real_write = os.write
@@ -83,14 +74,12 @@ def produce(folder: str, count: int, backend: str) -> None:
 
 
 def consume(folder: str, count: int, backend: str) -> None:
-    import anyio
-
     from adiskq._async import notify
     from adiskq._storage import segment
 
     log: list[tuple[str, int]] = []
-    notify.anyio.wait_readable = _async_logged(log, "woken", anyio.wait_readable)  # type: ignore[attr-defined]
-    notify.Notifier.dispatch = _logged(log, "events read", notify.Notifier.dispatch)  # type: ignore[method-assign]
+    dispatch = notify.Notifier.dispatch
+    notify.Notifier.dispatch = _logged(log, "events read", _logged(log, "woken", dispatch, before=True))  # type: ignore[method-assign]
     segment.SegmentReader.read_index = _logged(log, "read starts", segment.SegmentReader.read_index, before=True)  # type: ignore[method-assign]
     segment.SegmentReader.read_data = _logged(log, "data read", segment.SegmentReader.read_data)  # type: ignore[method-assign]
     segment.decode_messages = _logged(log, "decoded", segment.decode_messages)

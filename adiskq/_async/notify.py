@@ -21,6 +21,7 @@ limit. Waiters woken for nothing simply look again: a spurious wake-up is cheap,
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import errno
@@ -28,6 +29,7 @@ import logging
 import os
 import struct
 import threading
+import weakref
 from typing import Final
 
 import anyio
@@ -86,6 +88,14 @@ class _LoopReader:
     reader: Waiter | None = None
 
 
+@dataclasses.dataclass(slots=True)
+class _AsyncioListener:
+    """The reading callback registered with one asyncio loop, and how many of its tasks wait."""
+
+    fd: int
+    waiting: int = 0
+
+
 _loop_reader: anyio.lowlevel.RunVar[_LoopReader] = anyio.lowlevel.RunVar("adiskq_inotify_reader")
 
 
@@ -105,6 +115,10 @@ class Notifier:
         self._lock = threading.Lock()
         self._by_path: dict[str, Watch] = {}
         self._by_wd: dict[int, Watch] = {}
+        # asyncio loops whose callback reads the descriptor; only each loop's own thread touches its entry
+        self._asyncio_listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _AsyncioListener] = (
+            weakref.WeakKeyDictionary()
+        )
         self.closed = False
 
     @property
@@ -182,6 +196,9 @@ class Notifier:
             with anyio.move_on_after(max_seconds):
                 await waiter.wait_event()
             return
+        if waiter.asyncio_loop is not None:
+            await self._wait_in_asyncio(waiter, waiter.asyncio_loop, max_seconds)
+            return
         try:
             loop = _loop_reader.get()
         except LookupError:
@@ -217,6 +234,45 @@ class Notifier:
                         loop.reader = other
                         other.nudge()
                         break
+
+    async def _wait_in_asyncio(self, waiter: Waiter, loop: asyncio.AbstractEventLoop, max_seconds: float) -> None:
+        """``wait`` on asyncio: the loop itself reads the descriptor, in a callback.
+
+        The callback stays registered from one wait to the next (``anyio.wait_readable`` adds and
+        removes it every time, and wakes a task that then reads), so a wake-up costs the event
+        loop's own dispatch and one task step. It goes once an event finds no task of the loop
+        waiting.
+        """
+        listener = self._asyncio_listeners.get(loop)
+        if listener is None:
+            listener = self._listen_in(loop)
+        listener.waiting += 1
+        try:
+            with anyio.move_on_after(max_seconds):
+                await waiter.wait_event()
+        finally:
+            listener.waiting -= 1
+
+    def _listen_in(self, loop: asyncio.AbstractEventLoop) -> _AsyncioListener:
+        """Register the reading callback with ``loop`` (from a task of that loop)."""
+        assert self._inotify is not None
+        listener = _AsyncioListener(self._inotify.fd)
+        with self._lock:
+            loop.add_reader(listener.fd, self._readable_in, loop, listener)
+            self._asyncio_listeners[loop] = listener
+        return listener
+
+    def _readable_in(self, loop: asyncio.AbstractEventLoop, listener: _AsyncioListener) -> None:
+        """The descriptor is readable in ``loop``: dispatch; stop listening there if no task waits."""
+        self.dispatch()
+        if listener.waiting == 0 or self._inotify is None:
+            self._stop_listening(loop, listener)
+
+    def _stop_listening(self, loop: asyncio.AbstractEventLoop, listener: _AsyncioListener) -> None:
+        with self._lock:
+            if self._asyncio_listeners.get(loop) is listener:
+                del self._asyncio_listeners[loop]
+                loop.remove_reader(listener.fd)
 
     def dispatch(self) -> None:
         """Read every queued event and wake the waiters they concern.
@@ -275,7 +331,27 @@ class Notifier:
         inotify, self._inotify = self._inotify, None
         if inotify is not None:
             self._wake_everyone()
+            self._forget_asyncio_listeners()
             inotify.close()
+
+    def _forget_asyncio_listeners(self) -> None:
+        """Unregister the reading callbacks before the descriptor closes: a loop left listening to
+        a closed number would trip over the next file to get it."""
+        with self._lock:
+            listeners = list(self._asyncio_listeners.items())
+        for loop, listener in listeners:
+            with contextlib.suppress(RuntimeError):  # that loop is closed: its registrations went with it
+                if _running_loop() is loop:
+                    self._stop_listening(loop, listener)
+                else:
+                    loop.call_soon_threadsafe(self._stop_listening, loop, listener)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _forget_native_watch(inotify: asyncinotify.Inotify, wd: int) -> None:

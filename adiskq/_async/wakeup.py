@@ -48,21 +48,25 @@ def _threadsafe_caller(native_token: object) -> Callable[[Callable[[], object]],
 class Waiter:
     """One task's readiness to be woken: armed per wait, woken by any thread."""
 
-    __slots__ = ("_call_soon", "_thread", "event", "fired", "scope")
+    __slots__ = ("_call_soon", "_thread", "_token", "asyncio_loop", "event", "fired", "scope")
 
     def __init__(self) -> None:
         self.event: anyio.Event | None = None
         self.fired = True  # not armed: wakes are ignored until arm()
         self.scope: anyio.CancelScope | None = None  # set while this task reads inotify (notify.py)
+        self.asyncio_loop: asyncio.AbstractEventLoop | None = None  # the loop it waits in, on asyncio
+        self._token: object = None  # the event loop it waits in (asyncio loop or Trio token)
         self._thread = 0
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
 
     def arm(self) -> None:
         """Ready for one wait; call from the waiting task, before the last check for data."""
-        thread = threading.get_ident()
-        if thread != self._thread or self._call_soon is None:
-            self._thread = thread
-            self._call_soon = _threadsafe_caller(anyio.lowlevel.current_token().native_token)
+        token = anyio.lowlevel.current_token().native_token
+        if token is not self._token:  # first wait, or a wait in another event loop than the last
+            self._token = token
+            self._thread = threading.get_ident()
+            self._call_soon = _threadsafe_caller(token)
+            self.asyncio_loop = token if isinstance(token, asyncio.AbstractEventLoop) else None
         self.event = anyio.Event()
         self.fired = False
 
