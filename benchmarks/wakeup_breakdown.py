@@ -146,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     print(f"adiskq {args.backend}: {len(rows)} of {args.count} messages came by an inotify wake-up; µs:")
+    if not rows:
+        return 1
     print(f"  {'stage':<16} {'p50':>7} {'p90':>7}")
     totals = [sum(row) for row in rows]
     for i, name in enumerate(STAGES):
