@@ -241,16 +241,19 @@ class Notifier:
         The callback stays registered from one wait to the next (``anyio.wait_readable`` adds and
         removes it every time, and wakes a task that then reads), so a wake-up costs the event
         loop's own dispatch and one task step. It goes once an event finds no task of the loop
-        waiting.
+        waiting. A cancelled wait ends as any asyncio await does.
         """
         listener = self._asyncio_listeners.get(loop)
         if listener is None:
             listener = self._listen_in(loop)
         listener.waiting += 1
+        # The deadline is a loop timer that nudges the waiter (ending the wait without a wake-up),
+        # not a cancel scope: entering and leaving one costs more than the rest of the wake-up.
+        deadline = loop.call_later(max_seconds, waiter.nudge)
         try:
-            with anyio.move_on_after(max_seconds):
-                await waiter.wait_event()
+            await waiter.wait_event()
         finally:
+            deadline.cancel()
             listener.waiting -= 1
 
     def _listen_in(self, loop: asyncio.AbstractEventLoop) -> _AsyncioListener:
