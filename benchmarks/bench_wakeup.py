@@ -15,12 +15,17 @@ two fresh processes. Peers:
 * ``sqlite-100us``, ``sqlite-1ms``: SQLite (WAL, ``synchronous=NORMAL``) inserts, and a reader
   polling for new rows every 100 µs or 1 ms (``time.sleep``; Linux adds its 50 µs timer slack).
 
+With ``--baseline TREE`` (a folder holding another ``adiskq`` package, e.g. ``git archive`` of an older
+commit), ``baseline-asyncio`` and ``baseline-trio`` run that code too, interleaved with the rest: a
+before/after comparison in one run.
+
 Prints p50 / p90 / p99 in µs (medians over runs; the first WARMUP samples of each run are dropped
 for every peer alike) and each peer's ratio to ``sqlite-100us``, the issue's yardstick: adiskq's p50
 should be at most 0.7x of it and its p99 at most 1x.
 
     python benchmarks/bench_wakeup.py                 # 5 runs of 2,000 messages, ~2 minutes
     python benchmarks/bench_wakeup.py --quick         # one short run: checks that it all works
+    python benchmarks/bench_wakeup.py --baseline /tmp/before   # adds the code in /tmp/before/adiskq
 """
 
 from __future__ import annotations
@@ -233,16 +238,24 @@ def consume(peer: str, folder: str, count: int) -> list[int]:
 # -- the run ---------------------------------------------------------------------------------------
 
 
-def run_once(peer: str, count: int, root: str) -> list[int]:
+def run_once(peer: str, count: int, root: str, baseline: str | None = None) -> list[int]:
     """One run of ``peer``: a consumer and a producer process; the consumer's latencies in ns."""
     folder = tempfile.mkdtemp(prefix=f"{peer}-", dir=root)
+    env = dict(os.environ)
+    if peer.startswith("baseline-"):
+        assert baseline is not None
+        peer = "adiskq-" + peer.removeprefix("baseline-")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (baseline, env.get("PYTHONPATH")) if p)
     try:
         prepare(peer, folder)
         me = os.path.abspath(__file__)
         consumer = subprocess.Popen(
-            [sys.executable, me, "--role", "consume", peer, folder, str(count)], stdout=subprocess.PIPE, text=True
+            [sys.executable, me, "--role", "consume", peer, folder, str(count)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
         )
-        producer = subprocess.Popen([sys.executable, me, "--role", "produce", peer, folder, str(count)])
+        producer = subprocess.Popen([sys.executable, me, "--role", "produce", peer, folder, str(count)], env=env)
         output, _ = consumer.communicate(timeout=120)
         if producer.wait(timeout=60) != 0 or consumer.returncode != 0:
             raise RuntimeError(f"{peer}: producer exited {producer.returncode}, consumer {consumer.returncode}")
@@ -263,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=2_000, help="messages per run")
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of: " + ", ".join(PEERS))
     parser.add_argument("--dir", default=None, help="where the runs' files go (default: a temp folder)")
+    parser.add_argument("--baseline", default=None, help="a folder with another adiskq package to run beside")
     parser.add_argument("--json", default=None, help="also write every run's percentiles to this file")
     parser.add_argument("--role", nargs=4, metavar=("ROLE", "PEER", "FOLDER", "COUNT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -277,6 +291,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(peers) - set(PEERS)
     if unknown:
         parser.error(f"unknown peer(s): {', '.join(sorted(unknown))}; choose from {', '.join(PEERS)}")
+    if args.baseline is not None:
+        if not os.path.isfile(os.path.join(args.baseline, "adiskq", "__init__.py")):
+            parser.error(f"--baseline {args.baseline}: no adiskq package there (expected adiskq/__init__.py)")
+        with_baseline: list[str] = []
+        for peer in peers:
+            with_baseline.append(peer)
+            if peer.startswith("adiskq-"):  # the same workload on the baseline's code, right after
+                with_baseline.append("baseline-" + peer.removeprefix("adiskq-"))
+        peers = with_baseline
     if args.runs < 1 or args.count <= WARMUP:
         parser.error(f"--runs must be at least 1 and --count above {WARMUP}")
     runs, count = (1, 200) if args.quick else (args.runs, args.count)
@@ -285,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="adiskq-wakeup-", dir=args.dir) as root:
         for run in range(runs):
             for peer in peers:  # peers interleaved, so the machine's drift touches all alike
-                ordered = sorted(run_once(peer, count, root))
+                ordered = sorted(run_once(peer, count, root, args.baseline))
                 row = (percentile(ordered, 0.5), percentile(ordered, 0.9), percentile(ordered, 0.99))
                 figures[peer].append(row)
                 print(f"run {run + 1}/{runs}  {peer:<17} p50 {row[0]:8.1f}  p99 {row[2]:8.1f} µs", file=sys.stderr)

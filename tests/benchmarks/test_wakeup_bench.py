@@ -42,3 +42,37 @@ def test_the_wakeup_breakdown_runs(backend: str) -> None:
     assert result.returncode == 0, result.stderr
     for stage in ("index written", "woken", "events read", "read starts", "data read", "decoded", "delivered"):
         assert f"→ {stage}" in result.stdout
+
+
+def test_the_wakeup_benchmark_runs_a_baseline_beside(tmp_path: pathlib.Path) -> None:
+    """bench_wakeup.py --baseline runs another tree's adiskq right after each adiskq peer, in the same run."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "bench_wakeup.py"),
+            "--quick",
+            "--peers=adiskq-trio,pipe",
+            f"--baseline={ROOT_DIR}",
+            f"--dir={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [line.split()[0] for line in result.stdout.splitlines()[2:] if line and not line.startswith("target")]
+    assert rows == ["adiskq-trio", "baseline-trio", "pipe"]
+
+
+def test_the_wakeup_benchmark_refuses_a_baseline_without_adiskq(tmp_path: pathlib.Path) -> None:
+    """--baseline must name a folder holding an adiskq package."""
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_wakeup.py"), "--quick", f"--baseline={tmp_path}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "no adiskq package there" in result.stderr
