@@ -341,3 +341,19 @@ async def test_a_closed_notifier_leaves_no_reader_in_the_event_loop(stream_path:
                 assert not asyncio.get_running_loop().remove_reader(fd)
         finally:
             notify.reset_notifier()
+
+
+async def test_removed_watches_leave_nothing_behind(stream_path: str) -> None:
+    """Consumers opened and closed many times leave no watch in the notifier or in asyncinotify's table."""
+    with Writer(stream_path, notify=False) as writer:
+        writer.append([b"x"])
+        notifier = notify.get_notifier()
+        assert notifier._inotify is not None
+        for _ in range(20):
+            async with adiskq.Consumer(stream_path, end="close") as consumer:
+                assert [m.value async for m in consumer] == [b"x"]
+                assert notifier._by_wd
+        notifier.dispatch()  # the kernel's IN_IGNORED events for the removed watches
+        assert notifier._by_path == {}
+        assert notifier._by_wd == {}
+        assert notifier._inotify._watches == {}
