@@ -246,22 +246,31 @@ def run_once(peer: str, count: int, root: str, baseline: str | None = None) -> l
         assert baseline is not None
         peer = "adiskq-" + peer.removeprefix("baseline-")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (baseline, env.get("PYTHONPATH")) if p)
+    me = os.path.abspath(__file__)
+    children: list[subprocess.Popen[str]] = []
     try:
         prepare(peer, folder)
-        me = os.path.abspath(__file__)
         consumer = subprocess.Popen(
             [sys.executable, me, "--role", "consume", peer, folder, str(count)],
             stdout=subprocess.PIPE,
             text=True,
             env=env,
         )
-        producer = subprocess.Popen([sys.executable, me, "--role", "produce", peer, folder, str(count)], env=env)
+        children.append(consumer)
+        producer = subprocess.Popen(
+            [sys.executable, me, "--role", "produce", peer, folder, str(count)], text=True, env=env
+        )
+        children.append(producer)
         output, _ = consumer.communicate(timeout=120)
         if producer.wait(timeout=60) != 0 or consumer.returncode != 0:
             raise RuntimeError(f"{peer}: producer exited {producer.returncode}, consumer {consumer.returncode}")
         latencies: list[int] = json.loads(output)
         return latencies[WARMUP:]
     finally:
+        for child in children:  # a run that failed or hung leaves no process behind
+            if child.poll() is None:
+                child.kill()
+                child.wait()
         shutil.rmtree(folder, ignore_errors=True)
 
 

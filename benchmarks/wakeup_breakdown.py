@@ -136,8 +136,14 @@ def main(argv: list[str] | None = None) -> int:
         common = ["--backend", args.backend, "--count", str(args.count)]
         consumer = subprocess.Popen([sys.executable, me, *common, "--role", "consume", folder])
         producer = subprocess.Popen([sys.executable, me, *common, "--role", "produce", folder])
-        if consumer.wait(timeout=120) != 0 or producer.wait(timeout=60) != 0:
-            raise RuntimeError("a process failed")
+        try:
+            if consumer.wait(timeout=120) != 0 or producer.wait(timeout=60) != 0:
+                raise RuntimeError("the producer or the consumer process failed")
+        finally:
+            for child in (consumer, producer):  # a run that failed or hung leaves no process behind
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
         with open(os.path.join(folder, "producer.json")) as file:
             index_times: list[int] = json.load(file)
         with open(os.path.join(folder, "consumer.json")) as file:
