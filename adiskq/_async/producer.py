@@ -19,7 +19,7 @@ import random
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Final, Literal, TypeAlias
 
@@ -35,7 +35,17 @@ from .._errors import (
     StreamLockedError,
 )
 from .._sansio import keyindex
-from .._sansio.core import COMPILED, encode_batch, encode_record, encode_records, fnv1_32, place, receipts
+from .._sansio.core import (
+    COMPILED,
+    encode_batch,
+    encode_record,
+    encode_records,
+    fnv1_32,
+    place,
+    raw_encode_record,
+    raw_place,
+    receipts,
+)
 from .._sansio.values import Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
 from .._storage.files import DEFAULT_FILE_MODE
 from .._storage.segment import PartlyCommittedError
@@ -65,6 +75,17 @@ _new_receipt = tuple.__new__
 # The key index's hash, which the compiled core computes itself (zlib's CRC-32); where a test has
 # replaced keyindex.key_hash, the producer calls the replacement instead.
 _CRC32: Final = zlib.crc32
+
+
+def _cancellation_check() -> Callable[[], Awaitable[None]]:
+    """``anyio.lowlevel.checkpoint_if_cancelled`` with the event loop's backend found once: finding it
+    again on every call (sniffio, a dict) is a fifth of an inline push's Python."""
+    try:
+        from anyio._core._eventloop import get_async_backend
+    except ImportError:  # pragma: no cover - an anyio that moved it: the public call, a little slower
+        return anyio.lowlevel.checkpoint_if_cancelled
+    check: Callable[[], Awaitable[None]] = get_async_backend().checkpoint_if_cancelled
+    return check
 
 
 def _timestamp_ns(timestamp: Timestamp) -> int:
@@ -213,12 +234,15 @@ class Producer:
         # closing waits for them, so no share is written to a closed file.
         self._splitting = 0
         self._splits_done: anyio.Event | None = None
+        # push's cancellation check, bound to the event loop's backend when the producer opens.
+        self._if_cancelled: Callable[[], Awaitable[None]] = anyio.lowlevel.checkpoint_if_cancelled
 
     # -- opening and closing ---------------------------------------------------------------------
 
     async def __aenter__(self) -> Producer:
         if self._state != "new":
             raise ClosedError("a Producer is opened once; create a new one to write again")
+        self._if_cancelled = _cancellation_check()
         self._state = "open"
         # The opener thread leaves the stream here, so a cancellation that lands as the thread
         # returns (anyio delivers it at that checkpoint, dropping the result) can still close it:
@@ -377,11 +401,12 @@ class Producer:
             OSError: the disk failed the write (ENOSPC, EIO, EFBIG): nothing was written, and the next
                 push succeeds once the cause is gone.
         """
-        await anyio.lowlevel.checkpoint_if_cancelled()
+        await self._if_cancelled()
         if self._state != "open":
             self._check_open()
-        if COMPILED and type(key) is str and keyindex.key_hash is _CRC32:
-            raw_key, partition, key_hash = place(key, self._partition_count)
+        if raw_place is not None and (type(key) is str or type(key) is bytes) and keyindex.key_hash is _CRC32:
+            placed = raw_place(key, self._partition_count)
+            raw_key, partition, key_hash = placed if placed is not NotImplemented else self._place(key)
         else:
             placed = self._placement.get(key) if type(key) is str else None
             raw_key, partition, key_hash = placed if placed is not None else self._place(key)
@@ -392,7 +417,11 @@ class Producer:
             self._check_size(len(value) + len(raw_key))
         if headers:  # checked before encoding, so a huge header never gets copied
             self._check_size(len(value) + len(raw_key) + sum(len(name) + len(v) for name, v in headers.items()))
-        record = encode_record(value, raw_key, timestamp_ns, headers)
+        if (
+            raw_encode_record is None
+            or (record := raw_encode_record(value, raw_key, timestamp_ns, headers or None, 0)) is NotImplemented
+        ):
+            record = encode_record(value, raw_key, timestamp_ns, headers)
         if len(record) > self._max_message_bytes:
             self._check_size(len(record))
         lane = self._lanes[partition]

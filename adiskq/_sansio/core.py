@@ -17,7 +17,6 @@ nothing but setuptools and the compiler every Python install already expects.
 from __future__ import annotations
 
 import itertools
-import os
 import random
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,6 +27,7 @@ from .._errors import CorruptRecordError
 from . import codec as reference
 from .codec import DEFAULT_MAX_RECORD_BYTES, NEED_MORE, RecordExtent, ScannedRecords
 from .naming import fnv1_32 as reference_fnv1_32
+from .native import DISABLED, NATIVE
 from .values import EMPTY_HEADERS, Message, Receipt, Record
 
 __all__ = [
@@ -50,29 +50,23 @@ __all__ = [
 ]
 
 
-def _load() -> ModuleType | None:
-    if os.environ.get("ADISKQ_NO_EXTENSIONS", "") not in ("", "0"):
-        return None
-    try:
-        from .. import _compiled
-    except ImportError:  # a source checkout nobody built: the reference runs (``adiskq --version`` says so)
-        return None
-    _compiled.configure(Message, EMPTY_HEADERS, Record, Receipt, random.getrandbits(64))
-    module: ModuleType = _compiled
-    return module
+def _configured() -> ModuleType | None:
+    if NATIVE is not None:
+        NATIVE.configure(Message, EMPTY_HEADERS, Record, Receipt, random.getrandbits(64))
+    return NATIVE
 
 
-_core: Final = _load()
+_core: Final = _configured()
 COMPILED: Final = _core is not None
+# The compiled place() and encode_record() themselves, for the single push's hot path (no wrapper
+# frame between): they answer NotImplemented where the wrappers below run the reference.
+raw_place: Final = _core.place if _core is not None else None
+raw_encode_record: Final = _core.encode_record if _core is not None else None
 # ``async for``'s buffer in C (adiskq/_csrc/iterate.c), or None: adiskq/_async/buffered.py has its Python form.
 Buffer: Final[type | None] = _core.Buffer if _core is not None else None
 CRC32C_IMPLEMENTATION: Final[str] = _core.crc32c_implementation if _core is not None else "crc32c package"
 # What ``adiskq --version`` says of the core that runs.
-_NOT_BUILT: Final = (
-    ", selected by ADISKQ_NO_EXTENSIONS=1"
-    if os.environ.get("ADISKQ_NO_EXTENSIONS", "") not in ("", "0")
-    else ", the compiled one is not built"
-)
+_NOT_BUILT: Final = ", selected by ADISKQ_NO_EXTENSIONS=1" if DISABLED else ", the compiled one is not built"
 CORE_DESCRIPTION: Final = (
     f"compiled core, CRC-32C by {CRC32C_IMPLEMENTATION}" if COMPILED else "pure-Python core" + _NOT_BUILT
 )

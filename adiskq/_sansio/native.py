@@ -1,0 +1,30 @@
+"""The compiled core's module (``adiskq._compiled``), or None when the pure-Python core runs.
+
+None with ``ADISKQ_NO_EXTENSIONS=1`` in the environment, or in a source checkout nobody built
+(``adiskq --version`` says which). ``core.py`` configures the module and wraps its functions; the
+pure-Python codec takes only its CRC-32C from here (the CPU's instruction, held equal to the crc32c
+package's by the tests), so a process running the compiled core never loads that package.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Final
+
+__all__ = ["DISABLED", "NATIVE"]
+
+DISABLED: Final = os.environ.get("ADISKQ_NO_EXTENSIONS", "") not in ("", "0")
+
+
+def _load() -> ModuleType | None:
+    if DISABLED:
+        return None
+    try:
+        from .. import _compiled
+    except ImportError:
+        return None
+    return _compiled
+
+
+NATIVE: Final = _load()
