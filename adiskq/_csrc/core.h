@@ -10,6 +10,7 @@
  *   decode.c  Messages from a buffer of records, the read hot path
  *   scan.c    recovery's and check's scans: the valid records of a buffer, and the next valid one
  *   iterate.c `async for` over the last batch read: a message a step without running Python
+ *   values.c  adiskq.Record's constructor
  *   module.c  the Python module: its functions and the objects it is configured with
  *
  * The record layout (all integers little-endian; the reference's docstring is the full text):
@@ -127,6 +128,7 @@ PyObject *adq_py_encode_record(PyObject *module, PyObject *const *args, Py_ssize
 PyObject *adq_py_encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_receipts(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_scan_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

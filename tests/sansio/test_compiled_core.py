@@ -8,11 +8,13 @@ suite's first run uses the compiled core; this file is the proof that it may.
 from __future__ import annotations
 
 import gc
+import inspect
 import os
 import pickle
 import struct
 import zlib
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import crc32c as crc32c_package
 import pytest
@@ -344,3 +346,45 @@ def test_the_core_takes_any_mapping_of_headers_the_reference_takes() -> None:
             return 1
 
     assert core.encode_record(b"v", b"k", 0, Headers()) == reference.encode_record(b"v", b"k", 0, Headers())
+
+
+class PythonRecord(NamedTuple):
+    """adiskq.Record as NamedTuple writes it, constructor and all: what the compiled one must match."""
+
+    value: bytes
+    key: str | bytes | None = None
+    headers: Mapping[str, bytes] | None = None
+    timestamp: object = None
+
+
+RECORD_CALLS: list[tuple[tuple[object, ...], dict[str, object]]] = [
+    ((b"v",), {}),
+    ((b"v", "k"), {}),
+    ((b"v", b"k", {"h": b"x"}, 5), {}),
+    ((b"v",), {"key": "k", "timestamp": 7}),
+    ((), {"value": b"v", "headers": None}),
+    ((), {}),
+    ((b"v", "k", None, 1, 2), {}),
+    ((b"v",), {"nope": 1}),
+    ((b"v",), {"value": b"w"}),
+]
+
+
+@pytest.mark.parametrize(("args", "kwargs"), RECORD_CALLS)
+def test_record_is_built_as_the_namedtuple_builds_it(args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+    def build(cls: type[tuple[object, ...]]) -> object:
+        try:
+            return tuple(cls(*args, **kwargs))
+        except TypeError:
+            return TypeError
+
+    assert build(Record) == build(PythonRecord)
+
+
+def test_record_keeps_its_namedtuple_api() -> None:
+    record = Record(b"v", key="k")
+    assert type(record) is Record
+    assert record._replace(key="x") == Record(b"v", "x")
+    assert pickle.loads(pickle.dumps(record)) == record
+    assert record._asdict() == {"value": b"v", "key": "k", "headers": None, "timestamp": None}
+    assert list(inspect.signature(Record).parameters) == ["value", "key", "headers", "timestamp"]

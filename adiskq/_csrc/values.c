@@ -1,0 +1,57 @@
+/* adiskq.Record's constructor in C. Record is a NamedTuple (value, key=None, headers=None,
+ * timestamp=None); the __new__ NamedTuple generates is a Python function, which costs more than
+ * push_many's whole per-record work. adiskq/_sansio/values.py installs this one in its place when
+ * the compiled core runs: the same arguments, defaults and errors, one C call. */
+#include "core.h"
+
+static const char *const field_names[4] = {"value", "key", "headers", "timestamp"};
+
+/* record_new(cls, value, key=None, headers=None, timestamp=None) */
+PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    (void)module;
+    if (nargs < 1 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "Record.__new__(cls, ...): cls is a Record type");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *fields[4] = {NULL, Py_None, Py_None, Py_None};
+    int given[4] = {0, 0, 0, 0};
+    Py_ssize_t positional = nargs - 1;
+    if (positional > 4) {
+        PyErr_Format(PyExc_TypeError, "Record() takes from 1 to 4 positional arguments but %zd were given", positional);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < positional; i++) {
+        fields[i] = args[1 + i];
+        given[i] = 1;
+    }
+    Py_ssize_t keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < keywords; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        int found = -1;
+        for (int f = 0; f < 4; f++) {
+            if (PyUnicode_CompareWithASCIIString(name, field_names[f]) == 0) {
+                found = f;
+                break;
+            }
+        }
+        if (found < 0) {
+            PyErr_Format(PyExc_TypeError, "Record() got an unexpected keyword argument '%U'", name);
+            return NULL;
+        }
+        if (given[found]) {
+            PyErr_Format(PyExc_TypeError, "Record() got multiple values for argument '%s'", field_names[found]);
+            return NULL;
+        }
+        fields[found] = args[nargs + k];
+        given[found] = 1;
+    }
+    if (!given[0]) {
+        PyErr_SetString(PyExc_TypeError, "Record() missing 1 required positional argument: 'value'");
+        return NULL;
+    }
+    PyObject *record = cls->tp_alloc(cls, 4);
+    if (record == NULL) return NULL;
+    for (int f = 0; f < 4; f++) PyTuple_SET_ITEM(record, f, Py_NewRef(fields[f]));
+    return record;
+}
