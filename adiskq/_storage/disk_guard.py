@@ -12,17 +12,11 @@ from collections.abc import Callable
 from typing import Final
 
 from .._errors import DiskUsageRefusedError, InvalidArgumentError
-from .._sansio.retention import DiskUsage
+from .._sansio.retention import DEFAULT_REFUSE_WRITES_ABOVE, DiskUsage
 from .stream import disk_usage
 
 __all__ = ["DEFAULT_REFUSE_WRITES_ABOVE", "DiskGuard", "check_refuse_level"]
 
-# The default level. High enough that a disk a machine already runs at (80-90% full is common)
-# keeps taking writes when this check arrives in an upgrade; low enough to leave room for what must
-# still be written when the stream itself may not grow: consumer-group commits, recovery records,
-# the settings file's atomic rewrite, other programs on the machine (5% of a 100 GiB disk is 5 GiB).
-# A stream Retention(max_disk_usage=0.85..0.9) keeps usage below it by deleting old segments.
-DEFAULT_REFUSE_WRITES_ABOVE: Final = 0.95
 
 # statvfs costs about a microsecond; measuring at most ten times a second is free next to pushes
 # (about a microsecond each) while bounding what *other* writers on the same file system can add

@@ -7,7 +7,9 @@ what to do, and succeed again as soon as usage is below the level.
 from __future__ import annotations
 
 import errno
+import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 
@@ -154,3 +156,18 @@ def test_cli_write_says_writes_are_refused_and_what_to_do(small_disk: str) -> No
     relaxed = invoke("write", path, "--refuse-writes-above", "1", input=b"second\n")
     assert relaxed.exit_code == 0, relaxed.output
     assert values(path) == [b"first", b"second"]
+
+
+def test_cli_stats_shows_the_disk_usage_and_the_level(small_disk: str) -> None:
+    """`adiskq stats` says how full the stream's file system is and where writes are refused."""
+    path = os.path.join(small_disk, "stream")
+    assert invoke("write", path, input=b"first\n").exit_code == 0
+    fill_to(small_disk, 0.96)
+    table = invoke("stats", path)
+    assert table.exit_code == 0, table.output
+    assert re.search(r"disk: 9\d\.\d% used of 2\.0 MiB \(at or over the level: writes are refused\)", table.stdout)
+    assert "above 95% by default" in table.stdout
+    disk = json.loads(invoke("stats", path, "--json").stdout)["disk"]
+    assert disk["size_bytes"] == 2 * 2**20
+    assert disk["usage"] == pytest.approx(usage(small_disk), abs=0.01)
+    assert disk["refuse_writes_above"] == 0.95
