@@ -71,6 +71,7 @@ class DiskGuard:
         self._budget_bytes -= size_bytes
         if self._budget_bytes < 0 or self._clock() >= self._next_measure_ns:
             self.measure()
+            self._budget_bytes -= size_bytes  # this write is the first to spend the new budget
 
     def measure(self) -> DiskUsage:
         """Measure usage now; ``DiskUsageRefusedError`` at or above the level."""
