@@ -471,9 +471,11 @@ class Producer:
         if large:
             await anyio.lowlevel.checkpoint()  # the writes are the next long step; still nothing written
         self._check_open()
+        total_bytes = None
         if self._disk_guard is not None:
-            self._disk_guard.admit(sum(map(len, encoded)))  # the whole batch, before any of it is written
-        return await self._write_shares(encoded, stamps, partitions, key_hashes)
+            total_bytes = sum(map(len, encoded))
+            self._disk_guard.admit(total_bytes)  # the whole batch, before any of it is written
+        return await self._write_shares(encoded, stamps, partitions, key_hashes, total_bytes)
 
     def _encode_columns(
         self, items: list[Record], now: int
@@ -506,9 +508,15 @@ class Producer:
         return encoded, stamps, list(partitions), key_hashes
 
     async def _write_shares(
-        self, encoded: list[bytes], stamps: list[int], partitions: Sequence[int], key_hashes: list[int]
+        self,
+        encoded: list[bytes],
+        stamps: list[int],
+        partitions: Sequence[int],
+        key_hashes: list[int],
+        total_bytes: int | None = None,
     ) -> list[Receipt]:
-        """Write each partition's share of a batch; receipts in the batch's order."""
+        """Write each partition's share of a batch; receipts in the batch's order (``total_bytes``,
+        the batch's size if already summed, spares summing a one-partition batch again)."""
         count = len(encoded)
         shares: Mapping[int, Sequence[int]]
         if len(set(partitions)) == 1:
@@ -543,7 +551,11 @@ class Producer:
                     share_stamps = [stamps[i] for i in positions]
                     share_hashes = [key_hashes[i] for i in positions]
                 lane = self._lanes[partition]
-                if lane.can_write_inline(sum(map(len, share_records))):
+                if total_bytes is not None and len(positions) == count:
+                    share_bytes = total_bytes
+                else:
+                    share_bytes = sum(map(len, share_records))
+                if lane.can_write_inline(share_bytes):
                     try:
                         first = lane.write_inline(share_records, share_stamps, share_hashes)
                     except OSError as error:

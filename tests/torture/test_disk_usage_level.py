@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import pathlib
 import re
 import shutil
 from collections.abc import Iterator
@@ -171,3 +172,49 @@ def test_cli_stats_shows_the_disk_usage_and_the_level(small_disk: str) -> None:
     assert disk["size_bytes"] == 2 * 2**20
     assert disk["usage"] == pytest.approx(usage(small_disk), abs=0.01)
     assert disk["refuse_writes_above"] == 0.95
+
+
+def test_a_spark_sink_commit_above_the_level_writes_nothing_and_succeeds_later(
+    small_disk: str, tmp_path: pathlib.Path
+) -> None:
+    """A streaming commit is refused before its intent is saved; once space is freed it appends once."""
+    import pyarrow as pa
+
+    from adiskq.spark._encode import Columns, Grouped
+    from adiskq.spark._sink import SinkCommitter, stage
+
+    path = os.path.join(small_disk, "stream")
+    assert invoke("write", path, input=b"first\n").exit_code == 0
+    grouped = Grouped(1)
+    columns = Columns(has_key=False, has_headers=False, has_timestamp=False)
+    grouped.encode(pa.record_batch({"value": [b"row-%d" % i for i in range(10)]}), columns, 1 << 20)
+    staged = stage(str(tmp_path), grouped)
+    committer = SinkCommitter(str(tmp_path), path, 1.0)
+    fill_to(small_disk, 0.96)
+    with pytest.raises(adiskq.DiskUsageRefusedError):
+        committer.commit(0, [staged])
+    assert values(path) == [b"first"]
+    assert committer.load_state().intent is None
+    remove_filler(small_disk)
+    assert committer.commit(0, [staged]) is True
+    assert values(path) == [b"first"] + [b"row-%d" % i for i in range(10)]
+
+
+def test_a_spark_batch_task_above_the_level_appends_nothing(small_disk: str) -> None:
+    """A batch write's task fails with the refusal before appending any of its rows."""
+    import pyarrow as pa
+
+    from adiskq.spark._encode import Columns
+    from adiskq.spark._options import WriteOptions
+    from adiskq.spark._writer import AdiskqBatchWriter, prepare_stream
+
+    path = os.path.join(small_disk, "stream")
+    options = WriteOptions.parse({"path": path})
+    facts = prepare_stream(options)
+    writer = AdiskqBatchWriter(options, Columns(has_key=False, has_headers=False, has_timestamp=False), facts)
+    fill_to(small_disk, 0.96)
+    with pytest.raises(adiskq.DiskUsageRefusedError):
+        writer.write(iter([pa.record_batch({"value": [b"a", b"b"]})]))
+    assert adiskq.stats(path).message_count == 0
+    remove_filler(small_disk)
+    assert writer.write(iter([pa.record_batch({"value": [b"a", b"b"]})])).counts == {0: 2}
