@@ -14,9 +14,11 @@ import re
 import shutil
 from collections.abc import Iterator
 
+import anyio
 import pytest
 from helpers.cli import invoke
 from helpers.small_disk import fill_to, mounted_small_disk, remove_filler, usage
+from helpers.waiting import until_changed
 
 import adiskq
 
@@ -122,6 +124,21 @@ async def test_writing_resumes_after_a_vacuum_by_disk_usage(small_disk: str) -> 
         assert usage(small_disk) < 0.95
         receipt = await producer.push(b"after vacuum", key="k")
     assert adiskq.read(path, 0, receipt.offset).value == b"after vacuum"
+
+
+async def test_writing_resumes_once_the_background_vacuum_frees_space(small_disk: str) -> None:
+    """A stream Retention(max_disk_usage=...) below the level lets the producer's own vacuum end a refusal."""
+    path = os.path.join(small_disk, "stream")
+    async with adiskq.Producer(path, segment_size_bytes=16 * 1024, refuse_writes_above=None) as producer:
+        for _ in range(100):  # ~1 MiB in sealed segments of 16 KiB (a batch never spans two)
+            await producer.push_many([adiskq.Record(b"x" * 1000, key="k") for _ in range(10)])
+    fill_to(small_disk, 0.96)
+    retention = adiskq.Retention(max_disk_usage=0.9)
+    async with adiskq.Producer(path, retention=retention, vacuum_interval=0.05) as producer:
+        with anyio.fail_after(20):
+            await until_changed(lambda: usage(small_disk) < 0.95, [os.path.join(path, "parts", "000000")])
+        receipt = await producer.push(b"after the vacuum", key="k")
+    assert adiskq.read(path, 0, receipt.offset).value == b"after the vacuum"
 
 
 @pytest.mark.parametrize("level", [None, 1.0])
