@@ -1,4 +1,4 @@
-"""DiskGuard: when it measures the file system, and what it lets through (a fake disk and clock)."""
+"""DiskGuard: when it measures the file system, and what it lets through (a fake disk)."""
 
 from __future__ import annotations
 
@@ -6,31 +6,28 @@ import pytest
 
 import adiskq
 from adiskq._sansio.retention import DiskUsage
-from adiskq._storage.disk_guard import MEASURE_INTERVAL_NS, DiskGuard, check_refuse_level
+from adiskq._storage.disk_guard import MEASURE_EVERY_BYTES, DiskGuard, check_refuse_level
 
 
 class FakeDisk:
-    """A file system of 1000 bytes whose use a test sets, counting the measurements taken."""
+    """A file system of ``size_bytes`` whose use a test sets, counting the measurements taken."""
 
-    def __init__(self, used_bytes: int) -> None:
+    def __init__(self, used_bytes: int, size_bytes: int = 1000) -> None:
         self.used_bytes = used_bytes
+        self.size_bytes = size_bytes
         self.measurements = 0
-        self.now_ns = 0
 
     def measure(self, path: str) -> DiskUsage:
         self.measurements += 1
-        return DiskUsage(1000, self.used_bytes)
-
-    def clock(self) -> int:
-        return self.now_ns
+        return DiskUsage(self.size_bytes, self.used_bytes)
 
 
 def guard(disk: FakeDisk, level: float = 0.9) -> DiskGuard:
-    return DiskGuard("/stream", level, measure=disk.measure, clock=disk.clock)
+    return DiskGuard("/stream", level, measure=disk.measure)
 
 
-def test_the_first_write_measures_and_later_ones_within_budget_and_interval_do_not() -> None:
-    """One statvfs serves many writes: none again until the interval passes or the budget is spent."""
+def test_the_first_write_measures_and_later_ones_within_the_budget_do_not() -> None:
+    """One statvfs serves many writes: none again until the budget is spent."""
     disk = FakeDisk(used_bytes=500)
     checked = guard(disk)
     for _ in range(90):  # the budget is a quarter of the 400 bytes left below the level
@@ -47,13 +44,14 @@ def test_writing_a_quarter_of_the_headroom_measures_again() -> None:
     assert disk.measurements == 2
 
 
-def test_the_interval_passing_measures_again() -> None:
-    """Other writers on the file system are seen within the interval."""
-    disk = FakeDisk(used_bytes=500)
+def test_on_a_large_disk_it_measures_again_every_16_mib() -> None:
+    """Other writers on the file system are seen within 16 MiB of this producer's writes."""
+    disk = FakeDisk(used_bytes=0, size_bytes=2**40)
     checked = guard(disk)
     checked.admit(1)
-    disk.now_ns += MEASURE_INTERVAL_NS
-    disk.used_bytes = 950
+    checked.admit(MEASURE_EVERY_BYTES - 1)
+    assert disk.measurements == 1
+    disk.used_bytes = 2**40 - 1
     with pytest.raises(adiskq.DiskUsageRefusedError):
         checked.admit(1)
     assert disk.measurements == 2
