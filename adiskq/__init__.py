@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ._errors import ClosedError as ClosedError
 from ._errors import CorruptRecordError as CorruptRecordError
 from ._errors import CorruptStreamError as CorruptStreamError
+from ._errors import DiskUsageRefusedError as DiskUsageRefusedError
 from ._errors import Error as Error
 from ._errors import InvalidArgumentError as InvalidArgumentError
 from ._errors import InvalidNameError as InvalidNameError
@@ -76,6 +77,7 @@ __all__ = [
     "ConsumerGroup",
     "CorruptRecordError",
     "CorruptStreamError",
+    "DiskUsageRefusedError",
     "Error",
     "GroupMember",
     "InvalidArgumentError",

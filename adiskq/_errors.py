@@ -14,6 +14,8 @@
     ├── InvalidNameError           (also ValueError) a group name that is empty or leaves its folder
     ├── InvalidArgumentError       (also ValueError) a setting out of range, a partition that does not exist
     ├── PartialWriteError          (also OSError) push_many committed some of its records, not all
+    ├── DiskUsageRefusedError      (also OSError, ENOSPC) the file system is fuller than the producer's
+    │                              refuse_writes_above level; nothing was written
     └── ClosedError                (also RuntimeError) the producer or consumer was closed
 
 ``OSError`` raised by the disk itself (``ENOSPC``, ``EACCES``, ``EIO``) is not wrapped: it reaches the
@@ -22,6 +24,7 @@ caller unchanged, with the stream left consistent.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 from collections.abc import Sequence
@@ -34,6 +37,7 @@ __all__ = [
     "ClosedError",
     "CorruptRecordError",
     "CorruptStreamError",
+    "DiskUsageRefusedError",
     "Error",
     "InvalidArgumentError",
     "InvalidNameError",
@@ -215,6 +219,50 @@ class PartialWriteError(Error, OSError):
     def __reduce__(self) -> tuple[object, ...]:
         cause = self.__cause__ if self.__cause__ is not None else OSError(self.errno, self.args[-1])
         return type(self), (cause, self.receipts)
+
+
+class DiskUsageRefusedError(Error, OSError):
+    """A push refused because the stream's file system is fuller than ``refuse_writes_above``.
+
+    RocketMQ's disk warning level: writes stop a little before the disk is full, so one stream
+    cannot starve the machine (nor its own vacuum and consumer-group commits) of space. Nothing of
+    the refused call was written; ``errno`` is ``ENOSPC``, so code that handles a full disk handles
+    this too. Writing resumes by itself once usage is below the level again: free space, let vacuum
+    delete old segments (``Retention(max_disk_usage=...)`` below the level), or raise the level.
+    """
+
+    def __init__(self, path: str, level: float, used_bytes: int, size_bytes: int) -> None:
+        self.path = path
+        self.level = level
+        self.used_bytes = used_bytes
+        self.size_bytes = size_bytes
+        self.usage = used_bytes / size_bytes if size_bytes else 1.0
+        super().__init__(
+            errno.ENOSPC,
+            f"writes to stream {path!r} are refused: its file system is {self.usage:.1%} full "
+            f"({_size(used_bytes)} of {_size(size_bytes)} used), above the producer's "
+            f"refuse_writes_above={level:g}. Nothing was written, and writes resume by themselves once "
+            "usage is below the level: free space on that file system, delete old data (producer.vacuum() "
+            "with a tighter Retention, a stream Retention(max_disk_usage=...) below the level, or "
+            "`adiskq vacuum PATH --max-disk-usage 0.85`), or open the Producer with a higher "
+            "refuse_writes_above= (1.0 turns the check off)",
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[-1])
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (self.path, self.level, self.used_bytes, self.size_bytes)
+
+
+def _size(size_bytes: int) -> str:
+    """``384.0 KiB``, ``9.5 GiB``: a size as a person reads it."""
+    size = float(size_bytes)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size_bytes} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
 
 
 class ClosedError(Error, RuntimeError):

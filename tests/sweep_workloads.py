@@ -260,7 +260,7 @@ async def spark_batch_write(run: Run, begin: Step, end: Step) -> None:
 
     StreamWriter.open(run.path, partitions=2).close()
     rows = [(b"k%d" % i, b"batch-%d" % i) for i in range(20)]
-    options = types.SimpleNamespace(path=run.path, lock_timeout=5.0)
+    options = types.SimpleNamespace(path=run.path, lock_timeout=5.0, refuse_writes_above=0.95)
     writer = AdiskqBatchWriter(options, None, None)  # type: ignore[arg-type]
 
     def grouped() -> Grouped:

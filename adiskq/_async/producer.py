@@ -47,6 +47,7 @@ from .._sansio.core import (
     receipts,
 )
 from .._sansio.values import Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
+from .._storage.disk_guard import DEFAULT_REFUSE_WRITES_ABOVE, DiskGuard, check_refuse_level
 from .._storage.files import DEFAULT_FILE_MODE
 from .._storage.segment import PartlyCommittedError
 from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings
@@ -161,6 +162,12 @@ class Producer:
     per-segment key index ``adiskq.find`` looks keys up in; ``False`` saves its small cost, and
     ``find`` then searches the data.
 
+    ``refuse_writes_above`` (RocketMQ's disk warning level; 0.95 by default) is a fraction of the
+    stream's file system, counted as ``df`` counts it: while the file system is fuller, pushes fail at
+    once with ``DiskUsageRefusedError`` (an ``OSError`` with ``ENOSPC``) and write nothing, a little
+    before the disk is really full, so one stream cannot starve the machine. Writing resumes by
+    itself once usage is below the level (after a vacuum, for example). None or 1.0 turns it off.
+
     ``flush="async"`` (the default, RocketMQ's ASYNC_FLUSH): ``push`` returns once the record is
     handed to the OS, which keeps it if the process crashes; a background flusher fsyncs every
     ``flush_interval`` seconds and on close. ``flush="sync"`` (SYNC_FLUSH): ``push`` returns once the
@@ -185,6 +192,7 @@ class Producer:
         key_index: bool | None = None,
         mode: int = DEFAULT_FILE_MODE,
         lock_timeout: float = 0.0,
+        refuse_writes_above: float | None = DEFAULT_REFUSE_WRITES_ABOVE,
     ) -> None:
         if flush not in ("async", "sync"):
             raise InvalidArgumentError(f'flush={flush!r}: choose "async" (the default) or "sync"')
@@ -194,6 +202,7 @@ class Producer:
             raise InvalidArgumentError(f"lock_timeout={lock_timeout!r}: give 0 (fail at once) or more seconds")
         if retention is not None and not isinstance(retention, Retention):
             raise TypeError("retention= takes adiskq.Retention(max_bytes=..., max_age=..., max_disk_usage=...)")
+        self.refuse_writes_above = check_refuse_level(refuse_writes_above)
         # Settings are checked now, before any I/O, so a mistake fails at construction.
         StreamSettings(
             partition_count=1 if partitions is None else partitions,
@@ -218,6 +227,7 @@ class Producer:
         self._lock_timeout = float(lock_timeout)
         self._state: Literal["new", "open", "closing", "closed"] = "new"
         self._stream: StreamWriter | None = None
+        self._disk_guard: DiskGuard | None = None
         self._lanes: list[Lane] = []
         self._partition_count = 0
         self._max_message_bytes = 0
@@ -261,6 +271,18 @@ class Producer:
         settings = stream.settings
         self._partition_count = settings.partition_count
         self._max_message_bytes = settings.max_message_bytes
+        if self.refuse_writes_above is not None:
+            self._disk_guard = DiskGuard(real, self.refuse_writes_above)
+            vacuum_level = settings.retention.max_disk_usage
+            if vacuum_level is not None and vacuum_level >= self.refuse_writes_above:
+                logger.warning(
+                    "adiskq: %s deletes old data above max_disk_usage=%g, but this producer refuses writes "
+                    "above refuse_writes_above=%g already, so vacuum will not free space before writes stop: "
+                    "set max_disk_usage below refuse_writes_above",
+                    self.path,
+                    vacuum_level,
+                    self.refuse_writes_above,
+                )
         self._lanes = [
             Lane(
                 partition,
@@ -398,6 +420,8 @@ class Producer:
             MessageTooLargeError: the message is over the stream's ``max_message_bytes``.
             ClosedError: the producer is not open.
             TypeError: the key is not ``str``, ``bytes`` or None.
+            DiskUsageRefusedError: the file system is fuller than ``refuse_writes_above``; nothing was
+                written, and pushes succeed again once usage is below the level.
             OSError: the disk failed the write (ENOSPC, EIO, EFBIG): nothing was written, and the next
                 push succeeds once the cause is gone.
         """
@@ -424,6 +448,8 @@ class Producer:
             record = encode_record(value, raw_key, timestamp_ns, headers)
         if len(record) > self._max_message_bytes:
             self._check_size(len(record))
+        if self._disk_guard is not None:
+            self._disk_guard.admit(len(record))
         lane = self._lanes[partition]
         offset = lane.try_write_one(record, timestamp_ns, key_hash)
         if offset >= 0:
@@ -448,6 +474,8 @@ class Producer:
         Raises:
             MessageTooLargeError: a record is over ``max_message_bytes`` (nothing was written).
             ClosedError: the producer is not open.
+            DiskUsageRefusedError: the file system is fuller than ``refuse_writes_above`` (nothing
+                was written).
             PartialWriteError: the records go to several partitions and one partition's share
                 failed after another's was committed; ``.receipts`` says which records were written.
             OSError: the disk failed the write (ENOSPC, EIO, EFBIG) and nothing was written.
@@ -478,7 +506,11 @@ class Producer:
         if large:
             await anyio.lowlevel.checkpoint()  # the writes are the next long step; still nothing written
         self._check_open()
-        return await self._write_shares(encoded, stamps, partitions, key_hashes)
+        total_bytes = None
+        if self._disk_guard is not None:
+            total_bytes = sum(map(len, encoded))
+            self._disk_guard.admit(total_bytes)  # the whole batch, before any of it is written
+        return await self._write_shares(encoded, stamps, partitions, key_hashes, total_bytes)
 
     def _encode(self, items: list[Record | bytes], now: int) -> tuple[list[bytes], list[int], list[int], list[int]]:
         """Records (adiskq.Record or bytes), their timestamps, partitions and key hashes: in one C
@@ -525,9 +557,15 @@ class Producer:
         return encoded, stamps, list(partitions), key_hashes
 
     async def _write_shares(
-        self, encoded: list[bytes], stamps: list[int], partitions: Sequence[int], key_hashes: list[int]
+        self,
+        encoded: list[bytes],
+        stamps: list[int],
+        partitions: Sequence[int],
+        key_hashes: list[int],
+        total_bytes: int | None = None,
     ) -> list[Receipt]:
-        """Write each partition's share of a batch; receipts in the batch's order."""
+        """Write each partition's share of a batch; receipts in the batch's order (``total_bytes``,
+        the batch's size if already summed, spares summing a one-partition batch again)."""
         count = len(encoded)
         shares: Mapping[int, Sequence[int]]
         if len(set(partitions)) == 1:
@@ -562,7 +600,11 @@ class Producer:
                     share_stamps = [stamps[i] for i in positions]
                     share_hashes = [key_hashes[i] for i in positions]
                 lane = self._lanes[partition]
-                if lane.can_write_inline(sum(map(len, share_records))):
+                if total_bytes is not None and len(positions) == count:
+                    share_bytes = total_bytes
+                else:
+                    share_bytes = sum(map(len, share_records))
+                if lane.can_write_inline(share_bytes):
                     try:
                         first = lane.write_inline(share_records, share_stamps, share_hashes)
                     except OSError as error:

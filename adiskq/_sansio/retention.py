@@ -13,11 +13,19 @@ Rules (go-diskq's, plus RocketMQ's disk-usage limit):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from .values import Retention
 
-__all__ = ["DiskUsage", "SegmentInfo", "plan_vacuum"]
+__all__ = ["DEFAULT_REFUSE_WRITES_ABOVE", "DiskUsage", "SegmentInfo", "plan_vacuum"]
+
+# A producer's default refuse_writes_above (RocketMQ refuses writes at 90%). High enough that a
+# disk a machine already runs at (80-90% full is common) keeps taking writes when this check arrives
+# in an upgrade; low enough to leave room for what must still be written when the stream may not
+# grow: consumer-group commits, recovery records, the settings file's atomic rewrite, and the other
+# programs on the machine (5% of a 100 GiB disk is 5 GiB). A stream Retention(max_disk_usage=0.85)
+# keeps usage below it by deleting old segments.
+DEFAULT_REFUSE_WRITES_ABOVE: Final = 0.95
 
 
 class SegmentInfo(NamedTuple):

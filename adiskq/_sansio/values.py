@@ -120,8 +120,10 @@ class Retention:
     """How much a stream keeps; vacuum deletes whole sealed segments, oldest first.
 
     ``max_bytes``: per-partition size limit. ``max_age``: a segment goes once its newest message
-    is older than this. ``max_disk_usage``: a ratio (0 < r < 1) of the file system's size; above it,
-    the oldest sealed segments of the stream are deleted until usage falls below it (RocketMQ's 85%).
+    is older than this. ``max_disk_usage``: a ratio (0 < r < 1) of the file system's size, counted as
+    ``df`` does (used over used plus available); above it, the oldest sealed segments of the stream
+    are deleted until usage falls below it (RocketMQ's 85%). Keep it below the producer's
+    ``refuse_writes_above`` (0.95 by default), so vacuum frees space before writes are refused.
     """
 
     max_bytes: int | None = None

@@ -83,9 +83,15 @@ def _holds_only_empty_partitions(parts_dir: str) -> bool:
 
 
 def disk_usage(path: str) -> DiskUsage:
-    """The size and use of the file system holding ``path``."""
+    """The use of the file system holding ``path``, as ``df`` counts it.
+
+    Its size here is what is used plus what this process may still use, so a ratio of 1.0 is where
+    writes fail with ENOSPC even where blocks are kept in reserve for root (ext4 keeps 5%, and its
+    used / raw size then never passes 0.95). Retention's ``max_disk_usage`` and the producer's
+    ``refuse_writes_above`` share this measure, so a vacuum by the one brings usage below the other.
+    """
     usage = shutil.disk_usage(path)
-    return DiskUsage(usage.total, usage.used)
+    return DiskUsage(usage.used + usage.free, usage.used)
 
 
 def _read_recovery_file(stream_path: str) -> dict[str, object] | None:

@@ -63,6 +63,29 @@ def _iso(timestamp_ns: int | None) -> str | None:
     return None if timestamp_ns is None else iso_time(timestamp_ns)
 
 
+def disk_json(path: str) -> dict[str, object]:
+    """The stream's file system: its size and use as ``df`` counts them, and where writes stop."""
+    from .._sansio.retention import DEFAULT_REFUSE_WRITES_ABOVE
+    from .._storage.stream import disk_usage
+
+    disk = disk_usage(path)
+    return {
+        "size_bytes": disk.total_bytes,
+        "used_bytes": disk.used_bytes,
+        "usage": disk.used_bytes / disk.total_bytes if disk.total_bytes else 1.0,
+        "refuse_writes_above": DEFAULT_REFUSE_WRITES_ABOVE,
+    }
+
+
+def describe_disk(usage: float, size_bytes: int, level: float) -> str:
+    """``disk: 22.0% used of 102.0 GiB; producers refuse writes above 95% by default ...``."""
+    above = " (at or over the level: writes are refused)" if usage >= level else ""
+    return (
+        f"disk: {usage:.1%} used of {format_bytes(size_bytes)}{above}; producers refuse writes "
+        f"above {level:.0%} by default (refuse_writes_above)"
+    )
+
+
 def stats_json(info: StreamStats) -> dict[str, object]:
     """The stats as plain JSON values (timestamps in ISO-8601 and in nanoseconds)."""
     next_offsets = {p.partition: p.next_offset for p in info.partitions}
@@ -89,6 +112,7 @@ def stats_json(info: StreamStats) -> dict[str, object]:
             }
             for p in info.partitions
         ],
+        "disk": disk_json(info.path),
         "owner": dict(info.owner) if info.owner is not None else None,
         "groups": groups,
         "last_recovery": None
@@ -130,6 +154,12 @@ def print_stats(info: StreamStats, out: Console | None = None) -> None:
     out.print(parts)
     total = f"{format_count(info.message_count)} messages in {len(info.partitions)} partitions, "
     out.print(total + format_bytes(info.size_bytes), highlight=False)
+    from .._sansio.retention import DEFAULT_REFUSE_WRITES_ABOVE
+    from .._storage.stream import disk_usage
+
+    disk = disk_usage(info.path)
+    usage = disk.used_bytes / disk.total_bytes if disk.total_bytes else 1.0
+    out.print(describe_disk(usage, disk.total_bytes, DEFAULT_REFUSE_WRITES_ABOVE), highlight=False)
 
     owner = info.owner
     if owner is None:

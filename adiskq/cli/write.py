@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
+from .._sansio.retention import DEFAULT_REFUSE_WRITES_ABOVE
 from .errors import Failure
 from .output import format_count, progress_bar
 from .params import HEADER
@@ -133,6 +134,7 @@ async def write_messages(
     lock_timeout: float,
     on_read: Callable[[int], None],
     tally: Tally,
+    refuse_writes_above: float = DEFAULT_REFUSE_WRITES_ABOVE,
 ) -> None:
     """Push every message of the input, in batches, through one producer."""
     import aiofiles
@@ -141,7 +143,13 @@ async def write_messages(
 
     async with contextlib.AsyncExitStack() as stack:
         producer = await stack.enter_async_context(
-            adiskq.Producer(path, partitions=partitions, flush="sync" if sync else "async", lock_timeout=lock_timeout)
+            adiskq.Producer(
+                path,
+                partitions=partitions,
+                flush="sync" if sync else "async",
+                lock_timeout=lock_timeout,
+                refuse_writes_above=refuse_writes_above,
+            )
         )
         reader = aiofiles.stdin_bytes if source == "-" else await stack.enter_async_context(aiofiles.open(source, "rb"))
         chunks = read_chunks(reader, on_read)
@@ -170,6 +178,13 @@ async def write_messages(
             raise Failure(
                 f"{error}; the {format_count(tally.count)} messages before it were written, nothing after it"
             ) from None
+        except adiskq.DiskUsageRefusedError as error:
+            raise Failure(
+                f"writes to {path} are refused: its file system is {error.usage:.1%} full, above "
+                f"--refuse-writes-above {error.level:g}. The {format_count(tally.count)} messages before were "
+                "written, nothing after. Free space, delete old data with `adiskq vacuum PATH --max-disk-usage "
+                "0.85` (or --max-bytes/--max-age), or pass a higher --refuse-writes-above (1 turns the check off)"
+            ) from None
 
 
 @click.command()
@@ -197,6 +212,13 @@ async def write_messages(
     help="async: handed to the OS per batch, fsynced on close; sync: fsynced per batch.",
 )
 @click.option("--lock-timeout", type=click.FloatRange(0), default=0, help="Wait this many seconds for a busy stream.")
+@click.option(
+    "--refuse-writes-above",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=DEFAULT_REFUSE_WRITES_ABOVE,
+    show_default=True,
+    help="Fail instead of writing while the stream's file system is fuller than this fraction (1: never).",
+)
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: for a FILE on a terminal).")
 def write(
     path: str,
@@ -208,6 +230,7 @@ def write(
     binary: bool,
     flush: str,
     lock_timeout: float,
+    refuse_writes_above: float,
     progress: bool | None,
 ) -> None:
     """Append messages to a stream, one per line, from FILE or stdin.
@@ -250,6 +273,7 @@ def write(
                 lock_timeout=lock_timeout,
                 on_read=on_read,
                 tally=tally,
+                refuse_writes_above=refuse_writes_above,
             )
         )
     finally:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from .._errors import InvalidArgumentError
+from .._sansio.retention import DEFAULT_REFUSE_WRITES_ABOVE
 from .._sansio.values import ns_from_datetime
 
 __all__ = [
@@ -100,6 +101,25 @@ def _non_negative_float(options: Mapping[str, str], name: str, default: float) -
     if not value >= 0:  # also refuses NaN
         raise InvalidOptionError(f"option {name}={raw!r}: give a number of seconds, 0 or more")
     return value
+
+
+def _refuse_level(options: Mapping[str, str], name: str) -> float | None:
+    """The producer's ``refuse_writes_above``: a fraction in (0, 1], or ``none``; 1 and none turn it off."""
+    raw = _get(options, name)
+    if raw is None:
+        return DEFAULT_REFUSE_WRITES_ABOVE
+    if raw.strip().lower() == "none":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:  # also refuses NaN
+        raise InvalidOptionError(
+            f"option {name}={raw!r}: give a fraction of the file system's size above 0 and up to 1 "
+            f"(default {DEFAULT_REFUSE_WRITES_ABOVE}); 1 or none turns the check off"
+        )
+    return None if value == 1 else value
 
 
 def _offsets(options: Mapping[str, str], name: str, default: str, *, allow_earliest: bool) -> OffsetSpec:
@@ -205,6 +225,7 @@ class WriteOptions:
     lock_timeout: float
     partition_count: int | None
     checkpoint_location: str | None
+    refuse_writes_above: float | None = DEFAULT_REFUSE_WRITES_ABOVE
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -218,4 +239,5 @@ class WriteOptions:
             lock_timeout=_non_negative_float(options, "lockTimeout", DEFAULT_LOCK_TIMEOUT_SECONDS),
             partition_count=_positive_int(options, "partitionCount"),
             checkpoint_location=checkpoint,
+            refuse_writes_above=_refuse_level(options, "refuseWritesAbove"),
         )

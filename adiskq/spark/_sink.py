@@ -44,6 +44,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 
 from .._errors import CorruptRecordError, CorruptStreamError
 from .._sansio.core import scan_records
+from .._sansio.retention import DEFAULT_REFUSE_WRITES_ABOVE
 from .._storage.columns import RawCursor
 from .._storage.files import atomic_write_json, fsync_dir, read_json, write_all
 from .._storage.partition_reader import PartitionReader
@@ -51,7 +52,7 @@ from .._storage.segment import INDEX_ENTRY, INDEX_ENTRY_BYTES
 from .._storage.stream import StreamWriter
 from ._encode import Columns, Grouped
 from ._options import WriteOptions
-from ._writer import StreamFacts, append_grouped
+from ._writer import StreamFacts, append_grouped, refuse_above_level
 
 __all__ = ["AdiskqStreamWriter", "SinkCommitter", "StagedRecords", "stage"]
 
@@ -186,10 +187,17 @@ class _State:
 class SinkCommitter:
     """The driver's side of a streaming write to one stream from one checkpoint."""
 
-    def __init__(self, checkpoint: str, stream_path: str, lock_timeout: float) -> None:
+    def __init__(
+        self,
+        checkpoint: str,
+        stream_path: str,
+        lock_timeout: float,
+        refuse_writes_above: float | None = DEFAULT_REFUSE_WRITES_ABOVE,
+    ) -> None:
         self.directory = sink_dir(checkpoint)
         self.stream_path = stream_path
         self.lock_timeout = lock_timeout
+        self.refuse_writes_above = refuse_writes_above
 
     @property
     def state_path(self) -> str:
@@ -248,6 +256,10 @@ class SinkCommitter:
                 self.save_state(state)
             appended = state.committed is None or batch_id > state.committed
             if appended:
+                # Refused before its intent is saved: nothing of this batch is written, and Spark
+                # runs the commit again when the query restarts. (An earlier intent is finished
+                # above regardless: those rows were promised before the disk filled.)
+                refuse_above_level(self.stream_path, self.refuse_writes_above)
                 partition_count = writer.settings.partition_count
                 grouped = _load_staged(staged, partition_count)
                 start = {p: writer.partitions[p].next_offset for p in grouped.records}
@@ -332,7 +344,9 @@ class AdiskqStreamWriter(DataSourceStreamArrowWriter):
         return stage(self.checkpoint, grouped)
 
     def _committer(self) -> SinkCommitter:
-        return SinkCommitter(self.checkpoint, self.options.path, self.options.lock_timeout)
+        return SinkCommitter(
+            self.checkpoint, self.options.path, self.options.lock_timeout, self.options.refuse_writes_above
+        )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Append the batch's staged rows, once."""

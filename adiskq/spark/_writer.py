@@ -22,6 +22,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from .._errors import StreamNotFoundError
 from .._sansio.codec import record_timestamp
+from .._storage.disk_guard import DiskGuard
 from .._storage.stream import StreamReader, StreamWriter
 from ._encode import Columns, Grouped
 from ._options import WriteOptions
@@ -55,6 +56,13 @@ def prepare_stream(options: WriteOptions) -> StreamFacts:
         settings = writer.settings
         writer.close()
     return StreamFacts(settings.partition_count, settings.max_message_bytes)
+
+
+def refuse_above_level(path: str, level: float | None) -> None:
+    """``DiskUsageRefusedError`` if the stream's file system is fuller than ``level`` (a producer's
+    ``refuse_writes_above``). One measurement per append: a task appends megabytes at a time."""
+    if level is not None:
+        DiskGuard(path, level).measure()
 
 
 def _slices(records: Sequence[bytes]) -> Iterator[Sequence[bytes]]:
@@ -99,6 +107,7 @@ class AdiskqBatchWriter(DataSourceArrowWriter):
             return
         writer = StreamWriter.open(self.options.path, lock_timeout=self.options.lock_timeout)
         try:
+            refuse_above_level(self.options.path, self.options.refuse_writes_above)
             placed = grouped.regrouped(writer.settings.partition_count)
             append_grouped(writer, placed.records)
             writer.sync()

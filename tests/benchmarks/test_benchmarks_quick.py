@@ -48,3 +48,20 @@ def test_storage_benchmark_refuses_nonsense(argument: str) -> None:
     )
     assert result.returncode == 2
     assert "at least 1" in result.stderr
+
+
+def test_disk_guard_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
+    """bench_disk_guard.py --quick runs each workload with the disk-usage check on and off, with the ratio."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(BENCHMARKS, "bench_disk_guard.py"), "--quick", "--dir", os.fspath(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    for workload in ("single", "batch"):
+        for backend in ("asyncio", "trio"):
+            assert f"{workload:8} {backend:8}" in result.stdout
+    assert "on/off" in result.stdout
+    assert os.listdir(tmp_path) == []

@@ -102,3 +102,19 @@ def test_write_options_default_to_a_minute_of_lock_waiting() -> None:
     """lockTimeout defaults to 60 s; partitionCount to the stream's own."""
     options = WriteOptions.parse({"path": "/data/out"})
     assert (options.lock_timeout, options.partition_count) == (60.0, None)
+
+
+@pytest.mark.parametrize(
+    ("raw", "level"), [(None, 0.95), ("0.9", 0.9), ("1", None), ("1.0", None), ("none", None), ("None", None)]
+)
+def test_writes_are_refused_above_95_percent_unless_told_otherwise(raw: str | None, level: float | None) -> None:
+    """refuseWritesAbove defaults to a producer's 0.95; 1 or none turns the check off."""
+    options = {"path": "/data/out"} if raw is None else {"path": "/data/out", "refuseWritesAbove": raw}
+    assert WriteOptions.parse(options).refuse_writes_above == level
+
+
+@pytest.mark.parametrize("raw", ["0", "-0.1", "1.5", "nan", "full"])
+def test_a_refuse_level_out_of_range_names_the_option(raw: str) -> None:
+    """A level outside (0, 1] is refused with what to give."""
+    with pytest.raises(InvalidOptionError, match=r"refuseWritesAbove=.*give a fraction"):
+        WriteOptions.parse({"path": "/data/out", "refuseWritesAbove": raw})

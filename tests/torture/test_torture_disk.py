@@ -1,18 +1,20 @@
 """A full disk, for real: a small tmpfs mounted for the test (as root), with fault injection elsewhere.
 
-Pushes fail with ENOSPC and a note saying what to do, nothing acknowledged is lost, the stream
-reopens on the full disk, vacuum frees space and writing resumes.
+The producers here turn off ``refuse_writes_above`` to meet ENOSPC itself (test_disk_usage_level.py
+tests the refusal that comes first by default). Pushes fail with ENOSPC and a note saying what to
+do, nothing acknowledged is lost, the stream reopens on the full disk, vacuum frees space and
+writing resumes.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import subprocess
 from collections.abc import Iterator
 
 import anyio
 import pytest
+from helpers.small_disk import mounted_small_disk, use_up_space
 
 import adiskq
 from adiskq._storage.offsets import load_offsets, save_offsets
@@ -23,15 +25,8 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def small_disk(tmp_path: object) -> Iterator[str]:
     """A 384 KiB file system of its own: a tmpfs mounted as root (CI runs as root)."""
-    mount_point = os.path.join(str(tmp_path), "small-disk")
-    os.mkdir(mount_point)
-    if os.geteuid() != 0:
-        pytest.fail("the full-disk tests mount a tmpfs and must run as root (CI does); run them as root")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=384k", "tmpfs", mount_point], check=True)
-    try:
+    with mounted_small_disk(str(tmp_path)) as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", mount_point], check=True)
 
 
 async def fill(producer: adiskq.Producer, acknowledged: list[bytes]) -> OSError:
@@ -46,19 +41,6 @@ async def fill(producer: adiskq.Producer, acknowledged: list[bytes]) -> OSError:
     raise AssertionError("the small disk never filled up")
 
 
-def use_up_space(directory: str) -> None:
-    """Write a filler file until not one more byte fits (cut-backs may have freed a page)."""
-    chunk = b"f" * 512
-    with open(os.path.join(directory, "filler"), "ab", buffering=0) as filler:
-        while len(chunk) == 512:
-            try:
-                filler.write(chunk)
-            except OSError as error:
-                if error.errno != errno.ENOSPC:
-                    raise
-                chunk = b""
-
-
 def values(path: str) -> list[bytes]:
     """Every retained value of partition 0, in order."""
     partition = adiskq.stats(path).partitions[0]
@@ -70,7 +52,7 @@ async def test_a_full_disk_fails_pushes_clearly_and_loses_nothing(small_disk: st
     """ENOSPC fails the push with a note on what to do; every acknowledged push reads back."""
     path = os.path.join(small_disk, "stream")
     acknowledged: list[bytes] = []
-    async with adiskq.Producer(path, segment_size_bytes=16 * 1024, flush=flush) as producer:  # type: ignore[arg-type]
+    async with adiskq.Producer(path, segment_size_bytes=16 * 1024, flush=flush, refuse_writes_above=None) as producer:  # type: ignore[arg-type]
         error = await fill(producer, acknowledged)
         assert error.errno == errno.ENOSPC
         assert any("disk is full" in note for note in getattr(error, "__notes__", []))
@@ -85,9 +67,9 @@ async def test_the_stream_reopens_on_a_full_disk_and_vacuum_frees_space(small_di
     """On a full disk a producer still opens and vacuums; pushes then succeed again."""
     path = os.path.join(small_disk, "stream")
     acknowledged: list[bytes] = []
-    async with adiskq.Producer(path, segment_size_bytes=16 * 1024) as producer:
+    async with adiskq.Producer(path, segment_size_bytes=16 * 1024, refuse_writes_above=None) as producer:
         await fill(producer, acknowledged)
-    async with adiskq.Producer(path) as producer:
+    async with adiskq.Producer(path, refuse_writes_above=None) as producer:
         assert values(path) == acknowledged
         report = await producer.vacuum(adiskq.Retention(max_bytes=64 * 1024))
         assert report.removed_bytes > 0
@@ -102,7 +84,7 @@ async def test_group_offsets_survive_a_failed_commit_on_a_full_disk(small_disk: 
     """A commit that cannot be written fails with ENOSPC; the last committed offsets stay intact."""
     path = os.path.join(small_disk, "stream")
     acknowledged: list[bytes] = []
-    async with adiskq.Producer(path, segment_size_bytes=16 * 1024) as producer:
+    async with adiskq.Producer(path, segment_size_bytes=16 * 1024, refuse_writes_above=None) as producer:
         await producer.push(b"first", key="k")
         save_offsets(path, "billing", {0: 1})
         await fill(producer, acknowledged)
@@ -119,6 +101,6 @@ async def test_consumers_keep_reading_a_stream_on_a_full_disk(small_disk: str) -
     """A full disk does not stop readers: the sync API reads everything acknowledged."""
     path = os.path.join(small_disk, "stream")
     acknowledged: list[bytes] = []
-    async with adiskq.Producer(path, segment_size_bytes=16 * 1024) as producer:
+    async with adiskq.Producer(path, segment_size_bytes=16 * 1024, refuse_writes_above=None) as producer:
         await fill(producer, acknowledged)
         assert await anyio.to_thread.run_sync(values, path) == acknowledged
