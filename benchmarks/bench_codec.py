@@ -2,7 +2,8 @@
 
 Issue 16 measures the per-record work apart from I/O and the async layer: ``encode_batch`` (values,
 keys and timestamps to record bytes) and ``decode_messages`` (record bytes to checked ``Message``s) of
-``adiskq._sansio.codec``, on batches of 1,000 records with 100-byte values and distinct 12-byte keys.
+``adiskq._sansio.core`` (the compiled core, or the reference with ADISKQ_NO_EXTENSIONS=1), on
+batches of 1,000 records with 100-byte values and distinct 12-byte keys.
 Beside them, the floor no codec can go below: copying the batch's bytes once (``bytes(bytearray)``,
 one ``memcpy``), and joining the 1,000 encoded records into one buffer (``b"".join``, what every
 writer does with them). It measures whichever core ``import adiskq`` gives: run it again with
@@ -36,7 +37,7 @@ sys.path.insert(0, HERE)
 from compare.common import BATCH_SIZE, VALUES, key  # noqa: E402
 
 import adiskq  # noqa: E402
-from adiskq._sansio.codec import decode_messages, encode_batch  # noqa: E402
+from adiskq._sansio.core import decode_messages, encode_batch  # noqa: E402  (the core in use)
 
 
 def core_name() -> str:
