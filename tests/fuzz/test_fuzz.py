@@ -36,5 +36,6 @@ def test_the_compiled_parsers_survive_fuzzing_and_agree_with_the_reference(tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # the suite's 300 s limit is for tests that wait on something
 def test_the_compiled_parsers_survive_ten_minutes_of_fuzzing(tmp_path: str) -> None:
     fuzz(600, tmp_path)
