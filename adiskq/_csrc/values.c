@@ -6,6 +6,16 @@
 
 static const char *const field_names[4] = {"value", "key", "headers", "timestamp"};
 
+/* Whether a Record of these fields can never be part of a reference cycle: values and keys that are
+ * bytes or str, no headers (a dict a user may change), and a timestamp that is None or an int. Such
+ * Records are untracked, as CPython untracks plain tuples of atoms (it never does for a tuple
+ * subclass): the cyclic GC then never walks the thousands a push_many batch is built of. */
+static int cannot_form_cycles(PyObject *const fields[4]) {
+    for (int f = 0; f < 2; f++)
+        if (fields[f] != Py_None && !PyBytes_CheckExact(fields[f]) && !PyUnicode_CheckExact(fields[f])) return 0;
+    return fields[2] == Py_None && (fields[3] == Py_None || PyLong_CheckExact(fields[3]));
+}
+
 /* record_new(cls, value, key=None, headers=None, timestamp=None) */
 PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     (void)module;
@@ -53,5 +63,6 @@ PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t 
     PyObject *record = cls->tp_alloc(cls, 4);
     if (record == NULL) return NULL;
     for (int f = 0; f < 4; f++) PyTuple_SET_ITEM(record, f, Py_NewRef(fields[f]));
+    if (cannot_form_cycles(fields)) PyObject_GC_UnTrack(record);
     return record;
 }
