@@ -14,6 +14,15 @@ A push takes one of two roads:
 There is no background task: the pushing tasks do the work, so a producer never holds a task group
 open around its caller's code. Once a push has joined a batch its wait is shielded from
 cancellation, so a cancelled push has either been written with its offset or not at all.
+
+A shared producer's lane appends only while it holds the partition's ``flock``, with its view of the
+partition brought up to date (``PartitionWriter.refresh_quick``/``refresh``). It takes the lock for
+a run of writes, not for each: inline writes take it without waiting (or fall back to a batch, whose
+leader waits for it in a worker thread), and the lock is let go at the event loop's next turn (a
+callback scheduled when it was taken), or when the batch that holds it is committed. So a task
+pushing in a tight loop takes it once per turn of the loop (every 32 pushes at most), a batch holds
+it once for all its records (and its fsync, in ``flush="sync"``), and no lock outlives the code that
+took it by more than one turn of the loop.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import errno
 import functools
 import logging
 import threading
+from collections.abc import Callable
 from typing import Final
 
 import anyio
@@ -87,6 +97,7 @@ class Lane:
         sync_flush: bool,
         structure_lock: threading.Lock,
         limiter: anyio.CapacityLimiter,
+        call_soon: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         self.partition = partition
         self.wake_key = wake_key
@@ -96,14 +107,70 @@ class Lane:
         self._limiter = limiter
         self._open: Batch | None = None  # the batch new pushes join
         self._committing: Batch | None = None
+        # Shared producers: the partition's lock, how to run the release at the loop's next turn,
+        # whether that release is scheduled, and whether the view is up to date under the lock.
+        self._lock = partition.lock
+        self._call_soon = call_soon
+        self._release_due = False
+        self._fresh = False
+
+    # -- the partition's lock (shared producers) -------------------------------------------------
+
+    def _take_now(self) -> bool:
+        """Take the partition's lock if it is free and bring the view up to date cheaply; False
+        when a batch must do it (the lock is busy, another producer rolled, a tail to repair)."""
+        lock = self._lock
+        assert lock is not None
+        if not lock.held:
+            if not lock.try_acquire():
+                return False
+            self._schedule_release()
+        if not self.partition.refresh_quick():
+            return False
+        self._fresh = True
+        return True
+
+    async def _hold(self) -> None:
+        """Take the partition's lock (waiting for it in a worker thread) with the view up to date."""
+        lock = self._lock
+        assert lock is not None
+        if not lock.held and not lock.try_acquire():
+            await anyio.to_thread.run_sync(lock.acquire, limiter=self._limiter)
+        if not self._fresh:
+            if not self.partition.refresh_quick():
+                repairs = await anyio.to_thread.run_sync(self._refresh_locked, limiter=self._limiter)
+                for repair in repairs:
+                    logger.warning("adiskq: repaired what a producer that died left: %s", repair)
+            self._fresh = True
+
+    def _refresh_locked(self) -> list[object]:
+        with self._structure_lock:
+            return list(self.partition.refresh())
+
+    def _schedule_release(self) -> None:
+        if not self._release_due and self._call_soon is not None:
+            self._release_due = True
+            self._call_soon(self._release_soon)
+
+    def _release_soon(self) -> None:
+        self._release_due = False
+        if self._committing is None:  # else the commit schedules it again when it ends
+            self.release()
+
+    def release(self) -> None:
+        """Let go of the partition's lock (its buffered index entries written first)."""
+        self._fresh = False
+        self.partition.let_go()
 
     # -- inline writes ---------------------------------------------------------------------------
 
     def can_write_inline(self, size_bytes: int) -> bool:
         """True when records may be written right now, on the loop thread, keeping order."""
-        return size_bytes <= INLINE_MAX_BYTES and not (
-            self.sync_flush or self._committing is not None or self._open is not None or self.partition.needs_roll()
-        )
+        if size_bytes > INLINE_MAX_BYTES or self.sync_flush or self._committing is not None or self._open is not None:
+            return False
+        if self._lock is not None and not self._fresh and not self._take_now():
+            return False
+        return not self.partition.needs_roll()
 
     def try_write_one(self, record: bytes, timestamp_ns: int, key_hash: int) -> int:
         """Write and commit one record now if it may go inline; its offset, or -1 if it must be batched.
@@ -111,6 +178,8 @@ class Lane:
         The hot path of ``push``: the same tests as ``can_write_inline``, spelled out.
         """
         if self.sync_flush or self._committing is not None or self._open is not None:
+            return -1
+        if self._lock is not None and not self._fresh and not self._take_now():
             return -1
         writer = self.partition.active
         if writer.data_size >= self.partition.segment_size_bytes and writer.next_offset > writer.base_offset:
@@ -179,6 +248,8 @@ class Lane:
             await self._commit(batch)
         finally:
             self._committing = None
+            if self._lock is not None and self._lock.held:
+                self._schedule_release()
             batch.done.set()
 
     async def drain(self) -> None:
@@ -196,6 +267,12 @@ class Lane:
     async def _commit(self, batch: Batch) -> None:
         partition = self.partition
         try:
+            if self._lock is not None:
+                try:
+                    await self._hold()
+                except BaseException:
+                    self._fresh = False
+                    raise
             if partition.needs_roll():
                 await anyio.to_thread.run_sync(self._roll_locked, limiter=self._limiter)
             writer = partition.active

@@ -133,6 +133,7 @@ async def write_messages(
     lock_timeout: float,
     on_read: Callable[[int], None],
     tally: Tally,
+    shared: bool = False,
 ) -> None:
     """Push every message of the input, in batches, through one producer."""
     import aiofiles
@@ -141,7 +142,13 @@ async def write_messages(
 
     async with contextlib.AsyncExitStack() as stack:
         producer = await stack.enter_async_context(
-            adiskq.Producer(path, partitions=partitions, flush="sync" if sync else "async", lock_timeout=lock_timeout)
+            adiskq.Producer(
+                path,
+                partitions=partitions,
+                flush="sync" if sync else "async",
+                lock_timeout=lock_timeout,
+                shared=shared,
+            )
         )
         reader = aiofiles.stdin_bytes if source == "-" else await stack.enter_async_context(aiofiles.open(source, "rb"))
         chunks = read_chunks(reader, on_read)
@@ -197,6 +204,11 @@ async def write_messages(
     help="async: handed to the OS per batch, fsynced on close; sync: fsynced per batch.",
 )
 @click.option("--lock-timeout", type=click.FloatRange(0), default=0, help="Wait this many seconds for a busy stream.")
+@click.option(
+    "--shared",
+    is_flag=True,
+    help="Write beside other shared producers (a service's, other `write --shared` runs) instead of alone.",
+)
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: for a FILE on a terminal).")
 def write(
     path: str,
@@ -208,6 +220,7 @@ def write(
     binary: bool,
     flush: str,
     lock_timeout: float,
+    shared: bool,
     progress: bool | None,
 ) -> None:
     """Append messages to a stream, one per line, from FILE or stdin.
@@ -220,6 +233,7 @@ def write(
       printf 'hello\\nworld\\n' | adiskq write orders
       adiskq write orders orders.jsonl --key-field customer --partitions 3
       adiskq write orders --key customer-00 -H type=created < orders.txt
+      adiskq write orders --shared < more.txt     # beside a service's shared producers
     """
     import anyio
 
@@ -250,6 +264,7 @@ def write(
                 lock_timeout=lock_timeout,
                 on_read=on_read,
                 tally=tally,
+                shared=shared,
             )
         )
     finally:

@@ -1,0 +1,104 @@
+"""The shared producers' locks under ``locks/``: one ``flock`` per file, dropped by the kernel when
+its holder dies, so there is no stale lock and no timeout to break one.
+
+* ``locks/setup`` — held while a shared producer opens (creates the stream, grows it, recovers) or
+  closes (writes the clean-close record when it is the last one);
+* ``locks/vacuum`` — one vacuum at a time;
+* ``locks/partition-NNNNNN`` — held around every append to that partition: the holder checks the
+  partition's tail, appends, and lets go.
+
+The order they are taken in is always setup, then vacuum, then a partition (the Spark sink takes
+several partitions, in ascending order), so no two producers can wait for each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from typing import Final
+
+from .._sansio.naming import LOCKS_DIR, partition_lock_name
+from .files import DEFAULT_FILE_MODE, dir_mode
+
+__all__ = ["FileLock", "partition_lock", "setup_lock", "vacuum_lock"]
+
+_FLAGS: Final = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class FileLock:
+    """An exclusive ``flock`` on one file of ``locks/`` (created when first taken)."""
+
+    __slots__ = ("_fd", "held", "mode", "path")
+
+    def __init__(self, path: str, *, mode: int = DEFAULT_FILE_MODE) -> None:
+        self.path = path
+        self.mode = mode
+        self._fd: int | None = None
+        self.held = False
+
+    def _descriptor(self) -> int:
+        fd = self._fd
+        if fd is None:
+            directory = os.path.dirname(self.path)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(directory, dir_mode(self.mode))
+            fd = self._fd = os.open(self.path, _FLAGS, self.mode)
+        return fd
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free now; False if another holder has it."""
+        if self.held:
+            return True
+        try:
+            fcntl.flock(self._descriptor(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        self.held = True
+        return True
+
+    def acquire(self) -> None:
+        """Take the lock, waiting for its holder (holds are short: an append, an open, a vacuum)."""
+        if not self.held:
+            fcntl.flock(self._descriptor(), fcntl.LOCK_EX)
+            self.held = True
+
+    def release(self) -> None:
+        """Let go of the lock; harmless when not held."""
+        if self.held:
+            self.held = False
+            if self._fd is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        """Let go and close the file; twice is harmless."""
+        fd, self._fd = self._fd, None
+        self.held = False
+        if fd is not None:
+            os.close(fd)  # closing the last descriptor drops the lock too
+
+    def __enter__(self) -> FileLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+def _path(stream_path: str, name: str) -> str:
+    return os.path.join(stream_path, LOCKS_DIR, name)
+
+
+def setup_lock(stream_path: str, mode: int = DEFAULT_FILE_MODE) -> FileLock:
+    """The lock shared producers hold while they open or close."""
+    return FileLock(_path(stream_path, "setup"), mode=mode)
+
+
+def vacuum_lock(stream_path: str, mode: int = DEFAULT_FILE_MODE) -> FileLock:
+    """The lock a vacuum holds: one at a time."""
+    return FileLock(_path(stream_path, "vacuum"), mode=mode)
+
+
+def partition_lock(stream_path: str, partition: int, mode: int = DEFAULT_FILE_MODE) -> FileLock:
+    """The lock held around every append to ``partition``."""
+    return FileLock(_path(stream_path, partition_lock_name(partition)), mode=mode)
