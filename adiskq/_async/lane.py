@@ -19,10 +19,10 @@ A shared producer's lane appends only while it holds the partition's ``flock``, 
 partition brought up to date (``PartitionWriter.refresh_quick``/``refresh``). It takes the lock for
 a run of writes, not for each: inline writes take it without waiting (or fall back to a batch, whose
 leader waits for it in a worker thread), and the lock is let go at the event loop's next turn (a
-callback scheduled when it was taken), or when the batch that holds it is committed. So a task
-pushing in a tight loop takes it once per turn of the loop (every 32 pushes at most), a batch holds
-it once for all its records (and its fsync, in ``flush="sync"``), and no lock outlives the code that
-took it by more than one turn of the loop.
+callback scheduled when it was taken), or as soon as the batch that holds it is committed. So a
+task pushing in a tight loop takes it once per turn of the loop (every 32 pushes at most), a batch
+holds it once for all its records (and its fsync, in ``flush="sync"``), and no lock outlives the
+code that took it by more than one turn of the loop.
 """
 
 from __future__ import annotations
@@ -248,8 +248,8 @@ class Lane:
             await self._commit(batch)
         finally:
             self._committing = None
-            if self._lock is not None and self._lock.held:
-                self._schedule_release()
+            if self._lock is not None:
+                self.release()  # one hold per batch: the next batch queues behind other processes
             batch.done.set()
 
     async def drain(self) -> None:

@@ -5,7 +5,13 @@ its holder dies, so there is no stale lock and no timeout to break one.
   closes (writes the clean-close record when it is the last one);
 * ``locks/vacuum`` — one vacuum at a time;
 * ``locks/partition-NNNNNN`` — held around every append to that partition: the holder checks the
-  partition's tail, appends, and lets go.
+  partition's tail, appends, and lets go. Beside it, ``partition-NNNNNN.queue`` keeps it fair.
+
+``flock`` is not fair: a holder that lets go and takes the lock again at once (a producer pushing in
+a loop) wins over a process the kernel has only just woken, so a waiter could starve. So a waiter
+takes the ``.queue`` lock exclusively before it waits for the lock itself, and an attempt that does
+not wait (``try_acquire``) first checks, with a shared ``.queue`` lock, that nobody is queued: while
+someone is, it fails and the caller queues too.
 
 The order they are taken in is always setup, then vacuum, then a partition (the Spark sink takes
 several partitions, in ascending order), so no two producers can wait for each other.
@@ -29,12 +35,14 @@ _FLAGS: Final = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 class FileLock:
     """An exclusive ``flock`` on one file of ``locks/`` (created when first taken)."""
 
-    __slots__ = ("_fd", "held", "mode", "path")
+    __slots__ = ("_fd", "_queue", "held", "mode", "path")
 
-    def __init__(self, path: str, *, mode: int = DEFAULT_FILE_MODE) -> None:
+    def __init__(self, path: str, *, mode: int = DEFAULT_FILE_MODE, queued: bool = False) -> None:
         self.path = path
         self.mode = mode
         self._fd: int | None = None
+        # The lock waiters queue on, for locks that are taken often (see the module docstring).
+        self._queue = FileLock(path + ".queue", mode=mode) if queued else None
         self.held = False
 
     def _descriptor(self) -> int:
@@ -50,18 +58,32 @@ class FileLock:
         """Take the lock if it is free now; False if another holder has it."""
         if self.held:
             return True
+        queue = None if self._queue is None else self._queue._descriptor()
+        if queue is not None:
+            try:
+                fcntl.flock(queue, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False  # a waiter is queued: it goes first
         try:
             fcntl.flock(self._descriptor(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
+        finally:
+            if queue is not None:
+                fcntl.flock(queue, fcntl.LOCK_UN)
         self.held = True
         return True
 
     def acquire(self) -> None:
         """Take the lock, waiting for its holder (holds are short: an append, an open, a vacuum)."""
-        if not self.held:
+        if self.held:
+            return
+        if self._queue is None:
             fcntl.flock(self._descriptor(), fcntl.LOCK_EX)
-            self.held = True
+        else:
+            with self._queue:  # first in the queue, then waiting for the holder to let go
+                fcntl.flock(self._descriptor(), fcntl.LOCK_EX)
+        self.held = True
 
     def release(self) -> None:
         """Let go of the lock; harmless when not held."""
@@ -76,6 +98,8 @@ class FileLock:
         self.held = False
         if fd is not None:
             os.close(fd)  # closing the last descriptor drops the lock too
+        if self._queue is not None:
+            self._queue.close()
 
     def __enter__(self) -> FileLock:
         self.acquire()
@@ -101,4 +125,4 @@ def vacuum_lock(stream_path: str, mode: int = DEFAULT_FILE_MODE) -> FileLock:
 
 def partition_lock(stream_path: str, partition: int, mode: int = DEFAULT_FILE_MODE) -> FileLock:
     """The lock held around every append to ``partition``."""
-    return FileLock(_path(stream_path, partition_lock_name(partition)), mode=mode)
+    return FileLock(_path(stream_path, partition_lock_name(partition)), mode=mode, queued=True)
