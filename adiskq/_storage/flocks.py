@@ -70,7 +70,7 @@ class FileLock:
             return False
         finally:
             if queue is not None:
-                fcntl.flock(queue, fcntl.LOCK_UN)
+                self._queue._unlock()  # type: ignore[union-attr]
         self.held = True
         return True
 
@@ -89,8 +89,20 @@ class FileLock:
         """Let go of the lock; harmless when not held."""
         if self.held:
             self.held = False
-            if self._fd is not None:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            self._unlock()
+
+    def _unlock(self) -> None:
+        """``LOCK_UN``; should even that fail, close the file, which drops the lock for certain (a lock
+        believed released but still held would stop every other writer)."""
+        fd = self._fd
+        if fd is None:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except OSError:
+            self._fd = None
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def close(self) -> None:
         """Let go and close the file; twice is harmless."""
