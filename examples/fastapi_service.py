@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio.to_thread
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Query, Request, Response
 from fastapi.responses import FileResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
@@ -87,10 +87,11 @@ def create_app(stream_path: str | os.PathLike[str], *, partitions: int = 3, shar
         return FileResponse(PAGE, media_type="text/html")
 
     @app.post("/events", status_code=201)
-    async def post_event(event: Event, request: Request) -> Receipt:
+    async def post_event(event: Event, request: Request, response: Response) -> Receipt:
         producer: adiskq.Producer = request.app.state.producer
         value = json.dumps({"type": event.type, "key": event.key, "data": event.data}).encode()
         partition, offset = await producer.push(value, key=event.key, headers={"type": event.type.encode()})
+        response.headers["X-Worker-Pid"] = str(os.getpid())  # which worker process wrote it
         return Receipt(partition=partition, offset=offset)
 
     @app.get("/events/stream")
