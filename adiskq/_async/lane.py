@@ -18,11 +18,13 @@ cancellation, so a cancelled push has either been written with its offset or not
 A shared producer's lane appends only while it holds the partition's ``flock``, with its view of the
 partition brought up to date (``PartitionWriter.refresh_quick``/``refresh``). It takes the lock for
 a run of writes, not for each: inline writes take it without waiting (or fall back to a batch, whose
-leader waits for it in a worker thread), and the lock is let go at the event loop's next turn (a
-callback scheduled when it was taken), or as soon as the batch that holds it is committed. So a
-task pushing in a tight loop takes it once per turn of the loop (every 32 pushes at most), a batch
-holds it once for all its records (and its fsync, in ``flush="sync"``), and no lock outlives the
-code that took it by more than one turn of the loop.
+leader waits for it in a worker thread). At each turn of the event loop (a callback scheduled when
+the lock was taken) the lane lets go if another writer is queued for the lock or if it wrote nothing
+in the last two turns, and keeps it otherwise; a batch lets go as soon as it is committed if another
+writer is queued. So a lone producer pushing in a loop keeps the lock (and pays next to nothing for
+sharing), writers that contend take turns at every turn of their loops (every 32 pushes at most, or
+every batch, whose fsync in ``flush="sync"`` is within one hold), and an idle producer lets go within
+one turn: no lock outlives the code that used it.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError
 from . import wakeup
 
-__all__ = ["INLINE_MAX_BYTES", "Batch", "Lane", "explain_disk_error"]
+__all__ = ["INLINE_MAX_BYTES", "Batch", "Lane", "Turns", "explain_disk_error"]
 
 logger: Final = logging.getLogger("adiskq.producer")
 
@@ -86,6 +88,25 @@ class Batch:
         self.led = False  # a push has taken the lead of this batch
 
 
+class Turns:
+    """Runs the lanes' looks at their locks at the event loop's next turn: one callback for all the
+    lanes of a producer (Trio's ``run_sync_soon`` costs a system call each)."""
+
+    def __init__(self, call_soon: Callable[[Callable[[], None]], None]) -> None:
+        self._call_soon = call_soon
+        self._due: list[Lane] = []
+
+    def add(self, lane: Lane) -> None:
+        if not self._due:
+            self._call_soon(self._run)
+        self._due.append(lane)
+
+    def _run(self) -> None:
+        due, self._due = self._due, []
+        for lane in due:
+            lane.look_at_lock()
+
+
 class Lane:
     """The write lane of one partition."""
 
@@ -97,7 +118,7 @@ class Lane:
         sync_flush: bool,
         structure_lock: threading.Lock,
         limiter: anyio.CapacityLimiter,
-        call_soon: Callable[[Callable[[], None]], None] | None = None,
+        turns: Turns | None = None,
     ) -> None:
         self.partition = partition
         self.wake_key = wake_key
@@ -110,9 +131,11 @@ class Lane:
         # Shared producers: the partition's lock, how to run the release at the loop's next turn,
         # whether that release is scheduled, and whether the view is up to date under the lock.
         self._lock = partition.lock
-        self._call_soon = call_soon
+        self._turns = turns
         self._release_due = False
         self._fresh = False
+        self._wrote = False  # written since the last turn's look at the lock
+        self._idle_looks = 0  # looks in a row that found nothing written
 
     # -- the partition's lock (shared producers) -------------------------------------------------
 
@@ -148,18 +171,33 @@ class Lane:
             return list(self.partition.refresh())
 
     def _schedule_release(self) -> None:
-        if not self._release_due and self._call_soon is not None:
+        if not self._release_due and self._turns is not None:
             self._release_due = True
-            self._call_soon(self._release_soon)
+            self._turns.add(self)
 
-    def _release_soon(self) -> None:
+    def look_at_lock(self) -> None:
+        """At a turn of the loop: keep the lock while writing and nobody waits for it, else let go."""
         self._release_due = False
-        if self._committing is None:  # else the commit schedules it again when it ends
+        lock = self._lock
+        if self._committing is not None or lock is None or not lock.held:
+            return  # a commit decides when it ends
+        if lock.contended():
             self.release()
+            return
+        # Idle for two looks in a row, not one: Trio may run this callback twice between two
+        # turns of a task that is pushing (it shuffles the tasks it runs in a batch).
+        self._idle_looks = 0 if self._wrote else self._idle_looks + 1
+        self._wrote = False
+        if self._idle_looks >= 2:
+            self.release()
+        else:
+            self._schedule_release()
 
     def release(self) -> None:
         """Let go of the partition's lock (its buffered index entries written first)."""
         self._fresh = False
+        self._wrote = False
+        self._idle_looks = 0
         self.partition.let_go()
 
     # -- inline writes ---------------------------------------------------------------------------
@@ -189,6 +227,7 @@ class Lane:
         except OSError as error:
             raise explain_disk_error(error) from None
         self.dirty = True
+        self._wrote = True
         wakeup.notify(self.wake_key)
         return offset
 
@@ -206,6 +245,7 @@ class Lane:
         except OSError as error:
             raise explain_disk_error(error) from None
         self.dirty = True
+        self._wrote = True
         wakeup.notify(self.wake_key)
         return first
 
@@ -248,8 +288,13 @@ class Lane:
             await self._commit(batch)
         finally:
             self._committing = None
-            if self._lock is not None:
-                self.release()  # one hold per batch: the next batch queues behind other processes
+            lock = self._lock
+            if lock is not None and lock.held:
+                if lock.contended():
+                    self.release()  # another writer is queued: it goes before our next batch
+                else:
+                    self._wrote = True
+                    self._schedule_release()
             batch.done.set()
 
     async def drain(self) -> None:

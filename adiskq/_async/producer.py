@@ -44,7 +44,7 @@ from .._storage.segment import PartlyCommittedError
 from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings
 from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
-from .lane import Batch, Lane
+from .lane import Batch, Lane, Turns
 
 __all__ = ["FlushMode", "Producer"]
 
@@ -258,7 +258,7 @@ class Producer:
             raise
         stream, real = opened[0]
         self._stream = stream
-        call_soon = _loop_scheduler() if self.shared else None
+        turns = Turns(_loop_scheduler()) if self.shared else None
         settings = stream.settings
         self._partition_count = settings.partition_count
         self._max_message_bytes = settings.max_message_bytes
@@ -269,7 +269,7 @@ class Producer:
                 sync_flush=self.flush_mode == "sync",
                 structure_lock=self._structure_lock,
                 limiter=self._limiter,
-                call_soon=call_soon,
+                turns=turns,
             )
             for partition in stream.partitions
         ]

@@ -74,6 +74,18 @@ class FileLock:
         self.held = True
         return True
 
+    def contended(self) -> bool:
+        """True when another holder is queued for this lock (only a queued lock knows)."""
+        queue = self._queue
+        if queue is None:
+            return False
+        try:
+            fcntl.flock(queue._descriptor(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        queue._unlock()
+        return False
+
     def acquire(self) -> None:
         """Take the lock, waiting for its holder (holds are short: an append, an open, a vacuum)."""
         if self.held:
