@@ -404,6 +404,18 @@ class StreamWriter:
             self._vacuum_lock.release()
 
     @contextlib.contextmanager
+    def vacuuming(self) -> Iterator[None]:
+        """Hold the vacuum lock (a shared writer; waiting for another vacuum to end), with the
+        sealed segments re-read, while the caller plans and deletes; an exclusive writer takes none."""
+        if not self.shared:
+            yield
+            return
+        with self._vacuum_lock:
+            for partition in self.partitions:
+                partition.rescan_sealed()
+            yield
+
+    @contextlib.contextmanager
     def appending(self, partitions: Iterable[int]) -> Iterator[None]:
         """Hold these partitions' locks (taken in ascending order), each view brought up to date,
         while the caller appends through ``self.partitions[n].append``. An exclusive writer needs
