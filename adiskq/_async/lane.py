@@ -33,12 +33,14 @@ import errno
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Final
 
 import anyio
 import anyio.to_thread
 
+from .._storage.flocks import FileLock
 from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError
 from . import wakeup
@@ -88,23 +90,106 @@ class Batch:
         self.led = False  # a push has taken the lead of this batch
 
 
-class Turns:
-    """Runs the lanes' looks at their locks at the event loop's next turn: one callback for all the
-    lanes of a producer (Trio's ``run_sync_soon`` costs a system call each)."""
+# How long a shared producer keeps its turn at writing once another producer waits for it: long
+# enough that a turn covers many pushes (handing it over costs system calls and waking a process),
+# short enough that the others wait little.
+TURN_MIN_SECONDS: Final = 0.002
 
-    def __init__(self, call_soon: Callable[[Callable[[], None]], None]) -> None:
+
+class Turns:
+    """A shared producer's turn at writing, and the looks at its lanes' locks.
+
+    Shared producers take turns: a producer takes ``locks/turn`` before any partition's lock, and
+    lets go of it once none of its lanes holds one. Without it, producers pushing to every partition
+    would each hold some partitions and wait for the others' (a process wake-up each time); with it,
+    the producer whose turn it is writes every partition at full speed, and hands the turn over when
+    another waits and it has had it ``TURN_MIN_SECONDS``. Writers that take partitions without a turn
+    (Spark, the CLI) are served by the partitions' own queues.
+
+    The looks run at the event loop's next turn: one callback for all the lanes of a producer
+    (Trio's ``run_sync_soon`` costs a system call each).
+    """
+
+    def __init__(
+        self, lock: FileLock, call_soon: Callable[[Callable[[], None]], None], limiter: anyio.CapacityLimiter
+    ) -> None:
+        self.lock = lock
+        self.lanes: list[Lane] = []
         self._call_soon = call_soon
+        self._limiter = limiter
         self._due: list[Lane] = []
+        self._scheduled = False
+        self._held_since = 0.0
+        self._taking = anyio.Lock()
+        # Handing the turn over: no lane takes a partition's lock until the turn was let go.
+        self._handing_over = False
+        self._let_go = anyio.Event()
+
+    def try_take(self) -> bool:
+        """Take the turn if it is free now (or already ours and not being handed over)."""
+        if self._handing_over:
+            return False
+        if self.lock.held:
+            return True
+        if not self.lock.try_acquire():
+            return False
+        self._taken()
+        return True
+
+    async def take(self) -> None:
+        """Take the turn, waiting for it in a worker thread."""
+        while self._handing_over:
+            await self._let_go.wait()
+        if self.lock.held:
+            return
+        async with self._taking:  # one waiter per producer
+            if self.lock.held:
+                return
+            if not self.lock.try_acquire():
+                await anyio.to_thread.run_sync(self.lock.acquire, limiter=self._limiter)
+            self._taken()
+
+    def _taken(self) -> None:
+        self._held_since = time.monotonic()
+        self._schedule()
+
+    def yielding(self) -> bool:
+        """True while the turn is being handed over: another producer waits for it and this one has
+        had it long enough. The lanes then let go of their partitions, and the turn goes with the last."""
+        if self._handing_over:
+            return True
+        if self.lock.held and time.monotonic() - self._held_since >= TURN_MIN_SECONDS and self.lock.contended():
+            self._handing_over = True
+            self._let_go = anyio.Event()
+            self._schedule()
+            return True
+        return False
 
     def add(self, lane: Lane) -> None:
-        if not self._due:
-            self._call_soon(self._run)
+        """Look at this lane's lock at the loop's next turn."""
         self._due.append(lane)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            self._call_soon(self._run)
 
     def _run(self) -> None:
+        self._scheduled = False
         due, self._due = self._due, []
+        yielding = self.yielding() if due else False
         for lane in due:
-            lane.look_at_lock()
+            lane.look_at_lock(yielding)
+        if self.lock.held and not any(lane.busy for lane in self.lanes):
+            self.release()
+
+    def release(self) -> None:
+        """Let go of the turn (once no lane holds a partition's lock, and on close)."""
+        self.lock.release()
+        if self._handing_over:
+            self._handing_over = False
+            self._let_go.set()
 
 
 class Lane:
@@ -139,13 +224,21 @@ class Lane:
 
     # -- the partition's lock (shared producers) -------------------------------------------------
 
+    @property
+    def busy(self) -> bool:
+        """True while the lane holds its partition's lock (a batch waiting for the turn does not:
+        it waits for this producer's turn to go and come back)."""
+        return self._lock is not None and self._lock.held
+
     def _take_now(self) -> bool:
-        """Take the partition's lock if it is free and bring the view up to date cheaply; False
-        when a batch must do it (the lock is busy, another producer rolled, a tail to repair)."""
+        """Take the turn and the partition's lock if they are free and bring the view up to date
+        cheaply; False when a batch must do it (a lock is busy, another producer rolled, a tail to
+        repair)."""
         lock = self._lock
         assert lock is not None
+        assert self._turns is not None
         if not lock.held:
-            if not lock.try_acquire():
+            if not self._turns.try_take() or not lock.try_acquire():
                 return False
             self._schedule_release()
         if not self.partition.refresh_quick():
@@ -157,8 +250,11 @@ class Lane:
         """Take the partition's lock (waiting for it in a worker thread) with the view up to date."""
         lock = self._lock
         assert lock is not None
-        if not lock.held and not lock.try_acquire():
-            await anyio.to_thread.run_sync(lock.acquire, limiter=self._limiter)
+        assert self._turns is not None
+        if not lock.held:
+            await self._turns.take()
+            if not lock.try_acquire():
+                await anyio.to_thread.run_sync(lock.acquire, limiter=self._limiter)
         if not self._fresh:
             if not self.partition.refresh_quick():
                 repairs = await anyio.to_thread.run_sync(self._refresh_locked, limiter=self._limiter)
@@ -175,13 +271,14 @@ class Lane:
             self._release_due = True
             self._turns.add(self)
 
-    def look_at_lock(self) -> None:
-        """At a turn of the loop: keep the lock while writing and nobody waits for it, else let go."""
+    def look_at_lock(self, yielding: bool) -> None:
+        """At a turn of the loop: keep the lock while writing and nobody waits for it (nor for the
+        producer's turn, ``yielding``), else let go."""
         self._release_due = False
         lock = self._lock
         if self._committing is not None or lock is None or not lock.held:
             return  # a commit decides when it ends
-        if lock.contended():
+        if yielding or lock.contended():
             self.release()
             return
         # Idle for two looks in a row, not one: Trio may run this callback twice between two
@@ -290,11 +387,15 @@ class Lane:
             self._committing = None
             lock = self._lock
             if lock is not None and lock.held:
-                if lock.contended():
+                assert self._turns is not None
+                if lock.contended() or self._turns.yielding():
                     self.release()  # another writer is queued: it goes before our next batch
+                    self._turns.add(self)  # and the turn goes too, if no other lane holds a lock
                 else:
                     self._wrote = True
                     self._schedule_release()
+            elif self._turns is not None:
+                self._turns.add(self)  # the turn may go
             batch.done.set()
 
     async def drain(self) -> None:

@@ -40,6 +40,7 @@ from .._sansio.codec import encode_batch, encode_record
 from .._sansio.naming import fnv1_32
 from .._sansio.values import Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
 from .._storage.files import DEFAULT_FILE_MODE
+from .._storage.flocks import turn_lock
 from .._storage.segment import PartlyCommittedError
 from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings
 from .._storage.stream import StreamWriter
@@ -237,6 +238,7 @@ class Producer:
         # closing waits for them, so no share is written to a closed file.
         self._splitting = 0
         self._splits_done: anyio.Event | None = None
+        self._turns: Turns | None = None
 
     # -- opening and closing ---------------------------------------------------------------------
 
@@ -258,7 +260,7 @@ class Producer:
             raise
         stream, real = opened[0]
         self._stream = stream
-        turns = Turns(_loop_scheduler()) if self.shared else None
+        turns = Turns(turn_lock(stream.path, stream.mode), _loop_scheduler(), self._limiter) if self.shared else None
         settings = stream.settings
         self._partition_count = settings.partition_count
         self._max_message_bytes = settings.max_message_bytes
@@ -273,6 +275,9 @@ class Producer:
             )
             for partition in stream.partitions
         ]
+        if turns is not None:
+            turns.lanes = self._lanes
+        self._turns = turns
         if self.flush_mode == "async":
             self._background.append(_Periodic("adiskq flusher", self.flush_interval, self._flush_dirty))
         if not settings.retention.is_unbounded:
@@ -336,6 +341,9 @@ class Producer:
             finally:
                 for lane in self._lanes:
                     lane.release()
+                if self._turns is not None:
+                    self._turns.release()
+                    self._turns.lock.close()
                 await anyio.to_thread.run_sync(self._shut_down, stream)
                 self._state = "closed"
 

@@ -4,6 +4,8 @@ its holder dies, so there is no stale lock and no timeout to break one.
 * ``locks/setup`` — held while a shared producer opens (creates the stream, grows it, recovers) or
   closes (writes the clean-close record when it is the last one);
 * ``locks/vacuum`` — one vacuum at a time;
+* ``locks/turn`` — a shared producer's turn at writing, taken before any partition's lock (and
+  ``turn.queue``): producers take turns, writing every partition during their turn;
 * ``locks/partition-NNNNNN`` — held around every append to that partition: the holder checks the
   partition's tail, appends, and lets go. Beside it, ``partition-NNNNNN.queue`` keeps it fair.
 
@@ -13,7 +15,7 @@ takes the ``.queue`` lock exclusively before it waits for the lock itself, and a
 not wait (``try_acquire``) first checks, with a shared ``.queue`` lock, that nobody is queued: while
 someone is, it fails and the caller queues too.
 
-The order they are taken in is always setup, then vacuum, then a partition (the Spark sink takes
+The order they are taken in is always setup, then vacuum, then the turn, then a partition (the Spark sink takes
 several partitions, in ascending order), so no two producers can wait for each other.
 """
 
@@ -27,7 +29,7 @@ from typing import Final
 from .._sansio.naming import LOCKS_DIR, partition_lock_name
 from .files import DEFAULT_FILE_MODE, dir_mode
 
-__all__ = ["FileLock", "partition_lock", "setup_lock", "vacuum_lock"]
+__all__ = ["FileLock", "partition_lock", "setup_lock", "turn_lock", "vacuum_lock"]
 
 _FLAGS: Final = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -145,6 +147,11 @@ def setup_lock(stream_path: str, mode: int = DEFAULT_FILE_MODE) -> FileLock:
 def vacuum_lock(stream_path: str, mode: int = DEFAULT_FILE_MODE) -> FileLock:
     """The lock a vacuum holds: one at a time."""
     return FileLock(_path(stream_path, "vacuum"), mode=mode)
+
+
+def turn_lock(stream_path: str, mode: int = DEFAULT_FILE_MODE) -> FileLock:
+    """The lock a shared producer holds for its turn at writing (before any partition's lock)."""
+    return FileLock(_path(stream_path, "turn"), mode=mode, queued=True)
 
 
 def partition_lock(stream_path: str, partition: int, mode: int = DEFAULT_FILE_MODE) -> FileLock:
