@@ -72,7 +72,13 @@ COUNTS: dict[str, dict[str, int]] = {
     # W1's process's peak memory is compared too: adiskq and SQLite push the same count.
     "single_keyed": {"*": 192_000, "redis-streams": 16_000},
     "batch_keyed": {"*": 640_000, "redis-streams": 128_000},
-    "durable32_keyed": {"*": 9_600, "adiskq": 64_000, "adiskq-py": 64_000, "redis-streams": 32_000},
+    "durable32_keyed": {
+        "*": 9_600,
+        "adiskq": 64_000,
+        "adiskq-trio": 64_000,
+        "adiskq-py": 64_000,
+        "redis-streams": 32_000,
+    },
     "read_keyed": {"*": 1_024_000, "redis-streams": 256_000},
     "read_keyed_batches": {"*": 1_024_000},
     "latency_keyed": {"*": 2_000},
@@ -85,14 +91,14 @@ QUICK_COUNTS: dict[str, dict[str, int]] = {
     "latency": {"*": 100},
     "single_keyed": {"*": 2_000},
     "batch_keyed": {"*": 10_000},
-    "durable32_keyed": {"*": 640, "adiskq": 3_200, "adiskq-py": 3_200},
+    "durable32_keyed": {"*": 640, "adiskq": 3_200, "adiskq-trio": 3_200, "adiskq-py": 3_200},
     "read_keyed": {"*": 10_000},
     "read_keyed_batches": {"*": 10_000},
     "latency_keyed": {"*": 100},
 }
 KEYED_RUNS = 3  # default runs of the keyed workloads (the keyless ones: --runs, default 5)
-KEYED_PEERS = ("adiskq", "adiskq-py", "sqlite-wal", "redis-streams")
-ADISKQ_CORES = ("adiskq", "adiskq-py")
+KEYED_PEERS = ("adiskq", "adiskq-trio", "adiskq-py", "sqlite-wal", "redis-streams")
+ADISKQ_CORES = ("adiskq", "adiskq-trio", "adiskq-py")  # adiskq-trio: the compiled core on Trio
 
 # (key, label, higher is better)
 METRICS: list[tuple[str, str, bool]] = [

@@ -26,13 +26,14 @@ from .common import Outcome, disk_bytes, touch, wait_for_file
 PEERS = {
     "adiskq": "adiskq_peer",
     "adiskq-py": "adiskq_peer",  # the same module on the pure-Python core: see PEER_ENVIRONMENT
+    "adiskq-trio": "adiskq_peer",  # the same module (compiled core) on Trio instead of asyncio
     "sqlite-wal": "sqlite_peer",
     "redis-streams": "redis_peer",
     "persist-queue": "persistqueue_peer",
     "litequeue": "litequeue_peer",
 }
 # What a peer's process gets in its environment beyond the benchmark's own.
-PEER_ENVIRONMENT = {"adiskq-py": {"ADISKQ_NO_EXTENSIONS": "1"}}
+PEER_ENVIRONMENT = {"adiskq-py": {"ADISKQ_NO_EXTENSIONS": "1"}, "adiskq-trio": {"ADISKQ_BENCH_BACKEND": "trio"}}
 KEYLESS_WORKLOADS = ("single", "batch", "durable32", "read", "latency")
 # Issue 16's table: a distinct 12-byte key per message, opening and closing counted. Only the peers
 # whose module defines a workload run it (persist-queue and litequeue are queues without keys).
@@ -77,9 +78,10 @@ def _core() -> str | None:
 
 
 def _call(function: Callable[..., Any], *args: Any) -> Any:
-    """Async peers run on asyncio (the loop most services use); sync peers are called directly."""
+    """Async peers run on asyncio (the loop most services use; ADISKQ_BENCH_BACKEND=trio for Trio);
+    sync peers are called directly."""
     if inspect.iscoroutinefunction(function):
-        return anyio.run(function, *args, backend="asyncio")
+        return anyio.run(function, *args, backend=os.environ.get("ADISKQ_BENCH_BACKEND", "asyncio"))
     return function(*args)
 
 
