@@ -6,8 +6,8 @@
  * instead, and (position, True) when the records end before the buffer does: the caller lets the
  * reference name what is wrong there, so errors and positions are the reference's own.
  *
- * A Message is a tuple (the NamedTuple adiskq.Message). One without headers holds only ints, bytes
- * and the shared empty headers, so it can never be part of a reference cycle: it is untracked, and
+ * A Message is a tuple (the NamedTuple adiskq.Message, seven fields, the tag last). One without
+ * headers holds only ints, bytes, the shared empty headers and a str tag or None, so it can never be part of a reference cycle: it is untracked, and
  * the cyclic GC never walks the millions a batch read can hold. */
 #include "core.h"
 
@@ -35,16 +35,19 @@ static PyObject *headers_dict(const uint8_t *buf, const adq_record *record) {
 }
 
 static PyObject *new_message(PyObject *partition, long long offset, const uint8_t *buf, const adq_record *record) {
-    PyObject *message = adq_message_type->tp_alloc(adq_message_type, 6);
+    PyObject *message = adq_message_type->tp_alloc(adq_message_type, 7);
     if (message == NULL) return NULL;
     PyObject *headers;
     if (record->header_count) {
         headers = headers_dict(buf, record);
     } else {
         headers = Py_NewRef(adq_empty_headers);
-        PyObject_GC_UnTrack(message);
+        PyObject_GC_UnTrack(message); /* a str tag cannot be part of a cycle either */
     }
-    PyObject *items[6] = {
+    PyObject *tag = record->has_tag ? PyUnicode_DecodeUTF8((const char *)buf + record->tag_at,
+                                                           (Py_ssize_t)record->tag_len, "strict")
+                                    : Py_NewRef(Py_None);
+    PyObject *items[7] = {
         Py_NewRef(partition),
         PyLong_FromLongLong(offset),
         PyLong_FromLongLong(record->timestamp_ns),
@@ -52,9 +55,10 @@ static PyObject *new_message(PyObject *partition, long long offset, const uint8_
         PyBytes_FromStringAndSize((const char *)buf + record->value_at,
                                   (Py_ssize_t)(record->size - (record->value_at - (record->key_at - ADQ_KEY_AT)))),
         headers,
+        tag,
     };
     int ok = 1;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         if (items[i] == NULL) ok = 0;
         PyTuple_SET_ITEM(message, i, items[i]); /* NULL items are fine: tuple dealloc skips them */
     }

@@ -1,12 +1,13 @@
 /* adiskq.Record's constructor in C. Record is a NamedTuple (value, key=None, headers=None,
- * timestamp=None); the __new__ NamedTuple generates is a Python function, which costs more than
+ * timestamp=None, tag=None); the __new__ NamedTuple generates is a Python function, which costs more than
  * push_many's whole per-record work. adiskq/_sansio/values.py installs this one in its place when
  * the compiled core runs: the same arguments, defaults and errors, one C call. */
 #include "core.h"
 
-static const char *const field_names[4] = {"value", "key", "headers", "timestamp"};
+#define FIELDS 5
+static const char *const field_names[FIELDS] = {"value", "key", "headers", "timestamp", "tag"};
 
-/* record_new(cls, value, key=None, headers=None, timestamp=None) */
+/* record_new(cls, value, key=None, headers=None, timestamp=None, tag=None) */
 PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     (void)module;
     if (nargs < 1 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)) {
@@ -14,11 +15,11 @@ PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     PyTypeObject *cls = (PyTypeObject *)args[0];
-    PyObject *fields[4] = {NULL, Py_None, Py_None, Py_None};
-    int given[4] = {0, 0, 0, 0};
+    PyObject *fields[FIELDS] = {NULL, Py_None, Py_None, Py_None, Py_None};
+    int given[FIELDS] = {0, 0, 0, 0, 0};
     Py_ssize_t positional = nargs - 1;
-    if (positional > 4) {
-        PyErr_Format(PyExc_TypeError, "Record() takes from 1 to 4 positional arguments but %zd were given", positional);
+    if (positional > FIELDS) {
+        PyErr_Format(PyExc_TypeError, "Record() takes from 1 to 5 positional arguments but %zd were given", positional);
         return NULL;
     }
     for (Py_ssize_t i = 0; i < positional; i++) {
@@ -29,7 +30,7 @@ PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t 
     for (Py_ssize_t k = 0; k < keywords; k++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, k);
         int found = -1;
-        for (int f = 0; f < 4; f++) {
+        for (int f = 0; f < FIELDS; f++) {
             if (PyUnicode_CompareWithASCIIString(name, field_names[f]) == 0) {
                 found = f;
                 break;
@@ -50,8 +51,8 @@ PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_TypeError, "Record() missing 1 required positional argument: 'value'");
         return NULL;
     }
-    PyObject *record = cls->tp_alloc(cls, 4);
+    PyObject *record = cls->tp_alloc(cls, FIELDS);
     if (record == NULL) return NULL;
-    for (int f = 0; f < 4; f++) PyTuple_SET_ITEM(record, f, Py_NewRef(fields[f]));
+    for (int f = 0; f < FIELDS; f++) PyTuple_SET_ITEM(record, f, Py_NewRef(fields[f]));
     return record;
 }

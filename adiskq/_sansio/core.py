@@ -25,6 +25,7 @@ from typing import Final, TypeAlias
 
 from .._errors import CorruptRecordError
 from . import codec as reference
+from . import tags as reference_tags
 from .codec import DEFAULT_MAX_RECORD_BYTES, NEED_MORE, RecordExtent, ScannedRecords
 from .naming import fnv1_32 as reference_fnv1_32
 from .native import DISABLED, NATIVE
@@ -47,6 +48,7 @@ __all__ = [
     "receipts",
     "scan_columns",
     "scan_records",
+    "tag_column",
 ]
 
 
@@ -121,6 +123,7 @@ if _core is not None:
     crc32c = _core.crc32c
     fnv1_32 = _core.fnv1_32
     next_valid_record_at = _core.next_valid_record
+    _tag_column = _core.tag_column
 
     def encode_record(
         value: bytes,
@@ -128,10 +131,11 @@ if _core is not None:
         timestamp_ns: int,
         headers: Mapping[str, bytes] | None = None,
         attributes: int = 0,
+        tag: str | None = None,
     ) -> bytes:
-        record = _encode_record(value, key, timestamp_ns, headers or None, attributes)
+        record = _encode_record(value, key, timestamp_ns, headers or None, attributes, tag)
         if record is NotImplemented:
-            return reference.encode_record(value, key, timestamp_ns, headers, attributes)
+            return reference.encode_record(value, key, timestamp_ns, headers, attributes, tag)
         return record  # type: ignore[no-any-return]
 
     def encode_batch(
@@ -139,11 +143,19 @@ if _core is not None:
         keys: Sequence[bytes],
         timestamps: Sequence[int],
         headers: Sequence[Mapping[str, bytes] | None] | None = None,
+        tags: Sequence[str | None] | None = None,
     ) -> list[bytes]:
-        records = _encode_batch(values, keys, timestamps, headers)
+        records = _encode_batch(values, keys, timestamps, headers, tags)
         if records is NotImplemented:
-            return reference.encode_batch(values, keys, timestamps, headers)
+            return reference.encode_batch(values, keys, timestamps, headers, tags)
         return records  # type: ignore[no-any-return]
+
+    def tag_column(records: Sequence[bytes]) -> bytes:
+        """The ``.tagindex`` entries of encoded records (``tags.tag_column``)."""
+        column = _tag_column(records)
+        if column is NotImplemented:
+            return reference_tags.tag_column(records)
+        return column  # type: ignore[no-any-return]
 
     def encode_records(items: list[Record | bytes], now: int, partition_count: int) -> EncodedRecords | None:
         """push_many's records (adiskq.Record or bytes) encoded, with their timestamps (``now`` where
@@ -218,6 +230,7 @@ else:
     next_valid_record = reference.next_valid_record
     crc32c = reference.crc32c
     fnv1_32 = reference_fnv1_32
+    tag_column = reference_tags.tag_column
 
 
 def scan_records(
