@@ -19,15 +19,23 @@ def crc32c_table(data: bytes | bytearray | memoryview, value: int = 0, /) -> int
 def crc32(data: bytes | bytearray | memoryview, value: int = 0, /) -> int: ...
 def fnv1_32(data: bytes | bytearray | memoryview, /) -> int: ...
 def encode_record(
-    value: bytes, key: bytes, timestamp_ns: int, headers: Mapping[str, bytes] | None, attributes: int, /
+    value: bytes,
+    key: bytes,
+    timestamp_ns: int,
+    headers: Mapping[str, bytes] | None,
+    attributes: int,
+    tag: str | None,
+    /,
 ) -> bytes | NotImplementedType: ...
 def encode_batch(
     values: Sequence[bytes],
     keys: Sequence[bytes],
     timestamps: Sequence[int],
     headers: Sequence[Mapping[str, bytes] | None] | None,
+    tags: Sequence[str | None] | None,
     /,
 ) -> list[bytes] | NotImplementedType: ...
+def tag_column(records: list[bytes], /) -> bytes | NotImplementedType: ...
 def place(key: str | bytes, partition_count: int, /) -> tuple[bytes, int, int] | NotImplementedType: ...
 def index_entries(
     first_offset: int, start: int, records: Sequence[bytes], timestamps: Sequence[int], /
@@ -55,4 +63,6 @@ class Buffer:
     @property
     def remaining(self) -> int: ...
 
-def record_new(cls: type[Any], /, value: Any, key: Any = None, headers: Any = None, timestamp: Any = None) -> Any: ...
+def record_new(
+    cls: type[Any], /, value: Any, key: Any = None, headers: Any = None, timestamp: Any = None, tag: Any = None
+) -> Any: ...
