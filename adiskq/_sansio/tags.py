@@ -24,11 +24,13 @@ from array import array
 from collections.abc import Iterable, Sequence
 from typing import Final
 
+from .._errors import InvalidArgumentError
 from .codec import record_tag, tag_bytes
 
 __all__ = [
     "ENTRY_BYTES",
     "NO_TAG",
+    "TagFilter",
     "data_tag_column",
     "matching_entries",
     "tag_column",
@@ -99,3 +101,33 @@ def matching_entries(raw: bytes, wanted: Iterable[int]) -> list[int]:
                 at = raw.find(needle, at + 1)
     found.sort()
     return found
+
+
+class TagFilter:
+    """The tags a consumer wants (RocketMQ's ``TagA || TagB``): their hashes, to select candidates
+    from a ``.tagindex`` column, and the tags themselves, to confirm each candidate's record."""
+
+    __slots__ = ("hashes", "tags")
+
+    def __init__(self, tags: Iterable[str]) -> None:
+        if isinstance(tags, str | bytes):
+            raise InvalidArgumentError(f"tags={tags!r}: give a set of tags, such as {{{tags!r}}}")
+        wanted = frozenset(tags)
+        if not wanted:
+            raise InvalidArgumentError("tags=set(): give at least one tag, or tags=None for every message")
+        for tag in wanted:
+            tag_bytes(tag)  # a clear error for a tag no message can carry
+        self.tags: frozenset[str | None] = frozenset(wanted)
+        self.hashes = frozenset(map(tag_hash, wanted))
+
+    @classmethod
+    def of(cls, tags: Iterable[str] | None) -> TagFilter | None:
+        """The filter for a consumer's ``tags=`` argument (None: every message)."""
+        return None if tags is None else cls(tags)
+
+    def candidates(self, column: bytes) -> list[int]:
+        """Entry numbers of ``column`` whose hash is one of the wanted tags' (ascending)."""
+        return matching_entries(column, self.hashes)
+
+    def __repr__(self) -> str:
+        return f"TagFilter({sorted(t for t in self.tags if t is not None)!r})"

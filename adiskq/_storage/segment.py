@@ -45,6 +45,7 @@ from .._sansio import keyindex as keyindex_format
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
 from .._sansio.core import decode_messages, index_entries, tag_column
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, segment_file_name
+from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from . import keyindex
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_append, open_read, pread_exact, write_all, writev_all
@@ -79,6 +80,8 @@ _ATTRIBUTES_AT: Final = 9
 BUFFERED_ENTRIES: Final = keyindex_format.TAIL_BUFFER_ENTRIES
 _JOIN_MAX_BYTES: Final = 1 << 20
 TIMEINDEX_ENTRY_BYTES: Final = TIMEINDEX_ENTRY.size
+_TAG_FD_UNOPENED: Final = -1
+_TAG_FD_NONE: Final = -2  # the segment has no .tagindex
 # Reads larger than this are first checked against the size of .data (one fstat).
 TRUST_READ_BYTES: Final = 16 * 2**20
 
@@ -602,6 +605,7 @@ class SegmentReader:
         self.base_offset = base_offset
         self.partition = partition
         self._index_fd, self._data_fd = fds
+        self._tag_fd = _TAG_FD_UNOPENED  # opened by the first filtered read
         self.max_record_bytes = max_record_bytes
         self.closed = False
 
@@ -706,6 +710,75 @@ class SegmentReader:
                 return self.read_messages(offset, damaged - offset)
             raise error.with_path(self.data_path, start, damaged) from None
 
+    def read_tagged(
+        self, offset: int, max_count: int, max_scan: int, tag_filter: TagFilter, max_bytes: int | None = None
+    ) -> tuple[list[Message], int]:
+        """The messages among the ``max_scan`` from ``offset`` on whose tag is one of ``tag_filter``'s
+        (up to ``max_count`` of them, then ``max_bytes``), and how many offsets that passed: 0 when
+        there is no message at ``offset`` yet.
+
+        Candidates come from the ``.tagindex`` column (a hash match), and the tail past its end (the
+        single pushes' buffered entries, or a segment written before tags) from every record; only
+        the candidates' records are read, and each one's tag is confirmed from its record, so a hash
+        collision never delivers another tag.
+        """
+        located = self.locate(offset, max_scan)
+        if located is None:
+            return [], 0
+        entries, count, _, _ = located
+        column = self._tag_column(offset - self.base_offset, count)
+        covered = len(column) // TAG_ENTRY_BYTES
+        candidates = tag_filter.candidates(column)
+        candidates.extend(range(covered, count))
+        messages: list[Message] = []
+        passed = count
+        size_read = 0
+        i = 0
+        while i < len(candidates):
+            # A run of consecutive candidates is read and decoded at once (at 100% selectivity: all).
+            first = candidates[i]
+            j = i + 1
+            while j < len(candidates) and candidates[j] == candidates[j - 1] + 1 and j - i < max_count:
+                j += 1
+            last = candidates[j - 1]
+            start, _ = self._entry(entries, first, offset + first)
+            last_position, last_size = self._entry(entries, last, offset + last)
+            run = self._decode_run(offset + first, last - first + 1, start, last_position + last_size)
+            wanted = tag_filter.tags
+            messages.extend(message for message in run if message.tag in wanted)
+            size_read += last_position + last_size - start
+            i = j
+            if len(messages) >= max_count or (max_bytes is not None and size_read >= max_bytes):
+                if len(messages) > max_count:
+                    del messages[max_count:]
+                    passed = messages[-1].offset + 1 - offset
+                else:
+                    passed = last + 1
+                break
+        return messages, passed
+
+    def _decode_run(self, offset: int, count: int, start: int, end: int) -> list[Message]:
+        data = self.read_data(start, end - start)
+        try:
+            return decode_messages(data, self.partition, offset, count, max_record_bytes=self.max_record_bytes)
+        except CorruptRecordError:
+            # read_messages names the damaged record and delivers the ones before it
+            return self.read_messages(offset, count)
+
+    def _tag_column(self, first_entry: int, count: int) -> bytes:
+        """Up to ``count`` whole ``.tagindex`` entries from entry ``first_entry`` (``b""`` without one)."""
+        fd = self._tag_fd
+        if fd == _TAG_FD_UNOPENED:
+            try:
+                fd = self._tag_fd = open_read(segment_path(self.directory, self.base_offset, TAGINDEX))
+            except FileNotFoundError:
+                # Written before tags, or vacuumed meanwhile: every tag comes from the records.
+                fd = self._tag_fd = _TAG_FD_NONE
+        if fd == _TAG_FD_NONE:
+            return b""
+        raw = os.pread(fd, count * TAG_ENTRY_BYTES, first_entry * TAG_ENTRY_BYTES)
+        return raw[: len(raw) - len(raw) % TAG_ENTRY_BYTES]
+
     def read_data(self, position: int, size: int) -> bytes:
         """``size`` bytes of ``.data`` at ``position``; CorruptRecordError if the file is shorter."""
         data = pread_exact(self._data_fd, size, position)
@@ -720,6 +793,7 @@ class SegmentReader:
         if self.closed:
             return
         self.closed = True
-        for fd in (self._index_fd, self._data_fd):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        for fd in (self._index_fd, self._data_fd, self._tag_fd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)

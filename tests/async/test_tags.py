@@ -1,0 +1,166 @@
+"""Tags: pushed with a message, read back, and filtering consumers that read only the records they want."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import struct
+
+import anyio
+import pytest
+
+import adiskq
+from adiskq._async import follower
+from adiskq._sansio import tags as tags_format
+from adiskq._sansio.naming import PARTS_DIR, partition_dir_name
+
+pytestmark = pytest.mark.anyio
+
+TAG_CYCLE = [f"t{i}" for i in range(20)]
+
+
+def tag_file(stream_path: str, base: int = 0) -> str:
+    return os.path.join(stream_path, PARTS_DIR, partition_dir_name(0), f"{base:020d}.tagindex")
+
+
+def overwrite(path: str, data: bytes) -> None:
+    pathlib.Path(path).write_bytes(data)
+
+
+async def drain(consumer: adiskq.Consumer) -> list[adiskq.Message]:
+    with anyio.fail_after(10):
+        return [message async for message in consumer]
+
+
+async def write(stream_path: str, count: int, *, single: int = 0, **options: object) -> list[str | None]:
+    """``count`` messages in batches, then ``single`` single pushes; every fifth has no tag."""
+    tags: list[str | None] = [None if i % 5 == 4 else TAG_CYCLE[i % 20] for i in range(count + single)]
+    async with adiskq.Producer(stream_path, **options) as producer:  # type: ignore[arg-type]
+        for start in range(0, count, 97):
+            await producer.push_many(
+                [adiskq.Record(b"v%d" % i, key="k", tag=tags[i]) for i in range(start, min(count, start + 97))]
+            )
+        for i in range(count, count + single):
+            await producer.push(b"v%d" % i, key="k", tag=tags[i])
+    return tags
+
+
+async def test_a_tag_is_pushed_and_read_back(stream_path: str) -> None:
+    """push(tag=) and Record(tag=) store the tag; every reader gives it back in Message.tag."""
+    async with adiskq.Producer(stream_path) as producer:
+        await producer.push(b"a", tag="created")
+        await producer.push(b"b")
+        await producer.push_many([adiskq.Record(b"c", tag="paid"), b"d"])
+    async with adiskq.Consumer(stream_path, end="close") as consumer:
+        assert [m.tag for m in await drain(consumer)] == ["created", None, "paid", None]
+    assert adiskq.read(stream_path, 0, 2).tag == "paid"
+
+
+@pytest.mark.parametrize("tag", ["", "x" * 256, b"bytes", 5])
+async def test_a_bad_tag_is_refused_and_nothing_is_written(stream_path: str, tag: object) -> None:
+    """An empty, too long or non-str tag fails the push with a clear error, writing nothing."""
+    async with adiskq.Producer(stream_path) as producer:
+        with pytest.raises((adiskq.InvalidArgumentError, TypeError), match="tag"):
+            await producer.push(b"v", tag=tag)  # type: ignore[arg-type]
+        with pytest.raises((adiskq.InvalidArgumentError, TypeError), match="tag"):
+            await producer.push_many([adiskq.Record(b"ok"), adiskq.Record(b"v", tag=tag)])  # type: ignore[arg-type]
+    assert adiskq.stats(stream_path).message_count == 0
+
+
+@pytest.mark.parametrize("single", [0, 300], ids=["batches", "with-single-pushes"])
+async def test_a_filtered_consumer_delivers_exactly_the_wanted_tags_in_order(stream_path: str, single: int) -> None:
+    """tags={...} delivers every message with one of the tags, in offset order, across sealed segments
+    and the active one (whose column may lag behind single pushes), and nothing else."""
+    tags = await write(stream_path, 2000, single=single, segment_size_bytes=16 * 1024)
+    wanted = {"t3", "t7"}
+    async with adiskq.Consumer(stream_path, end="close", tags=wanted) as consumer:
+        got = await drain(consumer)
+    assert [m.offset for m in got] == [i for i, tag in enumerate(tags) if tag in wanted]
+    assert all(m.value == b"v%d" % m.offset and m.tag in wanted for m in got)
+
+
+async def test_batches_filter_too(stream_path: str) -> None:
+    """batches() of a filtered consumer hold only wanted messages."""
+    tags = await write(stream_path, 500)
+    async with adiskq.Consumer(stream_path, end="close", tags={"t1"}) as consumer:
+        with anyio.fail_after(10):
+            got = [m async for batch in consumer.batches(max_messages=7) for m in batch]
+    assert [m.offset for m in got] == [i for i, tag in enumerate(tags) if tag == "t1"]
+
+
+async def test_two_tags_with_one_hash_never_deliver_each_other(stream_path: str) -> None:
+    """A hash collision (every entry of the column forced to the wanted tag's hash) only costs reads:
+    each candidate's tag is confirmed from its record."""
+    tags = await write(stream_path, 300)
+    forced = struct.pack("<I", tags_format.tag_hash("t2")) * len(tags)
+    overwrite(tag_file(stream_path), forced)
+    async with adiskq.Consumer(stream_path, end="close", tags={"t2"}) as consumer:
+        got = await drain(consumer)
+    assert [m.offset for m in got] == [i for i, tag in enumerate(tags) if tag == "t2"]
+
+
+async def test_a_segment_without_a_tag_column_is_filtered_from_its_records(stream_path: str) -> None:
+    """A segment written before tags (no .tagindex) is filtered by reading its records' tags."""
+    tags = await write(stream_path, 300)
+    os.unlink(tag_file(stream_path))
+    async with adiskq.Consumer(stream_path, end="close", tags={"t4"}) as consumer:
+        got = await drain(consumer)
+    assert [m.offset for m in got] == [i for i, tag in enumerate(tags) if tag == "t4"]
+
+
+async def test_an_end_offset_bounds_what_a_filtered_consumer_looks_at(stream_path: str) -> None:
+    """end=N stops a filtered consumer before offset N, whatever lies after it."""
+    tags = await write(stream_path, 400)
+    async with adiskq.Consumer(stream_path, end=250, tags={"t0", "t5"}) as consumer:
+        got = await drain(consumer)
+    assert [m.offset for m in got] == [i for i, tag in enumerate(tags[:250]) if tag in {"t0", "t5"}]
+    assert consumer.position == 250
+
+
+async def test_a_long_stretch_without_a_match_is_read_in_steps(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past MAX_SCAN_OFFSETS offsets without a match the read lets other tasks run, then goes on."""
+    monkeypatch.setattr(follower, "MAX_SCAN_OFFSETS", 50)
+    monkeypatch.setattr(follower, "_SCAN_STEP", 10)
+    async with adiskq.Producer(stream_path) as producer:
+        await producer.push_many([adiskq.Record(b"x", tag="other") for _ in range(1000)])
+        await producer.push(b"found", tag="rare")
+    async with adiskq.Consumer(stream_path, end="close", tags={"rare"}) as consumer:
+        got = await drain(consumer)
+    assert [(m.offset, m.value) for m in got] == [(1000, b"found")]
+
+
+async def test_a_waiting_filtered_consumer_gets_only_a_wanted_push(stream_path: str) -> None:
+    """Following the producer, a filtered consumer skips unwanted pushes and wakes for a wanted one."""
+    async with adiskq.Producer(stream_path) as producer:
+        await producer.push(b"before", tag="other")
+        async with adiskq.Consumer(stream_path, tags={"wanted"}) as consumer:
+            received: list[adiskq.Message] = []
+            arrived = anyio.Event()
+
+            async def read_one() -> None:
+                async for message in consumer:
+                    received.append(message)
+                    arrived.set()
+                    return
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(read_one)
+                for i in range(50):
+                    await producer.push(b"skip%d" % i, tag="other")
+                assert not received
+                await producer.push(b"yes", tag="wanted")
+                with anyio.fail_after(10):
+                    await arrived.wait()
+    assert [(m.value, m.tag, m.offset) for m in received] == [(b"yes", "wanted", 51)]
+
+
+@pytest.mark.parametrize(
+    ("tags", "says"),
+    [("created", "give a set of tags"), (set(), "at least one tag"), ({""}, "1 to 255 bytes"), ({5}, "a str")],
+)
+async def test_bad_tags_are_refused_at_construction(stream_path: str, tags: object, says: str) -> None:
+    """tags= takes a collection of valid tags; a bare string, an empty set or a bad tag is refused."""
+    with pytest.raises((adiskq.InvalidArgumentError, TypeError), match=says):
+        adiskq.Consumer(stream_path, tags=tags)  # type: ignore[arg-type]
