@@ -103,6 +103,7 @@ class PartitionFollower:
         self.tag_filter = tag_filter
         # A filtered read stopped at MAX_SCAN_OFFSETS with more to look at: read again before waiting.
         self.more_to_scan = False
+        self._scan_step = 0  # offsets a filtered read looks at (see _read_tagged)
         self.choose_wakeups()
 
     @property
@@ -151,11 +152,19 @@ class PartitionFollower:
         self.more_to_scan = False
         scanned = 0
         while True:
-            step = _SCAN_STEP if self.end is None else min(_SCAN_STEP, self.end - self.position)
+            step = self._scan_step = max(self._scan_step, max_count)
+            if self.end is not None:
+                step = min(step, self.end - self.position)
             if step <= 0:
                 return []
             messages, passed = self._cursor.read_tagged(max_count, step, tag_filter, MAX_READ_BYTES)
             self.position += passed
+            # The step follows the share of wanted messages: what holds max_count of them, found
+            # by doubling (a scan reads its index entries and column whether it uses them or not).
+            if len(messages) < max_count:
+                self._scan_step = min(_SCAN_STEP, self._scan_step * 2)
+            else:
+                self._scan_step = max(max_count, self._scan_step // 2)
             if messages or not passed:
                 return messages
             scanned += passed

@@ -41,3 +41,48 @@ not_plain:
     Py_DECREF(column);
     Py_RETURN_NOTIMPLEMENTED;
 }
+
+/* matching_entries(column, hashes) -> [entry numbers]: the entries of a .tagindex buffer (whole u32
+ * entries; a partial one at the end is ignored) whose hash is one of `hashes` (a tuple of at most 8
+ * ints below 2**32; NotImplemented for anything else), ascending. The filtering consumer's scan. */
+PyObject *adq_py_matching_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "matching_entries takes 2 arguments");
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(args[0]) || !PyTuple_CheckExact(args[1]) || PyTuple_GET_SIZE(args[1]) > 8)
+        Py_RETURN_NOTIMPLEMENTED;
+    uint32_t wanted[8];
+    Py_ssize_t n = 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(args[1]); k++) {
+        PyObject *item = PyTuple_GET_ITEM(args[1], k);
+        if (!PyLong_CheckExact(item)) Py_RETURN_NOTIMPLEMENTED;
+        unsigned long value = PyLong_AsUnsignedLong(item);
+        if (PyErr_Occurred() || value > 0xFFFFFFFFul) {
+            PyErr_Clear();
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        wanted[n++] = (uint32_t)value;
+    }
+    const uint8_t *column = (const uint8_t *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t count = PyBytes_GET_SIZE(args[0]) / 4;
+    PyObject *found = PyList_New(0);
+    if (found == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint32_t value = adq_load_u32(column + 4 * i);
+        for (Py_ssize_t k = 0; k < n; k++) {
+            if (value == wanted[k]) {
+                PyObject *number = PyLong_FromSsize_t(i);
+                if (number == NULL || PyList_Append(found, number) < 0) {
+                    Py_XDECREF(number);
+                    Py_DECREF(found);
+                    return NULL;
+                }
+                Py_DECREF(number);
+                break;
+            }
+        }
+    }
+    return found;
+}

@@ -43,6 +43,7 @@ __all__ = [
     "encode_records",
     "fnv1_32",
     "index_entries",
+    "matching_entries",
     "next_valid_record",
     "place",
     "receipts",
@@ -124,6 +125,7 @@ if _core is not None:
     fnv1_32 = _core.fnv1_32
     next_valid_record_at = _core.next_valid_record
     _tag_column = _core.tag_column
+    _matching_entries = _core.matching_entries
 
     def encode_record(
         value: bytes,
@@ -156,6 +158,13 @@ if _core is not None:
         if column is NotImplemented:
             return reference_tags.tag_column(records)
         return column  # type: ignore[no-any-return]
+
+    def matching_entries(column: bytes, hashes: tuple[int, ...]) -> list[int]:
+        """Entry numbers of a ``.tagindex`` buffer whose hash is one of ``hashes`` (``tags.matching_entries``)."""
+        found = _matching_entries(column, hashes)
+        if found is NotImplemented:
+            return reference_tags.matching_entries(column, hashes)
+        return found  # type: ignore[no-any-return]
 
     def encode_records(items: list[Record | bytes], now: int, partition_count: int) -> EncodedRecords | None:
         """push_many's records (adiskq.Record or bytes) encoded, with their timestamps (``now`` where
@@ -231,6 +240,7 @@ else:
     crc32c = reference.crc32c
     fnv1_32 = reference_fnv1_32
     tag_column = reference_tags.tag_column
+    matching_entries = reference_tags.matching_entries
 
 
 def scan_records(

@@ -83,14 +83,15 @@ def unpack_column(raw: bytes) -> array[int]:
     return hashes
 
 
-def matching_entries(raw: bytes, wanted: Iterable[int]) -> list[int]:
-    """Entry numbers (ascending) of a ``.tagindex`` buffer whose hash is one of ``wanted``.
+def matching_entries(column: bytes, hashes: tuple[int, ...]) -> list[int]:
+    """Entry numbers (ascending) of a ``.tagindex`` buffer whose hash is one of ``hashes``.
 
     ``bytes.find`` does the scan in C: a candidate is kept only where it starts on an entry's
     boundary (a hash may also appear across two entries).
     """
     found: list[int] = []
-    for hash_value in set(wanted):
+    raw = column[: len(column) - len(column) % ENTRY_BYTES]
+    for hash_value in set(hashes):
         needle = _U32.pack(hash_value)
         at = raw.find(needle)
         while at != -1:
@@ -105,7 +106,8 @@ def matching_entries(raw: bytes, wanted: Iterable[int]) -> list[int]:
 
 class TagFilter:
     """The tags a consumer wants (RocketMQ's ``TagA || TagB``): their hashes, to select candidates
-    from a ``.tagindex`` column, and the tags themselves, to confirm each candidate's record."""
+    from a ``.tagindex`` column (``matching_entries``), and the tags themselves, to confirm each
+    candidate's record."""
 
     __slots__ = ("hashes", "tags")
 
@@ -118,16 +120,12 @@ class TagFilter:
         for tag in wanted:
             tag_bytes(tag)  # a clear error for a tag no message can carry
         self.tags: frozenset[str | None] = frozenset(wanted)
-        self.hashes = frozenset(map(tag_hash, wanted))
+        self.hashes = tuple(sorted(set(map(tag_hash, wanted))))
 
     @classmethod
     def of(cls, tags: Iterable[str] | None) -> TagFilter | None:
         """The filter for a consumer's ``tags=`` argument (None: every message)."""
         return None if tags is None else cls(tags)
-
-    def candidates(self, column: bytes) -> list[int]:
-        """Entry numbers of ``column`` whose hash is one of the wanted tags' (ascending)."""
-        return matching_entries(column, self.hashes)
 
     def __repr__(self) -> str:
         return f"TagFilter({sorted(t for t in self.tags if t is not None)!r})"

@@ -34,6 +34,7 @@ from __future__ import annotations
 import array
 import contextlib
 import itertools
+import operator
 import os
 import struct
 import sys
@@ -43,7 +44,7 @@ from typing import Final, NamedTuple
 from .._errors import CorruptRecordError
 from .._sansio import keyindex as keyindex_format
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
-from .._sansio.core import decode_messages, index_entries, tag_column
+from .._sansio.core import decode_messages, index_entries, matching_entries, tag_column
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, segment_file_name
 from .._sansio.tags import TagFilter
 from .._sansio.values import Message
@@ -80,6 +81,7 @@ _ATTRIBUTES_AT: Final = 9
 BUFFERED_ENTRIES: Final = keyindex_format.TAIL_BUFFER_ENTRIES
 _JOIN_MAX_BYTES: Final = 1 << 20
 TIMEINDEX_ENTRY_BYTES: Final = TIMEINDEX_ENTRY.size
+_TAG_OF: Final = operator.itemgetter(6)  # Message.tag
 _TAG_FD_UNOPENED: Final = -1
 _TAG_FD_NONE: Final = -2  # the segment has no .tagindex
 # Reads larger than this are first checked against the size of .data (one fstat).
@@ -96,6 +98,23 @@ def count_within(entries: bytes | memoryview, count: int, start: int, max_bytes:
             low = middle
         else:
             high = middle - 1
+    return low
+
+
+def _run_end(candidates: list[int], i: int, limit: int) -> int:
+    """The end of the run of consecutive entry numbers that starts at ``candidates[i]`` (at most up to
+    ``limit``): the numbers are ascending and distinct, so ``candidates[k] - candidates[i] == k - i``
+    holds exactly up to the run's end, and bisection finds it in a few steps."""
+    first = candidates[i]
+    if candidates[limit - 1] - first == limit - 1 - i:
+        return limit
+    low, high = i + 1, limit - 1  # the run ends in [low, high]
+    while low < high:
+        middle = (low + high) // 2
+        if candidates[middle] - first == middle - i:
+            low = middle + 1
+        else:
+            high = middle
     return low
 
 
@@ -728,8 +747,9 @@ class SegmentReader:
         entries, count, _, _ = located
         column = self._tag_column(offset - self.base_offset, count)
         covered = len(column) // TAG_ENTRY_BYTES
-        candidates = tag_filter.candidates(column)
+        candidates = matching_entries(column, tag_filter.hashes)
         candidates.extend(range(covered, count))
+        all_candidates = len(candidates) == count  # every entry (at 100% selectivity): one run
         messages: list[Message] = []
         passed = count
         size_read = 0
@@ -737,15 +757,17 @@ class SegmentReader:
         while i < len(candidates):
             # A run of consecutive candidates is read and decoded at once (at 100% selectivity: all).
             first = candidates[i]
-            j = i + 1
-            while j < len(candidates) and candidates[j] == candidates[j - 1] + 1 and j - i < max_count:
-                j += 1
+            limit = min(len(candidates), i + max_count)
+            j = limit if all_candidates else _run_end(candidates, i, limit)
             last = candidates[j - 1]
             start, _ = self._entry(entries, first, offset + first)
             last_position, last_size = self._entry(entries, last, offset + last)
             run = self._decode_run(offset + first, last - first + 1, start, last_position + last_size)
-            wanted = tag_filter.tags
-            messages.extend(message for message in run if message.tag in wanted)
+            # The tag of every candidate is confirmed from its record: a hash only selects.
+            if tag_filter.tags.issuperset(map(_TAG_OF, run)):
+                messages += run
+            else:
+                messages.extend(itertools.compress(run, map(tag_filter.tags.__contains__, map(_TAG_OF, run))))
             size_read += last_position + last_size - start
             i = j
             if len(messages) >= max_count or (max_bytes is not None and size_read >= max_bytes):

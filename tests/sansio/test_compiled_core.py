@@ -435,3 +435,17 @@ def test_record_keeps_its_namedtuple_api() -> None:
     assert pickle.loads(pickle.dumps(record)) == record
     assert record._asdict() == {"value": b"v", "key": "k", "headers": None, "timestamp": None, "tag": None}
     assert list(inspect.signature(Record).parameters) == ["value", "key", "headers", "timestamp", "tag"]
+
+
+@given(
+    st.lists(st.sampled_from([0, 1, 7, 2**32 - 1, 12345]), max_size=60),
+    st.sets(st.sampled_from([0, 1, 7, 99]), max_size=3),
+    st.binary(max_size=3),
+)
+def test_matching_entries_are_the_references(hashes: list[int], wanted: set[int], partial: bytes) -> None:
+    """The filtering consumer's scan of a tag column finds the same entries in both cores (a partial
+    trailing entry ignored)."""
+    column = struct.pack(f"<{len(hashes)}I", *hashes) + partial
+    expected = [i for i, value in enumerate(hashes) if value in wanted]
+    assert core.matching_entries(column, tuple(sorted(wanted))) == expected
+    assert reference_tags.matching_entries(column, tuple(sorted(wanted))) == expected

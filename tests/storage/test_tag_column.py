@@ -6,10 +6,13 @@ import os
 import struct
 
 from helpers.cli import invoke
+from hypothesis import given
+from hypothesis import strategies as st
 
 import adiskq
 from adiskq._sansio import tags
 from adiskq._sansio.core import encode_record
+from adiskq._storage.segment import _run_end
 from adiskq._storage.stream import StreamWriter
 
 PART = os.path.join("parts", "000000")
@@ -115,3 +118,17 @@ def test_check_accepts_a_segment_without_a_tag_column(stream_path: str) -> None:
     _write(stream_path, ["more"])
     os.unlink(_file(stream_path, 0, "tagindex"))
     assert invoke("check", stream_path).exit_code == 0
+
+
+@given(st.lists(st.integers(min_value=0, max_value=60), min_size=1, unique=True), st.data())
+def test_a_run_of_candidates_ends_where_the_numbers_stop_being_consecutive(
+    numbers: list[int], data: st.DataObject
+) -> None:
+    """The filtered read's runs (read and decoded at once) are exactly the consecutive stretches."""
+    candidates = sorted(numbers)
+    i = data.draw(st.integers(min_value=0, max_value=len(candidates) - 1))
+    limit = data.draw(st.integers(min_value=i + 1, max_value=len(candidates)))
+    end = i + 1
+    while end < limit and candidates[end] == candidates[end - 1] + 1:
+        end += 1
+    assert _run_end(candidates, i, limit) == end
