@@ -164,3 +164,64 @@ async def test_bad_tags_are_refused_at_construction(stream_path: str, tags: obje
     """tags= takes a collection of valid tags; a bare string, an empty set or a bad tag is refused."""
     with pytest.raises((adiskq.InvalidArgumentError, TypeError), match=says):
         adiskq.Consumer(stream_path, tags=tags)  # type: ignore[arg-type]
+
+
+# -- consumer groups -------------------------------------------------------------------------------
+
+
+async def write_partitions(stream_path: str, count: int) -> list[adiskq.Message]:
+    """``count`` messages over 3 partitions, tags taking turns; what was written, as messages."""
+    async with adiskq.Producer(stream_path, partitions=3) as producer:
+        await producer.push_many(
+            [adiskq.Record(b"v%d" % i, key=f"k{i % 7}", tag=TAG_CYCLE[i % 4]) for i in range(count)]
+        )
+    async with adiskq.ConsumerGroup(stream_path, end="close") as group:
+        with anyio.fail_after(10):
+            return [m async for m in group]
+
+
+async def test_a_filtered_group_delivers_only_the_wanted_tags_of_every_partition(stream_path: str) -> None:
+    """ConsumerGroup(tags=...) merges the partitions' wanted messages, in order within each."""
+    everything = await write_partitions(stream_path, 600)
+    async with adiskq.ConsumerGroup(stream_path, end="close", tags={"t1", "t2"}) as group:
+        with anyio.fail_after(10):
+            got = [m async for m in group]
+    assert sorted(got) == sorted(m for m in everything if m.tag in {"t1", "t2"})
+    for partition in range(3):
+        offsets = [m.offset for m in got if m.partition == partition]
+        assert offsets == sorted(offsets)
+
+
+async def test_a_filtered_groups_commits_step_over_the_messages_it_skipped(stream_path: str) -> None:
+    """Committing the last wanted message of a partition commits past the unwanted ones after it, so
+    a filtered group that processed everything it wants shows no lag, and resumes at the end."""
+    async with adiskq.Producer(stream_path) as producer:
+        await producer.push_many([adiskq.Record(b"v%d" % i, tag="wanted" if i < 3 else "other") for i in range(100)])
+    async with adiskq.ConsumerGroup(stream_path, "billing", end="close", tags={"wanted"}) as group:
+        with anyio.fail_after(10):
+            async for message in group:
+                group.commit(message)
+    assert group.committed == {0: 100}
+    assert adiskq.stats(stream_path).groups["billing"] == {0: 100}
+    async with adiskq.Producer(stream_path) as producer:
+        await producer.push_many([adiskq.Record(b"late", tag="other"), adiskq.Record(b"new", tag="wanted")])
+    async with adiskq.ConsumerGroup(stream_path, "billing", end="close", tags={"wanted"}) as group:
+        with anyio.fail_after(10):
+            got = [m async for m in group]
+    assert [(m.offset, m.value) for m in got] == [(101, b"new")]
+
+
+async def test_a_filtered_group_with_nothing_wanted_moves_its_commit_to_the_end(stream_path: str) -> None:
+    """A filtered group whose delivered messages are all committed commits past the unwanted ones it read."""
+    async with adiskq.Producer(stream_path) as producer:
+        await producer.push(b"first", tag="wanted")
+    async with adiskq.ConsumerGroup(stream_path, "audit", end="close", tags={"wanted"}) as group:
+        with anyio.fail_after(10):
+            async for message in group:
+                group.commit(message)
+    async with adiskq.Producer(stream_path) as producer:
+        await producer.push_many([adiskq.Record(b"v", tag="other") for _ in range(50)])
+    async with adiskq.ConsumerGroup(stream_path, "audit", end="close", tags={"wanted"}) as group:
+        with anyio.fail_after(10):
+            assert [m async for m in group] == []
+    assert adiskq.stats(stream_path).groups["audit"] == {0: 51}
