@@ -27,6 +27,10 @@ def overwrite(path: str, data: bytes) -> None:
     pathlib.Path(path).write_bytes(data)
 
 
+def read_bytes(path: str) -> bytes:
+    return pathlib.Path(path).read_bytes()
+
+
 async def drain(consumer: adiskq.Consumer) -> list[adiskq.Message]:
     with anyio.fail_after(10):
         return [message async for message in consumer]
@@ -97,6 +101,40 @@ async def test_two_tags_with_one_hash_never_deliver_each_other(stream_path: str)
     async with adiskq.Consumer(stream_path, end="close", tags={"t2"}) as consumer:
         got = await drain(consumer)
     assert [m.offset for m in got] == [i for i, tag in enumerate(tags) if tag == "t2"]
+
+
+async def test_a_collision_in_a_sparse_column_is_caught_from_the_record(stream_path: str) -> None:
+    """A rare tag's entries read one by one (mapped, in sealed segments) are confirmed too: entries of
+    another tag forced to the wanted hash deliver nothing."""
+    tags = await write(stream_path, 2000, segment_size_bytes=16 * 1024)
+    wanted_hash = struct.pack("<I", tags_format.tag_hash("t2"))
+    other_hash = struct.pack("<I", tags_format.tag_hash("t3"))
+    folder = os.path.dirname(tag_file(stream_path))
+    for name in os.listdir(folder):
+        if name.endswith(".tagindex"):
+            path = os.path.join(folder, name)
+            overwrite(path, read_bytes(path).replace(other_hash, wanted_hash))
+    async with adiskq.Consumer(stream_path, end="close", tags={"t2"}) as consumer:
+        got = await drain(consumer)
+    assert [m.offset for m in got] == [i for i, tag in enumerate(tags) if tag == "t2"]
+
+
+async def test_a_damaged_record_a_filter_selects_raises_with_its_place(stream_path: str) -> None:
+    """A damaged record among the candidates raises CorruptRecordError naming the file and offset."""
+    await write(stream_path, 2000, segment_size_bytes=16 * 1024)
+    async with adiskq.Consumer(stream_path, end="close", tags={"t0"}) as consumer:
+        first = (await drain(consumer))[0]
+    data = tag_file(stream_path).replace(".tagindex", ".data")
+    damaged = bytearray(read_bytes(data))
+    position = 0
+    for _ in range(first.offset):
+        position += int.from_bytes(damaged[position : position + 4], "little")
+    damaged[position + 30] ^= 0xFF
+    overwrite(data, bytes(damaged))
+    async with adiskq.Consumer(stream_path, end="close", tags={"t0"}) as consumer:
+        with pytest.raises(adiskq.CorruptRecordError) as caught:
+            await drain(consumer)
+    assert caught.value.path == data
 
 
 async def test_a_segment_without_a_tag_column_is_filtered_from_its_records(stream_path: str) -> None:
