@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from .._errors import InvalidArgumentError
-from .codec import record_tag, tag_bytes
+from .codec import ATTRIBUTES_AT, TAGGED, record_tag, tag_bytes
 
 __all__ = [
     "ENTRY_BYTES",
@@ -54,7 +54,12 @@ def _raw_tag_hash(raw: bytes | None) -> int:
 
 def tag_column(records: Sequence[bytes]) -> bytes:
     """The ``.tagindex`` entries of encoded records (the producer's own, already checked)."""
-    return b"".join(_U32.pack(_raw_tag_hash(record_tag(record))) for record in records)
+    column = bytearray(ENTRY_BYTES * len(records))  # zeros: "no tag"
+    pack_into = _U32.pack_into
+    for i, record in enumerate(records):
+        if record[ATTRIBUTES_AT] & TAGGED:
+            pack_into(column, i * ENTRY_BYTES, _raw_tag_hash(record_tag(record)))
+    return bytes(column)
 
 
 def data_tag_column(data: bytes, positions: Iterable[int]) -> bytes:
