@@ -114,7 +114,7 @@ class TagFilter:
     from a ``.tagindex`` column (``matching_entries``), and the tags themselves, to confirm each
     candidate's record."""
 
-    __slots__ = ("hashes", "tags")
+    __slots__ = ("hashes", "single_entry", "tags")
 
     def __init__(self, tags: Iterable[str]) -> None:
         if isinstance(tags, str | bytes):
@@ -126,6 +126,9 @@ class TagFilter:
             tag_bytes(tag)  # a clear error for a tag no message can carry
         self.tags: frozenset[str | None] = frozenset(wanted)
         self.hashes = tuple(sorted(set(map(tag_hash, wanted))))
+        # The column entry of the one wanted hash: a stretch of the column equal to it repeated is
+        # all wanted, told by one comparison.
+        self.single_entry = _U32.pack(self.hashes[0]) if len(self.hashes) == 1 else None
 
     @classmethod
     def of(cls, tags: Iterable[str] | None) -> TagFilter | None:

@@ -103,7 +103,7 @@ def count_within(entries: bytes | memoryview, count: int, start: int, max_bytes:
     return low
 
 
-def _run_end(candidates: list[int], i: int, limit: int) -> int:
+def _run_end(candidates: list[int] | range, i: int, limit: int) -> int:
     """The end of the run of consecutive entry numbers that starts at ``candidates[i]`` (at most up to
     ``limit``): the numbers are ascending and distinct, so ``candidates[k] - candidates[i] == k - i``
     holds exactly up to the run's end, and bisection finds it in a few steps."""
@@ -749,11 +749,17 @@ class SegmentReader:
         entries, count, _, _ = located
         column = self._tag_column(offset - self.base_offset, count)
         covered = len(column) // TAG_ENTRY_BYTES
-        candidates = matching_entries(column, tag_filter.hashes)
-        candidates.extend(range(covered, count))
-        all_candidates = len(candidates) == count  # every entry (at 100% selectivity): one run
-        if len(candidates) * _SPARSE_SHARE < count:
-            return self._read_sparse(offset, entries, count, candidates, max_count, tag_filter, max_bytes)
+        single = tag_filter.single_entry
+        candidates: list[int] | range
+        if single is not None and covered == count and column == single * count:
+            candidates = range(count)  # every entry wanted (100% selectivity): one comparison, no list
+        else:
+            found = matching_entries(column, tag_filter.hashes)
+            found.extend(range(covered, count))
+            if len(found) * _SPARSE_SHARE < count:
+                return self._read_sparse(offset, entries, count, found, max_count, tag_filter, max_bytes)
+            candidates = found
+        all_candidates = len(candidates) == count  # every entry: one run
         messages: list[Message] = []
         passed = count
         size_read = 0
@@ -762,7 +768,7 @@ class SegmentReader:
             # A run of consecutive candidates is read and decoded at once (at 100% selectivity: all).
             first = candidates[i]
             limit = min(len(candidates), i + max_count)
-            j = limit if all_candidates else _run_end(candidates, i, limit)
+            j = limit if all_candidates or isinstance(candidates, range) else _run_end(candidates, i, limit)
             last = candidates[j - 1]
             start, _ = self._entry(entries, first, offset + first)
             last_position, last_size = self._entry(entries, last, offset + last)
