@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 
 import anyio
 import pytest
@@ -84,3 +86,22 @@ def test_the_tag_is_in_json_and_pretty_output_and_only_when_there(tagged: str) -
     assert "tag" not in message_json(untagged)
     assert json.loads(json_line(untagged)) == message_json(untagged)
     assert f"tag {message.tag}" in invoke("read", tagged, "--format", "pretty").output
+
+
+def test_stats_counts_messages_per_tag(tagged: str) -> None:
+    """`stats --tags` counts each tag's messages from the tag column (and says what it could not count)."""
+    document = json.loads(invoke("stats", tagged, "--tags", "--json").output)
+    assert {entry["tag"]: entry["messages"] for entry in document["tags"]} == {"created": 2, "paid": 2, None: 2}
+    assert document["tags_uncounted"] == 0
+    table = invoke("stats", tagged, "--tags").output
+    assert "created" in table
+    assert "(none)" in table
+    assert "tags" not in json.loads(invoke("stats", tagged, "--json").output)  # only when asked: it reads more
+
+
+def test_stats_says_what_a_segment_without_a_column_leaves_uncounted(tagged: str) -> None:
+    """Messages of a segment written before tags are reported as not counted, not as untagged."""
+    for path in glob.glob(os.path.join(tagged, "parts", "000000", "*.tagindex")):
+        os.unlink(path)
+    document = json.loads(invoke("stats", tagged, "--tags", "--json").output)
+    assert document["tags_uncounted"] == adiskq.stats(tagged).partitions[0].message_count
