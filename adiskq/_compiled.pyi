@@ -44,6 +44,9 @@ def index_entries(
 def decode_messages(
     buf: bytes, partition: int, first_offset: int, count: int, max_record_bytes: int, /
 ) -> list[Any] | tuple[int, bool]: ...
+def decode_at(
+    buf: bytes, partition: int, offsets: list[int], max_record_bytes: int, /
+) -> list[Any] | tuple[int, bool]: ...
 def scan_columns(
     buf: bytes | bytearray | memoryview, pos: int, max_record_bytes: int, /
 ) -> tuple[list[int], list[int], list[int], int]: ...

@@ -138,6 +138,7 @@ PyObject *adq_py_receipts(PyObject *module, PyObject *const *args, Py_ssize_t na
 PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_decode_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_scan_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_next_valid_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_tag_column(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

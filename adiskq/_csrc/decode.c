@@ -119,3 +119,58 @@ PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssi
     }
     return messages;
 }
+
+/* decode_at(buf, partition, offsets, max_record_bytes): decode_messages for records of offsets that
+ * need not follow each other (a filtered read's candidates, read one by one and joined): the i-th
+ * record's Message gets offsets[i]. Same checks and the same (position, bool) answer on a record that
+ * is not whole and valid, or on records that end before the buffer does. */
+PyObject *adq_py_decode_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "decode_at takes 4 arguments");
+        return NULL;
+    }
+    if (adq_message_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "adiskq._compiled.configure() was not called");
+        return NULL;
+    }
+    if (!PyBytes_Check(args[0]) || !PyList_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "decode_at takes bytes and a list of offsets");
+        return NULL;
+    }
+    PyObject *partition = args[1];
+    PyObject *offsets = args[2];
+    unsigned long long max_record_bytes = PyLong_AsUnsignedLongLong(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    const uint8_t *buf = (const uint8_t *)PyBytes_AS_STRING(args[0]);
+    size_t limit = (size_t)PyBytes_GET_SIZE(args[0]);
+    Py_ssize_t count = PyList_GET_SIZE(offsets);
+    Py_ssize_t most = (Py_ssize_t)(limit / ADQ_MIN_RECORD_BYTES);
+    PyObject *messages = PyList_New(count <= most ? count : most);
+    if (messages == NULL) return NULL;
+    size_t pos = 0;
+    adq_record record;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (i >= most || adq_check_record(buf, limit, pos, max_record_bytes, &record) != ADQ_RECORD_OK) {
+            Py_DECREF(messages);
+            return Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_False);
+        }
+        long long offset = PyLong_AsLongLong(PyList_GET_ITEM(offsets, i));
+        if (offset == -1 && PyErr_Occurred()) {
+            Py_DECREF(messages);
+            return NULL;
+        }
+        PyObject *message = new_message(partition, offset, buf, &record);
+        if (message == NULL) {
+            Py_DECREF(messages);
+            return NULL;
+        }
+        PyList_SET_ITEM(messages, i, message);
+        pos += record.size;
+    }
+    if (pos != limit) {
+        Py_DECREF(messages);
+        return Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_True);
+    }
+    return messages;
+}

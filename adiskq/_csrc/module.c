@@ -106,6 +106,7 @@ static PyMethodDef methods[] = {
     {"encode_record", (PyCFunction)(void (*)(void))adq_py_encode_record, METH_FASTCALL, "see encode.c"},
     {"encode_batch", (PyCFunction)(void (*)(void))adq_py_encode_batch, METH_FASTCALL, "see encode.c"},
     {"encode_records", (PyCFunction)(void (*)(void))adq_py_encode_records, METH_FASTCALL, "see encode.c"},
+    {"decode_at", (PyCFunction)(void (*)(void))adq_py_decode_at, METH_FASTCALL, "see decode.c"},
     {"tag_column", (PyCFunction)(void (*)(void))adq_py_tag_column, METH_FASTCALL, "see tags.c"},
     {"matching_entries", (PyCFunction)(void (*)(void))adq_py_matching_entries, METH_FASTCALL, "see tags.c"},
     {"receipts", (PyCFunction)(void (*)(void))adq_py_receipts, METH_FASTCALL, "see encode.c"},

@@ -37,6 +37,7 @@ __all__ = [
     "CRC32C_IMPLEMENTATION",
     "Buffer",
     "crc32c",
+    "decode_at",
     "decode_messages",
     "encode_batch",
     "encode_record",
@@ -99,6 +100,14 @@ def reference_index_entries(
     return bytes(index), bytes(timeindex), position
 
 
+def reference_decode_at(
+    buf: bytes, partition: int, offsets: list[int], *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+) -> list[Message]:
+    """``decode_messages`` of records whose offsets need not follow each other: the i-th gets ``offsets[i]``."""
+    decoded = reference.decode_messages(buf, partition, 0, len(offsets), max_record_bytes=max_record_bytes)
+    return [message._replace(offset=offset) for message, offset in zip(decoded, offsets, strict=True)]
+
+
 def reference_receipts(partition: int, first_offset: int, count: int) -> list[Receipt]:
     """The receipts of ``count`` messages stored from ``first_offset`` on in one partition."""
     offsets = range(first_offset, first_offset + count)
@@ -125,6 +134,7 @@ if _core is not None:
     fnv1_32 = _core.fnv1_32
     next_valid_record_at = _core.next_valid_record
     _tag_column = _core.tag_column
+    _decode_at = _core.decode_at
     _matching_entries = _core.matching_entries
 
     def encode_record(
@@ -206,6 +216,18 @@ if _core is not None:
         reference.raise_record_error(buf, position, max_record_bytes)
         raise AssertionError("unreachable")  # pragma: no cover - raise_record_error always raises
 
+    def decode_at(
+        buf: bytes, partition: int, offsets: list[int], *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    ) -> list[Message]:
+        decoded = _decode_at(buf, partition, offsets, max_record_bytes)
+        if type(decoded) is list:
+            return decoded
+        position, all_decoded = decoded
+        if all_decoded:
+            raise CorruptRecordError("records and index entries disagree about the data's length", position=position)
+        reference.raise_record_error(buf, position, max_record_bytes)
+        raise AssertionError("unreachable")  # pragma: no cover - raise_record_error always raises
+
     def scan_columns(buf: bytes, pos: int = 0, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> ScannedRecords:
         positions, sizes, timestamps, stop = _scan_columns(buf, pos, max_record_bytes)
         error: CorruptRecordError | None = None
@@ -230,6 +252,11 @@ else:
 
     def encode_records(items: list[Record | bytes], now: int, partition_count: int) -> EncodedRecords | None:
         return None  # the producer's Python path encodes every batch
+
+    def decode_at(
+        buf: bytes, partition: int, offsets: list[int], *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    ) -> list[Message]:
+        return reference_decode_at(buf, partition, offsets, max_record_bytes=max_record_bytes)
 
     receipts = reference_receipts
     place = reference_place

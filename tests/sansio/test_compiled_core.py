@@ -449,3 +449,18 @@ def test_matching_entries_are_the_references(hashes: list[int], wanted: set[int]
     expected = [i for i, value in enumerate(hashes) if value in wanted]
     assert core.matching_entries(column, tuple(sorted(wanted))) == expected
     assert reference_tags.matching_entries(column, tuple(sorted(wanted))) == expected
+
+
+@settings(max_examples=200)
+@given(st.lists(fields, max_size=10), st.data())
+def test_decode_at_answers_as_the_reference(batch: list[Fields], data: st.DataObject) -> None:
+    """Records of scattered offsets (a filtered read's candidates) decode as the reference decodes them,
+    damaged or not, each message numbered by its own offset."""
+    buffer = damaged(records_buffer(batch), data)
+    offsets = sorted(
+        data.draw(st.sets(st.integers(min_value=0, max_value=10**6), min_size=len(batch), max_size=len(batch)))
+    )
+    same_messages(
+        outcome(lambda: core.decode_at(buffer, 2, offsets)),
+        outcome(lambda: core.reference_decode_at(buffer, 2, offsets)),
+    )
