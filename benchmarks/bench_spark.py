@@ -117,6 +117,7 @@ class NullReader(DataSourceReader):
                 pa.array([], pa.binary()),
                 type=ARROW_SCHEMA.field("headers").type,
             ),
+            pa.nulls(size, pa.string()),  # tag
         ]
         batch = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
         for start in range(0, rows, size):

@@ -15,12 +15,14 @@ loses no message.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Literal
 
 import anyio
 import anyio.lowlevel
 
 from .._errors import ClosedError, InvalidArgumentError
+from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from .._storage.stream import StreamReader
 from . import wakeup
@@ -42,7 +44,10 @@ class Consumer(_Reader):
     it). ``end``: ``"wait"`` (follow forever), ``"close"`` (stop at the end of what was there when
     the consumer opened), or an offset (exclusive). ``on_data_loss``: when retention deleted
     messages not read yet, ``"skip"`` to the oldest offset (the range is logged and appended to
-    ``skipped``) or ``"raise"`` ``OffsetOutOfRangeError``.
+    ``skipped``) or ``"raise"`` ``OffsetOutOfRangeError``. ``tags``: deliver only messages whose
+    tag is one of these (RocketMQ's ``TagA || TagB``; None, the default: every message). Such a
+    consumer reads the tag hashes kept beside the index and only the records that may match, and
+    confirms each one's tag from its record.
 
     Use it as ``async with Consumer(...) as consumer: async for msg in consumer``. The constructor
     does no I/O; ``aclose()`` releases everything even when cancelled; closing twice is harmless; a
@@ -58,6 +63,7 @@ class Consumer(_Reader):
         end: End = "wait",
         on_data_loss: OnDataLoss = "skip",
         poll_interval: float | None = None,
+        tags: Iterable[str] | None = None,
     ) -> None:
         if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
             raise InvalidArgumentError(f"partition={partition!r}: partitions are numbered from 0")
@@ -69,6 +75,7 @@ class Consumer(_Reader):
             raise InvalidArgumentError(f"end={end!r}: use 'wait', 'close' or an offset (exclusive)")
         check_on_data_loss(on_data_loss)
         positive_seconds("poll_interval", poll_interval, optional=True)
+        self._tag_filter = TagFilter.of(tags)
         self.path = os.fspath(path)
         self.partition = partition
         self.start = start
@@ -113,6 +120,7 @@ class Consumer(_Reader):
             notifier=notifier,
             waiter=self._waiter,
             on_skip=lambda _partition, first, last_exclusive: self._skipped.append((first, last_exclusive)),
+            tag_filter=self._tag_filter,
         )
         self._follower = follower
         self._state = "open"
@@ -134,10 +142,18 @@ class Consumer(_Reader):
     # -- state -----------------------------------------------------------------------------------
 
     @property
+    def tags(self) -> frozenset[str] | None:
+        """The tags this consumer delivers (None: every message)."""
+        return None if self._tag_filter is None else frozenset(t for t in self._tag_filter.tags if t is not None)
+
+    @property
     def position(self) -> int | None:
-        """The offset of the next message this consumer returns (None before it opens)."""
+        """The offset of the next message this consumer returns (None before it opens); with
+        ``tags``, where it reads on from once the messages it has read ahead are taken."""
         if self._follower is None:
             return None
+        if self._tag_filter is not None:
+            return self._follower.position
         return self._follower.position - self._messages.remaining
 
     @property
@@ -176,6 +192,10 @@ class Consumer(_Reader):
     def _waits_on_kernel(self) -> bool:
         assert self._follower is not None
         return self._follower.uses_inotify
+
+    async def _before_look(self) -> None:
+        if self._follower is not None and self._follower.more_to_scan:
+            await anyio.lowlevel.checkpoint()  # a long stretch without a wanted tag: let others run
 
     async def _after_wait(self, timed_out: bool) -> None:
         if timed_out and self._follower is not None:

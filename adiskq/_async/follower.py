@@ -16,6 +16,7 @@ from typing import Final, Literal
 
 from .._errors import OffsetOutOfRangeError
 from .._sansio.naming import INDEX
+from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from .._storage.cursors import PartitionCursor
 from .._storage.lock import owner_text
@@ -32,6 +33,12 @@ OnDataLoss = Literal["skip", "raise"]
 
 # One read covers at most this much data: bounds the time a read holds the event loop.
 MAX_READ_BYTES: Final = 4 * 2**20
+# A filtered read looks at most this many offsets' tag hashes (a 4-byte entry and a 24-byte index
+# entry each, no record) before it lets other tasks run, whether or not it found a match.
+MAX_SCAN_OFFSETS: Final = 65_536
+# A filtered read passes at most this many offsets at a time to the segment (one read of the index
+# and of the tag column each).
+_SCAN_STEP: Final = 8192
 _INDEX_SUFFIX: Final = "." + INDEX
 _HOST: Final = socket.gethostname()
 
@@ -65,6 +72,7 @@ class PartitionFollower:
         notifier: Notifier,
         waiter: wakeup.Waiter,
         on_skip: Callable[[int, int, int], None],
+        tag_filter: TagFilter | None = None,
     ) -> None:
         reader = stream.partition(partition)
         _, next_offset = reader.bounds()
@@ -92,6 +100,10 @@ class PartitionFollower:
         self._index_watch: Watch | None = None
         self.local = False  # the producer is in this process: wake-ups come without the kernel
         self.closed = False
+        self.tag_filter = tag_filter
+        # A filtered read stopped at MAX_SCAN_OFFSETS with more to look at: read again before waiting.
+        self.more_to_scan = False
+        self._scan_step = 0  # offsets a filtered read looks at (see _read_tagged)
         self.choose_wakeups()
 
     @property
@@ -122,6 +134,8 @@ class PartitionFollower:
                     return []
                 max_count = min(max_count, end - self.position)
             try:
+                if self.tag_filter is not None:
+                    return self._read_tagged(max_count, self.tag_filter)
                 messages = self._cursor.read(max_count, MAX_READ_BYTES)
             except OffsetOutOfRangeError as error:
                 if error.oldest_offset is None:
@@ -131,6 +145,32 @@ class PartitionFollower:
             if messages:
                 self.position += len(messages)
             return messages
+
+    def _read_tagged(self, max_count: int, tag_filter: TagFilter) -> list[Message]:
+        """The next messages with a wanted tag; ``[]`` when caught up or done, or (with
+        ``more_to_scan`` set) after looking at ``MAX_SCAN_OFFSETS`` offsets without a match."""
+        self.more_to_scan = False
+        scanned = 0
+        while True:
+            step = self._scan_step = max(self._scan_step, max_count)
+            if self.end is not None:
+                step = min(step, self.end - self.position)
+            if step <= 0:
+                return []
+            messages, passed = self._cursor.read_tagged(max_count, step, tag_filter, MAX_READ_BYTES)
+            self.position += passed
+            # The step follows the share of wanted messages: what holds max_count of them, found
+            # by doubling (a scan reads its index entries and column whether it uses them or not).
+            if len(messages) < max_count:
+                self._scan_step = min(_SCAN_STEP, self._scan_step * 2)
+            else:
+                self._scan_step = max(max_count, self._scan_step // 2)
+            if messages or not passed:
+                return messages
+            scanned += passed
+            if scanned >= MAX_SCAN_OFFSETS:
+                self.more_to_scan = True
+                return []
 
     def _data_lost(self, oldest: int) -> None:
         first = self.position
@@ -172,8 +212,9 @@ class PartitionFollower:
         return base
 
     def moved_since(self, base: int | None) -> bool:
-        """True when the cursor went on to another segment since ``prepare_wait`` returned ``base``."""
-        return self._cursor.segment_base != base
+        """True when the cursor went on to another segment since ``prepare_wait`` returned ``base``,
+        or a filtered read stopped with more to look at."""
+        return self._cursor.segment_base != base or self.more_to_scan
 
     def close(self) -> None:
         """Release files, watches and the waiter's registration; closing twice is harmless."""

@@ -31,6 +31,7 @@ import anyio.to_thread
 
 from .._errors import ClosedError, InvalidArgumentError
 from .._sansio.naming import validate_group_name
+from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from .._storage.offsets import load_offsets, update_offsets
 from .._storage.stream import StreamReader
@@ -77,6 +78,13 @@ class ConsumerGroup(_Reader):
     they are read (between batches), so a member busy with a batch gives partitions back when it
     asks for the next one. ``exclusive=True``: while this member lives, it holds every partition
     and the other members (exclusive or not) wait, holding none; the oldest exclusive member wins.
+
+    ``tags``: deliver only messages whose tag is one of these (see ``Consumer``). The messages a
+    filtered group skips count as processed once everything delivered before them is committed:
+    ``commit(msg)`` of the last message delivered from a partition commits past the skipped ones
+    after it, and a caught-up partition whose delivered messages are all committed has its commit
+    moved past the skipped ones it read, so lag (``adiskq groups``) falls to 0 when nothing wanted
+    is left.
     """
 
     def __init__(
@@ -91,7 +99,9 @@ class ConsumerGroup(_Reader):
         poll_interval: float | None = None,
         exclusive: bool = False,
         rebalance_interval: float = DEFAULT_REBALANCE_INTERVAL,
+        tags: Iterable[str] | None = None,
     ) -> None:
+        self._tag_filter = TagFilter.of(tags)
         if name is not None:
             validate_group_name(name)
         check_start(start)
@@ -130,6 +140,9 @@ class ConsumerGroup(_Reader):
         self._store_lock = anyio.Lock()
         self._changed: anyio.Event | None = None
         self._skipped: list[tuple[int, int, int]] = []
+        # With tags: partition -> [first, end) of the offsets a filtered read passed without a
+        # wanted tag since the last message it delivered (what a commit may step over).
+        self._passed: dict[int, tuple[int, int]] = {}
         self._reading = False
         super().__init__()
 
@@ -281,6 +294,7 @@ class ConsumerGroup(_Reader):
             notifier=notifier,
             waiter=self._waiter,
             on_skip=self._on_skip,
+            tag_filter=self._tag_filter,
         )
         self._followers[partition] = follower
         self._order.append(follower)
@@ -345,6 +359,7 @@ class ConsumerGroup(_Reader):
                     follower.close()
                     self._order.remove(follower)
                 self._ledger.forget(partition)
+                self._passed.pop(partition, None)
                 membership.release(partition)
         self._turn = 0
         membership.ring()  # the member waiting for these partitions need not wait for its next look
@@ -378,7 +393,16 @@ class ConsumerGroup(_Reader):
                 "member, or never came here): its uncommitted messages are read again by its holder. Commit "
                 "each message (or batch) before asking the group for the next one"
             )
-        self._ledger.commit(partition, message.offset + 1)
+        next_offset = message.offset + 1
+        passed = self._passed.get(partition)
+        if passed is not None and passed[0] == next_offset:
+            next_offset = passed[1]  # the messages after it that the filter skipped go with it
+        self._ledger.commit(partition, next_offset)
+
+    @property
+    def tags(self) -> frozenset[str] | None:
+        """The tags this group delivers (None: every message)."""
+        return None if self._tag_filter is None else frozenset(t for t in self._tag_filter.tags if t is not None)
 
     @property
     def committed(self) -> dict[int, int]:
@@ -430,11 +454,30 @@ class ConsumerGroup(_Reader):
         count = len(order)
         for step in range(count):
             index = (self._turn + step) % count
-            messages = order[index].read(max_messages)
+            follower = order[index]
+            before = follower.position
+            messages = follower.read(max_messages)
+            if self._tag_filter is not None:
+                self._note_passed(follower.partition, before, follower.position, messages)
             if messages:
                 self._turn = (index + 1) % count
                 return messages
         return []
+
+    def _note_passed(self, partition: int, before: int, after: int, messages: list[Message]) -> None:
+        """Keep track of the offsets a filtered read passed without delivering them (see ``commit``)."""
+        if messages:
+            self._passed[partition] = (messages[-1].offset + 1, after)
+            return
+        if after == before:
+            return
+        first, end = self._passed.get(partition, (before, before))
+        if end != before:
+            first = before
+        self._passed[partition] = (first, after)
+        # Everything delivered from this partition is committed: the skipped stretch is done too.
+        if self.name is not None and self._ledger.committed.get(partition) == first:
+            self._ledger.commit(partition, after)
 
     def _all_done(self) -> bool:
         return self.end != "wait" and all(follower.done for follower in self._order)
@@ -449,6 +492,8 @@ class ConsumerGroup(_Reader):
             await anyio.lowlevel.checkpoint()
 
     async def _before_look(self) -> None:
+        if self._tag_filter is not None and any(follower.more_to_scan for follower in self._order):
+            await anyio.lowlevel.checkpoint()  # a long stretch without a wanted tag: let others run
         membership = self._membership
         if membership is not None and membership.due_in() <= 0:
             await self._rebalance()

@@ -407,19 +407,22 @@ class Producer:
         value: bytes,
         *,
         key: Key = None,
+        tag: str | None = None,
         headers: Mapping[str, bytes] | None = None,
         timestamp: Timestamp = None,
     ) -> Receipt:
         """Append one message; returns its ``Receipt(partition, offset)``.
 
-        ``key`` picks the partition (a random key when None); ``timestamp`` defaults to now. Returns
+        ``key`` picks the partition (a random key when None); ``tag`` (1 to 255 bytes of UTF-8, or
+        None) is what filtering consumers select by; ``timestamp`` defaults to now. Returns
         once the message is handed to the OS (``flush="async"``) or on stable storage (``"sync"``).
         Cancellation is atomic: a cancelled push was either written with its offset or not at all.
 
         Raises:
             MessageTooLargeError: the message is over the stream's ``max_message_bytes``.
             ClosedError: the producer is not open.
-            TypeError: the key is not ``str``, ``bytes`` or None.
+            TypeError: the key is not ``str``, ``bytes`` or None, or the tag not ``str`` or None.
+            InvalidArgumentError: the tag is empty or over 255 bytes of UTF-8.
             DiskUsageRefusedError: the file system is fuller than ``refuse_writes_above``; nothing was
                 written, and pushes succeed again once usage is below the level.
             OSError: the disk failed the write (ENOSPC, EIO, EFBIG): nothing was written, and the next
@@ -443,9 +446,9 @@ class Producer:
             self._check_size(len(value) + len(raw_key) + sum(len(name) + len(v) for name, v in headers.items()))
         if (
             raw_encode_record is None
-            or (record := raw_encode_record(value, raw_key, timestamp_ns, headers or None, 0)) is NotImplemented
+            or (record := raw_encode_record(value, raw_key, timestamp_ns, headers or None, 0, tag)) is NotImplemented
         ):
-            record = encode_record(value, raw_key, timestamp_ns, headers)
+            record = encode_record(value, raw_key, timestamp_ns, headers, 0, tag)
         if len(record) > self._max_message_bytes:
             self._check_size(len(record))
         if self._disk_guard is not None:
@@ -531,7 +534,7 @@ class Producer:
     ) -> tuple[list[bytes], list[int], Sequence[int], Sequence[int]]:
         """Records, their timestamps, partitions and key hashes, encoded column-wise so the
         per-record work runs in C (zip, map) wherever it can."""
-        values, keys, all_headers, timestamps = zip(*items, strict=True)
+        values, keys, all_headers, timestamps, tags = zip(*items, strict=True)
         try:
             placements = list(map(self._placement.get, keys))
         except TypeError:  # an unhashable key (bytearray): place one by one
@@ -552,7 +555,13 @@ class Producer:
             stamps = [now] * len(items)
         else:
             stamps = [now if t is None else _timestamp_ns(t) for t in timestamps]
-        encoded = encode_batch(values, raw_keys, stamps, all_headers if any(all_headers) else None)
+        encoded = encode_batch(
+            values,
+            raw_keys,
+            stamps,
+            all_headers if any(all_headers) else None,
+            None if tags.count(None) == len(tags) else tags,
+        )
         self._check_size(max(map(len, encoded)))
         return encoded, stamps, list(partitions), key_hashes
 

@@ -10,11 +10,13 @@
  *   decode.c  Messages from a buffer of records, the read hot path
  *   scan.c    recovery's and check's scans: the valid records of a buffer, and the next valid one
  *   iterate.c `async for` over the last batch read: a message a step without running Python
+ *   tags.c    the tag column (.tagindex entries) of a batch of records, and the scan of one
  *   values.c  adiskq.Record's constructor
  *   module.c  the Python module: its functions and the objects it is configured with
  *
  * The record layout (all integers little-endian; the reference's docstring is the full text):
  *   u32 size | u32 crc | u8 magic 0xAD | u8 attributes | i64 timestamp_ns | u32 key_len | key |
+ *   [u16 tag_len | UTF-8 tag: only when attributes bit 0 is set] |
  *   u16 header_count | per header: u16 name_len, UTF-8 name, u32 value_len, value | value
  * The CRC-32C covers every byte from the magic byte on.
  */
@@ -35,6 +37,8 @@
 #define ADQ_KEY_LENGTH_AT 18
 #define ADQ_KEY_AT 22
 #define ADQ_MIN_RECORD_BYTES 24 /* the fixed fields plus header_count */
+#define ADQ_TAGGED 0x01u        /* attributes bit 0: u16 tag_len and the UTF-8 tag follow the key */
+#define ADQ_MAX_TAG_BYTES 255
 
 static inline uint16_t adq_load_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
@@ -100,6 +104,9 @@ typedef struct {
     int64_t timestamp_ns;
     size_t key_at;        /* absolute positions in the buffer */
     size_t key_len;
+    size_t tag_at;        /* the tag's first byte; tag_len 0 and tag_at 0 when it has none */
+    size_t tag_len;
+    int has_tag;
     size_t headers_at;    /* the first header's name_len field */
     uint16_t header_count;
     size_t value_at;
@@ -131,8 +138,11 @@ PyObject *adq_py_receipts(PyObject *module, PyObject *const *args, Py_ssize_t na
 PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_decode_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_scan_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_next_valid_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_tag_column(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_matching_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_index_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -6,8 +6,8 @@
  * instead, and (position, True) when the records end before the buffer does: the caller lets the
  * reference name what is wrong there, so errors and positions are the reference's own.
  *
- * A Message is a tuple (the NamedTuple adiskq.Message). One without headers holds only ints, bytes
- * and the shared empty headers, so it can never be part of a reference cycle: it is untracked, and
+ * A Message is a tuple (the NamedTuple adiskq.Message, seven fields, the tag last). One without
+ * headers holds only ints, bytes, the shared empty headers and a str tag or None, so it can never be part of a reference cycle: it is untracked, and
  * the cyclic GC never walks the millions a batch read can hold. */
 #include "core.h"
 
@@ -35,16 +35,19 @@ static PyObject *headers_dict(const uint8_t *buf, const adq_record *record) {
 }
 
 static PyObject *new_message(PyObject *partition, long long offset, const uint8_t *buf, const adq_record *record) {
-    PyObject *message = adq_message_type->tp_alloc(adq_message_type, 6);
+    PyObject *message = adq_message_type->tp_alloc(adq_message_type, 7);
     if (message == NULL) return NULL;
     PyObject *headers;
     if (record->header_count) {
         headers = headers_dict(buf, record);
     } else {
         headers = Py_NewRef(adq_empty_headers);
-        PyObject_GC_UnTrack(message);
+        PyObject_GC_UnTrack(message); /* a str tag cannot be part of a cycle either */
     }
-    PyObject *items[6] = {
+    PyObject *tag = record->has_tag ? PyUnicode_DecodeUTF8((const char *)buf + record->tag_at,
+                                                           (Py_ssize_t)record->tag_len, "strict")
+                                    : Py_NewRef(Py_None);
+    PyObject *items[7] = {
         Py_NewRef(partition),
         PyLong_FromLongLong(offset),
         PyLong_FromLongLong(record->timestamp_ns),
@@ -52,9 +55,10 @@ static PyObject *new_message(PyObject *partition, long long offset, const uint8_
         PyBytes_FromStringAndSize((const char *)buf + record->value_at,
                                   (Py_ssize_t)(record->size - (record->value_at - (record->key_at - ADQ_KEY_AT)))),
         headers,
+        tag,
     };
     int ok = 1;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         if (items[i] == NULL) ok = 0;
         PyTuple_SET_ITEM(message, i, items[i]); /* NULL items are fine: tuple dealloc skips them */
     }
@@ -102,6 +106,61 @@ PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssi
             return Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_False);
         }
         PyObject *message = new_message(partition, first_offset + i, buf, &record);
+        if (message == NULL) {
+            Py_DECREF(messages);
+            return NULL;
+        }
+        PyList_SET_ITEM(messages, i, message);
+        pos += record.size;
+    }
+    if (pos != limit) {
+        Py_DECREF(messages);
+        return Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_True);
+    }
+    return messages;
+}
+
+/* decode_at(buf, partition, offsets, max_record_bytes): decode_messages for records of offsets that
+ * need not follow each other (a filtered read's candidates, read one by one and joined): the i-th
+ * record's Message gets offsets[i]. Same checks and the same (position, bool) answer on a record that
+ * is not whole and valid, or on records that end before the buffer does. */
+PyObject *adq_py_decode_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "decode_at takes 4 arguments");
+        return NULL;
+    }
+    if (adq_message_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "adiskq._compiled.configure() was not called");
+        return NULL;
+    }
+    if (!PyBytes_Check(args[0]) || !PyList_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "decode_at takes bytes and a list of offsets");
+        return NULL;
+    }
+    PyObject *partition = args[1];
+    PyObject *offsets = args[2];
+    unsigned long long max_record_bytes = PyLong_AsUnsignedLongLong(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    const uint8_t *buf = (const uint8_t *)PyBytes_AS_STRING(args[0]);
+    size_t limit = (size_t)PyBytes_GET_SIZE(args[0]);
+    Py_ssize_t count = PyList_GET_SIZE(offsets);
+    Py_ssize_t most = (Py_ssize_t)(limit / ADQ_MIN_RECORD_BYTES);
+    PyObject *messages = PyList_New(count <= most ? count : most);
+    if (messages == NULL) return NULL;
+    size_t pos = 0;
+    adq_record record;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (i >= most || adq_check_record(buf, limit, pos, max_record_bytes, &record) != ADQ_RECORD_OK) {
+            Py_DECREF(messages);
+            return Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_False);
+        }
+        long long offset = PyLong_AsLongLong(PyList_GET_ITEM(offsets, i));
+        if (offset == -1 && PyErr_Occurred()) {
+            Py_DECREF(messages);
+            return NULL;
+        }
+        PyObject *message = new_message(partition, offset, buf, &record);
         if (message == NULL) {
             Py_DECREF(messages);
             return NULL;

@@ -55,10 +55,30 @@ static uint8_t *write_headers(uint8_t *out, PyObject *headers) {
     return out;
 }
 
-/* One record as a new bytes object; NULL with no exception set means "not plain: use the reference". */
+/* A tag's UTF-8 bytes (cached in the str) in *raw and *length: 1 for None (length 0), 1 for a plain
+ * tag (a str of 1 to ADQ_MAX_TAG_BYTES bytes of UTF-8), 0 for anything else (the reference raises). */
+static int tag_bytes(PyObject *tag, const char **raw, Py_ssize_t *length) {
+    *raw = NULL;
+    *length = 0;
+    if (tag == Py_None) return 1;
+    if (!PyUnicode_CheckExact(tag)) return 0;
+    *raw = PyUnicode_AsUTF8AndSize(tag, length);
+    if (*raw == NULL) {
+        PyErr_Clear(); /* a lone surrogate: the reference raises its own error */
+        return 0;
+    }
+    return *length >= 1 && *length <= ADQ_MAX_TAG_BYTES;
+}
+
+/* One record as a new bytes object; NULL with no exception set means "not plain: use the reference".
+ * `tag` is None or a str: a tagged record sets attributes bit 0 and carries u16 tag_len and the tag
+ * right after the key. */
 static PyObject *encode_one(PyObject *value, const uint8_t *key, size_t key_len, PyObject *timestamp,
-                            PyObject *headers, int attributes) {
+                            PyObject *headers, int attributes, PyObject *tag) {
     if (!PyBytes_CheckExact(value) || !PyLong_CheckExact(timestamp)) return NULL;
+    const char *raw_tag;
+    Py_ssize_t tag_len;
+    if (!tag_bytes(tag, &raw_tag, &tag_len)) return NULL;
     int overflow;
     long long timestamp_ns = PyLong_AsLongLongAndOverflow(timestamp, &overflow);
     if (overflow || (timestamp_ns == -1 && PyErr_Occurred())) {
@@ -67,18 +87,26 @@ static PyObject *encode_one(PyObject *value, const uint8_t *key, size_t key_len,
     }
     int64_t header_bytes = headers_size(headers);
     if (header_bytes < 0) return NULL;
-    uint64_t size = ADQ_KEY_AT + (uint64_t)key_len + (uint64_t)header_bytes + (uint64_t)PyBytes_GET_SIZE(value);
+    uint64_t tag_field = raw_tag == NULL ? 0 : 2 + (uint64_t)tag_len;
+    uint64_t size =
+        ADQ_KEY_AT + (uint64_t)key_len + tag_field + (uint64_t)header_bytes + (uint64_t)PyBytes_GET_SIZE(value);
     if (size > MAX_U32 || key_len > MAX_U32) return NULL;
     PyObject *record = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
     if (record == NULL) return NULL;
     uint8_t *out = (uint8_t *)PyBytes_AS_STRING(record);
     adq_store_u32(out + ADQ_SIZE_AT, (uint32_t)size);
     out[ADQ_MAGIC_AT] = ADQ_MAGIC_V1;
-    out[ADQ_ATTRIBUTES_AT] = (uint8_t)attributes;
+    out[ADQ_ATTRIBUTES_AT] = (uint8_t)(raw_tag == NULL ? attributes : (attributes | (int)ADQ_TAGGED));
     adq_store_u64(out + ADQ_TIMESTAMP_AT, (uint64_t)timestamp_ns);
     adq_store_u32(out + ADQ_KEY_LENGTH_AT, (uint32_t)key_len);
     memcpy(out + ADQ_KEY_AT, key, key_len);
-    uint8_t *at = write_headers(out + ADQ_KEY_AT + key_len, headers);
+    uint8_t *at = out + ADQ_KEY_AT + key_len;
+    if (raw_tag != NULL) {
+        adq_store_u16(at, (uint16_t)tag_len);
+        memcpy(at + 2, raw_tag, (size_t)tag_len);
+        at += 2 + tag_len;
+    }
+    at = write_headers(at, headers);
     memcpy(at, PyBytes_AS_STRING(value), (size_t)PyBytes_GET_SIZE(value));
     adq_store_u32(out + ADQ_CRC_AT, adq_crc32c(0, out + ADQ_MAGIC_AT, (size_t)size - ADQ_MAGIC_AT));
     return record;
@@ -107,11 +135,11 @@ static int key_bytes(PyObject *key, const uint8_t **raw, size_t *length) {
 
 static PyObject *not_implemented(void) { Py_RETURN_NOTIMPLEMENTED; }
 
-/* encode_record(value, key, timestamp_ns, headers, attributes) -> bytes | NotImplemented */
+/* encode_record(value, key, timestamp_ns, headers, attributes, tag) -> bytes | NotImplemented */
 PyObject *adq_py_encode_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "encode_record takes 5 arguments");
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "encode_record takes 6 arguments");
         return NULL;
     }
     if (!PyBytes_CheckExact(args[1]) || !PyLong_CheckExact(args[4])) return not_implemented();
@@ -121,7 +149,7 @@ PyObject *adq_py_encode_record(PyObject *module, PyObject *const *args, Py_ssize
         return not_implemented();
     }
     PyObject *record = encode_one(args[0], (const uint8_t *)PyBytes_AS_STRING(args[1]),
-                                  (size_t)PyBytes_GET_SIZE(args[1]), args[2], args[3], (int)attributes);
+                                  (size_t)PyBytes_GET_SIZE(args[1]), args[2], args[3], (int)attributes, args[5]);
     if (record == NULL && !PyErr_Occurred()) return not_implemented();
     return record;
 }
@@ -141,26 +169,34 @@ fail:
     return 0;
 }
 
-/* encode_batch(values, keys, timestamps, headers) -> list[bytes] | NotImplemented; the sequences are
- * lists or tuples (anything else goes to the reference), headers None or one per record. */
+/* encode_batch(values, keys, timestamps, headers, tags) -> list[bytes] | NotImplemented; the sequences
+ * are lists or tuples (anything else goes to the reference), headers and tags None or one per record. */
 PyObject *adq_py_encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "encode_batch takes 4 arguments");
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "encode_batch takes 5 arguments");
         return NULL;
     }
-    PyObject *seq[4];
+    PyObject *in[5] = {args[0], args[1], args[2], args[3], args[4]};
+    PyObject *seq[5] = {NULL, NULL, NULL, NULL, NULL};
     Py_ssize_t count;
-    int with_headers = args[3] != Py_None;
-    if (!same_length_sequences(args, seq, with_headers ? 4 : 3, &count)) return not_implemented();
+    int with_headers = args[3] != Py_None, with_tags = args[4] != Py_None;
+    /* the sequences present, packed: values, keys, timestamps, [headers], [tags] */
+    int n = 3;
+    int headers_at = -1, tags_at = -1;
+    if (with_headers) in[headers_at = n++] = args[3];
+    if (with_tags) in[tags_at = n++] = args[4];
+    if (!same_length_sequences(in, seq, n, &count)) return not_implemented();
     PyObject *records = PyList_New(count);
     if (records == NULL) goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *key = PySequence_Fast_GET_ITEM(seq[1], i);
         if (!PyBytes_CheckExact(key)) goto reference;
-        PyObject *headers = with_headers ? PySequence_Fast_GET_ITEM(seq[3], i) : Py_None;
+        PyObject *headers = with_headers ? PySequence_Fast_GET_ITEM(seq[headers_at], i) : Py_None;
+        PyObject *tag = with_tags ? PySequence_Fast_GET_ITEM(seq[tags_at], i) : Py_None;
         PyObject *record = encode_one(PySequence_Fast_GET_ITEM(seq[0], i), (const uint8_t *)PyBytes_AS_STRING(key),
-                                      (size_t)PyBytes_GET_SIZE(key), PySequence_Fast_GET_ITEM(seq[2], i), headers, 0);
+                                      (size_t)PyBytes_GET_SIZE(key), PySequence_Fast_GET_ITEM(seq[2], i), headers, 0,
+                                      tag);
         if (record == NULL) {
             if (PyErr_Occurred()) goto failed;
             goto reference;
@@ -175,7 +211,7 @@ reference:
 failed:
     Py_CLEAR(records);
 done:
-    for (int i = 0; i < (with_headers ? 4 : 3); i++) Py_DECREF(seq[i]);
+    for (int i = 0; i < n; i++) Py_DECREF(seq[i]);
     return records;
 }
 
@@ -292,14 +328,15 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
     if (records == NULL || stamps == NULL || partitions == NULL || hashes == NULL) goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *item = PyList_GET_ITEM(items, i);
-        PyObject *value, *key = Py_None, *headers = Py_None, *stamp = Py_None;
+        PyObject *value, *key = Py_None, *headers = Py_None, *stamp = Py_None, *tag = Py_None;
         if (PyBytes_CheckExact(item)) {
             value = item;
-        } else if (Py_TYPE(item) == adq_record_type && PyTuple_GET_SIZE(item) == 4) {
+        } else if (Py_TYPE(item) == adq_record_type && PyTuple_GET_SIZE(item) == 5) {
             value = PyTuple_GET_ITEM(item, 0);
             key = PyTuple_GET_ITEM(item, 1);
             headers = PyTuple_GET_ITEM(item, 2);
             stamp = PyTuple_GET_ITEM(item, 3);
+            tag = PyTuple_GET_ITEM(item, 4);
         } else {
             goto reference;
         }
@@ -314,7 +351,7 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
         } else if (!key_bytes(key, &raw, &key_len)) {
             goto reference;
         }
-        PyObject *record = encode_one(value, raw, key_len, stamp, headers, 0);
+        PyObject *record = encode_one(value, raw, key_len, stamp, headers, 0, tag);
         if (record == NULL) {
             if (PyErr_Occurred()) goto done;
             goto reference;

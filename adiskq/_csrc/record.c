@@ -50,8 +50,17 @@ adq_record_status adq_check_record(const uint8_t *buf, size_t limit, size_t pos,
     uint64_t key_len = adq_load_u32(at + ADQ_KEY_LENGTH_AT);
     uint64_t key_end = ADQ_KEY_AT + key_len; /* relative to the record; 64-bit: no overflow */
     if (key_end + 2 > size) return ADQ_RECORD_BAD;
-    uint16_t count = adq_load_u16(at + key_end);
-    uint64_t p = key_end + 2;
+    uint8_t attributes = at[ADQ_MAGIC_AT + 1];
+    uint64_t count_at = key_end; /* the header_count field */
+    uint64_t tag_len = 0;
+    if (attributes & ADQ_TAGGED) {
+        tag_len = adq_load_u16(at + key_end);
+        count_at = key_end + 2 + tag_len;
+        if (count_at + 2 > size) return ADQ_RECORD_BAD;
+        if (!adq_is_utf8(at + key_end + 2, (size_t)tag_len)) return ADQ_RECORD_BAD;
+    }
+    uint16_t count = adq_load_u16(at + count_at);
+    uint64_t p = count_at + 2;
     for (uint16_t h = 0; h < count; h++) {
         if (p + 2 > size) return ADQ_RECORD_BAD;
         uint64_t name_len = adq_load_u16(at + p);
@@ -66,10 +75,13 @@ adq_record_status adq_check_record(const uint8_t *buf, size_t limit, size_t pos,
     }
     record->size = (size_t)size;
     record->timestamp_ns = (int64_t)adq_load_u64(at + ADQ_TIMESTAMP_AT);
-    record->attributes = at[ADQ_MAGIC_AT + 1];
+    record->attributes = attributes;
     record->key_at = pos + ADQ_KEY_AT;
     record->key_len = (size_t)key_len;
-    record->headers_at = pos + (size_t)key_end + 2;
+    record->has_tag = (attributes & ADQ_TAGGED) != 0;
+    record->tag_at = record->has_tag ? pos + (size_t)key_end + 2 : 0;
+    record->tag_len = (size_t)tag_len;
+    record->headers_at = pos + (size_t)count_at + 2;
     record->header_count = count;
     record->value_at = pos + (size_t)p;
     return ADQ_RECORD_OK;

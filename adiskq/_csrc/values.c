@@ -1,22 +1,25 @@
 /* adiskq.Record's constructor in C. Record is a NamedTuple (value, key=None, headers=None,
- * timestamp=None); the __new__ NamedTuple generates is a Python function, which costs more than
+ * timestamp=None, tag=None); the __new__ NamedTuple generates is a Python function, which costs more than
  * push_many's whole per-record work. adiskq/_sansio/values.py installs this one in its place when
  * the compiled core runs: the same arguments, defaults and errors, one C call. */
 #include "core.h"
 
-static const char *const field_names[4] = {"value", "key", "headers", "timestamp"};
+#define FIELDS 5
+static const char *const field_names[FIELDS] = {"value", "key", "headers", "timestamp", "tag"};
 
 /* Whether a Record of these fields can never be part of a reference cycle: values and keys that are
- * bytes or str, no headers (a dict a user may change), and a timestamp that is None or an int. Such
- * Records are untracked, as CPython untracks plain tuples of atoms (it never does for a tuple
- * subclass): the cyclic GC then never walks the thousands a push_many batch is built of. */
-static int cannot_form_cycles(PyObject *const fields[4]) {
+ * bytes or str, no headers (a dict a user may change), a timestamp that is None or an int, and a tag
+ * that is None or a str. Such Records are untracked, as CPython untracks plain tuples of atoms (it
+ * never does for a tuple subclass): the cyclic GC then never walks the thousands a push_many batch is
+ * built of. */
+static int cannot_form_cycles(PyObject *const fields[FIELDS]) {
     for (int f = 0; f < 2; f++)
         if (fields[f] != Py_None && !PyBytes_CheckExact(fields[f]) && !PyUnicode_CheckExact(fields[f])) return 0;
-    return fields[2] == Py_None && (fields[3] == Py_None || PyLong_CheckExact(fields[3]));
+    return fields[2] == Py_None && (fields[3] == Py_None || PyLong_CheckExact(fields[3])) &&
+           (fields[4] == Py_None || PyUnicode_CheckExact(fields[4]));
 }
 
-/* record_new(cls, value, key=None, headers=None, timestamp=None) */
+/* record_new(cls, value, key=None, headers=None, timestamp=None, tag=None) */
 PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     (void)module;
     if (nargs < 1 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)) {
@@ -24,11 +27,11 @@ PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     PyTypeObject *cls = (PyTypeObject *)args[0];
-    PyObject *fields[4] = {NULL, Py_None, Py_None, Py_None};
-    int given[4] = {0, 0, 0, 0};
+    PyObject *fields[FIELDS] = {NULL, Py_None, Py_None, Py_None, Py_None};
+    int given[FIELDS] = {0, 0, 0, 0, 0};
     Py_ssize_t positional = nargs - 1;
-    if (positional > 4) {
-        PyErr_Format(PyExc_TypeError, "Record() takes from 1 to 4 positional arguments but %zd were given", positional);
+    if (positional > FIELDS) {
+        PyErr_Format(PyExc_TypeError, "Record() takes from 1 to 5 positional arguments but %zd were given", positional);
         return NULL;
     }
     for (Py_ssize_t i = 0; i < positional; i++) {
@@ -39,7 +42,7 @@ PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t 
     for (Py_ssize_t k = 0; k < keywords; k++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, k);
         int found = -1;
-        for (int f = 0; f < 4; f++) {
+        for (int f = 0; f < FIELDS; f++) {
             if (PyUnicode_CompareWithASCIIString(name, field_names[f]) == 0) {
                 found = f;
                 break;
@@ -60,9 +63,9 @@ PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_TypeError, "Record() missing 1 required positional argument: 'value'");
         return NULL;
     }
-    PyObject *record = cls->tp_alloc(cls, 4);
+    PyObject *record = cls->tp_alloc(cls, FIELDS);
     if (record == NULL) return NULL;
-    for (int f = 0; f < 4; f++) PyTuple_SET_ITEM(record, f, Py_NewRef(fields[f]));
+    for (int f = 0; f < FIELDS; f++) PyTuple_SET_ITEM(record, f, Py_NewRef(fields[f]));
     if (cannot_form_cycles(fields)) PyObject_GC_UnTrack(record);
     return record;
 }

@@ -1,18 +1,26 @@
-"""The record codec of the ``.data`` file, format version 1: bytes in, records out, no I/O.
+"""The record codec of the ``.data`` file, format version 2: bytes in, records out, no I/O.
 
 A record, all integers little-endian::
 
     u32  size          bytes of the whole record, this field included
     u32  crc           CRC-32C (Castagnoli) of every byte after this field
-    u8   magic         0xAD = format version 1
-    u8   attributes    0; reserved (compression, flags)
+    u8   magic         0xAD
+    u8   attributes    bit 0: the record carries a tag; the other bits are 0 (reserved)
     i64  timestamp_ns  UTC nanoseconds since the epoch
     u32  key_len       then key_len bytes of key
+   [u16  tag_len       then tag_len bytes of UTF-8 tag: only when attributes bit 0 is set]
     u16  header_count  then per header: u16 name_len, UTF-8 name, u32 value_len, value bytes
     ...  value         the rest of the record (may be empty)
 
-The smallest record (empty key, no headers, empty value) is 24 bytes. Any change to this layout
-bumps the magic byte.
+The smallest record (empty key, no headers, empty value) is 24 bytes.
+
+Versions. Format 1 (``settings.json`` ``"format": "adiskq/1"``) had no tags: attributes was always 0.
+Format 2 added the tag behind attributes bit 0, so an untagged record is byte for byte what format
+1 wrote, and a format-1 stream reads unchanged (a producer opening it moves its settings to
+``adiskq/2``). The magic byte stays 0xAD for that reason: every record of either version is read by
+the same rules, and recovery's search for the next valid record needs one magic. A reader that
+only knows format 1 would misread a tagged record, so it is the stream's settings format that
+says which readers may open it. A tag is 1 to ``MAX_TAG_BYTES`` (255) bytes of UTF-8.
 
 Decoding follows h11's rule: a buffer that ends early is not an error. ``decode_record`` answers
 ``NEED_MORE`` for every proper prefix of a valid record, and raises ``CorruptRecordError`` (with the
@@ -40,15 +48,18 @@ else:
     from crc32c import crc32c
 
 __all__ = [
+    "ATTRIBUTES_AT",
     "CRC_AT",
     "DEFAULT_MAX_RECORD_BYTES",
     "KEY_AT",
     "KEY_LENGTH_AT",
     "MAGIC_AT",
     "MAGIC_V1",
+    "MAX_TAG_BYTES",
     "MIN_RECORD_BYTES",
     "NEED_MORE",
     "SIZE_AT",
+    "TAGGED",
     "TIMESTAMP_AT",
     "DecodedRecord",
     "NeedMore",
@@ -64,12 +75,16 @@ __all__ = [
     "next_valid_record",
     "raise_record_error",
     "record_key",
+    "record_tag",
     "record_timestamp",
     "scan_columns",
     "scan_records",
+    "tag_bytes",
 ]
 
 MAGIC_V1: Final = 0xAD
+TAGGED: Final = 0x01  # attributes bit 0: a tag follows the key
+MAX_TAG_BYTES: Final = 255
 
 # size, crc, magic, attributes, timestamp_ns, key_len
 _FIXED = struct.Struct("<IIBBqI")
@@ -83,6 +98,7 @@ _FIXED_BYTES: Final = _FIXED.size  # 22
 SIZE_AT: Final = 0  # u32 size
 CRC_AT: Final = 4  # u32 crc; it covers every byte from MAGIC_AT on
 MAGIC_AT: Final = 8  # u8 magic
+ATTRIBUTES_AT: Final = 9  # u8 attributes
 TIMESTAMP_AT: Final = 10  # i64 timestamp_ns
 KEY_LENGTH_AT: Final = 18  # u32 key_len
 KEY_AT: Final = _FIXED_BYTES  # the key's first byte
@@ -118,6 +134,7 @@ class DecodedRecord(NamedTuple):
     headers: Mapping[str, bytes]
     attributes: int
     end: int
+    tag: str | None = None
 
 
 class RecordExtent(NamedTuple):
@@ -149,9 +166,27 @@ def _encode_headers(headers: Mapping[str, bytes]) -> bytes:
     return b"".join(parts)
 
 
-def encoded_size(value: bytes, key: bytes, headers: Mapping[str, bytes] | None = None) -> int:
+def tag_bytes(tag: object) -> bytes:
+    """The UTF-8 bytes of a tag, checked: a non-empty ``str`` of at most ``MAX_TAG_BYTES`` bytes."""
+    if not isinstance(tag, str):
+        raise TypeError(f"a tag is a str (or None for no tag), not {type(tag).__name__}: {tag!r}")
+    try:
+        raw = tag.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"tag {tag[:40]!r} holds a lone surrogate, which UTF-8 cannot store") from None
+    if not raw or len(raw) > MAX_TAG_BYTES:
+        raise InvalidArgumentError(
+            f"tag {tag[:40]!r} is {len(raw)} bytes of UTF-8: "
+            f"give a tag of 1 to {MAX_TAG_BYTES} bytes (or None for none)"
+        )
+    return raw
+
+
+def encoded_size(value: bytes, key: bytes, headers: Mapping[str, bytes] | None = None, tag: str | None = None) -> int:
     """The size in bytes of the record ``encode_record`` would make."""
     size = MIN_RECORD_BYTES + len(key) + len(value)
+    if tag is not None:
+        size += 2 + len(tag.encode("utf-8"))
     if headers:
         for name, header_value in headers.items():
             size += 6 + len(name.encode("utf-8")) + len(header_value)
@@ -164,11 +199,16 @@ def encode_record(
     timestamp_ns: int,
     headers: Mapping[str, bytes] | None = None,
     attributes: int = 0,
+    tag: str | None = None,
 ) -> bytes:
-    """The bytes of one record."""
+    """The bytes of one record (``tag``: None, or a str that ``tag_bytes`` takes)."""
     if not _I64_MIN <= timestamp_ns <= _I64_MAX:
         raise InvalidArgumentError(f"timestamp_ns {timestamp_ns} does not fit in a signed 64-bit integer")
     header_bytes = _encode_headers(headers) if headers else _NO_HEADERS
+    if tag is not None:
+        raw_tag = tag_bytes(tag)
+        header_bytes = _U16.pack(len(raw_tag)) + raw_tag + header_bytes
+        attributes |= TAGGED
     body = b"".join((_AFTER_CRC.pack(MAGIC_V1, attributes, timestamp_ns, len(key)), key, header_bytes, value))
     size = len(body) + 8
     if size > _MAX_U32:
@@ -181,8 +221,16 @@ def encode_batch(
     keys: Sequence[bytes],
     timestamps: Sequence[int],
     headers: Sequence[Mapping[str, bytes] | None] | None = None,
+    tags: Sequence[str | None] | None = None,
 ) -> list[bytes]:
     """``encode_record`` for many records at once (same bytes, a fraction of the calls)."""
+    if tags is not None and headers is not None:
+        return [
+            encode_record(v, k, t, h, 0, tag)
+            for v, k, t, h, tag in zip(values, keys, timestamps, headers, tags, strict=True)
+        ]
+    if tags is not None:
+        return _encode_tagged_batch(values, keys, timestamps, tags)
     if headers is not None:
         return [encode_record(v, k, t, h) for v, k, t, h in zip(values, keys, timestamps, headers, strict=True)]
     pack = _AFTER_CRC.pack
@@ -200,11 +248,53 @@ def encode_batch(
     return out
 
 
+def _encode_tagged_batch(
+    values: Sequence[bytes], keys: Sequence[bytes], timestamps: Sequence[int], tags: Sequence[str | None]
+) -> list[bytes]:
+    """``encode_batch`` of records without headers, some tagged: each distinct tag's field (u16
+    tag_len | UTF-8 tag | header_count 0) is checked and built once."""
+    pack = _AFTER_CRC.pack
+    pack_size_crc = _SIZE_CRC.pack
+    join = b"".join
+    crc = crc32c
+    fields: dict[str | None, bytes] = {None: _NO_HEADERS}
+    out: list[bytes] = []
+    append = out.append
+    try:
+        for value, key, timestamp_ns, tag in zip(values, keys, timestamps, tags, strict=True):
+            field = fields.get(tag)
+            if field is None:
+                raw = tag_bytes(tag)
+                field = fields[tag] = _U16.pack(len(raw)) + raw + _NO_HEADERS
+            attributes = 0 if tag is None else TAGGED
+            body = join((pack(MAGIC_V1, attributes, timestamp_ns, len(key)), key, field, value))
+            append(pack_size_crc(len(body) + 8, crc(body)) + body)
+    except struct.error as error:
+        raise InvalidArgumentError(f"a record field is out of range ({error}): timestamps are signed 64-bit") from None
+    return out
+
+
 def _check_size(size: int, position: int, max_record_bytes: int) -> None:
     if size < MIN_RECORD_BYTES:
         raise CorruptRecordError(f"record size {size} is below the minimum {MIN_RECORD_BYTES}", position=position)
     if size > max_record_bytes:
         raise CorruptRecordError(f"record size {size} is above the limit {max_record_bytes}", position=position)
+
+
+def _parse_tag(buf: bytes | bytearray | memoryview, pos: int, end: int, record_position: int) -> tuple[str, int]:
+    """The tag starting at ``pos`` (its tag_len field) of a record that has one; returns it and
+    where the header_count field starts."""
+    if pos + 2 > end:
+        raise CorruptRecordError("key overruns the record", position=record_position)
+    (tag_len,) = _U16.unpack_from(buf, pos)
+    pos += 2
+    if pos + tag_len + 2 > end:
+        raise CorruptRecordError("the tag overruns the record", position=record_position)
+    try:
+        tag = bytes(buf[pos : pos + tag_len]).decode("utf-8")
+    except UnicodeDecodeError:
+        raise CorruptRecordError("the tag is not UTF-8", position=record_position) from None
+    return tag, pos + tag_len
 
 
 def _parse_headers(
@@ -260,21 +350,26 @@ def decode_record(
     key_end = key_start + key_len
     if key_end > end:
         raise CorruptRecordError("key overruns the record", position=pos)
-    headers, value_start = _parse_headers(buf, key_end, end, pos)
+    tag, headers_at = _parse_tag(buf, key_end, end, pos) if attributes & TAGGED else (None, key_end)
+    headers, value_start = _parse_headers(buf, headers_at, end, pos)
     return DecodedRecord(
-        timestamp_ns, bytes(buf[key_start:key_end]), bytes(buf[value_start:end]), headers, attributes, end
+        timestamp_ns, bytes(buf[key_start:key_end]), bytes(buf[value_start:end]), headers, attributes, end, tag
     )
 
 
-def _plain_and_sound(buf: bytes, pos: int, end: int, limit: int, magic: int, stored_crc: int, key_len: int) -> bool:
+def _plain_and_sound(
+    buf: bytes, pos: int, end: int, limit: int, magic: int, attributes: int, stored_crc: int, key_len: int
+) -> bool:
     """The fast check of the scans and the batch decoder: the record at ``pos`` (its fixed fields
-    already unpacked) ends by ``limit``, has no headers, and its magic byte and CRC-32C are right.
-    False sends the record to the careful path, which decides what is wrong (or that nothing is)."""
+    already unpacked) ends by ``limit``, has no tag and no headers, and its magic byte and CRC-32C
+    are right. False sends the record to the careful path, which decides what is wrong (or that
+    nothing is)."""
     key_end = pos + _FIXED_BYTES + key_len
     return (
         end <= limit
         and key_end + 2 <= end
         and magic == MAGIC_V1
+        and not attributes
         and not buf[key_end]
         and not buf[key_end + 1]
         and crc32c(buf[pos + MAGIC_AT : end]) == stored_crc
@@ -317,12 +412,12 @@ def scan_columns(buf: bytes, pos: int = 0, *, max_record_bytes: int = DEFAULT_MA
     try:
         while pos < limit:
             try:
-                size, stored_crc, magic, _, timestamp_ns, key_len = unpack(buf, pos)
+                size, stored_crc, magic, attributes, timestamp_ns, key_len = unpack(buf, pos)
             except struct.error:  # fewer than 22 bytes left
                 decode_record(buf, pos, max_record_bytes=max_record_bytes)  # raises, or it is a torn tail
                 break
             end = pos + size
-            if careful or not _plain_and_sound(buf, pos, end, limit, magic, stored_crc, key_len):
+            if careful or not _plain_and_sound(buf, pos, end, limit, magic, attributes, stored_crc, key_len):
                 decoded = decode_record(buf, pos, max_record_bytes=max_record_bytes)
                 if decoded is NEED_MORE:
                     break
@@ -381,12 +476,12 @@ _new_message = tuple.__new__
 
 def _decode_one(
     buf: bytes, pos: int, limit: int, max_record_bytes: int
-) -> tuple[int, bytes, bytes, Mapping[str, bytes], int]:
-    """The record at ``pos`` of a batch as (timestamp, key, value, headers, end), checked field by
-    field in order so that a CorruptRecordError names the first thing wrong."""
+) -> tuple[int, bytes, bytes, Mapping[str, bytes], int, str | None]:
+    """The record at ``pos`` of a batch as (timestamp, key, value, headers, end, tag), checked field
+    by field in order so that a CorruptRecordError names the first thing wrong."""
     if pos + MIN_RECORD_BYTES > limit:
         raise CorruptRecordError("the index points past the end of the data", position=pos)
-    size, stored_crc, magic, _, timestamp_ns, key_len = _FIXED.unpack_from(buf, pos)
+    size, stored_crc, magic, attributes, timestamp_ns, key_len = _FIXED.unpack_from(buf, pos)
     end = pos + size
     if size < MIN_RECORD_BYTES or size > max_record_bytes or end > limit:
         _check_size(size, pos, max_record_bytes)
@@ -398,8 +493,9 @@ def _decode_one(
     key_end = pos + _FIXED_BYTES + key_len
     if key_end + 2 > end:
         raise CorruptRecordError("key overruns the record", position=pos)
-    headers, value_start = _parse_headers(buf, key_end, end, pos)
-    return timestamp_ns, buf[pos + _FIXED_BYTES : key_end], buf[value_start:end], headers, end
+    tag, headers_at = _parse_tag(buf, key_end, end, pos) if attributes & TAGGED else (None, key_end)
+    headers, value_start = _parse_headers(buf, headers_at, end, pos)
+    return timestamp_ns, buf[pos + _FIXED_BYTES : key_end], buf[value_start:end], headers, end, tag
 
 
 @functools.lru_cache(maxsize=16)
@@ -442,12 +538,18 @@ def _decode_uniform(buf: bytes, partition: int, first_offset: int, count: int) -
         return None
     (key_len,) = _U32.unpack_from(buf, KEY_LENGTH_AT)
     header_count_at = _FIXED_BYTES + key_len
-    if header_count_at + 2 > size or _U32.unpack_from(buf, SIZE_AT)[0] != size or buf[MAGIC_AT] != MAGIC_V1:
+    if (
+        header_count_at + 2 > size
+        or _U32.unpack_from(buf, SIZE_AT)[0] != size
+        or buf[MAGIC_AT] != MAGIC_V1
+        or buf[ATTRIBUTES_AT]
+    ):
         return None
     if buf[header_count_at] or buf[header_count_at + 1]:
         return None
-    # Bytes that must be the same in every record: size, magic, key_len, header_count.
-    same = (*range(SIZE_AT, SIZE_AT + 4), MAGIC_AT, *range(KEY_LENGTH_AT, KEY_LENGTH_AT + 4))
+    # Bytes that must be the same in every record: size, magic, attributes (0: no tag), key_len,
+    # header_count.
+    same = (*range(SIZE_AT, SIZE_AT + 4), MAGIC_AT, ATTRIBUTES_AT, *range(KEY_LENGTH_AT, KEY_LENGTH_AT + 4))
     for offset in (*same, header_count_at, header_count_at + 1):
         if buf[offset::size] != buf[offset : offset + 1] * count:
             return None
@@ -467,6 +569,7 @@ def _decode_uniform(buf: bytes, partition: int, first_offset: int, count: int) -
                 keys(buf),
                 values(buf),
                 itertools.repeat(EMPTY_HEADERS),
+                itertools.repeat(None),
             ),
         )
     )
@@ -498,13 +601,13 @@ def decode_messages(
     careful = limit > max_record_bytes
     try:
         for offset in range(first_offset, first_offset + count):
-            size, stored_crc, magic, _, timestamp_ns, key_len = unpack(buf, pos)
+            size, stored_crc, magic, attributes, timestamp_ns, key_len = unpack(buf, pos)
             end = pos + size
-            # Anything but a plain record, whole and sound (headers, damage, a record cut short, a
-            # size too small) goes through _decode_one, which says what is wrong.
-            if careful or not _plain_and_sound(buf, pos, end, limit, magic, stored_crc, key_len):
-                timestamp_ns, key, value, headers, end = _decode_one(buf, pos, limit, max_record_bytes)
-                append(new(message_type, (partition, offset, timestamp_ns, key, value, headers)))
+            # Anything but a plain record, whole and sound (a tag, headers, damage, a record cut
+            # short, a size too small) goes through _decode_one, which says what is wrong.
+            if careful or not _plain_and_sound(buf, pos, end, limit, magic, attributes, stored_crc, key_len):
+                timestamp_ns, key, value, headers, end, tag = _decode_one(buf, pos, limit, max_record_bytes)
+                append(new(message_type, (partition, offset, timestamp_ns, key, value, headers, tag)))
             else:
                 key_end = pos + _FIXED_BYTES + key_len
                 append(
@@ -517,6 +620,7 @@ def decode_messages(
                             buf[pos + _FIXED_BYTES : key_end],
                             buf[key_end + 2 : end],
                             no_headers,
+                            None,
                         ),
                     )
                 )
@@ -533,6 +637,15 @@ def record_key(record: bytes) -> bytes:
     """The key of one encoded (and already checked) record."""
     length = _U32.unpack_from(record, KEY_LENGTH_AT)[0]
     return record[KEY_AT : KEY_AT + length]
+
+
+def record_tag(record: bytes) -> bytes | None:
+    """The UTF-8 tag of one encoded (and already checked) record, or None when it has none."""
+    if not record[ATTRIBUTES_AT] & TAGGED:
+        return None
+    tag_at = KEY_AT + _U32.unpack_from(record, KEY_LENGTH_AT)[0]
+    (length,) = _U16.unpack_from(record, tag_at)
+    return record[tag_at + 2 : tag_at + 2 + length]
 
 
 def record_timestamp(record: bytes) -> int:

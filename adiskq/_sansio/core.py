@@ -25,6 +25,7 @@ from typing import Final, TypeAlias
 
 from .._errors import CorruptRecordError
 from . import codec as reference
+from . import tags as reference_tags
 from .codec import DEFAULT_MAX_RECORD_BYTES, NEED_MORE, RecordExtent, ScannedRecords
 from .naming import fnv1_32 as reference_fnv1_32
 from .native import DISABLED, NATIVE
@@ -36,17 +37,20 @@ __all__ = [
     "CRC32C_IMPLEMENTATION",
     "Buffer",
     "crc32c",
+    "decode_at",
     "decode_messages",
     "encode_batch",
     "encode_record",
     "encode_records",
     "fnv1_32",
     "index_entries",
+    "matching_entries",
     "next_valid_record",
     "place",
     "receipts",
     "scan_columns",
     "scan_records",
+    "tag_column",
 ]
 
 
@@ -96,6 +100,14 @@ def reference_index_entries(
     return bytes(index), bytes(timeindex), position
 
 
+def reference_decode_at(
+    buf: bytes, partition: int, offsets: list[int], *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+) -> list[Message]:
+    """``decode_messages`` of records whose offsets need not follow each other: the i-th gets ``offsets[i]``."""
+    decoded = reference.decode_messages(buf, partition, 0, len(offsets), max_record_bytes=max_record_bytes)
+    return [message._replace(offset=offset) for message, offset in zip(decoded, offsets, strict=True)]
+
+
 def reference_receipts(partition: int, first_offset: int, count: int) -> list[Receipt]:
     """The receipts of ``count`` messages stored from ``first_offset`` on in one partition."""
     offsets = range(first_offset, first_offset + count)
@@ -121,6 +133,9 @@ if _core is not None:
     crc32c = _core.crc32c
     fnv1_32 = _core.fnv1_32
     next_valid_record_at = _core.next_valid_record
+    _tag_column = _core.tag_column
+    _decode_at = _core.decode_at
+    _matching_entries = _core.matching_entries
 
     def encode_record(
         value: bytes,
@@ -128,10 +143,11 @@ if _core is not None:
         timestamp_ns: int,
         headers: Mapping[str, bytes] | None = None,
         attributes: int = 0,
+        tag: str | None = None,
     ) -> bytes:
-        record = _encode_record(value, key, timestamp_ns, headers or None, attributes)
+        record = _encode_record(value, key, timestamp_ns, headers or None, attributes, tag)
         if record is NotImplemented:
-            return reference.encode_record(value, key, timestamp_ns, headers, attributes)
+            return reference.encode_record(value, key, timestamp_ns, headers, attributes, tag)
         return record  # type: ignore[no-any-return]
 
     def encode_batch(
@@ -139,11 +155,26 @@ if _core is not None:
         keys: Sequence[bytes],
         timestamps: Sequence[int],
         headers: Sequence[Mapping[str, bytes] | None] | None = None,
+        tags: Sequence[str | None] | None = None,
     ) -> list[bytes]:
-        records = _encode_batch(values, keys, timestamps, headers)
+        records = _encode_batch(values, keys, timestamps, headers, tags)
         if records is NotImplemented:
-            return reference.encode_batch(values, keys, timestamps, headers)
+            return reference.encode_batch(values, keys, timestamps, headers, tags)
         return records  # type: ignore[no-any-return]
+
+    def tag_column(records: Sequence[bytes]) -> bytes:
+        """The ``.tagindex`` entries of encoded records (``tags.tag_column``)."""
+        column = _tag_column(records)
+        if column is NotImplemented:
+            return reference_tags.tag_column(records)
+        return column  # type: ignore[no-any-return]
+
+    def matching_entries(column: bytes, hashes: tuple[int, ...]) -> list[int]:
+        """Entry numbers of a ``.tagindex`` buffer whose hash is one of ``hashes`` (``tags.matching_entries``)."""
+        found = _matching_entries(column, hashes)
+        if found is NotImplemented:
+            return reference_tags.matching_entries(column, hashes)
+        return found  # type: ignore[no-any-return]
 
     def encode_records(items: list[Record | bytes], now: int, partition_count: int) -> EncodedRecords | None:
         """push_many's records (adiskq.Record or bytes) encoded, with their timestamps (``now`` where
@@ -185,6 +216,18 @@ if _core is not None:
         reference.raise_record_error(buf, position, max_record_bytes)
         raise AssertionError("unreachable")  # pragma: no cover - raise_record_error always raises
 
+    def decode_at(
+        buf: bytes, partition: int, offsets: list[int], *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    ) -> list[Message]:
+        decoded = _decode_at(buf, partition, offsets, max_record_bytes)
+        if type(decoded) is list:
+            return decoded
+        position, all_decoded = decoded
+        if all_decoded:
+            raise CorruptRecordError("records and index entries disagree about the data's length", position=position)
+        reference.raise_record_error(buf, position, max_record_bytes)
+        raise AssertionError("unreachable")  # pragma: no cover - raise_record_error always raises
+
     def scan_columns(buf: bytes, pos: int = 0, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> ScannedRecords:
         positions, sizes, timestamps, stop = _scan_columns(buf, pos, max_record_bytes)
         error: CorruptRecordError | None = None
@@ -210,6 +253,11 @@ else:
     def encode_records(items: list[Record | bytes], now: int, partition_count: int) -> EncodedRecords | None:
         return None  # the producer's Python path encodes every batch
 
+    def decode_at(
+        buf: bytes, partition: int, offsets: list[int], *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    ) -> list[Message]:
+        return reference_decode_at(buf, partition, offsets, max_record_bytes=max_record_bytes)
+
     receipts = reference_receipts
     place = reference_place
     index_entries = reference_index_entries
@@ -218,6 +266,8 @@ else:
     next_valid_record = reference.next_valid_record
     crc32c = reference.crc32c
     fnv1_32 = reference_fnv1_32
+    tag_column = reference_tags.tag_column
+    matching_entries = reference_tags.matching_entries
 
 
 def scan_records(

@@ -3,7 +3,7 @@
 ::
 
     STREAM/settings.json  owner  recovery.json
-    STREAM/parts/000000/00000000000000000000.data | .index | .timeindex | .keyindex
+    STREAM/parts/000000/00000000000000000000.data | .index | .timeindex | .tagindex | .keyindex
     STREAM/groups/NAME/...
 """
 
@@ -24,6 +24,7 @@ __all__ = [
     "RECOVERY_FILE",
     "SEGMENT_EXTENSIONS",
     "SETTINGS_FILE",
+    "TAGINDEX",
     "TIMEINDEX",
     "fnv1_32",
     "parse_partition_dir",
@@ -44,14 +45,15 @@ DATA: Final = "data"
 INDEX: Final = "index"
 TIMEINDEX: Final = "timeindex"
 KEYINDEX: Final = "keyindex"
-SEGMENT_EXTENSIONS: Final = (DATA, INDEX, TIMEINDEX, KEYINDEX)
+TAGINDEX: Final = "tagindex"
+SEGMENT_EXTENSIONS: Final = (DATA, INDEX, TIMEINDEX, TAGINDEX, KEYINDEX)
 
 MAX_PARTITIONS: Final = 1_000_000  # six digits
 _MAX_OFFSET: Final = 10**20 - 1  # twenty digits
 
 # fullmatch and [0-9], not match and \d: "$" also matches before a trailing newline, and \d matches
 # any Unicode digit (int() would even parse them), so either would let odd names pass as ours.
-_SEGMENT_FILE = re.compile(r"([0-9]{20})\.(data|index|timeindex|keyindex)")
+_SEGMENT_FILE = re.compile(r"([0-9]{20})\.(data|index|timeindex|tagindex|keyindex)")
 _PARTITION_DIR = re.compile(r"[0-9]{6}")
 _GROUP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}")
 

@@ -15,6 +15,9 @@ from typing import Final
 __all__ = ["DISABLED", "NATIVE"]
 
 DISABLED: Final = os.environ.get("ADISKQ_NO_EXTENSIONS", "") not in ("", "0")
+# Functions the sources of this version have and an older build lacks: a build of older sources
+# (one left in a checkout, say) is not used, since it would read and write the records of its time.
+_NEWEST: Final = ("tag_column", "matching_entries", "decode_at")
 
 
 def _load() -> ModuleType | None:
@@ -24,6 +27,8 @@ def _load() -> ModuleType | None:
         from .. import _compiled
     except ImportError:
         return None
+    if not all(hasattr(_compiled, name) for name in _NEWEST):
+        return None  # out of date: rebuild it (pip install -e ., or setup.py build_ext --inplace)
     return _compiled
 
 

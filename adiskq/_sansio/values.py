@@ -76,7 +76,7 @@ def datetime_from_ns(timestamp_ns: int) -> dt.datetime:
 
 
 class Message(NamedTuple):
-    """A message read back from a stream."""
+    """A message read back from a stream (seven fields: ``tag`` is the last, None when it has none)."""
 
     partition: int
     offset: int
@@ -84,6 +84,7 @@ class Message(NamedTuple):
     key: bytes
     value: bytes
     headers: Mapping[str, bytes] = EMPTY_HEADERS
+    tag: str | None = None
 
     @property
     def timestamp(self) -> dt.datetime:
@@ -92,12 +93,13 @@ class Message(NamedTuple):
 
 
 class Record(NamedTuple):
-    """A message to push: ``Record(b"value", key="k", headers={"type": b"x"})``."""
+    """A message to push: ``Record(b"value", key="k", headers={"type": b"x"}, tag="created")``."""
 
     value: bytes
     key: str | bytes | None = None
     headers: Mapping[str, bytes] | None = None
     timestamp: dt.datetime | int | None = None
+    tag: str | None = None
 
 
 if NATIVE is not None:

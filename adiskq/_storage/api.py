@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from .._errors import CorruptStreamError, InvalidArgumentError, OffsetOutOfRangeError
 from .._sansio.naming import partition_for_key
+from .._sansio.tags import TagFilter
 from .._sansio.values import Message, StreamStats, ns_from_datetime
 from .leases import read_members
 from .lock import read_owner
@@ -92,6 +93,7 @@ def find(
     since: dt.datetime | int | None = None,
     until: dt.datetime | int | None = None,
     limit: int | None = None,
+    tags: Iterable[str] | None = None,
 ) -> list[Message]:
     """Every message with exactly this key, in offset order, found through the key index.
 
@@ -99,7 +101,8 @@ def find(
     partition is searched; in a stream whose partition count grew, also the partitions the
     earlier counts put the key in, up to where each count stopped (those messages come first).
     ``since`` and ``until`` (datetimes, naive meaning UTC, or UTC ns) keep the messages whose
-    timestamp is at or after ``since`` and before ``until``; ``limit`` keeps the first that many.
+    timestamp is at or after ``since`` and before ``until``; ``tags`` (a collection of tags) keeps
+    those whose tag is one of them; ``limit`` keeps the first that many.
     Segments without a usable key index (a stream opened with ``key_index=False``, a damaged
     index) are searched in their data: the answer is the same, only slower.
     ``StreamNotFoundError`` if there is no stream at ``path``.
@@ -109,9 +112,14 @@ def find(
     until_ns = _time_bound("until", until)
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
         raise InvalidArgumentError(f"limit={limit!r}: give a whole number of messages (0 or more), or None")
+    tag_filter = TagFilter.of(tags)
     stream = StreamReader.open(path)
     if limit == 0:
         return []
+    if tag_filter is not None:
+        # The key's messages are few (the key index found them): the tag is checked on each.
+        keyed = find(path, raw, since=since, until=until)
+        return [m for m in keyed if m.tag in tag_filter.tags][:limit]
     found: list[Message] = []
     earlier: tuple[int, ...] = ()  # where the previous partition count stopped placing keys
     counts = [*stream.settings.partition_history, (stream.partition_count, None)]

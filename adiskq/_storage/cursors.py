@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Generic, Self, TypeVar
 
 from .._errors import OffsetOutOfRangeError
 from .._sansio.naming import INDEX
+from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from .segment import SegmentReader, segment_path
 
@@ -131,3 +132,17 @@ class PartitionCursor(SegmentCursor[SegmentReader]):
             if not self._done_with(segment):
                 break
         return []
+
+    def read_tagged(
+        self, max_count: int, max_scan: int, tag_filter: TagFilter, max_bytes: int | None = None
+    ) -> tuple[list[Message], int]:
+        """The messages with a wanted tag among the next ``max_scan`` (see
+        ``SegmentReader.read_tagged``), and how many offsets that passed: 0 when caught up."""
+        while (segment := self._current()) is not None:
+            messages, passed = segment.read_tagged(self.position, max_count, max_scan, tag_filter, max_bytes)
+            if passed:
+                self.position += passed
+                return messages, passed
+            if not self._done_with(segment):
+                break
+        return [], 0

@@ -7,6 +7,7 @@ where it is not (or where the active segment's index lags its last records).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as dt
 import os
@@ -14,8 +15,9 @@ from collections.abc import Iterator
 
 from .._errors import CorruptRecordError, InvalidArgumentError, OffsetOutOfRangeError
 from .._sansio import keyindex as keyindex_format
+from .._sansio import tags as tags_format
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
-from .._sansio.naming import INDEX, KEYINDEX, TIMEINDEX, parse_segment_file
+from .._sansio.naming import INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, parse_segment_file
 from .._sansio.values import Message, PartitionStats, ns_from_datetime
 from . import keyindex
 from .cursors import PartitionCursor
@@ -206,6 +208,36 @@ class PartitionReader:
                 newest_ts = self._timestamp_at(base, count - 1)
                 break
         return PartitionStats(self.partition, bases[0], bases[-1] + counts[-1], len(bases), size, oldest_ts, newest_ts)
+
+    def tag_counts(self) -> tuple[dict[str | None, int], int]:
+        """Messages per tag (None: untagged) counted from the ``.tagindex`` columns, and how many
+        messages could not be counted cheaply (segments without a column, entries a producer still
+        buffers). Each hash is named by the tag of its first message: two tags that share a hash
+        (a CRC-32 collision) would be counted as one."""
+        counts: dict[str | None, int] = {}
+        uncounted = 0
+        for base in self.segment_bases():
+            entries = entry_count(self.directory, base)
+            column = read_file(segment_path(self.directory, base, TAGINDEX)) or b""
+            hashes = tags_format.unpack_column(column)[:entries]
+            uncounted += entries - len(hashes)
+            if not hashes:
+                continue
+            try:
+                segment = self.open_segment(base)
+            except FileNotFoundError:  # vacuumed since it was listed
+                continue
+            with contextlib.closing(segment):
+                for hash_value, count in collections.Counter(hashes).items():
+                    tag = None
+                    if hash_value:
+                        try:
+                            tag = segment.read_messages(base + hashes.index(hash_value), 1)[0].tag
+                        except (CorruptRecordError, IndexError):
+                            uncounted += count  # its first message is damaged: no name for the hash
+                            continue
+                    counts[tag] = counts.get(tag, 0) + count
+        return counts, uncounted
 
     def _timestamp_at(self, base: int, entry: int) -> int | None:
         try:

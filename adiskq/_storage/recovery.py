@@ -14,7 +14,10 @@ The rules, in the order they are applied:
    entries are rebuilt from the records.
 3. Missing files are recreated (a crash in the middle of a roll can leave a new segment with only
    some of its files).
-4. When the stream keeps a key index, ``.keyindex`` is checked the same way: it must hold the hash
+4. ``.tagindex`` (the tag hash column, ``adiskq/_sansio/tags.py``) is checked the same way as a
+   hash column: it must hold the tag hash of every valid record, in order, recomputed from the data
+   (a format-1 segment that had none gets one).
+5. When the stream keeps a key index, ``.keyindex`` is checked the same way: it must hold the hash
    of every valid record's key, in order (and nothing else: the seal of a segment that was about to
    roll is dropped with the rest). The hashes are recomputed from the data, so an entry damaged on
    disk is found too. When the stream keeps none, the active segment's ``.keyindex`` is removed.
@@ -33,9 +36,10 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from .._sansio import keyindex as keyindex_format
+from .._sansio import tags as tags_format
 from .._sansio.codec import ScannedRecords, is_valid_record
 from .._sansio.core import next_valid_record, scan_columns
-from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX
+from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX
 from .._sansio.values import SegmentRepair
 from . import keyindex
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, read_file
@@ -241,14 +245,21 @@ def _common_entries(existing: bytes, expected: bytes) -> int:
 
 
 def _repair_key_index(
-    path: str, expected: bytes, repairs: list[SegmentRepair], partition: int, base_offset: int, mode: int
+    path: str,
+    expected: bytes,
+    repairs: list[SegmentRepair],
+    partition: int,
+    base_offset: int,
+    mode: int,
+    describe: str = "keyindex",
 ) -> bool:
-    """Make the key index at ``path`` exactly the hash column ``expected``; True if it changed."""
+    """Make the hash column (``.keyindex`` or ``.tagindex``) at ``path`` exactly ``expected``;
+    True if it changed."""
     count = len(expected) // keyindex_format.ENTRY_BYTES
     existing = read_file(path)
     if existing is None:
         _rewrite_tail(path, 0, expected, mode)
-        repairs.append(SegmentRepair(partition, base_offset, f"recreated missing .keyindex ({count} entries)"))
+        repairs.append(SegmentRepair(partition, base_offset, f"recreated missing .{describe} ({count} entries)"))
         return True
     if existing == expected:
         return False
@@ -257,11 +268,11 @@ def _repair_key_index(
     parts = []
     surplus = len(existing) - keep * keyindex_format.ENTRY_BYTES
     if len(existing) > len(expected) and existing.startswith(expected):
-        parts.append(f"dropped {surplus} bytes of .keyindex past its {count} entries (a seal, or a torn write)")
+        parts.append(f"dropped {surplus} bytes of .{describe} past its {count} entries (a seal, or a torn write)")
     elif surplus:
-        parts.append(f"dropped {surplus} bytes of keyindex entries that did not match valid data")
+        parts.append(f"dropped {surplus} bytes of {describe} entries that did not match valid data")
     if count > keep:
-        parts.append(f"rebuilt {count - keep} keyindex entries from the data")
+        parts.append(f"rebuilt {count - keep} {describe} entries from the data")
     repairs.append(SegmentRepair(partition, base_offset, "; ".join(parts)))
     return True
 
@@ -351,6 +362,15 @@ def recover_segment(
         partition,
         base_offset,
         mode,
+    )
+    changed |= _repair_key_index(
+        segment_path(directory, base_offset, TAGINDEX),
+        tags_format.data_tag_column(data, records.positions),
+        repairs,
+        partition,
+        base_offset,
+        mode,
+        "tagindex",
     )
     keyindex_path = segment_path(directory, base_offset, KEYINDEX)
     if key_index:

@@ -1,22 +1,25 @@
-"""One segment: the ``.data``/``.index``/``.timeindex``/``.keyindex`` files named by its first offset.
+"""One segment: the ``.data``/``.index``/``.timeindex``/``.tagindex``/``.keyindex`` files named by its first offset.
 
 ``.index`` holds 24 bytes a message (offset | position in .data | size, u64 LE each),
-``.timeindex`` 16 bytes a message (offset | timestamp_ns) and ``.keyindex`` (when the stream keeps a
+``.timeindex`` 16 bytes a message (offset | timestamp_ns), ``.tagindex`` 4 bytes a message, the
+hash of its tag (format in ``adiskq/_sansio/tags.py``), and ``.keyindex`` (when the stream keeps a
 key index; format in ``keyindex.py``) 4 bytes a message, the hash of its key. All are derived from
 ``.data`` and can be rebuilt from it. Write order is the whole consistency story:
 
 1. the records are appended to ``.data``;
 2. (``flush="sync"``: ``.data`` is fdatasync'ed here, so no index entry can outlive a power cut
    that takes its record back;)
-3. the ``.timeindex`` entries are appended, then the ``.keyindex`` entries;
+3. the ``.timeindex`` entries are appended, then the ``.tagindex`` and ``.keyindex`` entries;
 4. the ``.index`` entries are appended — the commit point: a message exists for readers once its
    index entry does, and by then its record is already in place.
 
-A single push (``append_one``) buffers its ``.timeindex`` and ``.keyindex`` entries and writes them
-128 at a time, or with the next batch, a roll or a close: a write call less each per push. So the
-active segment's time and key indexes may end up to 127 entries short of its ``.index``; readers
-take what they need for those messages from the records themselves (a timestamp, a key), ``check``
-accepts such a tail, and recovery rebuilds it after a crash. Sealed segments are always complete.
+A single push (``append_one``) buffers its ``.timeindex``, ``.tagindex`` and ``.keyindex`` entries
+and writes them 128 at a time, or with the next batch, a roll or a close: a write call less each per
+push. So the active segment's time, tag and key indexes may end up to 127 entries short of its
+``.index``; readers take what they need for those messages from the records themselves (a
+timestamp, a tag, a key), ``check`` accepts such a tail, and recovery rebuilds it after a crash.
+Sealed segments are always complete. (A segment written before tags, format 1, has no
+``.tagindex``: readers take every tag from the records there.)
 
 A failed write is cut back (``ftruncate``) so the files stay as they were before the batch, with one
 exception: an ``.index`` write that fails after whole entries reached the file keeps those messages
@@ -31,6 +34,7 @@ from __future__ import annotations
 import array
 import contextlib
 import itertools
+import operator
 import os
 import struct
 import sys
@@ -40,8 +44,9 @@ from typing import Final, NamedTuple
 from .._errors import CorruptRecordError
 from .._sansio import keyindex as keyindex_format
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
-from .._sansio.core import decode_messages, index_entries
-from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX, segment_file_name
+from .._sansio.core import decode_at, decode_messages, index_entries, matching_entries, tag_column
+from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, segment_file_name
+from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from . import keyindex
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_append, open_read, pread_exact, write_all, writev_all
@@ -50,6 +55,7 @@ __all__ = [
     "BUFFERED_ENTRIES",
     "INDEX_ENTRY",
     "INDEX_ENTRY_BYTES",
+    "TAG_ENTRY_BYTES",
     "TIMEINDEX_ENTRY",
     "TIMEINDEX_ENTRY_BYTES",
     "TRUST_READ_BYTES",
@@ -67,10 +73,19 @@ __all__ = [
 INDEX_ENTRY: Final = struct.Struct("<QQQ")  # offset, position, size
 TIMEINDEX_ENTRY: Final = struct.Struct("<Qq")  # offset, timestamp_ns
 INDEX_ENTRY_BYTES: Final = INDEX_ENTRY.size
+TAG_ENTRY_BYTES: Final = 4  # u32 LE: the tag hash (adiskq/_sansio/tags.py)
+_NO_TAG_ENTRY: Final = bytes(TAG_ENTRY_BYTES)
+_TAGGED: Final = 0x01  # the record's attributes bit that says it carries a tag
+_ATTRIBUTES_AT: Final = 9
 # How many time and key index entries single pushes buffer (a global, not an attribute, on the hot path).
 BUFFERED_ENTRIES: Final = keyindex_format.TAIL_BUFFER_ENTRIES
 _JOIN_MAX_BYTES: Final = 1 << 20
 TIMEINDEX_ENTRY_BYTES: Final = TIMEINDEX_ENTRY.size
+_TAG_OF: Final = operator.itemgetter(6)  # Message.tag
+# Candidates fewer than one in this many entries are read one by one (``_read_sparse``).
+_SPARSE_SHARE: Final = 8
+_TAG_FD_UNOPENED: Final = -1
+_TAG_FD_NONE: Final = -2  # the segment has no .tagindex
 # Reads larger than this are first checked against the size of .data (one fstat).
 TRUST_READ_BYTES: Final = 16 * 2**20
 
@@ -85,6 +100,23 @@ def count_within(entries: bytes | memoryview, count: int, start: int, max_bytes:
             low = middle
         else:
             high = middle - 1
+    return low
+
+
+def _run_end(candidates: list[int] | range, i: int, limit: int) -> int:
+    """The end of the run of consecutive entry numbers that starts at ``candidates[i]`` (at most up to
+    ``limit``): the numbers are ascending and distinct, so ``candidates[k] - candidates[i] == k - i``
+    holds exactly up to the run's end, and bisection finds it in a few steps."""
+    first = candidates[i]
+    if candidates[limit - 1] - first == limit - 1 - i:
+        return limit
+    low, high = i + 1, limit - 1  # the run ends in [low, high]
+    while low < high:
+        middle = (low + high) // 2
+        if candidates[middle] - first == middle - i:
+            low = middle + 1
+        else:
+            high = middle
     return low
 
 
@@ -125,10 +157,10 @@ def open_for_reading(directory: str, base_offset: int) -> tuple[int, int]:
 
 def _open_writable(
     directory: str, base_offset: int, *, create: bool, mode: int, key_index: bool
-) -> tuple[int, int, int, int | None]:
-    """Append descriptors of ``.data``, ``.timeindex``, ``.keyindex`` (if kept) and ``.index``,
-    created in that order."""
-    extensions = (DATA, TIMEINDEX, KEYINDEX, INDEX) if key_index else (DATA, TIMEINDEX, INDEX)
+) -> tuple[int, int, int, int | None, int]:
+    """Append descriptors of ``.data``, ``.timeindex``, ``.index``, ``.keyindex`` (if kept) and
+    ``.tagindex``, created in the order data, timeindex, tagindex, keyindex, index."""
+    extensions = (DATA, TIMEINDEX, TAGINDEX, KEYINDEX, INDEX) if key_index else (DATA, TIMEINDEX, TAGINDEX, INDEX)
     opened: list[int] = []
     try:
         for extension in extensions:
@@ -138,8 +170,8 @@ def _open_writable(
             os.close(fd)
         raise
     if key_index:
-        return opened[0], opened[1], opened[3], opened[2]
-    return opened[0], opened[1], opened[2], None
+        return opened[0], opened[1], opened[4], opened[3], opened[2]
+    return opened[0], opened[1], opened[3], None, opened[2]
 
 
 class SegmentFileState(NamedTuple):
@@ -150,6 +182,7 @@ class SegmentFileState(NamedTuple):
     index_file: tuple[int, int]
     timeindex_file: tuple[int, int]
     keyindex_file: tuple[int, int] | None = None  # None: the segment has no key index
+    tagindex_file: tuple[int, int] | None = None  # None: not recorded (a clean close before tags)
 
     @classmethod
     def of_files(cls, directory: str, base_offset: int) -> SegmentFileState | None:
@@ -160,16 +193,23 @@ class SegmentFileState(NamedTuple):
             return None
         data, index, timeindex = ((st.st_size, st.st_mtime_ns) for st in states)
         try:
+            tag_status = os.lstat(segment_path(directory, base_offset, TAGINDEX))
+        except FileNotFoundError:
+            return None
+        tags = (tag_status.st_size, tag_status.st_mtime_ns)
+        try:
             key_status = os.lstat(segment_path(directory, base_offset, KEYINDEX))
         except FileNotFoundError:
-            return cls(base_offset, data, index, timeindex)
-        return cls(base_offset, data, index, timeindex, (key_status.st_size, key_status.st_mtime_ns))
+            return cls(base_offset, data, index, timeindex, None, tags)
+        return cls(base_offset, data, index, timeindex, (key_status.st_size, key_status.st_mtime_ns), tags)
 
     @property
     def message_count(self) -> int | None:
         """Messages the files hold, or None when the index files do not agree on it."""
         entries, partial = divmod(self.index_file[0], INDEX_ENTRY_BYTES)
         if partial or self.timeindex_file[0] != entries * TIMEINDEX_ENTRY_BYTES:
+            return None
+        if self.tagindex_file is None or self.tagindex_file[0] != entries * TAG_ENTRY_BYTES:
             return None
         return entries
 
@@ -199,6 +239,7 @@ class PendingBatch(NamedTuple):
     index_bytes: bytes
     timeindex_bytes: bytes
     keyindex_bytes: bytes = b""  # the batch's key index entries, after any buffered single pushes'
+    tagindex_bytes: bytes = b""  # the batch's tag index entries, after any buffered single pushes'
 
 
 class SegmentWriter:
@@ -210,17 +251,19 @@ class SegmentWriter:
         base_offset: int,
         next_offset: int,
         data_size: int,
-        fds: tuple[int, int, int, int | None],
+        fds: tuple[int, int, int, int | None, int],
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.next_offset = next_offset
         self.data_size = data_size
-        self._data_fd, self._timeindex_fd, self._index_fd, keyindex_fd = fds
-        # The single pushes' time and key index entries waiting to be written: with the entries on
-        # disk, one per committed message (so the files hold ``_written_entries(buffer)``). The key
-        # buffer is None when there is no key index.
+        self._data_fd, self._timeindex_fd, self._index_fd, keyindex_fd, self._tagindex_fd = fds
+        # The single pushes' time, tag and key index entries waiting to be written: with the entries
+        # on disk, one per committed message (so the files hold ``_written_entries(buffer)``). The
+        # tag buffer always holds as many as the time buffer; the key buffer is None when there is
+        # no key index.
         self._time_buffer: list[bytes] = []
+        self._tag_buffer: list[bytes] = []
         self._keyindex_fd = -1 if keyindex_fd is None else keyindex_fd
         self._key_buffer: list[int] | None = None if keyindex_fd is None else []
         self._pending: PendingBatch | None = None
@@ -257,8 +300,8 @@ class SegmentWriter:
     ) -> SegmentWriter:
         """Open an existing, recovered segment for appending at ``next_offset``.
 
-        With ``key_index``, its ``.keyindex`` must exist and hold one entry per message (recovery
-        makes it so).
+        Its ``.tagindex`` (and with ``key_index``, its ``.keyindex``) must exist and hold one entry
+        per message (recovery makes it so).
         """
         fds = _open_writable(directory, base_offset, create=False, mode=mode, key_index=key_index)
         return cls(directory, base_offset, next_offset, data_size, fds)
@@ -305,8 +348,10 @@ class SegmentWriter:
             end = start + size
         else:
             index_bytes, timeindex_bytes, end = index_entries(first_offset, start, records, timestamps)
+        tagindex_bytes = tag_column(records)
         if self._time_buffer:  # single pushes' entries go first, in one write with the batch's
             timeindex_bytes = b"".join(self._time_buffer) + timeindex_bytes
+            tagindex_bytes = b"".join(self._tag_buffer) + tagindex_bytes
         try:
             if end - start <= _JOIN_MAX_BYTES:
                 # Measured: for many small records one copy and one write beats writev (Python
@@ -323,7 +368,9 @@ class SegmentWriter:
         if key_buffer is not None:
             hashes = keyindex_format.record_key_hashes(records) if key_hashes is None else key_hashes
             keyindex_bytes = keyindex_format.pack_hashes(itertools.chain(key_buffer, hashes) if key_buffer else hashes)
-        pending = PendingBatch(first_offset, count, start, end, index_bytes, timeindex_bytes, keyindex_bytes)
+        pending = PendingBatch(
+            first_offset, count, start, end, index_bytes, timeindex_bytes, keyindex_bytes, tagindex_bytes
+        )
         self._pending = pending
         return pending
 
@@ -341,6 +388,7 @@ class SegmentWriter:
         key_buffer = self._key_buffer
         try:
             write_all(self._timeindex_fd, pending.timeindex_bytes)
+            write_all(self._tagindex_fd, pending.tagindex_bytes)
             if key_buffer is not None:
                 write_all(self._keyindex_fd, pending.keyindex_bytes)
             write_all(self._index_fd, pending.index_bytes)
@@ -352,12 +400,14 @@ class SegmentWriter:
             self._cut_back(self._index_fd, index_size)
             if key_buffer is not None:
                 self._cut_back(self._keyindex_fd, self._written_entries(key_buffer) * keyindex_format.ENTRY_BYTES)
+            self._cut_back(self._tagindex_fd, self._written_entries(self._tag_buffer) * TAG_ENTRY_BYTES)
             self._cut_back(self._timeindex_fd, timeindex_size)
             self.abandon(pending)
             raise
         self._pending = None
         self.next_offset = pending.first_offset + pending.message_count
         self._time_buffer.clear()
+        self._tag_buffer.clear()
         if key_buffer is not None:
             key_buffer.clear()
 
@@ -378,9 +428,11 @@ class SegmentWriter:
         self._pending = None
         self.next_offset = pending.first_offset + committed
         self._time_buffer.clear()
+        self._tag_buffer.clear()
         entries = self.next_offset - self.base_offset
         self._cut_back(self._index_fd, entries * INDEX_ENTRY_BYTES)
         self._cut_back(self._timeindex_fd, entries * TIMEINDEX_ENTRY_BYTES)
+        self._cut_back(self._tagindex_fd, entries * TAG_ENTRY_BYTES)
         if self._key_buffer is not None:
             self._key_buffer.clear()
             self._cut_back(self._keyindex_fd, entries * keyindex_format.ENTRY_BYTES)
@@ -431,13 +483,16 @@ class SegmentWriter:
             self._cut_back(self._data_fd, start)
             raise
         time_buffer = self._time_buffer
+        tag_buffer = self._tag_buffer
         time_buffer.append(TIMEINDEX_ENTRY.pack(offset, timestamp_ns))
+        tag_buffer.append(tag_column([record]) if record[_ATTRIBUTES_AT] & _TAGGED else _NO_TAG_ENTRY)
         if key_buffer is not None:
             key_buffer.append(hash_value)
         flushed = len(time_buffer) >= BUFFERED_ENTRIES
         try:
             if flushed:
                 write_all(self._timeindex_fd, b"".join(time_buffer))
+                write_all(self._tagindex_fd, b"".join(tag_buffer))
                 if key_buffer is not None:
                     write_all(self._keyindex_fd, keyindex_format.pack_hashes(key_buffer))
             # Plain os.write with the short-write fallback spelled out: a call less per entry.
@@ -448,7 +503,9 @@ class SegmentWriter:
         except OSError:
             self._cut_back(self._index_fd, (offset - self.base_offset) * INDEX_ENTRY_BYTES)
             time_buffer.pop()
+            tag_buffer.pop()
             self._cut_back(self._timeindex_fd, self._written_entries(time_buffer) * TIMEINDEX_ENTRY_BYTES)
+            self._cut_back(self._tagindex_fd, self._written_entries(tag_buffer) * TAG_ENTRY_BYTES)
             if key_buffer is not None:
                 key_buffer.pop()
                 self._cut_back(self._keyindex_fd, self._written_entries(key_buffer) * keyindex_format.ENTRY_BYTES)
@@ -458,6 +515,7 @@ class SegmentWriter:
         self.next_offset = offset + 1
         if flushed:
             time_buffer.clear()
+            tag_buffer.clear()
             if key_buffer is not None:
                 key_buffer.clear()
         return offset
@@ -465,7 +523,7 @@ class SegmentWriter:
     # -- buffered entries and the key index ----------------------------------------------------
 
     def flush_buffered_entries(self) -> None:
-        """Write the time and key index entries single pushes left buffered (before a seal or close)."""
+        """Write the time, tag and key index entries single pushes left buffered (before a seal or close)."""
         time_buffer = self._time_buffer
         if time_buffer:
             self._check_usable()
@@ -475,6 +533,15 @@ class SegmentWriter:
                 self._cut_back(self._timeindex_fd, self._written_entries(time_buffer) * TIMEINDEX_ENTRY_BYTES)
                 raise
             time_buffer.clear()
+        tag_buffer = self._tag_buffer
+        if tag_buffer:
+            self._check_usable()
+            try:
+                write_all(self._tagindex_fd, b"".join(tag_buffer))
+            except OSError:
+                self._cut_back(self._tagindex_fd, self._written_entries(tag_buffer) * TAG_ENTRY_BYTES)
+                raise
+            tag_buffer.clear()
         key_buffer = self._key_buffer
         if key_buffer:
             self._check_usable()
@@ -507,6 +574,7 @@ class SegmentWriter:
         os.fdatasync(self._data_fd)
         if not data_only:
             os.fdatasync(self._timeindex_fd)
+            os.fdatasync(self._tagindex_fd)
             if self._key_buffer is not None:
                 os.fdatasync(self._keyindex_fd)
             os.fdatasync(self._index_fd)
@@ -514,7 +582,9 @@ class SegmentWriter:
     def file_state(self) -> SegmentFileState:
         """Sizes and modification times of the open files (for the clean-close record)."""
         self._check_usable()
-        data, timeindex, index = (os.fstat(fd) for fd in (self._data_fd, self._timeindex_fd, self._index_fd))
+        data, timeindex, index, tags = (
+            os.fstat(fd) for fd in (self._data_fd, self._timeindex_fd, self._index_fd, self._tagindex_fd)
+        )
         keys = None if self._key_buffer is None else os.fstat(self._keyindex_fd)
         return SegmentFileState(
             self.base_offset,
@@ -522,6 +592,7 @@ class SegmentWriter:
             (index.st_size, index.st_mtime_ns),
             (timeindex.st_size, timeindex.st_mtime_ns),
             None if keys is None else (keys.st_size, keys.st_mtime_ns),
+            (tags.st_size, tags.st_mtime_ns),
         )
 
     def close(self) -> None:
@@ -529,7 +600,7 @@ class SegmentWriter:
         if self.closed:
             return
         self.closed = True
-        for fd in (self._data_fd, self._timeindex_fd, self._keyindex_fd, self._index_fd):
+        for fd in (self._data_fd, self._timeindex_fd, self._tagindex_fd, self._keyindex_fd, self._index_fd):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
@@ -555,6 +626,7 @@ class SegmentReader:
         self.base_offset = base_offset
         self.partition = partition
         self._index_fd, self._data_fd = fds
+        self._tag_fd = _TAG_FD_UNOPENED  # opened by the first filtered read
         self.max_record_bytes = max_record_bytes
         self.closed = False
 
@@ -659,6 +731,139 @@ class SegmentReader:
                 return self.read_messages(offset, damaged - offset)
             raise error.with_path(self.data_path, start, damaged) from None
 
+    def read_tagged(
+        self, offset: int, max_count: int, max_scan: int, tag_filter: TagFilter, max_bytes: int | None = None
+    ) -> tuple[list[Message], int]:
+        """The messages among the ``max_scan`` from ``offset`` on whose tag is one of ``tag_filter``'s
+        (up to ``max_count`` of them, then ``max_bytes``), and how many offsets that passed: 0 when
+        there is no message at ``offset`` yet.
+
+        Candidates come from the ``.tagindex`` column (a hash match), and the tail past its end (the
+        single pushes' buffered entries, or a segment written before tags) from every record; only
+        the candidates' records are read, and each one's tag is confirmed from its record, so a hash
+        collision never delivers another tag.
+        """
+        located = self.locate(offset, max_scan)
+        if located is None:
+            return [], 0
+        entries, count, _, _ = located
+        column = self._tag_column(offset - self.base_offset, count)
+        covered = len(column) // TAG_ENTRY_BYTES
+        single = tag_filter.single_entry
+        candidates: list[int] | range
+        if single is not None and covered == count and column == single * count:
+            candidates = range(count)  # every entry wanted (100% selectivity): one comparison, no list
+        else:
+            found = matching_entries(column, tag_filter.hashes)
+            found.extend(range(covered, count))
+            if len(found) * _SPARSE_SHARE < count:
+                return self._read_sparse(offset, entries, count, found, max_count, tag_filter, max_bytes)
+            candidates = found
+        all_candidates = len(candidates) == count  # every entry: one run
+        messages: list[Message] = []
+        passed = count
+        size_read = 0
+        i = 0
+        while i < len(candidates):
+            # A run of consecutive candidates is read and decoded at once (at 100% selectivity: all).
+            first = candidates[i]
+            limit = min(len(candidates), i + max_count)
+            j = limit if all_candidates or isinstance(candidates, range) else _run_end(candidates, i, limit)
+            last = candidates[j - 1]
+            start, _ = self._entry(entries, first, offset + first)
+            last_position, last_size = self._entry(entries, last, offset + last)
+            run = self._decode_run(offset + first, last - first + 1, start, last_position + last_size)
+            # The tag of every candidate is confirmed from its record: a hash only selects.
+            if tag_filter.tags.issuperset(map(_TAG_OF, run)):
+                messages += run
+            else:
+                messages.extend(itertools.compress(run, map(tag_filter.tags.__contains__, map(_TAG_OF, run))))
+            size_read += last_position + last_size - start
+            i = j
+            if len(messages) >= max_count or (max_bytes is not None and size_read >= max_bytes):
+                if len(messages) > max_count:
+                    del messages[max_count:]
+                    passed = messages[-1].offset + 1 - offset
+                else:
+                    passed = last + 1
+                break
+        return messages, passed
+
+    def _read_sparse(
+        self,
+        offset: int,
+        entries: bytes | memoryview,
+        count: int,
+        candidates: list[int],
+        max_count: int,
+        tag_filter: TagFilter,
+        max_bytes: int | None,
+    ) -> tuple[list[Message], int]:
+        """``read_tagged`` for candidates far apart (a rare tag): each record read with its own
+        ``pread`` (up to ``max_count`` of them, then ``max_bytes``), all decoded in one call.
+        (Measured: mapping a sealed segment's data instead was slower, a page fault per record
+        costing more than the system call.)"""
+        unpack = INDEX_ENTRY.unpack_from
+        pread = os.pread
+        data_fd = self._data_fd
+        records: list[bytes] = []
+        offsets: list[int] = []
+        size_read = 0
+        passed = count
+        for entry in candidates:
+            found, position, size = unpack(entries, entry * INDEX_ENTRY_BYTES)
+            if found != offset + entry:
+                self._entry(entries, entry, offset + entry)  # raises, naming the entry
+            record = pread(data_fd, size, position) if size <= TRUST_READ_BYTES else b""
+            if len(record) != size:
+                record = self.read_data(position, size)  # a short read: the rest, or the error
+            records.append(record)
+            offsets.append(found)
+            size_read += size
+            if len(records) >= max_count or (max_bytes is not None and size_read >= max_bytes):
+                passed = entry + 1
+                break
+        try:
+            decoded = decode_at(b"".join(records), self.partition, offsets, max_record_bytes=self.max_record_bytes)
+        except CorruptRecordError:
+            decoded = [self._decode_alone(entries, found - offset) for found in offsets]
+        # A hash only selects: the record's own tag decides.
+        wanted = tag_filter.tags
+        return [message for message in decoded if message.tag in wanted], passed
+
+    def _decode_alone(self, entries: bytes | memoryview, entry: int) -> Message:
+        """The message of one index entry, or its record's CorruptRecordError with file and position."""
+        found, position, size = INDEX_ENTRY.unpack_from(entries, entry * INDEX_ENTRY_BYTES)
+        try:
+            (message,) = decode_messages(
+                self.read_data(position, size), self.partition, found, 1, max_record_bytes=self.max_record_bytes
+            )
+        except CorruptRecordError as error:
+            raise error.with_path(self.data_path, position, found) from None
+        return message
+
+    def _decode_run(self, offset: int, count: int, start: int, end: int) -> list[Message]:
+        data = self.read_data(start, end - start)
+        try:
+            return decode_messages(data, self.partition, offset, count, max_record_bytes=self.max_record_bytes)
+        except CorruptRecordError:
+            # read_messages names the damaged record and delivers the ones before it
+            return self.read_messages(offset, count)
+
+    def _tag_column(self, first_entry: int, count: int) -> bytes:
+        """Up to ``count`` whole ``.tagindex`` entries from entry ``first_entry`` (``b""`` without one)."""
+        fd = self._tag_fd
+        if fd == _TAG_FD_UNOPENED:
+            try:
+                fd = self._tag_fd = open_read(segment_path(self.directory, self.base_offset, TAGINDEX))
+            except FileNotFoundError:
+                # Written before tags, or vacuumed meanwhile: every tag comes from the records.
+                fd = self._tag_fd = _TAG_FD_NONE
+        if fd == _TAG_FD_NONE:
+            return b""
+        raw = os.pread(fd, count * TAG_ENTRY_BYTES, first_entry * TAG_ENTRY_BYTES)
+        return raw[: len(raw) - len(raw) % TAG_ENTRY_BYTES]
+
     def read_data(self, position: int, size: int) -> bytes:
         """``size`` bytes of ``.data`` at ``position``; CorruptRecordError if the file is shorter."""
         data = pread_exact(self._data_fd, size, position)
@@ -673,6 +878,7 @@ class SegmentReader:
         if self.closed:
             return
         self.closed = True
-        for fd in (self._index_fd, self._data_fd):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        for fd in (self._index_fd, self._data_fd, self._tag_fd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)

@@ -1,7 +1,11 @@
 """``settings.json``: what a stream is (format, partitions) and how it is kept (segments, retention).
 
 The keys are go-diskq's where go-diskq has one, so tools that know its layout find their way;
-``format`` marks the record format and guards against reading another layout as ours.
+``format`` marks the record format and guards against reading another layout as ours:
+``adiskq/2`` since records may carry a tag (``adiskq/_sansio/codec.py`` says what changed). A
+format-1 stream is read as it is, and a producer opening it moves it to ``adiskq/2`` (its untagged
+records are the same bytes in both); a reader that knows only format 1 then refuses it rather than
+misread a tagged record.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_SEGMENT_SIZE_BYTES",
     "FORMAT",
+    "READABLE_FORMATS",
     "AskedSettings",
     "PartitionCountChange",
     "StreamSettings",
@@ -29,7 +34,8 @@ __all__ = [
     "save_settings",
 ]
 
-FORMAT: Final = "adiskq/1"
+FORMAT: Final = "adiskq/2"  # what a producer writes
+READABLE_FORMATS: Final = ("adiskq/1", FORMAT)  # what readers take
 DEFAULT_SEGMENT_SIZE_BYTES: Final = 32 * 2**20
 DEFAULT_MAX_MESSAGE_BYTES: Final = 8 * 2**20
 MIN_SEGMENT_SIZE_BYTES: Final = 1024
@@ -61,6 +67,8 @@ class StreamSettings:
     key_index: bool = True
     # Earlier partition counts, oldest first (stored only once the count has grown).
     partition_history: tuple[PartitionCountChange, ...] = ()
+    # The stored format: a producer moves a format-1 stream to FORMAT when it opens it.
+    format: str = FORMAT
 
     def __post_init__(self) -> None:
         if not _is_int(self.partition_count) or not 1 <= self.partition_count <= MAX_PARTITIONS:
@@ -104,10 +112,11 @@ class StreamSettings:
         """Settings from a parsed ``settings.json``; CorruptStreamError says what is wrong."""
         if not isinstance(data, Mapping):
             raise CorruptStreamError(f"{path} does not hold a JSON object; restore it from a backup")
-        if data.get("format") != FORMAT:
+        stored_format = data.get("format")
+        if stored_format not in READABLE_FORMATS:
             raise NotAStreamError(
                 os.path.dirname(path),
-                f"settings.json says format {data.get('format')!r}, not {FORMAT!r}: "
+                f"settings.json says format {stored_format!r}, not one of {', '.join(READABLE_FORMATS)}: "
                 "it may be a go-diskq stream or a newer adiskq format",
             )
         try:
@@ -127,6 +136,7 @@ class StreamSettings:
                     PartitionCountChange(int(change["partition_count"]), tuple(map(int, change["next_offsets"])))
                     for change in data.get("partition_history", ())
                 ),
+                format=str(stored_format),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise CorruptStreamError(
@@ -152,6 +162,7 @@ class AskedSettings(NamedTuple):
             retention=base.retention if self.retention is None else self.retention,
             max_message_bytes=base.max_message_bytes if self.max_message_bytes is None else self.max_message_bytes,
             key_index=base.key_index if self.key_index is None else self.key_index,
+            format=FORMAT,  # what the producer that asks writes
         )
 
 

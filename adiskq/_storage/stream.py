@@ -134,12 +134,14 @@ def load_clean_close(stream_path: str) -> dict[int, SegmentFileState]:
     for partition, state in raw.items():
         try:
             keys = state.get("keyindex_file")
+            tags = state.get("tagindex_file")  # absent in a record written before tags: never trusted
             states[int(partition)] = SegmentFileState(
                 int(state["base_offset"]),
                 (int(state["data_file"][0]), int(state["data_file"][1])),
                 (int(state["index_file"][0]), int(state["index_file"][1])),
                 (int(state["timeindex_file"][0]), int(state["timeindex_file"][1])),
                 None if keys is None else (int(keys[0]), int(keys[1])),
+                None if tags is None else (int(tags[0]), int(tags[1])),
             )
         except (AttributeError, KeyError, TypeError, ValueError, IndexError):
             continue  # a damaged entry only costs that partition its full check

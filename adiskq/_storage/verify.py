@@ -8,6 +8,9 @@ What is checked, per partition, segment by segment:
   ended, and its size is that record's size;
 * every ``.timeindex`` entry: it names the same offset and the timestamp stored in the record (the
   active segment's may end up to 127 entries short: single pushes buffer theirs);
+* every ``.tagindex`` entry: it holds the tag hash of the record (the same allowance for the active
+  segment); a segment without one (written before tags) is not a problem: readers that filter by tag
+  take the tags of its records from the records;
 * that each segment starts at the offset where the previous one ended, and that no file is missing.
 
 Each problem carries the file and the byte position, and what can fix it (``Problem.fix``):
@@ -28,6 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import Final, Literal, TypeAlias
 
 from .._errors import CorruptRecordError, CorruptStreamError
+from .._sansio import tags as tags_format
 from .._sansio.codec import (
     DEFAULT_MAX_RECORD_BYTES,
     NEED_MORE,
@@ -35,7 +39,7 @@ from .._sansio.codec import (
     decode_record,
 )
 from .._sansio.core import scan_records
-from .._sansio.naming import DATA, INDEX, KEYINDEX, TIMEINDEX
+from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX
 from . import keyindex
 from .files import read_file
 from .offsets import OFFSETS_FILE, group_dir, list_groups, load_offsets
@@ -263,6 +267,7 @@ def check_segment(
 
     if time_raw is not None:
         _check_timeindex(found, segment, time_raw, entries, stamps, in_flight, index_fix)
+    _check_tag_index(found, segment, data, [e.position for e in extents[:entries]], entries, in_flight, index_fix)
     if not segment.is_active:
         _check_key_index(found, segment, entries)
 
@@ -465,6 +470,50 @@ def _check_tail(
         else:
             found.add(
                 data_path, end, f"{len(data) - end} bytes after the last record are not a record: {problem}", None
+            )
+
+
+def _check_tag_index(
+    found: _Findings,
+    segment: SegmentRef,
+    data: bytes,
+    positions: list[int],
+    entries: int,
+    in_flight: bool,
+    index_fix: Fix,
+) -> None:
+    """Each ``.tagindex`` entry holds the tag hash of its record (a missing file is no problem)."""
+    tag_raw = read_file(segment.path(TAGINDEX))
+    if tag_raw is None:
+        return
+    path = segment.path(TAGINDEX)
+    width = tags_format.ENTRY_BYTES
+    count, partial = divmod(len(tag_raw), width)
+    if partial and not in_flight:
+        found.add(path, count * width, f"ends with a partial entry of {partial} bytes", index_fix)
+    if count < entries and not (segment.is_active and entries - count < BUFFERED_ENTRIES):
+        found.add(
+            path,
+            count * width,
+            f"has {count} entries but the index has {entries}: {entries - count} missing",
+            index_fix,
+        )
+    elif count > entries and not in_flight:
+        found.add(
+            path,
+            entries * width,
+            f"has {count} entries but the index has {entries}: {count - entries} too many",
+            index_fix,
+        )
+    shared = min(count, len(positions))
+    expected = tags_format.data_tag_column(data, positions[:shared])
+    if tag_raw[: shared * width] == expected:
+        return
+    for i in range(shared):
+        at = i * width
+        if tag_raw[at : at + width] != expected[at : at + width]:
+            found.add(
+                path, at, f"the entry of offset {segment.base + i} does not hold its record's tag hash", index_fix
             )
 
 

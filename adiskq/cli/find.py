@@ -42,6 +42,9 @@ TIME = _TimeType("time", "TIME")
 @click.option("--since", type=TIME, help="Only messages stamped at or after this ISO-8601 time (UTC unless a zone).")
 @click.option("--until", type=TIME, help="Only messages stamped before this time.")
 @click.option("--limit", "-n", type=click.IntRange(1), help="Stop after this many (the first in offset order).")
+@click.option(
+    "--tag", "-t", "tags", multiple=True, metavar="TAG", help="Only messages with this tag (repeat: any of them)."
+)
 @format_option
 def find(
     path: str,
@@ -50,6 +53,7 @@ def find(
     since: dt.datetime | None,
     until: dt.datetime | None,
     limit: int | None,
+    tags: tuple[str, ...],
     output: Format,
 ) -> None:
     """Print every message with a key, in offset order.
@@ -62,6 +66,7 @@ def find(
       adiskq find orders --key customer-00
       adiskq find orders -k customer-00 --since 2026-01-31T08:00:00Z --limit 10 --format pretty
       adiskq find orders --key /wA= --base64
+      adiskq find orders --key customer-00 --tag paid
     """
     import os
 
@@ -73,9 +78,15 @@ def find(
             raw = base64.b64decode(key, validate=True)
         except (binascii.Error, ValueError):
             raise click.BadParameter(f"{key!r} is not base64", param_hint="'--key'") from None
+    from .._sansio.tags import TagFilter
+
+    try:
+        TagFilter.of(tags or None)
+    except (ValueError, TypeError) as error:
+        raise click.BadParameter(str(error), param_hint="'--tag'") from None
     sink = open_sink(output)
     try:
-        for message in adiskq.find(os.fspath(path), raw, since=since, until=until, limit=limit):
+        for message in adiskq.find(os.fspath(path), raw, since=since, until=until, limit=limit, tags=tags or None):
             sink.write(message)
     finally:
         sink.flush()

@@ -3,7 +3,8 @@
 ``json`` is one object per line: partition, offset, timestamp (ISO-8601, UTC, to the nanosecond),
 key, value and headers. Bytes that are not UTF-8 are given as base64, and a field says so:
 ``"key_encoding": "base64"``, ``"value_encoding": "base64"``, or ``"headers_encoding": {"name":
-"base64"}`` for the headers concerned. The fields appear only when needed.
+"base64"}`` for the headers concerned, and ``"tag"`` for a message that has one. The fields
+appear only when needed. ``pretty`` shows the tag beside the key; ``value`` prints values alone.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ def message_json(message: Message) -> dict[str, object]:
         if is_b64:
             encoded[name] = "base64"
     document["headers"] = headers
+    if message.tag is not None:
+        document["tag"] = message.tag
     if key_b64:
         document["key_encoding"] = "base64"
     if value_b64:
@@ -96,6 +99,8 @@ def json_line(message: Message) -> bytes:
         parts.append('"headers": {' + ", ".join(fields) + "}")
     else:
         parts.append('"headers": {}')
+    if message.tag is not None:
+        parts.append(f', "tag": {_quote(message.tag)}')
     if key_b64:
         parts.append(', "key_encoding": "base64"')
     if value_b64:
@@ -166,6 +171,8 @@ def _pretty_sink() -> MessageSink:
         title = Text(f"partition {message.partition} · offset {message.offset}", style="bold cyan")
         title.append(f" · {format_time(message.timestamp_ns)}", style="dim")
         title.append(f" · key {_shown(message.key)}", style="green")
+        if message.tag is not None:
+            title.append(f" · tag {message.tag}", style="magenta")
         for name, raw in message.headers.items():
             title.append(f" · {name}={_shown(raw)}", style="yellow")
         shown.print(title)

@@ -25,6 +25,7 @@ from .params import POSITION, Position
 if TYPE_CHECKING:
     from anyio.abc import ObjectSendStream
 
+    from .._sansio.tags import TagFilter
     from .._sansio.values import Message
     from .._storage.partition_reader import PartitionReader
     from .._storage.stream import StreamReader
@@ -66,8 +67,11 @@ def check_partitions(stream: StreamReader, chosen: tuple[int, ...]) -> list[int]
     return sorted(set(chosen)) if chosen else list(range(count))
 
 
-def partition_messages(reader: PartitionReader, start: Position, end: Position | None) -> Iterator[Message]:
-    """One partition's messages from ``start`` up to ``end``, skipping what retention deleted meanwhile."""
+def partition_messages(
+    reader: PartitionReader, start: Position, end: Position | None, tags: TagFilter | None = None
+) -> Iterator[Message]:
+    """One partition's messages from ``start`` up to ``end`` (only those with one of ``tags``, when
+    given), skipping what retention deleted meanwhile."""
     from .._errors import CorruptRecordError, OffsetOutOfRangeError
 
     position = reader.offset_of(start)
@@ -76,6 +80,12 @@ def partition_messages(reader: PartitionReader, start: Position, end: Position |
     with reader.cursor(position) as cursor:
         while cursor.position < stop:
             try:
+                if tags is not None:
+                    batch, passed = cursor.read_tagged(batch_size, min(8192, stop - cursor.position), tags)
+                    if not passed:
+                        return
+                    yield from batch
+                    continue
                 batch = cursor.read(min(batch_size, stop - cursor.position))
             except CorruptRecordError:
                 if batch_size == 1:
@@ -97,7 +107,13 @@ def partition_messages(reader: PartitionReader, start: Position, end: Position |
 
 
 def read_now(
-    path: str, chosen: tuple[int, ...], start: Position, end: Position | None, sink: MessageSink, limit: Limit
+    path: str,
+    chosen: tuple[int, ...],
+    start: Position,
+    end: Position | None,
+    sink: MessageSink,
+    limit: Limit,
+    tags: TagFilter | None = None,
 ) -> None:
     """What the stream holds now, partitions merged by timestamp (each partition stays in order)."""
     from .._storage.stream import StreamReader
@@ -106,10 +122,10 @@ def read_now(
     partitions = check_partitions(stream, chosen)
     sources: Iterable[Message]
     if len(partitions) == 1:
-        sources = partition_messages(stream.partition(partitions[0]), start, end)
+        sources = partition_messages(stream.partition(partitions[0]), start, end, tags)
     else:
         sources = heapq.merge(
-            *(partition_messages(stream.partition(p), start, end) for p in partitions),
+            *(partition_messages(stream.partition(p), start, end, tags) for p in partitions),
             key=lambda m: (m.timestamp_ns, m.partition),
         )
     try:
@@ -122,7 +138,13 @@ def read_now(
 
 
 async def follow_partitions(
-    path: str, chosen: tuple[int, ...], start: Position, end: int | None, sink: MessageSink, limit: Limit
+    path: str,
+    chosen: tuple[int, ...],
+    start: Position,
+    end: int | None,
+    sink: MessageSink,
+    limit: Limit,
+    tags: frozenset[str] | None = None,
 ) -> None:
     """Each chosen partition through its own ``Consumer``, printed as batches arrive, until ``--end``."""
     import anyio
@@ -135,7 +157,10 @@ async def follow_partitions(
     send, receive = anyio.create_memory_object_stream[list[adiskq.Message]](max_buffer_size=len(partitions))
 
     async def pump(partition: int, send: ObjectSendStream[list[Message]]) -> None:
-        async with send, adiskq.Consumer(path, partition, start=start, end="wait" if end is None else end) as consumer:
+        async with (
+            send,
+            adiskq.Consumer(path, partition, start=start, end="wait" if end is None else end, tags=tags) as consumer,
+        ):
             async for batch in consumer.batches():
                 await send.send(batch)
 
@@ -155,7 +180,15 @@ async def follow_partitions(
                     break
 
 
-async def read_group(path: str, name: str | None, start: Position, wait: bool, sink: MessageSink, limit: Limit) -> None:
+async def read_group(
+    path: str,
+    name: str | None,
+    start: Position,
+    wait: bool,
+    sink: MessageSink,
+    limit: Limit,
+    tags: frozenset[str] | None = None,
+) -> None:
     """All partitions through one ``ConsumerGroup``; with a name, from its commits, committing what is out.
 
     A batch is written and flushed before any of it is committed: a message lost to a closed pipe
@@ -163,7 +196,7 @@ async def read_group(path: str, name: str | None, start: Position, wait: bool, s
     """
     import adiskq
 
-    async with adiskq.ConsumerGroup(path, name, start=start, end="wait" if wait else "close") as group:
+    async with adiskq.ConsumerGroup(path, name, start=start, end="wait" if wait else "close", tags=tags) as group:
         async for batch in group.batches():
             written = []
             for message in batch:
@@ -232,6 +265,14 @@ async def until_terminated(work: Callable[[], Awaitable[None]]) -> int | None:
 )
 @click.option("--follow", "-f", is_flag=True, help="Keep reading new messages as they arrive, like tail -f.")
 @click.option("--group", "-g", metavar="NAME", help="Read as this consumer group: resume where it stopped, commit.")
+@click.option(
+    "--tag",
+    "-t",
+    "tags",
+    multiple=True,
+    metavar="TAG",
+    help="Print only messages with this tag (repeat for several: any of them). Default: every message.",
+)
 @format_option
 @click.option("--limit", "-n", type=click.IntRange(1), help="Stop after this many messages.")
 def read(
@@ -241,6 +282,7 @@ def read(
     end: Position | None,
     follow: bool,
     group: str | None,
+    tags: tuple[str, ...],
     output: Format,
     limit: int | None,
 ) -> None:
@@ -258,6 +300,7 @@ def read(
       adiskq read orders -p 0 --start 2026-01-31T08:00:00Z --end 2026-01-31T09:00:00Z
       adiskq read orders --follow --format value
       adiskq read orders --group billing --format pretty
+      adiskq read orders --tag created --tag paid
       adiskq read orders | jq -r 'select(.headers.type == "created") | .value'
     """
     import os
@@ -279,21 +322,28 @@ def read(
         raise click.UsageError("with --follow, --end takes an offset (a time or 'newest' works without --follow)")
     if end is not None and end in ("oldest", "active-oldest"):
         raise click.BadParameter("give an offset or a time (or newest)", param_hint="'--end'")
+    from .._sansio.tags import TagFilter
+
+    try:
+        tag_filter = TagFilter.of(tags or None)
+    except (ValueError, TypeError) as error:
+        raise click.BadParameter(str(error), param_hint="'--tag'") from None
+    wanted = frozenset(tags) if tags else None
     path = os.fspath(path)
     sink = open_sink(output)
     counter = Limit(limit)
     work: Callable[[], Awaitable[None]]
     if group is not None:
-        work = functools.partial(read_group, path, group, start, follow, sink, counter)
+        work = functools.partial(read_group, path, group, start, follow, sink, counter, wanted)
     elif follow and not partitions and end is None:
         # One unnamed group follows every partition, those added while it runs included.
-        work = functools.partial(read_group, path, None, start, True, sink, counter)
+        work = functools.partial(read_group, path, None, start, True, sink, counter, wanted)
     elif follow:
         work = functools.partial(
-            follow_partitions, path, partitions, start, end if isinstance(end, int) else None, sink, counter
+            follow_partitions, path, partitions, start, end if isinstance(end, int) else None, sink, counter, wanted
         )
     else:
-        read_now(path, partitions, start, end, sink, counter)
+        read_now(path, partitions, start, end, sink, counter, tag_filter)
         return
     signum = anyio.run(until_terminated, work)
     if signum is not None:

@@ -191,10 +191,43 @@ def print_stats(info: StreamStats, out: Console | None = None) -> None:
             out.print(f"  {repair}", markup=False)
 
 
+def count_tags(path: str, info: StreamStats) -> tuple[list[tuple[str | None, int]], int]:
+    """Messages per tag over every partition (most first; None: untagged), and how many were not counted."""
+    from .._storage.stream import StreamReader
+
+    stream = StreamReader.open(path)
+    total: dict[str | None, int] = {}
+    uncounted = 0
+    for partition in info.partitions:
+        counts, missed = stream.partition(partition.partition).tag_counts()
+        uncounted += missed
+        for tag, count in counts.items():
+            total[tag] = total.get(tag, 0) + count
+    return sorted(total.items(), key=lambda item: (-item[1], item[0] or "")), uncounted
+
+
+def print_tags(counts: list[tuple[str | None, int]], uncounted: int) -> None:
+    """The per-tag table of ``stats --tags``."""
+    out = console()
+    rows = table("tag", "messages", right=("messages",))
+    for tag, count in counts:
+        rows.add_row("(none)" if tag is None else tag, format_count(count))
+    out.print(rows)
+    if uncounted:
+        out.print(
+            f"{format_count(uncounted)} messages not counted (segments written before tags, or entries a producer "
+            "still buffers)",
+            markup=False,
+        )
+
+
 @click.command()
 @click.argument("path", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of tables.")
-def stats(path: str, as_json: bool) -> None:
+@click.option(
+    "--tags", "with_tags", is_flag=True, help="Also count messages per tag (reads 4 bytes a message: the tag column)."
+)
+def stats(path: str, as_json: bool, with_tags: bool) -> None:
     """Show a stream's partitions, owner, consumer groups and last recovery.
 
     Per partition: the oldest and newest offsets, messages, segments, bytes on disk and the
@@ -206,18 +239,26 @@ def stats(path: str, as_json: bool) -> None:
     Examples:
       adiskq stats orders
       adiskq stats orders --json | jq '.partitions[].next_offset'
+      adiskq stats orders --tags
     """
     from .._storage.api import stream_stats
 
     broken: dict[str, str] = {}  # a damaged groups/NAME/offsets.json must not hide the partitions
     info = stream_stats(os.fspath(path), broken_groups=broken)
+    tag_counts = count_tags(os.fspath(path), info) if with_tags else None
     if as_json:
         document = stats_json(info)
         if broken:
             document["broken_groups"] = broken
+        if tag_counts is not None:
+            counts, uncounted = tag_counts
+            document["tags"] = [{"tag": tag, "messages": n} for tag, n in counts]
+            document["tags_uncounted"] = uncounted
         print_json(document)
     else:
         print_stats(info)
+        if tag_counts is not None:
+            print_tags(*tag_counts)
         for name, why in sorted(broken.items()):
             warn(f"group {name}: {why}")
     if broken:

@@ -130,6 +130,7 @@ async def write_messages(
     headers: dict[str, bytes],
     partitions: int | None,
     binary: bool,
+    tag: str | None = None,
     sync: bool,
     lock_timeout: float,
     on_read: Callable[[int], None],
@@ -165,7 +166,7 @@ async def write_messages(
                 for value in values:
                     number += 1
                     message_key = key if key_field is None else key_from_field(value, key_field, number, binary)
-                    batch.append(adiskq.Record(value, key=message_key, headers=headers or None))
+                    batch.append(adiskq.Record(value, key=message_key, headers=headers or None, tag=tag))
                     if len(batch) >= _BATCH_MESSAGES:
                         tally.add(await producer.push_many(batch))
                         batch = []
@@ -193,6 +194,7 @@ async def write_messages(
 @click.option("--key", "-k", help="Give every message this key (it picks the partition). Default: a random key.")
 @click.option("--key-field", metavar="FIELD", help="Each message is a JSON object: take its key from FIELD.")
 @click.option("--header", "-H", "headers", multiple=True, type=HEADER, help="Add this header to every message.")
+@click.option("--tag", "-t", help="Give every message this tag (what `read --tag` and tag-filtered consumers select).")
 @click.option(
     "--partitions",
     "-p",
@@ -226,6 +228,7 @@ def write(
     key: str | None,
     key_field: str | None,
     headers: tuple[tuple[str, bytes], ...],
+    tag: str | None,
     partitions: int | None,
     binary: bool,
     flush: str,
@@ -243,11 +246,19 @@ def write(
       printf 'hello\\nworld\\n' | adiskq write orders
       adiskq write orders orders.jsonl --key-field customer --partitions 3
       adiskq write orders --key customer-00 -H type=created < orders.txt
+      adiskq write orders --tag created < created.txt
     """
     import anyio
 
+    from .._sansio.codec import tag_bytes
+
     if key is not None and key_field is not None:
         raise click.UsageError("give --key (one key for all) or --key-field (a key per message), not both")
+    if tag is not None:
+        try:
+            tag_bytes(tag)
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="'--tag'") from None
     tally = Tally()
     show_progress = source != "-" if progress is None else progress
     total = os.path.getsize(source) if source != "-" and os.path.isfile(source) else None
@@ -269,6 +280,7 @@ def write(
                 headers=dict(headers),
                 partitions=partitions,
                 binary=binary,
+                tag=tag,
                 sync=flush == "sync",
                 lock_timeout=lock_timeout,
                 on_read=on_read,

@@ -58,6 +58,7 @@ ARROW_SCHEMA: Final = pa.schema(
         pa.field("key", pa.binary()),
         pa.field("value", pa.binary()),
         pa.field("headers", HEADERS_TYPE),
+        pa.field("tag", pa.string()),
     ]
 )
 
@@ -209,15 +210,21 @@ def _fast_batch(run: RawRun, max_record_bytes: int) -> pa.RecordBatch:
     if not _check_crcs(words, data, rel, sizes, words[rel + 4]):
         raise _Inconsistent
     timestamps_ns = np.ndarray((len(buffer) - 7,), "<i8", buffer, 0, (1,))[rel + 10]
-    header_counts = buffer[key_ends] | buffer[key_ends + 1]
+    # A record with headers or a tag (attributes bit 0) is decoded on its own; the rest are sliced.
+    header_counts = buffer[key_ends] | buffer[key_ends + 1] | (buffer[rel + 9] & 1)
     value_starts = key_ends + 2
-    with_headers = np.flatnonzero(header_counts).tolist()
+    careful = np.flatnonzero(header_counts).tolist()
+    with_headers: list[int] = []
     header_maps: list[dict[str, bytes]] = []
-    for row in with_headers:
+    tags: list[str | None] = [None] * count
+    for row in careful:
         decoded = decode_record(run.data, int(rel[row]), max_record_bytes=max_record_bytes)
         if decoded is NEED_MORE or decoded.end != ends[row]:
             raise _Inconsistent
-        header_maps.append(dict(decoded.headers))
+        if decoded.headers:
+            with_headers.append(row)
+            header_maps.append(dict(decoded.headers))
+        tags[row] = decoded.tag
         value_starts[row] = decoded.end - len(decoded.value)
     keys = _binary(_views(buffer, words, rel + _FIXED_BYTES, key_lengths), data, count)
     values = _binary(_views(buffer, words, value_starts, ends - value_starts), data, count)
@@ -229,6 +236,7 @@ def _fast_batch(run: RawRun, max_record_bytes: int) -> pa.RecordBatch:
             keys,
             values,
             _headers_array(count, with_headers, header_maps),
+            pa.array(tags, pa.string()),
         ],
         schema=ARROW_SCHEMA,
     )
@@ -255,6 +263,8 @@ def _uniform_batch(run: RawRun, buffer: npt.NDArray[np.uint8], size: int) -> pa.
 
     if not (field("<u4", 0) == size).all() or (rows[:, 8] != MAGIC_V1).any():
         raise _Inconsistent
+    if rows[:, 9].any():
+        return None  # some records have a tag
     key_lengths = field("<u4", KEY_LENGTH_AT)
     key_length = int(key_lengths[0])
     if not (key_lengths == key_length).all():
@@ -278,6 +288,7 @@ def _uniform_batch(run: RawRun, buffer: npt.NDArray[np.uint8], size: int) -> pa.
             _fixed_width(rows[:, _FIXED_BYTES : _FIXED_BYTES + key_length], key_length, count),
             _fixed_width(rows[:, value_start:], size - value_start, count),
             _headers_array(count, [], []),
+            pa.nulls(count, pa.string()),
         ],
         schema=ARROW_SCHEMA,
     )
@@ -294,6 +305,7 @@ def messages_to_batch(messages: Sequence[Message]) -> pa.RecordBatch:
             pa.array([bytes(m.key) for m in messages], pa.binary()),
             pa.array([bytes(m.value) for m in messages], pa.binary()),
             _headers_array(len(messages), with_headers, [dict(messages[row].headers) for row in with_headers]),
+            pa.array([m.tag for m in messages], pa.string()),
         ],
         schema=ARROW_SCHEMA,
     )

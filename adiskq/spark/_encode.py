@@ -1,7 +1,8 @@
 """Rows of a DataFrame (as Arrow batches) encoded into records, grouped by the partition of their key.
 
 A DataFrame written to adiskq has a ``value`` column (binary or string) and may have ``key``
-(binary or string), ``headers`` (map of string to binary or string) and ``timestamp``; other columns
+(binary or string), ``headers`` (map of string to binary or string), ``timestamp`` and ``tag``
+(string, null for none); other columns
 (such as the ``partition`` and ``offset`` of a DataFrame read from adiskq) are ignored. A row without
 a key gets a random 8-byte key, as ``Producer.push`` does; a key goes to partition FNV-1-32(key) modulo the
 partition count. A row without a timestamp gets the time it was encoded.
@@ -45,6 +46,7 @@ class Columns:
     has_key: bool
     has_headers: bool
     has_timestamp: bool
+    has_tag: bool = False
 
     @classmethod
     def of(cls, schema: StructType) -> Columns:
@@ -73,7 +75,10 @@ class Columns:
         timestamp = fields.get("timestamp")
         if timestamp is not None and not isinstance(timestamp, TimestampType | TimestampNTZType):
             raise InvalidColumnsError(f"the 'timestamp' column is {timestamp.simpleString()}; make it a timestamp")
-        return cls(key is not None, headers is not None, timestamp is not None)
+        tag = fields.get("tag")
+        if tag is not None and not isinstance(tag, StringType):
+            raise InvalidColumnsError(f"the 'tag' column is {tag.simpleString()}; make it a string (or null for none)")
+        return cls(key is not None, headers is not None, timestamp is not None, tag is not None)
 
 
 def _column(batch: pa.RecordBatch, name: str) -> pa.Array:
@@ -144,6 +149,7 @@ class Grouped:
         headers: Sequence[Iterable[tuple[str, str | bytes | None]] | None] = (
             _column(batch, "headers").to_pylist() if columns.has_headers else [None] * count
         )
+        tags: Sequence[str | None] = _column(batch, "tag").to_pylist() if columns.has_tag else [None] * count
         missing_keys = sum(key is None for key in keys)
         fresh_keys = iter(random_keys(missing_keys)) if missing_keys else iter(())
         now_ns = time.time_ns()
@@ -160,7 +166,12 @@ class Grouped:
             stamp = stamps[row]
             pairs = headers[row]
             record = encode_record(
-                _utf8(value), key_bytes, now_ns if stamp is None else stamp * 1000, _headers(pairs) if pairs else None
+                _utf8(value),
+                key_bytes,
+                now_ns if stamp is None else stamp * 1000,
+                _headers(pairs) if pairs else None,
+                0,
+                tags[row],
             )
             if len(record) > max_message_bytes:
                 raise MessageTooLargeError(

@@ -15,6 +15,7 @@ from typing import Final
 
 from .._errors import InvalidArgumentError
 from .._sansio.retention import DEFAULT_REFUSE_WRITES_ABOVE
+from .._sansio.tags import TagFilter
 from .._sansio.values import ns_from_datetime
 
 __all__ = [
@@ -181,6 +182,20 @@ def _partition_list(options: Mapping[str, str], name: str) -> tuple[int, ...] | 
     return tuple(chosen)
 
 
+def _tag_list(options: Mapping[str, str], name: str) -> frozenset[str] | None:
+    raw = _get(options, name)
+    if raw is None:
+        return None
+    tags = frozenset(part.strip() for part in raw.split(",") if part.strip())
+    try:
+        TagFilter(tags)
+    except (InvalidArgumentError, TypeError) as error:
+        raise InvalidOptionError(
+            f"option {name}={raw!r}: {error}; give tags separated by commas, such as created,paid"
+        ) from None
+    return tags
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ReadOptions:
     """What a batch or streaming read was asked for."""
@@ -193,6 +208,7 @@ class ReadOptions:
     fail_on_data_loss: bool
     max_records_per_trigger: int | None
     max_records_per_partition: int
+    tags: frozenset[str] | None = None  # only messages with one of these tags
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -214,6 +230,7 @@ class ReadOptions:
             max_records_per_trigger=_positive_int(options, "maxRecordsPerTrigger"),
             max_records_per_partition=_positive_int(options, "maxRecordsPerPartition")
             or DEFAULT_MAX_RECORDS_PER_PARTITION,
+            tags=_tag_list(options, "tags"),
         )
 
 

@@ -17,9 +17,11 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .._errors import OffsetOutOfRangeError
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
+from .._sansio.tags import TagFilter
 from .._storage.columns import RawCursor
+from .._storage.partition_reader import PartitionReader
 from .._storage.stream import StreamReader
-from ._arrow import run_to_batch
+from ._arrow import messages_to_batch, run_to_batch
 from ._options import EARLIEST, LATEST, InvalidOptionError, OffsetSpec, ReadOptions
 
 __all__ = ["AdiskqBatchReader", "OffsetRange", "plan_splits", "read_range", "resolve_start"]
@@ -30,6 +32,8 @@ logger = logging.getLogger("adiskq.spark")
 # on both sides, small enough to keep a task's memory flat.
 BATCH_MAX_ROWS: Final = 65_536
 BATCH_MAX_BYTES: Final = 32 * 2**20
+# A tag-filtered read looks at this many offsets' tag hashes per step.
+_TAG_SCAN_OFFSETS: Final = 65_536
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,9 +119,15 @@ def plan_splits(ranges: Sequence[tuple[int, int, int]], max_records: int) -> lis
     ]
 
 
-def read_range(path: str, split: OffsetRange, *, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
-    """Every message of ``split`` as Arrow batches, opening the files here (on the executor)."""
+def read_range(
+    path: str, split: OffsetRange, *, fail_on_data_loss: bool, tags: frozenset[str] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Every message of ``split`` (with one of ``tags``, when given) as Arrow batches, opening the
+    files here (on the executor)."""
     reader = StreamReader.open(path).partition(split.partition)
+    if tags is not None:
+        yield from _read_tagged_range(reader, split, TagFilter(tags))
+        return
     position = split.start
     with RawCursor(reader, position) as cursor:
         while position < split.end:
@@ -153,6 +163,27 @@ def read_range(path: str, split: OffsetRange, *, fail_on_data_loss: bool) -> Ite
             position += run.message_count
 
 
+def _read_tagged_range(reader: PartitionReader, split: OffsetRange, tag_filter: TagFilter) -> Iterator[pa.RecordBatch]:
+    """The messages of ``split`` with a wanted tag: selected by the tag column, only their records
+    read, each tag confirmed from its record (``SegmentReader.read_tagged``). Retention that deleted
+    planned offsets meanwhile ends the split (as ``failOnDataLoss=false`` would)."""
+    with reader.cursor(split.start) as cursor:
+        while cursor.position < split.end:
+            try:
+                messages, passed = cursor.read_tagged(
+                    BATCH_MAX_ROWS, min(_TAG_SCAN_OFFSETS, split.end - cursor.position), tag_filter, BATCH_MAX_BYTES
+                )
+            except OffsetOutOfRangeError as error:
+                if error.oldest_offset is None or error.oldest_offset >= split.end:
+                    return
+                cursor.seek(error.oldest_offset)
+                continue
+            if not passed:
+                return
+            if messages:
+                yield messages_to_batch(messages)
+
+
 class AdiskqBatchReader(DataSourceReader):
     """``spark.read.format("adiskq")``: one Spark partition per stream partition, long ones split."""
 
@@ -179,4 +210,6 @@ class AdiskqBatchReader(DataSourceReader):
         """The split's messages as Arrow batches."""
         if not isinstance(partition, OffsetRange):
             return iter(())  # Spark's stand-in partition when there was nothing to read
-        return read_range(self.options.path, partition, fail_on_data_loss=self.options.fail_on_data_loss)
+        return read_range(
+            self.options.path, partition, fail_on_data_loss=self.options.fail_on_data_loss, tags=self.options.tags
+        )

@@ -33,6 +33,7 @@ SCHEMA: Final = StructType(
         StructField("key", BinaryType()),
         StructField("value", BinaryType()),
         StructField("headers", MapType(StringType(), BinaryType())),
+        StructField("tag", StringType()),
     ]
 )
 
@@ -41,8 +42,8 @@ class AdiskqDataSource(DataSource):
     """A Python data source for adiskq streams: batch and streaming reads and writes.
 
     Reading gives ``partition int, offset long, timestamp timestamp, key binary, value binary,
-    headers map<string,binary>``; writing takes ``value`` (binary or string) and optionally ``key``,
-    ``headers`` and ``timestamp``.
+    headers map<string,binary>, tag string``; writing takes ``value`` (binary or string) and
+    optionally ``key``, ``headers``, ``timestamp`` and ``tag``.
     """
 
     @classmethod

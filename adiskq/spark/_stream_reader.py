@@ -208,7 +208,9 @@ class AdiskqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The range's messages as Arrow batches (files are opened here, on the executor)."""
         if not isinstance(partition, OffsetRange):
             return iter(())
-        return read_range(self.options.path, partition, fail_on_data_loss=self.options.fail_on_data_loss)
+        return read_range(
+            self.options.path, partition, fail_on_data_loss=self.options.fail_on_data_loss, tags=self.options.tags
+        )
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to do: the query's checkpoint holds its progress."""

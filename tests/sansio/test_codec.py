@@ -9,12 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adiskq import CorruptRecordError
+from adiskq import CorruptRecordError, InvalidArgumentError
 from adiskq._sansio.codec import (
     MAGIC_V1,
     MIN_RECORD_BYTES,
     NEED_MORE,
     DecodedRecord,
+    NeedMore,
     RecordExtent,
     decode_record,
     encoded_size,
@@ -577,3 +578,29 @@ def test_scan_columns_agrees_with_decode_record(
     assert (scanned.error.position if scanned.error else None) == error_position
     assert scanned.end == (positions[-1] + scanned.sizes[-1] if positions else 0)
     assert len(scanned.sizes) == len(scanned.timestamps) == len(positions)
+
+
+@pytest.mark.parametrize(
+    ("tag", "error", "says"),
+    [
+        ("", InvalidArgumentError, "1 to 255 bytes"),
+        ("é" * 128, InvalidArgumentError, "256 bytes"),
+        (b"created", TypeError, "a tag is a str"),
+        ("\udc80", InvalidArgumentError, "surrogate"),
+    ],
+    ids=["empty", "too long", "bytes", "surrogate"],
+)
+def test_a_bad_tag_is_refused_with_what_to_give(tag: object, error: type[Exception], says: str) -> None:
+    """A tag is 1 to 255 bytes of UTF-8 given as str; anything else is refused saying so."""
+    with pytest.raises(error, match=says):
+        encode_record(b"v", b"k", 0, None, 0, tag)  # type: ignore[arg-type]
+
+
+def test_a_tag_round_trips_through_every_decoder() -> None:
+    """decode_record, decode_messages and the scans all read a tagged record whole, tag included."""
+    record = encode_record(b"value", b"key", 7, {"h": b"x"}, 0, "paid")
+    decoded = decode_record(record)
+    assert not isinstance(decoded, NeedMore)
+    assert (decoded.tag, decoded.key, decoded.value, dict(decoded.headers)) == ("paid", b"key", b"value", {"h": b"x"})
+    assert decode_messages(record, 0, 0, 1)[0].tag == "paid"
+    assert scan_columns(record).end == len(record)

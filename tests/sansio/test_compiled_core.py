@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 import adiskq
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core
+from adiskq._sansio import tags as reference_tags
 from adiskq._sansio.naming import fnv1_32 as reference_fnv1_32
 from adiskq._sansio.values import EMPTY_HEADERS, Message, Receipt, Record
 
@@ -32,7 +33,9 @@ keys = st.binary(max_size=40)
 timestamps = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 header_names = st.text(max_size=12)
 headers = st.dictionaries(header_names, st.binary(max_size=20), max_size=4)
-fields = st.tuples(values, keys, timestamps, headers)
+tags = st.one_of(st.none(), st.text(min_size=1, max_size=8))
+fields = st.tuples(values, keys, timestamps, headers, tags)
+Fields = tuple[bytes, bytes, int, dict[str, bytes], str | None]
 
 
 def outcome(call: Callable[[], object]) -> object:
@@ -43,8 +46,8 @@ def outcome(call: Callable[[], object]) -> object:
         return (type(error).__name__, str(error), getattr(error, "position", None))
 
 
-def records_buffer(batch: list[tuple[bytes, bytes, int, dict[str, bytes]]]) -> bytes:
-    return b"".join(reference.encode_record(v, k, t, h) for v, k, t, h in batch)
+def records_buffer(batch: list[Fields] | list[tuple[bytes, bytes, int, dict[str, bytes]]]) -> bytes:
+    return b"".join(reference.encode_record(v, k, t, h, 0, *tag) for v, k, t, h, *tag in batch)
 
 
 def test_a_fresh_install_runs_the_compiled_core() -> None:
@@ -90,22 +93,33 @@ def test_placing_a_key_is_the_reference(key: str | bytes, partition_count: int) 
 # -- encoding --------------------------------------------------------------------------------------
 
 
-@given(values, keys, timestamps, headers, st.integers(min_value=0, max_value=255))
+@given(values, keys, timestamps, headers, st.integers(min_value=0, max_value=255), tags)
 def test_encode_record_gives_the_references_bytes(
-    value: bytes, key: bytes, timestamp_ns: int, hdrs: dict[str, bytes], attributes: int
+    value: bytes, key: bytes, timestamp_ns: int, hdrs: dict[str, bytes], attributes: int, tag: str | None
 ) -> None:
-    assert core.encode_record(value, key, timestamp_ns, hdrs, attributes) == reference.encode_record(
-        value, key, timestamp_ns, hdrs, attributes
+    assert core.encode_record(value, key, timestamp_ns, hdrs, attributes, tag) == reference.encode_record(
+        value, key, timestamp_ns, hdrs, attributes, tag
     )
 
 
-@given(st.lists(fields, max_size=20), st.booleans())
-def test_encode_batch_gives_the_references_bytes(
-    batch: list[tuple[bytes, bytes, int, dict[str, bytes]]], with_headers: bool
-) -> None:
-    vals, ks, stamps, hdrs = [list(column) for column in zip(*batch, strict=True)] or [[], [], [], []]
+@given(st.lists(fields, max_size=20), st.booleans(), st.booleans())
+def test_encode_batch_gives_the_references_bytes(batch: list[Fields], with_headers: bool, with_tags: bool) -> None:
+    vals, ks, stamps, hdrs, tgs = [list(column) for column in zip(*batch, strict=True)] or [[], [], [], [], []]
     given_headers = hdrs if with_headers else None
-    assert core.encode_batch(vals, ks, stamps, given_headers) == reference.encode_batch(vals, ks, stamps, given_headers)
+    given_tags = tgs if with_tags else None
+    assert core.encode_batch(vals, ks, stamps, given_headers, given_tags) == reference.encode_batch(
+        vals, ks, stamps, given_headers, given_tags
+    )
+
+
+@given(st.lists(fields, max_size=20))
+def test_the_tag_column_is_the_references(batch: list[Fields]) -> None:
+    """The .tagindex entries of a batch: one CRC-32 of the tag per record, 0 for none, as the reference."""
+    records = [reference.encode_record(v, k, t, h, 0, tag) for v, k, t, h, tag in batch]
+    assert core.tag_column(records) == reference_tags.tag_column(records)
+    assert list(reference_tags.unpack_column(core.tag_column(records))) == [
+        0 if tag is None else reference_tags.tag_hash(tag) for *_, tag in batch
+    ]
 
 
 BAD_ENCODINGS: list[tuple[str, Callable[[Callable[..., object]], object]]] = [
@@ -119,6 +133,13 @@ BAD_ENCODINGS: list[tuple[str, Callable[[Callable[..., object]], object]]] = [
     ("key memoryview", lambda encode: encode(b"v", memoryview(b"k"), 0, None)),
     ("timestamp float", lambda encode: encode(b"v", b"k", 1.5, None)),
     ("headers mapping proxy", lambda encode: encode(b"v", b"k", 0, EMPTY_HEADERS)),
+    ("tag empty", lambda encode: encode(b"v", b"k", 0, None, "")),
+    ("tag too long", lambda encode: encode(b"v", b"k", 0, None, "t" * 256)),
+    ("tag of 255 bytes", lambda encode: encode(b"v", b"k", 0, None, "é" * 127 + "t")),
+    ("tag of 256 bytes", lambda encode: encode(b"v", b"k", 0, None, "é" * 128)),
+    ("tag bytes", lambda encode: encode(b"v", b"k", 0, None, b"t")),
+    ("tag surrogate", lambda encode: encode(b"v", b"k", 0, None, "\udc80")),
+    ("tag with headers", lambda encode: encode(b"v", b"k", 0, {"h": b"x"}, "t")),
 ]
 
 
@@ -126,8 +147,6 @@ BAD_ENCODINGS: list[tuple[str, Callable[[Callable[..., object]], object]]] = [
 def test_unusual_input_is_encoded_or_refused_as_the_reference_does(
     call: Callable[[Callable[..., object]], object],
 ) -> None:
-    assert outcome(lambda: call(core.encode_record)) == outcome(lambda: call(reference.encode_record))
-
     def as_batch(encode_record: Callable[..., object]) -> Callable[..., object]:
         def batch(value: object, key: object, stamp: object, hdrs: object) -> object:
             return (core.encode_batch if encode_record is core.encode_record else reference.encode_batch)(
@@ -143,24 +162,27 @@ def test_unusual_input_is_encoded_or_refused_as_the_reference_does(
 
 @given(
     st.lists(
-        st.tuples(values, st.one_of(st.text(max_size=20), st.binary(max_size=20)), timestamps, headers), max_size=30
+        st.tuples(values, st.one_of(st.text(max_size=20), st.binary(max_size=20)), timestamps, headers, tags),
+        max_size=30,
     ),
     st.integers(min_value=1, max_value=16),
     st.integers(min_value=0, max_value=2**62),
 )
 def test_encode_records_places_hashes_and_encodes_as_the_reference(
-    batch: list[tuple[bytes, str | bytes, int, dict[str, bytes]]], partition_count: int, now: int
+    batch: list[tuple[bytes, str | bytes, int, dict[str, bytes], str | None]], partition_count: int, now: int
 ) -> None:
-    items: list[Record | bytes] = [Record(v, key=k, headers=h, timestamp=t) for v, k, t, h in batch]
+    items: list[Record | bytes] = [Record(v, key=k, headers=h, timestamp=t, tag=tag) for v, k, t, h, tag in batch]
     encoded = core.encode_records(items, now, partition_count)
     if not core.COMPILED:
         assert encoded is None  # the producer's Python path encodes every batch
         return
     assert encoded is not None
     records, stamps, partitions, hashes, largest = encoded
-    raw_keys = [k.encode() if isinstance(k, str) else k for _, k, _, _ in batch]
-    assert records == [reference.encode_record(v, raw, t, h) for (v, _, t, h), raw in zip(batch, raw_keys, strict=True)]
-    assert stamps == [t for _, _, t, _ in batch]
+    raw_keys = [k.encode() if isinstance(k, str) else k for _, k, _, _, _ in batch]
+    assert records == [
+        reference.encode_record(v, raw, t, h, 0, tag) for (v, _, t, h, tag), raw in zip(batch, raw_keys, strict=True)
+    ]
+    assert stamps == [t for _, _, t, _, _ in batch]
     assert partitions == [reference_fnv1_32(raw) % partition_count for raw in raw_keys]
     assert hashes == list(map(zlib.crc32, raw_keys))
     assert largest == max(map(len, records), default=0)
@@ -194,11 +216,9 @@ def test_encode_records_leaves_what_it_does_not_take_to_the_producer(items: list
 @given(
     st.integers(min_value=0, max_value=2**40), st.integers(min_value=0, max_value=2**40), st.lists(fields, max_size=10)
 )
-def test_index_entries_are_the_references(
-    first: int, start: int, batch: list[tuple[bytes, bytes, int, dict[str, bytes]]]
-) -> None:
-    records = [reference.encode_record(v, k, t, h) for v, k, t, h in batch]
-    stamps = [t for _, _, t, _ in batch]
+def test_index_entries_are_the_references(first: int, start: int, batch: list[Fields]) -> None:
+    records = [reference.encode_record(v, k, t, h, 0, tag) for v, k, t, h, tag in batch]
+    stamps = [t for _, _, t, _, _ in batch]
     assert core.index_entries(first, start, records, stamps) == core.reference_index_entries(
         first, start, records, stamps
     )
@@ -241,9 +261,7 @@ def same_messages(got: object, expected: object) -> None:
 
 @settings(max_examples=300)
 @given(st.lists(fields, max_size=12), st.integers(min_value=0, max_value=3), st.data())
-def test_decode_messages_answers_as_the_reference(
-    batch: list[tuple[bytes, bytes, int, dict[str, bytes]]], extra: int, data: st.DataObject
-) -> None:
+def test_decode_messages_answers_as_the_reference(batch: list[Fields], extra: int, data: st.DataObject) -> None:
     buffer = damaged(records_buffer(batch), data)
     count = max(0, len(batch) + data.draw(st.integers(min_value=-1, max_value=1)))
     limit = data.draw(st.sampled_from([reference.DEFAULT_MAX_RECORD_BYTES, 30, 100, 400]))
@@ -269,9 +287,7 @@ def scanned(scan: Callable[[], reference.ScannedRecords]) -> object:
 
 @settings(max_examples=300)
 @given(st.lists(fields, max_size=12), st.data())
-def test_scan_columns_answers_as_the_reference(
-    batch: list[tuple[bytes, bytes, int, dict[str, bytes]]], data: st.DataObject
-) -> None:
+def test_scan_columns_answers_as_the_reference(batch: list[Fields], data: st.DataObject) -> None:
     buffer = damaged(records_buffer(batch), data)
     start = data.draw(st.integers(min_value=0, max_value=len(buffer)))
     limit = data.draw(st.sampled_from([reference.DEFAULT_MAX_RECORD_BYTES, 30, 100, 400]))
@@ -287,9 +303,7 @@ def test_scanning_random_bytes_answers_as_the_reference(data: bytes) -> None:
 
 @settings(max_examples=300)
 @given(st.lists(fields, max_size=8), st.data())
-def test_next_valid_record_answers_as_the_reference(
-    batch: list[tuple[bytes, bytes, int, dict[str, bytes]]], data: st.DataObject
-) -> None:
+def test_next_valid_record_answers_as_the_reference(batch: list[Fields], data: st.DataObject) -> None:
     buffer = damaged(data.draw(st.binary(max_size=30)) + records_buffer(batch), data)
     start = data.draw(st.integers(min_value=0, max_value=len(buffer) + 2))
     assert core.next_valid_record(buffer, start) == reference.next_valid_record(buffer, start)
@@ -305,6 +319,36 @@ def test_header_names_are_utf8_exactly_as_python_decodes_them(name: bytes, value
         lambda: reference.decode_messages(record, 0, 0, 1)
     )
     assert scanned(lambda: core.scan_columns(record)) == scanned(lambda: reference.scan_columns(record))
+
+
+@given(st.binary(max_size=12), st.binary(max_size=8), st.integers(min_value=0, max_value=20))
+def test_tags_are_utf8_and_bounded_exactly_as_the_reference_decodes_them(tag: bytes, value: bytes, slack: int) -> None:
+    """A tag field that is not UTF-8, or whose length overruns the record, is refused by both the same way."""
+    body = bytearray(struct.pack("<BBqI", reference.MAGIC_V1, reference.TAGGED, 0, 0))
+    body += struct.pack("<H", max(0, len(tag) + 10 - slack)) + tag + b"\x00\x00" + value
+    record = struct.pack("<II", len(body) + 8, crc32c_package.crc32c(bytes(body))) + bytes(body)
+    assert outcome(lambda: core.decode_messages(record, 0, 0, 1)) == outcome(
+        lambda: reference.decode_messages(record, 0, 0, 1)
+    )
+    assert scanned(lambda: core.scan_columns(record)) == scanned(lambda: reference.scan_columns(record))
+
+
+def test_a_tagged_record_decodes_to_its_tag_and_an_untagged_one_is_unchanged() -> None:
+    """Tagged records carry their tag back; untagged ones are byte for byte format 1's records."""
+    untagged = reference.encode_record(b"v", b"k", 5, {"h": b"x"})
+    assert reference.encode_record(b"v", b"k", 5, {"h": b"x"}, 0, None) == untagged
+    assert untagged[reference.ATTRIBUTES_AT] == 0
+    tagged = reference.encode_record(b"v", b"k", 5, {"h": b"x"}, 0, "paid")
+    assert tagged[reference.ATTRIBUTES_AT] == reference.TAGGED
+    assert len(tagged) == len(untagged) + 2 + 4
+    for decode in (core.decode_messages, reference.decode_messages):
+        first, second = decode(untagged + tagged, 1, 10, 2)
+        assert first == Message(1, 10, 5, b"k", b"v", {"h": b"x"}, None)
+        assert second == Message(1, 11, 5, b"k", b"v", {"h": b"x"}, "paid")
+    # the batch decoder's column path (many same-sized records) sees the tag too
+    many = [reference.encode_record(b"v", b"k", 5, None, 0, "t")] * 9
+    assert {m.tag for m in core.decode_messages(b"".join(many), 0, 0, 9)} == {"t"}
+    assert {m.tag for m in reference.decode_messages(b"".join(many), 0, 0, 9)} == {"t"}
 
 
 # -- the messages themselves -----------------------------------------------------------------------
@@ -324,9 +368,9 @@ def test_messages_keep_the_public_api() -> None:
     assert type(plain) is Message
     assert plain == Message(3, 40, 5, b"k", b"v")
     assert hash(plain) == hash(Message(3, 40, 5, b"k", b"v"))  # a message without headers is hashable
-    partition, offset, timestamp_ns, key, value, hdrs = plain
-    assert (partition, offset, timestamp_ns, key, value, dict(hdrs)) == (3, 40, 5, b"k", b"v", {})
-    assert repr(plain) == "Message(partition=3, offset=40, timestamp_ns=5, key=b'k', value=b'v', headers={})"
+    partition, offset, timestamp_ns, key, value, hdrs, tag = plain  # seven fields since tags
+    assert (partition, offset, timestamp_ns, key, value, dict(hdrs), tag) == (3, 40, 5, b"k", b"v", {}, None)
+    assert repr(plain) == "Message(partition=3, offset=40, timestamp_ns=5, key=b'k', value=b'v', headers={}, tag=None)"
     assert pickle.loads(pickle.dumps(plain)) == plain
     assert pickle.loads(pickle.dumps(with_headers)) == with_headers
     assert with_headers.headers == {"h": b"x"}
@@ -355,6 +399,7 @@ class PythonRecord(NamedTuple):
     key: str | bytes | None = None
     headers: Mapping[str, bytes] | None = None
     timestamp: object = None
+    tag: str | None = None
 
 
 RECORD_CALLS: list[tuple[tuple[object, ...], dict[str, object]]] = [
@@ -364,7 +409,9 @@ RECORD_CALLS: list[tuple[tuple[object, ...], dict[str, object]]] = [
     ((b"v",), {"key": "k", "timestamp": 7}),
     ((), {"value": b"v", "headers": None}),
     ((), {}),
-    ((b"v", "k", None, 1, 2), {}),
+    ((b"v", "k", None, 1, "t"), {}),
+    ((b"v",), {"tag": "t"}),
+    ((b"v", "k", None, 1, "t", 2), {}),
     ((b"v",), {"nope": 1}),
     ((b"v",), {"value": b"w"}),
 ]
@@ -386,14 +433,43 @@ def test_record_keeps_its_namedtuple_api() -> None:
     assert type(record) is Record
     assert record._replace(key="x") == Record(b"v", "x")
     assert pickle.loads(pickle.dumps(record)) == record
-    assert record._asdict() == {"value": b"v", "key": "k", "headers": None, "timestamp": None}
-    assert list(inspect.signature(Record).parameters) == ["value", "key", "headers", "timestamp"]
+    assert record._asdict() == {"value": b"v", "key": "k", "headers": None, "timestamp": None, "tag": None}
+    assert list(inspect.signature(Record).parameters) == ["value", "key", "headers", "timestamp", "tag"]
 
 
 def test_records_that_cannot_form_cycles_are_not_tracked_by_the_gc() -> None:
     """push_many's callers build thousands of Records a batch; those of atoms are left out of the GC."""
-    atoms = [Record(b"v"), Record(b"v", key="k"), Record(b"v", b"k", None, 5)]
+    atoms = [Record(b"v"), Record(b"v", key="k"), Record(b"v", b"k", None, 5), Record(b"v", tag="paid")]
     may_cycle = [Record(b"v", headers={"h": b"x"}), Record([], key="k"), Record(b"v", timestamp=object())]  # type: ignore[arg-type]
     if core.COMPILED:
         assert not any(map(gc.is_tracked, atoms))
     assert all(map(gc.is_tracked, may_cycle))
+
+
+@given(
+    st.lists(st.sampled_from([0, 1, 7, 2**32 - 1, 12345]), max_size=60),
+    st.sets(st.sampled_from([0, 1, 7, 99]), max_size=3),
+    st.binary(max_size=3),
+)
+def test_matching_entries_are_the_references(hashes: list[int], wanted: set[int], partial: bytes) -> None:
+    """The filtering consumer's scan of a tag column finds the same entries in both cores (a partial
+    trailing entry ignored)."""
+    column = struct.pack(f"<{len(hashes)}I", *hashes) + partial
+    expected = [i for i, value in enumerate(hashes) if value in wanted]
+    assert core.matching_entries(column, tuple(sorted(wanted))) == expected
+    assert reference_tags.matching_entries(column, tuple(sorted(wanted))) == expected
+
+
+@settings(max_examples=200)
+@given(st.lists(fields, max_size=10), st.data())
+def test_decode_at_answers_as_the_reference(batch: list[Fields], data: st.DataObject) -> None:
+    """Records of scattered offsets (a filtered read's candidates) decode as the reference decodes them,
+    damaged or not, each message numbered by its own offset."""
+    buffer = damaged(records_buffer(batch), data)
+    offsets = sorted(
+        data.draw(st.sets(st.integers(min_value=0, max_value=10**6), min_size=len(batch), max_size=len(batch)))
+    )
+    same_messages(
+        outcome(lambda: core.decode_at(buffer, 2, offsets)),
+        outcome(lambda: core.reference_decode_at(buffer, 2, offsets)),
+    )

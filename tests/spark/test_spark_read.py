@@ -20,7 +20,7 @@ def rows(spark: SparkSession, path: str, **options: str) -> list[tuple[int, int,
 
 
 def test_a_read_has_the_documented_columns(spark: SparkSession, stream_path: str) -> None:
-    """partition int, offset long, timestamp, key binary, value binary, headers map<string,binary>."""
+    """partition int, offset long, timestamp, key binary, value binary, headers map<string,binary>, tag string."""
     fill(stream_path, [1])
     fields = spark.read.format("adiskq").load(stream_path).schema.fields
     assert [(f.name, f.dataType) for f in fields] == [
@@ -30,6 +30,7 @@ def test_a_read_has_the_documented_columns(spark: SparkSession, stream_path: str
         ("key", BinaryType()),
         ("value", BinaryType()),
         ("headers", MapType(StringType(), BinaryType())),
+        ("tag", StringType()),
     ]
 
 

@@ -82,7 +82,7 @@ def test_a_stream_without_a_key_index_writes_none(tmp_path: object) -> None:
     writer.append_one(encode_record(b"v", b"k", 0), 0, key_hash=4)
     writer.flush_buffered_entries()
     writer.seal_key_index()
-    assert sorted(os.listdir(directory)) == [f"{0:020d}.{ext}" for ext in ("data", "index", "timeindex")]
+    assert sorted(os.listdir(directory)) == [f"{0:020d}.{ext}" for ext in ("data", "index", "tagindex", "timeindex")]
     assert writer.file_state().keyindex_file is None
     writer.close()
 

@@ -42,8 +42,8 @@ def _sizes(directory: str) -> dict[str, int]:
 
 
 def test_new_partition_has_an_empty_first_segment(writer: PartitionWriter, directory: str) -> None:
-    """Opening a missing partition creates its folder and segment 0's files (with its key index)."""
-    assert _sizes(directory) == {f"{0:020d}.{ext}": 0 for ext in ("data", "index", "timeindex", "keyindex")}
+    """Opening a missing partition creates its folder and segment 0's files (with its tag and key indexes)."""
+    assert _sizes(directory) == {f"{0:020d}.{ext}": 0 for ext in ("data", "index", "timeindex", "tagindex", "keyindex")}
     assert (writer.oldest_offset, writer.next_offset, writer.segment_count) == (0, 0, 1)
 
 

@@ -31,7 +31,7 @@ def test_new_stream_records_its_settings(stream_path: str) -> None:
         retention=adiskq.Retention(max_bytes=10**6, max_age=dt.timedelta(hours=1)),
     ).close()
     assert _settings(stream_path) == {
-        "format": "adiskq/1",
+        "format": "adiskq/2",
         "partition_count": 3,
         "segment_size_bytes": 4096,
         "retention_max_bytes": 10**6,
@@ -71,7 +71,20 @@ def test_path_may_be_a_pathlike(tmp_path: pathlib.Path) -> None:
 def test_empty_folder_becomes_a_stream(tmp_path: pathlib.Path) -> None:
     """A producer creates a stream in an existing, empty folder."""
     StreamWriter.open(tmp_path).close()
-    assert _settings(os.fspath(tmp_path))["format"] == "adiskq/1"
+    assert _settings(os.fspath(tmp_path))["format"] == "adiskq/2"
+
+
+def test_a_format_1_stream_is_read_as_it_is_and_moved_to_format_2_by_a_producer(stream_path: str) -> None:
+    """A stream written before tags (format adiskq/1) reads unchanged; a producer opening it writes adiskq/2."""
+    write_stream(stream_path, [fields(3)])
+    path = os.path.join(stream_path, "settings.json")
+    old = _settings(stream_path) | {"format": "adiskq/1"}
+    with open(path, "w") as file:
+        json.dump(old, file)
+    assert adiskq.read(stream_path, 0, 2).value == fields(3)[2][0]
+    assert adiskq.read(stream_path, 0, 2).tag is None
+    StreamWriter.open(stream_path).close()
+    assert _settings(stream_path) == old | {"format": "adiskq/2"}
 
 
 def test_more_partitions_are_added(stream_path: str) -> None:
@@ -175,8 +188,8 @@ def test_go_diskq_stream_is_refused_and_untouched(tmp_path: pathlib.Path) -> Non
 
 def test_newer_format_is_refused(tmp_path: pathlib.Path) -> None:
     """A settings.json of another adiskq format version is refused, naming the format found."""
-    (tmp_path / "settings.json").write_text('{"format": "adiskq/2", "partition_count": 1}')
-    with pytest.raises(adiskq.NotAStreamError, match="adiskq/2"):
+    (tmp_path / "settings.json").write_text('{"format": "adiskq/3", "partition_count": 1}')
+    with pytest.raises(adiskq.NotAStreamError, match="adiskq/3"):
         StreamWriter.open(tmp_path)
 
 

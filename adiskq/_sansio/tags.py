@@ -1,0 +1,139 @@
+"""Tags: the hash of a tag, and the ``.tagindex`` column of a segment (no I/O here).
+
+A segment's ``.tagindex`` holds one u32 (little-endian) per message, beside its ``.index`` entry:
+the tag hash of the message's record, which a filtering consumer reads instead of the records
+(RocketMQ keeps the same hash in its ConsumeQueue)::
+
+    0          the message has no tag
+    otherwise  CRC-32 (zlib's, the key index's hash too) of the tag's UTF-8 bytes; a tag whose
+               CRC-32 is 0 is stored as 1, so 0 always means "no tag"
+
+The column is derived from ``.data`` (the record holds the tag itself) and rebuilt from it like
+``.timeindex``; it may lag ``.index`` by the single pushes' buffered entries (see
+``adiskq/_storage/segment.py``), and readers take the tags of messages past its end from their
+records. A hash only selects candidates: a reader confirms each candidate's tag from its record,
+so two tags with one hash never deliver each other's messages.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import zlib
+from array import array
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+from .._errors import InvalidArgumentError
+from .codec import ATTRIBUTES_AT, TAGGED, record_tag, tag_bytes
+
+__all__ = [
+    "ENTRY_BYTES",
+    "NO_TAG",
+    "TagFilter",
+    "data_tag_column",
+    "matching_entries",
+    "tag_column",
+    "tag_hash",
+    "unpack_column",
+]
+
+ENTRY_BYTES: Final = 4
+NO_TAG: Final = 0
+_U32: Final = struct.Struct("<I")
+
+
+def tag_hash(tag: str) -> int:
+    """The ``.tagindex`` hash of a tag (never 0: 0 is "no tag")."""
+    return zlib.crc32(tag_bytes(tag)) or 1
+
+
+def _raw_tag_hash(raw: bytes | None) -> int:
+    return NO_TAG if raw is None else (zlib.crc32(raw) or 1)
+
+
+def tag_column(records: Sequence[bytes]) -> bytes:
+    """The ``.tagindex`` entries of encoded records (the producer's own, already checked)."""
+    column = bytearray(ENTRY_BYTES * len(records))  # zeros: "no tag"
+    pack_into = _U32.pack_into
+    for i, record in enumerate(records):
+        if record[ATTRIBUTES_AT] & TAGGED:
+            pack_into(column, i * ENTRY_BYTES, _raw_tag_hash(record_tag(record)))
+    return bytes(column)
+
+
+def data_tag_column(data: bytes, positions: Iterable[int]) -> bytes:
+    """The ``.tagindex`` entries of the records at ``positions`` of a ``.data`` buffer (recovery's
+    and check's rebuild; the records there were checked, or are damaged and count as untagged)."""
+    column = bytearray()
+    for position in positions:
+        try:
+            raw = record_tag(data[position : position + _record_size(data, position)])
+        except (IndexError, struct.error):
+            raw = None
+        column += _U32.pack(_raw_tag_hash(raw))
+    return bytes(column)
+
+
+def _record_size(data: bytes, position: int) -> int:
+    return int(_U32.unpack_from(data, position)[0])
+
+
+def unpack_column(raw: bytes) -> array[int]:
+    """The hashes of a ``.tagindex`` buffer (whole entries only)."""
+    hashes = array("I")
+    hashes.frombytes(raw[: len(raw) - len(raw) % ENTRY_BYTES])
+    if sys.byteorder == "big":  # pragma: no cover - big-endian hosts
+        hashes.byteswap()
+    return hashes
+
+
+def matching_entries(column: bytes, hashes: tuple[int, ...]) -> list[int]:
+    """Entry numbers (ascending) of a ``.tagindex`` buffer whose hash is one of ``hashes``.
+
+    ``bytes.find`` does the scan in C: a candidate is kept only where it starts on an entry's
+    boundary (a hash may also appear across two entries).
+    """
+    found: list[int] = []
+    raw = column[: len(column) - len(column) % ENTRY_BYTES]
+    for hash_value in set(hashes):
+        needle = _U32.pack(hash_value)
+        at = raw.find(needle)
+        while at != -1:
+            if at % ENTRY_BYTES == 0:
+                found.append(at // ENTRY_BYTES)
+                at = raw.find(needle, at + ENTRY_BYTES)
+            else:
+                at = raw.find(needle, at + 1)
+    found.sort()
+    return found
+
+
+class TagFilter:
+    """The tags a consumer wants (RocketMQ's ``TagA || TagB``): their hashes, to select candidates
+    from a ``.tagindex`` column (``matching_entries``), and the tags themselves, to confirm each
+    candidate's record."""
+
+    __slots__ = ("hashes", "single_entry", "tags")
+
+    def __init__(self, tags: Iterable[str]) -> None:
+        if isinstance(tags, str | bytes):
+            raise InvalidArgumentError(f"tags={tags!r}: give a set of tags, such as {{{tags!r}}}")
+        wanted = frozenset(tags)
+        if not wanted:
+            raise InvalidArgumentError("tags=set(): give at least one tag, or tags=None for every message")
+        for tag in wanted:
+            tag_bytes(tag)  # a clear error for a tag no message can carry
+        self.tags: frozenset[str | None] = frozenset(wanted)
+        self.hashes = tuple(sorted(set(map(tag_hash, wanted))))
+        # The column entry of the one wanted hash: a stretch of the column equal to it repeated is
+        # all wanted, told by one comparison.
+        self.single_entry = _U32.pack(self.hashes[0]) if len(self.hashes) == 1 else None
+
+    @classmethod
+    def of(cls, tags: Iterable[str] | None) -> TagFilter | None:
+        """The filter for a consumer's ``tags=`` argument (None: every message)."""
+        return None if tags is None else cls(tags)
+
+    def __repr__(self) -> str:
+        return f"TagFilter({sorted(t for t in self.tags if t is not None)!r})"

@@ -1,0 +1,134 @@
+"""The ``.tagindex`` column: one tag hash per message beside the index, written, recovered and checked."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+from helpers.cli import invoke
+from hypothesis import given
+from hypothesis import strategies as st
+
+import adiskq
+from adiskq._sansio import tags
+from adiskq._sansio.core import encode_record
+from adiskq._storage.segment import _run_end
+from adiskq._storage.stream import StreamWriter
+
+PART = os.path.join("parts", "000000")
+TAGS = ["created", None, "paid", "créé", None, "paid", "x" * 255]
+
+
+def _file(stream: str, base: int, extension: str) -> str:
+    return os.path.join(stream, PART, f"{base:020d}.{extension}")
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()
+
+
+def _expected_column(tag_list: list[str | None]) -> bytes:
+    return b"".join(struct.pack("<I", 0 if tag is None else tags.tag_hash(tag)) for tag in tag_list)
+
+
+def _write(stream: str, tag_list: list[str | None], *, single: bool = False, **options: object) -> None:
+    writer = StreamWriter.open(stream, **options)  # type: ignore[arg-type]
+    try:
+        partition = writer.partitions[0]
+        records = [encode_record(b"v%d" % i, b"k", i, None, 0, tag) for i, tag in enumerate(tag_list)]
+        if single:
+            for i, record in enumerate(records):
+                partition.append([record], [i])
+        else:
+            partition.append(records, list(range(len(records))))
+    finally:
+        writer.close()
+
+
+def test_a_batch_writes_one_tag_hash_per_message(stream_path: str) -> None:
+    """Each message's .tagindex entry is the CRC-32 of its tag, 0 for a message without one."""
+    _write(stream_path, TAGS)
+    assert _read(_file(stream_path, 0, "tagindex")) == _expected_column(TAGS)
+    assert [adiskq.read(stream_path, 0, offset).tag for offset in range(len(TAGS))] == TAGS
+
+
+def test_single_pushes_write_the_same_column_once_flushed(stream_path: str) -> None:
+    """Single pushes buffer their tag entries like their time entries; a close writes them all."""
+    _write(stream_path, TAGS * 40, single=True)
+    assert _read(_file(stream_path, 0, "tagindex")) == _expected_column(TAGS * 40)
+
+
+def test_a_tag_whose_crc_is_zero_is_stored_as_one() -> None:
+    """0 always means "no tag", so the one hash value a tag could share with it is moved to 1."""
+    assert tags.tag_hash("created") != 0
+    raw = tags.tag_column([encode_record(b"v", b"k", 0, None, 0, "t")])
+    assert struct.unpack("<I", raw)[0] == tags.tag_hash("t")
+    assert all(tags.tag_hash(chr(c)) for c in range(32, 2000))
+
+
+def test_recovery_rebuilds_a_missing_short_or_wrong_tag_column(stream_path: str) -> None:
+    """The active segment's .tagindex is rebuilt from the records: deleted, cut short or overwritten."""
+    _write(stream_path, TAGS)
+    path = _file(stream_path, 0, "tagindex")
+    for damage in ("delete", "cut", "overwrite"):
+        if damage == "delete":
+            os.unlink(path)
+        elif damage == "cut":
+            os.truncate(path, 6)
+        else:
+            with open(path, "r+b") as file:
+                file.seek(8)
+                file.write(b"\xff\xff\xff\xff")
+        writer = StreamWriter.open(stream_path, trust_clean_close=False)
+        writer.close()
+        assert any("tagindex" in str(repair) for repair in writer.recovery.repairs), damage
+        assert _read(path) == _expected_column(TAGS)
+
+
+def test_a_segment_from_before_tags_gets_its_column_on_the_next_open(stream_path: str) -> None:
+    """A format-1 active segment (no .tagindex) gets one built from its records when a producer opens it."""
+    _write(stream_path, [None, None, "a"])
+    os.unlink(_file(stream_path, 0, "tagindex"))
+    assert adiskq.read(stream_path, 0, 2).tag == "a"  # readers never needed the column
+    StreamWriter.open(stream_path).close()
+    assert _read(_file(stream_path, 0, "tagindex")) == _expected_column([None, None, "a"])
+
+
+def test_check_reports_a_wrong_tag_entry_and_repair_rebuilds_a_sealed_column(stream_path: str) -> None:
+    """`check` compares every tag entry with its record; `--repair` rebuilds a sealed segment's column."""
+    _write(stream_path, TAGS * 20, segment_size_bytes=1024)
+    _write(stream_path, ["more"])
+    path = _file(stream_path, 0, "tagindex")
+    assert invoke("check", stream_path).exit_code == 0
+    with open(path, "r+b") as file:
+        file.seek(4)
+        file.write(b"\x01\x02\x03\x04")
+    result = invoke("check", stream_path)
+    assert result.exit_code == 1
+    assert f"{path}:4" in result.output
+    assert "does not hold its record's tag hash" in result.output
+    assert invoke("check", "--repair", stream_path).exit_code == 0
+    assert invoke("check", stream_path).exit_code == 0
+
+
+def test_check_accepts_a_segment_without_a_tag_column(stream_path: str) -> None:
+    """A sealed segment written before tags has no .tagindex: not a problem (readers use the records)."""
+    _write(stream_path, TAGS * 20, segment_size_bytes=1024)
+    _write(stream_path, ["more"])
+    os.unlink(_file(stream_path, 0, "tagindex"))
+    assert invoke("check", stream_path).exit_code == 0
+
+
+@given(st.lists(st.integers(min_value=0, max_value=60), min_size=1, unique=True), st.data())
+def test_a_run_of_candidates_ends_where_the_numbers_stop_being_consecutive(
+    numbers: list[int], data: st.DataObject
+) -> None:
+    """The filtered read's runs (read and decoded at once) are exactly the consecutive stretches."""
+    candidates = sorted(numbers)
+    i = data.draw(st.integers(min_value=0, max_value=len(candidates) - 1))
+    limit = data.draw(st.integers(min_value=i + 1, max_value=len(candidates)))
+    end = i + 1
+    while end < limit and candidates[end] == candidates[end - 1] + 1:
+        end += 1
+    assert _run_end(candidates, i, limit) == end
