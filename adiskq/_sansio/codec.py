@@ -458,14 +458,18 @@ def next_valid_record(buf: bytes, start: int, *, max_record_bytes: int = DEFAULT
 
 
 def scan_records(
-    buf: bytes | bytearray | memoryview, pos: int = 0, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    scan: Callable[..., ScannedRecords] | None = None,
 ) -> Iterator[RecordExtent]:
     """The valid records from ``pos`` on, in order, up to the end of the buffer.
 
     Stops quietly where the buffer ends (a torn tail) and raises ``CorruptRecordError`` at the first
     bad record; recovery uses the position of either to know where the valid data ends.
     """
-    scanned = scan_columns(bytes(buf), pos, max_record_bytes=max_record_bytes)
+    scanned = (scan or scan_columns)(bytes(buf), pos, max_record_bytes=max_record_bytes)
     yield from map(RecordExtent, scanned.positions, scanned.sizes, scanned.timestamps)
     if scanned.error is not None:
         raise scanned.error

@@ -274,7 +274,4 @@ def scan_records(
     buf: bytes | bytearray | memoryview, pos: int = 0, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 ) -> Iterator[RecordExtent]:
     """``codec.scan_records`` over this core's ``scan_columns``."""
-    scanned = scan_columns(bytes(buf), pos, max_record_bytes=max_record_bytes)
-    yield from map(RecordExtent, scanned.positions, scanned.sizes, scanned.timestamps)
-    if scanned.error is not None:
-        raise scanned.error
+    return reference.scan_records(buf, pos, max_record_bytes=max_record_bytes, scan=scan_columns)
