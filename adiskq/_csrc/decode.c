@@ -69,6 +69,47 @@ static PyObject *new_message(PyObject *partition, long long offset, const uint8_
     return message;
 }
 
+/* The Messages of exactly `count` records that fill buf: the i-th numbered first_offset + i, or
+ * offsets[i] when offsets (a list) is given. At a record that is not whole and valid, (position,
+ * False); when the records end before the buffer does, (position, True): see the top of this file. */
+static PyObject *decode_records(PyObject *data, PyObject *partition, long long first_offset, PyObject *offsets,
+                                Py_ssize_t count, unsigned long long max_record_bytes) {
+    const uint8_t *buf = (const uint8_t *)PyBytes_AS_STRING(data);
+    size_t limit = (size_t)PyBytes_GET_SIZE(data);
+    /* No more records than bytes can hold: a damaged count must not allocate a huge list. */
+    Py_ssize_t most = (Py_ssize_t)(limit / ADQ_MIN_RECORD_BYTES);
+    PyObject *messages = PyList_New(count <= most ? count : most);
+    if (messages == NULL) return NULL;
+    size_t pos = 0;
+    adq_record record;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (i >= most || adq_check_record(buf, limit, pos, max_record_bytes, &record) != ADQ_RECORD_OK) {
+            Py_DECREF(messages);
+            return Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_False);
+        }
+        long long offset = first_offset + i;
+        if (offsets != NULL) {
+            offset = PyLong_AsLongLong(PyList_GET_ITEM(offsets, i));
+            if (offset == -1 && PyErr_Occurred()) {
+                Py_DECREF(messages);
+                return NULL;
+            }
+        }
+        PyObject *message = new_message(partition, offset, buf, &record);
+        if (message == NULL) {
+            Py_DECREF(messages);
+            return NULL;
+        }
+        PyList_SET_ITEM(messages, i, message);
+        pos += record.size;
+    }
+    if (pos != limit) {
+        Py_DECREF(messages);
+        return Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_True);
+    }
+    return messages;
+}
+
 PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 5) {
@@ -92,32 +133,7 @@ PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_ValueError, "count must not be negative");
         return NULL;
     }
-    const uint8_t *buf = (const uint8_t *)PyBytes_AS_STRING(args[0]);
-    size_t limit = (size_t)PyBytes_GET_SIZE(args[0]);
-    /* No more records than bytes can hold: a damaged count must not allocate a huge list. */
-    Py_ssize_t most = (Py_ssize_t)(limit / ADQ_MIN_RECORD_BYTES);
-    PyObject *messages = PyList_New(count <= most ? count : most);
-    if (messages == NULL) return NULL;
-    size_t pos = 0;
-    adq_record record;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (i >= most || adq_check_record(buf, limit, pos, max_record_bytes, &record) != ADQ_RECORD_OK) {
-            Py_DECREF(messages);
-            return Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_False);
-        }
-        PyObject *message = new_message(partition, first_offset + i, buf, &record);
-        if (message == NULL) {
-            Py_DECREF(messages);
-            return NULL;
-        }
-        PyList_SET_ITEM(messages, i, message);
-        pos += record.size;
-    }
-    if (pos != limit) {
-        Py_DECREF(messages);
-        return Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_True);
-    }
-    return messages;
+    return decode_records(args[0], partition, first_offset, NULL, count, max_record_bytes);
 }
 
 /* decode_at(buf, partition, offsets, max_record_bytes): decode_messages for records of offsets that
@@ -142,35 +158,5 @@ PyObject *adq_py_decode_at(PyObject *module, PyObject *const *args, Py_ssize_t n
     PyObject *offsets = args[2];
     unsigned long long max_record_bytes = PyLong_AsUnsignedLongLong(args[3]);
     if (PyErr_Occurred()) return NULL;
-    const uint8_t *buf = (const uint8_t *)PyBytes_AS_STRING(args[0]);
-    size_t limit = (size_t)PyBytes_GET_SIZE(args[0]);
-    Py_ssize_t count = PyList_GET_SIZE(offsets);
-    Py_ssize_t most = (Py_ssize_t)(limit / ADQ_MIN_RECORD_BYTES);
-    PyObject *messages = PyList_New(count <= most ? count : most);
-    if (messages == NULL) return NULL;
-    size_t pos = 0;
-    adq_record record;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (i >= most || adq_check_record(buf, limit, pos, max_record_bytes, &record) != ADQ_RECORD_OK) {
-            Py_DECREF(messages);
-            return Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_False);
-        }
-        long long offset = PyLong_AsLongLong(PyList_GET_ITEM(offsets, i));
-        if (offset == -1 && PyErr_Occurred()) {
-            Py_DECREF(messages);
-            return NULL;
-        }
-        PyObject *message = new_message(partition, offset, buf, &record);
-        if (message == NULL) {
-            Py_DECREF(messages);
-            return NULL;
-        }
-        PyList_SET_ITEM(messages, i, message);
-        pos += record.size;
-    }
-    if (pos != limit) {
-        Py_DECREF(messages);
-        return Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_True);
-    }
-    return messages;
+    return decode_records(args[0], partition, 0, offsets, PyList_GET_SIZE(offsets), max_record_bytes);
 }
