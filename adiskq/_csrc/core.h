@@ -136,6 +136,7 @@ PyObject *adq_py_encode_batch(PyObject *module, PyObject *const *args, Py_ssize_
 PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_receipts(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *adq_py_install_record_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_decode_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

@@ -437,6 +437,24 @@ def test_record_keeps_its_namedtuple_api() -> None:
     assert list(inspect.signature(Record).parameters) == ["value", "key", "headers", "timestamp", "tag"]
 
 
+def test_a_subclass_of_record_is_built_by_its_own_new_and_init() -> None:
+    """Record's compiled call path is Record's alone: a user's subclass runs its own constructor."""
+    built: list[object] = []
+
+    class Order(Record):
+        def __new__(cls, value: bytes, order_id: str) -> Order:
+            return super().__new__(cls, value, key=f"order-{order_id}")
+
+        def __init__(self, value: bytes, order_id: str) -> None:
+            built.append(order_id)
+
+    order = Order(b"v", "42")
+    assert type(order) is Order
+    assert order == (b"v", "order-42", None, None, None)
+    assert built == ["42"]
+    assert Record.__new__(Record, b"v", "k") == Record(b"v", "k")
+
+
 def test_records_that_cannot_form_cycles_are_not_tracked_by_the_gc() -> None:
     """push_many's callers build thousands of Records a batch; those of atoms are left out of the GC."""
     atoms = [Record(b"v"), Record(b"v", key="k"), Record(b"v", b"k", None, 5), Record(b"v", tag="paid")]
