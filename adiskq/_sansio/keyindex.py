@@ -266,7 +266,7 @@ def sorted_values(column: bytes, layout: Layout, unique: bool) -> bytes:
     when ``unique``), packed. A radix sort in the compiled core (``keysort.c``), or the reference."""
     if raw_sorted_key_values is not None:
         packed = raw_sorted_key_values(column, layout.hash_bits, layout.block_bits, layout.block_shift, unique)
-        if packed is not NotImplemented:
+        if isinstance(packed, bytes):  # else NotImplemented: a layout outside the format
             return packed
     return reference_sorted_values(column, layout, unique)
 
