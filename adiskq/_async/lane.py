@@ -172,6 +172,12 @@ class Lane:
     async def _lead(self, batch: Batch) -> None:
         while self._committing is not None:
             await self._committing.done.wait()
+        if self.sync_flush:
+            # One turn of the loop before closing the batch, so every push already runnable joins it
+            # (the pushers the last fsync released, most often): without it the first of them would
+            # commit alone, and the batches would alternate between a few pushes and the rest, twice
+            # the fsyncs for the same pushes. A turn costs microseconds; the fsync it shares, hundreds.
+            await anyio.lowlevel.cancel_shielded_checkpoint()
         if self._open is batch:
             self._open = None  # later pushes form the next batch
         self._committing = batch
