@@ -410,20 +410,18 @@ PyObject *adq_py_receipts(PyObject *module, PyObject *const *args, Py_ssize_t na
     PyObject *list = PyList_New(count);
     if (list == NULL) return NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *receipt = adq_receipt_type->tp_alloc(adq_receipt_type, 2);
+        PyObject *offset = PyLong_FromLongLong(first + i);
+        /* Allocated untracked and filled whole (tp_alloc would zero, track, and leave it to untrack):
+         * two ints never form a cycle. */
+        PyObject *receipt = offset == NULL ? NULL : (PyObject *)PyObject_GC_NewVar(PyTupleObject, adq_receipt_type, 2);
         if (receipt == NULL) {
+            Py_XDECREF(offset);
             Py_DECREF(list);
             return NULL;
         }
-        PyObject_GC_UnTrack(receipt);
-        PyObject *offset = PyLong_FromLongLong(first + i);
         PyTuple_SET_ITEM(receipt, 0, Py_NewRef(args[0]));
         PyTuple_SET_ITEM(receipt, 1, offset);
         PyList_SET_ITEM(list, i, receipt);
-        if (offset == NULL) {
-            Py_DECREF(list);
-            return NULL;
-        }
     }
     return list;
 }
