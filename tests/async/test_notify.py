@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections.abc
 import functools
 import os
@@ -300,3 +301,59 @@ async def test_without_an_inotify_instance_consumers_poll(stream_path: str, monk
     finally:
         monkeypatch.undo()
         notify.reset_notifier()
+
+
+async def test_commits_nobody_waited_for_do_not_stop_later_wake_ups(stream_path: str) -> None:
+    """A commit that lands while no consumer of the loop waits leaves the next wait woken as usual."""
+    with Writer(stream_path, notify=False) as writer:
+        async with adiskq.Consumer(stream_path, poll_interval=60) as consumer:
+            with anyio.fail_after(10):
+                for round_ in range(3):
+                    writer.append([b"unwaited %d" % round_])
+                    await anyio.wait_all_tasks_blocked()  # the loop sees the event with nobody waiting
+                    assert await next_message(consumer) == b"unwaited %d" % round_
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(next_message, consumer)
+                        await anyio.wait_all_tasks_blocked()
+                        writer.append([b"waited %d" % round_])
+            assert consumer.position == 6
+
+
+async def test_a_closed_notifier_leaves_no_reader_in_the_event_loop(stream_path: str, anyio_backend: str) -> None:
+    """Closing the notifier unregisters its descriptor from the loop; waiting consumers fall back to the poll."""
+    with Writer(stream_path, notify=False) as writer:
+        notifier = notify.get_notifier()
+        fd = notifier._inotify.fd if notifier._inotify is not None else -1
+        try:
+            async with adiskq.Consumer(stream_path, poll_interval=0.05) as consumer:
+                with anyio.fail_after(10):
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(next_message, consumer)
+                        await anyio.wait_all_tasks_blocked()
+                        writer.append([b"woken by inotify"])
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(next_message, consumer)
+                        await anyio.wait_all_tasks_blocked()
+                        notifier.close()
+                        writer.append([b"woken by the poll"])
+                assert consumer.position == 2
+            if anyio_backend == "asyncio":  # Trio's wait_readable registers only while it waits
+                assert not asyncio.get_running_loop().remove_reader(fd)
+        finally:
+            notify.reset_notifier()
+
+
+async def test_removed_watches_leave_nothing_behind(stream_path: str) -> None:
+    """Consumers opened and closed many times leave no watch in the notifier or in asyncinotify's table."""
+    with Writer(stream_path, notify=False) as writer:
+        writer.append([b"x"])
+        notifier = notify.get_notifier()
+        assert notifier._inotify is not None
+        for _ in range(20):
+            async with adiskq.Consumer(stream_path, end="close") as consumer:
+                assert [m.value async for m in consumer] == [b"x"]
+                assert notifier._by_wd
+        notifier.dispatch()  # the kernel's IN_IGNORED events for the removed watches
+        assert notifier._by_path == {}
+        assert notifier._by_wd == {}
+        assert notifier._inotify._watches == {}
