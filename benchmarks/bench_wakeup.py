@@ -15,6 +15,10 @@ two fresh processes. Peers:
 * ``sqlite-100us``, ``sqlite-1ms``: SQLite (WAL, ``synchronous=NORMAL``) inserts, and a reader
   polling for new rows every 100 µs or 1 ms (``time.sleep``; Linux adds its 50 µs timer slack).
 
+With ``--cpus apart`` the consumer runs on CPU 0 and the producer on CPU 1, and with ``--cpus same``
+both on CPU 1, for every peer alike (``sched_setaffinity``): what the kernel's choice of CPU for the
+woken consumer costs, set aside or forced.
+
 With ``--baseline TREE`` (a folder holding another ``adiskq`` package, e.g. ``git archive`` of an older
 commit), ``baseline-asyncio`` and ``baseline-trio`` run that code too, interleaved with the rest: a
 before/after comparison in one run.
@@ -26,6 +30,7 @@ should be at most 0.7x of it and its p99 at most 1x.
     python benchmarks/bench_wakeup.py                 # 5 runs of 2,000 messages, ~2 minutes
     python benchmarks/bench_wakeup.py --quick         # one short run: checks that it all works
     python benchmarks/bench_wakeup.py --baseline /tmp/before   # adds the code in /tmp/before/adiskq
+    python benchmarks/bench_wakeup.py --cpus apart    # consumer and producer pinned to CPUs 0 and 1
 """
 
 from __future__ import annotations
@@ -66,6 +71,9 @@ WARMUP = 50  # samples dropped at the start of every run (first file opens, cach
 _IN_MODIFY = 0x2
 _IN_CLOEXEC = 0o2000000
 _IN_NONBLOCK = 0o4000
+_CPU_VARIABLE = "BENCH_WAKEUP_CPU"  # a role process pins itself to this CPU (--cpus)
+# --cpus: (the consumer's CPU, the producer's CPU)
+PLACEMENTS = {"apart": (0, 1), "same": (1, 1)}
 
 
 # -- the producers ---------------------------------------------------------------------------------
@@ -238,8 +246,11 @@ def consume(peer: str, folder: str, count: int) -> list[int]:
 # -- the run ---------------------------------------------------------------------------------------
 
 
-def run_once(peer: str, count: int, root: str, baseline: str | None = None) -> list[int]:
-    """One run of ``peer``: a consumer and a producer process; the consumer's latencies in ns."""
+def run_once(
+    peer: str, count: int, root: str, baseline: str | None = None, cpus: tuple[int, int] | None = None
+) -> list[int]:
+    """One run of ``peer``: a consumer and a producer process (pinned to ``cpus``, the consumer's
+    then the producer's, if given); the consumer's latencies in ns."""
     folder = tempfile.mkdtemp(prefix=f"{peer}-", dir=root)
     env = dict(os.environ)
     if peer.startswith("baseline-"):
@@ -250,15 +261,18 @@ def run_once(peer: str, count: int, root: str, baseline: str | None = None) -> l
     children: list[subprocess.Popen[str]] = []
     try:
         prepare(peer, folder)
+        consumer_env, producer_env = dict(env), dict(env)
+        if cpus is not None:
+            consumer_env[_CPU_VARIABLE], producer_env[_CPU_VARIABLE] = str(cpus[0]), str(cpus[1])
         consumer = subprocess.Popen(
             [sys.executable, me, "--role", "consume", peer, folder, str(count)],
             stdout=subprocess.PIPE,
             text=True,
-            env=env,
+            env=consumer_env,
         )
         children.append(consumer)
         producer = subprocess.Popen(
-            [sys.executable, me, "--role", "produce", peer, folder, str(count)], text=True, env=env
+            [sys.executable, me, "--role", "produce", peer, folder, str(count)], text=True, env=producer_env
         )
         children.append(producer)
         output, _ = consumer.communicate(timeout=120)
@@ -287,10 +301,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", default=None, help="where the runs' files go (default: a temp folder)")
     parser.add_argument("--baseline", default=None, help="a folder with another adiskq package to run beside")
     parser.add_argument("--json", default=None, help="also write every run's percentiles to this file")
+    parser.add_argument(
+        "--cpus",
+        choices=sorted(PLACEMENTS),
+        default=None,
+        help="pin consumer and producer to CPUs 0 and 1, or both to 1",
+    )
     parser.add_argument("--role", nargs=4, metavar=("ROLE", "PEER", "FOLDER", "COUNT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.role:
         role, peer, folder, count_text = args.role
+        cpu = os.environ.get(_CPU_VARIABLE)
+        if cpu is not None:
+            os.sched_setaffinity(0, {int(cpu)})
         if role == "produce":
             produce(peer, folder, int(count_text))
         else:
@@ -312,17 +335,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs < 1 or args.count <= WARMUP:
         parser.error(f"--runs must be at least 1 and --count above {WARMUP}")
     runs, count = (1, 200) if args.quick else (args.runs, args.count)
+    cpus = None if args.cpus is None else PLACEMENTS[args.cpus]
+    if cpus is not None and not set(cpus) <= os.sched_getaffinity(0):
+        parser.error(
+            f"--cpus {args.cpus} needs CPUs {sorted(set(cpus))}; this process may use {sorted(os.sched_getaffinity(0))}"
+        )
 
     figures: dict[str, list[tuple[float, float, float]]] = {peer: [] for peer in peers}
     with tempfile.TemporaryDirectory(prefix="adiskq-wakeup-", dir=args.dir) as root:
         for run in range(runs):
             for peer in peers:  # peers interleaved, so the machine's drift touches all alike
-                ordered = sorted(run_once(peer, count, root, args.baseline))
+                ordered = sorted(run_once(peer, count, root, args.baseline, cpus))
                 row = (percentile(ordered, 0.5), percentile(ordered, 0.9), percentile(ordered, 0.99))
                 figures[peer].append(row)
                 print(f"run {run + 1}/{runs}  {peer:<17} p50 {row[0]:8.1f}  p99 {row[2]:8.1f} µs", file=sys.stderr)
     summary = {peer: tuple(statistics.median(r[i] for r in rows) for i in range(3)) for peer, rows in figures.items()}
-    print(f"cross-process latency, one message a ms, {count - WARMUP:,} samples a run, medians of {runs} run(s), µs")
+    placement = "" if cpus is None else f", consumer and producer on CPUs {cpus[0]} and {cpus[1]}"
+    print(
+        f"cross-process latency, one message a ms, {count - WARMUP:,} samples a run, medians of {runs} run(s)"
+        f"{placement}, µs"
+    )
     print(f"{'peer':<17} {'p50':>8} {'p90':>8} {'p99':>8}   ratio to {YARDSTICK} p50 / p99")
     base = summary.get(YARDSTICK)
     for peer, (p50, p90, p99) in summary.items():

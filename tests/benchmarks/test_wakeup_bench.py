@@ -76,3 +76,25 @@ def test_the_wakeup_benchmark_refuses_a_baseline_without_adiskq(tmp_path: pathli
     )
     assert result.returncode == 2
     assert "no adiskq package there" in result.stderr
+
+
+def test_the_wakeup_benchmark_pins_its_processes(tmp_path: pathlib.Path) -> None:
+    """bench_wakeup.py --cpus apart runs the consumer and the producer on CPUs 0 and 1, and says so."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "bench_wakeup.py"),
+            "--quick",
+            "--peers=adiskq-asyncio,pipe",
+            "--cpus=apart",
+            f"--dir={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "consumer and producer on CPUs 0 and 1" in result.stdout
+    rows = [line.split()[0] for line in result.stdout.splitlines()[2:] if line and not line.startswith("target")]
+    assert rows == ["adiskq-asyncio", "pipe"]
