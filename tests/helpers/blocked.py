@@ -4,10 +4,10 @@
 is finished (its task is woken and has not run yet), sleeps 0.1 s and looks again. A task a timer
 wakes every 0.1 s / n, such as a consumer polling every 50 ms, is then woken in the very loop
 iteration that ends the sample's sleep (epoll rounds timeouts up to whole milliseconds, so both
-timers fall due together, and the sample's runs first), look after look: the wait never ends,
-although that task sleeps on a pending future all the time between two polls. Here a woken task
-is let run instead (one turn of the loop), and the wait ends once every task sleeps on a pending
-future. Trio's own wait, run by its scheduler, is exact already.
+timers fall due together, and the sample's runs first), look after look: the wait goes on for
+seconds, or for ever, although that task sleeps on a pending future all the time between two
+polls. Here a woken task is let run instead (one turn of the loop), and the wait ends once every
+task sleeps on a pending future. Trio's own wait, run by its scheduler, is exact already.
 """
 
 from __future__ import annotations
