@@ -22,7 +22,7 @@ import sys
 import zlib
 from array import array
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
 from .._errors import InvalidArgumentError
 from .codec import ATTRIBUTES_AT, TAGGED, record_tag, tag_bytes
@@ -30,9 +30,11 @@ from .codec import ATTRIBUTES_AT, TAGGED, record_tag, tag_bytes
 __all__ = [
     "ENTRY_BYTES",
     "NO_TAG",
+    "MatchingRecords",
     "TagFilter",
     "data_tag_column",
     "matching_entries",
+    "matching_records",
     "tag_column",
     "tag_hash",
     "unpack_column",
@@ -107,6 +109,64 @@ def matching_entries(column: bytes, hashes: tuple[int, ...]) -> list[int]:
                 at = raw.find(needle, at + 1)
     found.sort()
     return found
+
+
+_INDEX_ENTRY: Final = struct.Struct("<QQQ")  # offset, position, size: a .index entry
+
+
+class MatchingRecords(NamedTuple):
+    """Which records a filtered read fetches (``matching_records``)."""
+
+    positions: list[int]  # the spans of .data to read, in order: where each starts
+    sizes: list[int]  # and its bytes (candidates whose records touch share one span: one pread)
+    offsets: list[int]  # the candidates' offsets
+    passed: int  # how many index entries that looked at
+    total: int  # bytes of the spans
+
+
+def matching_records(
+    column: bytes,
+    entries: bytes | memoryview,
+    hashes: tuple[int, ...],
+    first_offset: int,
+    max_count: int,
+    max_bytes: int,
+) -> MatchingRecords | int:
+    """The filtering consumer's selection: which of the messages whose ``.index`` entries are
+    ``entries`` (from ``first_offset`` on) to read, and in which spans of ``.data``.
+
+    A candidate is an entry whose ``column`` hash is one of ``hashes``, or one past the column's end
+    (its tag is not known without its record). Candidates are taken in order up to ``max_count``, or
+    until their sizes reach ``max_bytes`` (-1: no limit); ``passed`` is then the entries up to the
+    last one taken, else all of them. An int instead: the number of the entry whose offset is not
+    the one expected (the caller raises). ``adiskq/_csrc/tags.c`` does the same in one C loop.
+    """
+    count = len(entries) // _INDEX_ENTRY.size
+    covered = min(count, len(column) // ENTRY_BYTES)
+    candidates = matching_entries(column[: covered * ENTRY_BYTES], hashes)
+    candidates.extend(range(covered, count))
+    positions: list[int] = []
+    sizes: list[int] = []
+    offsets: list[int] = []
+    passed = count
+    total = 0
+    run_end = -1
+    for entry in candidates:
+        found, position, size = _INDEX_ENTRY.unpack_from(entries, entry * _INDEX_ENTRY.size)
+        if found != first_offset + entry:
+            return entry
+        offsets.append(found)
+        if position == run_end:
+            sizes[-1] += size
+        else:
+            positions.append(position)
+            sizes.append(size)
+        run_end = position + size
+        total += size
+        if len(offsets) >= max_count or (max_bytes >= 0 and total >= max_bytes):
+            passed = entry + 1
+            break
+    return MatchingRecords(positions, sizes, offsets, passed, total)
 
 
 class TagFilter:

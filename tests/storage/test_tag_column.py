@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 import adiskq
 from adiskq._sansio import tags
 from adiskq._sansio.core import encode_record
-from adiskq._storage.segment import _run_end
 from adiskq._storage.stream import StreamWriter
 
 PART = os.path.join("parts", "000000")
@@ -120,15 +119,27 @@ def test_check_accepts_a_segment_without_a_tag_column(stream_path: str) -> None:
     assert invoke("check", stream_path).exit_code == 0
 
 
-@given(st.lists(st.integers(min_value=0, max_value=60), min_size=1, unique=True), st.data())
-def test_a_run_of_candidates_ends_where_the_numbers_stop_being_consecutive(
-    numbers: list[int], data: st.DataObject
+@given(st.lists(st.booleans(), max_size=60), st.integers(min_value=1, max_value=70))
+def test_the_spans_of_a_filtered_read_are_its_candidates_records_merged_where_they_touch(
+    wanted: list[bool], max_count: int
 ) -> None:
-    """The filtered read's runs (read and decoded at once) are exactly the consecutive stretches."""
-    candidates = sorted(numbers)
-    i = data.draw(st.integers(min_value=0, max_value=len(candidates) - 1))
-    limit = data.draw(st.integers(min_value=i + 1, max_value=len(candidates)))
-    end = i + 1
-    while end < limit and candidates[end] == candidates[end - 1] + 1:
-        end += 1
-    assert _run_end(candidates, i, limit) == end
+    """A filtered read fetches exactly the candidates' records (up to max_count of them), one span
+    (one pread) for each stretch of consecutive ones."""
+    sizes = [30 + i % 7 for i in range(len(wanted))]
+    positions = [sum(sizes[:i]) for i in range(len(wanted))]
+    entries = b"".join(struct.pack("<QQQ", 100 + i, positions[i], sizes[i]) for i in range(len(wanted)))
+    column = b"".join(struct.pack("<I", 7 if w else 9) for w in wanted)
+    chosen = tags.matching_records(column, entries, (7,), 100, max_count, -1)
+    assert not isinstance(chosen, int)
+    taken = [i for i, w in enumerate(wanted) if w][:max_count]
+    assert chosen.offsets == [100 + i for i in taken]
+    assert chosen.passed == (taken[-1] + 1 if len(taken) == max_count else len(wanted))
+    spans: list[list[int]] = []
+    for i in taken:
+        if spans and spans[-1][1] == i:
+            spans[-1][1] = i + 1
+        else:
+            spans.append([i, i + 1])
+    assert chosen.positions == [positions[a] for a, _ in spans]
+    assert chosen.sizes == [sum(sizes[a:b]) for a, b in spans]
+    assert chosen.total == sum(sizes[i] for i in taken)
