@@ -30,12 +30,15 @@ from .codec import ATTRIBUTES_AT, TAGGED, record_tag, tag_bytes
 __all__ = [
     "ENTRY_BYTES",
     "NO_TAG",
+    "NO_TAG_ENTRY",
     "MatchingRecords",
     "TagFilter",
     "data_tag_column",
     "matching_entries",
     "matching_records",
     "tag_column",
+    "tag_entries",
+    "tag_entry",
     "tag_hash",
     "unpack_column",
 ]
@@ -43,11 +46,38 @@ __all__ = [
 ENTRY_BYTES: Final = 4
 NO_TAG: Final = 0
 _U32: Final = struct.Struct("<I")
+NO_TAG_ENTRY: Final = bytes(ENTRY_BYTES)  # the .tagindex entry of a message without a tag
 
 
 def tag_hash(tag: str) -> int:
     """The ``.tagindex`` hash of a tag (never 0: 0 is "no tag")."""
     return zlib.crc32(tag_bytes(tag)) or 1
+
+
+# The .tagindex entry of each tag seen lately: a producer computes its records' entries where the
+# tags are at hand (a dict lookup a record) instead of cutting the tags out of the records again.
+# Bounded: a stream with more distinct tags than this starts over.
+_ENTRIES: dict[str | None, bytes] = {None: NO_TAG_ENTRY}
+_MAX_CACHED_ENTRIES: Final = 4096
+
+
+def tag_entry(tag: str | None) -> bytes:
+    """The ``.tagindex`` entry of a message with ``tag`` (a valid tag: the record was encoded)."""
+    entry = _ENTRIES.get(tag)
+    if entry is None:
+        if len(_ENTRIES) >= _MAX_CACHED_ENTRIES:
+            _ENTRIES.clear()
+            _ENTRIES[None] = NO_TAG_ENTRY
+        entry = _ENTRIES[tag] = _U32.pack(tag_hash(tag))  # type: ignore[arg-type]  # None is cached
+    return entry
+
+
+def tag_entries(tags: Sequence[str | None]) -> list[bytes]:
+    """``tag_entry`` of each tag: a dict lookup a tag, in C, for the tags seen before."""
+    entries = list(map(_ENTRIES.get, tags))
+    if None in entries:
+        entries = [entry or tag_entry(tag) for entry, tag in zip(entries, tags, strict=True)]
+    return entries  # type: ignore[return-value]  # no None left
 
 
 def _raw_tag_hash(raw: bytes | None) -> int:

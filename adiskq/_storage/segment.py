@@ -319,12 +319,17 @@ class SegmentWriter:
             )
 
     def write_data(
-        self, records: Sequence[bytes], timestamps: Sequence[int], key_hashes: Sequence[int] | None = None
+        self,
+        records: Sequence[bytes],
+        timestamps: Sequence[int],
+        key_hashes: Sequence[int] | None = None,
+        tagindex: bytes | None = None,
     ) -> PendingBatch:
         """Append the records to ``.data`` only; their index entries wait for ``write_entries``.
 
         ``key_hashes`` (``keyindex_format.key_hash`` of each record's key) spares cutting the keys out of
-        the records again when the stream keeps a key index.
+        the records again when the stream keeps a key index, and ``tagindex`` (their ``.tagindex``
+        entries, computed where the tags were at hand) the tags.
         """
         self._check_usable()
         if self._pending is not None:
@@ -339,7 +344,9 @@ class SegmentWriter:
             end = start + size
         else:
             index_bytes, timeindex_bytes, end = index_entries(first_offset, start, records, timestamps)
-        tagindex_bytes = tag_column(records)
+        if tagindex is None or len(tagindex) != count * TAG_ENTRY_BYTES:
+            tagindex = tag_column(records)
+        tagindex_bytes = tagindex
         if self._time_buffer:  # single pushes' entries go first, in one write with the batch's
             timeindex_bytes = b"".join(self._time_buffer) + timeindex_bytes
             tagindex_bytes = b"".join(self._tag_buffer) + tagindex_bytes
@@ -443,14 +450,20 @@ class SegmentWriter:
         self.data_size = pending.data_start
 
     def append(
-        self, records: Sequence[bytes], timestamps: Sequence[int], key_hashes: Sequence[int] | None = None
+        self,
+        records: Sequence[bytes],
+        timestamps: Sequence[int],
+        key_hashes: Sequence[int] | None = None,
+        tagindex: bytes | None = None,
     ) -> int:
         """Append and commit the records; returns the offset of the first."""
-        pending = self.write_data(records, timestamps, key_hashes)
+        pending = self.write_data(records, timestamps, key_hashes, tagindex)
         self.write_entries(pending)
         return pending.first_offset
 
-    def append_one(self, record: bytes, timestamp_ns: int, key_hash: int | None = None) -> int:
+    def append_one(
+        self, record: bytes, timestamp_ns: int, key_hash: int | None = None, tag_entry: bytes | None = None
+    ) -> int:
         """``append`` for a single record: the producer's hot path, with nothing but the writes.
 
         Its time and key index entries are buffered and written with the next batch, or once 128
@@ -476,7 +489,9 @@ class SegmentWriter:
         time_buffer = self._time_buffer
         tag_buffer = self._tag_buffer
         time_buffer.append(TIMEINDEX_ENTRY.pack(offset, timestamp_ns))
-        tag_buffer.append(tag_column([record]) if record[_ATTRIBUTES_AT] & _TAGGED else _NO_TAG_ENTRY)
+        if tag_entry is None:
+            tag_entry = tag_column([record]) if record[_ATTRIBUTES_AT] & _TAGGED else _NO_TAG_ENTRY
+        tag_buffer.append(tag_entry)
         if key_buffer is not None:
             key_buffer.append(hash_value)
         flushed = len(time_buffer) >= BUFFERED_ENTRIES

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 
+import anyio
+import pytest
 from helpers.cli import invoke
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,7 +15,7 @@ from hypothesis import strategies as st
 import adiskq
 from adiskq._sansio import tags
 from adiskq._sansio.core import encode_record
-from adiskq._storage.stream import StreamWriter
+from adiskq._storage.stream import StreamReader, StreamWriter
 
 PART = os.path.join("parts", "000000")
 TAGS = ["created", None, "paid", "créé", None, "paid", "x" * 255]
@@ -143,3 +146,46 @@ def test_the_spans_of_a_filtered_read_are_its_candidates_records_merged_where_th
     assert chosen.positions == [positions[a] for a, _ in spans]
     assert chosen.sizes == [sum(sizes[a:b]) for a, b in spans]
     assert chosen.total == sum(sizes[i] for i in taken)
+
+
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["created", "paid", "créé", "x" * 255])), max_size=30))
+def test_the_entries_a_producer_computes_from_its_tags_are_the_records_column(tag_list: list[str | None]) -> None:
+    """A producer's .tagindex entries come from the tags at hand: the same bytes as the records' column."""
+    records = [encode_record(b"v", b"k", 0, None, 0, tag) for tag in tag_list]
+    assert b"".join(tags.tag_entries(tag_list)) == tags.tag_column(records)
+    assert [tags.tag_entry(tag) for tag in tag_list] == tags.tag_entries(tag_list)
+
+
+def test_the_cache_of_entries_starts_over_past_its_bound() -> None:
+    """More distinct tags than the cache holds: still every entry right."""
+    many = [f"tag-{i}" for i in range(10_000)]
+    assert tags.tag_entries(many) == [struct.pack("<I", tags.tag_hash(tag)) for tag in many]
+    assert tags.tag_entry(None) == tags.NO_TAG_ENTRY
+
+
+@pytest.mark.anyio
+async def test_every_push_path_writes_the_tag_column_of_its_records(stream_path: str) -> None:
+    """Single pushes (inline and batched), push_many over several partitions, with headers and
+    without: check finds every .tagindex entry equal to its record's tag hash."""
+    async with adiskq.Producer(stream_path, partitions=3) as producer:
+        await producer.push(b"one", tag="created")
+        await producer.push(b"two")
+        async with anyio.create_task_group() as group:  # concurrent pushes share batches
+            for i in range(20):
+                group.start_soon(functools.partial(producer.push, b"c%d" % i, key=f"k{i}", tag=TAGS[i % len(TAGS)]))
+        await producer.push_many([adiskq.Record(b"m%d" % i, key=f"k{i}", tag=TAGS[i % len(TAGS)]) for i in range(300)])
+        await producer.push_many(
+            [adiskq.Record(b"h%d" % i, key=f"k{i}", headers={"h": b"1"}, tag=TAGS[i % len(TAGS)]) for i in range(50)]
+        )
+        await producer.push_many([b"plain"] * 10)
+    result = invoke("check", stream_path)
+    assert result.exit_code == 0, result.output
+    stream = StreamReader.open(stream_path)
+    total = 0
+    for partition in range(3):
+        with stream.partition(partition).cursor(0) as cursor:
+            partition_tags = [m.tag for m in cursor.read(10_000)]
+        total += len(partition_tags)
+        column = _read(os.path.join(stream_path, "parts", f"{partition:06d}", f"{0:020d}.tagindex"))
+        assert column == _expected_column(partition_tags)
+    assert total == 2 + 20 + 300 + 50 + 10
