@@ -182,6 +182,20 @@ def tag_bytes(tag: object) -> bytes:
     return raw
 
 
+# The tag field (u16 tag_len | UTF-8 tag) of the tags seen lately, checked once: a single push of a
+# tag it has seen costs a lookup. Bounded: more distinct tags than this start it over.
+_TAG_FIELDS: dict[str, bytes] = {}
+_MAX_TAG_FIELDS: Final = 4096
+
+
+def _tag_field(tag: object) -> bytes:
+    raw = tag_bytes(tag)  # the clear error for a bad tag
+    if len(_TAG_FIELDS) >= _MAX_TAG_FIELDS:
+        _TAG_FIELDS.clear()
+    field = _TAG_FIELDS[tag] = _U16.pack(len(raw)) + raw  # type: ignore[index]  # tag_bytes took a str
+    return field
+
+
 def encoded_size(value: bytes, key: bytes, headers: Mapping[str, bytes] | None = None, tag: str | None = None) -> int:
     """The size in bytes of the record ``encode_record`` would make."""
     size = MIN_RECORD_BYTES + len(key) + len(value)
@@ -206,8 +220,10 @@ def encode_record(
         raise InvalidArgumentError(f"timestamp_ns {timestamp_ns} does not fit in a signed 64-bit integer")
     header_bytes = _encode_headers(headers) if headers else _NO_HEADERS
     if tag is not None:
-        raw_tag = tag_bytes(tag)
-        header_bytes = _U16.pack(len(raw_tag)) + raw_tag + header_bytes
+        field = _TAG_FIELDS.get(tag) if type(tag) is str else None
+        if field is None:
+            field = _tag_field(tag)
+        header_bytes = field + header_bytes
         attributes |= TAGGED
     body = b"".join((_AFTER_CRC.pack(MAGIC_V1, attributes, timestamp_ns, len(key)), key, header_bytes, value))
     size = len(body) + 8
