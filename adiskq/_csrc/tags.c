@@ -87,6 +87,23 @@ PyObject *adq_py_matching_entries(PyObject *module, PyObject *const *args, Py_ss
     return found;
 }
 
+/* The first entry from `i` on (below `covered`) whose hash is one of the n `wanted`; `covered` if none.
+ * One wanted hash (the common subscription) gets a loop of its own: a load and a compare an entry. */
+static Py_ssize_t next_match(const uint8_t *column, Py_ssize_t i, Py_ssize_t covered, const uint32_t *wanted,
+                             Py_ssize_t n) {
+    if (n == 1) {
+        const uint32_t only = wanted[0];
+        while (i < covered && adq_load_u32(column + 4 * i) != only) i++;
+        return i;
+    }
+    for (; i < covered; i++) {
+        uint32_t value = adq_load_u32(column + 4 * i);
+        for (Py_ssize_t k = 0; k < n; k++)
+            if (value == wanted[k]) return i;
+    }
+    return covered;
+}
+
 /* Append a Python int to a list; -1 on failure. */
 static int append_size(PyObject *list, unsigned long long value) {
     PyObject *number = PyLong_FromUnsignedLongLong(value);
@@ -152,12 +169,15 @@ PyObject *adq_py_matching_records(PyObject *module, PyObject *const *args, Py_ss
     unsigned long long size_read = 0, run_start = 0, run_end = 0;
     int in_run = 0;
     Py_ssize_t passed = count;
+    if (covered > count) covered = count;
     for (Py_ssize_t i = 0; i < count; i++) {
         if (i < covered) {
-            uint32_t value = adq_load_u32(column + 4 * i);
-            Py_ssize_t k = 0;
-            while (k < n && value != wanted[k]) k++;
-            if (k == n) continue;
+            i = next_match(column, i, covered, wanted, n);
+            if (i == covered && covered < count) {
+                /* past the column: every entry is a candidate */
+            } else if (i >= covered) {
+                break;
+            }
         }
         const uint8_t *entry = entries + 24 * i;
         if (adq_load_u64(entry) != first_offset + (unsigned long long)i) {
