@@ -25,6 +25,7 @@ from .stream import StreamReader
 __all__ = ["count_wanted", "group_lag"]
 
 _SCAN_OFFSETS: Final = 65_536  # offsets looked at a read (their index entries and column)
+_READ_BYTES: Final = 16 * 2**20  # records read at most a read (large messages: fewer of them)
 
 
 def count_wanted(reader: PartitionReader, start: int, end: int, tag_filter: TagFilter) -> int:
@@ -34,7 +35,7 @@ def count_wanted(reader: PartitionReader, start: int, end: int, tag_filter: TagF
         while cursor.position < end:
             try:
                 messages, passed = cursor.read_tagged(
-                    _SCAN_OFFSETS, min(_SCAN_OFFSETS, end - cursor.position), tag_filter
+                    _SCAN_OFFSETS, min(_SCAN_OFFSETS, end - cursor.position), tag_filter, _READ_BYTES
                 )
             except OffsetOutOfRangeError as error:
                 if error.oldest_offset is None:

@@ -774,11 +774,13 @@ class SegmentReader:
         positions, sizes, offsets, passed, total = chosen
         if not offsets:
             return [], passed
-        if len(positions) * _SPARSE_SHARE < count:
+        stretch = positions[-1] + sizes[-1] - positions[0]
+        if len(positions) * _SPARSE_SHARE < count or (max_bytes is not None and stretch > max_bytes):
             decoded = self._read_spans(offset, entries, positions, sizes, offsets, total)
         else:
-            # Dense candidates: one read of the stretch from the first to the last, all of it decoded;
-            # the records between them are not wanted (their hash is not), so the tag check drops them.
+            # Dense candidates: one read of the stretch from the first to the last (within max_bytes),
+            # all of it decoded; the records between them are not wanted (their hash is not), so the
+            # tag check drops them.
             first, last = offsets[0], offsets[-1]
             decoded = self._decode_run(first, last - first + 1, positions[0], positions[-1] + sizes[-1])
         return _confirmed(decoded, tag_filter), passed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pathlib
 import struct
 
 import anyio
@@ -189,3 +190,36 @@ async def test_every_push_path_writes_the_tag_column_of_its_records(stream_path:
         column = _read(os.path.join(stream_path, "parts", f"{partition:06d}", f"{0:020d}.tagindex"))
         assert column == _expected_column(partition_tags)
     assert total == 2 + 20 + 300 + 50 + 10
+
+
+@pytest.mark.parametrize(
+    ("share", "wanted"),
+    [(2, {"t0"}), (20, {"t3"}), (1, {"t0"}), (3, {"t1", "t2"})],
+    ids=["dense", "sparse", "every-message", "two-tags"],
+)
+@pytest.mark.parametrize("max_count", [1, 7, 1000])
+@pytest.mark.parametrize("max_bytes", [None, 1, 200])
+def test_filtered_reads_deliver_every_wanted_message_once_within_their_limits(
+    tmp_path: pathlib.Path, share: int, wanted: set[str], max_count: int, max_bytes: int | None
+) -> None:
+    """However dense the wanted tags (a stretch read whole, spans read one by one, every message
+    wanted) and whatever the limits, reading on from where each read stopped delivers exactly the
+    wanted messages, in order, each read at most max_count of them and, past its first, within
+    max_bytes of records."""
+    stream = str(tmp_path / "s")
+    tag_list: list[str | None] = [f"t{i % share}" for i in range(300)]
+    _write(stream, tag_list, segment_size_bytes=4096)
+    reader = StreamReader.open(stream).partition(0)
+    got: list[int] = []
+    with reader.cursor(0) as cursor:
+        while True:
+            messages, passed = cursor.read_tagged(max_count, 64, tags.TagFilter(wanted), max_bytes)
+            if not passed:
+                break
+            assert len(messages) <= max_count
+            if max_bytes is not None and len(messages) > 1:
+                sizes = [len(encode_record(m.value, m.key, m.timestamp_ns, None, 0, m.tag)) for m in messages]
+                assert sum(sizes[:-1]) < max_bytes
+            assert all(m.offset < cursor.position for m in messages)
+            got += [m.offset for m in messages]
+    assert got == [i for i, tag in enumerate(tag_list) if tag in wanted]
