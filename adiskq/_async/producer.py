@@ -46,6 +46,7 @@ from .._sansio.core import (
     raw_place,
     receipts,
 )
+from .._sansio.tags import ENTRIES as _TAG_ENTRIES
 from .._sansio.tags import NO_TAG_ENTRY, tag_entries, tag_entry
 from .._sansio.values import Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
 from .._storage.disk_guard import DEFAULT_REFUSE_WRITES_ABOVE, DiskGuard, check_refuse_level
@@ -59,6 +60,8 @@ from .lane import Batch, Lane
 __all__ = ["FlushMode", "Producer"]
 
 logger: Final = logging.getLogger("adiskq.producer")
+# A single push looks its tag's .tagindex entry up here first (no tag, and the tags seen lately).
+_cached_tag_entry: Final = _TAG_ENTRIES.get
 
 FlushMode: TypeAlias = Literal["async", "sync"]
 Key: TypeAlias = str | bytes | None
@@ -455,7 +458,7 @@ class Producer:
         if self._disk_guard is not None:
             self._disk_guard.admit(len(record))
         lane = self._lanes[partition]
-        entry = NO_TAG_ENTRY if tag is None else tag_entry(tag)  # its .tagindex entry, from the tag at hand
+        entry = _cached_tag_entry(tag) or tag_entry(tag)  # its .tagindex entry, from the tag at hand
         offset = lane.try_write_one(record, timestamp_ns, key_hash, entry)
         if offset >= 0:
             self._inline_pushes += 1

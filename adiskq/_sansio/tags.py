@@ -28,6 +28,7 @@ from .._errors import InvalidArgumentError
 from .codec import ATTRIBUTES_AT, TAGGED, record_tag, tag_bytes
 
 __all__ = [
+    "ENTRIES",
     "ENTRY_BYTES",
     "NO_TAG",
     "NO_TAG_ENTRY",
@@ -57,24 +58,24 @@ def tag_hash(tag: str) -> int:
 # The .tagindex entry of each tag seen lately: a producer computes its records' entries where the
 # tags are at hand (a dict lookup a record) instead of cutting the tags out of the records again.
 # Bounded: a stream with more distinct tags than this starts over.
-_ENTRIES: dict[str | None, bytes] = {None: NO_TAG_ENTRY}
+ENTRIES: Final[dict[str | None, bytes]] = {None: NO_TAG_ENTRY}
 _MAX_CACHED_ENTRIES: Final = 4096
 
 
 def tag_entry(tag: str | None) -> bytes:
     """The ``.tagindex`` entry of a message with ``tag`` (a valid tag: the record was encoded)."""
-    entry = _ENTRIES.get(tag)
+    entry = ENTRIES.get(tag)
     if entry is None:
-        if len(_ENTRIES) >= _MAX_CACHED_ENTRIES:
-            _ENTRIES.clear()
-            _ENTRIES[None] = NO_TAG_ENTRY
-        entry = _ENTRIES[tag] = _U32.pack(tag_hash(tag))  # type: ignore[arg-type]  # None is cached
+        if len(ENTRIES) >= _MAX_CACHED_ENTRIES:
+            ENTRIES.clear()
+            ENTRIES[None] = NO_TAG_ENTRY
+        entry = ENTRIES[tag] = _U32.pack(tag_hash(tag))  # type: ignore[arg-type]  # None is cached
     return entry
 
 
 def tag_entries(tags: Sequence[str | None]) -> list[bytes]:
     """``tag_entry`` of each tag: a dict lookup a tag, in C, for the tags seen before."""
-    entries = list(map(_ENTRIES.get, tags))
+    entries = list(map(ENTRIES.get, tags))
     if None in entries:
         entries = [entry or tag_entry(tag) for entry, tag in zip(entries, tags, strict=True)]
     return entries  # type: ignore[return-value]  # no None left
