@@ -33,7 +33,7 @@ from .._errors import ClosedError, InvalidArgumentError
 from .._sansio.naming import validate_group_name
 from .._sansio.tags import TagFilter
 from .._sansio.values import Message
-from .._storage.offsets import load_offsets, update_offsets
+from .._storage.offsets import load_offsets, save_group_tags, update_offsets
 from .._storage.stream import StreamReader
 from . import wakeup
 from .arguments import Start, check_on_data_loss, check_start, positive_seconds
@@ -83,8 +83,9 @@ class ConsumerGroup(_Reader):
     filtered group skips count as processed once everything delivered before them is committed:
     ``commit(msg)`` of the last message delivered from a partition commits past the skipped ones
     after it, and a caught-up partition whose delivered messages are all committed has its commit
-    moved past the skipped ones it read, so lag (``adiskq groups``) falls to 0 when nothing wanted
-    is left.
+    moved past the skipped ones it read. A named group stores its tags (``groups/NAME/tags.json``;
+    the last member opened wins), and its lag (``adiskq groups``, ``adiskq stats``) counts only the
+    messages left of those tags, selected from the tag column and confirmed from their records.
     """
 
     def __init__(
@@ -176,6 +177,9 @@ class ConsumerGroup(_Reader):
                     waiter=self._waiter,
                 )
                 membership.join()
+                # What its lag counts (adiskq groups / stats): only the tags it reads.
+                wanted = None if self._tag_filter is None else frozenset(self.tags or ())
+                save_group_tags(stream.path, self.name, wanted)
                 # Take free partitions now: a lone member holds them all once it is open.
                 plan = membership.plan(count)
                 self._assign(membership.acquire(plan))

@@ -77,6 +77,7 @@ class Batch:
         "key_hashes",
         "led",
         "records",
+        "tagindex",
         "timestamps",
     )
 
@@ -84,6 +85,9 @@ class Batch:
         self.records: list[bytes] = []
         self.timestamps: list[int] = []
         self.key_hashes: list[int] = []  # for the key index: its hash of each record's key
+        # The records' .tagindex entries as the pushes computed them; None once a push did not
+        # (the segment then takes them from the records).
+        self.tagindex: bytearray | None = bytearray()
         self.done = anyio.Event()
         self.first_offset = -1
         self.error: BaseException | None = None
@@ -134,7 +138,7 @@ class Lane:
             self.sync_flush or self._committing is not None or self._open is not None or self.partition.needs_roll()
         )
 
-    def try_write_one(self, record: bytes, timestamp_ns: int, key_hash: int) -> int:
+    def try_write_one(self, record: bytes, timestamp_ns: int, key_hash: int, tag_entry: bytes | None = None) -> int:
         """Write and commit one record now if it may go inline; its offset, or -1 if it must be batched.
 
         The hot path of ``push``: the same tests as ``can_write_inline``, spelled out.
@@ -145,20 +149,23 @@ class Lane:
         if writer.data_size >= self.partition.segment_size_bytes and writer.next_offset > writer.base_offset:
             return -1  # a roll is due: it fsyncs, so it happens in a batch, off the loop thread
         try:
-            offset = writer.append_one(record, timestamp_ns, key_hash)  # OSError leaves the files as they were
+            # OSError leaves the files as they were
+            offset = writer.append_one(record, timestamp_ns, key_hash, tag_entry)
         except OSError as error:
             raise explain_disk_error(error) from None
         self.dirty = True
         wakeup.notify(self.wake_key)
         return offset
 
-    def write_inline(self, records: list[bytes], timestamps: list[int], key_hashes: list[int]) -> int:
+    def write_inline(
+        self, records: list[bytes], timestamps: list[int], key_hashes: list[int], tagindex: bytes | None = None
+    ) -> int:
         """Write and commit records now; returns the first offset.
 
         Raises ``PartlyCommittedError`` when only the first records were committed.
         """
         try:
-            first = self.partition.active.append(records, timestamps, key_hashes)
+            first = self.partition.active.append(records, timestamps, key_hashes, tagindex)
         except PartlyCommittedError as error:
             self.dirty = True
             wakeup.notify(self.wake_key)
@@ -171,8 +178,11 @@ class Lane:
 
     # -- batches ---------------------------------------------------------------------------------
 
-    def enqueue(self, records: list[bytes], timestamps: list[int], key_hashes: list[int]) -> tuple[Batch, int]:
-        """Join the open batch with a run of records; returns it and the run's place in it.
+    def enqueue(
+        self, records: list[bytes], timestamps: list[int], key_hashes: list[int], tagindex: bytes | None = None
+    ) -> tuple[Batch, int]:
+        """Join the open batch with a run of records (and their ``.tagindex`` entries, if the caller
+        has them); returns it and the run's place in it.
 
         The caller must then ``await complete(batch)`` with no checkpoint in between.
         """
@@ -183,6 +193,11 @@ class Lane:
         batch.records.extend(records)
         batch.timestamps.extend(timestamps)
         batch.key_hashes.extend(key_hashes)
+        if batch.tagindex is not None:
+            if tagindex is None:
+                batch.tagindex = None
+            else:
+                batch.tagindex += tagindex
         return batch, start
 
     async def complete(self, batch: Batch, last: int) -> int:
@@ -237,10 +252,11 @@ class Lane:
             if partition.needs_roll():
                 await anyio.to_thread.run_sync(self._roll_locked, limiter=self._limiter)
             writer = partition.active
+            tagindex = None if batch.tagindex is None else bytes(batch.tagindex)
             if self.sync_flush:
                 # Data first, made durable, and only then the index entries that publish it: no
                 # consumer may see a message a power cut could take back.
-                pending = writer.write_data(batch.records, batch.timestamps, batch.key_hashes)
+                pending = writer.write_data(batch.records, batch.timestamps, batch.key_hashes, tagindex)
                 try:
                     await anyio.to_thread.run_sync(
                         functools.partial(writer.sync, data_only=True), limiter=self._limiter
@@ -252,10 +268,10 @@ class Lane:
                 writer.write_entries(pending)
             elif sum(map(len, batch.records)) > INLINE_MAX_BYTES:
                 batch.first_offset = await anyio.to_thread.run_sync(
-                    writer.append, batch.records, batch.timestamps, batch.key_hashes, limiter=self._limiter
+                    writer.append, batch.records, batch.timestamps, batch.key_hashes, tagindex, limiter=self._limiter
                 )
             else:
-                batch.first_offset = writer.append(batch.records, batch.timestamps, batch.key_hashes)
+                batch.first_offset = writer.append(batch.records, batch.timestamps, batch.key_hashes, tagindex)
             self.dirty = True
         except Exception as error:  # every push of the batch not committed gets the error
             if isinstance(error, OSError):

@@ -46,6 +46,8 @@ from .._sansio.core import (
     raw_place,
     receipts,
 )
+from .._sansio.tags import ENTRIES as _TAG_ENTRIES
+from .._sansio.tags import NO_TAG_ENTRY, tag_entries, tag_entry
 from .._sansio.values import Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
 from .._storage.disk_guard import DEFAULT_REFUSE_WRITES_ABOVE, DiskGuard, check_refuse_level
 from .._storage.files import DEFAULT_FILE_MODE
@@ -58,6 +60,8 @@ from .lane import Batch, Lane
 __all__ = ["FlushMode", "Producer"]
 
 logger: Final = logging.getLogger("adiskq.producer")
+# A single push looks its tag's .tagindex entry up here first (no tag, and the tags seen lately).
+_cached_tag_entry: Final = _TAG_ENTRIES.get
 
 FlushMode: TypeAlias = Literal["async", "sync"]
 Key: TypeAlias = str | bytes | None
@@ -454,14 +458,15 @@ class Producer:
         if self._disk_guard is not None:
             self._disk_guard.admit(len(record))
         lane = self._lanes[partition]
-        offset = lane.try_write_one(record, timestamp_ns, key_hash)
+        entry = _cached_tag_entry(tag) or tag_entry(tag)  # its .tagindex entry, from the tag at hand
+        offset = lane.try_write_one(record, timestamp_ns, key_hash, entry)
         if offset >= 0:
             self._inline_pushes += 1
             if self._inline_pushes >= _YIELD_EVERY:
                 self._inline_pushes = 0
                 await anyio.lowlevel.cancel_shielded_checkpoint()
             return _new_receipt(Receipt, (partition, offset))
-        batch, slot = lane.enqueue([record], [timestamp_ns], [key_hash])
+        batch, slot = lane.enqueue([record], [timestamp_ns], [key_hash], entry)
         first = await lane.complete(batch, slot)
         return _new_receipt(Receipt, (partition, first + slot))
 
@@ -498,14 +503,17 @@ class Producer:
             # each chunk (and the caller's own work before this call ends a step of its own).
             # Nothing is written yet, so a cancellation here leaves no trace.
             await anyio.lowlevel.checkpoint()
-        encoded, stamps, partitions, key_hashes = self._encode(items[:chunk], now)
+        encoded, stamps, partitions, key_hashes, entries = self._encode(items[:chunk], now)
         for start in range(chunk, len(items), chunk):
             await anyio.lowlevel.checkpoint()
-            more_encoded, more_stamps, more_partitions, more_hashes = self._encode(items[start : start + chunk], now)
+            more_encoded, more_stamps, more_partitions, more_hashes, more_entries = self._encode(
+                items[start : start + chunk], now
+            )
             encoded += more_encoded
             stamps += more_stamps
             partitions += more_partitions
             key_hashes += more_hashes
+            entries = None if entries is None or more_entries is None else entries + more_entries
         if large:
             await anyio.lowlevel.checkpoint()  # the writes are the next long step; still nothing written
         self._check_open()
@@ -513,27 +521,30 @@ class Producer:
         if self._disk_guard is not None:
             total_bytes = sum(map(len, encoded))
             self._disk_guard.admit(total_bytes)  # the whole batch, before any of it is written
-        return await self._write_shares(encoded, stamps, partitions, key_hashes, total_bytes)
+        return await self._write_shares(encoded, stamps, partitions, key_hashes, total_bytes, entries)
 
-    def _encode(self, items: list[Record | bytes], now: int) -> tuple[list[bytes], list[int], list[int], list[int]]:
-        """Records (adiskq.Record or bytes), their timestamps, partitions and key hashes: in one C
-        loop by the compiled core, or column-wise by ``_encode_columns``."""
+    def _encode(
+        self, items: list[Record | bytes], now: int
+    ) -> tuple[list[bytes], list[int], list[int], list[int], list[bytes] | None]:
+        """Records (adiskq.Record or bytes), their timestamps, partitions, key hashes and
+        ``.tagindex`` entries: in one C loop by the compiled core (the entries left to the segment,
+        which takes them from the records in C), or column-wise by ``_encode_columns``."""
         if COMPILED and keyindex.key_hash is _CRC32:
             encoded = encode_records(items, now, self._partition_count)
             if encoded is not None:
                 records, stamps, partitions, key_hashes, largest = encoded
                 if largest > self._max_message_bytes:
                     self._check_size(largest)
-                return records, stamps, partitions, key_hashes
+                return records, stamps, partitions, key_hashes, None
         plain = [item if type(item) is Record else _as_record(item) for item in items]
         columns = self._encode_columns(plain, now)
-        return columns[0], columns[1], list(columns[2]), list(columns[3])
+        return columns[0], columns[1], list(columns[2]), list(columns[3]), columns[4]
 
     def _encode_columns(
         self, items: list[Record], now: int
-    ) -> tuple[list[bytes], list[int], Sequence[int], Sequence[int]]:
-        """Records, their timestamps, partitions and key hashes, encoded column-wise so the
-        per-record work runs in C (zip, map) wherever it can."""
+    ) -> tuple[list[bytes], list[int], Sequence[int], Sequence[int], list[bytes]]:
+        """Records, their timestamps, partitions, key hashes and ``.tagindex`` entries, encoded
+        column-wise so the per-record work runs in C (zip, map) wherever it can."""
         values, keys, all_headers, timestamps, tags = zip(*items, strict=True)
         try:
             placements = list(map(self._placement.get, keys))
@@ -563,7 +574,9 @@ class Producer:
             None if tags.count(None) == len(tags) else tags,
         )
         self._check_size(max(map(len, encoded)))
-        return encoded, stamps, list(partitions), key_hashes
+        untagged = tags.count(None) == len(tags)
+        entries = [NO_TAG_ENTRY] * len(tags) if untagged else tag_entries(tags)
+        return encoded, stamps, list(partitions), key_hashes, entries
 
     async def _write_shares(
         self,
@@ -572,6 +585,7 @@ class Producer:
         partitions: Sequence[int],
         key_hashes: list[int],
         total_bytes: int | None = None,
+        tag_entries: list[bytes] | None = None,
     ) -> list[Receipt]:
         """Write each partition's share of a batch; receipts in the batch's order (``total_bytes``,
         the batch's size if already summed, spares summing a one-partition batch again)."""
@@ -602,12 +616,17 @@ class Producer:
                 if split and written and not waiting:  # a queued share is led before any yield
                     # Shielded: some shares are written, so this push_many must finish.
                     await anyio.lowlevel.cancel_shielded_checkpoint()
+                share_tags = None
                 if len(positions) == count:
                     share_records, share_stamps, share_hashes = encoded, stamps, key_hashes
+                    if tag_entries is not None:
+                        share_tags = b"".join(tag_entries)
                 else:
                     share_records = [encoded[i] for i in positions]
                     share_stamps = [stamps[i] for i in positions]
                     share_hashes = [key_hashes[i] for i in positions]
+                    if tag_entries is not None:
+                        share_tags = b"".join([tag_entries[i] for i in positions])
                 lane = self._lanes[partition]
                 if total_bytes is not None and len(positions) == count:
                     share_bytes = total_bytes
@@ -615,7 +634,7 @@ class Producer:
                     share_bytes = sum(map(len, share_records))
                 if lane.can_write_inline(share_bytes):
                     try:
-                        first = lane.write_inline(share_records, share_stamps, share_hashes)
+                        first = lane.write_inline(share_records, share_stamps, share_hashes, share_tags)
                     except OSError as error:
                         failure = error  # the shares after this one are not written at all
                         if isinstance(error, PartlyCommittedError):  # its first records were kept
@@ -623,7 +642,7 @@ class Producer:
                         break
                     written.append((positions, partition, first))
                 else:
-                    batch, start = lane.enqueue(share_records, share_stamps, share_hashes)
+                    batch, start = lane.enqueue(share_records, share_stamps, share_hashes, share_tags)
                     waiting.append((lane, partition, positions, batch, start))
         finally:
             self._splitting -= split

@@ -11,7 +11,8 @@
  *   scan.c    recovery's and check's scans: the valid records of a buffer, and the next valid one
  *   iterate.c `async for` over the last batch read: a message a step without running Python
  *   keysort.c the sealed key index's sorted column (a radix sort)
- *   tags.c    the tag column (.tagindex entries) of a batch of records, and the scan of one
+ *   tags.c    the tag column (.tagindex entries) of a batch of records, and the scans of one (the
+ *             filtering consumer's: which records to read, in which spans)
  *   values.c  adiskq.Record's constructor
  *   module.c  the Python module: its functions and the objects it is configured with
  *
@@ -146,6 +147,7 @@ PyObject *adq_py_scan_columns(PyObject *module, PyObject *const *args, Py_ssize_
 PyObject *adq_py_next_valid_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_tag_column(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_matching_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_matching_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_index_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

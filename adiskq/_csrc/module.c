@@ -109,6 +109,7 @@ static PyMethodDef methods[] = {
     {"decode_at", (PyCFunction)(void (*)(void))adq_py_decode_at, METH_FASTCALL, "see decode.c"},
     {"tag_column", (PyCFunction)(void (*)(void))adq_py_tag_column, METH_FASTCALL, "see tags.c"},
     {"matching_entries", (PyCFunction)(void (*)(void))adq_py_matching_entries, METH_FASTCALL, "see tags.c"},
+    {"matching_records", (PyCFunction)(void (*)(void))adq_py_matching_records, METH_FASTCALL, "see tags.c"},
     {"receipts", (PyCFunction)(void (*)(void))adq_py_receipts, METH_FASTCALL, "see encode.c"},
     {"record_new", (PyCFunction)(void (*)(void))adq_py_record_new, METH_FASTCALL | METH_KEYWORDS,
      "record_new($module, cls, /, value, key=None, headers=None, timestamp=None)\n--\n\nRecord's __new__."},

@@ -86,3 +86,128 @@ PyObject *adq_py_matching_entries(PyObject *module, PyObject *const *args, Py_ss
     }
     return found;
 }
+
+/* The first entry from `i` on (below `covered`) whose hash is one of the n `wanted`; `covered` if none.
+ * One wanted hash (the common subscription) gets a loop of its own: a load and a compare an entry. */
+static Py_ssize_t next_match(const uint8_t *column, Py_ssize_t i, Py_ssize_t covered, const uint32_t *wanted,
+                             Py_ssize_t n) {
+    if (n == 1) {
+        const uint32_t only = wanted[0];
+        while (i < covered && adq_load_u32(column + 4 * i) != only) i++;
+        return i;
+    }
+    for (; i < covered; i++) {
+        uint32_t value = adq_load_u32(column + 4 * i);
+        for (Py_ssize_t k = 0; k < n; k++)
+            if (value == wanted[k]) return i;
+    }
+    return covered;
+}
+
+/* Append a Python int to a list; -1 on failure. */
+static int append_size(PyObject *list, unsigned long long value) {
+    PyObject *number = PyLong_FromUnsignedLongLong(value);
+    if (number == NULL) return -1;
+    int failed = PyList_Append(list, number);
+    Py_DECREF(number);
+    return failed;
+}
+
+/* matching_records(column, entries, hashes, first_offset, max_count, max_bytes)
+ *   -> (positions, sizes, offsets, passed, total) | int
+ *
+ * The filtering consumer's selection, one call a read: `entries` holds the .index entries (u64
+ * offset, u64 position, u64 size) of `count` messages from `first_offset` on, `column` their .tagindex
+ * entries (possibly fewer: the entries past its end are all candidates, their tags unknown here).
+ * The candidates are taken in order up to `max_count` of them, or until their sizes reach
+ * `max_bytes` (-1: no limit); `offsets` are theirs, and `positions`/`sizes` the spans of .data that
+ * hold them, candidates whose records touch in .data merged into one span (one pread). `passed` is
+ * how many of the entries that looked at (all of them unless a limit stopped it), `total` the bytes
+ * of the spans. An int instead: the entry number whose offset is not the one expected (the caller
+ * raises its CorruptRecordError). adiskq/_sansio/tags.py's matching_records is the reference. */
+PyObject *adq_py_matching_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "matching_records takes 6 arguments");
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(args[0]) || !PyTuple_CheckExact(args[2]) || PyTuple_GET_SIZE(args[2]) > 8 ||
+        !PyLong_CheckExact(args[3]) || !PyLong_CheckExact(args[4]) || !PyLong_CheckExact(args[5]))
+        Py_RETURN_NOTIMPLEMENTED;
+    uint32_t wanted[8];
+    Py_ssize_t n = 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(args[2]); k++) {
+        PyObject *item = PyTuple_GET_ITEM(args[2], k);
+        if (!PyLong_CheckExact(item)) Py_RETURN_NOTIMPLEMENTED;
+        unsigned long value = PyLong_AsUnsignedLong(item);
+        if (PyErr_Occurred() || value > 0xFFFFFFFFul) {
+            PyErr_Clear();
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        wanted[n++] = (uint32_t)value;
+    }
+    unsigned long long first_offset = PyLong_AsUnsignedLongLong(args[3]);
+    long long max_count = PyLong_AsLongLong(args[4]);
+    long long max_bytes = PyLong_AsLongLong(args[5]);
+    if (PyErr_Occurred() || max_count < 1 || max_bytes < -1) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    const uint8_t *column = (const uint8_t *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t covered = PyBytes_GET_SIZE(args[0]) / 4;
+    const uint8_t *entries = (const uint8_t *)view.buf;
+    Py_ssize_t count = view.len / 24;
+    PyObject *positions = PyList_New(0), *sizes = PyList_New(0), *offsets = PyList_New(0);
+    PyObject *result = NULL;
+    if (positions == NULL || sizes == NULL || offsets == NULL) goto done;
+    long long taken = 0;
+    unsigned long long size_read = 0, run_start = 0, run_end = 0;
+    int in_run = 0;
+    Py_ssize_t passed = count;
+    if (covered > count) covered = count;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (i < covered) {
+            i = next_match(column, i, covered, wanted, n);
+            if (i == covered && covered < count) {
+                /* past the column: every entry is a candidate */
+            } else if (i >= covered) {
+                break;
+            }
+        }
+        const uint8_t *entry = entries + 24 * i;
+        if (adq_load_u64(entry) != first_offset + (unsigned long long)i) {
+            result = PyLong_FromSsize_t(i);
+            goto done;
+        }
+        unsigned long long position = adq_load_u64(entry + 8), size = adq_load_u64(entry + 16);
+        if (append_size(offsets, first_offset + (unsigned long long)i) < 0) goto done;
+        if (in_run && position == run_end) {
+            run_end += size;
+        } else {
+            if (in_run && (append_size(positions, run_start) < 0 || append_size(sizes, run_end - run_start) < 0))
+                goto done;
+            run_start = position;
+            run_end = position + size;
+            in_run = 1;
+        }
+        taken++;
+        size_read += size;
+        if (taken >= max_count || (max_bytes >= 0 && size_read >= (unsigned long long)max_bytes)) {
+            passed = i + 1;
+            break;
+        }
+    }
+    if (in_run && (append_size(positions, run_start) < 0 || append_size(sizes, run_end - run_start) < 0)) goto done;
+    result = Py_BuildValue("(OOOnK)", positions, sizes, offsets, passed, size_read);
+done:
+    PyBuffer_Release(&view);
+    Py_XDECREF(positions);
+    Py_XDECREF(sizes);
+    Py_XDECREF(offsets);
+    return result;
+}

@@ -45,6 +45,7 @@ __all__ = [
     "fnv1_32",
     "index_entries",
     "matching_entries",
+    "matching_records",
     "next_valid_record",
     "place",
     "receipts",
@@ -139,6 +140,7 @@ if _core is not None:
     _tag_column = _core.tag_column
     _decode_at = _core.decode_at
     _matching_entries = _core.matching_entries
+    _matching_records = _core.matching_records
 
     def encode_record(
         value: bytes,
@@ -178,6 +180,22 @@ if _core is not None:
         if found is NotImplemented:
             return reference_tags.matching_entries(column, hashes)
         return found  # type: ignore[no-any-return]
+
+    def matching_records(
+        column: bytes,
+        entries: bytes | memoryview,
+        hashes: tuple[int, ...],
+        first_offset: int,
+        max_count: int,
+        max_bytes: int,
+    ) -> reference_tags.MatchingRecords | int:
+        """A filtered read's records to fetch, and their spans (``tags.matching_records``)."""
+        found = _matching_records(column, entries, hashes, first_offset, max_count, max_bytes)
+        if found is NotImplemented:
+            return reference_tags.matching_records(column, entries, hashes, first_offset, max_count, max_bytes)
+        if type(found) is int:
+            return found
+        return reference_tags.MatchingRecords._make(found)
 
     def encode_records(items: list[Record | bytes], now: int, partition_count: int) -> EncodedRecords | None:
         """push_many's records (adiskq.Record or bytes) encoded, with their timestamps (``now`` where
@@ -271,6 +289,7 @@ else:
     fnv1_32 = reference_fnv1_32
     tag_column = reference_tags.tag_column
     matching_entries = reference_tags.matching_entries
+    matching_records = reference_tags.matching_records
 
 
 def scan_records(

@@ -22,18 +22,24 @@ import sys
 import zlib
 from array import array
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
 from .._errors import InvalidArgumentError
 from .codec import ATTRIBUTES_AT, TAGGED, record_tag, tag_bytes
 
 __all__ = [
+    "ENTRIES",
     "ENTRY_BYTES",
     "NO_TAG",
+    "NO_TAG_ENTRY",
+    "MatchingRecords",
     "TagFilter",
     "data_tag_column",
     "matching_entries",
+    "matching_records",
     "tag_column",
+    "tag_entries",
+    "tag_entry",
     "tag_hash",
     "unpack_column",
 ]
@@ -41,11 +47,38 @@ __all__ = [
 ENTRY_BYTES: Final = 4
 NO_TAG: Final = 0
 _U32: Final = struct.Struct("<I")
+NO_TAG_ENTRY: Final = bytes(ENTRY_BYTES)  # the .tagindex entry of a message without a tag
 
 
 def tag_hash(tag: str) -> int:
     """The ``.tagindex`` hash of a tag (never 0: 0 is "no tag")."""
     return zlib.crc32(tag_bytes(tag)) or 1
+
+
+# The .tagindex entry of each tag seen lately: a producer computes its records' entries where the
+# tags are at hand (a dict lookup a record) instead of cutting the tags out of the records again.
+# Bounded: a stream with more distinct tags than this starts over.
+ENTRIES: Final[dict[str | None, bytes]] = {None: NO_TAG_ENTRY}
+_MAX_CACHED_ENTRIES: Final = 4096
+
+
+def tag_entry(tag: str | None) -> bytes:
+    """The ``.tagindex`` entry of a message with ``tag`` (a valid tag: the record was encoded)."""
+    entry = ENTRIES.get(tag)
+    if entry is None:
+        if len(ENTRIES) >= _MAX_CACHED_ENTRIES:
+            ENTRIES.clear()
+            ENTRIES[None] = NO_TAG_ENTRY
+        entry = ENTRIES[tag] = _U32.pack(tag_hash(tag))  # type: ignore[arg-type]  # None is cached
+    return entry
+
+
+def tag_entries(tags: Sequence[str | None]) -> list[bytes]:
+    """``tag_entry`` of each tag: a dict lookup a tag, in C, for the tags seen before."""
+    entries = list(map(ENTRIES.get, tags))
+    if None in entries:
+        entries = [entry or tag_entry(tag) for entry, tag in zip(entries, tags, strict=True)]
+    return entries  # type: ignore[return-value]  # no None left
 
 
 def _raw_tag_hash(raw: bytes | None) -> int:
@@ -107,6 +140,64 @@ def matching_entries(column: bytes, hashes: tuple[int, ...]) -> list[int]:
                 at = raw.find(needle, at + 1)
     found.sort()
     return found
+
+
+_INDEX_ENTRY: Final = struct.Struct("<QQQ")  # offset, position, size: a .index entry
+
+
+class MatchingRecords(NamedTuple):
+    """Which records a filtered read fetches (``matching_records``)."""
+
+    positions: list[int]  # the spans of .data to read, in order: where each starts
+    sizes: list[int]  # and its bytes (candidates whose records touch share one span: one pread)
+    offsets: list[int]  # the candidates' offsets
+    passed: int  # how many index entries that looked at
+    total: int  # bytes of the spans
+
+
+def matching_records(
+    column: bytes,
+    entries: bytes | memoryview,
+    hashes: tuple[int, ...],
+    first_offset: int,
+    max_count: int,
+    max_bytes: int,
+) -> MatchingRecords | int:
+    """The filtering consumer's selection: which of the messages whose ``.index`` entries are
+    ``entries`` (from ``first_offset`` on) to read, and in which spans of ``.data``.
+
+    A candidate is an entry whose ``column`` hash is one of ``hashes``, or one past the column's end
+    (its tag is not known without its record). Candidates are taken in order up to ``max_count``, or
+    until their sizes reach ``max_bytes`` (-1: no limit); ``passed`` is then the entries up to the
+    last one taken, else all of them. An int instead: the number of the entry whose offset is not
+    the one expected (the caller raises). ``adiskq/_csrc/tags.c`` does the same in one C loop.
+    """
+    count = len(entries) // _INDEX_ENTRY.size
+    covered = min(count, len(column) // ENTRY_BYTES)
+    candidates = matching_entries(column[: covered * ENTRY_BYTES], hashes)
+    candidates.extend(range(covered, count))
+    positions: list[int] = []
+    sizes: list[int] = []
+    offsets: list[int] = []
+    passed = count
+    total = 0
+    run_end = -1
+    for entry in candidates:
+        found, position, size = _INDEX_ENTRY.unpack_from(entries, entry * _INDEX_ENTRY.size)
+        if found != first_offset + entry:
+            return entry
+        offsets.append(found)
+        if position == run_end:
+            sizes[-1] += size
+        else:
+            positions.append(position)
+            sizes.append(size)
+        run_end = position + size
+        total += size
+        if len(offsets) >= max_count or (max_bytes >= 0 and total >= max_bytes):
+            passed = entry + 1
+            break
+    return MatchingRecords(positions, sizes, offsets, passed, total)
 
 
 class TagFilter:

@@ -21,7 +21,7 @@ from .._sansio.naming import partition_dir_name
 from .files import DEFAULT_FILE_MODE, dir_mode, flock_held
 from .leases import LEASE_SUFFIX, LEASES_DIR
 from .lock import describe_holder, read_holder
-from .offsets import LOCK_FILE, OFFSETS_FILE, ensure_group_dir, group_dir, update_offsets
+from .offsets import LOCK_FILE, OFFSETS_FILE, TAGS_FILE, ensure_group_dir, group_dir, update_offsets
 
 __all__ = ["GroupInUse", "holders", "set_offsets"]
 
@@ -37,7 +37,7 @@ class GroupInUse(Exception):
 def _lease_files(directory: str) -> Iterator[str]:
     for root, _, names in os.walk(directory):
         for name in names:
-            if name in (OFFSETS_FILE, LOCK_FILE) or name.startswith("."):
+            if name in (OFFSETS_FILE, LOCK_FILE, TAGS_FILE) or name.startswith("."):
                 continue
             yield os.path.join(root, name)
 

@@ -7,6 +7,10 @@ folder), so after a crash it holds the old or the new value, never a torn one.
 Members of a group store through ``update_offsets``: under ``groups/NAME/offsets.lock`` (a
 ``flock``, dropped by the OS if the holder dies) they read the file, change only the partitions
 they hold, and replace it, so members holding different partitions never undo each other's commits.
+
+A group opened with ``tags=`` also keeps ``groups/NAME/tags.json``, ``{"tags": [sorted tags]}``
+(written the same way when a member opens with other tags than stored; deleted when one opens
+without): what its lag counts (``adiskq/_storage/lag.py``). Members that disagree: the last opened wins.
 """
 
 from __future__ import annotations
@@ -26,13 +30,16 @@ __all__ = [
     "ensure_group_dir",
     "group_dir",
     "list_groups",
+    "load_group_tags",
     "load_offsets",
+    "save_group_tags",
     "save_offsets",
     "update_offsets",
 ]
 
 OFFSETS_FILE: Final = "offsets.json"
 LOCK_FILE: Final = "offsets.lock"
+TAGS_FILE: Final = "tags.json"
 
 
 def group_dir(stream_path: str, name: str) -> str:
@@ -128,3 +135,32 @@ def update_offsets(
         return merged
     finally:
         os.close(lock_fd)  # releases the flock
+
+
+def load_group_tags(stream_path: str, name: str) -> frozenset[str] | None:
+    """The tags the group was last opened with (None: every message; also for a file that is not
+    one this module writes, so a damaged one makes the lag count everything, never fail)."""
+    try:
+        data = read_json(os.path.join(group_dir(stream_path, name), TAGS_FILE))
+    except (FileNotFoundError, ValueError):
+        return None
+    tags = data.get("tags") if isinstance(data, dict) else None
+    if not isinstance(tags, list) or not tags or not all(isinstance(tag, str) for tag in tags):
+        return None
+    return frozenset(tags)
+
+
+def save_group_tags(
+    stream_path: str, name: str, tags: frozenset[str] | None, *, durable: bool = True, mode: int = DEFAULT_FILE_MODE
+) -> None:
+    """Store the tags a group is opened with (None: delete them); nothing is written when unchanged."""
+    path = os.path.join(ensure_group_dir(stream_path, name, durable=durable, mode=mode), TAGS_FILE)
+    if load_group_tags(stream_path, name) == tags:
+        return
+    if tags is None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        if durable:
+            fsync_dir(os.path.dirname(path))
+        return
+    atomic_write_json(path, {"tags": sorted(tags)}, durable=durable, mode=mode)

@@ -171,12 +171,16 @@ class PartitionWriter:
         return sum(file_size(segment_path(self.directory, base, extension)) for extension in SEGMENT_EXTENSIONS)
 
     def append(
-        self, records: Sequence[bytes], timestamps: Sequence[int], key_hashes: Sequence[int] | None = None
+        self,
+        records: Sequence[bytes],
+        timestamps: Sequence[int],
+        key_hashes: Sequence[int] | None = None,
+        tagindex: bytes | None = None,
     ) -> int:
         """Append and commit a batch (rolling first if the active segment is full)."""
         if self.needs_roll():
             self.roll()
-        return self.active.append(records, timestamps, key_hashes)
+        return self.active.append(records, timestamps, key_hashes, tagindex)
 
     def sync(self) -> None:
         """fsync the active segment's files."""

@@ -44,7 +44,7 @@ from typing import Final, NamedTuple
 from .._errors import CorruptRecordError
 from .._sansio import keyindex as keyindex_format
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
-from .._sansio.core import decode_at, decode_messages, index_entries, matching_entries, tag_column
+from .._sansio.core import decode_at, decode_messages, index_entries, matching_records, tag_column
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, segment_file_name
 from .._sansio.tags import TagFilter
 from .._sansio.values import Message
@@ -103,21 +103,12 @@ def count_within(entries: bytes | memoryview, count: int, start: int, max_bytes:
     return low
 
 
-def _run_end(candidates: list[int] | range, i: int, limit: int) -> int:
-    """The end of the run of consecutive entry numbers that starts at ``candidates[i]`` (at most up to
-    ``limit``): the numbers are ascending and distinct, so ``candidates[k] - candidates[i] == k - i``
-    holds exactly up to the run's end, and bisection finds it in a few steps."""
-    first = candidates[i]
-    if candidates[limit - 1] - first == limit - 1 - i:
-        return limit
-    low, high = i + 1, limit - 1  # the run ends in [low, high]
-    while low < high:
-        middle = (low + high) // 2
-        if candidates[middle] - first == middle - i:
-            low = middle + 1
-        else:
-            high = middle
-    return low
+def _confirmed(messages: list[Message], tag_filter: TagFilter) -> list[Message]:
+    """The messages whose record's tag is wanted: a hash only selects, the record's own tag decides."""
+    wanted = tag_filter.tags
+    if wanted.issuperset(map(_TAG_OF, messages)):
+        return messages
+    return [message for message in messages if message.tag in wanted]
 
 
 def _offset_at(entries: bytes | memoryview, count: int, first_offset: int, position: int) -> int | None:
@@ -328,12 +319,17 @@ class SegmentWriter:
             )
 
     def write_data(
-        self, records: Sequence[bytes], timestamps: Sequence[int], key_hashes: Sequence[int] | None = None
+        self,
+        records: Sequence[bytes],
+        timestamps: Sequence[int],
+        key_hashes: Sequence[int] | None = None,
+        tagindex: bytes | None = None,
     ) -> PendingBatch:
         """Append the records to ``.data`` only; their index entries wait for ``write_entries``.
 
         ``key_hashes`` (``keyindex_format.key_hash`` of each record's key) spares cutting the keys out of
-        the records again when the stream keeps a key index.
+        the records again when the stream keeps a key index, and ``tagindex`` (their ``.tagindex``
+        entries, computed where the tags were at hand) the tags.
         """
         self._check_usable()
         if self._pending is not None:
@@ -348,7 +344,9 @@ class SegmentWriter:
             end = start + size
         else:
             index_bytes, timeindex_bytes, end = index_entries(first_offset, start, records, timestamps)
-        tagindex_bytes = tag_column(records)
+        if tagindex is None or len(tagindex) != count * TAG_ENTRY_BYTES:
+            tagindex = tag_column(records)
+        tagindex_bytes = tagindex
         if self._time_buffer:  # single pushes' entries go first, in one write with the batch's
             timeindex_bytes = b"".join(self._time_buffer) + timeindex_bytes
             tagindex_bytes = b"".join(self._tag_buffer) + tagindex_bytes
@@ -452,14 +450,20 @@ class SegmentWriter:
         self.data_size = pending.data_start
 
     def append(
-        self, records: Sequence[bytes], timestamps: Sequence[int], key_hashes: Sequence[int] | None = None
+        self,
+        records: Sequence[bytes],
+        timestamps: Sequence[int],
+        key_hashes: Sequence[int] | None = None,
+        tagindex: bytes | None = None,
     ) -> int:
         """Append and commit the records; returns the offset of the first."""
-        pending = self.write_data(records, timestamps, key_hashes)
+        pending = self.write_data(records, timestamps, key_hashes, tagindex)
         self.write_entries(pending)
         return pending.first_offset
 
-    def append_one(self, record: bytes, timestamp_ns: int, key_hash: int | None = None) -> int:
+    def append_one(
+        self, record: bytes, timestamp_ns: int, key_hash: int | None = None, tag_entry: bytes | None = None
+    ) -> int:
         """``append`` for a single record: the producer's hot path, with nothing but the writes.
 
         Its time and key index entries are buffered and written with the next batch, or once 128
@@ -485,7 +489,9 @@ class SegmentWriter:
         time_buffer = self._time_buffer
         tag_buffer = self._tag_buffer
         time_buffer.append(TIMEINDEX_ENTRY.pack(offset, timestamp_ns))
-        tag_buffer.append(tag_column([record]) if record[_ATTRIBUTES_AT] & _TAGGED else _NO_TAG_ENTRY)
+        if tag_entry is None:
+            tag_entry = tag_column([record]) if record[_ATTRIBUTES_AT] & _TAGGED else _NO_TAG_ENTRY
+        tag_buffer.append(tag_entry)
         if key_buffer is not None:
             key_buffer.append(hash_value)
         flushed = len(time_buffer) >= BUFFERED_ENTRIES
@@ -743,93 +749,66 @@ class SegmentReader:
         the candidates' records are read, and each one's tag is confirmed from its record, so a hash
         collision never delivers another tag.
         """
+        relative = offset - self.base_offset
+        column: bytes | None = None
+        single = tag_filter.single_entry
+        if single is not None:
+            # Every entry wanted (100% selectivity) is told by one comparison, and read as an
+            # unfiltered read is: no selection at all, only the tags confirmed.
+            column = self._tag_column(relative, max_scan)
+            covered = len(column) // TAG_ENTRY_BYTES
+            if covered and column == single * covered:
+                messages = self.read_messages(offset, min(max_count, covered), max_bytes)
+                return _confirmed(messages, tag_filter), len(messages)
         located = self.locate(offset, max_scan)
         if located is None:
             return [], 0
         entries, count, _, _ = located
-        column = self._tag_column(offset - self.base_offset, count)
-        covered = len(column) // TAG_ENTRY_BYTES
-        single = tag_filter.single_entry
-        candidates: list[int] | range
-        if single is not None and covered == count and column == single * count:
-            candidates = range(count)  # every entry wanted (100% selectivity): one comparison, no list
+        column = self._tag_column(relative, count) if column is None else column[: count * TAG_ENTRY_BYTES]
+        chosen = matching_records(
+            column, entries, tag_filter.hashes, offset, max_count, -1 if max_bytes is None else max_bytes
+        )
+        if isinstance(chosen, int):
+            self._entry(entries, chosen, offset + chosen)  # raises, naming the entry
+            raise AssertionError("unreachable")  # pragma: no cover
+        positions, sizes, offsets, passed, total = chosen
+        if not offsets:
+            return [], passed
+        stretch = positions[-1] + sizes[-1] - positions[0]
+        if len(positions) * _SPARSE_SHARE < count or (max_bytes is not None and stretch > max_bytes):
+            decoded = self._read_spans(offset, entries, positions, sizes, offsets, total)
         else:
-            found = matching_entries(column, tag_filter.hashes)
-            found.extend(range(covered, count))
-            if len(found) * _SPARSE_SHARE < count:
-                return self._read_sparse(offset, entries, count, found, max_count, tag_filter, max_bytes)
-            candidates = found
-        all_candidates = len(candidates) == count  # every entry: one run
-        messages: list[Message] = []
-        passed = count
-        size_read = 0
-        i = 0
-        while i < len(candidates):
-            # A run of consecutive candidates is read and decoded at once (at 100% selectivity: all).
-            first = candidates[i]
-            limit = min(len(candidates), i + max_count)
-            j = limit if all_candidates or isinstance(candidates, range) else _run_end(candidates, i, limit)
-            last = candidates[j - 1]
-            start, _ = self._entry(entries, first, offset + first)
-            last_position, last_size = self._entry(entries, last, offset + last)
-            run = self._decode_run(offset + first, last - first + 1, start, last_position + last_size)
-            # The tag of every candidate is confirmed from its record: a hash only selects.
-            if tag_filter.tags.issuperset(map(_TAG_OF, run)):
-                messages += run
-            else:
-                messages.extend(itertools.compress(run, map(tag_filter.tags.__contains__, map(_TAG_OF, run))))
-            size_read += last_position + last_size - start
-            i = j
-            if len(messages) >= max_count or (max_bytes is not None and size_read >= max_bytes):
-                if len(messages) > max_count:
-                    del messages[max_count:]
-                    passed = messages[-1].offset + 1 - offset
-                else:
-                    passed = last + 1
-                break
-        return messages, passed
+            # Dense candidates: one read of the stretch from the first to the last (within max_bytes),
+            # all of it decoded; the records between them are not wanted (their hash is not), so the
+            # tag check drops them.
+            first, last = offsets[0], offsets[-1]
+            decoded = self._decode_run(first, last - first + 1, positions[0], positions[-1] + sizes[-1])
+        return _confirmed(decoded, tag_filter), passed
 
-    def _read_sparse(
+    def _read_spans(
         self,
         offset: int,
         entries: bytes | memoryview,
-        count: int,
-        candidates: list[int],
-        max_count: int,
-        tag_filter: TagFilter,
-        max_bytes: int | None,
-    ) -> tuple[list[Message], int]:
-        """``read_tagged`` for candidates far apart (a rare tag): each record read with its own
-        ``pread`` (up to ``max_count`` of them, then ``max_bytes``), all decoded in one call.
-        (Measured: mapping a sealed segment's data instead was slower, a page fault per record
-        costing more than the system call.)"""
-        unpack = INDEX_ENTRY.unpack_from
-        pread = os.pread
-        data_fd = self._data_fd
-        records: list[bytes] = []
-        offsets: list[int] = []
-        size_read = 0
-        passed = count
-        for entry in candidates:
-            found, position, size = unpack(entries, entry * INDEX_ENTRY_BYTES)
-            if found != offset + entry:
-                self._entry(entries, entry, offset + entry)  # raises, naming the entry
-            record = pread(data_fd, size, position) if size <= TRUST_READ_BYTES else b""
-            if len(record) != size:
-                record = self.read_data(position, size)  # a short read: the rest, or the error
-            records.append(record)
-            offsets.append(found)
-            size_read += size
-            if len(records) >= max_count or (max_bytes is not None and size_read >= max_bytes):
-                passed = entry + 1
-                break
+        positions: list[int],
+        sizes: list[int],
+        offsets: list[int],
+        total: int,
+    ) -> list[Message]:
+        """The messages at ``offsets`` (``entries`` are the index entries from ``offset`` on), whose
+        records fill the spans of ``.data`` at ``positions`` (``sizes`` bytes each): a ``pread`` a span,
+        all of them decoded in one call. For candidates far apart (a rare tag). (Measured: mapping a
+        sealed segment's data instead was slower, a page fault per record costing more than the
+        system call.)"""
+        if max(sizes) <= TRUST_READ_BYTES:
+            data = b"".join(map(os.pread, itertools.repeat(self._data_fd, len(sizes)), sizes, positions))
+        else:
+            data = b""
+        if len(data) != total:  # a short read: the rest, or the error naming the file and position
+            data = b"".join(map(self.read_data, positions, sizes))
         try:
-            decoded = decode_at(b"".join(records), self.partition, offsets, max_record_bytes=self.max_record_bytes)
+            return decode_at(data, self.partition, offsets, max_record_bytes=self.max_record_bytes)
         except CorruptRecordError:
-            decoded = [self._decode_alone(entries, found - offset) for found in offsets]
-        # A hash only selects: the record's own tag decides.
-        wanted = tag_filter.tags
-        return [message for message in decoded if message.tag in wanted], passed
+            return [self._decode_alone(entries, found - offset) for found in offsets]
 
     def _decode_alone(self, entries: bytes | memoryview, entry: int) -> Message:
         """The message of one index entry, or its record's CorruptRecordError with file and position."""

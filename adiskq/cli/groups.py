@@ -39,7 +39,8 @@ def groups(path: str, as_json: bool) -> None:
     """List a stream's named consumer groups: committed offsets, lag, and who holds them.
 
     Per group and partition: the committed offset (the next message the group reads), the
-    partition's next offset, and the lag between them (messages not yet read).
+    partition's next offset, and the lag between them (messages not yet read; for a group
+    opened with tags, only the messages left of those tags).
 
     \b
     Examples:
@@ -76,8 +77,8 @@ def groups(path: str, as_json: bool) -> None:
             notes.append(f"group {name}: {committed}")
             documents[name] = {"error": committed, "members": [member_json(m) for m in members]}
             continue
-        lag = group_lag(committed, next_offsets)
-        documents[name] = group_json(committed, next_offsets, members)
+        lag = group_lag(stream.path, name, committed, next_offsets)
+        documents[name] = group_json(stream.path, name, committed, next_offsets, members)
         for i, partition in enumerate(sorted(bounds)):
             offset = committed.get(partition)
             rows.add_row(

@@ -41,17 +41,24 @@ def describe_members(members: Sequence[GroupMember]) -> str:
     return " · ".join(parts)
 
 
-def group_lag(committed: Mapping[int, int], next_offsets: Mapping[int, int]) -> dict[int, int]:
-    """Messages each partition holds past a group's committed offset (uncommitted: none counted)."""
-    return {p: max(0, next_offsets[p] - offset) for p, offset in committed.items() if p in next_offsets}
+def group_lag(path: str, name: str, committed: Mapping[int, int], next_offsets: Mapping[int, int]) -> dict[int, int]:
+    """Messages left for a group in each partition past its committed offset (uncommitted: none
+    counted); for a group opened with ``tags=``, only those of its tags (``adiskq/_storage/lag.py``)."""
+    from .._storage.lag import group_lag as stored_group_lag
+
+    return stored_group_lag(path, name, committed, next_offsets)
 
 
 def group_json(
-    committed: Mapping[int, int], next_offsets: Mapping[int, int], members: Sequence[GroupMember]
+    path: str, name: str, committed: Mapping[int, int], next_offsets: Mapping[int, int], members: Sequence[GroupMember]
 ) -> dict[str, object]:
-    """A named group for ``--json``: committed offsets, lag per partition and in all, live members."""
-    lag = group_lag(committed, next_offsets)
+    """A named group for ``--json``: committed offsets, lag per partition and in all, its tags, live members."""
+    from .._storage.offsets import load_group_tags
+
+    lag = group_lag(path, name, committed, next_offsets)
+    tags = load_group_tags(path, name)
     return {
+        "tags": None if tags is None else sorted(tags),
         "committed": {str(p): o for p, o in sorted(committed.items())},
         "lag": {str(p): n for p, n in sorted(lag.items())},
         "total_lag": sum(lag.values()),
@@ -90,7 +97,8 @@ def stats_json(info: StreamStats) -> dict[str, object]:
     """The stats as plain JSON values (timestamps in ISO-8601 and in nanoseconds)."""
     next_offsets = {p.partition: p.next_offset for p in info.partitions}
     groups = {
-        name: group_json(committed, next_offsets, info.members.get(name, ())) for name, committed in info.groups.items()
+        name: group_json(info.path, name, committed, next_offsets, info.members.get(name, ()))
+        for name, committed in info.groups.items()
     }
     recovery = info.last_recovery
     return {
@@ -173,7 +181,7 @@ def print_stats(info: StreamStats, out: Console | None = None) -> None:
             "group", "committed (partition:offset)", "lag", "members (partitions held)", title="groups", right=("lag",)
         )
         for name, committed in sorted(info.groups.items()):
-            lag = group_lag(committed, next_offsets)
+            lag = group_lag(info.path, name, committed, next_offsets)
             shown = " ".join(f"{p}:{o}" for p, o in sorted(committed.items())) or "nothing committed"
             rows.add_row(name, shown, format_count(sum(lag.values())), describe_members(info.members.get(name, ())))
         out.print(rows)

@@ -209,6 +209,7 @@ class ReadOptions:
     max_records_per_trigger: int | None
     max_records_per_partition: int
     tags: frozenset[str] | None = None  # only messages with one of these tags
+    push_filters: bool = False  # offer Spark to apply tag = / tag IN filters (batch reads)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -217,6 +218,11 @@ class ReadOptions:
             raise InvalidOptionError(
                 "option endingOffsets is for batch reads; a streaming query follows the stream "
                 "(use Trigger.AvailableNow to stop at what is there when it starts)"
+            )
+        push_filters = _bool(options, "pushFilters", False)
+        if streaming and push_filters:
+            raise InvalidOptionError(
+                "option pushFilters is for batch reads; a streaming read keeps only some tags with the option tags"
             )
         return cls(
             path=_path(options),
@@ -231,6 +237,7 @@ class ReadOptions:
             max_records_per_partition=_positive_int(options, "maxRecordsPerPartition")
             or DEFAULT_MAX_RECORDS_PER_PARTITION,
             tags=_tag_list(options, "tags"),
+            push_filters=push_filters,
         )
 
 

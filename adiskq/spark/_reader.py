@@ -13,9 +13,9 @@ from collections.abc import Iterator, Sequence
 from typing import Final
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, EqualTo, Filter, In, InputPartition
 
-from .._errors import OffsetOutOfRangeError
+from .._errors import InvalidArgumentError, OffsetOutOfRangeError
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
 from .._sansio.tags import TagFilter
 from .._storage.columns import RawCursor
@@ -24,7 +24,15 @@ from .._storage.stream import StreamReader
 from ._arrow import messages_to_batch, run_to_batch
 from ._options import EARLIEST, LATEST, InvalidOptionError, OffsetSpec, ReadOptions
 
-__all__ = ["AdiskqBatchReader", "OffsetRange", "plan_splits", "read_range", "resolve_start"]
+__all__ = [
+    "AdiskqBatchReader",
+    "AdiskqFilteringBatchReader",
+    "OffsetRange",
+    "plan_splits",
+    "pushed_tags",
+    "read_range",
+    "resolve_start",
+]
 
 logger = logging.getLogger("adiskq.spark")
 
@@ -184,11 +192,39 @@ def _read_tagged_range(reader: PartitionReader, split: OffsetRange, tag_filter: 
                 yield messages_to_batch(messages)
 
 
+def pushed_tags(condition: Filter) -> frozenset[str] | None:
+    """The tags a filter Spark offers keeps, when the source can apply it (``tag = 'a'``,
+    ``tag IN ('a', 'b')``); None for any other filter, which Spark then applies itself. A value no
+    message can carry as a tag (not a str, empty, too long) leaves the filter to Spark too."""
+    if isinstance(condition, EqualTo) and condition.attribute == ("tag",):
+        values: tuple[object, ...] = (condition.value,)
+    elif isinstance(condition, In) and condition.attribute == ("tag",):
+        values = tuple(value for value in condition.value if value is not None)  # NULL never matches
+    else:
+        return None
+    if not values or not all(isinstance(value, str) for value in values):
+        return None
+    tags = frozenset(str(value) for value in values)
+    try:
+        TagFilter(tags)
+    except (InvalidArgumentError, TypeError):
+        return None
+    return tags
+
+
 class AdiskqBatchReader(DataSourceReader):
     """``spark.read.format("adiskq")``: one Spark partition per stream partition, long ones split."""
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
+        self.pushed: frozenset[str] | None = None  # the tags pushed filters keep (AND: intersected)
+
+    def _tags(self) -> frozenset[str] | None:
+        """The tags a read keeps: the option's, the pushed filters', or those in both."""
+        option, pushed = self.options.tags, self.pushed
+        if option is None or pushed is None:
+            return option if pushed is None else pushed
+        return option & pushed
 
     def partitions(self) -> list[OffsetRange]:
         """Resolve the offsets now, on the driver, so that every task reads a fixed range."""
@@ -208,8 +244,26 @@ class AdiskqBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The split's messages as Arrow batches."""
-        if not isinstance(partition, OffsetRange):
-            return iter(())  # Spark's stand-in partition when there was nothing to read
-        return read_range(
-            self.options.path, partition, fail_on_data_loss=self.options.fail_on_data_loss, tags=self.options.tags
-        )
+        tags = self._tags()
+        if not isinstance(partition, OffsetRange) or tags == frozenset():
+            return iter(())  # Spark's stand-in partition when there was nothing to read; no tag wanted
+        return read_range(self.options.path, partition, fail_on_data_loss=self.options.fail_on_data_loss, tags=tags)
+
+
+class AdiskqFilteringBatchReader(AdiskqBatchReader):
+    """The batch reader of ``.option("pushFilters", "true")``, for sessions with
+    ``spark.sql.python.filterPushdown.enabled`` on: the filters ``tag = ...`` and ``tag IN (...)``
+    are applied by the source, which reads only the records of those tags, selected by the tag
+    column (as the ``tags`` option does; both given: the tags in both). Spark applies every other
+    filter itself."""
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        """Take the filters on the tag column the source applies; return the rest for Spark."""
+        left = []
+        for condition in filters:
+            tags = pushed_tags(condition)
+            if tags is None:
+                left.append(condition)
+            else:
+                self.pushed = tags if self.pushed is None else self.pushed & tags
+        return left

@@ -18,7 +18,7 @@ from pyspark.sql.types import (
 
 from ._encode import Columns
 from ._options import InvalidOptionError, ReadOptions, WriteOptions
-from ._reader import AdiskqBatchReader
+from ._reader import AdiskqBatchReader, AdiskqFilteringBatchReader
 from ._sink import AdiskqStreamWriter
 from ._stream_reader import AdiskqStreamReader
 from ._writer import AdiskqBatchWriter, prepare_stream
@@ -56,8 +56,13 @@ class AdiskqDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> AdiskqBatchReader:
-        """A batch reader (``spark.read``)."""
-        return AdiskqBatchReader(ReadOptions.parse(self.options, streaming=False))
+        """A batch reader (``spark.read``); with the option ``pushFilters``, one that takes the tag filters.
+
+        (PySpark refuses to plan a read whose reader implements ``pushFilters`` while
+        ``spark.sql.python.filterPushdown.enabled`` is off, as it is by default: so the reader that
+        implements it is only handed out when asked for.)"""
+        options = ReadOptions.parse(self.options, streaming=False)
+        return AdiskqFilteringBatchReader(options) if options.push_filters else AdiskqBatchReader(options)
 
     def streamReader(self, schema: StructType) -> AdiskqStreamReader:
         """A streaming reader (``spark.readStream``)."""

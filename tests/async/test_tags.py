@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import struct
+from typing import Any
 
 import anyio
 import pytest
+from helpers.cli import invoke
 
 import adiskq
 from adiskq._async import follower
@@ -274,3 +277,81 @@ async def test_a_filtered_group_with_nothing_wanted_moves_its_commit_to_the_end(
         with anyio.fail_after(10):
             assert [m async for m in group] == []
     assert adiskq.stats(stream_path).groups["audit"] == {0: 51}
+
+
+# -- lag of a filtered group -----------------------------------------------------------------------
+
+
+def groups_json(stream_path: str) -> dict[str, Any]:
+    result = invoke("groups", "--json", stream_path)
+    assert result.exit_code == 0, result.output
+    document: dict[str, Any] = json.loads(result.output)
+    return document
+
+
+def stats_json(stream_path: str) -> dict[str, Any]:
+    result = invoke("stats", "--json", stream_path)
+    assert result.exit_code == 0, result.output
+    document: dict[str, Any] = json.loads(result.output)
+    return document
+
+
+async def read_some(stream_path: str, name: str, count: int, tags: set[str] | None) -> list[adiskq.Message]:
+    """The first ``count`` messages a named group delivers, committed."""
+    got: list[adiskq.Message] = []
+    async with adiskq.ConsumerGroup(stream_path, name, end="close", tags=tags) as group:
+        with anyio.fail_after(10):
+            async for message in group:
+                got.append(message)
+                group.commit(message)
+                if len(got) == count:
+                    break
+    return got
+
+
+async def test_the_lag_of_a_filtered_group_counts_only_the_wanted_messages_left(stream_path: str) -> None:
+    """adiskq groups and stats: a group opened with tags lags by the messages of those tags it has
+    not read yet, in every partition (the stored tags come with it), not by everything past its commit."""
+    everything = await write_partitions(stream_path, 600)
+    await read_some(stream_path, "billing", 40, {"t1", "t2"})
+    committed = adiskq.stats(stream_path).groups["billing"]
+    wanted = [m for m in everything if m.tag in {"t1", "t2"}]
+    expected = {str(p): sum(1 for m in wanted if m.partition == p and m.offset >= c) for p, c in committed.items()}
+    unfiltered = {
+        str(p): sum(1 for m in everything if m.partition == p and m.offset >= c) for p, c in committed.items()
+    }
+    assert all(expected[p] < unfiltered[p] for p in expected)
+    document = groups_json(stream_path)["billing"]
+    assert document["tags"] == ["t1", "t2"]
+    assert document["lag"] == expected
+    assert document["total_lag"] == sum(expected.values())
+    assert stats_json(stream_path)["groups"]["billing"]["lag"] == expected
+    # Reading everything wanted leaves no lag, whatever of the other tags is left.
+    await read_some(stream_path, "billing", 10_000, {"t1", "t2"})
+    assert groups_json(stream_path)["billing"]["total_lag"] == 0
+
+
+async def test_the_lag_of_a_filtered_group_never_counts_another_tag_with_its_hash(stream_path: str) -> None:
+    """Two tags with one hash: the lag confirms each candidate's tag from its record."""
+    tags = await write(stream_path, 300, single=20)
+    forced = read_bytes(tag_file(stream_path)).replace(
+        struct.pack("<I", tags_format.tag_hash("t3")), struct.pack("<I", tags_format.tag_hash("t2"))
+    )
+    overwrite(tag_file(stream_path), forced)
+    got = await read_some(stream_path, "audit", 2, {"t2"})
+    assert [m.tag for m in got] == ["t2", "t2"]
+    left = sum(1 for i, tag in enumerate(tags) if tag == "t2" and i > got[-1].offset)
+    assert groups_json(stream_path)["audit"]["lag"] == {"0": left}
+
+
+async def test_a_group_reopened_without_tags_lags_by_every_message_again(stream_path: str) -> None:
+    """The stored tags follow the group's last open: without tags, lag counts every message left."""
+    tags = await write(stream_path, 100)
+    got = await read_some(stream_path, "audit", 1, {"t1"})
+    assert groups_json(stream_path)["audit"]["lag"] == {"0": tags.count("t1") - 1}
+    await read_some(stream_path, "audit", 1, None)
+    offset = adiskq.stats(stream_path).groups["audit"][0]
+    assert offset == got[0].offset + 2
+    document = groups_json(stream_path)["audit"]
+    assert document["tags"] is None
+    assert document["lag"] == {"0": len(tags) - offset}

@@ -72,7 +72,13 @@ def test_groups_json_is_for_machines(stream: str) -> None:
     save_offsets(stream, "billing", {0: 4, 1: 10})
     document = json.loads(invoke("groups", stream, "--json").stdout)
     assert document == {
-        "billing": {"committed": {"0": 4, "1": 10}, "lag": {"0": 6, "1": 0}, "total_lag": 6, "members": []}
+        "billing": {
+            "committed": {"0": 4, "1": 10},
+            "lag": {"0": 6, "1": 0},
+            "total_lag": 6,
+            "members": [],
+            "tags": None,
+        }
     }
 
 

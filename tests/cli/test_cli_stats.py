@@ -96,7 +96,9 @@ def test_json_is_for_machines(stream_path: str) -> None:
     assert first["oldest_timestamp"] == "2026-01-01T00:00:00.000000000Z"
     assert first["oldest_timestamp_ns"] == T0
     assert document["partitions"][1]["newest_timestamp"] is None
-    assert document["groups"] == {"billing": {"committed": {"0": 0}, "lag": {"0": 1}, "total_lag": 1, "members": []}}
+    assert document["groups"] == {
+        "billing": {"committed": {"0": 0}, "lag": {"0": 1}, "total_lag": 1, "members": [], "tags": None}
+    }
     assert document["last_recovery"]["repairs"] == []
 
 

@@ -123,6 +123,42 @@ def test_the_tag_column_is_the_references(batch: list[Fields]) -> None:
     ]
 
 
+@given(
+    st.lists(st.tuples(st.sampled_from([0, 1, 5, 7, 2**32 - 1]), st.integers(min_value=0, max_value=50)), max_size=40),
+    st.lists(st.sampled_from([1, 5, 7, 2**32 - 1]), max_size=3),
+    st.integers(min_value=0, max_value=45),
+    st.integers(min_value=1, max_value=50),
+    st.integers(min_value=-1, max_value=400),
+    st.integers(min_value=0, max_value=3),
+    st.data(),
+)
+def test_matching_records_is_the_references(
+    rows: list[tuple[int, int]],
+    hashes: list[int],
+    covered: int,
+    max_count: int,
+    max_bytes: int,
+    gaps: int,
+    data: st.DataObject,
+) -> None:
+    """The filtered read's selection (the candidates, their spans merged where records touch, the
+    limits, the tail past the column's end, an entry for the wrong offset) answers as the reference."""
+    entries = bytearray()
+    position = 0
+    for i, (_, size) in enumerate(rows):
+        entries += struct.pack("<QQQ", 1000 + i, position, size)
+        position += size + (i % 2 if gaps else 0)  # with gaps: some records do not touch
+    if rows and data.draw(st.booleans()):
+        bad = data.draw(st.integers(min_value=0, max_value=len(rows) - 1))
+        struct.pack_into("<Q", entries, bad * 24, 5)  # an entry for another offset
+    column = b"".join(struct.pack("<I", h) for h, _ in rows[:covered])
+    args = (column, bytes(entries), tuple(hashes), 1000, max_count, max_bytes)
+    compiled = core.matching_records(*args)
+    expected = reference_tags.matching_records(*args)
+    assert compiled == expected
+    assert core.matching_records(column, memoryview(bytes(entries)), *args[2:]) == expected
+
+
 BAD_ENCODINGS: list[tuple[str, Callable[[Callable[..., object]], object]]] = [
     ("timestamp too large", lambda encode: encode(b"v", b"k", 2**63, None)),
     ("timestamp too small", lambda encode: encode(b"v", b"k", -(2**63) - 1, None)),

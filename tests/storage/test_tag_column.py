@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import pathlib
 import struct
 
+import anyio
+import pytest
 from helpers.cli import invoke
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,8 +16,7 @@ from hypothesis import strategies as st
 import adiskq
 from adiskq._sansio import tags
 from adiskq._sansio.core import encode_record
-from adiskq._storage.segment import _run_end
-from adiskq._storage.stream import StreamWriter
+from adiskq._storage.stream import StreamReader, StreamWriter
 
 PART = os.path.join("parts", "000000")
 TAGS = ["created", None, "paid", "créé", None, "paid", "x" * 255]
@@ -120,15 +123,103 @@ def test_check_accepts_a_segment_without_a_tag_column(stream_path: str) -> None:
     assert invoke("check", stream_path).exit_code == 0
 
 
-@given(st.lists(st.integers(min_value=0, max_value=60), min_size=1, unique=True), st.data())
-def test_a_run_of_candidates_ends_where_the_numbers_stop_being_consecutive(
-    numbers: list[int], data: st.DataObject
+@given(st.lists(st.booleans(), max_size=60), st.integers(min_value=1, max_value=70))
+def test_the_spans_of_a_filtered_read_are_its_candidates_records_merged_where_they_touch(
+    wanted: list[bool], max_count: int
 ) -> None:
-    """The filtered read's runs (read and decoded at once) are exactly the consecutive stretches."""
-    candidates = sorted(numbers)
-    i = data.draw(st.integers(min_value=0, max_value=len(candidates) - 1))
-    limit = data.draw(st.integers(min_value=i + 1, max_value=len(candidates)))
-    end = i + 1
-    while end < limit and candidates[end] == candidates[end - 1] + 1:
-        end += 1
-    assert _run_end(candidates, i, limit) == end
+    """A filtered read fetches exactly the candidates' records (up to max_count of them), one span
+    (one pread) for each stretch of consecutive ones."""
+    sizes = [30 + i % 7 for i in range(len(wanted))]
+    positions = [sum(sizes[:i]) for i in range(len(wanted))]
+    entries = b"".join(struct.pack("<QQQ", 100 + i, positions[i], sizes[i]) for i in range(len(wanted)))
+    column = b"".join(struct.pack("<I", 7 if w else 9) for w in wanted)
+    chosen = tags.matching_records(column, entries, (7,), 100, max_count, -1)
+    assert not isinstance(chosen, int)
+    taken = [i for i, w in enumerate(wanted) if w][:max_count]
+    assert chosen.offsets == [100 + i for i in taken]
+    assert chosen.passed == (taken[-1] + 1 if len(taken) == max_count else len(wanted))
+    spans: list[list[int]] = []
+    for i in taken:
+        if spans and spans[-1][1] == i:
+            spans[-1][1] = i + 1
+        else:
+            spans.append([i, i + 1])
+    assert chosen.positions == [positions[a] for a, _ in spans]
+    assert chosen.sizes == [sum(sizes[a:b]) for a, b in spans]
+    assert chosen.total == sum(sizes[i] for i in taken)
+
+
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["created", "paid", "créé", "x" * 255])), max_size=30))
+def test_the_entries_a_producer_computes_from_its_tags_are_the_records_column(tag_list: list[str | None]) -> None:
+    """A producer's .tagindex entries come from the tags at hand: the same bytes as the records' column."""
+    records = [encode_record(b"v", b"k", 0, None, 0, tag) for tag in tag_list]
+    assert b"".join(tags.tag_entries(tag_list)) == tags.tag_column(records)
+    assert [tags.tag_entry(tag) for tag in tag_list] == tags.tag_entries(tag_list)
+
+
+def test_the_cache_of_entries_starts_over_past_its_bound() -> None:
+    """More distinct tags than the cache holds: still every entry right."""
+    many = [f"tag-{i}" for i in range(10_000)]
+    assert tags.tag_entries(many) == [struct.pack("<I", tags.tag_hash(tag)) for tag in many]
+    assert tags.tag_entry(None) == tags.NO_TAG_ENTRY
+
+
+@pytest.mark.anyio
+async def test_every_push_path_writes_the_tag_column_of_its_records(stream_path: str) -> None:
+    """Single pushes (inline and batched), push_many over several partitions, with headers and
+    without: check finds every .tagindex entry equal to its record's tag hash."""
+    async with adiskq.Producer(stream_path, partitions=3) as producer:
+        await producer.push(b"one", tag="created")
+        await producer.push(b"two")
+        async with anyio.create_task_group() as group:  # concurrent pushes share batches
+            for i in range(20):
+                group.start_soon(functools.partial(producer.push, b"c%d" % i, key=f"k{i}", tag=TAGS[i % len(TAGS)]))
+        await producer.push_many([adiskq.Record(b"m%d" % i, key=f"k{i}", tag=TAGS[i % len(TAGS)]) for i in range(300)])
+        await producer.push_many(
+            [adiskq.Record(b"h%d" % i, key=f"k{i}", headers={"h": b"1"}, tag=TAGS[i % len(TAGS)]) for i in range(50)]
+        )
+        await producer.push_many([b"plain"] * 10)
+    result = invoke("check", stream_path)
+    assert result.exit_code == 0, result.output
+    stream = StreamReader.open(stream_path)
+    total = 0
+    for partition in range(3):
+        with stream.partition(partition).cursor(0) as cursor:
+            partition_tags = [m.tag for m in cursor.read(10_000)]
+        total += len(partition_tags)
+        column = _read(os.path.join(stream_path, "parts", f"{partition:06d}", f"{0:020d}.tagindex"))
+        assert column == _expected_column(partition_tags)
+    assert total == 2 + 20 + 300 + 50 + 10
+
+
+@pytest.mark.parametrize(
+    ("share", "wanted"),
+    [(2, {"t0"}), (20, {"t3"}), (1, {"t0"}), (3, {"t1", "t2"})],
+    ids=["dense", "sparse", "every-message", "two-tags"],
+)
+@pytest.mark.parametrize("max_count", [1, 7, 1000])
+@pytest.mark.parametrize("max_bytes", [None, 1, 200])
+def test_filtered_reads_deliver_every_wanted_message_once_within_their_limits(
+    tmp_path: pathlib.Path, share: int, wanted: set[str], max_count: int, max_bytes: int | None
+) -> None:
+    """However dense the wanted tags (a stretch read whole, spans read one by one, every message
+    wanted) and whatever the limits, reading on from where each read stopped delivers exactly the
+    wanted messages, in order, each read at most max_count of them and, past its first, within
+    max_bytes of records."""
+    stream = str(tmp_path / "s")
+    tag_list: list[str | None] = [f"t{i % share}" for i in range(300)]
+    _write(stream, tag_list, segment_size_bytes=4096)
+    reader = StreamReader.open(stream).partition(0)
+    got: list[int] = []
+    with reader.cursor(0) as cursor:
+        while True:
+            messages, passed = cursor.read_tagged(max_count, 64, tags.TagFilter(wanted), max_bytes)
+            if not passed:
+                break
+            assert len(messages) <= max_count
+            if max_bytes is not None and len(messages) > 1:
+                sizes = [len(encode_record(m.value, m.key, m.timestamp_ns, None, 0, m.tag)) for m in messages]
+                assert sum(sizes[:-1]) < max_bytes
+            assert all(m.offset < cursor.position for m in messages)
+            got += [m.offset for m in messages]
+    assert got == [i for i, tag in enumerate(tag_list) if tag in wanted]
