@@ -110,13 +110,14 @@ class Turns:
     (Trio's ``run_sync_soon`` costs a system call each).
     """
 
-    def __init__(
-        self, lock: FileLock, call_soon: Callable[[Callable[[], None]], None], limiter: anyio.CapacityLimiter
-    ) -> None:
+    def __init__(self, lock: FileLock, call_soon: Callable[[Callable[[], None]], None], partition_count: int) -> None:
         self.lock = lock
         self.lanes: list[Lane] = []
         self._call_soon = call_soon
-        self._limiter = limiter
+        # The worker threads that wait for a lock (the turn, one per lane): their own limiter, so
+        # waiting writers never take the threads a lock holder needs to finish (a roll, an fsync)
+        # and let go. Each lane waits for one lock at a time, and the producer for one turn.
+        self.waits = anyio.CapacityLimiter(partition_count + 1)
         self._due: list[Lane] = []
         self._scheduled = False
         self._held_since = 0.0
@@ -146,7 +147,7 @@ class Turns:
             if self.lock.held:
                 return
             if not self.lock.try_acquire():
-                await anyio.to_thread.run_sync(self.lock.acquire, limiter=self._limiter)
+                await anyio.to_thread.run_sync(self.lock.acquire, limiter=self.waits)
             self._taken()
 
     def _taken(self) -> None:
@@ -172,15 +173,26 @@ class Turns:
 
     def _schedule(self) -> None:
         if not self._scheduled:
-            self._scheduled = True
             self._call_soon(self._run)
+            self._scheduled = True
 
     def _run(self) -> None:
+        """The look at the loop's turn. It must not raise: a look cut short would leave a lock held
+        with no look to come (each is scheduled once), and every other writer waiting for it; Trio
+        would also end the run. So a lane whose look fails lets go, and the error is logged."""
         self._scheduled = False
         due, self._due = self._due, []
-        yielding = self.yielding() if due else False
+        try:
+            yielding = self.yielding() if due else False
+        except Exception:
+            logger.exception("adiskq: the look at the turn lock failed; letting go")
+            yielding = True
         for lane in due:
-            lane.look_at_lock(yielding)
+            try:
+                lane.look_at_lock(yielding)
+            except Exception:
+                logger.exception("adiskq: partition %d: the look at its lock failed; letting go", lane.partition_number)
+                lane.release_quietly()
         if self.lock.held and not any(lane.busy for lane in self.lanes):
             self.release()
 
@@ -254,7 +266,7 @@ class Lane:
         if not lock.held:
             await self._turns.take()
             if not lock.try_acquire():
-                await anyio.to_thread.run_sync(lock.acquire, limiter=self._limiter)
+                await anyio.to_thread.run_sync(lock.acquire, limiter=self._turns.waits)
         if not self._fresh:
             if not self.partition.refresh_quick():
                 repairs = await anyio.to_thread.run_sync(self._refresh_locked, limiter=self._limiter)
@@ -291,11 +303,24 @@ class Lane:
             self._schedule_release()
 
     def release(self) -> None:
-        """Let go of the partition's lock (its buffered index entries written first)."""
+        """Let go of the partition's lock (its buffered index entries written first). The lock is
+        released even when this raises (``PartitionWriter.let_go``)."""
         self._fresh = False
         self._wrote = False
         self._idle_looks = 0
         self.partition.let_go()
+
+    def release_quietly(self) -> None:
+        """``release`` where raising would skip other releases (a look, closing): errors logged."""
+        try:
+            self.release()
+        except Exception:
+            logger.exception("adiskq: partition %d: letting go of its lock failed", self.partition_number)
+
+    @property
+    def partition_number(self) -> int:
+        """The partition this lane writes."""
+        return self.partition.partition
 
     # -- inline writes ---------------------------------------------------------------------------
 
@@ -385,18 +410,32 @@ class Lane:
             await self._commit(batch)
         finally:
             self._committing = None
-            lock = self._lock
-            if lock is not None and lock.held:
-                assert self._turns is not None
-                if lock.contended() or self._turns.yielding():
-                    self.release()  # another writer is queued: it goes before our next batch
-                    self._turns.add(self)  # and the turn goes too, if no other lane holds a lock
-                else:
-                    self._wrote = True
-                    self._schedule_release()
-            elif self._turns is not None:
-                self._turns.add(self)  # the turn may go
-            batch.done.set()
+            try:
+                self._after_commit()
+            finally:
+                batch.done.set()  # whatever happened to the locks: the batch's pushes must not wait on
+
+    def _after_commit(self) -> None:
+        """A shared producer's lane after a batch: let go of the partition's lock at once if another
+        writer waits for it (or for the turn), else keep it until the next look. Any error lets go."""
+        lock = self._lock
+        turns = self._turns
+        if lock is None or turns is None:
+            return
+        if not lock.held:
+            turns.add(self)  # the turn may go
+            return
+        try:
+            hand_over = lock.contended() or turns.yielding()
+        except Exception:
+            logger.exception("adiskq: partition %d: the look at its lock failed; letting go", self.partition_number)
+            hand_over = True
+        if hand_over:
+            self.release_quietly()  # another writer is queued: it goes before our next batch
+            turns.add(self)  # and the turn goes too, if no other lane holds a lock
+        else:
+            self._wrote = True
+            self._schedule_release()
 
     async def drain(self) -> None:
         """Wait until every batched push is committed."""

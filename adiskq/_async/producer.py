@@ -298,7 +298,11 @@ class Producer:
             raise
         stream, real = opened[0]
         self._stream = stream
-        turns = Turns(turn_lock(stream.path, stream.mode), _loop_scheduler(), self._limiter) if self.shared else None
+        turns = (
+            Turns(turn_lock(stream.path, stream.mode), _loop_scheduler(), len(stream.partitions))
+            if self.shared
+            else None
+        )
         settings = stream.settings
         self._partition_count = settings.partition_count
         self._max_message_bytes = settings.max_message_bytes
@@ -389,8 +393,9 @@ class Producer:
                 for lane in self._lanes:
                     await lane.drain()
             finally:
+                # Every lock goes, whatever fails on the way: a lock left held stops every other writer.
                 for lane in self._lanes:
-                    lane.release()
+                    lane.release_quietly()
                 if self._turns is not None:
                     self._turns.release()
                     self._turns.lock.close()

@@ -17,6 +17,11 @@ someone is, it fails and the caller queues too.
 
 The order they are taken in is always setup, then vacuum, then the turn, then a partition (the Spark sink takes
 several partitions, in ascending order), so no two producers can wait for each other.
+
+The looks that do not wait (``try_acquire``, ``contended``) never raise for a failed probe of the
+queue (``flock`` may fail, e.g. ``ENOLCK``): they answer as if someone were queued, so the caller lets
+go or takes the waiting road, which is always safe. A holder that got an exception instead would
+skip the release that follows, and keep every other writer waiting.
 """
 
 from __future__ import annotations
@@ -60,19 +65,16 @@ class FileLock:
         """Take the lock if it is free now; False if another holder has it."""
         if self.held:
             return True
-        queue = None if self._queue is None else self._queue._descriptor()
-        if queue is not None:
-            try:
-                fcntl.flock(queue, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False  # a waiter is queued: it goes first
+        queue = self._queue
+        if queue is not None and not queue._probe():
+            return False  # a waiter is queued: it goes first
         try:
             fcntl.flock(self._descriptor(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
         finally:
             if queue is not None:
-                self._queue._unlock()  # type: ignore[union-attr]
+                queue._unlock()
         self.held = True
         return True
 
@@ -81,12 +83,19 @@ class FileLock:
         queue = self._queue
         if queue is None:
             return False
-        try:
-            fcntl.flock(queue._descriptor(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not queue._probe():
             return True
         queue._unlock()
         return False
+
+    def _probe(self) -> bool:
+        """Take this (queue) lock shared without waiting: True if taken (the caller unlocks), False
+        if a waiter holds it, or if the probe itself failed (see the module docstring)."""
+        try:
+            fcntl.flock(self._descriptor(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:  # BlockingIOError: queued; any other: cannot tell, so answer "queued"
+            return False
+        return True
 
     def acquire(self) -> None:
         """Take the lock, waiting for its holder (holds are short: an append, an open, a vacuum)."""
@@ -123,7 +132,10 @@ class FileLock:
         fd, self._fd = self._fd, None
         self.held = False
         if fd is not None:
-            os.close(fd)  # closing the last descriptor drops the lock too
+            # Closing the last descriptor drops the lock too; Linux frees the descriptor even when
+            # close reports an error, so there is nothing to retry.
+            with contextlib.suppress(OSError):
+                os.close(fd)
         if self._queue is not None:
             self._queue.close()
 
