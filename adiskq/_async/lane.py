@@ -15,16 +15,17 @@ There is no background task: the pushing tasks do the work, so a producer never 
 open around its caller's code. Once a push has joined a batch its wait is shielded from
 cancellation, so a cancelled push has either been written with its offset or not at all.
 
-A shared producer's lane appends only while it holds the partition's ``flock``, with its view of the
-partition brought up to date (``PartitionWriter.refresh_quick``/``refresh``). It takes the lock for
-a run of writes, not for each: inline writes take it without waiting (or fall back to a batch, whose
-leader waits for it in a worker thread). At each turn of the event loop (a callback scheduled when
-the lock was taken) the lane lets go if another writer is queued for the lock or if it wrote nothing
-in the last two turns, and keeps it otherwise; a batch lets go as soon as it is committed if another
-writer is queued. So a lone producer pushing in a loop keeps the lock (and pays next to nothing for
-sharing), writers that contend take turns at every turn of their loops (every 32 pushes at most, or
-every batch, whose fsync in ``flush="sync"`` is within one hold), and an idle producer lets go within
-one turn: no lock outlives the code that used it.
+A shared producer's lane appends only while it holds the partition's ``flock`` (after the
+producer's turn, ``Turns``), with its view of the partition brought up to date
+(``PartitionWriter.refresh_quick``/``refresh``). It takes the lock for a run of writes, not for
+each: inline writes take it without waiting (or fall back to a batch, whose leader waits for it in a
+worker thread). At each turn of the event loop (a callback scheduled when the lock was taken) the
+lane lets go if another writer is queued for the lock, if the producer's turn is being handed over,
+or if it wrote nothing in the last two turns, and keeps it otherwise; a batch looks the same way as
+soon as it is committed. So a lone producer pushing in a loop keeps its locks (and pays next to
+nothing for sharing), contending producers take turns of a few milliseconds, a batch's fsync in
+``flush="sync"`` is within one hold, and an idle producer lets go within two turns of its loop: no
+lock outlives the code that used it by more.
 """
 
 from __future__ import annotations
