@@ -7,11 +7,27 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import adiskq
 from adiskq._storage.stream import StreamReader
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+LIVE: list[Writer] = []
+
+
+def dump_stacks() -> None:
+    """Every live writer prints its threads' stacks (to the test's stderr), and the held locks: what
+    a hung test needs to be understood."""
+    for writer in LIVE:
+        if writer.child.poll() is None:
+            print(f"--- writer {writer.name}, pid {writer.child.pid}", file=sys.stderr, flush=True)
+            writer.child.send_signal(signal.SIGUSR1)
+            time.sleep(0.5)  # diagnostics of a failed test, not a wait for an event
+    with open("/proc/locks") as locks:
+        print(locks.read(), file=sys.stderr, flush=True)
 
 
 class Writer:
@@ -28,6 +44,7 @@ class Writer:
         self.child = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, text=True)
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
+        LIVE.append(self)
 
     def _read(self) -> None:
         assert self.child.stdout is not None
@@ -47,6 +64,8 @@ class Writer:
         """Wait until ``count`` receipts came (or the child exited)."""
         with self.changed:
             done = self.changed.wait_for(lambda: len(self.lines) >= count or not self._thread.is_alive(), timeout)
+        if not done:
+            dump_stacks()
         assert done, f"writer {self.name} acknowledged {len(self.lines)} of {count} in {timeout} s"
 
     def kill(self) -> list[str]:
@@ -57,6 +76,8 @@ class Writer:
     def finish(self, timeout: float = 120) -> list[str]:
         """Wait for the child to end; its receipts."""
         self.child.wait(timeout=timeout)
+        if self in LIVE:
+            LIVE.remove(self)
         self._thread.join(timeout=30)
         assert self.child.stdout is not None
         self.child.stdout.close()

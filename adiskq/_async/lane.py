@@ -250,12 +250,15 @@ class Lane:
         lock = self._lock
         assert lock is not None
         assert self._turns is not None
-        if not lock.held:
-            if not self._turns.try_take() or not lock.try_acquire():
+        try:
+            if not lock.held:
+                if not self._turns.try_take() or not lock.try_acquire():
+                    return False
+                self._schedule_release()
+            if not self.partition.refresh_quick():
                 return False
-            self._schedule_release()
-        if not self.partition.refresh_quick():
-            return False
+        except OSError:
+            return False  # a batch tries again, and reports the error to its pushes if it stays
         self._fresh = True
         return True
 
