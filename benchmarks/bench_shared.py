@@ -13,8 +13,15 @@ Workloads (100-byte values, a distinct key per message, 4 partitions, flush="asy
   such process alone, and SQLite in WAL mode with four writer processes (``busy_timeout``, one INSERT
   per transaction, ``synchronous=NORMAL``: like flush="async", durable against a process crash).
 
-    python benchmarks/bench_shared.py            # full run, medians of 3
-    python benchmarks/bench_shared.py --quick    # a few thousand messages, for the test suite
+Each round measures every peer back to back (exclusive and shared in alternating order; one writer,
+four writers and SQLite's four), and the ratios printed are the medians of each round's own ratios,
+so load that changes between rounds on a shared machine moves them less. ``--baseline DIR`` adds
+four writer processes running the adiskq package found in ``DIR`` (e.g. an earlier commit's, from
+``git archive COMMIT adiskq | tar -x -C DIR``, with the compiled core copied in) to every round.
+
+    python benchmarks/bench_shared.py                  # full run, medians of 5 rounds
+    python benchmarks/bench_shared.py --quick          # a few thousand messages, for the test suite
+    python benchmarks/bench_shared.py --baseline /tmp/before
 """
 
 from __future__ import annotations
@@ -121,14 +128,21 @@ def prepare_sqlite(path: str) -> None:
     db.close()
 
 
-def run_processes(kind: str, path: str, processes: int, count: int, backend: str) -> dict[str, float]:
-    """Start the writers, let them all go at once, and gather aggregate msg/s and latencies."""
+def run_processes(
+    kind: str, path: str, processes: int, count: int, backend: str, package: str | None = None
+) -> dict[str, float]:
+    """Start the writers (importing adiskq from ``package`` if given), let them all go at once, and
+    gather aggregate msg/s and latencies."""
+    environment = None
+    if package is not None:
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join([package, os.environ.get("PYTHONPATH", "")])}
     children = [
         subprocess.Popen(
             [sys.executable, __file__, "--child", kind, path, str(count), f"p{n}-", backend],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            env=environment,
         )
         for n in range(processes)
     ]
@@ -153,9 +167,8 @@ def run_processes(kind: str, path: str, processes: int, count: int, backend: str
     }
 
 
-def median_report(runs: int, measure: Callable[[], dict[str, float]]) -> dict[str, float]:
-    reports = [measure() for _ in range(runs)]
-    return {name: statistics.median(r[name] for r in reports) for name in reports[0]}
+def median(values: list[float]) -> float:
+    return statistics.median(values)
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -163,9 +176,10 @@ def median_report(runs: int, measure: Callable[[], dict[str, float]]) -> dict[st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="tiny counts, one run: checks the script works")
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="tiny counts, one round: checks the script works")
+    parser.add_argument("--runs", type=int, default=5, help="rounds (default 5)")
     parser.add_argument("--dir", help="where the streams go (default: a temporary folder)")
+    parser.add_argument("--baseline", help="a folder holding another adiskq package: its 4 writers join each round")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -177,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.runs < 1:
         parser.error("--runs takes 1 or more")
+    baseline = os.path.abspath(args.baseline) if args.baseline else None
+    if baseline is not None and not os.path.isfile(os.path.join(baseline, "adiskq", "__init__.py")):
+        parser.error(f"--baseline {args.baseline}: no adiskq package there (adiskq/__init__.py)")
     runs = 1 if args.quick else args.runs
     single = 2_000 if args.quick else 100_000
     batched = 2_000 if args.quick else 300_000
@@ -189,67 +206,79 @@ def main(argv: list[str] | None = None) -> int:
     def stream(name: str) -> str:
         return os.path.join(fresh(name), "stream")
 
-    results: dict[str, float] = {}
-    processes: dict[str, dict[str, float]] = {}
+    def sqlite_run() -> dict[str, float]:
+        path = fresh("sqlite")
+        prepare_sqlite(path)
+        return run_processes("sqlite", path, 4, per_process, "-")
+
+    rates: dict[str, list[float]] = {}  # W1/W2 figures of each round
+    ratios: dict[str, list[float]] = {}  # each round's own ratios
+    processes: dict[str, list[dict[str, float]]] = {}
     try:
-        for backend in ("asyncio", "trio"):
-            for workload, count, measure in (("W1", single, w1), ("W2", batched, w2)):
-                for mode in ("exclusive", "shared"):
-                    results[f"{workload} {backend} {mode}"] = median_of(
-                        runs,
-                        lambda measure=measure, count=count, mode=mode, backend=backend: anyio.run(
-                            measure, stream("w"), count, mode == "shared", backend=backend
-                        ),
-                    )
-        for backend in ("asyncio", "trio"):
-            for writers in (1, 4):
-                processes[f"adiskq {backend} {writers}"] = median_report(
-                    runs,
-                    lambda writers=writers, backend=backend: run_processes(
-                        "adiskq", stream("p"), writers, per_process, backend
-                    ),
-                )
-
-        def sqlite_run() -> dict[str, float]:
-            path = fresh("sqlite")
-            prepare_sqlite(path)
-            return run_processes("sqlite", path, 4, per_process, "-")
-
-        processes["sqlite 4"] = median_report(runs, sqlite_run)
+        for round_number in range(runs):
+            for backend in ("asyncio", "trio"):
+                for workload, count, measure in (("W1", single, w1), ("W2", batched, w2)):
+                    modes = ("exclusive", "shared") if round_number % 2 == 0 else ("shared", "exclusive")
+                    got = {}
+                    for mode in modes:
+                        got[mode] = anyio.run(measure, stream("w"), count, mode == "shared", backend=backend)
+                        rates.setdefault(f"{workload} {backend} {mode}", []).append(got[mode])
+                    ratios.setdefault(f"{workload} {backend}", []).append(got["shared"] / got["exclusive"])
+            sqlite = sqlite_run()
+            processes.setdefault("sqlite 4", []).append(sqlite)
+            for backend in ("asyncio", "trio"):
+                peers = [("adiskq", None, 1), ("adiskq", None, 4)]
+                if baseline is not None:
+                    peers.append(("baseline", baseline, 4))
+                got_rates = {}
+                for name, package, writers in peers:
+                    report = run_processes("adiskq", stream("p"), writers, per_process, backend, package)
+                    processes.setdefault(f"{name} {backend} {writers}", []).append(report)
+                    got_rates[f"{name} {writers}"] = report["rate"]
+                ratios.setdefault(f"4/1 {backend}", []).append(got_rates["adiskq 4"] / got_rates["adiskq 1"])
+                for name, rate in got_rates.items():
+                    ratios.setdefault(f"{name} {backend}/sqlite", []).append(rate / sqlite["rate"])
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
     print(
-        f"adiskq shared-producer benchmark ({'quick' if args.quick else f'median of {runs}'}; "
+        f"adiskq shared-producer benchmark ({'quick' if args.quick else f'medians of {runs} rounds'}; "
         f"Python {sys.version.split()[0]}; load {os.getloadavg()[0]:.1f})"
     )
     print(f"{'workload':<24} {'exclusive msg/s':>16} {'shared msg/s':>14} {'shared/exclusive':>17}  target")
     for workload in ("W1", "W2"):
         for backend in ("asyncio", "trio"):
-            exclusive = results[f"{workload} {backend} exclusive"]
-            shared = results[f"{workload} {backend} shared"]
-            ratio = shared / exclusive
+            exclusive = median(rates[f"{workload} {backend} exclusive"])
+            shared = median(rates[f"{workload} {backend} shared"])
+            ratio = median(ratios[f"{workload} {backend}"])
             verdict = "met" if ratio >= 0.85 else "MISSED"
             print(
                 f"{workload + ' ' + backend:<24} {exclusive:>16,.0f} {shared:>14,.0f} {ratio:>16.2f}x"
                 f"  >= 0.85x: {verdict}"
             )
-    sqlite = processes["sqlite 4"]
     print(f"{'writer processes':<24} {'msg/s':>16} {'p50 µs':>10} {'p99 µs':>10} {'vs sqlite 4':>12}")
-    for name, report in processes.items():
+    for name, reports in processes.items():
+        versus = 1.0 if name == "sqlite 4" else median(ratios[_ratio_key(name)])
+        figures = {field: median([r[field] for r in reports]) for field in ("rate", "p50_us", "p99_us")}
         print(
-            f"{name:<24} {report['rate']:>16,.0f} {report['p50_us']:>10.1f} {report['p99_us']:>10.1f} "
-            f"{report['rate'] / sqlite['rate']:>11.2f}x"
+            f"{name:<24} {figures['rate']:>16,.0f} {figures['p50_us']:>10.1f} {figures['p99_us']:>10.1f} "
+            f"{versus:>11.2f}x"
         )
     for backend in ("asyncio", "trio"):
-        four = processes[f"adiskq {backend} 4"]["rate"]
-        one = processes[f"adiskq {backend} 1"]["rate"]
+        versus_sqlite = median(ratios[f"adiskq 4 {backend}/sqlite"])
+        versus_one = median(ratios[f"4/1 {backend}"])
         print(
-            f"4 shared writers, {backend}: {four / sqlite['rate']:.2f}x sqlite 4 (target >= 3x: "
-            f"{'met' if four >= 3 * sqlite['rate'] else 'MISSED'}); {four / one:.2f}x one writer "
-            f"(target >= 1x: {'met' if four >= one else 'MISSED'})"
+            f"4 shared writers, {backend}: {versus_sqlite:.2f}x sqlite 4 (target >= 3x: "
+            f"{'met' if versus_sqlite >= 3 else 'MISSED'}); {versus_one:.2f}x one writer "
+            f"(target >= 1x: {'met' if versus_one >= 1 else 'MISSED'})"
         )
     return 0
+
+
+def _ratio_key(name: str) -> str:
+    """``adiskq asyncio 4`` -> ``adiskq 4 asyncio/sqlite``, the key of its ratios to SQLite."""
+    peer, backend, writers = name.split()
+    return f"{peer} {writers} {backend}/sqlite"
 
 
 if __name__ == "__main__":

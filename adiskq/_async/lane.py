@@ -128,6 +128,7 @@ class Turns:
         self._due: list[Lane] = []
         self._scheduled = False
         self._probe_at = 0.0  # when the turn's queue is next looked at
+        self.pushing = 0  # the producer's push_many calls under way (their lanes are not idle)
         self._taking = anyio.Lock()
         # Handing the turn over: no lane takes a partition's lock until the turn was let go.
         self._handing_over = False
@@ -325,7 +326,8 @@ class Lane:
                 return
         # Idle for two looks in a row, not one: Trio may run this callback twice between two
         # turns of a task that is pushing (it shuffles the tasks it runs in a batch).
-        self._idle_looks = 0 if self._wrote else self._idle_looks + 1
+        pushing = self._turns is not None and self._turns.pushing > 0
+        self._idle_looks = 0 if self._wrote or pushing else self._idle_looks + 1
         self._wrote = False
         if self._idle_looks >= 2:
             self.release()

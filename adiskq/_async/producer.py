@@ -528,6 +528,18 @@ class Producer:
                 failed after another's was committed; ``.receipts`` says which records were written.
             OSError: the disk failed the write (ENOSPC, EIO, EFBIG) and nothing was written.
         """
+        turns = self._turns
+        if turns is None:
+            return await self._push_many(records)
+        # A large batch lets other tasks run while it encodes, before it writes: those turns of the
+        # loop must not count as the lanes being idle, or they let go of their locks in between.
+        turns.pushing += 1
+        try:
+            return await self._push_many(records)
+        finally:
+            turns.pushing -= 1
+
+    async def _push_many(self, records: Iterable[Record | bytes]) -> list[Receipt]:
         await anyio.lowlevel.checkpoint_if_cancelled()
         if self._state != "open":
             self._check_open()
