@@ -8,10 +8,13 @@ wakes a reader once, not once per file written. Consumers whose producer runs in
 watch nothing: the producer wakes them directly (wakeup.py), and kernel events would only wake them
 a second time.
 
-Nobody runs a background task. In each event loop, one of the tasks that are waiting reads the
-inotify descriptor (``anyio.wait_readable``, so asyncio and Trio share the code) and wakes the
-waiters the events are for, in any thread; when it stops waiting, it hands the reading over to
-another waiting task of its loop. asyncinotify parses the events (its own ``get()`` is asyncio-only).
+Nobody runs a background task. Each event loop reads the inotify descriptor while some of its
+tasks wait, and wakes the waiters the events are for, in any thread. On asyncio the loop does it in
+a reader callback, registered while its tasks wait (not around every wait), so a wake-up costs one
+loop dispatch and one task step. On Trio one of the waiting tasks reads (``anyio.wait_readable``)
+and, when it stops waiting, hands the reading over to another waiting task of its loop.
+asyncinotify makes the instance and the watches; the events are read with ``os.read`` and parsed
+here, ten times cheaper than its reader (``benchmarks/wakeup_breakdown.py`` times each step).
 
 A slow poll backs inotify up (its queue can overflow; renamed or deleted files drop their watches)
 and replaces it where there is none: other OSes, ``ADISKQ_NOTIFY=poll``, or an exhausted instance
@@ -20,12 +23,15 @@ limit. Waiters woken for nothing simply look again: a spurious wake-up is cheap,
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import errno
 import logging
 import os
+import struct
 import threading
+import weakref
 from typing import Final
 
 import anyio
@@ -52,7 +58,13 @@ logger = logging.getLogger("adiskq")
 BACKUP_POLL_SECONDS: Final = 1.0  # with inotify: only overflows and odd filesystems rely on it
 FALLBACK_POLL_SECONDS: Final = 0.05  # without inotify, this is the wake-up latency
 _ENV_MODE: Final = "ADISKQ_NOTIFY"  # "poll" forces polling; anything else: inotify where possible
-_EVENTS_PER_READ: Final = 256
+# struct inotify_event (inotify(7)): int wd; u32 mask, cookie, len; then len bytes of NUL-padded name.
+_EVENT_HEADER: Final = struct.Struct("=iIII")
+_EVENT_HEADER_BYTES: Final = _EVENT_HEADER.size
+_LARGEST_EVENT_BYTES: Final = _EVENT_HEADER_BYTES + 256  # NAME_MAX + 1
+_READ_BYTES: Final = 4096  # a short read means the queue is empty; a full one is read again
+_IN_Q_OVERFLOW: Final = 0x4000
+_IN_IGNORED: Final = 0x8000
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -64,6 +76,10 @@ class Watch:
     native: object | None  # asyncinotify.Watch, or None when polling
     refs: int = 1
     waiters: tuple[Waiter, ...] = ()  # copy-on-write, read without the lock
+    suffix_bytes: bytes | None = dataclasses.field(init=False)  # the suffix as the kernel names it
+
+    def __post_init__(self) -> None:
+        self.suffix_bytes = None if self.suffix is None else os.fsencode(self.suffix)
 
 
 @dataclasses.dataclass(slots=True)
@@ -72,6 +88,14 @@ class _LoopReader:
 
     waiting: list[Waiter] = dataclasses.field(default_factory=list)
     reader: Waiter | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class _AsyncioListener:
+    """The reading callback registered with one asyncio loop, and how many of its tasks wait."""
+
+    fd: int
+    waiting: int = 0
 
 
 _loop_reader: anyio.lowlevel.RunVar[_LoopReader] = anyio.lowlevel.RunVar("adiskq_inotify_reader")
@@ -84,7 +108,7 @@ class Notifier:
         self._inotify: asyncinotify.Inotify | None = None
         if not polling and asyncinotify is not None:
             try:
-                self._inotify = asyncinotify.Inotify(cache_size=_EVENTS_PER_READ)
+                self._inotify = asyncinotify.Inotify()
                 # asyncinotify's InitFlags.NONBLOCK is O_CLOEXEC by mistake (4.x): set it here, or a
                 # read with nothing queued would block the event loop.
                 os.set_blocking(self._inotify.fd, False)
@@ -93,6 +117,10 @@ class Notifier:
         self._lock = threading.Lock()
         self._by_path: dict[str, Watch] = {}
         self._by_wd: dict[int, Watch] = {}
+        # asyncio loops whose callback reads the descriptor; only each loop's own thread touches its entry
+        self._asyncio_listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _AsyncioListener] = (
+            weakref.WeakKeyDictionary()
+        )
         self.closed = False
 
     @property
@@ -170,6 +198,9 @@ class Notifier:
             with anyio.move_on_after(max_seconds):
                 await waiter.wait_event()
             return
+        if waiter.asyncio_loop is not None:
+            await self._wait_in_asyncio(waiter, waiter.asyncio_loop, max_seconds)
+            return
         try:
             loop = _loop_reader.get()
         except LookupError:
@@ -206,16 +237,62 @@ class Notifier:
                         other.nudge()
                         break
 
+    async def _wait_in_asyncio(self, waiter: Waiter, loop: asyncio.AbstractEventLoop, max_seconds: float) -> None:
+        """``wait`` on asyncio: the loop itself reads the descriptor, in a callback.
+
+        The callback stays registered from one wait to the next (``anyio.wait_readable`` adds and
+        removes it every time, and wakes a task that then reads), so a wake-up costs the event
+        loop's own dispatch and one task step. It goes once an event finds no task of the loop
+        waiting. A cancelled wait ends as any asyncio await does.
+        """
+        listener = self._asyncio_listeners.get(loop)
+        if listener is None:
+            listener = self._listen_in(loop)
+        listener.waiting += 1
+        # The deadline is a loop timer that nudges the waiter (ending the wait without a wake-up),
+        # not a cancel scope: entering and leaving one costs more than the rest of the wake-up.
+        deadline = loop.call_later(max_seconds, waiter.nudge)
+        try:
+            await waiter.wait_event()
+        finally:
+            deadline.cancel()
+            listener.waiting -= 1
+
+    def _listen_in(self, loop: asyncio.AbstractEventLoop) -> _AsyncioListener:
+        """Register the reading callback with ``loop`` (from a task of that loop)."""
+        assert self._inotify is not None
+        listener = _AsyncioListener(self._inotify.fd)
+        with self._lock:
+            loop.add_reader(listener.fd, self._readable_in, loop, listener)
+            self._asyncio_listeners[loop] = listener
+        return listener
+
+    def _readable_in(self, loop: asyncio.AbstractEventLoop, listener: _AsyncioListener) -> None:
+        """The descriptor is readable in ``loop``: dispatch; stop listening there if no task waits."""
+        self.dispatch()
+        if listener.waiting == 0 or self._inotify is None:
+            self._stop_listening(loop, listener)
+
+    def _stop_listening(self, loop: asyncio.AbstractEventLoop, listener: _AsyncioListener) -> None:
+        with self._lock:
+            if self._asyncio_listeners.get(loop) is listener:
+                del self._asyncio_listeners[loop]
+                loop.remove_reader(listener.fd)
+
     def dispatch(self) -> None:
-        """Read every queued event and wake the waiters they concern."""
+        """Read every queued event and wake the waiters they concern.
+
+        The events are read straight from the descriptor and parsed here: asyncinotify's reader
+        builds an ``IntFlag``, a ctypes struct, a ``Path`` and an object per event, and costs ~30 µs
+        a wake-up (benchmarks/RESULTS.md, issue 16), a quarter of a cross-process wake-up.
+        """
         inotify = self._inotify
         if inotify is None:
             return
-        Mask = asyncinotify.Mask
         by_wd = self._by_wd
         while True:
             try:
-                event = inotify.sync_get()
+                buffer = os.read(inotify.fd, _READ_BYTES)
             except BlockingIOError:
                 return
             except OSError as error:  # pragma: no cover - the descriptor is unusable: poll from now on
@@ -223,23 +300,28 @@ class Notifier:
                 self._wake_everyone()
                 self._inotify = None
                 return
-            if event is None:  # pragma: no cover - only with a sync timeout, which is not used
-                return
-            mask = event.mask
-            if Mask.Q_OVERFLOW in mask:
-                self._wake_everyone()
-                continue
-            native = event.watch
-            watch = None if native is None else by_wd.get(native.wd)
-            if watch is None:
-                continue
-            if watch.suffix is not None:
-                name = event.name
-                if name is None or not name.name.endswith(watch.suffix):
+            size = len(buffer)
+            position = 0
+            while position < size:
+                wd, mask, _cookie, name_bytes = _EVENT_HEADER.unpack_from(buffer, position)
+                name_start = position + _EVENT_HEADER_BYTES
+                position = name_start + name_bytes
+                if mask & _IN_Q_OVERFLOW:
+                    self._wake_everyone()
                     continue
-            for other in watch.waiters:
-                if not other.fired:
-                    other.wake()
+                if mask & _IN_IGNORED:  # the kernel dropped the watch (file deleted, or rm_watch)
+                    _forget_native_watch(inotify, wd)
+                watch = by_wd.get(wd)
+                if watch is None:
+                    continue
+                suffix = watch.suffix_bytes
+                if suffix is not None and not buffer[name_start:position].rstrip(b"\0").endswith(suffix):
+                    continue
+                for other in watch.waiters:
+                    if not other.fired:
+                        other.wake()
+            if size < _READ_BYTES - _LARGEST_EVENT_BYTES:  # the queue is drained: no need to read EAGAIN
+                return
 
     def _wake_everyone(self) -> None:
         with self._lock:
@@ -254,7 +336,38 @@ class Notifier:
         inotify, self._inotify = self._inotify, None
         if inotify is not None:
             self._wake_everyone()
+            self._forget_asyncio_listeners()
             inotify.close()
+
+    def _forget_asyncio_listeners(self) -> None:
+        """Unregister the reading callbacks before the descriptor closes: a loop left listening to
+        a closed number would trip over the next file to get it."""
+        with self._lock:
+            listeners = list(self._asyncio_listeners.items())
+        for loop, listener in listeners:
+            with contextlib.suppress(RuntimeError):  # that loop is closed: its registrations went with it
+                if _running_loop() is loop:
+                    self._stop_listening(loop, listener)
+                else:
+                    loop.call_soon_threadsafe(self._stop_listening, loop, listener)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _forget_native_watch(inotify: asyncinotify.Inotify, wd: int) -> None:
+    """Drop asyncinotify's record of a watch the kernel has dropped.
+
+    Its own reader, which this module does not use, does that on the IN_IGNORED event; without it
+    asyncinotify would keep one small object per watch ever removed (a segment roll removes one).
+    """
+    table = getattr(inotify, "_watches", None)
+    if isinstance(table, dict):
+        table.pop(wd, None)
 
 
 _notifier: Notifier | None = None

@@ -6,7 +6,7 @@ protocol that loses none).
 from __future__ import annotations
 
 import collections.abc
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Final, Literal, Self
 
@@ -188,8 +188,12 @@ class _Reader:
         # messages without a coroutine each (in C with the compiled core).
         return self._messages
 
-    def __anext__(self) -> Awaitable[Message]:
-        return self._messages.__anext__()
+    async def __anext__(self) -> Message:
+        # A coroutine, so that a call can become a task (``asyncio.create_task(anext(consumer))``,
+        # ``tg.start_soon(consumer.__anext__)``) whichever core runs: the compiled buffer's
+        # __anext__ gives a buffered message as an awaitable that is not one. ``async for`` does
+        # not come here (``__aiter__`` gives it the buffer itself).
+        return await self._messages.__anext__()
 
     async def _refill(self) -> Message:
         """``async for``'s step when nothing is buffered: read (or wait for) the next batch."""

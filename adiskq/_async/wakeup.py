@@ -46,25 +46,37 @@ def _threadsafe_caller(native_token: object) -> Callable[[Callable[[], object]],
 
 
 class Waiter:
-    """One task's readiness to be woken: armed per wait, woken by any thread."""
+    """One task's readiness to be woken: armed per wait, woken by any thread.
 
-    __slots__ = ("_call_soon", "_thread", "event", "fired", "scope")
+    On asyncio the wait is a bare future of the loop: ``anyio.Event`` wraps an ``asyncio.Event``
+    that makes its own future per wait, layers that a wake-up pays for on its way to the task.
+    """
+
+    __slots__ = ("_call_soon", "_thread", "_token", "asyncio_loop", "event", "fired", "scope")
 
     def __init__(self) -> None:
-        self.event: anyio.Event | None = None
+        self.event: anyio.Event | asyncio.Future[None] | None = None
         self.fired = True  # not armed: wakes are ignored until arm()
         self.scope: anyio.CancelScope | None = None  # set while this task reads inotify (notify.py)
+        self.asyncio_loop: asyncio.AbstractEventLoop | None = None  # the loop it waits in, on asyncio
+        self._token: object = None  # the event loop it waits in (asyncio loop or Trio token)
         self._thread = 0
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
 
     def arm(self) -> None:
         """Ready for one wait; call from the waiting task, before the last check for data."""
-        thread = threading.get_ident()
-        if thread != self._thread or self._call_soon is None:
-            self._thread = thread
-            self._call_soon = _threadsafe_caller(anyio.lowlevel.current_token().native_token)
-        self.event = anyio.Event()
+        token = anyio.lowlevel.current_token().native_token
+        if token is not self._token:  # first wait, or a wait in another event loop than the last
+            self._token = token
+            self._thread = threading.get_ident()
+            self._call_soon = _threadsafe_caller(token)
+            self.asyncio_loop = token if isinstance(token, asyncio.AbstractEventLoop) else None
+        self.event = self._new_event()
         self.fired = False
+
+    def _new_event(self) -> anyio.Event | asyncio.Future[None]:
+        loop = self.asyncio_loop
+        return anyio.Event() if loop is None else loop.create_future()
 
     def wake(self) -> None:
         """End the current wait (if armed); safe from any thread, cheap when already woken."""
@@ -81,7 +93,7 @@ class Waiter:
         self.fired = True
         event = self.event
         if event is not None:
-            event.set()
+            _set_event(event)
         scope = self.scope
         if scope is not None:  # it is reading inotify for its loop: stop that
             scope.cancel()
@@ -90,21 +102,32 @@ class Waiter:
         """Wake the waiting task without marking the wait done (same thread only)."""
         event = self.event
         if event is not None:
-            event.set()
+            _set_event(event)
 
     async def wait_event(self) -> None:
         """Sleep until ``wake`` or ``nudge``; re-arms the event after a nudge."""
         event = self.event
         if event is None:
             return
-        await event.wait()
+        if isinstance(event, asyncio.Future):
+            await event
+        else:
+            await event.wait()
         if not self.fired:
-            self.event = anyio.Event()
+            self.event = self._new_event()
 
     def disarm(self) -> None:
         """The wait is over; later wakes are ignored until the next ``arm``."""
         self.fired = True
         self.event = None
+
+
+def _set_event(event: anyio.Event | asyncio.Future[None]) -> None:
+    if isinstance(event, asyncio.Future):
+        if not event.done():  # done: set before, or cancelled with its waiting task
+            event.set_result(None)
+    else:
+        event.set()
 
 
 def notify(key: PartitionKey) -> None:

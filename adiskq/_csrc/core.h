@@ -10,6 +10,7 @@
  *   decode.c  Messages from a buffer of records, the read hot path
  *   scan.c    recovery's and check's scans: the valid records of a buffer, and the next valid one
  *   iterate.c `async for` over the last batch read: a message a step without running Python
+ *   keysort.c the sealed key index's sorted column (a radix sort)
  *   tags.c    the tag column (.tagindex entries) of a batch of records, and the scan of one
  *   values.c  adiskq.Record's constructor
  *   module.c  the Python module: its functions and the objects it is configured with
@@ -136,6 +137,8 @@ PyObject *adq_py_encode_batch(PyObject *module, PyObject *const *args, Py_ssize_
 PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_receipts(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *adq_py_sorted_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_install_record_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_decode_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

@@ -7,8 +7,9 @@
  * reference name what is wrong there, so errors and positions are the reference's own.
  *
  * A Message is a tuple (the NamedTuple adiskq.Message, seven fields, the tag last). One without
- * headers holds only ints, bytes, the shared empty headers and a str tag or None, so it can never be part of a reference cycle: it is untracked, and
- * the cyclic GC never walks the millions a batch read can hold. */
+ * headers holds only ints, bytes, the shared empty headers and a str tag or None, so it can never be
+ * part of a reference cycle: it is untracked, and the cyclic GC never walks the millions a batch read
+ * can hold. */
 #include "core.h"
 
 static PyObject *headers_dict(const uint8_t *buf, const adq_record *record) {
@@ -34,38 +35,49 @@ static PyObject *headers_dict(const uint8_t *buf, const adq_record *record) {
     return headers;
 }
 
-static PyObject *new_message(PyObject *partition, long long offset, const uint8_t *buf, const adq_record *record) {
-    PyObject *message = adq_message_type->tp_alloc(adq_message_type, 7);
-    if (message == NULL) return NULL;
-    PyObject *headers;
-    if (record->header_count) {
-        headers = headers_dict(buf, record);
-    } else {
-        headers = Py_NewRef(adq_empty_headers);
-        PyObject_GC_UnTrack(message); /* a str tag cannot be part of a cycle either */
+/* The timestamp of the record decoded last, kept so that the records of one push_many (which share one
+ * timestamp) share one int object too: one allocation and one free fewer per message of a batch. */
+typedef struct {
+    PyObject *object; /* NULL before the first record */
+    long long value;
+} last_timestamp;
+
+static PyObject *timestamp_object(last_timestamp *last, long long value) {
+    if (last->object == NULL || last->value != value) {
+        PyObject *object = PyLong_FromLongLong(value);
+        if (object == NULL) return NULL;
+        Py_XSETREF(last->object, object);
+        last->value = value;
     }
-    PyObject *tag = record->has_tag ? PyUnicode_DecodeUTF8((const char *)buf + record->tag_at,
-                                                           (Py_ssize_t)record->tag_len, "strict")
-                                    : Py_NewRef(Py_None);
+    return Py_NewRef(last->object);
+}
+
+static PyObject *new_message(PyObject *partition, long long offset, const uint8_t *buf, const adq_record *record,
+                             last_timestamp *last) {
     PyObject *items[7] = {
         Py_NewRef(partition),
         PyLong_FromLongLong(offset),
-        PyLong_FromLongLong(record->timestamp_ns),
+        timestamp_object(last, record->timestamp_ns),
         PyBytes_FromStringAndSize((const char *)buf + record->key_at, (Py_ssize_t)record->key_len),
         PyBytes_FromStringAndSize((const char *)buf + record->value_at,
                                   (Py_ssize_t)(record->size - (record->value_at - (record->key_at - ADQ_KEY_AT)))),
-        headers,
-        tag,
+        record->header_count ? headers_dict(buf, record) : Py_NewRef(adq_empty_headers),
+        record->has_tag ? PyUnicode_DecodeUTF8((const char *)buf + record->tag_at, (Py_ssize_t)record->tag_len, "strict")
+                        : Py_NewRef(Py_None),
     };
-    int ok = 1;
-    for (int i = 0; i < 7; i++) {
-        if (items[i] == NULL) ok = 0;
-        PyTuple_SET_ITEM(message, i, items[i]); /* NULL items are fine: tuple dealloc skips them */
-    }
-    if (!ok) {
-        Py_DECREF(message);
+    /* Allocated untracked and filled whole (not by tp_alloc, which zeroes the items and tracks it):
+     * only a message with headers (a dict a user may change) is handed to the cyclic GC; one without
+     * holds ints, bytes, the shared empty headers and a str tag or None, which form no cycle. */
+    PyObject *message = NULL;
+    int whole = 1;
+    for (int i = 0; i < 7; i++) whole &= items[i] != NULL;
+    if (whole) message = (PyObject *)PyObject_GC_NewVar(PyTupleObject, adq_message_type, 7);
+    if (message == NULL) {
+        for (int i = 0; i < 7; i++) Py_XDECREF(items[i]);
         return NULL;
     }
+    for (int i = 0; i < 7; i++) PyTuple_SET_ITEM(message, i, items[i]);
+    if (record->header_count) PyObject_GC_Track(message);
     return message;
 }
 
@@ -82,32 +94,34 @@ static PyObject *decode_records(PyObject *data, PyObject *partition, long long f
     if (messages == NULL) return NULL;
     size_t pos = 0;
     adq_record record;
+    last_timestamp last = {NULL, 0};
+    PyObject *answer = messages;
     for (Py_ssize_t i = 0; i < count; i++) {
         if (i >= most || adq_check_record(buf, limit, pos, max_record_bytes, &record) != ADQ_RECORD_OK) {
-            Py_DECREF(messages);
-            return Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_False);
+            answer = Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_False);
+            goto discard;
         }
         long long offset = first_offset + i;
         if (offsets != NULL) {
             offset = PyLong_AsLongLong(PyList_GET_ITEM(offsets, i));
             if (offset == -1 && PyErr_Occurred()) {
-                Py_DECREF(messages);
-                return NULL;
+                answer = NULL;
+                goto discard;
             }
         }
-        PyObject *message = new_message(partition, offset, buf, &record);
+        PyObject *message = new_message(partition, offset, buf, &record, &last);
         if (message == NULL) {
-            Py_DECREF(messages);
-            return NULL;
+            answer = NULL;
+            goto discard;
         }
         PyList_SET_ITEM(messages, i, message);
         pos += record.size;
     }
-    if (pos != limit) {
-        Py_DECREF(messages);
-        return Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_True);
-    }
-    return messages;
+    if (pos != limit) answer = Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_True);
+discard:
+    if (answer != messages) Py_DECREF(messages);
+    Py_XDECREF(last.object);
+    return answer;
 }
 
 PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {

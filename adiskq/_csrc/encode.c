@@ -233,8 +233,19 @@ PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     PyObject *raw = PyBytes_CheckExact(args[0]) ? Py_NewRef(args[0])
                                                  : PyBytes_FromStringAndSize((const char *)key, (Py_ssize_t)key_len);
     if (raw == NULL) return NULL;
-    PyObject *result = Py_BuildValue("(Nkk)", raw, (unsigned long)(adq_fnv1_32(key, key_len) % (unsigned long)partition_count),
-                                     (unsigned long)adq_crc32(0, key, key_len));
+    /* A tuple filled by hand: Py_BuildValue parses its format on every call, which cost more than the hashes. */
+    PyObject *partition = PyLong_FromUnsignedLong(adq_fnv1_32(key, key_len) % (unsigned long)partition_count);
+    PyObject *hash = PyLong_FromUnsignedLong(adq_crc32(0, key, key_len));
+    PyObject *result = partition != NULL && hash != NULL ? PyTuple_New(3) : NULL;
+    if (result == NULL) {
+        Py_DECREF(raw);
+        Py_XDECREF(partition);
+        Py_XDECREF(hash);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, raw);
+    PyTuple_SET_ITEM(result, 1, partition);
+    PyTuple_SET_ITEM(result, 2, hash);
     return result;
 }
 
@@ -399,20 +410,18 @@ PyObject *adq_py_receipts(PyObject *module, PyObject *const *args, Py_ssize_t na
     PyObject *list = PyList_New(count);
     if (list == NULL) return NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *receipt = adq_receipt_type->tp_alloc(adq_receipt_type, 2);
+        PyObject *offset = PyLong_FromLongLong(first + i);
+        /* Allocated untracked and filled whole (tp_alloc would zero, track, and leave it to untrack):
+         * two ints never form a cycle. */
+        PyObject *receipt = offset == NULL ? NULL : (PyObject *)PyObject_GC_NewVar(PyTupleObject, adq_receipt_type, 2);
         if (receipt == NULL) {
+            Py_XDECREF(offset);
             Py_DECREF(list);
             return NULL;
         }
-        PyObject_GC_UnTrack(receipt);
-        PyObject *offset = PyLong_FromLongLong(first + i);
         PyTuple_SET_ITEM(receipt, 0, Py_NewRef(args[0]));
         PyTuple_SET_ITEM(receipt, 1, offset);
         PyList_SET_ITEM(list, i, receipt);
-        if (offset == NULL) {
-            Py_DECREF(list);
-            return NULL;
-        }
     }
     return list;
 }

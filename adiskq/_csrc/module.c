@@ -112,6 +112,8 @@ static PyMethodDef methods[] = {
     {"receipts", (PyCFunction)(void (*)(void))adq_py_receipts, METH_FASTCALL, "see encode.c"},
     {"record_new", (PyCFunction)(void (*)(void))adq_py_record_new, METH_FASTCALL | METH_KEYWORDS,
      "record_new($module, cls, /, value, key=None, headers=None, timestamp=None)\n--\n\nRecord's __new__."},
+    {"install_record_call", (PyCFunction)(void (*)(void))adq_py_install_record_call, METH_FASTCALL, "see values.c"},
+    {"sorted_key_values", (PyCFunction)(void (*)(void))adq_py_sorted_key_values, METH_FASTCALL, "see keysort.c"},
     {"place", (PyCFunction)(void (*)(void))adq_py_place, METH_FASTCALL, "see encode.c"},
     {"index_entries", (PyCFunction)(void (*)(void))adq_py_index_entries, METH_FASTCALL, "see encode.c"},
     {"decode_messages", (PyCFunction)(void (*)(void))adq_py_decode_messages, METH_FASTCALL, "see decode.c"},

@@ -19,23 +19,17 @@ static int cannot_form_cycles(PyObject *const fields[FIELDS]) {
            (fields[4] == Py_None || PyUnicode_CheckExact(fields[4]));
 }
 
-/* record_new(cls, value, key=None, headers=None, timestamp=None, tag=None) */
-PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    (void)module;
-    if (nargs < 1 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "Record.__new__(cls, ...): cls is a Record type");
-        return NULL;
-    }
-    PyTypeObject *cls = (PyTypeObject *)args[0];
+/* A Record of cls from the fields in args[0:positional] and the keywords named by kwnames, whose
+ * values follow them in args. */
+static PyObject *new_record(PyTypeObject *cls, PyObject *const *args, Py_ssize_t positional, PyObject *kwnames) {
     PyObject *fields[FIELDS] = {NULL, Py_None, Py_None, Py_None, Py_None};
     int given[FIELDS] = {0, 0, 0, 0, 0};
-    Py_ssize_t positional = nargs - 1;
     if (positional > FIELDS) {
         PyErr_Format(PyExc_TypeError, "Record() takes from 1 to 5 positional arguments but %zd were given", positional);
         return NULL;
     }
     for (Py_ssize_t i = 0; i < positional; i++) {
-        fields[i] = args[1 + i];
+        fields[i] = args[i];
         given[i] = 1;
     }
     Py_ssize_t keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
@@ -56,7 +50,7 @@ PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t 
             PyErr_Format(PyExc_TypeError, "Record() got multiple values for argument '%s'", field_names[found]);
             return NULL;
         }
-        fields[found] = args[nargs + k];
+        fields[found] = args[positional + k];
         given[found] = 1;
     }
     if (!given[0]) {
@@ -68,4 +62,34 @@ PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t 
     for (int f = 0; f < FIELDS; f++) PyTuple_SET_ITEM(record, f, Py_NewRef(fields[f]));
     if (cannot_form_cycles(fields)) PyObject_GC_UnTrack(record);
     return record;
+}
+
+/* record_new(cls, value, key=None, headers=None, timestamp=None, tag=None): Record.__new__ */
+PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    (void)module;
+    if (nargs < 1 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "Record.__new__(cls, ...): cls is a Record type");
+        return NULL;
+    }
+    return new_record((PyTypeObject *)args[0], args + 1, nargs - 1, kwnames);
+}
+
+/* Calling Record itself: without this, Record(value, key) goes through type.__call__, which packs the
+ * arguments into a tuple and a dict, finds __new__ (record_new) by name, calls it, then looks for an
+ * __init__ to run: three times the cost of building the Record. A type's tp_vectorcall is never
+ * inherited, so a subclass of Record keeps the ordinary path (its own __new__ and __init__ run). */
+static PyObject *record_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    return new_record((PyTypeObject *)callable, args, PyVectorcall_NARGS(nargsf), kwnames);
+}
+
+/* install_record_call(Record): Record(...) calls record_vectorcall. */
+PyObject *adq_py_install_record_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 1 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type) ||
+        !(((PyTypeObject *)args[0])->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        PyErr_SetString(PyExc_TypeError, "install_record_call(Record): Record is a NamedTuple class");
+        return NULL;
+    }
+    ((PyTypeObject *)args[0])->tp_vectorcall = record_vectorcall;
+    Py_RETURN_NONE;
 }

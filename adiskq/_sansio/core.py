@@ -66,6 +66,9 @@ COMPILED: Final = _core is not None
 # frame between): they answer NotImplemented where the wrappers below run the reference.
 raw_place: Final = _core.place if _core is not None else None
 raw_encode_record: Final = _core.encode_record if _core is not None else None
+# The sealed key index's sort (keysort.c), for keyindex.py, whose reference form it answers
+# NotImplemented to: None without the compiled core.
+raw_sorted_key_values: Final = _core.sorted_key_values if _core is not None else None
 # ``async for``'s buffer in C (adiskq/_csrc/iterate.c), or None: adiskq/_async/buffered.py has its Python form.
 Buffer: Final[type | None] = _core.Buffer if _core is not None else None
 CRC32C_IMPLEMENTATION: Final[str] = _core.crc32c_implementation if _core is not None else "crc32c package"

@@ -26,8 +26,9 @@ blocks are 4,096 entries and the values distinct (one per key and block keeps th
 where they mostly do not (judged on a few sample blocks), blocks are 512 entries (an eighth of the
 scan) and there is one value per message, duplicates and all (no set to build). Segments of over
 2 or 16 million messages get larger blocks, so there are at most 4,096 of them. ``hash_bits +
-block_bits`` is 30, so the sort sees only small integers. Building this takes bulk conversions
-and ``sorted``: no Python code runs per message.
+block_bits`` is 30, so the values are small integers: the compiled core sorts them in three
+counting passes of 10 bits (``adiskq/_csrc/keysort.c``), the reference with bulk conversions and
+``sorted`` (no Python code runs per message).
 
 **Trust.** Every candidate offset is read back and its key compared, so a hash collision or a
 damaged index never returns another key's message. A sealed index whose trailer, sizes or CRC-32C
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     import mmap
 
 from .codec import KEY_AT, KEY_LENGTH_AT
-from .core import crc32c
+from .core import crc32c, raw_sorted_key_values
 
 # What the searches take: bytes, or a sealed file mapped into memory.
 Buffer: TypeAlias = "bytes | mmap.mmap"
@@ -250,15 +251,30 @@ def sealed_tail(column: bytes) -> bytes:
     large, small = _valid_layouts(count)
     if small != large and _mostly_distinct(column):
         # One value per message: no set to build (a repeated value only costs a longer scan).
-        layout = small
-        ordered = sorted(_values(column, small))
+        layout, unique = small, False
     else:
-        layout = large
-        ordered = sorted(set(_values(column, large)))
-    sorted_column = pack_hashes(ordered)
-    head = TRAILER.pack(MAGIC, count, len(ordered), layout.block_shift, layout.hash_bits, 0, 0)[:TRAILER_CRC_AT]
+        layout, unique = large, True
+    sorted_column = sorted_values(column, layout, unique)
+    values = len(sorted_column) // ENTRY_BYTES
+    head = TRAILER.pack(MAGIC, count, values, layout.block_shift, layout.hash_bits, 0, 0)[:TRAILER_CRC_AT]
     checksum = crc32c(head, crc32c(sorted_column, crc32c(column)))
-    return sorted_column + TRAILER.pack(MAGIC, count, len(ordered), layout.block_shift, layout.hash_bits, 0, checksum)
+    return sorted_column + TRAILER.pack(MAGIC, count, values, layout.block_shift, layout.hash_bits, 0, checksum)
+
+
+def sorted_values(column: bytes, layout: Layout, unique: bool) -> bytes:
+    """The sorted column of a hash column: every entry's value in ascending order (each value once
+    when ``unique``), packed. A radix sort in the compiled core (``keysort.c``), or the reference."""
+    if raw_sorted_key_values is not None:
+        packed = raw_sorted_key_values(column, layout.hash_bits, layout.block_bits, layout.block_shift, unique)
+        if isinstance(packed, bytes):  # else NotImplemented: a layout outside the format
+            return packed
+    return reference_sorted_values(column, layout, unique)
+
+
+def reference_sorted_values(column: bytes, layout: Layout, unique: bool) -> bytes:
+    """``sorted_values`` by bulk conversions and ``sorted``: no Python code runs per message."""
+    values = _values(column, layout)
+    return pack_hashes(sorted(set(values)) if unique else sorted(values))
 
 
 def trailer_problem(trailer: tuple[bytes, int, int, int, int, int, int], size: int, entry_count: int) -> str | None:

@@ -27,7 +27,6 @@ import json
 import os
 import socket
 import time
-import uuid
 import weakref
 from typing import Final
 
@@ -166,7 +165,7 @@ class Membership:
         self.name = name
         self.exclusive = exclusive
         self.mode = mode
-        self.id = uuid.uuid4().hex
+        self.id = os.urandom(16).hex()
         self.joined_ns = 0
         directory = group_dir(stream_path, name)
         self.members_dir = os.path.join(directory, MEMBERS_DIR)

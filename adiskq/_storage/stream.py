@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import shutil
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
@@ -100,8 +99,10 @@ def disk_usage(path: str) -> DiskUsage:
     used / raw size then never passes 0.95). Retention's ``max_disk_usage`` and the producer's
     ``refuse_writes_above`` share this measure, so a vacuum by the one brings usage below the other.
     """
-    usage = shutil.disk_usage(path)
-    return DiskUsage(usage.used + usage.free, usage.used)
+    # os.statvfs as shutil.disk_usage reads it (shutil would bring bz2 and lzma into every producer).
+    fs = os.statvfs(path)
+    used = (fs.f_blocks - fs.f_bfree) * fs.f_frsize
+    return DiskUsage(used + fs.f_bavail * fs.f_frsize, used)
 
 
 def _read_recovery_file(stream_path: str) -> dict[str, object] | None:

@@ -103,6 +103,10 @@ def _latency(peer: str, module: Any, workload: str, folder: str, count: int) -> 
 def main(argv: list[str]) -> int:
     peer, workload, count_text, folder = argv
     count = int(count_text)
+    # Modules a peer's process imports first, as the service around it would have (bench_memory.py
+    # runs SQLite in a process that has asyncio loaded, as a FastAPI service's has).
+    for name in filter(None, os.environ.get("ADISKQ_BENCH_PRELOAD", "").split(",")):
+        importlib.import_module(name)
     module = importlib.import_module(f"compare.{PEERS[peer]}")
     if workload.endswith("-produce") and workload.removesuffix("-produce") in LATENCY_WORKLOADS:
         wait_for_file(os.path.join(folder, "ready"))

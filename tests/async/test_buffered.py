@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+import anyio
 import pytest
 
 import adiskq
@@ -107,3 +108,15 @@ async def test_a_consumer_reads_through_its_buffer_after_a_seek(stream_path: str
         assert consumer.position == 3
         rest = [m.offset async for m in consumer]
     assert rest == list(range(3, 600))
+
+
+async def test_the_next_message_can_be_read_in_a_task_while_messages_are_buffered(stream_path: str) -> None:
+    """``tg.start_soon(consumer.__anext__)`` works whichever core runs, also for a buffered message."""
+    async with adiskq.Producer(stream_path) as producer:
+        await producer.push_many([b"a", b"b", b"c"])
+    async with adiskq.Consumer(stream_path) as consumer:
+        assert (await anext(consumer)).value == b"a"  # b and c are buffered now
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consumer.__anext__)
+        assert consumer.position == 2
+        assert (await anext(consumer)).value == b"c"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections.abc
 import functools
 import os
@@ -9,9 +10,11 @@ import sys
 import threading
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import pytest
 from _consumer_support import Writer
+from helpers.blocked import wait_all_tasks_blocked
 
 import adiskq
 from adiskq._async import notify
@@ -95,10 +98,10 @@ async def test_reading_is_handed_over_when_the_reader_is_woken(stream_path: str)
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(read, 0, first)
                     tg.start_soon(read, 1, second)
-                    await anyio.wait_all_tasks_blocked()
+                    await wait_all_tasks_blocked()
                     writer.append([b"zero"], partition=0)
                     await first_read.wait()
-                    await anyio.wait_all_tasks_blocked()
+                    await wait_all_tasks_blocked()
                     writer.append([b"one"], partition=1)
     assert got == {0: b"zero", 1: b"one"}
 
@@ -123,11 +126,11 @@ async def test_reading_is_handed_over_when_the_reader_is_cancelled(stream_path: 
             with anyio.fail_after(10):
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(wait_first)  # the first to wait reads inotify for the loop
-                    await anyio.wait_all_tasks_blocked()
+                    await wait_all_tasks_blocked()
                     tg.start_soon(wait_second)
-                    await anyio.wait_all_tasks_blocked()
+                    await wait_all_tasks_blocked()
                     first_scope.cancel()
-                    await anyio.wait_all_tasks_blocked()
+                    await wait_all_tasks_blocked()
                     writer.append([b"one"], partition=1)
     assert got == [b"one"]
 
@@ -145,7 +148,7 @@ async def test_an_event_queue_overflow_wakes_every_consumer(stream_path: str) ->
                         got.append((await consumer.__anext__()).value)
 
                     tg.start_soon(read)
-                    await anyio.wait_all_tasks_blocked()
+                    await wait_all_tasks_blocked()
                     flood_folder(folder, 17_000)  # more than max_queued_events (16384), loop blocked
                     writer.append([b"after the flood"])  # its IN_MODIFY is dropped: the queue is full
     assert got == [b"after the flood"]
@@ -177,7 +180,7 @@ async def test_a_consumer_in_another_threads_event_loop_is_woken(stream_path: st
                     other_got.set()
 
                 tg.start_soon(read)
-                await anyio.wait_all_tasks_blocked()
+                await wait_all_tasks_blocked()
                 other_waiting.set()
 
         def other_thread() -> None:
@@ -189,7 +192,7 @@ async def test_a_consumer_in_another_threads_event_loop_is_woken(stream_path: st
                     tg.start_soon(functools.partial(anyio.to_thread.run_sync, other_thread))
                     tg.start_soon(next_message, here)
                     assert await anyio.to_thread.run_sync(other_waiting.wait, 10)
-                    await anyio.wait_all_tasks_blocked()  # and this loop's too
+                    await wait_all_tasks_blocked()  # and this loop's too
                     writer.append([b"for the other loop"], partition=1)
                     assert await anyio.to_thread.run_sync(other_got.wait, 10)
                     writer.append([b"for this loop"], partition=0)
@@ -205,7 +208,7 @@ async def test_polling_alone_delivers(stream_path: str, polling: None) -> None:
             with anyio.fail_after(10):
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(next_message, consumer)
-                    await anyio.wait_all_tasks_blocked()
+                    await wait_all_tasks_blocked()
                     writer.append([b"polled"])
             assert consumer.position == 1
 
@@ -217,7 +220,7 @@ async def test_a_commit_in_a_worker_thread_wakes_the_consumer_directly(stream_pa
             with anyio.fail_after(10):
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(next_message, consumer)
-                    await anyio.wait_all_tasks_blocked()
+                    await wait_all_tasks_blocked()
                     await anyio.to_thread.run_sync(functools.partial(writer.append, [b"from a thread"]))
             assert consumer.position == 1
 
@@ -231,7 +234,7 @@ async def test_a_producer_in_this_process_wakes_the_consumer_directly(stream_pat
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(next_message, consumer)
-                await anyio.wait_all_tasks_blocked()
+                await wait_all_tasks_blocked()
                 await producer.push(b"direct")
         assert consumer.position == 1
 
@@ -248,7 +251,7 @@ async def test_a_consumer_beside_its_producer_watches_nothing(stream_path: str) 
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(next_message, consumer)
-                await anyio.wait_all_tasks_blocked()
+                await wait_all_tasks_blocked()
                 await producer.push(b"direct")
         assert consumer.position == 1
 
@@ -294,9 +297,119 @@ async def test_without_an_inotify_instance_consumers_poll(stream_path: str, monk
                 with anyio.fail_after(10):
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(next_message, consumer)
-                        await anyio.wait_all_tasks_blocked()
+                        await wait_all_tasks_blocked()
                         writer.append([b"polled"])
                 assert consumer.position == 1
     finally:
         monkeypatch.undo()
         notify.reset_notifier()
+
+
+async def test_commits_nobody_waited_for_do_not_stop_later_wake_ups(stream_path: str) -> None:
+    """A commit that lands while no consumer of the loop waits leaves the next wait woken as usual."""
+    with Writer(stream_path, notify=False) as writer:
+        async with adiskq.Consumer(stream_path, poll_interval=60) as consumer:
+            with anyio.fail_after(10):
+                for round_ in range(3):
+                    writer.append([b"unwaited %d" % round_])
+                    await wait_all_tasks_blocked()  # the loop sees the event with nobody waiting
+                    assert await next_message(consumer) == b"unwaited %d" % round_
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(next_message, consumer)
+                        await wait_all_tasks_blocked()
+                        writer.append([b"waited %d" % round_])
+            assert consumer.position == 6
+
+
+async def test_a_closed_notifier_leaves_no_reader_in_the_event_loop(stream_path: str, anyio_backend: str) -> None:
+    """Closing the notifier unregisters its descriptor from the loop; waiting consumers fall back to the poll."""
+    with Writer(stream_path, notify=False) as writer:
+        notifier = notify.get_notifier()
+        fd = notifier._inotify.fd if notifier._inotify is not None else -1
+        try:
+            async with adiskq.Consumer(stream_path, poll_interval=0.05) as consumer:
+                with anyio.fail_after(10):
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(next_message, consumer)
+                        await wait_all_tasks_blocked()
+                        writer.append([b"woken by inotify"])
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(next_message, consumer)
+                        await wait_all_tasks_blocked()
+                        notifier.close()
+                        writer.append([b"woken by the poll"])
+                assert consumer.position == 2
+            if anyio_backend == "asyncio":  # Trio's wait_readable registers only while it waits
+                assert not asyncio.get_running_loop().remove_reader(fd)
+        finally:
+            notify.reset_notifier()
+
+
+@pytest.mark.parametrize("poll_interval", [0.05, 0.1])
+async def test_a_consumer_polling_often_sleeps_between_polls(stream_path: str, poll_interval: float) -> None:
+    """A consumer polling every 50 or 100 ms is seen asleep between polls, look after look.
+
+    anyio's own wait_all_tasks_blocked never saw it so on asyncio: its 0.1 s look fell in the loop
+    turn of the poll's timer, every time (tests/helpers/blocked.py).
+    """
+    with Writer(stream_path, notify=False) as writer:
+        async with adiskq.Consumer(stream_path, poll_interval=poll_interval) as consumer:
+            with anyio.fail_after(5):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(next_message, consumer)
+                    for _ in range(5):
+                        await wait_all_tasks_blocked()
+                    writer.append([b"woken"])
+            assert consumer.position == 1
+
+
+async def test_a_waiting_consumer_does_not_run_until_woken(stream_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After handing out its buffered messages, a consumer sleeps: the loop turns and it reads nothing."""
+    looks = 0
+    read_some = adiskq.Consumer._read_some
+
+    def counted(consumer: adiskq.Consumer, max_messages: int) -> list[adiskq.Message]:
+        nonlocal looks
+        looks += 1
+        return read_some(consumer, max_messages)
+
+    monkeypatch.setattr(adiskq.Consumer, "_read_some", counted)
+    got: list[bytes] = []
+    with Writer(stream_path, notify=False) as writer:
+        writer.append([b"a", b"b", b"c"])
+        async with adiskq.Consumer(stream_path, poll_interval=60) as consumer:
+
+            async def read() -> None:
+                async for message in consumer:  # b and c come from the buffer (the compiled core's Ready)
+                    got.append(message.value)
+                    if len(got) == 4:
+                        return
+
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(read)
+                    await wait_all_tasks_blocked()
+                    assert got == [b"a", b"b", b"c"]
+                    looks_while_asleep = looks
+                    for _ in range(100):
+                        await anyio.lowlevel.checkpoint()
+                    await wait_all_tasks_blocked()
+                    assert looks == looks_while_asleep
+                    writer.append([b"d"])
+    assert got == [b"a", b"b", b"c", b"d"]
+
+
+async def test_removed_watches_leave_nothing_behind(stream_path: str) -> None:
+    """Consumers opened and closed many times leave no watch in the notifier or in asyncinotify's table."""
+    with Writer(stream_path, notify=False) as writer:
+        writer.append([b"x"])
+        notifier = notify.get_notifier()
+        assert notifier._inotify is not None
+        for _ in range(20):
+            async with adiskq.Consumer(stream_path, end="close") as consumer:
+                assert [m.value async for m in consumer] == [b"x"]
+                assert notifier._by_wd
+        notifier.dispatch()  # the kernel's IN_IGNORED events for the removed watches
+        assert notifier._by_path == {}
+        assert notifier._by_wd == {}
+        assert notifier._inotify._watches == {}

@@ -397,6 +397,46 @@ async def test_cancelled_pushes_are_all_or_nothing(stream_path: str) -> None:
         assert set(written) == returned
 
 
+async def test_a_push_cancelled_while_its_batch_commits_is_written_and_returns_its_receipt(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync push waiting for the batch another push leads cannot be taken back by a cancellation:
+    it returns its receipt, and the cancellation comes at its caller's next checkpoint."""
+    fsyncing = threading.Event()
+    let_fsync = threading.Event()
+    real_sync = SegmentWriter.sync
+
+    def sync(self: SegmentWriter, *, data_only: bool = False) -> None:
+        fsyncing.set()
+        let_fsync.wait(10)
+        real_sync(self, data_only=data_only)
+
+    outcome: dict[str, object] = {}
+    async with adiskq.Producer(stream_path, flush="sync") as producer:
+        monkeypatch.setattr(SegmentWriter, "sync", sync)
+
+        async def follower(scope: anyio.CancelScope) -> None:
+            with scope:
+                outcome["receipt"] = await producer.push(b"follower")
+                await anyio.lowlevel.checkpoint()
+                outcome["ran on"] = True  # pragma: no cover - the checkpoint above must raise
+            outcome["cancel delivered"] = scope.cancelled_caught
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(producer.push, b"first")  # leads batch 1, held in its fsync
+            await anyio.to_thread.run_sync(fsyncing.wait, 10)
+            group.start_soon(producer.push, b"leader")  # leads batch 2, waiting for batch 1
+            await anyio.wait_all_tasks_blocked()
+            scope = anyio.CancelScope()
+            group.start_soon(follower, scope)  # follows batch 2
+            await anyio.wait_all_tasks_blocked()
+            scope.cancel()
+            await anyio.wait_all_tasks_blocked()
+            let_fsync.set()
+    assert outcome == {"receipt": adiskq.Receipt(0, 2), "cancel delivered": True}
+    assert [m.value for m in read_all(stream_path)[0]] == [b"first", b"leader", b"follower"]
+
+
 LARGE_BATCH = [adiskq.Record(b"%d" % i, key=f"k{i}") for i in range(1000)]  # over every partition of 4
 
 

@@ -11,6 +11,7 @@ import gc
 import inspect
 import os
 import pickle
+import random
 import struct
 import zlib
 from collections.abc import Callable, Mapping
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 
 import adiskq
 from adiskq._sansio import codec as reference
-from adiskq._sansio import core
+from adiskq._sansio import core, keyindex
 from adiskq._sansio import tags as reference_tags
 from adiskq._sansio.naming import fnv1_32 as reference_fnv1_32
 from adiskq._sansio.values import EMPTY_HEADERS, Message, Receipt, Record
@@ -437,6 +438,24 @@ def test_record_keeps_its_namedtuple_api() -> None:
     assert list(inspect.signature(Record).parameters) == ["value", "key", "headers", "timestamp", "tag"]
 
 
+def test_a_subclass_of_record_is_built_by_its_own_new_and_init() -> None:
+    """Record's compiled call path is Record's alone: a user's subclass runs its own constructor."""
+    built: list[object] = []
+
+    class Order(Record):
+        def __new__(cls, value: bytes, order_id: str) -> Order:
+            return super().__new__(cls, value, key=f"order-{order_id}")
+
+        def __init__(self, value: bytes, order_id: str) -> None:
+            built.append(order_id)
+
+    order = Order(b"v", "42")
+    assert type(order) is Order
+    assert order == (b"v", "order-42", None, None, None)
+    assert built == ["42"]
+    assert Record.__new__(Record, b"v", "k") == Record(b"v", "k")
+
+
 def test_records_that_cannot_form_cycles_are_not_tracked_by_the_gc() -> None:
     """push_many's callers build thousands of Records a batch; those of atoms are left out of the GC."""
     atoms = [Record(b"v"), Record(b"v", key="k"), Record(b"v", b"k", None, 5), Record(b"v", tag="paid")]
@@ -473,3 +492,35 @@ def test_decode_at_answers_as_the_reference(batch: list[Fields], data: st.DataOb
         outcome(lambda: core.decode_at(buffer, 2, offsets)),
         outcome(lambda: core.reference_decode_at(buffer, 2, offsets)),
     )
+
+
+# -- the sealed key index's sorted column (keysort.c) ----------------------------------------------
+
+
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=3000), st.booleans(), st.sampled_from([0, 3, 9, 12]))
+def test_the_sorted_key_column_is_the_references(hashes: list[int], unique: bool, block_shift: int) -> None:
+    column = keyindex.pack_hashes(hashes)
+    layout = keyindex.layout(len(hashes), block_shift)
+    assert keyindex.sorted_values(column, layout, unique) == keyindex.reference_sorted_values(column, layout, unique)
+
+
+@pytest.mark.parametrize("count", [1, 4096, 4097, 300_000])
+def test_a_segment_sized_key_column_seals_as_the_reference_seals_it(count: int) -> None:
+    """Both layouts, at the sizes where blocks start to count; repeated keys included."""
+    rng = random.Random(count)
+    hashes = [zlib.crc32(b"key-%d" % rng.randrange(count)) for _ in range(count)]
+    column = keyindex.pack_hashes(hashes)
+    for layout in {keyindex.layout(count, 12), keyindex.layout(count, 9)}:
+        for unique in (False, True):
+            compiled = keyindex.sorted_values(column, layout, unique)
+            assert compiled == keyindex.reference_sorted_values(column, layout, unique)
+
+
+def test_a_layout_outside_the_format_is_left_to_the_reference() -> None:
+    if not core.COMPILED:
+        assert core.raw_sorted_key_values is None
+        return
+    assert core.raw_sorted_key_values is not None
+    column = keyindex.pack_hashes([1, 2, 3])
+    assert core.raw_sorted_key_values(column, 20, 5, 0, False) is NotImplemented  # 25 bits, not 30
+    assert core.raw_sorted_key_values(column, 30, 0, 0, False) is NotImplemented  # 3 blocks in 0 bits

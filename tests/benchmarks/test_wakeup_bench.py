@@ -1,0 +1,100 @@
+"""The wake-up benchmark and its breakdown keep working (quick runs; figures are not checked, only that they run)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from paths import ROOT_DIR
+
+BENCHMARKS = pathlib.Path(ROOT_DIR) / "benchmarks"
+
+
+def test_the_wakeup_benchmark_runs_in_quick_mode(tmp_path: pathlib.Path) -> None:
+    """bench_wakeup.py --quick runs every peer and prints its percentiles, its ratio and the target."""
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_wakeup.py"), "--quick", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0] for line in result.stdout.splitlines()[2:] if line}
+    assert {"adiskq-asyncio", "adiskq-trio", "inotify-blocking", "pipe", "sqlite-100us", "sqlite-1ms"} <= rows
+    assert "target for adiskq: p50 <=" in result.stdout
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_wakeup_breakdown_runs(backend: str) -> None:
+    """wakeup_breakdown.py cuts adiskq's cross-process latency into its stages, on either backend."""
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "wakeup_breakdown.py"), "--backend", backend, "--count", "300"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    for stage in ("index written", "woken", "events read", "read starts", "data read", "decoded", "delivered"):
+        assert f"→ {stage}" in result.stdout
+
+
+def test_the_wakeup_benchmark_runs_a_baseline_beside(tmp_path: pathlib.Path) -> None:
+    """bench_wakeup.py --baseline runs another tree's adiskq right after each adiskq peer, in the same run."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "bench_wakeup.py"),
+            "--quick",
+            "--peers=adiskq-trio,pipe",
+            f"--baseline={ROOT_DIR}",
+            f"--dir={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [line.split()[0] for line in result.stdout.splitlines()[2:] if line and not line.startswith("target")]
+    assert rows == ["adiskq-trio", "baseline-trio", "pipe"]
+
+
+def test_the_wakeup_benchmark_refuses_a_baseline_without_adiskq(tmp_path: pathlib.Path) -> None:
+    """--baseline must name a folder holding an adiskq package."""
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_wakeup.py"), "--quick", f"--baseline={tmp_path}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "no adiskq package there" in result.stderr
+
+
+def test_the_wakeup_benchmark_pins_its_processes(tmp_path: pathlib.Path) -> None:
+    """bench_wakeup.py --cpus apart runs the consumer and the producer on CPUs 0 and 1, and says so."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "bench_wakeup.py"),
+            "--quick",
+            "--peers=adiskq-asyncio,pipe",
+            "--cpus=apart",
+            f"--dir={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "consumer and producer on CPUs 0 and 1" in result.stdout
+    rows = [line.split()[0] for line in result.stdout.splitlines()[2:] if line and not line.startswith("target")]
+    assert rows == ["adiskq-asyncio", "pipe"]
