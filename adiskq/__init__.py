@@ -1,7 +1,8 @@
 """adiskq: an embedded, partitioned, append-only message log for async Python.
 
-A stream lives in one folder on local disk; one producer writes it, any number of consumers in any
-process read it. See README.md for the tour and DESIGN.md for the on-disk format.
+A stream lives in one folder on local disk; one producer writes it (or, with ``shared=True``,
+several in several processes), any number of consumers in any process read it. See README.md for
+the tour and DESIGN.md for the on-disk format.
 """
 
 from typing import TYPE_CHECKING
@@ -31,6 +32,7 @@ from ._sansio.values import Retention as Retention
 from ._sansio.values import SegmentRepair as SegmentRepair
 from ._sansio.values import StreamStats as StreamStats
 from ._sansio.values import VacuumReport as VacuumReport
+from ._sansio.values import WriterInfo as WriterInfo
 from ._storage.api import find as find
 from ._storage.api import offset_for_time as offset_for_time
 from ._storage.api import read as read
@@ -99,6 +101,7 @@ __all__ = [
     "StreamNotFoundError",
     "StreamStats",
     "VacuumReport",
+    "WriterInfo",
     "find",
     "offset_for_time",
     "read",

@@ -5,7 +5,7 @@
     Error
     ├── StreamNotFoundError        (also FileNotFoundError) nothing stream-like at the path
     ├── NotAStreamError            (also ValueError) a file, or a folder holding something else
-    ├── StreamLockedError          another producer holds the stream's owner lock
+    ├── StreamLockedError          other producers hold the stream (exclusive vs shared)
     ├── SettingsMismatchError      (also ValueError) asked-for settings contradict the stored ones
     ├── CorruptStreamError         a stream file cannot be trusted
     │   └── CorruptRecordError     a record inside committed data is damaged (file, position)
@@ -89,19 +89,31 @@ class NotAStreamError(Error, ValueError):
 
 
 class StreamLockedError(Error):
-    """Another producer holds the stream's ``owner`` lock; a stream has one writer at a time."""
+    """Other producers hold the stream: an exclusive one (the default) excludes every other, and
+    shared ones (``shared=True``) exclude exclusive ones. ``holder`` names them (pid and host)."""
 
-    def __init__(self, path: str | os.PathLike[str], holder: str | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], holder: str | None = None, *, held_shared: bool | None = None
+    ) -> None:
         self.path = os.fspath(path)
         self.holder = holder
-        who = f"held by {holder}" if holder else "held by another producer"
-        super().__init__(
-            f"stream {self.path!r} is locked ({who}): a stream has one producer at a time. "
-            "Close the other producer, or pass lock_timeout= to wait for it"
-        )
+        self.held_shared = held_shared  # True: shared producers hold it; False: an exclusive one; None: unknown
+        if held_shared:
+            who = f"held by shared producers: {holder}" if holder else "held by shared producers"
+            what = (
+                "Open this producer with shared=True to write beside them, or close them "
+                "(or pass lock_timeout= to wait)"
+            )
+        else:
+            who = f"held by {holder}" if holder else "held by another producer"
+            what = (
+                "Close the other producer, or pass lock_timeout= to wait for it; to let several producers "
+                "write at once, open every one of them with shared=True"
+            )
+        super().__init__(f"stream {self.path!r} is locked ({who}). {what}")
 
     def __reduce__(self) -> tuple[object, ...]:
-        return type(self), (self.path, self.holder)
+        return functools.partial(type(self), held_shared=self.held_shared), (self.path, self.holder)
 
 
 class SettingsMismatchError(Error, ValueError):

@@ -7,8 +7,16 @@
          -d '{"type": "signup", "key": "customer-42", "data": {"plan": "pro"}}'
     curl -N http://127.0.0.1:8000/events/stream
 
-The producer is opened in the app's lifespan and shared by every request: a stream has one writer,
-and concurrent pushes from many requests are batched together by it. Each ``GET /events/stream`` is
+    # several worker processes, every one producing (shared producers):
+    python examples/fastapi_service.py --stream /tmp/adiskq-events --workers 4
+    # or with uvicorn's own command line:
+    ADISKQ_STREAM=/tmp/adiskq-events uvicorn fastapi_service:app_from_env --factory --workers 4 --app-dir examples
+
+The producer is opened in the app's lifespan and shared by every request of the process;
+concurrent pushes from many requests are batched together by it. With ``--workers N`` (uvicorn
+starts N processes) each worker opens its own producer with ``shared=True``: the workers append to
+the stream side by side, each to a partition under that partition's lock, and offsets stay
+contiguous. Each ``GET /events/stream`` is
 a consumer group over all partitions: ``?group=NAME`` makes it a named group whose progress is
 committed as each event is sent, so a client that reconnects with the same name resumes where it
 stopped; without a name the client sees the stream from ``?start=oldest`` (the default) or
@@ -26,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio.to_thread
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Query, Request, Response
 from fastapi.responses import FileResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
@@ -62,12 +70,13 @@ def as_sse(message: adiskq.Message) -> str:
     return f"id: {message.partition}-{message.offset}\ndata: {json.dumps(body)}\n\n"
 
 
-def create_app(stream_path: str | os.PathLike[str], *, partitions: int = 3) -> FastAPI:
+def create_app(stream_path: str | os.PathLike[str], *, partitions: int = 3, shared: bool = False) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # One producer for the app's whole life: opening takes the stream's writer lock, and closing
-        # (on shutdown) writes what is pending and fsyncs.
-        async with adiskq.Producer(stream_path, partitions=partitions) as producer:
+        # One producer for the process's whole life: opening takes the stream's lock (exclusive, or
+        # shared with the other workers' producers), and closing (on shutdown) writes what is
+        # pending and fsyncs.
+        async with adiskq.Producer(stream_path, partitions=partitions, shared=shared) as producer:
             app.state.producer = producer
             yield
 
@@ -78,10 +87,11 @@ def create_app(stream_path: str | os.PathLike[str], *, partitions: int = 3) -> F
         return FileResponse(PAGE, media_type="text/html")
 
     @app.post("/events", status_code=201)
-    async def post_event(event: Event, request: Request) -> Receipt:
+    async def post_event(event: Event, request: Request, response: Response) -> Receipt:
         producer: adiskq.Producer = request.app.state.producer
         value = json.dumps({"type": event.type, "key": event.key, "data": event.data}).encode()
         partition, offset = await producer.push(value, key=event.key, headers={"type": event.type.encode()})
+        response.headers["X-Worker-Pid"] = str(os.getpid())  # which worker process wrote it
         return Receipt(partition=partition, offset=offset)
 
     @app.get("/events/stream")
@@ -113,9 +123,16 @@ def create_app(stream_path: str | os.PathLike[str], *, partitions: int = 3) -> F
                 for p in stats.partitions
             ],
             "groups": stats.groups,
+            "writers": [{"pid": w.pid, "host": w.host, "shared": w.shared} for w in stats.writers],
         }
 
     return app
+
+
+def app_from_env() -> FastAPI:
+    """The app for ``uvicorn --factory --workers N``: every worker a shared producer of the stream
+    named by ``ADISKQ_STREAM``."""
+    return create_app(os.environ.get("ADISKQ_STREAM", "./events-stream"), shared=True)
 
 
 def main() -> None:
@@ -124,10 +141,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stream", default="./events-stream", help="the stream's folder (created if missing)")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--workers", type=int, default=1, help="worker processes, each a shared producer")
     args = parser.parse_args()
     # 127.0.0.1 only: this example has no authentication. An open event stream would hold a
     # graceful shutdown forever, so shutdown closes connections after a second.
-    uvicorn.run(create_app(args.stream), host="127.0.0.1", port=args.port, timeout_graceful_shutdown=1)
+    if args.workers == 1:
+        uvicorn.run(create_app(args.stream), host="127.0.0.1", port=args.port, timeout_graceful_shutdown=1)
+        return
+    os.environ["ADISKQ_STREAM"] = os.path.abspath(args.stream)  # the workers are new processes
+    uvicorn.run(
+        "fastapi_service:app_from_env",
+        factory=True,
+        app_dir=os.path.dirname(os.path.abspath(__file__)),
+        workers=args.workers,
+        host="127.0.0.1",
+        port=args.port,
+        timeout_graceful_shutdown=1,
+    )
 
 
 if __name__ == "__main__":

@@ -283,6 +283,25 @@ async def spark_batch_write(run: Run, begin: Step, end: Step) -> None:
         await _go_on(producer, run, 2)
 
 
+async def shared_append(run: Run, begin: Step, end: Step) -> None:
+    """Two shared producers take turns on a partition (each checks the tail the other left, one rolls),
+    then one writes a batch to both partitions."""
+    options = {"flush": run.flush, "shared": True, **QUIET}
+    async with (
+        adiskq.Producer(run.path, partitions=2, segment_size_bytes=1024, **options) as a,  # type: ignore[arg-type]
+        adiskq.Producer(run.path, **options) as b,  # type: ignore[arg-type]
+    ):
+        key = _key_for(0, 2)
+        await _push_all(a, run, [b"s" * 300 + b"%d" % i for i in range(2)], key=key)
+        run.setup.update(run.acked.values())
+        begin()
+        for i in range(3):
+            await _push_all(b if i % 2 == 0 else a, run, [b"t" * 300 + b"%d" % i], key=key)
+        await _push_many(b, run, [adiskq.Record(b"shared-%d" % i, key=f"k{i}") for i in range(6)])
+        end()
+        await _go_on(a, run, 2)
+
+
 WORKLOADS: dict[str, Workload] = {
     "push": push,
     "push_many-1p": push_many_one_partition,
@@ -295,9 +314,10 @@ WORKLOADS: dict[str, Workload] = {
     "group-commit": group_commit,
     "spark-sink": spark_sink_commit,
     "spark-batch": spark_batch_write,
+    "shared-append": shared_append,
 }
 # Workloads that take a flush mode: each runs with both.
-FLUSHED = ("push", "push_many-1p", "push_many-3p", "roll", "vacuum", "close")
+FLUSHED = ("push", "push_many-1p", "push_many-3p", "roll", "vacuum", "close", "shared-append")
 
 
 def stream_messages(path: str) -> dict[tuple[int, int], bytes]:

@@ -16,6 +16,19 @@ open around its caller's code. Once a push has joined a batch its wait is shield
 cancellation (on Trio, a follower waits in ``wait_task_rescheduled`` with no way to abort, which costs
 less than a shielded cancel scope), so a cancelled push has either been written with its offset or
 not at all.
+
+A shared producer's lane appends only while it holds the partition's ``flock`` (after the
+producer's turn, ``Turns``), with its view of the partition brought up to date
+(``PartitionWriter.refresh_quick``/``refresh``). It takes the lock for a run of writes, not for
+each: inline writes take it without waiting (or fall back to a batch, whose leader waits for it in a
+worker thread). At each turn of the event loop (a callback scheduled when the lock was taken) the
+lane lets go if another writer is queued for the lock (looked at from ``TURN_MIN_SECONDS`` after it
+took the lock, at most every ``PROBE_SECONDS``), if the producer's turn is being handed over, or if
+it wrote nothing in the last two turns, and keeps it otherwise; a batch looks the same way as
+soon as it is committed. So a lone producer pushing in a loop keeps its locks (and pays next to
+nothing for sharing), contending producers take turns of a few milliseconds, a batch's fsync in
+``flush="sync"`` is within one hold, and an idle producer lets go within two turns of its loop: no
+lock outlives the code that used it by more.
 """
 
 from __future__ import annotations
@@ -25,12 +38,14 @@ import functools
 import logging
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, NoReturn
 
 import anyio
 import anyio.to_thread
 
+from .._storage.flocks import FileLock
 from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError
 from . import wakeup
@@ -38,7 +53,7 @@ from . import wakeup
 if TYPE_CHECKING:
     import trio.lowlevel
 
-__all__ = ["INLINE_MAX_BYTES", "Batch", "Lane", "explain_disk_error"]
+__all__ = ["INLINE_MAX_BYTES", "Batch", "Lane", "Turns", "explain_disk_error"]
 
 logger: Final = logging.getLogger("adiskq.producer")
 
@@ -108,6 +123,132 @@ class Batch:
             self.followers.clear()
 
 
+# How long a shared producer keeps its turn at writing once another producer waits for it: long
+# enough that a turn covers many pushes (handing it over costs system calls and waking a process),
+# short enough that the others wait little.
+TURN_MIN_SECONDS: Final = 0.005
+# How often, at most, a holder asks whether anyone is queued for a lock it holds (first asked
+# TURN_MIN_SECONDS after taking it). Asking is two ``flock`` calls on the lock's queue; asked at every
+# turn of the loop (every 32 pushes) for the turn and each partition, four writer processes made
+# about 4,200 such looks per 30,000 pushes each, now about 1,000.
+PROBE_SECONDS: Final = 0.0005
+
+
+class Turns:
+    """A shared producer's turn at writing, and the looks at its lanes' locks.
+
+    Shared producers take turns: a producer takes ``locks/turn`` before any partition's lock, and
+    lets go of it once none of its lanes holds one. Without it, producers pushing to every partition
+    would each hold some partitions and wait for the others' (a process wake-up each time); with it,
+    the producer whose turn it is writes every partition at full speed, and hands the turn over when
+    another waits and it has had it ``TURN_MIN_SECONDS``. Writers that take partitions without a turn
+    (Spark, the CLI) are served by the partitions' own queues.
+
+    The looks run at the event loop's next turn: one callback for all the lanes of a producer
+    (Trio's ``run_sync_soon`` costs a system call each).
+    """
+
+    def __init__(self, lock: FileLock, call_soon: Callable[[Callable[[], None]], None], partition_count: int) -> None:
+        self.lock = lock
+        self.lanes: list[Lane] = []
+        self._call_soon = call_soon
+        # The worker threads that wait for a lock (the turn, one per lane): their own limiter, so
+        # waiting writers never take the threads a lock holder needs to finish (a roll, an fsync)
+        # and let go. Each lane waits for one lock at a time, and the producer for one turn.
+        self.waits = anyio.CapacityLimiter(partition_count + 1)
+        self._due: list[Lane] = []
+        self._scheduled = False
+        self._probe_at = 0.0  # when the turn's queue is next looked at
+        self.pushing = 0  # the producer's push_many calls under way (their lanes are not idle)
+        self._taking = anyio.Lock()
+        # Handing the turn over: no lane takes a partition's lock until the turn was let go.
+        self._handing_over = False
+        self._let_go = anyio.Event()
+
+    def try_take(self) -> bool:
+        """Take the turn if it is free now (or already ours and not being handed over)."""
+        if self._handing_over:
+            return False
+        if self.lock.held:
+            return True
+        if not self.lock.try_acquire():
+            return False
+        self._taken()
+        return True
+
+    async def take(self) -> None:
+        """Take the turn, waiting for it in a worker thread."""
+        while self._handing_over:
+            await self._let_go.wait()
+        if self.lock.held:
+            return
+        async with self._taking:  # one waiter per producer
+            if self.lock.held:
+                return
+            if not self.lock.try_acquire():
+                await anyio.to_thread.run_sync(self.lock.acquire, limiter=self.waits)
+            self._taken()
+
+    def _taken(self) -> None:
+        self._probe_at = time.monotonic() + TURN_MIN_SECONDS
+        self._schedule()
+
+    def yielding(self) -> bool:
+        """True while the turn is being handed over: another producer waits for it and this one has
+        had it long enough. The lanes then let go of their partitions, and the turn goes with the last."""
+        if self._handing_over:
+            return True
+        if not self.lock.held:
+            return False
+        now = time.monotonic()
+        if now < self._probe_at:
+            return False
+        self._probe_at = now + PROBE_SECONDS
+        if self.lock.contended():
+            self._handing_over = True
+            self._let_go = anyio.Event()
+            self._schedule()
+            return True
+        return False
+
+    def add(self, lane: Lane) -> None:
+        """Look at this lane's lock at the loop's next turn."""
+        self._due.append(lane)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._call_soon(self._run)
+            self._scheduled = True
+
+    def _run(self) -> None:
+        """The look at the loop's turn. It must not raise: a look cut short would leave a lock held
+        with no look to come (each is scheduled once), and every other writer waiting for it; Trio
+        would also end the run. So a lane whose look fails lets go, and the error is logged."""
+        self._scheduled = False
+        due, self._due = self._due, []
+        try:
+            yielding = self.yielding() if due else False
+        except Exception:
+            logger.exception("adiskq: the look at the turn lock failed; letting go")
+            yielding = True
+        for lane in due:
+            try:
+                lane.look_at_lock(yielding)
+            except Exception:
+                logger.exception("adiskq: partition %d: the look at its lock failed; letting go", lane.partition_number)
+                lane.release_quietly()
+        if self.lock.held and not any(lane.busy for lane in self.lanes):
+            self.release()
+
+    def release(self) -> None:
+        """Let go of the turn (once no lane holds a partition's lock, and on close)."""
+        self.lock.release()
+        if self._handing_over:
+            self._handing_over = False
+            self._let_go.set()
+
+
 class Lane:
     """The write lane of one partition."""
 
@@ -119,6 +260,7 @@ class Lane:
         sync_flush: bool,
         structure_lock: threading.Lock,
         limiter: anyio.CapacityLimiter,
+        turns: Turns | None = None,
     ) -> None:
         self.partition = partition
         self.wake_key = wake_key
@@ -129,14 +271,130 @@ class Lane:
         self._open: Batch | None = None  # the batch new pushes join
         self._committing: Batch | None = None
         self._on_trio = _running_on_trio()
+        # Shared producers: the partition's lock, how to run the release at the loop's next turn,
+        # whether that release is scheduled, and whether the view is up to date under the lock.
+        self._lock = partition.lock
+        self._turns = turns
+        self._release_due = False
+        self._fresh = False
+        self._wrote = False  # written since the last turn's look at the lock
+        self._probe_at = 0.0  # when the partition lock's queue is next looked at (TURN_MIN_SECONDS after taking it)
+        self._idle_looks = 0  # looks in a row that found nothing written
+
+    # -- the partition's lock (shared producers) -------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """True while the lane holds its partition's lock (a batch waiting for the turn does not:
+        it waits for this producer's turn to go and come back)."""
+        return self._lock is not None and self._lock.held
+
+    def _take_now(self) -> bool:
+        """Take the turn and the partition's lock if they are free and bring the view up to date
+        cheaply; False when a batch must do it (a lock is busy, another producer rolled, a tail to
+        repair)."""
+        lock = self._lock
+        assert lock is not None
+        assert self._turns is not None
+        try:
+            if not lock.held:
+                if not self._turns.try_take() or not lock.try_acquire():
+                    return False
+                self._took_lock()
+                self._schedule_release()
+            if not self.partition.refresh_quick():
+                return False
+        except OSError:
+            return False  # a batch tries again, and reports the error to its pushes if it stays
+        self._fresh = True
+        return True
+
+    async def _hold(self) -> None:
+        """Take the partition's lock (waiting for it in a worker thread) with the view up to date."""
+        lock = self._lock
+        assert lock is not None
+        assert self._turns is not None
+        if not lock.held:
+            await self._turns.take()
+            if not lock.try_acquire():
+                await anyio.to_thread.run_sync(lock.acquire, limiter=self._turns.waits)
+            self._took_lock()
+        if not self._fresh:
+            if not self.partition.refresh_quick():
+                repairs = await anyio.to_thread.run_sync(self._refresh_locked, limiter=self._limiter)
+                for repair in repairs:
+                    logger.warning("adiskq: repaired what a producer that died left: %s", repair)
+            self._fresh = True
+
+    def _took_lock(self) -> None:
+        # A writer queued for the lock waits for this holder's turn at least (the turn's own
+        # hand-over runs on the same clock), so the queue is not looked at before.
+        self._probe_at = time.monotonic() + TURN_MIN_SECONDS
+
+    def _refresh_locked(self) -> list[object]:
+        with self._structure_lock:
+            return list(self.partition.refresh())
+
+    def _schedule_release(self) -> None:
+        if not self._release_due and self._turns is not None:
+            self._release_due = True
+            self._turns.add(self)
+
+    def look_at_lock(self, yielding: bool) -> None:
+        """At a turn of the loop: keep the lock while writing and nobody waits for it (nor for the
+        producer's turn, ``yielding``), else let go."""
+        self._release_due = False
+        lock = self._lock
+        if self._committing is not None or lock is None or not lock.held:
+            return  # a commit decides when it ends
+        if yielding:
+            self.release()
+            return
+        now = time.monotonic()
+        if now >= self._probe_at:
+            self._probe_at = now + PROBE_SECONDS
+            if lock.contended():
+                self.release()
+                return
+        # Idle for two looks in a row, not one: Trio may run this callback twice between two
+        # turns of a task that is pushing (it shuffles the tasks it runs in a batch).
+        pushing = self._turns is not None and self._turns.pushing > 0
+        self._idle_looks = 0 if self._wrote or pushing else self._idle_looks + 1
+        self._wrote = False
+        if self._idle_looks >= 2:
+            self.release()
+        else:
+            self._schedule_release()
+
+    def release(self) -> None:
+        """Let go of the partition's lock (its buffered index entries written first). The lock is
+        released even when this raises (``PartitionWriter.let_go``)."""
+        self._fresh = False
+        self._wrote = False
+        self._idle_looks = 0
+        self.partition.let_go()
+
+    def release_quietly(self) -> None:
+        """``release`` where raising would skip other releases (a look, closing): errors logged."""
+        try:
+            self.release()
+        except Exception:
+            logger.exception("adiskq: partition %d: letting go of its lock failed", self.partition_number)
+
+    @property
+    def partition_number(self) -> int:
+        """The partition this lane writes."""
+        return self.partition.partition
 
     # -- inline writes ---------------------------------------------------------------------------
 
     def can_write_inline(self, size_bytes: int) -> bool:
         """True when records may be written right now, on the loop thread, keeping order."""
-        return size_bytes <= INLINE_MAX_BYTES and not (
-            self.sync_flush or self._committing is not None or self._open is not None or self.partition.needs_roll()
-        )
+        if size_bytes > INLINE_MAX_BYTES or self.sync_flush or self._committing is not None or self._open is not None:
+            return False
+        if self._lock is not None and not self._fresh and not self._take_now():
+            return False
+        return not self.partition.needs_roll()
 
     def try_write_one(self, record: bytes, timestamp_ns: int, key_hash: int, tag_entry: bytes | None = None) -> int:
         """Write and commit one record now if it may go inline; its offset, or -1 if it must be batched.
@@ -144,6 +402,8 @@ class Lane:
         The hot path of ``push``: the same tests as ``can_write_inline``, spelled out.
         """
         if self.sync_flush or self._committing is not None or self._open is not None:
+            return -1
+        if self._lock is not None and not self._fresh and not self._take_now():
             return -1
         writer = self.partition.active
         if writer.data_size >= self.partition.segment_size_bytes and writer.next_offset > writer.base_offset:
@@ -154,6 +414,7 @@ class Lane:
         except OSError as error:
             raise explain_disk_error(error) from None
         self.dirty = True
+        self._wrote = True
         wakeup.notify(self.wake_key)
         return offset
 
@@ -173,6 +434,7 @@ class Lane:
         except OSError as error:
             raise explain_disk_error(error) from None
         self.dirty = True
+        self._wrote = True
         wakeup.notify(self.wake_key)
         return first
 
@@ -232,7 +494,32 @@ class Lane:
             await self._commit(batch)
         finally:
             self._committing = None
-            batch.finish()
+            try:
+                self._after_commit()
+            finally:
+                batch.finish()  # whatever happened to the locks: the batch's pushes must not wait on
+
+    def _after_commit(self) -> None:
+        """A shared producer's lane after a batch: let go of the partition's lock at once if another
+        writer waits for it (or for the turn), else keep it until the next look. Any error lets go."""
+        lock = self._lock
+        turns = self._turns
+        if lock is None or turns is None:
+            return
+        if not lock.held:
+            turns.add(self)  # the turn may go
+            return
+        try:
+            hand_over = lock.contended() or turns.yielding()
+        except Exception:
+            logger.exception("adiskq: partition %d: the look at its lock failed; letting go", self.partition_number)
+            hand_over = True
+        if hand_over:
+            self.release_quietly()  # another writer is queued: it goes before our next batch
+            turns.add(self)  # and the turn goes too, if no other lane holds a lock
+        else:
+            self._wrote = True
+            self._schedule_release()
 
     async def drain(self) -> None:
         """Wait until every batched push is committed."""
@@ -249,6 +536,12 @@ class Lane:
     async def _commit(self, batch: Batch) -> None:
         partition = self.partition
         try:
+            if self._lock is not None:
+                try:
+                    await self._hold()
+                except BaseException:
+                    self._fresh = False
+                    raise
             if partition.needs_roll():
                 await anyio.to_thread.run_sync(self._roll_locked, limiter=self._limiter)
             writer = partition.active

@@ -1,4 +1,5 @@
-"""``adiskq.Producer``: the one writer of a stream, with batching lanes, flush policies and vacuum.
+"""``adiskq.Producer``: a writer of a stream (the only one, or with ``shared=True`` one of several),
+with batching lanes, flush policies and vacuum.
 
 Pushes are written by the pushing tasks themselves through per-partition lanes (``lane.py``). The
 periodic fsync (``flush="async"``) and the periodic vacuum are blocking file work, so each runs in a
@@ -10,6 +11,7 @@ on the event loop; small page-cache writes do, where they cost less than a hand-
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import functools
 import itertools
@@ -51,11 +53,12 @@ from .._sansio.tags import NO_TAG_ENTRY, tag_entries, tag_entry
 from .._sansio.values import Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
 from .._storage.disk_guard import DEFAULT_REFUSE_WRITES_ABOVE, DiskGuard, check_refuse_level
 from .._storage.files import DEFAULT_FILE_MODE
+from .._storage.flocks import turn_lock
 from .._storage.segment import PartlyCommittedError
 from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings
 from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
-from .lane import Batch, Lane
+from .lane import Batch, Lane, Turns
 
 __all__ = ["FlushMode", "Producer"]
 
@@ -156,12 +159,33 @@ class _Periodic:
             self._thread.join()
 
 
+def _loop_scheduler() -> Callable[[Callable[[], None]], None]:
+    """How to run a callback at the running event loop's next turn (asyncio's or Trio's)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        import trio  # only under Trio, which is then imported already
+
+        return trio.lowlevel.current_trio_token().run_sync_soon
+
+    def call_soon(callback: Callable[[], None]) -> None:
+        loop.call_soon(callback)
+
+    return call_soon
+
+
 class Producer:
-    """The one writer of a stream: ``async with adiskq.Producer(path) as producer: await producer.push(b"..")``.
+    """A writer of a stream: ``async with adiskq.Producer(path) as producer: await producer.push(b"..")``.
 
     Opening creates the stream if it is missing (or the folder is empty), takes the ``owner`` lock
     (``StreamLockedError`` at once while another producer holds it, or after ``lock_timeout``
-    seconds), and recovers every partition's active segment. Settings given here are stored in the
+    seconds), and recovers every partition's active segment.
+
+    ``shared=True`` lets any number of producers, in this process and others, write the stream at
+    once (a service under ``uvicorn --workers 4``): each appends to a partition under that
+    partition's ``flock``, so offsets stay contiguous, each producer's messages keep their order per
+    key, and order across producers is the order they took the lock in. Shared and exclusive
+    producers exclude each other (``StreamLockedError`` names the holders). Settings given here are stored in the
     stream; ``partitions`` may grow but never shrink. ``key_index`` (on for a new stream) keeps the
     per-segment key index ``adiskq.find`` looks keys up in; ``False`` saves its small cost, and
     ``find`` then searches the data.
@@ -197,6 +221,7 @@ class Producer:
         mode: int = DEFAULT_FILE_MODE,
         lock_timeout: float = 0.0,
         refuse_writes_above: float | None = DEFAULT_REFUSE_WRITES_ABOVE,
+        shared: bool = False,
     ) -> None:
         if flush not in ("async", "sync"):
             raise InvalidArgumentError(f'flush={flush!r}: choose "async" (the default) or "sync"')
@@ -204,6 +229,8 @@ class Producer:
         positive_seconds("vacuum_interval", vacuum_interval)
         if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float) or lock_timeout < 0:
             raise InvalidArgumentError(f"lock_timeout={lock_timeout!r}: give 0 (fail at once) or more seconds")
+        if not isinstance(shared, bool):
+            raise InvalidArgumentError(f"shared={shared!r}: give True (write beside other producers) or False")
         if retention is not None and not isinstance(retention, Retention):
             raise TypeError("retention= takes adiskq.Retention(max_bytes=..., max_age=..., max_disk_usage=...)")
         self.refuse_writes_above = check_refuse_level(refuse_writes_above)
@@ -227,7 +254,9 @@ class Producer:
             max_message_bytes=max_message_bytes,
             key_index=key_index,
             mode=mode,
+            shared=shared,
         )
+        self.shared = shared
         self._lock_timeout = float(lock_timeout)
         self._state: Literal["new", "open", "closing", "closed"] = "new"
         self._stream: StreamWriter | None = None
@@ -250,6 +279,7 @@ class Producer:
         self._splits_done: anyio.Event | None = None
         # push's cancellation check, bound to the event loop's backend when the producer opens.
         self._if_cancelled: Callable[[], Awaitable[None]] = anyio.lowlevel.checkpoint_if_cancelled
+        self._turns: Turns | None = None
 
     # -- opening and closing ---------------------------------------------------------------------
 
@@ -272,6 +302,11 @@ class Producer:
             raise
         stream, real = opened[0]
         self._stream = stream
+        turns = (
+            Turns(turn_lock(stream.path, stream.mode), _loop_scheduler(), len(stream.partitions))
+            if self.shared
+            else None
+        )
         settings = stream.settings
         self._partition_count = settings.partition_count
         self._max_message_bytes = settings.max_message_bytes
@@ -294,9 +329,13 @@ class Producer:
                 sync_flush=self.flush_mode == "sync",
                 structure_lock=self._structure_lock,
                 limiter=self._limiter,
+                turns=turns,
             )
             for partition in stream.partitions
         ]
+        if turns is not None:
+            turns.lanes = self._lanes
+        self._turns = turns
         if self.flush_mode == "async":
             self._background.append(_Periodic("adiskq flusher", self.flush_interval, self._flush_dirty))
         if not settings.retention.is_unbounded:
@@ -358,6 +397,12 @@ class Producer:
                 for lane in self._lanes:
                     await lane.drain()
             finally:
+                # Every lock goes, whatever fails on the way: a lock left held stops every other writer.
+                for lane in self._lanes:
+                    lane.release_quietly()
+                if self._turns is not None:
+                    self._turns.release()
+                    self._turns.lock.close()
                 await anyio.to_thread.run_sync(self._shut_down, stream)
                 self._state = "closed"
 
@@ -488,6 +533,18 @@ class Producer:
                 failed after another's was committed; ``.receipts`` says which records were written.
             OSError: the disk failed the write (ENOSPC, EIO, EFBIG) and nothing was written.
         """
+        turns = self._turns
+        if turns is None:
+            return await self._push_many(records)
+        # A large batch lets other tasks run while it encodes, before it writes: those turns of the
+        # loop must not count as the lanes being idle, or they let go of their locks in between.
+        turns.pushing += 1
+        try:
+            return await self._push_many(records)
+        finally:
+            turns.pushing -= 1
+
+    async def _push_many(self, records: Iterable[Record | bytes]) -> list[Receipt]:
         await anyio.lowlevel.checkpoint_if_cancelled()
         if self._state != "open":
             self._check_open()

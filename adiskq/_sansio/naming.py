@@ -3,6 +3,8 @@
 ::
 
     STREAM/settings.json  owner  recovery.json
+    STREAM/writers/ID     one file per open producer (its flock says it is alive)
+    STREAM/locks/setup | vacuum | partition-000000    the shared producers' flocks
     STREAM/parts/000000/00000000000000000000.data | .index | .timeindex | .tagindex | .keyindex
     STREAM/groups/NAME/...
 """
@@ -19,6 +21,7 @@ __all__ = [
     "GROUPS_DIR",
     "INDEX",
     "KEYINDEX",
+    "LOCKS_DIR",
     "OWNER_FILE",
     "PARTS_DIR",
     "RECOVERY_FILE",
@@ -26,11 +29,13 @@ __all__ = [
     "SETTINGS_FILE",
     "TAGINDEX",
     "TIMEINDEX",
+    "WRITERS_DIR",
     "fnv1_32",
     "parse_partition_dir",
     "parse_segment_file",
     "partition_dir_name",
     "partition_for_key",
+    "partition_lock_name",
     "segment_file_name",
     "validate_group_name",
 ]
@@ -38,6 +43,8 @@ __all__ = [
 SETTINGS_FILE: Final = "settings.json"
 OWNER_FILE: Final = "owner"
 RECOVERY_FILE: Final = "recovery.json"
+WRITERS_DIR: Final = "writers"
+LOCKS_DIR: Final = "locks"
 PARTS_DIR: Final = "parts"
 GROUPS_DIR: Final = "groups"
 
@@ -63,6 +70,11 @@ def partition_dir_name(partition: int) -> str:
     if not 0 <= partition < MAX_PARTITIONS:
         raise InvalidArgumentError(f"partition {partition} is outside 0..{MAX_PARTITIONS - 1}")
     return f"{partition:06d}"
+
+
+def partition_lock_name(partition: int) -> str:
+    """``partition-000003``: the file under ``locks/`` shared producers flock to append to partition 3."""
+    return f"partition-{partition_dir_name(partition)}"
 
 
 def parse_partition_dir(name: str) -> int | None:

@@ -23,6 +23,7 @@ __all__ = [
     "SegmentRepair",
     "StreamStats",
     "VacuumReport",
+    "WriterInfo",
     "datetime_from_ns",
     "ns_from_datetime",
 ]
@@ -238,6 +239,16 @@ class GroupMember:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class WriterInfo:
+    """An open producer of a stream: who it is and whether it shares the stream (``shared=True``)."""
+
+    id: str
+    pid: int
+    host: str
+    shared: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class StreamStats:
     """A stream's partitions, owner, groups (committed offsets and live members) and last recovery."""
 
@@ -248,6 +259,8 @@ class StreamStats:
     last_recovery: RecoveryReport | None
     # group name -> its live members, oldest first (a group with none maps to an empty tuple)
     members: Mapping[str, tuple[GroupMember, ...]] = dataclasses.field(default_factory=dict)
+    # every open producer, exclusive or shared, oldest registration first
+    writers: tuple[WriterInfo, ...] = ()
 
     @property
     def size_bytes(self) -> int:

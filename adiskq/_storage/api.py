@@ -14,6 +14,7 @@ from .leases import read_members
 from .lock import read_owner
 from .offsets import list_groups, load_offsets
 from .stream import StreamReader, load_recovery_report
+from .writers import live_writers
 
 __all__ = ["find", "offset_for_time", "read", "stats", "stream_stats"]
 
@@ -41,7 +42,8 @@ def offset_for_time(path: str | os.PathLike[str], partition: int, when: dt.datet
 
 
 def stats(path: str | os.PathLike[str]) -> StreamStats:
-    """Partitions, owner, named groups (committed offsets, live members) and the last recovery of a stream."""
+    """Partitions, owner, open writers (exclusive or shared), named groups (committed offsets, live
+    members) and the last recovery of a stream."""
     return stream_stats(path)
 
 
@@ -67,6 +69,7 @@ def stream_stats(path: str | os.PathLike[str], *, broken_groups: dict[str, str] 
         groups=groups,
         last_recovery=load_recovery_report(stream.path),
         members=members,
+        writers=tuple(live_writers(stream.path)),
     )
 
 

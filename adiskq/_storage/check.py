@@ -21,6 +21,7 @@ from .lock import describe_holder, read_owner
 from .recovery import recover_segment
 from .stream import StreamReader, StreamWriter
 from .verify import Problem, check_groups, check_segment, list_segments
+from .writers import describe_writers, live_writers
 
 __all__ = ["CheckResult", "check_stream", "repair_stream"]
 
@@ -49,6 +50,10 @@ def check_stream(
     ``on_progress`` hears of bytes checked as the check goes (every byte, in the end).
     """
     owner = read_owner(stream.path)
+    if owner is None:
+        writers = live_writers(stream.path)
+        if writers:  # shared producers are writing: their tails are live too
+            owner = {"pid": writers[0].pid, "host": writers[0].host, "shared": True, "writers": len(writers)}
     segments, problems = list_segments(stream)
     sizes = [segment.data_bytes() for segment in segments]
     if on_total is not None:
@@ -94,11 +99,15 @@ def check_stream(
 def repair_stream(stream_path: str, problems: list[Problem]) -> list[str]:
     """Repair what ``problems`` (of ``check_stream``) say can be repaired; what changed, a line each.
 
-    Raises ``StreamLockedError`` (changing nothing) while a producer has the stream open.
+    Raises ``StreamLockedError`` (changing nothing) while any producer, exclusive or shared, has the
+    stream open.
     """
+    writers = live_writers(stream_path)
+    if writers:
+        raise StreamLockedError(stream_path, describe_writers(writers), held_shared=any(w.shared for w in writers))
     owner = read_owner(stream_path)
     if owner is not None:
-        raise StreamLockedError(stream_path, describe_holder(owner))
+        raise StreamLockedError(stream_path, describe_holder(owner), held_shared=False)
     # A damaged sealed key index goes first: the producer open below rebuilds a missing one.
     removed = []
     for problem in problems:

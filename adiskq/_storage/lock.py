@@ -1,8 +1,13 @@
-"""The ``owner`` lock: one producer per stream, held with ``flock`` so a dead holder leaves none.
+"""The ``owner`` lock: one exclusive producer, or any number of shared ones, held with ``flock``.
+
+An exclusive producer (the default) holds ``LOCK_EX``; shared producers (``shared=True``) hold
+``LOCK_SH``, so the two kinds exclude each other while shared ones coexist (each then appends under
+a partition's own lock, ``flocks.py``).
 
 The kernel drops a ``flock`` when the last descriptor of its open file closes — including when the
 holding process is killed — so there is never a stale lock to clean up (go-diskq's ``owner`` file
-outlived crashed producers). The file's text names the holder for error messages and ``stats``.
+outlived crashed producers). An exclusive holder's text names it for error messages and ``stats``;
+shared holders write nothing here (there are several): every producer is listed in ``writers/``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Final
 
 from .._sansio.naming import OWNER_FILE
 from .files import DEFAULT_FILE_MODE, flock_held, pread_exact, write_all
+from .writers import describe_writers, live_writers
 
 __all__ = ["OwnerLock", "describe_holder", "owner_text", "read_holder", "read_owner"]
 
@@ -71,11 +77,12 @@ def read_owner(stream_path: str) -> dict[str, object] | None:
 
 
 class OwnerLock:
-    """The exclusive ``flock`` on ``STREAM/owner``."""
+    """The ``flock`` on ``STREAM/owner``: exclusive, or shared with ``shared=True``."""
 
-    def __init__(self, stream_path: str, *, mode: int = DEFAULT_FILE_MODE) -> None:
+    def __init__(self, stream_path: str, *, mode: int = DEFAULT_FILE_MODE, shared: bool = False) -> None:
         self.path = os.path.join(stream_path, OWNER_FILE)
         self.mode = mode
+        self.shared = shared
         self.id = os.urandom(16).hex()  # random, like uuid4 (whose module costs 0.2 MiB)
         self._fd: int | None = None
 
@@ -91,7 +98,7 @@ class OwnerLock:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, self.mode)
         for attempt in range(_PROBE_RETRIES):
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 if attempt == _PROBE_RETRIES - 1:
@@ -101,6 +108,9 @@ class OwnerLock:
             except BaseException:
                 os.close(fd)
                 raise
+        if self.shared:
+            self._fd = fd  # several hold it: each is named in writers/, not here
+            return True
         try:
             info = {"id": self.id, "pid": os.getpid(), "host": socket.gethostname()}
             os.ftruncate(fd, 0)
@@ -114,18 +124,25 @@ class OwnerLock:
         self._fd = fd
         return True
 
-    def holder(self) -> str | None:
-        """Who holds the lock now, in words, or None."""
+    def holder(self) -> tuple[str | None, bool | None]:
+        """Who holds the lock now, in words (or None), and whether they are shared producers."""
         stream_path = os.path.dirname(self.path)
-        return describe_holder(read_owner(stream_path))
+        writers = [w for w in live_writers(stream_path) if w.id != self.id]
+        if writers:
+            return describe_writers(writers), any(w.shared for w in writers)
+        owner = read_owner(stream_path)
+        if owner:
+            return describe_holder(owner), False
+        return None, None  # nobody named (a producer that could not register on a full disk)
 
     def release(self) -> None:
         """Drop the lock; the file stays (deleting it would race with the next producer)."""
         fd, self._fd = self._fd, None
         if fd is None:
             return
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
+        if not self.shared:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)

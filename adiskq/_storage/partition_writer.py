@@ -9,12 +9,21 @@ When the stream keeps a key index, a roll seals the old segment's ``.keyindex`` 
 after fsyncing its data and before creating the next segment, so every segment a reader sees
 before the last has a sealed key index (or, if the index was off then, none). Opening the partition
 rebuilds a sealed key index that is missing or malformed.
+
+Shared producers (``lock`` set: the partition's ``flock``, ``flocks.py``) append only while they hold
+the lock, and first bring their view up to date (``refresh_quick``, else ``refresh``): other
+producers may have appended, rolled to a new segment, or died mid-append since. The files say all of
+it: the active segment's ``.index`` size and last entry against ``.data``'s size (a torn tail, or a
+missing time or key index entry, sends the segment through recovery's rules), and a segment named
+by the next offset (a roll: the old one was sealed before the new one existed). Rolls are made by
+whoever holds the lock; the others follow.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 from collections.abc import Sequence
 
@@ -25,11 +34,14 @@ from .._sansio.naming import DATA, INDEX, KEYINDEX, SEGMENT_EXTENSIONS, TAGINDEX
 from .._sansio.retention import SegmentInfo
 from .._sansio.values import SegmentRepair, VacuumReport
 from .files import DEFAULT_FILE_MODE, dir_mode, fsync_dir, read_file
+from .flocks import FileLock
 from .recovery import ensure_sealed_key_index, recover_segment
 from .segment import SegmentFileState, SegmentWriter, segment_path
 from .segment_files import entry_count, file_size, list_segment_files, timestamps
 
 __all__ = ["PartitionWriter"]
+
+logger = logging.getLogger("adiskq.producer")
 
 
 @dataclasses.dataclass(slots=True)
@@ -55,6 +67,7 @@ class PartitionWriter:
         mode: int,
         key_index: bool = True,
         scan_skipped: bool = False,
+        lock: FileLock | None = None,
     ) -> None:
         self.directory = directory
         self.partition = partition
@@ -65,6 +78,10 @@ class PartitionWriter:
         self.active = active
         # True when open() trusted a clean close instead of re-checking the active segment.
         self.scan_skipped = scan_skipped
+        # Shared producers: the partition's lock, held around every append (None: an exclusive producer).
+        self.lock = lock
+        self.max_record_bytes = DEFAULT_MAX_RECORD_BYTES
+        self._newest_base = active.base_offset  # the newest segment on disk, as vacuum last saw it
 
     @classmethod
     def open(
@@ -198,6 +215,98 @@ class PartitionWriter:
         """Close the active segment's files (callers sync first if they want durability)."""
         self.active.close()
 
+    # -- shared appends --------------------------------------------------------------------------
+
+    def refresh_quick(self) -> bool:
+        """Under the partition's lock: take in what other producers appended, if the files agree
+        and nobody rolled; False when ``refresh`` must look further (a roll, a torn tail)."""
+        active = self.active
+        state = active.tail_state()
+        if state is None:
+            return False
+        next_offset, data_size = state
+        if next_offset > active.base_offset and os.path.lexists(segment_path(self.directory, next_offset, DATA)):
+            return False  # another producer rolled
+        active.adopt(next_offset, data_size)
+        return True
+
+    def refresh(self) -> list[SegmentRepair]:
+        """Under the partition's lock: bring the view up to date, following rolls and repairing a
+        tail a dead producer left (recovery's rules), before appending. Returns the repairs."""
+        if self.refresh_quick():
+            return []
+        files = list_segment_files(self.directory)
+        bases = sorted(files)
+        last = bases[-1] if bases else self.active.base_offset
+        if last != self.active.base_offset:
+            known = {segment.base_offset: segment for segment in self._sealed}
+            if self.active.base_offset not in known:
+                known[self.active.base_offset] = self._describe_sealed(self.directory, self.active.base_offset)
+            self._sealed = [known.get(base) or self._describe_sealed(self.directory, base) for base in bases[:-1]]
+        self.active.close()
+        repairs: list[SegmentRepair] = []
+        opened: SegmentWriter | None
+        try:
+            opened = SegmentWriter.open(
+                self.directory, last, next_offset=last, data_size=0, key_index=self.key_index, mode=self.mode
+            )
+        except FileNotFoundError:  # a roll that died before creating all the files
+            opened = None
+        state = None if opened is None else opened.tail_state()
+        if opened is not None and state is not None:
+            opened.adopt(*state)
+            writer = opened
+        else:
+            if opened is not None:
+                opened.close()
+            recovered, repairs = recover_segment(
+                self.directory,
+                self.partition,
+                last,
+                max_record_bytes=self.max_record_bytes,
+                mode=self.mode,
+                key_index=self.key_index,
+            )
+            writer = SegmentWriter.open(
+                self.directory,
+                last,
+                next_offset=recovered.next_offset,
+                data_size=recovered.data_size,
+                key_index=self.key_index,
+                mode=self.mode,
+            )
+        self.active = writer
+        self._newest_base = max(self._newest_base, last)
+        return repairs
+
+    def let_go(self) -> None:
+        """Write the buffered time and key index entries, then release the partition's lock (a
+        shared producer holds no buffered entry while it does not hold the lock)."""
+        lock = self.lock
+        if lock is None or not lock.held:
+            return
+        try:
+            self.active.flush_buffered_entries()
+        except (OSError, ValueError) as error:
+            # The files are then short of those entries: the next holder's tail check sees it and
+            # recovery rebuilds them from the data. Nothing committed is lost.
+            self.active.drop_buffered_entries()
+            logger.warning(
+                "partition %d: time and key index entries not written (%s); rebuilt later", self.partition, error
+            )
+        finally:
+            lock.release()
+
+    def rescan_sealed(self) -> None:
+        """Re-read the sealed segments from the folder (other producers roll and vacuum): every
+        segment but the newest, which may be another producer's active one."""
+        bases = sorted(list_segment_files(self.directory))
+        if not bases:
+            return
+        known = {segment.base_offset: segment for segment in self._sealed}
+        self._sealed = [known.get(base) or self._describe_sealed(self.directory, base) for base in bases[:-1]]
+        self._newest_base = bases[-1]
+
     # -- vacuum ----------------------------------------------------------------------------------
 
     def segment_infos(self) -> list[SegmentInfo]:
@@ -217,7 +326,12 @@ class PartitionWriter:
                 )
             )
         active = self.active
-        infos.append(SegmentInfo(self.partition, active.base_offset, active.next_offset, active.data_size, None))
+        newest = max(self._newest_base, active.base_offset)
+        if newest == active.base_offset:
+            infos.append(SegmentInfo(self.partition, active.base_offset, active.next_offset, active.data_size, None))
+        else:  # a shared producer's stale view: the newest segment is another producer's active one
+            size = file_size(segment_path(self.directory, newest, DATA))
+            infos.append(SegmentInfo(self.partition, newest, newest + entry_count(self.directory, newest), size, None))
         return infos
 
     def _newest_timestamp(self, base: int) -> int | None:
@@ -228,7 +342,7 @@ class PartitionWriter:
     def delete_segments(self, bases: Sequence[int]) -> VacuumReport:
         """Delete these sealed segments (oldest first; never the active one)."""
         doomed = set(bases)
-        if self.active.base_offset in doomed:
+        if max(self._newest_base, self.active.base_offset) in doomed:
             raise InvalidArgumentError("the active segment is never deleted")
         removed: list[tuple[int, int]] = []
         messages = size = 0

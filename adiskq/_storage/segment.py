@@ -259,6 +259,7 @@ class SegmentWriter:
         self._key_buffer: list[int] | None = None if keyindex_fd is None else []
         self._pending: PendingBatch | None = None
         self._broken: OSError | None = None
+        self._index_read_fd = -1  # opened by tail_state (shared producers) when first needed
         self.closed = False
 
     # -- opening -------------------------------------------------------------------------------
@@ -526,6 +527,58 @@ class SegmentWriter:
                 key_buffer.clear()
         return offset
 
+    # -- shared appends (several producers, each under the partition's lock) -------------------
+
+    def tail_state(self) -> tuple[int, int] | None:
+        """``(next_offset, data_size)`` as the files say now, if they agree with each other: whole
+        index entries, the last one ending exactly where ``.data`` ends, and a time (and key) index
+        entry for each. None when they do not (a writer died mid-append: recovery must look) or
+        when this writer is unusable.
+
+        For shared producers, under the partition's lock, with no entries buffered: other
+        producers may have appended since this one last held the lock.
+        """
+        if self.closed or self._broken is not None or self._pending is not None or self._time_buffer:
+            return None
+        index_size = os.fstat(self._index_fd).st_size
+        entries, partial = divmod(index_size, INDEX_ENTRY_BYTES)
+        data_size = os.fstat(self._data_fd).st_size
+        if partial:
+            return None
+        if entries != self.next_offset - self.base_offset or data_size != self.data_size:
+            if entries:
+                if self._index_read_fd < 0:  # the append descriptor cannot read
+                    self._index_read_fd = open_read(segment_path(self.directory, self.base_offset, INDEX))
+                last = pread_exact(self._index_read_fd, INDEX_ENTRY_BYTES, index_size - INDEX_ENTRY_BYTES)
+                if len(last) != INDEX_ENTRY_BYTES:
+                    return None
+                offset, position, size = INDEX_ENTRY.unpack(last)
+                if offset != self.base_offset + entries - 1 or position + size != data_size:
+                    return None
+            elif data_size:
+                return None
+        if os.fstat(self._timeindex_fd).st_size != entries * TIMEINDEX_ENTRY_BYTES:
+            return None
+        if os.fstat(self._tagindex_fd).st_size != entries * TAG_ENTRY_BYTES:
+            return None
+        keys = self._key_buffer is not None
+        if keys and os.fstat(self._keyindex_fd).st_size != entries * keyindex_format.ENTRY_BYTES:
+            return None
+        return self.base_offset + entries, data_size
+
+    def adopt(self, next_offset: int, data_size: int) -> None:
+        """Continue after what other producers appended (``tail_state``'s figures)."""
+        self.next_offset = next_offset
+        self.data_size = data_size
+
+    def drop_buffered_entries(self) -> None:
+        """Forget buffered time and key index entries that could not be written: the files are then
+        short of entries, which the next holder's tail check finds and recovery rebuilds."""
+        self._time_buffer.clear()
+        self._tag_buffer.clear()
+        if self._key_buffer is not None:
+            self._key_buffer.clear()
+
     # -- buffered entries and the key index ----------------------------------------------------
 
     def flush_buffered_entries(self) -> None:
@@ -606,7 +659,14 @@ class SegmentWriter:
         if self.closed:
             return
         self.closed = True
-        for fd in (self._data_fd, self._timeindex_fd, self._tagindex_fd, self._keyindex_fd, self._index_fd):
+        for fd in (
+            self._data_fd,
+            self._timeindex_fd,
+            self._tagindex_fd,
+            self._keyindex_fd,
+            self._index_fd,
+            self._index_read_fd,
+        ):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)

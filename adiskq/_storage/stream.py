@@ -3,6 +3,12 @@
 Opening for writing takes the owner lock *before* anything is created or repaired, refuses any path
 that is not a stream (a file, a non-empty folder without ``settings.json``) without touching it, and
 recovers every partition's active segment. Opening for reading never writes anything.
+
+Shared writers (``shared=True``): the owner lock is held shared, and every step that changes the
+stream's shape runs under a lock of ``locks/`` (``flocks.py``): opening and closing under ``setup``
+(creating the stream, growing it, recovering each partition under its own lock, and the clean-close
+record, which only the last shared writer to close writes), vacuum under ``vacuum``, appends under
+the partition's lock. A shared writer cannot grow the partition count while other writers are open.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import dataclasses
 import functools
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
 from .._errors import (
@@ -24,10 +30,12 @@ from .._errors import (
     StreamNotFoundError,
 )
 from .._sansio.naming import (
+    LOCKS_DIR,
     OWNER_FILE,
     PARTS_DIR,
     RECOVERY_FILE,
     SETTINGS_FILE,
+    WRITERS_DIR,
     parse_partition_dir,
     parse_segment_file,
     partition_dir_name,
@@ -35,11 +43,13 @@ from .._sansio.naming import (
 from .._sansio.retention import DiskUsage, plan_vacuum
 from .._sansio.values import RecoveryReport, Retention, SegmentRepair, VacuumReport
 from .files import DEFAULT_FILE_MODE, atomic_write_json, dir_mode, fsync_dir, read_json
+from .flocks import partition_lock, setup_lock, vacuum_lock
 from .lock import OwnerLock
 from .partition_reader import PartitionReader
 from .partition_writer import PartitionWriter
 from .segment import SegmentFileState
 from .settings import AskedSettings, PartitionCountChange, StreamSettings, load_settings, save_settings
+from .writers import WriterEntry, describe_writers, live_writers
 
 __all__ = [
     "StreamReader",
@@ -54,7 +64,7 @@ _LOCK_POLL_SECONDS: Final = 0.02
 
 def _is_scratch(name: str) -> bool:
     """Files a crashed stream creation may leave in an otherwise empty folder."""
-    return name == OWNER_FILE or (name.startswith(".") and name.endswith(".tmp"))
+    return name in (OWNER_FILE, WRITERS_DIR, LOCKS_DIR) or (name.startswith(".") and name.endswith(".tmp"))
 
 
 def _holds_only_empty_partitions(parts_dir: str) -> bool:
@@ -163,7 +173,7 @@ def _save_recovery_file(
 
 
 class StreamWriter:
-    """A stream opened by its one producer: settings, lock held, partitions recovered."""
+    """A stream opened by a producer: settings, lock held (exclusive or shared), partitions recovered."""
 
     def __init__(
         self,
@@ -181,6 +191,10 @@ class StreamWriter:
         self.recovery = recovery
         self.mode = mode
         self.closed = False
+        self.shared = lock.shared
+        self._entry: WriterEntry | None = None
+        self._setup_lock = setup_lock(path, mode)
+        self._vacuum_lock = vacuum_lock(path, mode)
 
     @classmethod
     def open(
@@ -195,8 +209,12 @@ class StreamWriter:
         mode: int = DEFAULT_FILE_MODE,
         lock_timeout: float = 0.0,
         trust_clean_close: bool = True,
+        shared: bool = False,
     ) -> StreamWriter:
         """Open (or create) the stream for writing; blocks up to ``lock_timeout`` for the lock.
+
+        ``shared=True`` writes beside other shared writers (appends then go through
+        ``appending``); ``False`` is the one writer.
 
         ``trust_clean_close=False`` checks every active segment record by record even where the
         last producer's clean close says its files are unchanged (a repair looking for bit rot).
@@ -212,18 +230,28 @@ class StreamWriter:
             fsync_dir(os.path.dirname(path))
         cls._refuse_foreign_folder(path)
 
-        lock = OwnerLock(path, mode=mode)
+        lock = OwnerLock(path, mode=mode, shared=shared)
         deadline = time.monotonic() + lock_timeout
         try:
             while not lock.try_acquire():
                 if time.monotonic() >= deadline:
-                    raise StreamLockedError(path, lock.holder())
+                    holder, held_shared = lock.holder()
+                    raise StreamLockedError(path, holder, held_shared=held_shared)
                 time.sleep(_LOCK_POLL_SECONDS)
+            entry = WriterEntry(path, lock.id, shared=shared, mode=mode)
             try:
-                return cls._open_locked(path, lock, asked, mode, trust_clean_close)
+                live_writers(path, remove_dead=True)  # what dead producers left goes
+                entry.register()
+                if shared:
+                    writer = cls._open_shared(path, lock, asked, mode, trust_clean_close)
+                else:
+                    writer = cls._open_locked(path, lock, asked, mode, trust_clean_close)
             except BaseException:
+                entry.unregister()
                 lock.release()
                 raise
+            writer._entry = entry
+            return writer
         except PermissionError as error:
             error.add_note(
                 "adiskq: a producer needs write permission on the stream's folder and files "
@@ -244,6 +272,21 @@ class StreamWriter:
             raise NotAStreamError(path, f"the folder holds {shown} but no settings.json")
 
     @classmethod
+    def _open_shared(
+        cls, path: str, lock: OwnerLock, asked: AskedSettings, mode: int, trust_clean_close: bool
+    ) -> StreamWriter:
+        """Open beside other shared writers: under the setup and vacuum locks (no other writer
+        opens, closes or vacuums meanwhile), each partition recovered under its own lock."""
+        setup, vacuum = setup_lock(path, mode), vacuum_lock(path, mode)
+        try:
+            setup.acquire()
+            vacuum.acquire()
+            return cls._open_locked(path, lock, asked, mode, trust_clean_close)
+        finally:
+            vacuum.close()
+            setup.close()
+
+    @classmethod
     def _open_locked(
         cls, path: str, lock: OwnerLock, asked: AskedSettings, mode: int, trust_clean_close: bool
     ) -> StreamWriter:
@@ -260,6 +303,15 @@ class StreamWriter:
                 "partitions unset"
             )
         settings = asked.applied_to(base)
+        if lock.shared and stored is not None and settings.partition_count > stored.partition_count:
+            others = [w for w in live_writers(path) if w.id != lock.id]
+            if others:
+                raise SettingsMismatchError(
+                    f"stream {path!r} has {stored.partition_count} partitions and partitions={partitions} asks "
+                    f"for more, but other producers write it now ({describe_writers(others)}): keys would be "
+                    "placed on different partitions by each. Grow it while no other producer is open, or "
+                    "leave partitions unset"
+                )
 
         parts_dir = os.path.join(path, PARTS_DIR)
         if os.path.lexists(parts_dir) and not os.path.isdir(parts_dir):
@@ -273,14 +325,26 @@ class StreamWriter:
         try:
             # Partitions exist before settings.json counts them, so a reader never misses one.
             for number in range(settings.partition_count):
-                writer, repaired = PartitionWriter.open(
-                    os.path.join(parts_dir, partition_dir_name(number)),
-                    number,
-                    segment_size_bytes=settings.segment_size_bytes,
-                    mode=mode,
-                    clean=clean_close.get(number),
-                    key_index=settings.key_index,
-                )
+                # A shared writer recovers a partition under its lock: others may be appending.
+                held = partition_lock(path, number, mode) if lock.shared else None
+                try:
+                    if held is not None:
+                        held.acquire()
+                    writer, repaired = PartitionWriter.open(
+                        os.path.join(parts_dir, partition_dir_name(number)),
+                        number,
+                        segment_size_bytes=settings.segment_size_bytes,
+                        mode=mode,
+                        clean=clean_close.get(number),
+                        key_index=settings.key_index,
+                    )
+                except BaseException:
+                    if held is not None:
+                        held.close()
+                    raise
+                if held is not None:
+                    held.release()
+                    writer.lock = held
                 opened.append(writer)
                 repairs.extend(repaired)
             if stored is not None and settings.partition_count > stored.partition_count:
@@ -295,6 +359,8 @@ class StreamWriter:
         except BaseException:
             for writer in opened:
                 writer.close()
+                if writer.lock is not None:
+                    writer.lock.close()
             raise
         report = RecoveryReport(time.time_ns(), tuple(repairs), tuple(w.partition for w in opened if w.scan_skipped))
         # Replacing the file also drops the clean-close record before anything is appended, so a
@@ -330,8 +396,52 @@ class StreamWriter:
         return report
 
     def vacuum(self, retention: Retention | None = None, now_ns: int | None = None) -> VacuumReport:
-        """Delete what the retention (the stream's own by default) no longer keeps."""
-        return self.delete_segments(self.plan_vacuum(retention, now_ns))
+        """Delete what the retention (the stream's own by default) no longer keeps.
+
+        A shared writer vacuums only if no other one is vacuuming now (else it reports nothing
+        removed: that one does the work), and first re-reads which segments are sealed.
+        """
+        if not self.shared:
+            return self.delete_segments(self.plan_vacuum(retention, now_ns))
+        if not self._vacuum_lock.try_acquire():
+            return VacuumReport()
+        try:
+            for partition in self.partitions:
+                partition.rescan_sealed()
+            return self.delete_segments(self.plan_vacuum(retention, now_ns))
+        finally:
+            self._vacuum_lock.release()
+
+    @contextlib.contextmanager
+    def vacuuming(self) -> Iterator[None]:
+        """Hold the vacuum lock (a shared writer; waiting for another vacuum to end), with the
+        sealed segments re-read, while the caller plans and deletes; an exclusive writer takes none."""
+        if not self.shared:
+            yield
+            return
+        with self._vacuum_lock:
+            for partition in self.partitions:
+                partition.rescan_sealed()
+            yield
+
+    @contextlib.contextmanager
+    def appending(self, partitions: Iterable[int]) -> Iterator[None]:
+        """Hold these partitions' locks (taken in ascending order), each view brought up to date,
+        while the caller appends through ``self.partitions[n].append``. An exclusive writer needs
+        no lock and takes none."""
+        taken: list[PartitionWriter] = []
+        try:
+            for number in sorted(set(partitions)):
+                partition = self.partitions[number]
+                if partition.lock is None:
+                    continue
+                partition.lock.acquire()
+                taken.append(partition)
+                partition.refresh()
+            yield
+        finally:
+            for partition in reversed(taken):
+                partition.let_go()
 
     def sync(self) -> None:
         """fsync every partition's active segment."""
@@ -344,7 +454,9 @@ class StreamWriter:
             return
         self.closed = True
         try:
-            if sync:
+            if self.shared:
+                self._close_shared(sync)
+            elif sync:
                 for partition in self.partitions:
                     # Best effort: a time or key index left short is rebuilt by the next open;
                     # the fsync of the data must happen regardless.
@@ -358,7 +470,39 @@ class StreamWriter:
         finally:
             for partition in self.partitions:
                 partition.close()
+                if partition.lock is not None:
+                    partition.lock.close()
+            self._setup_lock.close()
+            self._vacuum_lock.close()
+            if self._entry is not None:
+                self._entry.unregister()
             self._lock.release()
+
+    def _close_shared(self, sync: bool) -> None:
+        """Let go of every partition (its buffered entries written) and fsync; the last shared
+        writer to close also records the clean close, under the setup lock (no writer opens
+        meanwhile), each partition's view brought up to date under its lock first."""
+        for partition in self.partitions:
+            partition.let_go()
+        if not sync:
+            return
+        with self._setup_lock:
+            last = not [w for w in live_writers(self.path) if self._entry is None or w.id != self._entry.id]
+            if not last:
+                self.sync()
+                return
+            states: dict[int, SegmentFileState] = {}
+            try:
+                for partition in self.partitions:
+                    assert partition.lock is not None
+                    with partition.lock:
+                        partition.refresh()
+                        partition.sync()
+                        states[partition.partition] = partition.file_state()
+            except (OSError, ValueError):
+                return  # no clean-close record: the next open checks every active segment
+            with contextlib.suppress(OSError):
+                _save_recovery_file(self.path, self.recovery, states, self.mode)
 
 
 class StreamReader:

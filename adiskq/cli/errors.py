@@ -110,11 +110,19 @@ def failure_for(error: BaseException) -> click.ClickException | None:
             f"no adiskq stream at {error.path!r} ({error.why}): check the path; `adiskq write PATH` creates a stream"
         )
     if isinstance(error, StreamLockedError):
+        if error.held_shared:
+            return locked_failure(
+                error.path,
+                error.holder,
+                "is being written by shared producers",
+                ": pass --shared to write beside them, or run this again once they have closed",
+            )
         return locked_failure(
             error.path,
             error.holder,
             "is locked by a producer",
-            ": a stream has one writer at a time. Stop that producer, or run this again once it has closed",
+            ": a stream has one writer at a time unless every writer is shared (--shared). Stop that "
+            "producer, or run this again once it has closed",
         )
     if isinstance(error, Error):
         return Failure(str(error))

@@ -122,6 +122,7 @@ def stats_json(info: StreamStats) -> dict[str, object]:
         ],
         "disk": disk_json(info.path),
         "owner": dict(info.owner) if info.owner is not None else None,
+        "writers": [{"id": w.id, "pid": w.pid, "host": w.host, "shared": w.shared} for w in info.writers],
         "groups": groups,
         "last_recovery": None
         if recovery is None
@@ -170,7 +171,12 @@ def print_stats(info: StreamStats, out: Console | None = None) -> None:
     out.print(describe_disk(usage, disk.total_bytes, DEFAULT_REFUSE_WRITES_ABOVE), highlight=False)
 
     owner = info.owner
-    if owner is None:
+    shared = [w for w in info.writers if w.shared]
+    if shared:
+        out.print(f"writers: {len(shared)} shared producer{'s' if len(shared) != 1 else ''} writing", highlight=False)
+        for writer in shared:
+            out.print(f"  pid {writer.pid} on host {writer.host} (shared)", markup=False, highlight=False)
+    elif owner is None:
         out.print("owner: none (no producer has the stream open)")
     else:
         out.print(f"owner: a producer is writing: pid {owner.get('pid', '?')} on host {owner.get('host', '?')}")

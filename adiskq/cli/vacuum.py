@@ -69,54 +69,65 @@ def vacuum(
     try:
         writer = StreamWriter.open(path)
     except StreamLockedError as error:
-        raise _locked(path, error.holder) from None
+        if not error.held_shared:
+            raise _locked(path, error.holder) from None
+        try:  # shared producers are writing: vacuum as one of them (one vacuum at a time)
+            writer = StreamWriter.open(path, shared=True)
+        except StreamLockedError as again:
+            raise _locked(path, again.holder) from None
     out = console()
     try:
-        for repair in writer.recovery.repairs:
-            out.print(f"opening the stream repaired {repair}", markup=False)
-        effective = retention or writer.settings.retention
-        if effective.is_unbounded:
-            out.print(
-                "the stream keeps everything (its settings.json sets no retention): nothing to delete. "
-                "Give --max-age or --max-bytes to vacuum by other limits"
+        with writer.vacuuming():
+            for repair in writer.recovery.repairs:
+                out.print(f"opening the stream repaired {repair}", markup=False)
+            effective = retention or writer.settings.retention
+            if effective.is_unbounded:
+                out.print(
+                    "the stream keeps everything (its settings.json sets no retention): nothing to delete. "
+                    "Give --max-age or --max-bytes to vacuum by other limits"
+                )
+                return
+            doomed = writer.plan_vacuum(effective)
+            infos = {(s.partition, s.base_offset): s for p in writer.partitions for s in p.segment_infos()}
+            if not doomed:
+                out.print(f"nothing to delete: every sealed segment is within {_describe(effective)}")
+                return
+            removed = table(
+                "partition",
+                "segment",
+                "offsets",
+                "size",
+                "newest message (UTC)",
+                right=("partition", "offsets", "size"),
             )
-            return
-        doomed = writer.plan_vacuum(effective)
-        infos = {(s.partition, s.base_offset): s for p in writer.partitions for s in p.segment_infos()}
-        if not doomed:
-            out.print(f"nothing to delete: every sealed segment is within {_describe(effective)}")
-            return
-        removed = table(
-            "partition", "segment", "offsets", "size", "newest message (UTC)", right=("partition", "offsets", "size")
-        )
-        for key in doomed:
-            info = infos[key]
-            removed.add_row(
-                str(info.partition),
-                f"{info.base_offset:020d}",
-                f"{info.base_offset}..{info.next_offset - 1}",
-                format_bytes(info.size_bytes),
-                format_time(info.newest_timestamp_ns, zone=False),
-            )
-        messages = sum(infos[k].next_offset - infos[k].base_offset for k in doomed)
-        size = sum(infos[k].size_bytes for k in doomed)
-        if dry_run:
-            removed.title = f"would delete (by {_describe(effective)})"
+            for key in doomed:
+                info = infos[key]
+                removed.add_row(
+                    str(info.partition),
+                    f"{info.base_offset:020d}",
+                    f"{info.base_offset}..{info.next_offset - 1}",
+                    format_bytes(info.size_bytes),
+                    format_time(info.newest_timestamp_ns, zone=False),
+                )
+            messages = sum(infos[k].next_offset - infos[k].base_offset for k in doomed)
+            size = sum(infos[k].size_bytes for k in doomed)
+            if dry_run:
+                removed.title = f"would delete (by {_describe(effective)})"
+                out.print(removed)
+                out.print(
+                    f"dry run: {len(doomed)} segments ({format_count(messages)} messages, {format_bytes(size)}) "
+                    "would be deleted; nothing was"
+                )
+                return
+            report = writer.delete_segments(doomed)
+            removed.title = f"deleted (by {_describe(effective)})"
             out.print(removed)
             out.print(
-                f"dry run: {len(doomed)} segments ({format_count(messages)} messages, {format_bytes(size)}) "
-                "would be deleted; nothing was"
+                f"removed {len(report.removed_segments)} segments: {format_count(report.removed_messages)} messages, "
+                f"{format_bytes(report.removed_bytes)}"
             )
-            return
-        report = writer.delete_segments(doomed)
-        removed.title = f"deleted (by {_describe(effective)})"
-        out.print(removed)
-        out.print(
-            f"removed {len(report.removed_segments)} segments: {format_count(report.removed_messages)} messages, "
-            f"{format_bytes(report.removed_bytes)}"
-        )
-        oldest = ", ".join(f"{p.partition}: {p.oldest_offset}" for p in writer.partitions)
-        out.print(f"oldest offsets now: {oldest}")
+            oldest = ", ".join(f"{p.partition}: {p.oldest_offset}" for p in writer.partitions)
+            out.print(f"oldest offsets now: {oldest}")
     finally:
         writer.close()
 

@@ -136,6 +136,7 @@ async def write_messages(
     on_read: Callable[[int], None],
     tally: Tally,
     refuse_writes_above: float = DEFAULT_REFUSE_WRITES_ABOVE,
+    shared: bool = False,
 ) -> None:
     """Push every message of the input, in batches, through one producer."""
     import aiofiles
@@ -150,6 +151,7 @@ async def write_messages(
                 flush="sync" if sync else "async",
                 lock_timeout=lock_timeout,
                 refuse_writes_above=refuse_writes_above,
+                shared=shared,
             )
         )
         reader = aiofiles.stdin_bytes if source == "-" else await stack.enter_async_context(aiofiles.open(source, "rb"))
@@ -221,6 +223,11 @@ async def write_messages(
     show_default=True,
     help="Fail instead of writing while the stream's file system is fuller than this fraction (1: never).",
 )
+@click.option(
+    "--shared",
+    is_flag=True,
+    help="Write beside other shared producers (a service's, other `write --shared` runs) instead of alone.",
+)
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: for a FILE on a terminal).")
 def write(
     path: str,
@@ -234,6 +241,7 @@ def write(
     flush: str,
     lock_timeout: float,
     refuse_writes_above: float,
+    shared: bool,
     progress: bool | None,
 ) -> None:
     """Append messages to a stream, one per line, from FILE or stdin.
@@ -247,6 +255,7 @@ def write(
       adiskq write orders orders.jsonl --key-field customer --partitions 3
       adiskq write orders --key customer-00 -H type=created < orders.txt
       adiskq write orders --tag created < created.txt
+      adiskq write orders --shared < more.txt     # beside a service's shared producers
     """
     import anyio
 
@@ -286,6 +295,7 @@ def write(
                 on_read=on_read,
                 tally=tally,
                 refuse_writes_above=refuse_writes_above,
+                shared=shared,
             )
         )
     finally:

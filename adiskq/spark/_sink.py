@@ -12,9 +12,12 @@ must do so even if the crash came in the middle of its own ``commit``. How:
    and fsynced): the last batch committed and, while a commit is under way, its *intent*: the batch
    id, the staging files, and every partition's next offset when the append began.
 3. ``commit(B)`` returns at once if ``B`` is already committed: a replayed batch is dropped (its new
-   staging files are deleted). Otherwise it takes the stream's lock (``lockTimeout``), writes the
-   intent, appends the staged records, fsyncs the stream, records ``B`` as committed (clearing the
-   intent) and only then releases the lock and deletes the staging files.
+   staging files are deleted). Otherwise it opens the stream as a shared writer (waiting up to
+   ``lockTimeout`` while an exclusive producer holds it; shared ones, a live service's, write on
+   beside it), takes the locks of the batch's partitions, writes the intent (each partition's next
+   offset read under its lock, so the batch's records lie contiguous from there), appends the
+   staged records, lets the partitions go, fsyncs, records ``B`` as committed (clearing the intent)
+   and only then closes the stream and deletes the staging files.
 4. If a commit finds an intent, the previous commit died after writing it. Its staging files are
    still there (they are deleted only after the batch is recorded). For each partition the records
    from the intent's start offset are compared, byte for byte, with the staged ones: the leading
@@ -248,7 +251,7 @@ class SinkCommitter:
             self.save_state(_State(batch_id))  # nothing to append: no need for the lock
             self.discard(staged)
             return True
-        writer = StreamWriter.open(self.stream_path, lock_timeout=self.lock_timeout)
+        writer = StreamWriter.open(self.stream_path, lock_timeout=self.lock_timeout, shared=True)
         try:
             if state.intent is not None:
                 self._finish(writer, state.intent)
@@ -262,10 +265,14 @@ class SinkCommitter:
                 refuse_above_level(self.stream_path, self.refuse_writes_above)
                 partition_count = writer.settings.partition_count
                 grouped = _load_staged(staged, partition_count)
-                start = {p: writer.partitions[p].next_offset for p in grouped.records}
-                # The intent is durable before the first record is appended (see the module docstring).
-                self.save_state(_State(state.committed, _Intent(batch_id, tuple(staged), partition_count, start)))
-                append_grouped(writer, grouped.records)
+                # The partitions' locks are held from reading where the batch starts to its last
+                # record, so its records lie contiguous from the intent's start in each partition.
+                with writer.appending(grouped.records):
+                    start = {p: writer.partitions[p].next_offset for p in grouped.records}
+                    # The intent is durable before the first record is appended (see the module docstring).
+                    intent = _Intent(batch_id, tuple(staged), partition_count, start)
+                    self.save_state(_State(state.committed, intent))
+                    append_grouped(writer, grouped.records)
                 writer.sync()
                 self.save_state(_State(batch_id))
         finally:
@@ -277,9 +284,12 @@ class SinkCommitter:
         """Append what an interrupted commit of ``intent`` had not appended yet."""
         grouped = _load_staged(intent.staged, intent.partition_count)
         landed = {}
-        for partition, records in grouped.records.items():
-            landed[partition] = self._matching_prefix(writer, partition, intent.start[partition], records)
-        append_grouped(writer, grouped.records, skip=landed)
+        with writer.appending(grouped.records):
+            # The crashed commit's records lie contiguous from the intent's start (it held the
+            # locks); shared writers may have appended after them since.
+            for partition, records in grouped.records.items():
+                landed[partition] = self._matching_prefix(writer, partition, intent.start[partition], records)
+            append_grouped(writer, grouped.records, skip=landed)
         writer.sync()
 
     def _matching_prefix(self, writer: StreamWriter, partition: int, start: int, records: Sequence[bytes]) -> int:

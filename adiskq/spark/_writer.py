@@ -1,9 +1,10 @@
 """Batch writes: ``df.write.format("adiskq").mode("append").save(path)``.
 
-A stream has one writer. Each task encodes its rows first, then takes the stream's ``owner`` lock
-(``StreamWriter.open`` with ``lockTimeout``, 60 s by default), appends, fsyncs and lets go, so tasks
-write in turn and hold the lock only while appending. A task that cannot get the lock in time fails
-with ``StreamLockedError``, which names the holder (pid and host). A task holding more than
+Tasks write as shared producers (``StreamWriter.open(shared=True)``), so a job appends beside a live
+service's shared producers and beside its own other tasks. Each task encodes its rows first, then
+opens the stream shared (waiting up to ``lockTimeout``, 60 s by default, while an exclusive producer
+holds it), appends each partition's rows under that partition's lock, fsyncs and closes. A task that
+cannot open in time fails with ``StreamLockedError``, which names the holder (pid and host). A task holding more than
 ``FLUSH_BYTES`` of encoded rows appends them and goes on, so its memory stays bounded.
 
 Batch writes append; nothing appended is taken back. If a job fails, what its finished tasks wrote
@@ -51,7 +52,7 @@ def prepare_stream(options: WriteOptions) -> StreamFacts:
         settings = StreamReader.open(options.path).settings
     except StreamNotFoundError:
         writer = StreamWriter.open(
-            options.path, partitions=options.partition_count or 1, lock_timeout=options.lock_timeout
+            options.path, partitions=options.partition_count or 1, lock_timeout=options.lock_timeout, shared=True
         )
         settings = writer.settings
         writer.close()
@@ -79,7 +80,8 @@ def _slices(records: Sequence[bytes]) -> Iterator[Sequence[bytes]]:
 def append_grouped(
     writer: StreamWriter, grouped: Mapping[int, Sequence[bytes]], skip: Mapping[int, int] | None = None
 ) -> None:
-    """Append each partition's records (after the first ``skip[p]``) with the lock held."""
+    """Append each partition's records (after the first ``skip[p]``); a shared writer must hold
+    those partitions' locks (``StreamWriter.appending``)."""
     for partition in sorted(grouped):
         records = grouped[partition][(skip or {}).get(partition, 0) :]
         target = writer.partitions[partition]
@@ -95,7 +97,7 @@ class AppendReceipt(WriterCommitMessage):
 
 
 class AdiskqBatchWriter(DataSourceArrowWriter):
-    """Appends a DataFrame to a stream; tasks take the stream's lock in turn."""
+    """Appends a DataFrame to a stream; tasks write as shared producers, each partition in turn."""
 
     def __init__(self, options: WriteOptions, columns: Columns, facts: StreamFacts) -> None:
         self.options = options
@@ -105,11 +107,12 @@ class AdiskqBatchWriter(DataSourceArrowWriter):
     def _append(self, grouped: Grouped, totals: dict[int, int]) -> None:
         if not grouped.message_count:
             return
-        writer = StreamWriter.open(self.options.path, lock_timeout=self.options.lock_timeout)
+        writer = StreamWriter.open(self.options.path, lock_timeout=self.options.lock_timeout, shared=True)
         try:
             refuse_above_level(self.options.path, self.options.refuse_writes_above)
             placed = grouped.regrouped(writer.settings.partition_count)
-            append_grouped(writer, placed.records)
+            with writer.appending(placed.records):
+                append_grouped(writer, placed.records)
             writer.sync()
         finally:
             writer.close()

@@ -64,4 +64,20 @@ def test_disk_guard_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
         for backend in ("asyncio", "trio"):
             assert f"{workload:8} {backend:8}" in result.stdout
     assert "on/off" in result.stdout
+
+
+def test_shared_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
+    """bench_shared.py --quick runs shared against exclusive producers and writer processes against
+    SQLite's, printing every ratio and target."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(BENCHMARKS, "bench_shared.py"), "--quick", "--dir", os.fspath(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    for line in ("W1 asyncio", "W1 trio", "W2 asyncio", "W2 trio", "adiskq asyncio 4", "adiskq trio 1", "sqlite 4"):
+        assert line in result.stdout
+    assert "4 shared writers, asyncio:" in result.stdout
     assert os.listdir(tmp_path) == []

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 from spark_support import fill, read_all
 
 from adiskq import CorruptRecordError, StreamLockedError
+from adiskq._sansio.codec import encode_record
 from adiskq._storage.partition_writer import PartitionWriter
 from adiskq._storage.stream import StreamReader, StreamWriter
 from adiskq.spark import _sink
@@ -268,3 +269,17 @@ def test_a_damaged_staging_file_is_refused_before_anything_is_appended(
         committer.commit(0, [staged])
     assert caught.value.path == staged.path
     assert read_all(stream_path) == []
+
+
+def test_a_commit_writes_beside_a_live_shared_producer(stream_path: str, tmp_path: pathlib.Path) -> None:
+    """The sink commits while a service's shared producer is open, and the service writes on after."""
+    fill(stream_path, [0, 0])
+    live = StreamWriter.open(stream_path, shared=True)
+    try:
+        committer = SinkCommitter(str(tmp_path), stream_path, 0.1)
+        assert committer.commit(0, [staged_rows(str(tmp_path), ROWS)]) is True
+        with live.appending([1]):
+            live.partitions[1].append([encode_record(b"service", b"k", 1)], [1])
+    finally:
+        live.close()
+    assert values(stream_path) == sorted([v for _, v in ROWS] + [b"service"])

@@ -10,6 +10,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from spark_support import placed_correctly, read_all
 
+from adiskq._sansio.codec import encode_record
 from adiskq._storage.stream import StreamReader, StreamWriter
 
 
@@ -122,3 +123,16 @@ def test_tasks_take_the_lock_in_turn(spark: SparkSession, stream_path: str) -> N
     df = spark.range(0, 2_000, numPartitions=8).selectExpr("cast(id as string) as key", "cast(id as string) as value")
     df.write.format("adiskq").mode("append").option("partitionCount", "2").save(stream_path)
     assert sorted(int(bytes(m.value)) for m in read_all(stream_path)) == list(range(2_000))
+
+
+def test_a_write_goes_in_beside_a_live_shared_producer(spark: SparkSession, stream_path: str) -> None:
+    """A batch write appends while a service's shared producer is open and appending too."""
+    live = StreamWriter.open(stream_path, partitions=2, shared=True)
+    try:
+        append(spark, stream_path, [(f"k{i}", f"spark-{i}") for i in range(100)], "key string, value string")
+        with live.appending([0]):
+            live.partitions[0].append([encode_record(b"service", b"k", 1)], [1])
+    finally:
+        live.close()
+    values = sorted(bytes(m.value).decode() for m in read_all(stream_path))
+    assert values == sorted([f"spark-{i}" for i in range(100)] + ["service"])
