@@ -47,13 +47,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from compare.common import LATENCY_INTERVAL_S, latency_of, stamped_value, touch, wait_for_file  # noqa: E402
+from compare.common import LATENCY_INTERVAL_S, latency_of, paced, stamped_value, touch, wait_for_file  # noqa: E402
 
 PEERS = (
     "adiskq-asyncio",
@@ -79,16 +78,6 @@ PLACEMENTS = {"apart": (0, 1), "same": (1, 1)}
 # -- the producers ---------------------------------------------------------------------------------
 
 
-def _paced(count: int, push: Callable[[], object]) -> None:
-    """Call ``push`` ``count`` times, one every LATENCY_INTERVAL_S on an absolute schedule."""
-    started = time.monotonic()
-    for i in range(count):
-        delay = started + i * LATENCY_INTERVAL_S - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        push()
-
-
 def produce(peer: str, folder: str, count: int) -> None:
     wait_for_file(os.path.join(folder, "ready"))
     if peer.startswith("adiskq-"):
@@ -108,15 +97,15 @@ def produce(peer: str, folder: str, count: int) -> None:
         anyio.run(main, backend=peer.removeprefix("adiskq-"))
     elif peer.startswith("inotify-"):
         fd = os.open(os.path.join(folder, "file"), os.O_WRONLY | os.O_APPEND)
-        _paced(count, lambda: os.write(fd, stamped_value()))
+        paced(count, lambda: os.write(fd, stamped_value()))
         os.close(fd)
     elif peer == "pipe":
         fd = os.open(os.path.join(folder, "fifo"), os.O_WRONLY)
-        _paced(count, lambda: os.write(fd, stamped_value()))
+        paced(count, lambda: os.write(fd, stamped_value()))
         os.close(fd)
     else:
         db = _sqlite(folder)
-        _paced(count, lambda: db.execute("INSERT INTO log (value) VALUES (?)", (stamped_value(),)))
+        paced(count, lambda: db.execute("INSERT INTO log (value) VALUES (?)", (stamped_value(),)))
         db.close()
 
 

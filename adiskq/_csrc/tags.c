@@ -42,6 +42,24 @@ not_plain:
     Py_RETURN_NOTIMPLEMENTED;
 }
 
+/* The wanted hashes of a filtering read into `wanted`: their number, or -1 when `hashes` (a tuple the
+ * caller checked holds at most 8 items) has anything but ints below 2**32 (the caller then answers
+ * NotImplemented, and the reference handles it). */
+static Py_ssize_t wanted_hashes(PyObject *hashes, uint32_t wanted[8]) {
+    Py_ssize_t n = 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(hashes); k++) {
+        PyObject *item = PyTuple_GET_ITEM(hashes, k);
+        if (!PyLong_CheckExact(item)) return -1;
+        unsigned long value = PyLong_AsUnsignedLong(item);
+        if (PyErr_Occurred() || value > 0xFFFFFFFFul) {
+            PyErr_Clear();
+            return -1;
+        }
+        wanted[n++] = (uint32_t)value;
+    }
+    return n;
+}
+
 /* matching_entries(column, hashes) -> [entry numbers]: the entries of a .tagindex buffer (whole u32
  * entries; a partial one at the end is ignored) whose hash is one of `hashes` (a tuple of at most 8
  * ints below 2**32; NotImplemented for anything else), ascending. The filtering consumer's scan. */
@@ -54,17 +72,8 @@ PyObject *adq_py_matching_entries(PyObject *module, PyObject *const *args, Py_ss
     if (!PyBytes_CheckExact(args[0]) || !PyTuple_CheckExact(args[1]) || PyTuple_GET_SIZE(args[1]) > 8)
         Py_RETURN_NOTIMPLEMENTED;
     uint32_t wanted[8];
-    Py_ssize_t n = 0;
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(args[1]); k++) {
-        PyObject *item = PyTuple_GET_ITEM(args[1], k);
-        if (!PyLong_CheckExact(item)) Py_RETURN_NOTIMPLEMENTED;
-        unsigned long value = PyLong_AsUnsignedLong(item);
-        if (PyErr_Occurred() || value > 0xFFFFFFFFul) {
-            PyErr_Clear();
-            Py_RETURN_NOTIMPLEMENTED;
-        }
-        wanted[n++] = (uint32_t)value;
-    }
+    Py_ssize_t n = wanted_hashes(args[1], wanted);
+    if (n < 0) Py_RETURN_NOTIMPLEMENTED;
     const uint8_t *column = (const uint8_t *)PyBytes_AS_STRING(args[0]);
     Py_ssize_t count = PyBytes_GET_SIZE(args[0]) / 4;
     PyObject *found = PyList_New(0);
@@ -135,17 +144,8 @@ PyObject *adq_py_matching_records(PyObject *module, PyObject *const *args, Py_ss
         !PyLong_CheckExact(args[3]) || !PyLong_CheckExact(args[4]) || !PyLong_CheckExact(args[5]))
         Py_RETURN_NOTIMPLEMENTED;
     uint32_t wanted[8];
-    Py_ssize_t n = 0;
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(args[2]); k++) {
-        PyObject *item = PyTuple_GET_ITEM(args[2], k);
-        if (!PyLong_CheckExact(item)) Py_RETURN_NOTIMPLEMENTED;
-        unsigned long value = PyLong_AsUnsignedLong(item);
-        if (PyErr_Occurred() || value > 0xFFFFFFFFul) {
-            PyErr_Clear();
-            Py_RETURN_NOTIMPLEMENTED;
-        }
-        wanted[n++] = (uint32_t)value;
-    }
+    Py_ssize_t n = wanted_hashes(args[2], wanted);
+    if (n < 0) Py_RETURN_NOTIMPLEMENTED;
     unsigned long long first_offset = PyLong_AsUnsignedLongLong(args[3]);
     long long max_count = PyLong_AsLongLong(args[4]);
     long long max_bytes = PyLong_AsLongLong(args[5]);
