@@ -486,7 +486,8 @@ class Lane:
             # (the pushers the last fsync released, most often): without it the first of them would
             # commit alone, and the batches would alternate between a few pushes and the rest, twice
             # the fsyncs for the same pushes. A turn costs microseconds; the fsync it shares, hundreds.
-            await anyio.lowlevel.cancel_shielded_checkpoint()
+            # (A plain checkpoint: complete() runs the leader inside its shielded scope already.)
+            await anyio.lowlevel.checkpoint()
         if self._open is batch:
             self._open = None  # later pushes form the next batch
         self._committing = batch
