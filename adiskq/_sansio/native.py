@@ -17,7 +17,14 @@ __all__ = ["DISABLED", "NATIVE"]
 DISABLED: Final = os.environ.get("ADISKQ_NO_EXTENSIONS", "") not in ("", "0")
 # Functions the sources of this version have and an older build lacks: a build of older sources
 # (one left in a checkout, say) is not used, since it would read and write the records of its time.
-_NEWEST: Final = ("tag_column", "matching_entries", "matching_records", "decode_at")
+_NEWEST: Final = (
+    "tag_column",
+    "matching_entries",
+    "matching_records",
+    "decode_at",
+    "sorted_key_values",
+    "install_record_call",
+)
 
 
 def _load() -> ModuleType | None:
