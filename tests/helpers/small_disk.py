@@ -15,6 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
+import adiskq
+
 SMALL_DISK_SIZE = "384k"
 
 
@@ -62,3 +64,16 @@ def fill_to(directory: str, level: float) -> None:
 def remove_filler(directory: str) -> None:
     """Delete what ``fill_to`` or ``use_up_space`` wrote."""
     os.unlink(os.path.join(directory, "filler"))
+
+
+async def fill(producer: adiskq.Producer, acknowledged: list[bytes]) -> OSError:
+    """Push until a push fails (the disk is full, or its usage is above the producer's level);
+    returns the error that said so. Each acknowledged value is appended to ``acknowledged``."""
+    for i in range(100_000):
+        value = b"%06d" % i + b"x" * 250
+        try:
+            await producer.push(value, key="k")
+        except OSError as error:
+            return error
+        acknowledged.append(value)
+    raise AssertionError("the small disk never filled up")

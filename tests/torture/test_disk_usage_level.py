@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import anyio
 import pytest
 from helpers.cli import invoke
-from helpers.small_disk import fill_to, mounted_small_disk, remove_filler, usage
+from helpers.small_disk import fill, fill_to, mounted_small_disk, remove_filler, usage
 from helpers.waiting import until_changed
 
 import adiskq
@@ -42,18 +42,6 @@ async def create(path: str) -> None:
     """Create the stream with one message, so what a test fills next is the disk, not the stream."""
     async with adiskq.Producer(path, segment_size_bytes=16 * 1024) as producer:
         await producer.push(b"first", key="k")
-
-
-async def fill(producer: adiskq.Producer, acknowledged: list[bytes]) -> OSError:
-    """Push until a push fails; returns the error."""
-    for i in range(100_000):
-        value = b"%06d" % i + b"x" * 250
-        try:
-            await producer.push(value, key="k")
-        except OSError as error:
-            return error
-        acknowledged.append(value)
-    raise AssertionError("the small disk never filled up")
 
 
 @pytest.mark.parametrize("flush", ["async", "sync"])

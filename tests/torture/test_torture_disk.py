@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
-from helpers.small_disk import mounted_small_disk, use_up_space
+from helpers.small_disk import fill, mounted_small_disk, use_up_space
 
 import adiskq
 from adiskq._storage.offsets import load_offsets, save_offsets
@@ -27,18 +27,6 @@ def small_disk(tmp_path: object) -> Iterator[str]:
     """A 384 KiB file system of its own: a tmpfs mounted as root (CI runs as root)."""
     with mounted_small_disk(str(tmp_path)) as mount_point:
         yield mount_point
-
-
-async def fill(producer: adiskq.Producer, acknowledged: list[bytes]) -> OSError:
-    """Push until the disk is full; returns the error that said so."""
-    for i in range(100_000):
-        value = b"%06d" % i + b"x" * 250
-        try:
-            await producer.push(value, key="k")
-        except OSError as error:
-            return error
-        acknowledged.append(value)
-    raise AssertionError("the small disk never filled up")
 
 
 def values(path: str) -> list[bytes]:
