@@ -36,7 +36,6 @@ from __future__ import annotations
 import errno
 import functools
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -49,6 +48,7 @@ from .._storage.flocks import FileLock
 from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError
 from . import wakeup
+from .cancellation import running_on_trio
 
 if TYPE_CHECKING:
     import trio.lowlevel
@@ -270,7 +270,7 @@ class Lane:
         self._limiter = limiter
         self._open: Batch | None = None  # the batch new pushes join
         self._committing: Batch | None = None
-        self._on_trio = _running_on_trio()
+        self._on_trio = running_on_trio()
         # Shared producers: the partition's lock, how to run the release at the loop's next turn,
         # whether that release is scheduled, and whether the view is up to date under the lock.
         self._lock = partition.lock
@@ -578,18 +578,6 @@ class Lane:
             batch.committed = error.committed
             self.dirty = True
         wakeup.notify(self.wake_key)
-
-
-def _running_on_trio() -> bool:
-    """Whether this runs in Trio's event loop (not asyncio's, nor outside any loop)."""
-    trio = sys.modules.get("trio")  # never imported: not Trio (and Trio stays an optional extra)
-    if trio is None:
-        return False
-    try:
-        trio.lowlevel.current_task()
-    except RuntimeError:
-        return False
-    return True
 
 
 async def _follow_on_trio(batch: Batch) -> None:

@@ -21,7 +21,7 @@ import random
 import threading
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Final, Literal, TypeAlias
 
@@ -58,6 +58,7 @@ from .._storage.segment import PartlyCommittedError
 from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings
 from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
+from .cancellation import cancel_check
 from .lane import Batch, Lane, Turns
 
 __all__ = ["FlushMode", "Producer"]
@@ -85,15 +86,9 @@ _new_receipt = tuple.__new__
 _CRC32: Final = zlib.crc32
 
 
-def _cancellation_check() -> Callable[[], Awaitable[None]]:
-    """``anyio.lowlevel.checkpoint_if_cancelled`` with the event loop's backend found once: finding it
-    again on every call (sniffio, a dict) is a fifth of an inline push's Python."""
-    try:
-        from anyio._core._eventloop import get_async_backend
-    except ImportError:  # pragma: no cover - an anyio that moved it: the public call, a little slower
-        return anyio.lowlevel.checkpoint_if_cancelled
-    check: Callable[[], Awaitable[None]] = get_async_backend().checkpoint_if_cancelled
-    return check
+def _never_cancelled() -> bool:
+    """The cancellation check of a producer that is not open: its push raises ``ClosedError``."""
+    return False
 
 
 def _timestamp_ns(timestamp: Timestamp) -> int:
@@ -277,8 +272,8 @@ class Producer:
         # closing waits for them, so no share is written to a closed file.
         self._splitting = 0
         self._splits_done: anyio.Event | None = None
-        # push's cancellation check, bound to the event loop's backend when the producer opens.
-        self._if_cancelled: Callable[[], Awaitable[None]] = anyio.lowlevel.checkpoint_if_cancelled
+        # Whether the pushing task's cancel scope is cancelled; made for the event loop on opening.
+        self._cancel_pending: Callable[[], bool] = _never_cancelled
         self._turns: Turns | None = None
 
     # -- opening and closing ---------------------------------------------------------------------
@@ -286,7 +281,7 @@ class Producer:
     async def __aenter__(self) -> Producer:
         if self._state != "new":
             raise ClosedError("a Producer is opened once; create a new one to write again")
-        self._if_cancelled = _cancellation_check()
+        self._cancel_pending = cancel_check()
         self._state = "open"
         # The opener thread leaves the stream here, so a cancellation that lands as the thread
         # returns (anyio delivers it at that checkpoint, dropping the result) can still close it:
@@ -477,7 +472,8 @@ class Producer:
             OSError: the disk failed the write (ENOSPC, EIO, EFBIG): nothing was written, and the next
                 push succeeds once the cause is gone.
         """
-        await self._if_cancelled()
+        if self._cancel_pending():  # push is a checkpoint; its inline path never yields, so it asks
+            await anyio.lowlevel.checkpoint_if_cancelled()
         if self._state != "open":
             self._check_open()
         if raw_place is not None and (type(key) is str or type(key) is bytes) and keyindex.key_hash is _CRC32:
@@ -545,7 +541,8 @@ class Producer:
             turns.pushing -= 1
 
     async def _push_many(self, records: Iterable[Record | bytes]) -> list[Receipt]:
-        await anyio.lowlevel.checkpoint_if_cancelled()
+        if self._cancel_pending():
+            await anyio.lowlevel.checkpoint_if_cancelled()
         if self._state != "open":
             self._check_open()
         items: list[Record | bytes] = list(records)

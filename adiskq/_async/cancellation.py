@@ -1,0 +1,100 @@
+"""Is a cancellation waiting for the running task? Asked without awaiting anything.
+
+``push`` must raise if its task's cancel scope was cancelled before it started (it is a checkpoint),
+but a push that goes inline never yields, so the question is asked on every push: through anyio's
+``checkpoint_if_cancelled`` it cost 0.6-0.9 µs of a 5.6 µs push — two coroutines, ``current_task()``
+(on asyncio a ``getpid`` system call on Python 3.11) and a ``WeakKeyDictionary`` lookup. The checks
+here read the same state as anyio and Trio do, synchronously, in 0.1-0.2 µs; the caller awaits
+anyio's real checkpoint only when one says a cancellation is waiting, so the exception and its
+delivery are anyio's own.
+
+They read private state (anyio's asyncio task states and scopes, Trio's cancel status); when that
+is not found as expected the public ``current_effective_deadline() == -inf`` answers instead, which is
+the same question asked slower. ``tests/async/test_cancellation_check.py`` holds each fast check to
+anyio's public answer in every arrangement of scopes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+
+def _public_check() -> bool:
+    return anyio.current_effective_deadline() == -math.inf
+
+
+def _asyncio_check() -> Callable[[], bool] | None:
+    """anyio's asyncio backend keeps each task's innermost scope in ``_task_states[task]``; a scope
+    is cancelled when ``_cancel_called``, and a shielded one stops the walk outwards."""
+    try:
+        from anyio._backends._asyncio import CancelScope, TaskState, _task_states
+    except ImportError:  # pragma: no cover - an anyio that moved them
+        return None
+    if not all(hasattr(CancelScope, name) for name in ("_cancel_called", "_shield", "_parent_scope")):
+        return None  # pragma: no cover - slots renamed
+    if "cancel_scope" not in getattr(TaskState, "__slots__", ()):
+        return None  # pragma: no cover
+    loop = asyncio.get_running_loop()
+    current_task = asyncio.current_task
+    # A task's TaskState lives as long as the task, so the last one looked up is kept: the
+    # WeakKeyDictionary's lookup is most of the cost otherwise. Only the loop's own tasks are kept.
+    last: list[Any] = [None, None]
+
+    def cancel_pending() -> bool:
+        task = current_task(loop)  # with the loop given: no get_running_loop(), no getpid()
+        if task is not last[0]:
+            state = _task_states.get(task) if task is not None else None
+            if state is None:
+                return False  # a task that never entered an anyio scope cannot be cancelled by one
+            last[0], last[1] = task, state
+        scope = last[1].cancel_scope
+        while scope is not None:
+            if scope._cancel_called:
+                return True
+            if scope._shield:
+                return False
+            scope = scope._parent_scope
+        return False
+
+    return cancel_pending
+
+
+def _trio_check() -> Callable[[], bool] | None:
+    """Trio keeps the answer itself: the task's ``_cancel_status.effectively_cancelled``."""
+    import trio
+
+    task = trio.lowlevel.current_task()
+    status = getattr(task, "_cancel_status", None)
+    if not isinstance(getattr(status, "effectively_cancelled", None), bool):
+        return None  # pragma: no cover - a Trio that renamed it
+    current_task = trio.lowlevel.current_task
+
+    def cancel_pending() -> bool:
+        return current_task()._cancel_status.effectively_cancelled
+
+    return cancel_pending
+
+
+def cancel_check() -> Callable[[], bool]:
+    """A function for the running event loop that says whether the calling task's next checkpoint
+    would raise a cancellation. Call it from a task of the loop it was made in."""
+    check = _trio_check() if running_on_trio() else _asyncio_check()
+    return check if check is not None else _public_check
+
+
+def running_on_trio() -> bool:
+    """Whether this runs in Trio's event loop (not asyncio's, nor outside any loop)."""
+    trio = sys.modules.get("trio")  # never imported: not Trio (and Trio stays an optional extra)
+    if trio is None:
+        return False
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        return False
+    return True
