@@ -17,6 +17,7 @@ anyio's public answer in every arrangement of scopes.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import sys
 from collections.abc import Callable
@@ -40,14 +41,13 @@ def _asyncio_check() -> Callable[[], bool] | None:
         return None  # pragma: no cover - slots renamed
     if "cancel_scope" not in getattr(TaskState, "__slots__", ()):
         return None  # pragma: no cover
-    loop = asyncio.get_running_loop()
-    current_task = asyncio.current_task
+    current_task = _current_task_finder(asyncio.get_running_loop())
     # A task's TaskState lives as long as the task, so the last one looked up is kept: the
     # WeakKeyDictionary's lookup is most of the cost otherwise. Only the loop's own tasks are kept.
     last: list[Any] = [None, None]
 
     def cancel_pending() -> bool:
-        task = current_task(loop)  # with the loop given: no get_running_loop(), no getpid()
+        task = current_task()
         if task is not last[0]:
             state = _task_states.get(task) if task is not None else None
             if state is None:
@@ -63,6 +63,16 @@ def _asyncio_check() -> Callable[[], bool] | None:
         return False
 
     return cancel_pending
+
+
+def _current_task_finder(loop: asyncio.AbstractEventLoop) -> Callable[[], asyncio.Task[Any] | None]:
+    """``asyncio.current_task`` for one loop, minus its cost: without the loop it calls
+    ``get_running_loop()`` (a ``getpid`` system call), and on Python 3.11 it is a Python function
+    around ``_current_tasks.get(loop)``, which is called directly where it gives the same task."""
+    tasks = getattr(asyncio.tasks, "_current_tasks", None)
+    if isinstance(tasks, dict) and tasks.get(loop) is asyncio.current_task():
+        return functools.partial(tasks.get, loop)
+    return functools.partial(asyncio.current_task, loop)  # pragma: no cover - a Python without it
 
 
 def _trio_check() -> Callable[[], bool] | None:

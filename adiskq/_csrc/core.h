@@ -1,4 +1,4 @@
-/* adiskq's compiled core: the codec's per-record work, sans I/O (see adiskq/_sansio/codec.py, the
+/* adiskq's compiled core: the codec's per-record work, sans I/O but for append.c (see adiskq/_sansio/codec.py, the
  * pure-Python reference every function here must match byte for byte, error for error).
  *
  * One job per source file:
@@ -14,6 +14,7 @@
  *   tags.c    the tag column (.tagindex entries) of a batch of records, and the scans of one (the
  *             filtering consumer's: which records to read, in which spans)
  *   values.c  adiskq.Record's constructor
+ *   append.c  the inline push's two writes (.data, .index) in one call: the only I/O here
  *   module.c  the Python module: its functions and the objects it is configured with
  *
  * The record layout (all integers little-endian; the reference's docstring is the full text):
@@ -149,5 +150,6 @@ PyObject *adq_py_tag_column(PyObject *module, PyObject *const *args, Py_ssize_t 
 PyObject *adq_py_matching_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_matching_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_index_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_append_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -120,6 +120,7 @@ static PyMethodDef methods[] = {
     {"decode_messages", (PyCFunction)(void (*)(void))adq_py_decode_messages, METH_FASTCALL, "see decode.c"},
     {"scan_columns", (PyCFunction)(void (*)(void))adq_py_scan_columns, METH_FASTCALL, "see scan.c"},
     {"next_valid_record", (PyCFunction)(void (*)(void))adq_py_next_valid_record, METH_FASTCALL, "see scan.c"},
+    {"append_record", (PyCFunction)(void (*)(void))adq_py_append_record, METH_FASTCALL, "see append.c"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -24,6 +24,7 @@ _NEWEST: Final = (
     "decode_at",
     "sorted_key_values",
     "install_record_call",
+    "append_record",
 )
 
 

@@ -38,7 +38,7 @@ import operator
 import os
 import struct
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple
 
 from .._errors import CorruptRecordError
@@ -46,6 +46,7 @@ from .._sansio import keyindex as keyindex_format
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
 from .._sansio.core import decode_at, decode_messages, index_entries, matching_records, tag_column
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, segment_file_name
+from .._sansio.native import NATIVE
 from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from . import keyindex
@@ -88,6 +89,32 @@ _TAG_FD_UNOPENED: Final = -1
 _TAG_FD_NONE: Final = -2  # the segment has no .tagindex
 # Reads larger than this are first checked against the size of .data (one fstat).
 TRUST_READ_BYTES: Final = 16 * 2**20
+
+
+def append_record_reference(
+    write: Callable[[int, bytes], int], data_fd: int, index_fd: int, record: bytes, offset: int, position: int
+) -> None:
+    """Write ``record`` at the end of ``.data``, then its ``.index`` entry; the reference of the
+    compiled core's ``append_record`` (adiskq/_csrc/append.c, which says the contract), and what the
+    pure-Python core runs. ``write`` is ``os.write`` as the caller finds it (tests replace it)."""
+    _write_through(write, data_fd, record)
+    try:
+        _write_through(write, index_fd, INDEX_ENTRY.pack(offset, position, len(record)))
+    except BaseException as error:
+        error.index_entry = True  # type: ignore[attr-defined]
+        raise
+
+
+def _write_through(write: Callable[[int, bytes], int], fd: int, data: bytes) -> None:
+    done = 0
+    while done < len(data):
+        written = write(fd, data[done:] if done else data)
+        if not 0 <= written <= len(data) - done:
+            raise ValueError("append_record: write() returned an impossible byte count")
+        done += written
+
+
+append_record: Final = NATIVE.append_record if NATIVE is not None else append_record_reference
 
 
 def count_within(entries: bytes | memoryview, count: int, start: int, max_bytes: int) -> int:
@@ -480,6 +507,27 @@ class SegmentWriter:
         offset = self.next_offset
         start = self.data_size
         size = len(record)
+        time_buffer = self._time_buffer
+        if len(time_buffer) < BUFFERED_ENTRIES - 1:  # no buffered entries due: the record, then its entry
+            try:
+                append_record(os.write, self._data_fd, self._index_fd, record, offset, start)
+            except BaseException as error:
+                if getattr(error, "index_entry", False):
+                    self._cut_back(self._index_fd, (offset - self.base_offset) * INDEX_ENTRY_BYTES)
+                self._cut_back(self._data_fd, start)
+                raise
+            time_buffer.append(TIMEINDEX_ENTRY.pack(offset, timestamp_ns))
+            if tag_entry is None:
+                tag_entry = tag_column([record]) if record[_ATTRIBUTES_AT] & _TAGGED else _NO_TAG_ENTRY
+            self._tag_buffer.append(tag_entry)
+            if key_buffer is not None:
+                key_buffer.append(hash_value)
+            self.data_size = start + size
+            self.next_offset = offset + 1
+            return offset
+        # The entries buffered so far are written now, before the record's .index entry: the entry
+        # makes the record visible, so it goes last, and a failure before it takes back nothing a
+        # reader could have seen.
         try:
             written = os.write(self._data_fd, record)
             if written != size:  # a short write (the disk filling up): the rest raises or goes through
@@ -487,7 +535,6 @@ class SegmentWriter:
         except OSError:
             self._cut_back(self._data_fd, start)
             raise
-        time_buffer = self._time_buffer
         tag_buffer = self._tag_buffer
         time_buffer.append(TIMEINDEX_ENTRY.pack(offset, timestamp_ns))
         if tag_entry is None:

@@ -1,0 +1,165 @@
+"""The inline push's two writes: the compiled ``append_record`` against its reference.
+
+``adiskq/_csrc/append.c`` writes a record to ``.data`` and its entry to ``.index`` in one call (the one
+I/O of the compiled core). Both it and ``segment.append_record_reference`` must leave the same bytes in
+the files, make the same ``write`` calls when a test replaces ``os.write`` (short writes, errors), and
+fail the same way, marking an error that came after the record went in with ``index_entry``.
+The compiled module is imported directly, so this runs under either core.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adiskq import _compiled
+from adiskq._storage.segment import INDEX_ENTRY, append_record_reference
+
+Append = Callable[..., None]
+BOTH: list[tuple[str, Append]] = [("compiled", _compiled.append_record), ("reference", append_record_reference)]
+
+
+class ScriptedWrite:
+    """An ``os.write`` stand-in: notes every call; the n-th call (from 1) writes only ``short`` bytes
+    or raises ``fail`` instead."""
+
+    def __init__(self, plan: dict[int, int | OSError | BaseException]) -> None:
+        self.plan = plan
+        self.calls: list[tuple[int, bytes]] = []
+
+    def __call__(self, fd: int, data: bytes) -> int:
+        self.calls.append((fd, bytes(data)))
+        step = self.plan.get(len(self.calls))
+        if isinstance(step, BaseException):
+            raise step
+        count = len(data) if step is None else step
+        return os.write(fd, bytes(data)[:count])
+
+
+def _files(tmp_path: pathlib.Path, name: str) -> tuple[int, int]:
+    data = os.open(tmp_path / f"{name}.data", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    index = os.open(tmp_path / f"{name}.index", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    return data, index
+
+
+def _run(
+    tmp_path: pathlib.Path, name: str, append: Append, write: Any, records: list[tuple[bytes, int, int]]
+) -> tuple[object, bytes, bytes]:
+    """Append each record; returns the error (type, errno, index_entry) or None, and the two files."""
+    data_fd, index_fd = _files(tmp_path, name)
+    outcome: object = None
+    try:
+        for record, offset, position in records:
+            append(write, data_fd, index_fd, record, offset, position)
+    except BaseException as error:  # every error, KeyboardInterrupt too, is compared
+        outcome = (type(error).__name__, getattr(error, "errno", None), getattr(error, "index_entry", False))
+    finally:
+        os.close(data_fd)
+        os.close(index_fd)
+    return outcome, (tmp_path / f"{name}.data").read_bytes(), (tmp_path / f"{name}.index").read_bytes()
+
+
+record_lists = st.lists(
+    st.tuples(st.binary(min_size=1, max_size=200), st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(records=record_lists)
+def test_both_write_the_record_then_its_entry(tmp_path_factory: pytest.TempPathFactory, records: list[Any]) -> None:
+    tmp_path = tmp_path_factory.mktemp("append")
+    for name, append in BOTH:
+        error, data, index = _run(tmp_path, name, append, os.write, records)
+        assert error is None
+        assert data == b"".join(record for record, _, _ in records)
+        assert index == b"".join(INDEX_ENTRY.pack(o, p, len(r)) for r, o, p in records)
+
+
+plans = st.dictionaries(
+    st.integers(1, 6),
+    st.one_of(
+        st.integers(0, 3),  # a short write of this many bytes (0: nothing yet, the rest follows)
+        st.sampled_from([OSError(errno.ENOSPC, "full"), OSError(errno.EIO, "broken"), OSError(errno.EFBIG, "big")]),
+        st.just(KeyboardInterrupt()),
+    ),
+    max_size=3,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=record_lists, plan=plans)
+def test_short_writes_and_errors_go_through_the_same_calls(
+    tmp_path_factory: pytest.TempPathFactory, records: list[Any], plan: dict[int, Any]
+) -> None:
+    """A replaced ``os.write`` (what the fault-injection tests install) sees the same calls from
+    both, and both fail the same way: an error after the record went in says ``index_entry``."""
+    tmp_path = tmp_path_factory.mktemp("append")
+    seen = []
+    for name, append in BOTH:
+        write = ScriptedWrite(plan)
+        seen.append((*_run(tmp_path, name, append, write, records), [len(data) for _, data in write.calls]))
+    assert seen[0] == seen[1]
+
+
+def test_the_entry_error_is_marked_and_the_record_error_is_not(tmp_path: pathlib.Path) -> None:
+    for name, append in BOTH:
+        failed_record = ScriptedWrite({1: OSError(errno.ENOSPC, "full")})
+        assert _run(tmp_path, f"{name}-1", append, failed_record, [(b"abc", 0, 0)]) == (
+            ("OSError", errno.ENOSPC, False),
+            b"",
+            b"",
+        )
+        failed_entry = ScriptedWrite({2: OSError(errno.EIO, "broken")})
+        assert _run(tmp_path, f"{name}-2", append, failed_entry, [(b"abc", 0, 0)]) == (
+            ("OSError", errno.EIO, True),
+            b"abc",
+            b"",
+        )
+
+
+def test_the_real_write_reports_the_disk_error(tmp_path: pathlib.Path) -> None:
+    """Without a replacement the compiled one calls write(2) itself: a bad descriptor is EBADF."""
+    data_fd, index_fd = _files(tmp_path, "real")
+    os.close(data_fd)
+    try:
+        for _, append in BOTH:
+            with pytest.raises(OSError, match="Bad file descriptor") as caught:
+                append(os.write, data_fd, index_fd, b"abc", 0, 0)
+            assert caught.value.errno == errno.EBADF
+            assert not getattr(caught.value, "index_entry", False)
+    finally:
+        os.close(index_fd)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        (os.write, 1, 2, "text", 0, 0),
+        (os.write, 1, 2, b"x", -1, 0),
+        (os.write, -1, 2, b"x", 0, 0),
+        (os.write, 1, 2, b"x", 0),
+    ],
+)
+def test_the_compiled_one_refuses_bad_arguments(arguments: tuple[Any, ...]) -> None:
+    with pytest.raises((TypeError, ValueError, OverflowError)):
+        _compiled.append_record(*arguments)
+
+
+def test_a_write_that_claims_too_much_is_refused(tmp_path: pathlib.Path) -> None:
+    data_fd, index_fd = _files(tmp_path, "liar")
+    try:
+        for _, append in BOTH:
+            with pytest.raises(ValueError, match="impossible byte count"):
+                append(lambda fd, data: len(data) + 1, data_fd, index_fd, b"abc", 0, 0)
+    finally:
+        os.close(data_fd)
+        os.close(index_fd)
