@@ -1,16 +1,20 @@
 """The compiled core leaks no references: a million records encoded and decoded (and a hundred
-thousand errors raised) leave the process's memory where it was."""
+thousand errors raised, and tens of thousands of appends through each of append_record's paths)
+leave the process's memory where it was."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
+import os
 
 import psutil
 
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core
 from adiskq._sansio.values import Record
+from adiskq._storage.segment import append_record
 
 ROUND = 100_000
 VALUE = bytes(range(100))
@@ -35,6 +39,29 @@ def one_round() -> None:
         with contextlib.suppress(reference.CorruptRecordError):
             core.decode_messages(damaged, 0, 0, 50)
         core.next_valid_record(damaged, 1)
+    appends()
+
+
+def appends() -> None:
+    """append_record by write(2), through a replaced write, and failing at the entry."""
+    calls = 0
+
+    def failing_entry(fd: int, data: bytes) -> int:
+        nonlocal calls
+        calls += 1
+        if calls % 2 == 0:
+            raise OSError(errno.ENOSPC, "full")
+        return os.write(fd, data)
+
+    sink = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for offset in range(3000):
+            append_record(os.write, sink, sink, VALUE, offset, offset * 100)
+            append_record(lambda fd, data: os.write(fd, data), sink, sink, VALUE, offset, offset * 100)
+            with contextlib.suppress(OSError):
+                append_record(failing_entry, sink, sink, VALUE, offset, offset * 100)
+    finally:
+        os.close(sink)
 
 
 def rss() -> int:
