@@ -49,6 +49,7 @@ from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError
 from . import wakeup
 from .cancellation import running_on_trio
+from .wakeup import waiters_of
 
 if TYPE_CHECKING:
     import trio.lowlevel
@@ -415,7 +416,8 @@ class Lane:
             raise explain_disk_error(error) from None
         self.dirty = True
         self._wrote = True
-        wakeup.notify(self.wake_key)
+        if waiters_of(self.wake_key):  # a call less a push while no consumer in this process waits
+            wakeup.notify(self.wake_key)
         return offset
 
     def write_inline(

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Hashable
-from typing import Protocol
+from typing import Final, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -128,6 +128,11 @@ def _set_event(event: anyio.Event | asyncio.Future[None]) -> None:
             event.set_result(None)
     else:
         event.set()
+
+
+# The waiters of a key, if any: what a hot path asks before calling notify() (the dict is never
+# replaced, so its bound get stays valid).
+waiters_of: Final = _waiters.get
 
 
 def notify(key: PartitionKey) -> None:
