@@ -15,7 +15,7 @@ import os
 import pathlib
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -172,15 +172,29 @@ class _Interrupted(Exception):
     pass
 
 
-def _full_pipe() -> tuple[int, int]:
-    """A pipe whose buffer is full: a write to it blocks until the other end reads."""
+@contextlib.contextmanager
+def _blocked_write_and_alarm(
+    tmp_path: pathlib.Path, name: str, handler: Callable[..., None]
+) -> Iterator[tuple[int, int, int]]:
+    """A pipe standing in for .data whose buffer is full (a write to it blocks until the other end
+    reads), the .index file, and SIGALRM going to ``handler`` 50 ms from now; all undone after."""
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)
     with contextlib.suppress(BlockingIOError):
         while True:
             os.write(write_end, bytes(65536))
     os.set_blocking(write_end, True)
-    return read_end, write_end
+    data_fd, index_fd = _files(tmp_path, name)
+    os.close(data_fd)
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        yield read_end, write_end, index_fd
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        for fd in (read_end, write_end, index_fd):
+            os.close(fd)
 
 
 @pytest.mark.parametrize(("name", "append"), BOTH)
@@ -188,29 +202,21 @@ def test_a_signal_during_a_blocked_write_runs_its_handler_and_the_write_goes_on(
     tmp_path: pathlib.Path, name: str, append: Append
 ) -> None:
     """EINTR: the handler runs (PEP 475, as os.write), then the write continues where it was."""
-    read_end, write_end = _full_pipe()
-    data_fd, index_fd = _files(tmp_path, name)
-    os.close(data_fd)  # the pipe stands in for .data
     handled = threading.Event()
     drained = bytearray()
+    with _blocked_write_and_alarm(tmp_path, name, lambda *_: handled.set()) as (read_end, write_end, index_fd):
 
-    def drain() -> None:
-        handled.wait(timeout=30)
-        while len(drained) < 3 or not drained.endswith(b"abc"):
-            drained.extend(os.read(read_end, 1 << 20))
+        def drain() -> None:
+            handled.wait(timeout=30)
+            while not drained.endswith(b"abc"):
+                drained.extend(os.read(read_end, 1 << 20))
 
-    previous = signal.signal(signal.SIGALRM, lambda *_: handled.set())
-    reader = threading.Thread(target=drain)
-    reader.start()
-    try:
-        signal.setitimer(signal.ITIMER_REAL, 0.05)
-        append(os.write, write_end, index_fd, b"abc", 7, 9)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        reader.join(timeout=30)
-        for fd in (read_end, write_end, index_fd):
-            os.close(fd)
+        reader = threading.Thread(target=drain)
+        reader.start()
+        try:
+            append(os.write, write_end, index_fd, b"abc", 7, 9)
+        finally:
+            reader.join(timeout=30)
     assert handled.is_set()
     assert drained.endswith(b"abc")
     assert (tmp_path / f"{name}.index").read_bytes() == INDEX_ENTRY.pack(7, 9, 3)
@@ -220,22 +226,13 @@ def test_a_signal_during_a_blocked_write_runs_its_handler_and_the_write_goes_on(
 def test_an_exception_from_the_signal_handler_fails_the_write(
     tmp_path: pathlib.Path, name: str, append: Append
 ) -> None:
-    read_end, write_end = _full_pipe()
-    data_fd, index_fd = _files(tmp_path, name)
-    os.close(data_fd)  # the pipe stands in for .data
-
     def interrupt(*_: object) -> None:
         raise _Interrupted
 
-    previous = signal.signal(signal.SIGALRM, interrupt)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, 0.05)
-        with pytest.raises(_Interrupted) as caught:
-            append(os.write, write_end, index_fd, b"abc", 0, 0)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        for fd in (read_end, write_end, index_fd):
-            os.close(fd)
+    with (
+        _blocked_write_and_alarm(tmp_path, name, interrupt) as (_, write_end, index_fd),
+        pytest.raises(_Interrupted) as caught,
+    ):
+        append(os.write, write_end, index_fd, b"abc", 0, 0)
     assert not getattr(caught.value, "index_entry", False)  # the record's write failed, not its entry
     assert (tmp_path / f"{name}.index").read_bytes() == b""
