@@ -54,29 +54,28 @@ static PyObject *timestamp_object(last_timestamp *last, long long value) {
 
 static PyObject *new_message(PyObject *partition, long long offset, const uint8_t *buf, const adq_record *record,
                              last_timestamp *last) {
-    PyObject *items[7] = {
-        Py_NewRef(partition),
-        PyLong_FromLongLong(offset),
-        timestamp_object(last, record->timestamp_ns),
-        PyBytes_FromStringAndSize((const char *)buf + record->key_at, (Py_ssize_t)record->key_len),
-        PyBytes_FromStringAndSize((const char *)buf + record->value_at,
-                                  (Py_ssize_t)(record->size - (record->value_at - (record->key_at - ADQ_KEY_AT)))),
-        record->header_count ? headers_dict(buf, record) : Py_NewRef(adq_empty_headers),
-        record->has_tag ? PyUnicode_DecodeUTF8((const char *)buf + record->tag_at, (Py_ssize_t)record->tag_len, "strict")
-                        : Py_NewRef(Py_None),
-    };
-    /* Allocated untracked and filled whole (not by tp_alloc, which zeroes the items and tracks it):
-     * only a message with headers (a dict a user may change) is handed to the cyclic GC; one without
-     * holds ints, bytes, the shared empty headers and a str tag or None, which form no cycle. */
-    PyObject *message = NULL;
-    int whole = 1;
-    for (int i = 0; i < 7; i++) whole &= items[i] != NULL;
-    if (whole) message = (PyObject *)PyObject_GC_NewVar(PyTupleObject, adq_message_type, 7);
-    if (message == NULL) {
-        for (int i = 0; i < 7; i++) Py_XDECREF(items[i]);
+    /* Allocated untracked (or reused from the free list, message.c) and filled in place, not by
+     * tp_alloc, which zeroes the items and tracks it: only a message with headers (a dict a user may
+     * change) is handed to the cyclic GC; one without holds ints, bytes, the shared empty headers and
+     * a str tag or None, which form no cycle. */
+    PyObject *message = adq_message_new();
+    if (message == NULL) return NULL;
+    PyObject **item = ((PyTupleObject *)message)->ob_item;
+    item[0] = Py_NewRef(partition);
+    item[1] = PyLong_FromLongLong(offset);
+    item[2] = timestamp_object(last, record->timestamp_ns);
+    item[3] = PyBytes_FromStringAndSize((const char *)buf + record->key_at, (Py_ssize_t)record->key_len);
+    item[4] = PyBytes_FromStringAndSize((const char *)buf + record->value_at,
+                                        (Py_ssize_t)(record->size - (record->value_at - (record->key_at - ADQ_KEY_AT))));
+    item[5] = record->header_count ? headers_dict(buf, record) : Py_NewRef(adq_empty_headers);
+    item[6] = record->has_tag
+                  ? PyUnicode_DecodeUTF8((const char *)buf + record->tag_at, (Py_ssize_t)record->tag_len, "strict")
+                  : Py_NewRef(Py_None);
+    if (item[1] == NULL || item[2] == NULL || item[3] == NULL || item[4] == NULL || item[5] == NULL ||
+        item[6] == NULL) {
+        Py_DECREF(message); /* untracked, its dealloc takes the items made and skips the NULLs */
         return NULL;
     }
-    for (int i = 0; i < 7; i++) PyTuple_SET_ITEM(message, i, items[i]);
     if (record->header_count) PyObject_GC_Track(message);
     return message;
 }
