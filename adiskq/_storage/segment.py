@@ -927,13 +927,17 @@ class SegmentReader:
         of bytes cut from a file faults (SIGBUS) instead of failing cleanly; a sealed segment is never
         cut (recovery repairs the last segment alone), only unlinked, which a mapping outlives.
         Measured on W4's batches() read: the kernel's copy into a fresh buffer was ~15 ns of ~100 a
-        message, the mapping's page faults (MADV_SEQUENTIAL) about half that (benchmarks/RESULTS.md).
+        message; with the mapping, the read's system time fell from 20-36 to 12-20 ns a message
+        (benchmarks/RESULTS.md). A segment that cannot be mapped (address space) is read with pread.
         """
         if self.sealed:
             if self._map is None:
                 size = os.fstat(self._data_fd).st_size
-                if size:
-                    mapping = mmap.mmap(self._data_fd, size, prot=mmap.PROT_READ)
+                try:
+                    mapping = mmap.mmap(self._data_fd, size, prot=mmap.PROT_READ) if size else None
+                except OSError:
+                    self.sealed, mapping = False, None
+                if mapping is not None:
                     mapping.madvise(mmap.MADV_SEQUENTIAL)
                     self._map = memoryview(mapping)
             # (a mapping ends where the file ended when it was made: past it, read_data says what is wrong)

@@ -234,6 +234,22 @@ def test_sealed_segments_are_read_through_their_mapping(writer: PartitionWriter,
     assert {type(m.key) for m in messages} == {type(m.value) for m in messages} == {bytes}
 
 
+def test_a_sealed_segment_that_cannot_be_mapped_is_read_with_pread(
+    writer: PartitionWriter, directory: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without address space for a mapping (ENOMEM), a sealed segment's messages are read as the
+    active segment's are, with pread."""
+    append(writer, fields(3))
+    writer.roll()
+    append(writer, fields(2, 3))
+
+    def no_space(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+    monkeypatch.setattr(segment_module.mmap, "mmap", no_space)
+    assert read_all(directory) == expected_messages(fields(5))
+
+
 def test_corrupt_record_in_a_sealed_segment_names_file_and_position(writer: PartitionWriter, directory: str) -> None:
     """Read through the mapping, a damaged record raises as it does when read with pread, and the
     messages before it are delivered first."""
