@@ -141,19 +141,23 @@ PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_ValueError, "count must not be negative");
         return NULL;
     }
-    if (PyBytes_CheckExact(args[0]))
-        return decode_records((const uint8_t *)PyBytes_AS_STRING(args[0]), (size_t)PyBytes_GET_SIZE(args[0]),
-                              partition, first_offset, NULL, count, max_record_bytes);
-    /* A view of a sealed segment's mapping (SegmentReader.read_span); anything that is not one
-     * contiguous run of bytes is left to the reference. */
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+    /* bytes, or a view of a sealed segment's mapping (SegmentReader.read_span); anything that is not
+     * one contiguous run of bytes is left to the reference. */
+    Py_buffer view = {0};
+    const uint8_t *buf;
+    size_t limit;
+    if (PyBytes_CheckExact(args[0])) {
+        buf = (const uint8_t *)PyBytes_AS_STRING(args[0]);
+        limit = (size_t)PyBytes_GET_SIZE(args[0]);
+    } else if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) == 0) {
+        buf = (const uint8_t *)view.buf;
+        limit = (size_t)view.len;
+    } else {
         PyErr_Clear();
         Py_RETURN_NOTIMPLEMENTED;
     }
-    PyObject *answer = decode_records((const uint8_t *)view.buf, (size_t)view.len, partition, first_offset, NULL,
-                                      count, max_record_bytes);
-    PyBuffer_Release(&view);
+    PyObject *answer = decode_records(buf, limit, partition, first_offset, NULL, count, max_record_bytes);
+    if (view.obj != NULL) PyBuffer_Release(&view);
     return answer;
 }
 
