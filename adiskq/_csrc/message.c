@@ -45,15 +45,21 @@ static int free_count = 0;
 static void message_dealloc(PyObject *self);
 
 PyObject *adq_message_new(void) {
+    PyObject *message = NULL;
 #if FREE_MESSAGES
     if (free_count > 0) {
-        PyObject *message = free_messages[--free_count];
+        message = free_messages[--free_count];
         UNPOISON(message, adq_message_type);
         Py_SET_REFCNT(message, 1); /* it kept its type's reference and its size while on the list */
-        return message;
     }
 #endif
-    return (PyObject *)PyObject_GC_NewVar(PyTupleObject, adq_message_type, ADQ_MESSAGE_FIELDS);
+    if (message == NULL) message = (PyObject *)PyObject_GC_NewVar(PyTupleObject, adq_message_type, ADQ_MESSAGE_FIELDS);
+#if PY_VERSION_HEX >= 0x030E0000
+    /* Python 3.14 caches a tuple's hash in the tuple, -1 until it is computed: a reused tuple (or a
+     * fresh one, which PyObject_GC_NewVar leaves unset) must not answer its last hash. */
+    if (message != NULL) ((PyTupleObject *)message)->ob_hash = -1;
+#endif
+    return message;
 }
 
 /* The Message type's tp_dealloc (installed by adq_message_install). It also runs for the tuple part
