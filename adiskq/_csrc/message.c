@@ -39,8 +39,8 @@
 
 #if FREE_MESSAGES
 static PyObject *free_messages[FREE_MESSAGES];
-#endif
 static int free_count = 0;
+#endif
 
 static void message_dealloc(PyObject *self);
 
