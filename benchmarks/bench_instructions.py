@@ -12,7 +12,9 @@ Both cores run in the same invocation: the compiled one, and the pure-Python ref
 Paths (100-byte values, a distinct 12-byte key per record): ``encode`` (a batch of records),
 ``push_many`` (the producer's encoding of Records: placement, key hash, record, receipts), ``decode``
 (a buffer of records to Messages), ``scan`` (recovery's scan of a buffer), ``memcpy`` (copying the
-same bytes: the physical floor).
+same bytes: the physical floor), ``batches`` (W4 of ``bench_compare.py --keyed``: a log of N records
+in one partition read back with ``Consumer.batches(max_messages=1000)`` on asyncio, the consumer's
+opening and closing counted, and each batch dropped as the next arrives, as a reading loop drops it).
 """
 
 from __future__ import annotations
@@ -50,6 +52,26 @@ PATHS = {
     "decode": "core.decode_messages(buffer, 0, 0, N)",
     "scan": "core.scan_columns(buffer)",
     "memcpy": "bytes(bytearray(buffer))",
+    "batches": "anyio.run(read, folder)",
+}
+
+# What a path needs beyond SETUP, run before the path and before its "pass" alike.
+PATH_SETUP = {
+    "batches": """
+import tempfile, anyio, adiskq
+folder, empty = tempfile.mkdtemp(), tempfile.mkdtemp()
+async def write(folder, count):
+    async with adiskq.Producer(folder, partitions=1) as producer:
+        for first in range(0, count, 1000):
+            await producer.push_many([Record(v, key=k) for v, k in zip(values[first:first + 1000], keys[first:first + 1000])])
+async def read(folder):
+    async with adiskq.Consumer(folder, partition=0, start="oldest", end="close") as consumer:
+        async for batch in consumer.batches(max_messages=1000):
+            pass
+anyio.run(write, folder, N)
+anyio.run(write, empty, 0)
+anyio.run(read, empty)  # what a consumer imports, imported before the count
+""",
 }
 
 CORES = {"compiled": {}, "python": {"ADISKQ_NO_EXTENSIONS": "1"}}
@@ -71,8 +93,9 @@ def instructions(code: str, env: dict[str, str]) -> int:
 
 def per_record(path: str, core: str, records: int) -> float:
     env = CORES[core]
-    full = instructions(SETUP.format(n=records) + PATHS[path], env)
-    base = instructions(SETUP.format(n=records) + "pass", env)
+    setup = SETUP.format(n=records) + PATH_SETUP.get(path, "")
+    full = instructions(setup + PATHS[path], env)
+    base = instructions(setup + "pass", env)
     return (full - base) / records
 
 

@@ -8,6 +8,7 @@
  *   record.c  reading one record's fields from a buffer and checking them (every check of the reference)
  *   encode.c  records (and batches of them) from values, keys, timestamps and headers
  *   decode.c  Messages from a buffer of records, the read hot path
+ *   message.c Message objects: allocated untracked, and kept on a free list when freed
  *   scan.c    recovery's and check's scans: the valid records of a buffer, and the next valid one
  *   iterate.c `async for` over the last batch read: a message a step without running Python
  *   keysort.c the sealed key index's sorted column (a radix sort)
@@ -129,6 +130,13 @@ extern PyObject *adq_empty_headers;
 extern PyTypeObject *adq_record_type;
 extern PyTypeObject *adq_receipt_type;
 extern uint64_t adq_random_state;
+
+/* message.c: a Message of seven slots, left for the caller to fill (untracked, reference count 1),
+ * and configure()'s installation of the Message type, which gives it the dealloc that keeps a free
+ * list of them. */
+#define ADQ_MESSAGE_FIELDS 7
+PyObject *adq_message_new(void);
+void adq_message_install(PyTypeObject *type);
 
 /* iterate.c: the Buffer type (and the Ready awaitable it hands out), added to the module */
 int adq_add_iteration_types(PyObject *module);

@@ -1,7 +1,8 @@
 /* Messages from a buffer of records: the reference's decode_messages, the read hot path.
  *
  * decode_messages(buf, partition, first_offset, count, max_record_bytes) takes exactly `count` records
- * that fill `buf` (a bytes object) and returns their Messages, numbered from first_offset, every record
+ * that fill `buf` (bytes, or a contiguous buffer such as a view of a mapped segment; NotImplemented
+ * for any other object) and returns their Messages, numbered from first_offset, every record
  * checked (record.c). At the first record that is not whole and valid it returns (position, False)
  * instead, and (position, True) when the records end before the buffer does: the caller lets the
  * reference name what is wrong there, so errors and positions are the reference's own.
@@ -54,29 +55,28 @@ static PyObject *timestamp_object(last_timestamp *last, long long value) {
 
 static PyObject *new_message(PyObject *partition, long long offset, const uint8_t *buf, const adq_record *record,
                              last_timestamp *last) {
-    PyObject *items[7] = {
-        Py_NewRef(partition),
-        PyLong_FromLongLong(offset),
-        timestamp_object(last, record->timestamp_ns),
-        PyBytes_FromStringAndSize((const char *)buf + record->key_at, (Py_ssize_t)record->key_len),
-        PyBytes_FromStringAndSize((const char *)buf + record->value_at,
-                                  (Py_ssize_t)(record->size - (record->value_at - (record->key_at - ADQ_KEY_AT)))),
-        record->header_count ? headers_dict(buf, record) : Py_NewRef(adq_empty_headers),
-        record->has_tag ? PyUnicode_DecodeUTF8((const char *)buf + record->tag_at, (Py_ssize_t)record->tag_len, "strict")
-                        : Py_NewRef(Py_None),
-    };
-    /* Allocated untracked and filled whole (not by tp_alloc, which zeroes the items and tracks it):
-     * only a message with headers (a dict a user may change) is handed to the cyclic GC; one without
-     * holds ints, bytes, the shared empty headers and a str tag or None, which form no cycle. */
-    PyObject *message = NULL;
-    int whole = 1;
-    for (int i = 0; i < 7; i++) whole &= items[i] != NULL;
-    if (whole) message = (PyObject *)PyObject_GC_NewVar(PyTupleObject, adq_message_type, 7);
-    if (message == NULL) {
-        for (int i = 0; i < 7; i++) Py_XDECREF(items[i]);
+    /* Allocated untracked (or reused from the free list, message.c) and filled in place, not by
+     * tp_alloc, which zeroes the items and tracks it: only a message with headers (a dict a user may
+     * change) is handed to the cyclic GC; one without holds ints, bytes, the shared empty headers and
+     * a str tag or None, which form no cycle. */
+    PyObject *message = adq_message_new();
+    if (message == NULL) return NULL;
+    PyObject **item = ((PyTupleObject *)message)->ob_item;
+    item[0] = Py_NewRef(partition);
+    item[1] = PyLong_FromLongLong(offset);
+    item[2] = timestamp_object(last, record->timestamp_ns);
+    item[3] = PyBytes_FromStringAndSize((const char *)buf + record->key_at, (Py_ssize_t)record->key_len);
+    item[4] = PyBytes_FromStringAndSize((const char *)buf + record->value_at,
+                                        (Py_ssize_t)(record->size - (record->value_at - (record->key_at - ADQ_KEY_AT))));
+    item[5] = record->header_count ? headers_dict(buf, record) : Py_NewRef(adq_empty_headers);
+    item[6] = record->has_tag
+                  ? PyUnicode_DecodeUTF8((const char *)buf + record->tag_at, (Py_ssize_t)record->tag_len, "strict")
+                  : Py_NewRef(Py_None);
+    if (item[1] == NULL || item[2] == NULL || item[3] == NULL || item[4] == NULL || item[5] == NULL ||
+        item[6] == NULL) {
+        Py_DECREF(message); /* untracked, its dealloc takes the items made and skips the NULLs */
         return NULL;
     }
-    for (int i = 0; i < 7; i++) PyTuple_SET_ITEM(message, i, items[i]);
     if (record->header_count) PyObject_GC_Track(message);
     return message;
 }
@@ -84,10 +84,8 @@ static PyObject *new_message(PyObject *partition, long long offset, const uint8_
 /* The Messages of exactly `count` records that fill buf: the i-th numbered first_offset + i, or
  * offsets[i] when offsets (a list) is given. At a record that is not whole and valid, (position,
  * False); when the records end before the buffer does, (position, True): see the top of this file. */
-static PyObject *decode_records(PyObject *data, PyObject *partition, long long first_offset, PyObject *offsets,
-                                Py_ssize_t count, unsigned long long max_record_bytes) {
-    const uint8_t *buf = (const uint8_t *)PyBytes_AS_STRING(data);
-    size_t limit = (size_t)PyBytes_GET_SIZE(data);
+static PyObject *decode_records(const uint8_t *buf, size_t limit, PyObject *partition, long long first_offset,
+                                PyObject *offsets, Py_ssize_t count, unsigned long long max_record_bytes) {
     /* No more records than bytes can hold: a damaged count must not allocate a huge list. */
     Py_ssize_t most = (Py_ssize_t)(limit / ADQ_MIN_RECORD_BYTES);
     PyObject *messages = PyList_New(count <= most ? count : most);
@@ -134,10 +132,6 @@ PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_RuntimeError, "adiskq._compiled.configure() was not called");
         return NULL;
     }
-    if (!PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "decode_messages takes bytes");
-        return NULL;
-    }
     PyObject *partition = args[1];
     long long first_offset = PyLong_AsLongLong(args[2]);
     Py_ssize_t count = PyLong_AsSsize_t(args[3]);
@@ -147,7 +141,24 @@ PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_ValueError, "count must not be negative");
         return NULL;
     }
-    return decode_records(args[0], partition, first_offset, NULL, count, max_record_bytes);
+    /* bytes, or a view of a sealed segment's mapping (SegmentReader.read_span); anything that is not
+     * one contiguous run of bytes is left to the reference. */
+    Py_buffer view = {0};
+    const uint8_t *buf;
+    size_t limit;
+    if (PyBytes_CheckExact(args[0])) {
+        buf = (const uint8_t *)PyBytes_AS_STRING(args[0]);
+        limit = (size_t)PyBytes_GET_SIZE(args[0]);
+    } else if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) == 0) {
+        buf = (const uint8_t *)view.buf;
+        limit = (size_t)view.len;
+    } else {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyObject *answer = decode_records(buf, limit, partition, first_offset, NULL, count, max_record_bytes);
+    if (view.obj != NULL) PyBuffer_Release(&view);
+    return answer;
 }
 
 /* decode_at(buf, partition, offsets, max_record_bytes): decode_messages for records of offsets that
@@ -172,5 +183,5 @@ PyObject *adq_py_decode_at(PyObject *module, PyObject *const *args, Py_ssize_t n
     PyObject *offsets = args[2];
     unsigned long long max_record_bytes = PyLong_AsUnsignedLongLong(args[3]);
     if (PyErr_Occurred()) return NULL;
-    return decode_records(args[0], partition, 0, offsets, PyList_GET_SIZE(offsets), max_record_bytes);
+    return decode_records((const uint8_t *)PyBytes_AS_STRING(args[0]), (size_t)PyBytes_GET_SIZE(args[0]), partition, 0, offsets, PyList_GET_SIZE(offsets), max_record_bytes);
 }

@@ -23,7 +23,7 @@ static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t n
     }
     unsigned long long seed = PyLong_AsUnsignedLongLongMask(args[4]);
     if (PyErr_Occurred()) return NULL;
-    Py_XSETREF(adq_message_type, (PyTypeObject *)Py_NewRef(args[0]));
+    adq_message_install((PyTypeObject *)args[0]);
     Py_XSETREF(adq_empty_headers, Py_NewRef(args[1]));
     Py_XSETREF(adq_record_type, (PyTypeObject *)Py_NewRef(args[2]));
     Py_XSETREF(adq_receipt_type, (PyTypeObject *)Py_NewRef(args[3]));

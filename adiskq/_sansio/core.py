@@ -219,18 +219,23 @@ if _core is not None:
         return entries  # type: ignore[no-any-return]
 
     def decode_messages(
-        buf: bytes,
+        buf: bytes | memoryview,
         partition: int,
         first_offset: int,
         count: int,
         *,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> list[Message]:
-        if type(buf) is not bytes:
+        # bytes, or a view of a sealed segment's mapping (SegmentReader.read_span), which the
+        # reference (bytes only) gets as bytes: a copy only on the way to an error.
+        if type(buf) is not bytes and type(buf) is not memoryview:
             return reference.decode_messages(buf, partition, first_offset, count, max_record_bytes=max_record_bytes)
         decoded = _decode_messages(buf, partition, first_offset, count, max_record_bytes)
         if type(decoded) is list:
             return decoded
+        buf = bytes(buf)
+        if decoded is NotImplemented:  # a view that is not one contiguous run of bytes
+            return reference.decode_messages(buf, partition, first_offset, count, max_record_bytes=max_record_bytes)
         position, all_decoded = decoded
         if all_decoded:
             raise CorruptRecordError("records and index entries disagree about the data's length", position=position)
@@ -282,7 +287,19 @@ else:
     receipts = reference_receipts
     place = reference_place
     index_entries = reference_index_entries
-    decode_messages = reference.decode_messages
+
+    def decode_messages(
+        buf: bytes | memoryview,
+        partition: int,
+        first_offset: int,
+        count: int,
+        *,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    ) -> list[Message]:
+        # The reference takes bytes: a view of a mapped segment is copied, as pread would have.
+        data = buf if type(buf) is bytes else bytes(buf)
+        return reference.decode_messages(data, partition, first_offset, count, max_record_bytes=max_record_bytes)
+
     scan_columns = reference.scan_columns
     next_valid_record = reference.next_valid_record
     crc32c = reference.crc32c

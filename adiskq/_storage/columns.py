@@ -17,8 +17,6 @@ tail, and touching a mapping of bytes cut from a file faults (SIGBUS) instead of
 
 from __future__ import annotations
 
-import mmap
-import os
 from typing import NamedTuple
 
 from .._errors import CorruptRecordError
@@ -45,12 +43,7 @@ class RawRun(NamedTuple):
 
 class RawSegment(SegmentReader):
     """One segment opened for raw reads: ``SegmentReader``'s checked index entries, and the data
-    they cover undecoded (through ``mmap`` once the segment is sealed)."""
-
-    def __init__(self, directory: str, base_offset: int, partition: int, fds: tuple[int, int], *, sealed: bool) -> None:
-        super().__init__(directory, base_offset, partition, fds)
-        self.sealed = sealed
-        self._map: memoryview | None = None
+    they cover undecoded (through ``mmap`` once the segment is sealed: ``SegmentReader.read_span``)."""
 
     @classmethod
     def open(
@@ -69,18 +62,6 @@ class RawSegment(SegmentReader):
         """
         return cls(directory, base_offset, partition, open_for_reading(directory, base_offset), sealed=sealed)
 
-    def _data(self, start: int, end: int) -> bytes | memoryview:
-        if self.sealed:
-            if self._map is None:
-                size = os.fstat(self._data_fd).st_size
-                if size:
-                    mapping = mmap.mmap(self._data_fd, size, prot=mmap.PROT_READ)
-                    mapping.madvise(mmap.MADV_SEQUENTIAL)
-                    self._map = memoryview(mapping)
-            if self._map is not None and end <= len(self._map):
-                return self._map[start:end]
-        return self.read_data(start, end - start)
-
     def read(self, offset: int, max_count: int, max_bytes: int | None = None) -> RawRun | None:
         """Up to ``max_count`` messages from ``offset`` (at least one if any, then ``max_bytes``),
         their entries checked as ``SegmentReader.locate`` checks them; None if there is none yet."""
@@ -88,21 +69,12 @@ class RawSegment(SegmentReader):
         if located is None:
             return None
         entries, count, start, end = located
-        data = self._data(start, end)
+        data = self.read_span(start, end)
         if len(data) != end - start:  # (a mapping ends where the file ended when it was made)
             raise CorruptRecordError(
                 "the index points past the end of the data", path=self.data_path, position=start + len(data)
             )
         return RawRun(self.partition, offset, count, bytes(entries), data, start, self.data_path)
-
-    def close(self) -> None:
-        """Close the files; closing twice is harmless.
-
-        The mapping is not closed here: runs handed out may still use it, and it goes away with the
-        last of them.
-        """
-        self._map = None
-        super().close()
 
 
 class RawCursor(SegmentCursor[RawSegment]):

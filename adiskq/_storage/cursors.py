@@ -120,7 +120,7 @@ class PartitionCursor(SegmentCursor[SegmentReader]):
     returns ``[]`` when caught up."""
 
     def _open_segment(self, base: int, sealed: bool) -> SegmentReader:
-        return self.partition.open_segment(base)
+        return self.partition.open_segment(base, sealed=sealed)
 
     def read(self, max_count: int = 1000, max_bytes: int | None = None) -> list[Message]:
         """Up to ``max_count`` messages from the current position on; ``[]`` when caught up."""

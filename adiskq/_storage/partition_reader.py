@@ -52,9 +52,12 @@ class PartitionReader:
                         bases.append(parsed[0])
         return sorted(bases)
 
-    def open_segment(self, base: int) -> SegmentReader:
-        """A reader of one segment (FileNotFoundError if it was vacuumed)."""
-        return SegmentReader.open(self.directory, base, self.partition, max_record_bytes=self.max_record_bytes)
+    def open_segment(self, base: int, *, sealed: bool = False) -> SegmentReader:
+        """A reader of one segment (FileNotFoundError if it was vacuumed); ``sealed``: a later
+        segment exists, so its data may be mapped (``SegmentReader.read_span``)."""
+        return SegmentReader.open(
+            self.directory, base, self.partition, max_record_bytes=self.max_record_bytes, sealed=sealed
+        )
 
     def bounds(self) -> tuple[int, int]:
         """``(oldest_offset, next_offset)`` of the partition now."""

@@ -13,6 +13,7 @@ import os
 import pickle
 import random
 import struct
+import sys
 import zlib
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
@@ -303,17 +304,28 @@ def test_decode_messages_answers_as_the_reference(batch: list[Fields], extra: in
     count = max(0, len(batch) + data.draw(st.integers(min_value=-1, max_value=1)))
     limit = data.draw(st.sampled_from([reference.DEFAULT_MAX_RECORD_BYTES, 30, 100, 400]))
     first = data.draw(st.integers(min_value=0, max_value=2**62))
+    # a sealed segment's records arrive as a view of its mapping: decoded as the same bytes are
+    view = data.draw(st.booleans())
+    given_buffer = memoryview(buffer) if view else buffer
     same_messages(
-        outcome(lambda: core.decode_messages(buffer, extra, first, count, max_record_bytes=limit)),
+        outcome(lambda: core.decode_messages(given_buffer, extra, first, count, max_record_bytes=limit)),
         outcome(lambda: reference.decode_messages(buffer, extra, first, count, max_record_bytes=limit)),
     )
 
 
-@given(st.binary(max_size=400), st.integers(min_value=0, max_value=20))
-def test_decode_messages_of_random_bytes_fails_as_the_reference(data: bytes, count: int) -> None:
-    assert outcome(lambda: core.decode_messages(data, 0, 0, count)) == outcome(
+@given(st.binary(max_size=400), st.integers(min_value=0, max_value=20), st.booleans())
+def test_decode_messages_of_random_bytes_fails_as_the_reference(data: bytes, count: int, view: bool) -> None:
+    given_data = memoryview(data) if view else data
+    assert outcome(lambda: core.decode_messages(given_data, 0, 0, count)) == outcome(
         lambda: reference.decode_messages(data, 0, 0, count)
     )
+
+
+def test_a_view_that_is_not_one_run_of_bytes_is_decoded_by_the_reference() -> None:
+    """A strided view (no mapped segment gives one) is copied for the reference, which decodes it."""
+    buffer = records_buffer([(b"value", b"key", 7, {})] * 3)
+    strided = memoryview(bytes(b for byte in buffer for b in (byte, 0)))[::2]
+    assert core.decode_messages(strided, 1, 5, 3) == reference.decode_messages(buffer, 1, 5, 3)
 
 
 def scanned(scan: Callable[[], reference.ScannedRecords]) -> object:
@@ -413,6 +425,38 @@ def test_messages_keep_the_public_api() -> None:
     assert with_headers.headers == {"h": b"x"}
     assert gc.is_tracked(with_headers)  # its headers are a dict a user may change
     assert plain.timestamp == Message(3, 40, 5, b"k", b"v").timestamp
+
+
+def test_messages_are_whole_after_earlier_ones_are_freed() -> None:
+    """Batches decoded after earlier ones were dropped (the compiled core reuses their tuples) are
+    the reference's messages, and the objects they share are neither leaked nor released early."""
+    batch = [(b"value-%d" % i, b"key-%d" % i, i, {"h": b"x"} if i % 7 == 0 else {}) for i in range(3000)]
+    buffer = records_buffer(batch)
+    expected = reference.decode_messages(buffer, 1, 10, len(batch))
+    assert core.decode_messages(buffer, 1, 10, len(batch)) == expected  # warm: what is kept is kept
+    shared = (EMPTY_HEADERS, Message, None)
+    counts = [sys.getrefcount(thing) for thing in shared]
+    for _ in range(5):
+        assert core.decode_messages(buffer, 1, 10, len(batch)) == expected
+    assert [sys.getrefcount(thing) for thing in shared] == counts
+
+
+def test_messages_made_by_python_and_subclasses_are_freed_as_tuples() -> None:
+    """Messages built in Python, GC-untracked or not, and instances of a subclass of Message are
+    freed as tuples are: their items released once, the type's reference count back where it was."""
+
+    class Annotated(Message):
+        note: str = ""  # a class attribute: a NamedTuple subclass adds no fields
+
+    value, key = b"a value of its own", b"a key of its own"
+    counts = sys.getrefcount(Message), sys.getrefcount(Annotated), sys.getrefcount(value)
+    for _ in range(3000):
+        made = Message(0, 1, 2, key, value)
+        gc.collect(0)  # may untrack it: every item is untracked
+        annotated = Annotated(0, 1, 2, key, value, {"h": b"x"})
+        assert annotated.value is made.value is value
+        del made, annotated
+    assert (sys.getrefcount(Message), sys.getrefcount(Annotated), sys.getrefcount(value)) == counts
 
 
 def test_the_core_takes_any_mapping_of_headers_the_reference_takes() -> None:

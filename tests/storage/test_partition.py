@@ -214,6 +214,71 @@ def test_index_pointing_past_the_data_is_corrupt(writer: PartitionWriter, direct
         read_all(directory)
 
 
+def test_sealed_segments_are_read_through_their_mapping(writer: PartitionWriter, directory: str) -> None:
+    """A segment with a later one is read from a view of its mapping; the messages are the same
+    (bytes keys and values, copied out), and the active segment is still read with pread."""
+    append(writer, fields(3))
+    writer.roll()
+    append(writer, fields(2, 3))
+    with PartitionReader(directory, 0).cursor(0) as cursor:
+        segment = cursor._current()
+        assert segment is not None
+        assert segment.sealed
+        assert isinstance(segment.read_span(0, 10), memoryview)
+        messages = cursor.read(10) + cursor.read(10)
+        active = cursor._current()
+        assert active is not None
+        assert not active.sealed
+        assert type(active.read_span(0, 10)) is bytes
+    assert messages == expected_messages(fields(5))
+    assert {type(m.key) for m in messages} == {type(m.value) for m in messages} == {bytes}
+
+
+def test_a_sealed_segment_that_cannot_be_mapped_is_read_with_pread(
+    writer: PartitionWriter, directory: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without address space for a mapping (ENOMEM), a sealed segment's messages are read as the
+    active segment's are, with pread."""
+    append(writer, fields(3))
+    writer.roll()
+    append(writer, fields(2, 3))
+
+    def no_space(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+    monkeypatch.setattr(segment_module.mmap, "mmap", no_space)
+    assert read_all(directory) == expected_messages(fields(5))
+
+
+def test_corrupt_record_in_a_sealed_segment_names_file_and_position(writer: PartitionWriter, directory: str) -> None:
+    """Read through the mapping, a damaged record raises as it does when read with pread, and the
+    messages before it are delivered first."""
+    records, _ = encode(fields(3))
+    append(writer, fields(3))
+    writer.roll()
+    append(writer, fields(1, 3))
+    position = len(records[0]) + len(records[1])
+    with open(_file(directory, 0, "data"), "r+b") as file:
+        file.seek(position + len(records[2]) - 1)
+        file.write(b"\x00" if records[2][-1] else b"\x01")
+    with PartitionReader(directory, 0).cursor(0) as cursor:
+        assert cursor.read(10) == expected_messages(fields(2))
+        with pytest.raises(adiskq.CorruptRecordError, match="CRC") as caught:
+            cursor.read(10)
+    assert (caught.value.path, caught.value.position) == (_file(directory, 0, "data"), position)
+
+
+def test_sealed_data_shorter_than_its_index_is_corrupt(writer: PartitionWriter, directory: str) -> None:
+    """A sealed segment cut short (not by adiskq) is mapped only as far as it goes: a read past its
+    end raises CorruptRecordError instead of touching unmapped bytes."""
+    append(writer, fields(3))
+    writer.roll()
+    append(writer, fields(1, 3))
+    os.truncate(_file(directory, 0, "data"), 10)
+    with pytest.raises(adiskq.CorruptRecordError, match="past the end of the data"):
+        read_all(directory)
+
+
 def test_read_respects_max_bytes(writer: PartitionWriter, directory: str) -> None:
     """read(max_bytes=) returns at least one message, then only as many as fit."""
     append(writer, [(b"x" * 100, b"", 0, {})] * 10)
