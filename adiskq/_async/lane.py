@@ -94,6 +94,7 @@ class Batch:
         "records",
         "tagindex",
         "timestamps",
+        "waking",
     )
 
     def __init__(self) -> None:
@@ -111,6 +112,7 @@ class Batch:
         self.committed = 0
         self.led = False  # a push has taken the lead of this batch
         self.followers: list[trio.lowlevel.Task] = []  # Trio's pushes waiting for it (_follow_on_trio)
+        self.waking = 0  # followers woken by finish() that have not run since (the next leader waits for them)
 
     def finish(self) -> None:
         """The batch is committed or failed: wake every push waiting for it."""
@@ -118,10 +120,15 @@ class Batch:
         if self.followers:
             import trio.lowlevel  # only Trio's pushes are followers (see Lane.complete)
 
+            self.waking = len(self.followers)
             for task in self.followers:
                 trio.lowlevel.reschedule(task)
             self.followers.clear()
 
+
+# How many more turns of the loop, at most, a sync batch's leader waits for the last batch's
+# followers to run and join it (one is enough on Trio; see Lane._lead).
+_EXTRA_TURNS: Final = 2
 
 # How long a shared producer keeps its turn at writing once another producer waits for it: long
 # enough that a turn covers many pushes (handing it over costs system calls and waking a process),
@@ -270,6 +277,7 @@ class Lane:
         self._limiter = limiter
         self._open: Batch | None = None  # the batch new pushes join
         self._committing: Batch | None = None
+        self._finished: Batch | None = None  # the last batch committed (its followers may still be waking)
         self._on_trio = running_on_trio()
         # Shared producers: the partition's lock, how to run the release at the loop's next turn,
         # whether that release is scheduled, and whether the view is up to date under the lock.
@@ -488,6 +496,16 @@ class Lane:
             # the fsyncs for the same pushes. A turn costs microseconds; the fsync it shares, hundreds.
             # (A plain checkpoint: complete() runs the leader inside its shielded scope already.)
             await anyio.lowlevel.checkpoint()
+            # Trio runs a turn's tasks in an order it draws at random (reversed half the time, so this
+            # leader often runs before the pushers it should wait for): a batch of one record, and
+            # its own fsync, every other batch. So the leader waits one more turn if some of the last
+            # batch's followers have not run yet (they have after it: Trio runs every task that was
+            # runnable at a turn's start within that turn). Bounded, so it can never spin.
+            finished = self._finished
+            for _ in range(_EXTRA_TURNS):
+                if finished is None or finished.waking <= 0:
+                    break
+                await anyio.lowlevel.checkpoint()
         if self._open is batch:
             self._open = None  # later pushes form the next batch
         self._committing = batch
@@ -495,6 +513,7 @@ class Lane:
             await self._commit(batch)
         finally:
             self._committing = None
+            self._finished = batch
             try:
                 self._after_commit()
             finally:
@@ -593,6 +612,7 @@ async def _follow_on_trio(batch: Batch) -> None:
         return
     batch.followers.append(trio.lowlevel.current_task())
     await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
+    batch.waking -= 1  # this push has run: the next batch's leader need not wait for it
 
 
 def _cannot_abort(raise_cancel: Callable[[], NoReturn]) -> trio.lowlevel.Abort:

@@ -286,6 +286,35 @@ async def test_concurrent_sync_pushes_share_fsyncs(stream_path: str, monkeypatch
     assert adiskq.stats(stream_path).message_count == 64
 
 
+async def test_sync_pushers_released_by_one_fsync_share_the_next(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """32 tasks pushing in a loop with flush="sync": the pushes one fsync releases all join the next
+    batch, so each round of pushes costs one fsync (on Trio too, which runs a turn's tasks in a random
+    order: a leader that closed its batch before the others ran would fsync alone every other round)."""
+    rounds, tasks = 20, 32
+    synced_up_to: list[int] = []  # the next offset at each fsync
+    real_sync = SegmentWriter.sync
+
+    def counting_sync(self: SegmentWriter, *, data_only: bool = False) -> None:
+        synced_up_to.append(self.next_offset)
+        real_sync(self, data_only=data_only)
+
+    monkeypatch.setattr(SegmentWriter, "sync", counting_sync)
+
+    async def pusher(producer: adiskq.Producer, task: int) -> None:
+        for i in range(rounds):
+            await producer.push(b"%d-%d" % (task, i))
+
+    async with adiskq.Producer(stream_path, flush="sync") as producer:
+        async with anyio.create_task_group() as group:
+            for task in range(tasks):
+                group.start_soon(pusher, producer, task)
+        pushed_syncs = len(synced_up_to)
+    assert pushed_syncs <= rounds + 1, synced_up_to
+    assert adiskq.stats(stream_path).message_count == rounds * tasks
+
+
 async def test_async_flush_fsyncs_within_the_interval(stream_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """With flush="async", the background flusher fsyncs a dirty partition on its own."""
     synced = threading.Event()
