@@ -49,6 +49,7 @@ from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError
 from . import wakeup
 from .cancellation import running_on_trio
+from .handoff import run_in_thread
 
 if TYPE_CHECKING:
     import trio.lowlevel
@@ -571,8 +572,8 @@ class Lane:
                 # consumer may see a message a power cut could take back.
                 pending = writer.write_data(batch.records, batch.timestamps, batch.key_hashes, tagindex)
                 try:
-                    await anyio.to_thread.run_sync(
-                        functools.partial(writer.sync, data_only=True), limiter=self._limiter
+                    await run_in_thread(
+                        functools.partial(writer.sync, data_only=True), self._limiter, on_trio=self._on_trio
                     )
                 except BaseException:
                     writer.abandon(pending)
