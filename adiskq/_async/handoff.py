@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import outcome
     import trio.lowlevel
 
-__all__ = ["run_in_thread"]
+__all__ = ["cannot_abort", "run_in_thread"]
 
 T = TypeVar("T")
 
@@ -62,11 +62,13 @@ async def _run_on_trio(function: Callable[[], T]) -> T:
             token.run_sync_soon(trio.lowlevel.reschedule, task, result)
 
     trio.lowlevel.start_thread_soon(function, deliver)
-    result: T = await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
+    result: T = await trio.lowlevel.wait_task_rescheduled(cannot_abort)
     return result
 
 
-def _cannot_abort(raise_cancel: Callable[[], NoReturn]) -> trio.lowlevel.Abort:
+def cannot_abort(raise_cancel: Callable[[], NoReturn]) -> trio.lowlevel.Abort:
+    """For ``trio.lowlevel.wait_task_rescheduled``: the wait is not aborted; a cancellation meanwhile
+    is delivered at the task's next checkpoint."""
     import trio.lowlevel
 
     return trio.lowlevel.Abort.FAILED
