@@ -466,6 +466,50 @@ async def test_a_push_cancelled_while_its_batch_commits_is_written_and_returns_i
     assert [m.value for m in read_all(stream_path)[0]] == [b"first", b"leader", b"follower"]
 
 
+async def test_a_push_cancelled_while_it_leads_its_batchs_fdatasync_is_written_and_returns_its_receipt(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader of a sync batch waits for its fdatasync in a worker thread (adiskq/_async/handoff.py):
+    cancelled meanwhile, it still commits the batch, returns its receipt, and takes the cancellation at
+    its caller's next checkpoint; the push queued behind it is committed next."""
+    fsyncing = threading.Event()
+    let_fsync = threading.Event()
+    real_sync = SegmentWriter.sync
+
+    def sync(self: SegmentWriter, *, data_only: bool = False) -> None:
+        fsyncing.set()
+        let_fsync.wait(10)
+        real_sync(self, data_only=data_only)
+
+    outcome: dict[str, object] = {}
+    receipts: list[adiskq.Receipt] = []
+    async with adiskq.Producer(stream_path, flush="sync") as producer:
+        monkeypatch.setattr(SegmentWriter, "sync", sync)
+
+        async def leader(scope: anyio.CancelScope) -> None:
+            with scope:
+                outcome["receipt"] = await producer.push(b"leader")
+                await anyio.lowlevel.checkpoint()
+                outcome["ran on"] = True  # pragma: no cover - the checkpoint above must raise
+            outcome["cancel delivered"] = scope.cancelled_caught
+
+        async def follower() -> None:
+            receipts.append(await producer.push(b"follower"))
+
+        async with anyio.create_task_group() as group:
+            scope = anyio.CancelScope()
+            group.start_soon(leader, scope)
+            await anyio.to_thread.run_sync(fsyncing.wait, 10)
+            group.start_soon(follower)  # the next batch, which waits for this one
+            await anyio.wait_all_tasks_blocked()
+            scope.cancel()
+            await anyio.wait_all_tasks_blocked()
+            let_fsync.set()
+    assert outcome == {"receipt": adiskq.Receipt(0, 0), "cancel delivered": True}
+    assert receipts == [adiskq.Receipt(0, 1)]
+    assert [m.value for m in read_all(stream_path)[0]] == [b"leader", b"follower"]
+
+
 LARGE_BATCH = [adiskq.Record(b"%d" % i, key=f"k{i}") for i in range(1000)]  # over every partition of 4
 
 
