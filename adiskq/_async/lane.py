@@ -97,7 +97,6 @@ class Batch:
         "records",
         "tagindex",
         "timestamps",
-        "waking",
     )
 
     def __init__(self) -> None:
@@ -116,7 +115,6 @@ class Batch:
         self.committed = 0
         self.led = False  # a push has taken the lead of this batch
         self.followers: list[trio.lowlevel.Task] = []  # Trio's pushes waiting for it (Lane.complete)
-        self.waking = 0  # followers woken by finish() that have not run since (the next leader waits for them)
 
     def finish(self) -> None:
         """The batch is committed or failed: wake every push waiting for it."""
@@ -125,7 +123,6 @@ class Batch:
         if self.followers:
             import trio.lowlevel  # only Trio's pushes are followers (see Lane.complete)
 
-            self.waking = len(self.followers)
             for task in self.followers:
                 trio.lowlevel.reschedule(task)
             self.followers.clear()
@@ -282,7 +279,8 @@ class Lane:
         self._limiter = limiter
         self._open: Batch | None = None  # the batch new pushes join
         self._committing: Batch | None = None
-        self._finished: Batch | None = None  # the last batch committed (its followers may still be waking)
+        # Trio's followers of finished batches not run since they were woken (the next leader waits for them)
+        self._waking = 0
         self._on_trio = running_on_trio()
         self._trio_lowlevel: ModuleType | None = None  # trio.lowlevel, for the followers' wait
         if self._on_trio:
@@ -494,7 +492,7 @@ class Lane:
             if not batch.finished:
                 batch.followers.append(lowlevel.current_task())
                 await lowlevel.wait_task_rescheduled(cannot_abort)
-                batch.waking -= 1  # this push has run: the next batch's leader need not wait for it
+                self._waking -= 1  # this push has run: the next batch's leader need not wait for it
         else:
             with anyio.CancelScope(shield=True):
                 if batch.led:
@@ -521,9 +519,8 @@ class Lane:
             # its own fsync, every other batch. So the leader waits one more turn if some of the last
             # batch's followers have not run yet (they have after it: Trio runs every task that was
             # runnable at a turn's start within that turn). Bounded, so it can never spin.
-            finished = self._finished
             for _ in range(_EXTRA_TURNS):
-                if finished is None or finished.waking <= 0:
+                if self._waking <= 0:
                     break
                 await anyio.lowlevel.checkpoint()
         if self._open is batch:
@@ -533,10 +530,10 @@ class Lane:
             await self._commit(batch)
         finally:
             self._committing = None
-            self._finished = batch
             try:
                 self._after_commit()
             finally:
+                self._waking += len(batch.followers)  # finish() wakes them
                 batch.finish()  # whatever happened to the locks: the batch's pushes must not wait on
 
     def _after_commit(self) -> None:
