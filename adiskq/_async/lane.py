@@ -39,7 +39,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, NoReturn
+from types import ModuleType
+from typing import TYPE_CHECKING, Final
 
 import anyio
 import anyio.to_thread
@@ -49,6 +50,7 @@ from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError
 from . import wakeup
 from .cancellation import running_on_trio
+from .handoff import cannot_abort, run_in_thread
 from .wakeup import waiters_of
 
 if TYPE_CHECKING:
@@ -88,6 +90,7 @@ class Batch:
         "committed",
         "done",
         "error",
+        "finished",
         "first_offset",
         "followers",
         "key_hashes",
@@ -105,16 +108,18 @@ class Batch:
         # (the segment then takes them from the records).
         self.tagindex: bytearray | None = bytearray()
         self.done = anyio.Event()
+        self.finished = False  # done is set (read without a call on Trio's follower path)
         self.first_offset = -1
         self.error: BaseException | None = None
         # With an error: how many of the batch's first records were committed all the same (an
         # index write that failed part-way keeps the entries readers could have seen).
         self.committed = 0
         self.led = False  # a push has taken the lead of this batch
-        self.followers: list[trio.lowlevel.Task] = []  # Trio's pushes waiting for it (_follow_on_trio)
+        self.followers: list[trio.lowlevel.Task] = []  # Trio's pushes waiting for it (Lane.complete)
 
     def finish(self) -> None:
         """The batch is committed or failed: wake every push waiting for it."""
+        self.finished = True
         self.done.set()
         if self.followers:
             import trio.lowlevel  # only Trio's pushes are followers (see Lane.complete)
@@ -123,6 +128,10 @@ class Batch:
                 trio.lowlevel.reschedule(task)
             self.followers.clear()
 
+
+# How many more turns of the loop, at most, a sync batch's leader waits for the last batch's
+# followers to run and join it (one is enough on Trio; see Lane._lead).
+_EXTRA_TURNS: Final = 2
 
 # How long a shared producer keeps its turn at writing once another producer waits for it: long
 # enough that a turn covers many pushes (handing it over costs system calls and waking a process),
@@ -271,7 +280,14 @@ class Lane:
         self._limiter = limiter
         self._open: Batch | None = None  # the batch new pushes join
         self._committing: Batch | None = None
+        # Trio's followers of finished batches not run since they were woken (the next leader waits for them)
+        self._waking = 0
         self._on_trio = running_on_trio()
+        self._trio_lowlevel: ModuleType | None = None  # trio.lowlevel, for the followers' wait
+        if self._on_trio:
+            import trio.lowlevel
+
+            self._trio_lowlevel = trio.lowlevel
         # Shared producers: the partition's lock, how to run the release at the loop's next turn,
         # whether that release is scheduled, and whether the view is up to date under the lock.
         self._lock = partition.lock
@@ -467,8 +483,18 @@ class Lane:
     async def complete(self, batch: Batch, last: int) -> int:
         """Lead or wait for the batch; returns its first offset once the batch's records up to
         ``last`` (a place in it) are committed, or raises the batch's error."""
-        if batch.led and self._on_trio:
-            await _follow_on_trio(batch)
+        lowlevel = self._trio_lowlevel
+        if batch.led and lowlevel is not None:
+            # A follower on Trio: Trio's own uninterruptible wait, deaf to cancellation as the
+            # shielded wait is on asyncio. A cancel scope of its own (entered, exited, and every scope
+            # around it walked on the way) cost a quarter of a synchronous push's Python on Trio. A
+            # cancellation meanwhile is delivered at the caller's next checkpoint, after the push
+            # returned its receipt. Written out here, not in a function: a coroutine frame less to
+            # suspend and resume, per push.
+            if not batch.finished:
+                batch.followers.append(lowlevel.current_task())
+                await lowlevel.wait_task_rescheduled(cannot_abort)
+                self._waking -= 1  # this push has run: the next batch's leader need not wait for it
         else:
             with anyio.CancelScope(shield=True):
                 if batch.led:
@@ -490,6 +516,15 @@ class Lane:
             # the fsyncs for the same pushes. A turn costs microseconds; the fsync it shares, hundreds.
             # (A plain checkpoint: complete() runs the leader inside its shielded scope already.)
             await anyio.lowlevel.checkpoint()
+            # Trio runs a turn's tasks in an order it draws at random (reversed half the time, so this
+            # leader often runs before the pushers it should wait for): a batch of one record, and
+            # its own fsync, every other batch. So the leader waits one more turn if some of the last
+            # batch's followers have not run yet (they have after it: Trio runs every task that was
+            # runnable at a turn's start within that turn). Bounded, so it can never spin.
+            for _ in range(_EXTRA_TURNS):
+                if self._waking <= 0:
+                    break
+                await anyio.lowlevel.checkpoint()
         if self._open is batch:
             self._open = None  # later pushes form the next batch
         self._committing = batch
@@ -500,6 +535,7 @@ class Lane:
             try:
                 self._after_commit()
             finally:
+                self._waking += len(batch.followers)  # finish() wakes them
                 batch.finish()  # whatever happened to the locks: the batch's pushes must not wait on
 
     def _after_commit(self) -> None:
@@ -554,8 +590,8 @@ class Lane:
                 # consumer may see a message a power cut could take back.
                 pending = writer.write_data(batch.records, batch.timestamps, batch.key_hashes, tagindex)
                 try:
-                    await anyio.to_thread.run_sync(
-                        functools.partial(writer.sync, data_only=True), limiter=self._limiter
+                    await run_in_thread(
+                        functools.partial(writer.sync, data_only=True), self._limiter, on_trio=self._on_trio
                     )
                 except BaseException:
                     writer.abandon(pending)
@@ -580,24 +616,3 @@ class Lane:
             batch.committed = error.committed
             self.dirty = True
         wakeup.notify(self.wake_key)
-
-
-async def _follow_on_trio(batch: Batch) -> None:
-    """Wait for a batch another push leads, deaf to cancellation, as the shielded wait is on asyncio.
-
-    Trio's own uninterruptible wait: a cancel scope of its own (entered, exited, and every scope
-    around it walked on the way) cost a quarter of a synchronous push's Python on Trio. A cancellation
-    meanwhile is delivered at the caller's next checkpoint, after the push returned its receipt.
-    """
-    import trio.lowlevel
-
-    if batch.done.is_set():
-        return
-    batch.followers.append(trio.lowlevel.current_task())
-    await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
-
-
-def _cannot_abort(raise_cancel: Callable[[], NoReturn]) -> trio.lowlevel.Abort:
-    import trio.lowlevel
-
-    return trio.lowlevel.Abort.FAILED

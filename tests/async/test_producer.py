@@ -286,6 +286,35 @@ async def test_concurrent_sync_pushes_share_fsyncs(stream_path: str, monkeypatch
     assert adiskq.stats(stream_path).message_count == 64
 
 
+async def test_sync_pushers_released_by_one_fsync_share_the_next(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """32 tasks pushing in a loop with flush="sync": the pushes one fsync releases all join the next
+    batch, so each round of pushes costs one fsync (on Trio too, which runs a turn's tasks in a random
+    order: a leader that closed its batch before the others ran would fsync alone every other round)."""
+    rounds, tasks = 20, 32
+    synced_up_to: list[int] = []  # the next offset at each fsync
+    real_sync = SegmentWriter.sync
+
+    def counting_sync(self: SegmentWriter, *, data_only: bool = False) -> None:
+        synced_up_to.append(self.next_offset)
+        real_sync(self, data_only=data_only)
+
+    monkeypatch.setattr(SegmentWriter, "sync", counting_sync)
+
+    async def pusher(producer: adiskq.Producer, task: int) -> None:
+        for i in range(rounds):
+            await producer.push(b"%d-%d" % (task, i))
+
+    async with adiskq.Producer(stream_path, flush="sync") as producer:
+        async with anyio.create_task_group() as group:
+            for task in range(tasks):
+                group.start_soon(pusher, producer, task)
+        pushed_syncs = len(synced_up_to)
+    assert pushed_syncs <= rounds + 1, synced_up_to
+    assert adiskq.stats(stream_path).message_count == rounds * tasks
+
+
 async def test_async_flush_fsyncs_within_the_interval(stream_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """With flush="async", the background flusher fsyncs a dirty partition on its own."""
     synced = threading.Event()
@@ -435,6 +464,50 @@ async def test_a_push_cancelled_while_its_batch_commits_is_written_and_returns_i
             let_fsync.set()
     assert outcome == {"receipt": adiskq.Receipt(0, 2), "cancel delivered": True}
     assert [m.value for m in read_all(stream_path)[0]] == [b"first", b"leader", b"follower"]
+
+
+async def test_a_push_cancelled_while_it_leads_its_batchs_fdatasync_is_written_and_returns_its_receipt(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader of a sync batch waits for its fdatasync in a worker thread (adiskq/_async/handoff.py):
+    cancelled meanwhile, it still commits the batch, returns its receipt, and takes the cancellation at
+    its caller's next checkpoint; the push queued behind it is committed next."""
+    fsyncing = threading.Event()
+    let_fsync = threading.Event()
+    real_sync = SegmentWriter.sync
+
+    def sync(self: SegmentWriter, *, data_only: bool = False) -> None:
+        fsyncing.set()
+        let_fsync.wait(10)
+        real_sync(self, data_only=data_only)
+
+    outcome: dict[str, object] = {}
+    receipts: list[adiskq.Receipt] = []
+    async with adiskq.Producer(stream_path, flush="sync") as producer:
+        monkeypatch.setattr(SegmentWriter, "sync", sync)
+
+        async def leader(scope: anyio.CancelScope) -> None:
+            with scope:
+                outcome["receipt"] = await producer.push(b"leader")
+                await anyio.lowlevel.checkpoint()
+                outcome["ran on"] = True  # pragma: no cover - the checkpoint above must raise
+            outcome["cancel delivered"] = scope.cancelled_caught
+
+        async def follower() -> None:
+            receipts.append(await producer.push(b"follower"))
+
+        async with anyio.create_task_group() as group:
+            scope = anyio.CancelScope()
+            group.start_soon(leader, scope)
+            await anyio.to_thread.run_sync(fsyncing.wait, 10)
+            group.start_soon(follower)  # the next batch, which waits for this one
+            await anyio.wait_all_tasks_blocked()
+            scope.cancel()
+            await anyio.wait_all_tasks_blocked()
+            let_fsync.set()
+    assert outcome == {"receipt": adiskq.Receipt(0, 0), "cancel delivered": True}
+    assert receipts == [adiskq.Receipt(0, 1)]
+    assert [m.value for m in read_all(stream_path)[0]] == [b"leader", b"follower"]
 
 
 LARGE_BATCH = [adiskq.Record(b"%d" % i, key=f"k{i}") for i in range(1000)]  # over every partition of 4
