@@ -16,7 +16,7 @@ latency is cut into stages, on CLOCK_MONOTONIC like the stamp in the message:
 The probes wrap functions from outside (nothing in adiskq knows), so they add a little time of their
 own (~1 µs a probe). Messages that no inotify wake-up brought (found on the second look) are left out.
 
-    python benchmarks/wakeup_breakdown.py [--backend asyncio|trio] [--count 2000]
+    python benchmarks/wakeup_breakdown.py [--backend asyncio|trio] [--producer-backend asyncio|trio] [--count 2000]
 """
 
 from __future__ import annotations
@@ -122,6 +122,11 @@ def stages(index_times: list[int], log: list[tuple[str, int]]) -> list[list[int]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="asyncio", choices=("asyncio", "trio"))
+    parser.add_argument(
+        "--producer-backend",
+        choices=("asyncio", "trio"),
+        help="the producer process's event loop, when not --backend's (which side's loop costs what)",
+    )
     parser.add_argument("--count", type=int, default=2_000)
     parser.add_argument("--role", nargs=2, metavar=("ROLE", "FOLDER"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -135,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         me = os.path.abspath(__file__)
         common = ["--backend", args.backend, "--count", str(args.count)]
         consumer = subprocess.Popen([sys.executable, me, *common, "--role", "consume", folder])
-        producer = subprocess.Popen([sys.executable, me, *common, "--role", "produce", folder])
+        producing = ["--backend", args.producer_backend or args.backend, "--count", str(args.count)]
+        producer = subprocess.Popen([sys.executable, me, *producing, "--role", "produce", folder])
         try:
             if consumer.wait(timeout=120) != 0 or producer.wait(timeout=60) != 0:
                 raise RuntimeError("the producer or the consumer process failed")
@@ -151,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = stages(index_times, log)[bench_wakeup.WARMUP :]  # type: ignore[arg-type]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    print(f"adiskq {args.backend}: {len(rows)} of {args.count} messages came by an inotify wake-up; µs:")
+    producing = f" (producer on {args.producer_backend})" if args.producer_backend else ""
+    print(f"adiskq {args.backend}{producing}: {len(rows)} of {args.count} messages came by an inotify wake-up; µs:")
     if not rows:
         return 1
     print(f"  {'stage':<16} {'p50':>7} {'p90':>7}")

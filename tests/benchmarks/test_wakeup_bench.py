@@ -29,17 +29,20 @@ def test_the_wakeup_benchmark_runs_in_quick_mode(tmp_path: pathlib.Path) -> None
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_the_wakeup_breakdown_runs(backend: str) -> None:
-    """wakeup_breakdown.py cuts adiskq's cross-process latency into its stages, on either backend."""
+@pytest.mark.parametrize(("backend", "producer_backend"), [("asyncio", "trio"), ("trio", None)])
+def test_the_wakeup_breakdown_runs(backend: str, producer_backend: str | None) -> None:
+    """wakeup_breakdown.py cuts adiskq's cross-process latency into its stages, on either backend
+    (the producer's loop chosen apart, or the consumer's)."""
+    chosen = ["--producer-backend", producer_backend] if producer_backend else []
     result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "wakeup_breakdown.py"), "--backend", backend, "--count", "300"],
+        [sys.executable, str(BENCHMARKS / "wakeup_breakdown.py"), "--backend", backend, *chosen, "--count", "300"],
         capture_output=True,
         text=True,
         timeout=240,
         check=False,
     )
     assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"adiskq {backend}" + (f" (producer on {producer_backend})" if chosen else ":"))
     for stage in ("index written", "woken", "events read", "read starts", "data read", "decoded", "delivered"):
         assert f"→ {stage}" in result.stdout
 
