@@ -20,10 +20,12 @@ import asyncio
 import functools
 import math
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 import anyio
+
+T = TypeVar("T")
 
 
 def _public_check() -> bool:
@@ -108,3 +110,27 @@ def running_on_trio() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+async def beyond_asyncio_cancellation(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to its end on asyncio even if the calling task is cancelled by asyncio
+    itself (``task.cancel()``: ``asyncio.timeout``, ``wait_for``, a server dropping a request), which
+    an anyio shielded scope does not hold back; then raise that cancellation, if one came.
+
+    For a batch's commit: its leader cancelled halfway through the fsync used to cut the batch's
+    records back while the pushes following it got receipts for them. Here the commit runs in a
+    task of its own that nothing cancels, and the caller waits for it to end whatever happens.
+    """
+    task = asyncio.ensure_future(coroutine)
+    interrupted: BaseException | None = None
+    while not task.done():
+        try:
+            await asyncio.wait((task,))  # raises if this task is cancelled; never cancels the other
+        except asyncio.CancelledError as error:
+            interrupted = error
+    if interrupted is not None:
+        if not task.cancelled():
+            task.exception()  # seen, so asyncio does not log it as never retrieved: the caller's
+            # cancellation is what it raises; what the commit raised is on the batch already
+        raise interrupted
+    return task.result()

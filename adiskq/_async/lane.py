@@ -49,7 +49,7 @@ from .._storage.flocks import FileLock
 from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError
 from . import wakeup
-from .cancellation import running_on_trio
+from .cancellation import beyond_asyncio_cancellation, running_on_trio
 from .handoff import cannot_abort, run_in_thread
 from .wakeup import waiters_of
 
@@ -529,7 +529,10 @@ class Lane:
             self._open = None  # later pushes form the next batch
         self._committing = batch
         try:
-            await self._commit(batch)
+            if self._on_trio:
+                await self._commit(batch)  # complete() shields it: Trio has no other cancellation
+            else:
+                await beyond_asyncio_cancellation(self._commit(batch))
         finally:
             self._committing = None
             try:

@@ -461,6 +461,9 @@ class Producer:
         None) is what filtering consumers select by; ``timestamp`` defaults to now. Returns
         once the message is handed to the OS (``flush="async"``) or on stable storage (``"sync"``).
         Cancellation is atomic: a cancelled push was either written with its offset or not at all.
+        (asyncio's own ``task.cancel()`` — ``asyncio.timeout``, ``wait_for`` — is not held back by
+        anyio's scopes: a push it reaches while its ``flush="sync"`` batch commits raises
+        ``CancelledError`` and its message may still be written, as the batch is always finished.)
 
         Raises:
             MessageTooLargeError: the message is over the stream's ``max_message_bytes``.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import os
 import threading
@@ -464,6 +465,40 @@ async def test_a_push_cancelled_while_its_batch_commits_is_written_and_returns_i
             let_fsync.set()
     assert outcome == {"receipt": adiskq.Receipt(0, 2), "cancel delivered": True}
     assert [m.value for m in read_all(stream_path)[0]] == [b"first", b"leader", b"follower"]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # Trio has no cancellation but its scopes'
+async def test_a_leader_cancelled_by_asyncio_itself_still_commits_the_batch_its_followers_hold_receipts_for(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """asyncio's own ``task.cancel()`` (``asyncio.timeout``, ``wait_for``, a dropped request) passes
+    anyio's shield. Landing on a batch's leader in its fdatasync, it used to cut the batch back while
+    the push following it returned a receipt for a message never written (offset 0 of an empty
+    stream). Now the batch is committed; the leader raises the cancellation; the follower's receipt
+    reads back its own message."""
+    fsyncing = threading.Event()
+    let_fsync = threading.Event()
+    real_sync = SegmentWriter.sync
+
+    def sync(self: SegmentWriter, *, data_only: bool = False) -> None:
+        fsyncing.set()
+        let_fsync.wait(10)
+        real_sync(self, data_only=data_only)
+
+    async with adiskq.Producer(stream_path, partitions=1, flush="sync") as producer:
+        monkeypatch.setattr(SegmentWriter, "sync", sync)
+        leader = asyncio.ensure_future(producer.push(b"leader"))
+        follower = asyncio.ensure_future(producer.push(b"follower"))
+        await anyio.to_thread.run_sync(fsyncing.wait, 10)
+        await anyio.wait_all_tasks_blocked()  # the follower waits for the leader's batch
+        leader.cancel()
+        await anyio.wait_all_tasks_blocked()
+        let_fsync.set()
+        receipt = await follower
+        with pytest.raises(asyncio.CancelledError):
+            await leader
+    assert adiskq.read(stream_path, receipt.partition, receipt.offset).value == b"follower"
+    assert [m.value for m in read_all(stream_path)[0]] == [b"leader", b"follower"]
 
 
 async def test_a_push_cancelled_while_it_leads_its_batchs_fdatasync_is_written_and_returns_its_receipt(
