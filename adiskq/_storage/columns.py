@@ -20,9 +20,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .._errors import CorruptRecordError
-from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
 from .cursors import SegmentCursor
-from .segment import SegmentReader, open_for_reading
+from .segment import SegmentReader
 
 __all__ = ["RawCursor", "RawRun", "RawSegment"]
 
@@ -44,23 +43,6 @@ class RawRun(NamedTuple):
 class RawSegment(SegmentReader):
     """One segment opened for raw reads: ``SegmentReader``'s checked index entries, and the data
     they cover undecoded (through ``mmap`` once the segment is sealed: ``SegmentReader.read_span``)."""
-
-    @classmethod
-    def open(
-        cls,
-        directory: str,
-        base_offset: int,
-        partition: int,
-        *,
-        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-        sealed: bool = False,
-    ) -> RawSegment:
-        """Open the segment's files; FileNotFoundError if vacuum deleted it.
-
-        ``sealed`` says a later segment exists, so this one no longer changes and may be mapped.
-        (Records are not decoded here, so ``max_record_bytes`` does not matter.)
-        """
-        return cls(directory, base_offset, partition, open_for_reading(directory, base_offset), sealed=sealed)
 
     def read(self, offset: int, max_count: int, max_bytes: int | None = None) -> RawRun | None:
         """Up to ``max_count`` messages from ``offset`` (at least one if any, then ``max_bytes``),

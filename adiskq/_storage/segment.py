@@ -40,7 +40,7 @@ import os
 import struct
 import sys
 from collections.abc import Callable, Sequence
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, Self
 
 from .._errors import CorruptRecordError
 from .._sansio import keyindex as keyindex_format
@@ -758,7 +758,7 @@ class SegmentReader:
         *,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         sealed: bool = False,
-    ) -> SegmentReader:
+    ) -> Self:
         """Open the segment's ``.index`` then ``.data``; FileNotFoundError if it was vacuumed.
 
         ``sealed`` says a later segment exists, so this one no longer changes and may be mapped.

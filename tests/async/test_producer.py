@@ -427,23 +427,35 @@ async def test_cancelled_pushes_are_all_or_nothing(stream_path: str) -> None:
         assert set(written) == returned
 
 
+class HeldFsync:
+    """``SegmentWriter.sync`` held, once ``hold()`` is called, until ``let_go`` is set; ``started`` is
+    set when one is held (waited for from a thread: the sync runs in a worker thread)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.started = threading.Event()
+        self.let_go = threading.Event()
+        self._monkeypatch = monkeypatch
+
+    def hold(self) -> None:
+        real_sync = SegmentWriter.sync
+
+        def sync(writer: SegmentWriter, *, data_only: bool = False) -> None:
+            self.started.set()
+            self.let_go.wait(10)
+            real_sync(writer, data_only=data_only)
+
+        self._monkeypatch.setattr(SegmentWriter, "sync", sync)
+
+
 async def test_a_push_cancelled_while_its_batch_commits_is_written_and_returns_its_receipt(
     stream_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A sync push waiting for the batch another push leads cannot be taken back by a cancellation:
     it returns its receipt, and the cancellation comes at its caller's next checkpoint."""
-    fsyncing = threading.Event()
-    let_fsync = threading.Event()
-    real_sync = SegmentWriter.sync
-
-    def sync(self: SegmentWriter, *, data_only: bool = False) -> None:
-        fsyncing.set()
-        let_fsync.wait(10)
-        real_sync(self, data_only=data_only)
-
+    fsync = HeldFsync(monkeypatch)
     outcome: dict[str, object] = {}
     async with adiskq.Producer(stream_path, flush="sync") as producer:
-        monkeypatch.setattr(SegmentWriter, "sync", sync)
+        fsync.hold()
 
         async def follower(scope: anyio.CancelScope) -> None:
             with scope:
@@ -454,7 +466,7 @@ async def test_a_push_cancelled_while_its_batch_commits_is_written_and_returns_i
 
         async with anyio.create_task_group() as group:
             group.start_soon(producer.push, b"first")  # leads batch 1, held in its fsync
-            await anyio.to_thread.run_sync(fsyncing.wait, 10)
+            await anyio.to_thread.run_sync(fsync.started.wait, 10)
             group.start_soon(producer.push, b"leader")  # leads batch 2, waiting for batch 1
             await anyio.wait_all_tasks_blocked()
             scope = anyio.CancelScope()
@@ -462,7 +474,7 @@ async def test_a_push_cancelled_while_its_batch_commits_is_written_and_returns_i
             await anyio.wait_all_tasks_blocked()
             scope.cancel()
             await anyio.wait_all_tasks_blocked()
-            let_fsync.set()
+            fsync.let_go.set()
     assert outcome == {"receipt": adiskq.Receipt(0, 2), "cancel delivered": True}
     assert [m.value for m in read_all(stream_path)[0]] == [b"first", b"leader", b"follower"]
 
@@ -476,24 +488,16 @@ async def test_a_leader_cancelled_by_asyncio_itself_still_commits_the_batch_its_
     the push following it returned a receipt for a message never written (offset 0 of an empty
     stream). Now the batch is committed; the leader raises the cancellation; the follower's receipt
     reads back its own message."""
-    fsyncing = threading.Event()
-    let_fsync = threading.Event()
-    real_sync = SegmentWriter.sync
-
-    def sync(self: SegmentWriter, *, data_only: bool = False) -> None:
-        fsyncing.set()
-        let_fsync.wait(10)
-        real_sync(self, data_only=data_only)
-
+    fsync = HeldFsync(monkeypatch)
     async with adiskq.Producer(stream_path, partitions=1, flush="sync") as producer:
-        monkeypatch.setattr(SegmentWriter, "sync", sync)
+        fsync.hold()
         leader = asyncio.ensure_future(producer.push(b"leader"))
         follower = asyncio.ensure_future(producer.push(b"follower"))
-        await anyio.to_thread.run_sync(fsyncing.wait, 10)
+        await anyio.to_thread.run_sync(fsync.started.wait, 10)
         await anyio.wait_all_tasks_blocked()  # the follower waits for the leader's batch
         leader.cancel()
         await anyio.wait_all_tasks_blocked()
-        let_fsync.set()
+        fsync.let_go.set()
         receipt = await follower
         with pytest.raises(asyncio.CancelledError):
             await leader
@@ -507,19 +511,11 @@ async def test_a_push_cancelled_while_it_leads_its_batchs_fdatasync_is_written_a
     """The leader of a sync batch waits for its fdatasync in a worker thread (adiskq/_async/handoff.py):
     cancelled meanwhile, it still commits the batch, returns its receipt, and takes the cancellation at
     its caller's next checkpoint; the push queued behind it is committed next."""
-    fsyncing = threading.Event()
-    let_fsync = threading.Event()
-    real_sync = SegmentWriter.sync
-
-    def sync(self: SegmentWriter, *, data_only: bool = False) -> None:
-        fsyncing.set()
-        let_fsync.wait(10)
-        real_sync(self, data_only=data_only)
-
+    fsync = HeldFsync(monkeypatch)
     outcome: dict[str, object] = {}
     receipts: list[adiskq.Receipt] = []
     async with adiskq.Producer(stream_path, flush="sync") as producer:
-        monkeypatch.setattr(SegmentWriter, "sync", sync)
+        fsync.hold()
 
         async def leader(scope: anyio.CancelScope) -> None:
             with scope:
@@ -534,12 +530,12 @@ async def test_a_push_cancelled_while_it_leads_its_batchs_fdatasync_is_written_a
         async with anyio.create_task_group() as group:
             scope = anyio.CancelScope()
             group.start_soon(leader, scope)
-            await anyio.to_thread.run_sync(fsyncing.wait, 10)
+            await anyio.to_thread.run_sync(fsync.started.wait, 10)
             group.start_soon(follower)  # the next batch, which waits for this one
             await anyio.wait_all_tasks_blocked()
             scope.cancel()
             await anyio.wait_all_tasks_blocked()
-            let_fsync.set()
+            fsync.let_go.set()
     assert outcome == {"receipt": adiskq.Receipt(0, 0), "cancel delivered": True}
     assert receipts == [adiskq.Receipt(0, 1)]
     assert [m.value for m in read_all(stream_path)[0]] == [b"leader", b"follower"]
