@@ -1,4 +1,6 @@
-"""Is a cancellation waiting for the running task? Asked without awaiting anything.
+"""Cancellation for the producer: is one waiting for the running task (asked without awaiting
+anything), and a batch's commit run to its end whatever asyncio itself cancels
+(``beyond_asyncio_cancellation``, whose docstring says why).
 
 ``push`` must raise if its task's cancel scope was cancelled before it started (it is a checkpoint),
 but a push that goes inline never yields, so the question is asked on every push: through anyio's
