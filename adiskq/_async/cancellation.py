@@ -126,8 +126,12 @@ async def beyond_asyncio_cancellation(coroutine: Coroutine[Any, Any, T]) -> T:
     task = asyncio.ensure_future(coroutine)
     interrupted: BaseException | None = None
     while not task.done():
+        # A future of this wait's own, set when the task ends: cancelling this task cancels it, not
+        # the other (asyncio.wait would do the same, at several times the cost).
+        ended = task.get_loop().create_future()
+        task.add_done_callback(functools.partial(_set_if_waiting, ended))
         try:
-            await asyncio.wait((task,))  # raises if this task is cancelled; never cancels the other
+            await ended
         except asyncio.CancelledError as error:
             interrupted = error
     if interrupted is not None:
@@ -136,3 +140,8 @@ async def beyond_asyncio_cancellation(coroutine: Coroutine[Any, Any, T]) -> T:
             # cancellation is what it raises; what the commit raised is on the batch already
         raise interrupted
     return task.result()
+
+
+def _set_if_waiting(ended: asyncio.Future[None], _: object) -> None:
+    if not ended.done():  # (cancelled: the wait was interrupted, and a new one waits)
+        ended.set_result(None)
