@@ -509,6 +509,8 @@ class SegmentWriter:
         start = self.data_size
         size = len(record)
         time_buffer = self._time_buffer
+        if tag_entry is None:  # also before any write: once the .index entry is in, nothing may fail
+            tag_entry = tag_column([record]) if record[_ATTRIBUTES_AT] & _TAGGED else _NO_TAG_ENTRY
         if len(time_buffer) < BUFFERED_ENTRIES - 1:  # no buffered entries due: the record, then its entry
             try:
                 append_record(os.write, self._data_fd, self._index_fd, record, offset, start)
@@ -518,8 +520,6 @@ class SegmentWriter:
                 self._cut_back(self._data_fd, start)
                 raise
             time_buffer.append(TIMEINDEX_ENTRY.pack(offset, timestamp_ns))
-            if tag_entry is None:
-                tag_entry = tag_column([record]) if record[_ATTRIBUTES_AT] & _TAGGED else _NO_TAG_ENTRY
             self._tag_buffer.append(tag_entry)
             if key_buffer is not None:
                 key_buffer.append(hash_value)
@@ -538,8 +538,6 @@ class SegmentWriter:
             raise
         tag_buffer = self._tag_buffer
         time_buffer.append(TIMEINDEX_ENTRY.pack(offset, timestamp_ns))
-        if tag_entry is None:
-            tag_entry = tag_column([record]) if record[_ATTRIBUTES_AT] & _TAGGED else _NO_TAG_ENTRY
         tag_buffer.append(tag_entry)
         if key_buffer is not None:
             key_buffer.append(hash_value)
