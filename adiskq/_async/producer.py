@@ -623,15 +623,11 @@ class Producer:
             stamps = [now] * len(items)
         else:
             stamps = [now if t is None else _timestamp_ns(t) for t in timestamps]
+        untagged = tags.count(None) == len(tags)
         encoded = encode_batch(
-            values,
-            raw_keys,
-            stamps,
-            all_headers if any(all_headers) else None,
-            None if tags.count(None) == len(tags) else tags,
+            values, raw_keys, stamps, all_headers if any(all_headers) else None, None if untagged else tags
         )
         self._check_size(max(map(len, encoded)))
-        untagged = tags.count(None) == len(tags)
         entries = [NO_TAG_ENTRY] * len(tags) if untagged else tag_entries(tags)
         return encoded, stamps, list(partitions), key_hashes, entries
 
