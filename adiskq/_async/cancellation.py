@@ -1,6 +1,6 @@
 """Cancellation for the producer: is one waiting for the running task (asked without awaiting
-anything), and a batch's commit run to its end whatever asyncio itself cancels
-(``beyond_asyncio_cancellation``, whose docstring says why).
+anything), and a wait that no cancellation cuts short (``SteadfastFuture``: a push waiting for its
+batch, on asyncio).
 
 ``push`` must raise if its task's cancel scope was cancelled before it started (it is a checkpoint),
 but a push that goes inline never yields, so the question is asked on every push: through anyio's
@@ -22,12 +22,10 @@ import asyncio
 import functools
 import math
 import sys
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 
 import anyio
-
-T = TypeVar("T")
 
 
 def _public_check() -> bool:
@@ -114,34 +112,18 @@ def running_on_trio() -> bool:
     return True
 
 
-async def beyond_asyncio_cancellation(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run ``coroutine`` to its end on asyncio even if the calling task is cancelled by asyncio
-    itself (``task.cancel()``: ``asyncio.timeout``, ``wait_for``, a server dropping a request), which
-    an anyio shielded scope does not hold back; then raise that cancellation, if one came.
+class SteadfastFuture(asyncio.Future[None]):
+    """A future whose waiters cancellation cannot cut short: ``cancel()`` refuses.
 
-    For a batch's commit: its leader cancelled halfway through the fsync used to cut the batch's
-    records back while the pushes following it got receipts for them. Here the commit runs in a
-    task of its own that nothing cancels, and the caller waits for it to end whatever happens.
+    A task cancelled while it awaits one (by asyncio's own ``task.cancel()`` or an anyio scope, which
+    cancels the same way) is marked and gets its ``CancelledError`` only once the future is done
+    (asyncio's ``Task.cancel`` cancels the awaited future if it can, and marks the task otherwise).
+    So a push waiting for its batch learns the batch's outcome before any cancellation, and a batch's
+    waiters cannot cancel the future they share. anyio's scopes do the same for their own
+    cancellations only, at several times the cost of this wait (a scope entered and exited a push).
     """
-    task = asyncio.ensure_future(coroutine)
-    interrupted: BaseException | None = None
-    while not task.done():
-        # A future of this wait's own, set when the task ends: cancelling this task cancels it, not
-        # the other (asyncio.wait would do the same, at several times the cost).
-        ended = task.get_loop().create_future()
-        task.add_done_callback(functools.partial(_set_if_waiting, ended))
-        try:
-            await ended
-        except asyncio.CancelledError as error:
-            interrupted = error
-    if interrupted is not None:
-        if not task.cancelled():
-            task.exception()  # seen, so asyncio does not log it as never retrieved: the caller's
-            # cancellation is what it raises; what the commit raised is on the batch already
-        raise interrupted
-    return task.result()
 
+    __slots__ = ()
 
-def _set_if_waiting(ended: asyncio.Future[None], _: object) -> None:
-    if not ended.done():  # (cancelled: the wait was interrupted, and a new one waits)
-        ended.set_result(None)
+    def cancel(self, msg: Any | None = None) -> bool:
+        return False

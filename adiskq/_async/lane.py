@@ -11,11 +11,20 @@ A push takes one of two roads:
   of the batch just wait for it. Every push that arrives while a batch commits joins the next batch:
   that is the group commit — many pushes share one fsync, with no fixed linger to delay a lone push.
 
-There is no background task: the pushing tasks do the work, so a producer never holds a task group
-open around its caller's code. Once a push has joined a batch its wait is shielded from
-cancellation (on Trio, a follower waits in ``wait_task_rescheduled`` with no way to abort, which costs
-less than a shielded cancel scope), so a cancelled push has either been written with its offset or
-not at all.
+There is no background task: a producer never holds a task group open around its caller's code.
+On Trio the pushing tasks do the work (a batch's first push leads it, in a shielded scope). On asyncio
+a batch is led by a task of its own, created with the batch: asyncio's own ``task.cancel()``
+(``asyncio.timeout``, ``wait_for``) passes anyio's shields, and a leader it reached in the middle of a
+commit cut the batch back under its followers' receipts, or, waiting for the batch before, left its
+batch with no leader and every push that joined it waiting forever. Nothing holds that task's handle,
+so nothing cancels it (but the loop's own shutdown: its pushes then get ``ClosedError``).
+
+Once a push has joined a batch its wait cannot be cut short: on Trio it waits in
+``wait_task_rescheduled`` with no way to abort, on asyncio it awaits a ``SteadfastFuture`` that
+refuses to be cancelled (either costs less than a shielded cancel scope). A cancellation meanwhile is
+delivered once the batch is finished: an anyio scope's at the caller's next checkpoint, after the push
+returned its receipt, so a cancelled push has either been written with its offset or not at all;
+asyncio's own at once, as the push ends (its message may then have been written).
 
 A shared producer's lane appends only while it holds the partition's ``flock`` (after the
 producer's turn, ``Turns``), with its view of the partition brought up to date
@@ -33,6 +42,7 @@ lock outlives the code that used it by more.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import functools
 import logging
@@ -45,11 +55,12 @@ from typing import TYPE_CHECKING, Final
 import anyio
 import anyio.to_thread
 
+from .._errors import ClosedError
 from .._storage.flocks import FileLock
 from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError
 from . import wakeup
-from .cancellation import beyond_asyncio_cancellation, running_on_trio
+from .cancellation import SteadfastFuture, running_on_trio
 from .handoff import cannot_abort, run_in_thread
 from .wakeup import waiters_of
 
@@ -94,21 +105,25 @@ class Batch:
         "first_offset",
         "followers",
         "key_hashes",
+        "leader",
         "led",
         "records",
         "tagindex",
         "timestamps",
+        "waiter",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, waiter: SteadfastFuture | None = None) -> None:
         self.records: list[bytes] = []
         self.timestamps: list[int] = []
         self.key_hashes: list[int] = []  # for the key index: its hash of each record's key
         # The records' .tagindex entries as the pushes computed them; None once a push did not
         # (the segment then takes them from the records).
         self.tagindex: bytearray | None = bytearray()
-        self.done = anyio.Event()
-        self.finished = False  # done is set (read without a call on Trio's follower path)
+        # Set when the batch is finished: on asyncio the future its pushes wait for, on Trio an Event.
+        self.waiter = waiter
+        self.done: anyio.Event | None = anyio.Event() if waiter is None else None
+        self.finished = False  # read without a call on Trio's follower path
         self.first_offset = -1
         self.error: BaseException | None = None
         # With an error: how many of the batch's first records were committed all the same (an
@@ -116,10 +131,15 @@ class Batch:
         self.committed = 0
         self.led = False  # a push has taken the lead of this batch
         self.followers: list[trio.lowlevel.Task] = []  # Trio's pushes waiting for it (Lane.complete)
+        self.leader: asyncio.Task[None] | None = None  # asyncio: the task leading it (held, or it may be collected)
 
     def finish(self) -> None:
         """The batch is committed or failed: wake every push waiting for it."""
         self.finished = True
+        if self.waiter is not None:
+            self.waiter.set_result(None)
+            return
+        assert self.done is not None
         self.done.set()
         if self.followers:
             import trio.lowlevel  # only Trio's pushes are followers (see Lane.complete)
@@ -127,6 +147,14 @@ class Batch:
             for task in self.followers:
                 trio.lowlevel.reschedule(task)
             self.followers.clear()
+
+    async def wait(self) -> None:
+        """Wait until the batch is finished; unlike a push's wait, this one can be cancelled."""
+        if self.waiter is not None:
+            await asyncio.shield(self.waiter)
+        else:
+            assert self.done is not None
+            await self.done.wait()
 
 
 # How many more turns of the loop, at most, a sync batch's leader waits for the last batch's
@@ -270,6 +298,7 @@ class Lane:
         sync_flush: bool,
         structure_lock: threading.Lock,
         limiter: anyio.CapacityLimiter,
+        cancel_pending: Callable[[], bool],
         turns: Turns | None = None,
     ) -> None:
         self.partition = partition
@@ -284,10 +313,15 @@ class Lane:
         self._waking = 0
         self._on_trio = running_on_trio()
         self._trio_lowlevel: ModuleType | None = None  # trio.lowlevel, for the followers' wait
+        self._loop: asyncio.AbstractEventLoop | None = None  # asyncio's, where batches get a task each
         if self._on_trio:
             import trio.lowlevel
 
             self._trio_lowlevel = trio.lowlevel
+        else:
+            self._loop = asyncio.get_running_loop()
+        # Whether the pushing task's anyio cancel scope is cancelled (the producer's check)
+        self._cancel_pending = cancel_pending
         # Shared producers: the partition's lock, how to run the release at the loop's next turn,
         # whether that release is scheduled, and whether the view is up to date under the lock.
         self._lock = partition.lock
@@ -468,7 +502,7 @@ class Lane:
         """
         batch = self._open
         if batch is None:
-            batch = self._open = Batch()
+            batch = self._open = self._new_batch()
         start = len(batch.records)
         batch.records.extend(records)
         batch.timestamps.extend(timestamps)
@@ -480,66 +514,97 @@ class Lane:
                 batch.tagindex += tagindex
         return batch, start
 
+    def _new_batch(self) -> Batch:
+        loop = self._loop
+        if loop is None:
+            return Batch()  # Trio: its first push leads it (complete)
+        # asyncio: a task leads it, which nothing cancels (the module's docstring says why). It starts
+        # at the loop's next turn, after the pushes already runnable had their chance to join.
+        batch = Batch(SteadfastFuture(loop=loop))
+        batch.led = True
+        batch.leader = loop.create_task(self._lead(batch))
+        return batch
+
     async def complete(self, batch: Batch, last: int) -> int:
-        """Lead or wait for the batch; returns its first offset once the batch's records up to
-        ``last`` (a place in it) are committed, or raises the batch's error."""
-        lowlevel = self._trio_lowlevel
-        if batch.led and lowlevel is not None:
+        """Wait for the batch (leading it, on Trio, if no push has yet); returns its first offset once
+        the batch's records up to ``last`` (a place in it) are committed, or raises the batch's error."""
+        waiter = batch.waiter
+        if waiter is not None:
+            # asyncio: the batch's task leads it; a cancellation waits for the batch to finish.
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if not self._cancel_pending():
+                    raise  # asyncio's own task.cancel(): it cannot be delivered again, so now
+                # An anyio scope's: anyio delivers it again at the caller's next checkpoint, and
+                # this push returns what became of its message. (Meanwhile anyio looks at the task at
+                # every turn of the loop, as it does at any task deaf to its cancellation: a wait for
+                # one batch, and only once the scope is cancelled.)
+        elif batch.led:
             # A follower on Trio: Trio's own uninterruptible wait, deaf to cancellation as the
-            # shielded wait is on asyncio. A cancel scope of its own (entered, exited, and every scope
-            # around it walked on the way) cost a quarter of a synchronous push's Python on Trio. A
-            # cancellation meanwhile is delivered at the caller's next checkpoint, after the push
+            # steadfast future is on asyncio. A cancel scope of its own (entered, exited, and every
+            # scope around it walked on the way) cost a quarter of a synchronous push's Python on Trio.
+            # A cancellation meanwhile is delivered at the caller's next checkpoint, after the push
             # returned its receipt. Written out here, not in a function: a coroutine frame less to
             # suspend and resume, per push.
             if not batch.finished:
+                lowlevel = self._trio_lowlevel
+                assert lowlevel is not None
                 batch.followers.append(lowlevel.current_task())
                 await lowlevel.wait_task_rescheduled(cannot_abort)
                 self._waking -= 1  # this push has run: the next batch's leader need not wait for it
         else:
-            with anyio.CancelScope(shield=True):
-                if batch.led:
-                    await batch.done.wait()
-                else:
-                    batch.led = True
-                    await self._lead(batch)
+            with anyio.CancelScope(shield=True):  # Trio's leader: Trio cancels only through scopes
+                batch.led = True
+                await self._lead(batch)
         if batch.error is not None and last >= batch.committed:
             raise batch.error
         return batch.first_offset
 
     async def _lead(self, batch: Batch) -> None:
-        while self._committing is not None:
-            await self._committing.done.wait()
-        if self.sync_flush:
-            # One turn of the loop before closing the batch, so every push already runnable joins it
-            # (the pushers the last fsync released, most often): without it the first of them would
-            # commit alone, and the batches would alternate between a few pushes and the rest, twice
-            # the fsyncs for the same pushes. A turn costs microseconds; the fsync it shares, hundreds.
-            # (A plain checkpoint: complete() runs the leader inside its shielded scope already.)
-            await anyio.lowlevel.checkpoint()
-            # Trio runs a turn's tasks in an order it draws at random (reversed half the time, so this
-            # leader often runs before the pushers it should wait for): a batch of one record, and
-            # its own fsync, every other batch. So the leader waits one more turn if some of the last
-            # batch's followers have not run yet (they have after it: Trio runs every task that was
-            # runnable at a turn's start within that turn). Bounded, so it can never spin.
-            for _ in range(_EXTRA_TURNS):
-                if self._waking <= 0:
-                    break
-                await anyio.lowlevel.checkpoint()
-        if self._open is batch:
-            self._open = None  # later pushes form the next batch
-        self._committing = batch
+        """Close the batch, commit it and finish it, whatever happens: its pushes wait for it."""
         try:
-            if self._on_trio:
-                await self._commit(batch)  # complete() shields it: Trio has no other cancellation
-            else:
-                await beyond_asyncio_cancellation(self._commit(batch))
-        finally:
-            self._committing = None
+            while self._committing is not None:
+                await self._committing.wait()
+            if self.sync_flush:
+                # One turn of the loop before closing the batch, so every push already runnable joins
+                # it (the pushers the last fsync released, most often): without it the first of them
+                # would commit alone, and the batches would alternate between a few pushes and the
+                # rest, twice the fsyncs for the same pushes. A turn costs microseconds; the fsync it
+                # shares, hundreds. (A plain checkpoint: nothing cancels a leader, module docstring.)
+                await anyio.lowlevel.checkpoint()
+                # Trio runs a turn's tasks in an order it draws at random (reversed half the time, so
+                # this leader often runs before the pushers it should wait for): a batch of one
+                # record, and its own fsync, every other batch. So the leader waits one more turn if
+                # some of the last batch's followers have not run yet (they have after it: Trio runs
+                # every task that was runnable at a turn's start within that turn). Bounded, so it
+                # can never spin.
+                for _ in range(_EXTRA_TURNS):
+                    if self._waking <= 0:
+                        break
+                    await anyio.lowlevel.checkpoint()
+            if self._open is batch:
+                self._open = None  # later pushes form the next batch
+            self._committing = batch
             try:
-                self._after_commit()
+                await self._commit(batch)
             finally:
-                self._waking += len(batch.followers)  # finish() wakes them
-                batch.finish()  # whatever happened to the locks: the batch's pushes must not wait on
+                self._committing = None
+                self._after_commit()
+        except BaseException as interruption:
+            # Only the loop's shutdown cancels a leader (or an interrupt from a signal lands): its
+            # pushes must not take the batch for written.
+            if batch.error is None and batch.first_offset < 0:
+                batch.error = ClosedError(
+                    f"not written: this push's batch was interrupted ({type(interruption).__name__}) "
+                    "before it was committed; the event loop is probably shutting down"
+                )
+            raise
+        finally:
+            if self._open is batch:
+                self._open = None  # a batch left open would be joined, and never led
+            self._waking += len(batch.followers)  # finish() wakes them
+            batch.finish()  # whatever happened to the locks: the batch's pushes must not wait on
 
     def _after_commit(self) -> None:
         """A shared producer's lane after a batch: let go of the partition's lock at once if another
@@ -569,7 +634,7 @@ class Lane:
             batch = self._committing or self._open
             if batch is None:
                 return
-            await batch.done.wait()
+            await batch.wait()
 
     def _roll_locked(self) -> None:
         with self._structure_lock:

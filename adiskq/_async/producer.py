@@ -324,6 +324,7 @@ class Producer:
                 sync_flush=self.flush_mode == "sync",
                 structure_lock=self._structure_lock,
                 limiter=self._limiter,
+                cancel_pending=self._cancel_pending,
                 turns=turns,
             )
             for partition in stream.partitions
@@ -461,9 +462,9 @@ class Producer:
         None) is what filtering consumers select by; ``timestamp`` defaults to now. Returns
         once the message is handed to the OS (``flush="async"``) or on stable storage (``"sync"``).
         Cancellation is atomic: a cancelled push was either written with its offset or not at all.
-        (asyncio's own ``task.cancel()`` — ``asyncio.timeout``, ``wait_for`` — is not held back by
-        anyio's scopes: a push it reaches while its ``flush="sync"`` batch commits raises
-        ``CancelledError`` and its message may still be written, as the batch is always finished.)
+        (asyncio's own ``task.cancel()`` — ``asyncio.timeout``, ``wait_for`` — cannot be delivered
+        later, as an anyio scope's is: a push it reaches while its batch commits raises
+        ``CancelledError`` once the batch is finished, and its message may have been written.)
 
         Raises:
             MessageTooLargeError: the message is over the stream's ``max_message_bytes``.

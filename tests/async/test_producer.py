@@ -505,6 +505,140 @@ async def test_a_leader_cancelled_by_asyncio_itself_still_commits_the_batch_its_
     assert [m.value for m in read_all(stream_path)[0]] == [b"leader", b"follower"]
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # Trio has no cancellation but its scopes'
+async def test_a_leader_cancelled_by_asyncio_while_the_batch_before_commits_leaves_no_push_waiting_forever(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first push of a second batch used to lead it from its own task: cancelled by asyncio while
+    it waited for the first batch's fdatasync, it left its batch open with no leader, and every push
+    that joined it (and every later one) waited forever. Now the batch is led by a task nothing
+    cancels: the cancelled push raises once its batch is finished, and the others go on."""
+    fsync = HeldFsync(monkeypatch)
+    async with adiskq.Producer(stream_path, partitions=1, flush="sync") as producer:
+        fsync.hold()
+        first = asyncio.ensure_future(producer.push(b"first"))
+        await anyio.to_thread.run_sync(fsync.started.wait, 10)
+        cancelled = asyncio.ensure_future(producer.push(b"cancelled"))  # opens the second batch
+        follower = asyncio.ensure_future(producer.push(b"follower"))
+        await anyio.wait_all_tasks_blocked()
+        cancelled.cancel()
+        await anyio.wait_all_tasks_blocked()
+        assert not cancelled.done()  # its batch is not finished: the cancellation waits for it
+        fsync.let_go.set()
+        with anyio.fail_after(10):
+            assert await first == adiskq.Receipt(0, 0)
+            assert await follower == adiskq.Receipt(0, 2)
+            with pytest.raises(asyncio.CancelledError):
+                await cancelled
+            assert await producer.push(b"later") == adiskq.Receipt(0, 3)
+    assert [m.value for m in read_all(stream_path)[0]] == [b"first", b"cancelled", b"follower", b"later"]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("how", ["task.cancel()", "asyncio.timeout"])
+async def test_a_push_cancelled_by_asyncio_while_its_batch_commits_raises_once_the_batch_is_finished(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """asyncio's own cancellation cannot be delivered later, as an anyio scope's is: the push raises
+    it, but only once its batch is finished (so its message is written, as the docs of push say),
+    and the batch's other pushes are not disturbed."""
+    fsync = HeldFsync(monkeypatch)
+    timeouts: list[asyncio.Timeout] = []
+
+    async def push_with_a_timeout() -> adiskq.Receipt:
+        async with asyncio.timeout(None) as timeout:
+            timeouts.append(timeout)
+            return await producer.push(b"cancelled")
+
+    async with adiskq.Producer(stream_path, partitions=1, flush="sync") as producer:
+        fsync.hold()
+        leader = asyncio.ensure_future(producer.push(b"leader"))
+        cancelled = asyncio.ensure_future(push_with_a_timeout())
+        follower = asyncio.ensure_future(producer.push(b"follower"))
+        await anyio.to_thread.run_sync(fsync.started.wait, 10)
+        await anyio.wait_all_tasks_blocked()
+        if how == "task.cancel()":
+            cancelled.cancel()
+        else:
+            timeouts[0].reschedule(asyncio.get_running_loop().time())
+        await anyio.wait_all_tasks_blocked()
+        assert not cancelled.done()
+        fsync.let_go.set()
+        with anyio.fail_after(10):
+            assert [await leader, await follower] == [adiskq.Receipt(0, 0), adiskq.Receipt(0, 2)]
+            with pytest.raises(asyncio.CancelledError if how == "task.cancel()" else TimeoutError):
+                await cancelled
+    assert [m.value for m in read_all(stream_path)[0]] == [b"leader", b"cancelled", b"follower"]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_an_anyio_scope_and_asyncio_cancelling_a_waiting_push_together_both_arrive(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A push that waits for its batch while its anyio scope is cancelled returns its receipt and
+    leaves the cancellation to its next checkpoint (anyio delivers it again). asyncio's own
+    cancellation landing in the same turn is folded into the same ``CancelledError``: the push still
+    returns, and asyncio's cancellation is not lost: it ends the ``asyncio.timeout`` around it."""
+    fsync = HeldFsync(monkeypatch)
+    outcome: dict[str, object] = {}
+
+    async def pusher(scope: anyio.CancelScope) -> None:
+        try:
+            async with asyncio.timeout(None) as timeout:
+                outcome["timeout"] = timeout
+                with scope:
+                    outcome["receipt"] = await producer.push(b"cancelled")
+                    await anyio.lowlevel.checkpoint()
+                    outcome["ran on"] = True  # pragma: no cover - the checkpoint above must raise
+        except TimeoutError:
+            outcome["timed out"] = True
+
+    async with adiskq.Producer(stream_path, partitions=1, flush="sync") as producer:
+        fsync.hold()
+        async with anyio.create_task_group() as group:
+            group.start_soon(producer.push, b"leader")
+            await anyio.to_thread.run_sync(fsync.started.wait, 10)
+            scope = anyio.CancelScope()
+            group.start_soon(pusher, scope)
+            await anyio.wait_all_tasks_blocked()
+            scope.cancel()
+            timeout = outcome["timeout"]
+            assert isinstance(timeout, asyncio.Timeout)
+            timeout.reschedule(asyncio.get_running_loop().time())
+            await anyio.wait_all_tasks_blocked()
+            fsync.let_go.set()
+    assert outcome["receipt"] == adiskq.Receipt(0, 1)
+    assert outcome.get("timed out") is True
+    assert "ran on" not in outcome
+    assert [m.value for m in read_all(stream_path)[0]] == [b"leader", b"cancelled"]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_batch_whose_leading_task_is_cancelled_before_it_commits_fails_its_pushes_whole(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's task is cancelled only by the loop's own shutdown (nothing else holds it). Then its
+    pushes get ``ClosedError``, not receipts for messages never written, and the lane goes on."""
+    fsync = HeldFsync(monkeypatch)
+    async with adiskq.Producer(stream_path, partitions=1, flush="sync") as producer:
+        fsync.hold()
+        first = asyncio.ensure_future(producer.push(b"first"))
+        await anyio.to_thread.run_sync(fsync.started.wait, 10)
+        stranded = asyncio.ensure_future(producer.push(b"stranded"))
+        await anyio.wait_all_tasks_blocked()
+        lane = producer._lanes[0]
+        assert lane._open is not None
+        assert lane._open.leader is not None
+        lane._open.leader.cancel()  # what asyncio.run does to the tasks left at its end
+        with anyio.fail_after(10):
+            with pytest.raises(adiskq.ClosedError, match="interrupted"):
+                await stranded
+            fsync.let_go.set()
+            assert await first == adiskq.Receipt(0, 0)
+            assert await producer.push(b"later") == adiskq.Receipt(0, 1)
+    assert [m.value for m in read_all(stream_path)[0]] == [b"first", b"later"]
+
+
 async def test_a_push_cancelled_while_it_leads_its_batchs_fdatasync_is_written_and_returns_its_receipt(
     stream_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
