@@ -13,9 +13,10 @@ per push from ~15 to ~12.7 µs (~75 µs per batch of 32).
 
 The wait cannot be aborted (as ``to_thread.run_sync`` without ``abandon_on_cancel``): a cancellation
 meanwhile is delivered at the caller's next checkpoint, after the call has returned. Its caller (a
-batch's leader) cannot be cancelled anyway: on Trio it runs in a shielded scope. When no limiter token is free, or not on
-Trio, it is ``anyio.to_thread.run_sync``, waiting for a token as usual. On Trio the call runs without
-the caller's context variables (Trio's ``to_thread`` copies them): pass only calls that need none.
+batch's leader) cannot be cancelled anyway: on Trio it runs in a shielded scope. When no limiter
+token is free, or not on Trio, it is ``anyio.to_thread.run_sync``, waiting for a token as usual. On
+Trio the call runs without the caller's context variables (Trio's ``to_thread`` copies them): pass
+only calls that need none.
 """
 
 from __future__ import annotations
