@@ -1,5 +1,5 @@
-"""Run a short blocking call (a batch's fdatasync) in a worker thread, for a task that must not be
-interrupted while it waits.
+"""Run a short blocking call (a batch's fdatasync, roll or large write) in a worker thread, for a task
+that must not be interrupted while it waits.
 
 A sync batch hands its fdatasync to a thread once per batch, so the hand-off's own cost is paid by
 every round of ``flush="sync"`` pushes. On Trio, ``anyio.to_thread.run_sync`` goes through
@@ -11,22 +11,29 @@ result back to the task with ``run_sync_soon(reschedule)``: one wake-up of the l
 nothing else. In W3 (32 tasks pushing, ``benchmarks/RESULTS.md``) that took the process's CPU time
 per push from ~15 to ~12.7 µs (~75 µs per batch of 32).
 
-The wait cannot be aborted (as ``to_thread.run_sync`` without ``abandon_on_cancel``): a cancellation
-meanwhile is delivered at the caller's next checkpoint, after the call has returned. Its caller (a
-batch's leader) cannot be cancelled anyway: on Trio it runs in a shielded scope. When no limiter
-token is free, or not on Trio, it is ``anyio.to_thread.run_sync``, waiting for a token as usual. On
-Trio the call runs without the caller's context variables (Trio's ``to_thread`` copies them): pass
-only calls that need none.
+The wait cannot be aborted: a cancellation meanwhile is delivered at the caller's next checkpoint,
+after the call has returned, so the caller always learns what the call did. On Trio that is
+``wait_task_rescheduled`` without an abort (its caller, a batch's leader, runs in a shielded scope
+anyway); when no limiter token is free there, it is ``anyio.to_thread.run_sync``, waiting for a token
+as usual. On asyncio, where ``to_thread.run_sync`` gives way to asyncio's own ``task.cancel()`` (the
+loop's shutdown cancels every task, a batch's too) and returns while the thread still writes, the call
+goes to the loop's executor and is waited for with a ``SteadfastFuture``; a cancellation that came
+meanwhile is asked for again once the call has returned. The call runs without the caller's context
+variables: pass only calls that need none.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import anyio
 import anyio.to_thread
+
+from .cancellation import SteadfastFuture
 
 if TYPE_CHECKING:
     import outcome
@@ -39,9 +46,13 @@ T = TypeVar("T")
 
 async def run_in_thread(function: Callable[[], T], limiter: anyio.CapacityLimiter, *, on_trio: bool) -> T:
     """``function()`` in a worker thread, holding one of ``limiter``'s tokens; its result or its error."""
-    if not on_trio:
-        return await anyio.to_thread.run_sync(function, limiter=limiter)
     borrower = object()  # the token's holder: this call, whatever else the task holds
+    if not on_trio:
+        await limiter.acquire_on_behalf_of(borrower)  # (cancelled here, nothing has started)
+        try:
+            return await _run_on_asyncio(function)
+        finally:
+            limiter.release_on_behalf_of(borrower)
     try:
         limiter.acquire_on_behalf_of_nowait(borrower)
     except anyio.WouldBlock:
@@ -50,6 +61,25 @@ async def run_in_thread(function: Callable[[], T], limiter: anyio.CapacityLimite
         return await _run_on_trio(function)
     finally:
         limiter.release_on_behalf_of(borrower)
+
+
+async def _run_on_asyncio(function: Callable[[], T]) -> T:
+    loop = asyncio.get_running_loop()
+    call = loop.run_in_executor(None, function)
+    ended = SteadfastFuture(loop=loop)
+    call.add_done_callback(lambda _: ended.set_result(None))
+    try:
+        await ended
+    except asyncio.CancelledError:
+        # The call has returned (the wait cannot end before): its outcome goes to the caller, and
+        # the cancellation to the caller's next checkpoint. anyio delivers its scopes' again by
+        # itself; asyncio's own is asked for again, its count left as it was.
+        if anyio.current_effective_deadline() != -math.inf:
+            task = asyncio.current_task()
+            assert task is not None
+            task.uncancel()
+            task.cancel()
+    return call.result()
 
 
 async def _run_on_trio(function: Callable[[], T]) -> T:

@@ -650,7 +650,7 @@ class Lane:
                     self._fresh = False
                     raise
             if partition.needs_roll():
-                await anyio.to_thread.run_sync(self._roll_locked, limiter=self._limiter)
+                await run_in_thread(self._roll_locked, self._limiter, on_trio=self._on_trio)
             writer = partition.active
             tagindex = None if batch.tagindex is None else bytes(batch.tagindex)
             if self.sync_flush:
@@ -667,8 +667,10 @@ class Lane:
                 batch.first_offset = pending.first_offset
                 writer.write_entries(pending)
             elif sum(map(len, batch.records)) > INLINE_MAX_BYTES:
-                batch.first_offset = await anyio.to_thread.run_sync(
-                    writer.append, batch.records, batch.timestamps, batch.key_hashes, tagindex, limiter=self._limiter
+                batch.first_offset = await run_in_thread(
+                    functools.partial(writer.append, batch.records, batch.timestamps, batch.key_hashes, tagindex),
+                    self._limiter,
+                    on_trio=self._on_trio,
                 )
             else:
                 batch.first_offset = writer.append(batch.records, batch.timestamps, batch.key_hashes, tagindex)

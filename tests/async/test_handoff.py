@@ -4,6 +4,7 @@ fdatasync must finish, and be reported, whatever happens to the leader's task me
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import anyio
@@ -88,4 +89,42 @@ async def test_a_cancellation_meanwhile_lets_the_call_finish_and_is_delivered_af
                 returned.append("not cancelled")
     assert returned == ["synced"]
     assert scope.cancelled_caught
+    assert limiter.borrowed_tokens == 0
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # Trio has no cancellation but its scopes'
+@pytest.mark.parametrize("how", ["task.cancel()", "asyncio.timeout"])
+async def test_asyncios_own_cancellation_meanwhile_lets_the_call_finish_and_is_delivered_after(how: str) -> None:
+    """``anyio.to_thread.run_sync`` gives way to asyncio's own ``task.cancel()`` and returns while its
+    thread still runs; here the caller gets the call's result, and the cancellation (or the timeout it
+    stands for: its count is kept) at its next checkpoint."""
+    limiter = anyio.CapacityLimiter(1)
+    started, release = threading.Event(), threading.Event()
+    returned: list[str] = []
+
+    def slow() -> str:
+        started.set()
+        assert release.wait(WAIT_S)
+        return "synced"
+
+    async def caller() -> None:
+        async with asyncio.timeout(None) as timeout:
+            timeouts.append(timeout)
+            returned.append(await run_in_thread(slow, limiter, on_trio=False))
+            await anyio.lowlevel.checkpoint()  # the cancellation is delivered here
+            returned.append("not cancelled")
+
+    timeouts: list[asyncio.Timeout] = []
+    task = asyncio.ensure_future(caller())
+    assert await anyio.to_thread.run_sync(started.wait, WAIT_S)
+    if how == "task.cancel()":
+        task.cancel()
+    else:
+        timeouts[0].reschedule(asyncio.get_running_loop().time())
+    await anyio.wait_all_tasks_blocked()
+    assert not task.done()  # the call still runs, and the caller waits for it
+    release.set()
+    with anyio.fail_after(WAIT_S), pytest.raises(asyncio.CancelledError if how == "task.cancel()" else TimeoutError):
+        await task
+    assert returned == ["synced"]
     assert limiter.borrowed_tokens == 0

@@ -639,6 +639,31 @@ async def test_a_batch_whose_leading_task_is_cancelled_before_it_commits_fails_i
     assert [m.value for m in read_all(stream_path)[0]] == [b"first", b"later"]
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_batch_whose_leading_task_is_cancelled_during_its_fdatasync_is_still_committed(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled while its fdatasync runs (the loop's shutdown), a batch's task waits for the
+    fdatasync and finishes the commit: its pushes get receipts that read back, never a failure for
+    messages that were written, nor a batch cut back under a running fdatasync."""
+    fsync = HeldFsync(monkeypatch)
+    async with adiskq.Producer(stream_path, partitions=1, flush="sync") as producer:
+        fsync.hold()
+        pushes = [asyncio.ensure_future(producer.push(b"%d" % i)) for i in range(3)]
+        await anyio.to_thread.run_sync(fsync.started.wait, 10)
+        lane = producer._lanes[0]
+        committing = lane._committing
+        assert committing is not None
+        assert committing.leader is not None
+        committing.leader.cancel()  # what asyncio.run does to the tasks left at its end
+        await anyio.wait_all_tasks_blocked()
+        assert not any(push.done() for push in pushes)  # the fdatasync is still held
+        fsync.let_go.set()
+        with anyio.fail_after(10):
+            assert [await push for push in pushes] == [adiskq.Receipt(0, i) for i in range(3)]
+    assert [m.value for m in read_all(stream_path)[0]] == [b"0", b"1", b"2"]
+
+
 async def test_a_push_cancelled_while_it_leads_its_batchs_fdatasync_is_written_and_returns_its_receipt(
     stream_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
