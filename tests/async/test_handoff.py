@@ -65,20 +65,28 @@ async def test_with_no_free_token_the_call_waits_for_one() -> None:
     assert limiter.borrowed_tokens == 0
 
 
-async def test_a_cancellation_meanwhile_lets_the_call_finish_and_is_delivered_after() -> None:
-    limiter = anyio.CapacityLimiter(1)
-    started, release = threading.Event(), threading.Event()
-    returned: list[str] = []
+class HeldCall:
+    """A call for the worker thread that runs until ``release`` is set (``started``: it runs)."""
 
-    def slow() -> str:
-        started.set()
-        assert release.wait(WAIT_S)
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> str:
+        self.started.set()
+        assert self.release.wait(WAIT_S)
         return "synced"
 
+
+async def test_a_cancellation_meanwhile_lets_the_call_finish_and_is_delivered_after() -> None:
+    limiter = anyio.CapacityLimiter(1)
+    slow = HeldCall()
+    returned: list[str] = []
+
     async def cancel_once_started(scope: anyio.CancelScope) -> None:
-        assert await anyio.to_thread.run_sync(started.wait, WAIT_S)
+        assert await anyio.to_thread.run_sync(slow.started.wait, WAIT_S)
         scope.cancel()
-        release.set()
+        slow.release.set()
 
     with anyio.fail_after(WAIT_S):
         async with anyio.create_task_group() as group:
@@ -99,13 +107,8 @@ async def test_asyncios_own_cancellation_meanwhile_lets_the_call_finish_and_is_d
     thread still runs; here the caller gets the call's result, and the cancellation (or the timeout it
     stands for: its count is kept) at its next checkpoint."""
     limiter = anyio.CapacityLimiter(1)
-    started, release = threading.Event(), threading.Event()
+    slow = HeldCall()
     returned: list[str] = []
-
-    def slow() -> str:
-        started.set()
-        assert release.wait(WAIT_S)
-        return "synced"
 
     async def caller() -> None:
         async with asyncio.timeout(None) as timeout:
@@ -116,14 +119,14 @@ async def test_asyncios_own_cancellation_meanwhile_lets_the_call_finish_and_is_d
 
     timeouts: list[asyncio.Timeout] = []
     task = asyncio.ensure_future(caller())
-    assert await anyio.to_thread.run_sync(started.wait, WAIT_S)
+    assert await anyio.to_thread.run_sync(slow.started.wait, WAIT_S)
     if how == "task.cancel()":
         task.cancel()
     else:
         timeouts[0].reschedule(asyncio.get_running_loop().time())
     await anyio.wait_all_tasks_blocked()
     assert not task.done()  # the call still runs, and the caller waits for it
-    release.set()
+    slow.release.set()
     with anyio.fail_after(WAIT_S), pytest.raises(asyncio.CancelledError if how == "task.cancel()" else TimeoutError):
         await task
     assert returned == ["synced"]
