@@ -537,9 +537,9 @@ class Lane:
                 if not self._cancel_pending():
                     raise  # asyncio's own task.cancel(): it cannot be delivered again, so now
                 # An anyio scope's: anyio delivers it again at the caller's next checkpoint, and
-                # this push returns what became of its message. (Meanwhile anyio looks at the task at
-                # every turn of the loop, as it does at any task deaf to its cancellation: a wait for
-                # one batch, and only once the scope is cancelled.)
+                # this push returns what became of its message. (Meanwhile anyio tries again at every
+                # turn of the loop, as with any task deaf to its cancellation, so the loop does not
+                # sleep until the batch is finished: an fdatasync's time, once a scope is cancelled.)
         elif batch.led:
             # A follower on Trio: Trio's own uninterruptible wait, deaf to cancellation as the
             # steadfast future is on asyncio. A cancel scope of its own (entered, exited, and every
