@@ -17,7 +17,8 @@ after the call has returned, so the caller always learns what the call did. On T
 anyway); when no limiter token is free there, it is ``anyio.to_thread.run_sync``, waiting for a token
 as usual. On asyncio, where ``to_thread.run_sync`` gives way to asyncio's own ``task.cancel()`` (the
 loop's shutdown cancels every task, a batch's too) and returns while the thread still writes, the call
-goes to the loop's executor and is waited for with a ``SteadfastFuture``; a cancellation that came
+goes to adiskq's own worker threads (not the loop's default executor, which the application may have
+made small or keep busy) and is waited for with a ``SteadfastFuture``; a cancellation that came
 meanwhile is asked for again once the call has returned. The call runs without the caller's context
 variables: pass only calls that need none.
 """
@@ -25,10 +26,13 @@ variables: pass only calls that need none.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import math
+import os
+import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Final, NoReturn, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -42,6 +46,32 @@ if TYPE_CHECKING:
 __all__ = ["cannot_abort", "run_in_thread"]
 
 T = TypeVar("T")
+
+# asyncio's worker threads, made on first use. Each producer's limiter bounds its calls (4 at a
+# time), so the pool is rarely full; a forked child makes its own (the parent's threads are not there).
+_WORKERS: Final = 32
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _worker_pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    pool = _pool
+    if pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = concurrent.futures.ThreadPoolExecutor(_WORKERS, thread_name_prefix="adiskq-worker")
+            pool = _pool
+    return pool
+
+
+def _forget_pool_in_child() -> None:
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 async def run_in_thread(function: Callable[[], T], limiter: anyio.CapacityLimiter, *, on_trio: bool) -> T:
@@ -65,7 +95,7 @@ async def run_in_thread(function: Callable[[], T], limiter: anyio.CapacityLimite
 
 async def _run_on_asyncio(function: Callable[[], T]) -> T:
     loop = asyncio.get_running_loop()
-    call = loop.run_in_executor(None, function)
+    call = loop.run_in_executor(_worker_pool(), function)
     ended = SteadfastFuture(loop=loop)
     call.add_done_callback(lambda _: ended.set_result(None))
     try:

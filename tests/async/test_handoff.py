@@ -5,6 +5,8 @@ fdatasync must finish, and be reported, whatever happens to the leader's task me
 from __future__ import annotations
 
 import asyncio
+import pathlib
+import sys
 import threading
 
 import anyio
@@ -131,3 +133,48 @@ async def test_asyncios_own_cancellation_meanwhile_lets_the_call_finish_and_is_d
         await task
     assert returned == ["synced"]
     assert limiter.borrowed_tokens == 0
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_on_asyncio_the_call_does_not_queue_behind_the_loops_default_executor() -> None:
+    """An application may keep the loop's default executor busy (or make it small): a batch's
+    fdatasync does not wait behind that work."""
+    loop = asyncio.get_running_loop()
+    release = threading.Event()
+    # Every worker of the default executor, and a queue behind them, held for 2 s at most (the wait
+    # for the call cannot be cut short, so this bounds the test if the call queued behind them).
+    busy = [loop.run_in_executor(None, release.wait, 2.0) for _ in range(40)]
+    try:
+        assert await run_in_thread(threading.current_thread, anyio.CapacityLimiter(1), on_trio=False)
+        assert not any(call.done() for call in busy)  # the call ran while they were all held
+    finally:
+        release.set()
+        await asyncio.gather(*busy)
+
+
+FORK_AND_PUSH = """
+import asyncio, os, sys
+import adiskq
+
+async def push_sync(path):
+    async with adiskq.Producer(path, flush="sync") as producer:
+        await producer.push(b"x")
+
+asyncio.run(push_sync(sys.argv[1]))  # the parent's worker threads exist now, idle
+child = os.fork()
+if child == 0:
+    asyncio.run(push_sync(sys.argv[2]))
+    os._exit(0)
+_, status = os.waitpid(child, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_forked_child_gets_worker_threads_of_its_own(tmp_path: pathlib.Path) -> None:
+    """A child forked after a sync batch has none of its parent's worker threads: its own batches
+    must not queue calls for threads that are not there (they would wait forever)."""
+    parent, child = tmp_path / "parent", tmp_path / "child"
+    with anyio.fail_after(60):
+        done = await anyio.run_process([sys.executable, "-c", FORK_AND_PUSH, str(parent), str(child)], check=False)
+    assert done.returncode == 0, done.stderr.decode()
