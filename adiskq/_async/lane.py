@@ -11,13 +11,14 @@ A push takes one of two roads:
   of the batch just wait for it. Every push that arrives while a batch commits joins the next batch:
   that is the group commit — many pushes share one fsync, with no fixed linger to delay a lone push.
 
-There is no background task: a producer never holds a task group open around its caller's code.
+No task outlives the pushes: a producer never holds a task group open around its caller's code.
 On Trio the pushing tasks do the work (a batch's first push leads it, in a shielded scope). On asyncio
-a batch is led by a task of its own, created with the batch: asyncio's own ``task.cancel()``
-(``asyncio.timeout``, ``wait_for``) passes anyio's shields, and a leader it reached in the middle of a
-commit cut the batch back under its followers' receipts, or, waiting for the batch before, left its
-batch with no leader and every push that joined it waiting forever. Nothing holds that task's handle,
-so nothing cancels it (but the loop's own shutdown: its pushes then get ``ClosedError``).
+a batch is led by a task of its own, created with the batch and done when it is: asyncio's own
+``task.cancel()`` (``asyncio.timeout``, ``wait_for``) passes anyio's shields, and a leader it reached
+in the middle of a commit cut the batch back under its followers' receipts, or, waiting for the
+batch before, left its batch with no leader and every push that joined it waiting forever. Only its
+batch holds that task, so nothing cancels it but the loop's own shutdown: before the commit its
+pushes then get ``ClosedError``; during it, the commit's thread calls end first (``handoff.py``).
 
 Once a push has joined a batch its wait cannot be cut short: on Trio it waits in
 ``wait_task_rescheduled`` with no way to abort, on asyncio it awaits a ``SteadfastFuture`` that
