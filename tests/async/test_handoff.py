@@ -135,7 +135,7 @@ async def test_asyncios_own_cancellation_meanwhile_lets_the_call_finish_and_is_d
     assert limiter.borrowed_tokens == 0
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the loop's default executor is asyncio's
 async def test_on_asyncio_the_call_does_not_queue_behind_the_loops_default_executor() -> None:
     """An application may keep the loop's default executor busy (or make it small): a batch's
     fdatasync does not wait behind that work."""
@@ -170,7 +170,7 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the worker threads are asyncio's (Trio has its thread cache)
 async def test_a_forked_child_gets_worker_threads_of_its_own(tmp_path: pathlib.Path) -> None:
     """A child forked after a sync batch has none of its parent's worker threads: its own batches
     must not queue calls for threads that are not there (they would wait forever)."""

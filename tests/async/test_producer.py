@@ -534,7 +534,7 @@ async def test_a_leader_cancelled_by_asyncio_while_the_batch_before_commits_leav
     assert [m.value for m in read_all(stream_path)[0]] == [b"first", b"cancelled", b"follower", b"later"]
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # asyncio's own cancellation (Trio has none)
 @pytest.mark.parametrize("how", ["task.cancel()", "asyncio.timeout"])
 async def test_a_push_cancelled_by_asyncio_while_its_batch_commits_raises_once_the_batch_is_finished(
     stream_path: str, monkeypatch: pytest.MonkeyPatch, how: str
@@ -571,7 +571,7 @@ async def test_a_push_cancelled_by_asyncio_while_its_batch_commits_raises_once_t
     assert [m.value for m in read_all(stream_path)[0]] == [b"leader", b"cancelled", b"follower"]
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # asyncio's own cancellation beside an anyio scope's
 async def test_an_anyio_scope_and_asyncio_cancelling_a_waiting_push_together_both_arrive(
     stream_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -613,7 +613,7 @@ async def test_an_anyio_scope_and_asyncio_cancelling_a_waiting_push_together_bot
     assert [m.value for m in read_all(stream_path)[0]] == [b"leader", b"cancelled"]
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a batch's own task exists on asyncio only
 async def test_a_batch_whose_leading_task_is_cancelled_before_it_commits_fails_its_pushes_whole(
     stream_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -639,7 +639,7 @@ async def test_a_batch_whose_leading_task_is_cancelled_before_it_commits_fails_i
     assert [m.value for m in read_all(stream_path)[0]] == [b"first", b"later"]
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a batch's own task exists on asyncio only
 async def test_a_batch_whose_leading_task_is_cancelled_during_its_fdatasync_is_still_committed(
     stream_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
