@@ -130,7 +130,7 @@ class Batch:
         # With an error: how many of the batch's first records were committed all the same (an
         # index write that failed part-way keeps the entries readers could have seen).
         self.committed = 0
-        self.led = False  # a push has taken the lead of this batch
+        self.led = False  # Trio: a push has taken the lead of this batch (on asyncio, its task leads it)
         self.followers: list[trio.lowlevel.Task] = []  # Trio's pushes waiting for it (Lane.complete)
         self.leader: asyncio.Task[None] | None = None  # asyncio: the task leading it (held, or it may be collected)
 
@@ -522,7 +522,6 @@ class Lane:
         # asyncio: a task leads it, which nothing cancels (the module's docstring says why). It starts
         # at the loop's next turn, after the pushes already runnable had their chance to join.
         batch = Batch(SteadfastFuture(loop=loop))
-        batch.led = True
         batch.leader = loop.create_task(self._lead(batch))
         return batch
 

@@ -9,10 +9,10 @@
  *   append_record(write, data_fd, index_fd, record, offset, position) -> None
  *
  * `write` is os.write as the caller looked it up. When it is the real one (posix.write), the writes are
- * write(2) calls made here, with the GIL released around the two (as os.write releases it around one); when a test has put its
- * own in its place (fault injection: tests/helpers/faults.py, tests/helpers/syscalls.py), every write
- * goes through that function instead, so injected errors, short writes and crashes reach this code as
- * they reach the Python path. A short write continues with the rest; EINTR retries after running the
+ * write(2) calls made here, with the GIL released around the two (as os.write releases it around one);
+ * when a test has put its own in its place (fault injection: tests/helpers/faults.py,
+ * tests/helpers/syscalls.py), every write goes through that function instead, so injected errors,
+ * short writes and crashes reach this code as they reach the Python path. A short write continues with the rest; EINTR retries after running the
  * signal handlers (PEP 475, as os.write does).
  *
  * The .index entry: u64 offset | u64 position (the record's first byte in .data) | u64 size, little-

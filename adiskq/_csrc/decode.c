@@ -66,8 +66,8 @@ static PyObject *new_message(PyObject *partition, long long offset, const uint8_
     item[1] = PyLong_FromLongLong(offset);
     item[2] = timestamp_object(last, record->timestamp_ns);
     item[3] = PyBytes_FromStringAndSize((const char *)buf + record->key_at, (Py_ssize_t)record->key_len);
-    item[4] = PyBytes_FromStringAndSize((const char *)buf + record->value_at,
-                                        (Py_ssize_t)(record->size - (record->value_at - (record->key_at - ADQ_KEY_AT))));
+    Py_ssize_t value_len = (Py_ssize_t)(record->size - (record->value_at - (record->key_at - ADQ_KEY_AT)));
+    item[4] = PyBytes_FromStringAndSize((const char *)buf + record->value_at, value_len);
     item[5] = record->header_count ? headers_dict(buf, record) : Py_NewRef(adq_empty_headers);
     item[6] = record->has_tag
                   ? PyUnicode_DecodeUTF8((const char *)buf + record->tag_at, (Py_ssize_t)record->tag_len, "strict")
@@ -183,5 +183,6 @@ PyObject *adq_py_decode_at(PyObject *module, PyObject *const *args, Py_ssize_t n
     PyObject *offsets = args[2];
     unsigned long long max_record_bytes = PyLong_AsUnsignedLongLong(args[3]);
     if (PyErr_Occurred()) return NULL;
-    return decode_records((const uint8_t *)PyBytes_AS_STRING(args[0]), (size_t)PyBytes_GET_SIZE(args[0]), partition, 0, offsets, PyList_GET_SIZE(offsets), max_record_bytes);
+    return decode_records((const uint8_t *)PyBytes_AS_STRING(args[0]), (size_t)PyBytes_GET_SIZE(args[0]), partition,
+                          0, offsets, PyList_GET_SIZE(offsets), max_record_bytes);
 }

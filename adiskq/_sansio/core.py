@@ -112,6 +112,20 @@ def reference_decode_at(
     return [message._replace(offset=offset) for message, offset in zip(decoded, offsets, strict=True)]
 
 
+def _reference_decode_messages(
+    buf: bytes | memoryview,
+    partition: int,
+    first_offset: int,
+    count: int,
+    *,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+) -> list[Message]:
+    """The reference's ``decode_messages``, which takes bytes: a view of a mapped segment is copied,
+    as ``pread`` would have."""
+    data = buf if type(buf) is bytes else bytes(buf)
+    return reference.decode_messages(data, partition, first_offset, count, max_record_bytes=max_record_bytes)
+
+
 def reference_receipts(partition: int, first_offset: int, count: int) -> list[Receipt]:
     """The receipts of ``count`` messages stored from ``first_offset`` on in one partition."""
     offsets = range(first_offset, first_offset + count)
@@ -227,15 +241,15 @@ if _core is not None:
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> list[Message]:
         # bytes, or a view of a sealed segment's mapping (SegmentReader.read_span), which the
-        # reference (bytes only) gets as bytes: a copy only on the way to an error.
+        # reference gets as bytes: a copy only on the way to an error.
         if type(buf) is not bytes and type(buf) is not memoryview:
-            return reference.decode_messages(buf, partition, first_offset, count, max_record_bytes=max_record_bytes)
+            return _reference_decode_messages(buf, partition, first_offset, count, max_record_bytes=max_record_bytes)
         decoded = _decode_messages(buf, partition, first_offset, count, max_record_bytes)
         if type(decoded) is list:
             return decoded
-        buf = bytes(buf)
         if decoded is NotImplemented:  # a view that is not one contiguous run of bytes
-            return reference.decode_messages(buf, partition, first_offset, count, max_record_bytes=max_record_bytes)
+            return _reference_decode_messages(buf, partition, first_offset, count, max_record_bytes=max_record_bytes)
+        buf = bytes(buf)
         position, all_decoded = decoded
         if all_decoded:
             raise CorruptRecordError("records and index entries disagree about the data's length", position=position)
@@ -287,19 +301,7 @@ else:
     receipts = reference_receipts
     place = reference_place
     index_entries = reference_index_entries
-
-    def decode_messages(
-        buf: bytes | memoryview,
-        partition: int,
-        first_offset: int,
-        count: int,
-        *,
-        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-    ) -> list[Message]:
-        # The reference takes bytes: a view of a mapped segment is copied, as pread would have.
-        data = buf if type(buf) is bytes else bytes(buf)
-        return reference.decode_messages(data, partition, first_offset, count, max_record_bytes=max_record_bytes)
-
+    decode_messages = _reference_decode_messages
     scan_columns = reference.scan_columns
     next_valid_record = reference.next_valid_record
     crc32c = reference.crc32c

@@ -447,6 +447,18 @@ class HeldFsync:
         self._monkeypatch.setattr(SegmentWriter, "sync", sync)
 
 
+async def push_in_scope(
+    producer: adiskq.Producer, value: bytes, scope: anyio.CancelScope, outcome: dict[str, object]
+) -> None:
+    """Push inside ``scope``, then reach a checkpoint: ``outcome`` gets the receipt, and whether the
+    scope's cancellation came (at that checkpoint, after the push returned)."""
+    with scope:
+        outcome["receipt"] = await producer.push(value)
+        await anyio.lowlevel.checkpoint()
+        outcome["ran on"] = True  # pragma: no cover - the checkpoint above must raise
+    outcome["cancel delivered"] = scope.cancelled_caught
+
+
 async def test_a_push_cancelled_while_its_batch_commits_is_written_and_returns_its_receipt(
     stream_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -456,21 +468,13 @@ async def test_a_push_cancelled_while_its_batch_commits_is_written_and_returns_i
     outcome: dict[str, object] = {}
     async with adiskq.Producer(stream_path, flush="sync") as producer:
         fsync.hold()
-
-        async def follower(scope: anyio.CancelScope) -> None:
-            with scope:
-                outcome["receipt"] = await producer.push(b"follower")
-                await anyio.lowlevel.checkpoint()
-                outcome["ran on"] = True  # pragma: no cover - the checkpoint above must raise
-            outcome["cancel delivered"] = scope.cancelled_caught
-
         async with anyio.create_task_group() as group:
             group.start_soon(producer.push, b"first")  # leads batch 1, held in its fsync
             await anyio.to_thread.run_sync(fsync.started.wait, 10)
             group.start_soon(producer.push, b"leader")  # leads batch 2, waiting for batch 1
             await anyio.wait_all_tasks_blocked()
             scope = anyio.CancelScope()
-            group.start_soon(follower, scope)  # follows batch 2
+            group.start_soon(push_in_scope, producer, b"follower", scope, outcome)  # follows batch 2
             await anyio.wait_all_tasks_blocked()
             scope.cancel()
             await anyio.wait_all_tasks_blocked()
@@ -586,10 +590,7 @@ async def test_an_anyio_scope_and_asyncio_cancelling_a_waiting_push_together_bot
         try:
             async with asyncio.timeout(None) as timeout:
                 outcome["timeout"] = timeout
-                with scope:
-                    outcome["receipt"] = await producer.push(b"cancelled")
-                    await anyio.lowlevel.checkpoint()
-                    outcome["ran on"] = True  # pragma: no cover - the checkpoint above must raise
+                await push_in_scope(producer, b"cancelled", scope, outcome)
         except TimeoutError:
             outcome["timed out"] = True
 
@@ -676,19 +677,12 @@ async def test_a_push_cancelled_while_it_leads_its_batchs_fdatasync_is_written_a
     async with adiskq.Producer(stream_path, flush="sync") as producer:
         fsync.hold()
 
-        async def leader(scope: anyio.CancelScope) -> None:
-            with scope:
-                outcome["receipt"] = await producer.push(b"leader")
-                await anyio.lowlevel.checkpoint()
-                outcome["ran on"] = True  # pragma: no cover - the checkpoint above must raise
-            outcome["cancel delivered"] = scope.cancelled_caught
-
         async def follower() -> None:
             receipts.append(await producer.push(b"follower"))
 
         async with anyio.create_task_group() as group:
             scope = anyio.CancelScope()
-            group.start_soon(leader, scope)
+            group.start_soon(push_in_scope, producer, b"leader", scope, outcome)
             await anyio.to_thread.run_sync(fsync.started.wait, 10)
             group.start_soon(follower)  # the next batch, which waits for this one
             await anyio.wait_all_tasks_blocked()
