@@ -17,6 +17,10 @@ The probes wrap functions from outside (nothing in adiskq knows), so they add a 
 own (~1 µs a probe). Messages that no inotify wake-up brought (found on the second look) are left out.
 
     python benchmarks/wakeup_breakdown.py [--backend asyncio|trio] [--producer-backend asyncio|trio] [--count 2000]
+                                          [--cpus apart|same]
+
+``--cpus`` pins the two processes as ``bench_wakeup.py --cpus`` does (apart: consumer on CPU 0,
+producer on CPU 1; same: both on CPU 1): whether the woken consumer waits for the producer's CPU.
 """
 
 from __future__ import annotations
@@ -74,12 +78,15 @@ def produce(folder: str, count: int, backend: str) -> None:
 
 
 def consume(folder: str, count: int, backend: str) -> None:
-    from adiskq._async import notify
+    from adiskq._async import notify, wakeup
     from adiskq._storage import segment
 
     log: list[tuple[str, int]] = []
     dispatch = notify.Notifier.dispatch
     notify.Notifier.dispatch = _logged(log, "events read", _logged(log, "woken", dispatch, before=True))  # type: ignore[method-assign]
+    # On Trio the only waiting task takes its wake-up and reads the events later, off the way
+    take_wakeup = wakeup.Waiter.take_wakeup
+    wakeup.Waiter.take_wakeup = _logged(log, "events read", _logged(log, "woken", take_wakeup, before=True))  # type: ignore[method-assign]
     segment.SegmentReader.read_index = _logged(log, "read starts", segment.SegmentReader.read_index, before=True)  # type: ignore[method-assign]
     segment.SegmentReader.read_data = _logged(log, "data read", segment.SegmentReader.read_data)  # type: ignore[method-assign]
     segment.decode_messages = _logged(log, "decoded", segment.decode_messages)
@@ -128,19 +135,24 @@ def main(argv: list[str] | None = None) -> int:
         help="the producer process's event loop, when not --backend's (which side's loop costs what)",
     )
     parser.add_argument("--count", type=int, default=2_000)
+    parser.add_argument("--cpus", choices=sorted(bench_wakeup.PLACEMENTS), help="pin the consumer and the producer")
     parser.add_argument("--role", nargs=2, metavar=("ROLE", "FOLDER"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.role:
         role, folder = args.role
+        if args.cpus is not None:
+            consumer_cpu, producer_cpu = bench_wakeup.PLACEMENTS[args.cpus]
+            os.sched_setaffinity(0, {consumer_cpu if role == "consume" else producer_cpu})
         (produce if role == "produce" else consume)(folder, args.count, args.backend)
         return 0
     folder = tempfile.mkdtemp(prefix="adiskq-breakdown-")
     try:
         bench_wakeup.prepare("adiskq-" + args.backend, folder)
         me = os.path.abspath(__file__)
-        common = ["--backend", args.backend, "--count", str(args.count)]
+        pinned = [] if args.cpus is None else ["--cpus", args.cpus]
+        common = ["--backend", args.backend, "--count", str(args.count), *pinned]
         consumer = subprocess.Popen([sys.executable, me, *common, "--role", "consume", folder])
-        producing = ["--backend", args.producer_backend or args.backend, "--count", str(args.count)]
+        producing = ["--backend", args.producer_backend or args.backend, "--count", str(args.count), *pinned]
         producer = subprocess.Popen([sys.executable, me, *producing, "--role", "produce", folder])
         try:
             if consumer.wait(timeout=120) != 0 or producer.wait(timeout=60) != 0:

@@ -8,11 +8,15 @@ wakes a reader once, not once per file written. Consumers whose producer runs in
 watch nothing: the producer wakes them directly (wakeup.py), and kernel events would only wake them
 a second time.
 
-Nobody runs a background task. Each event loop reads the inotify descriptor while some of its
-tasks wait, and wakes the waiters the events are for, in any thread. On asyncio the loop does it in
-a reader callback, registered while its tasks wait (not around every wait), so a wake-up costs one
-loop dispatch and one task step. On Trio one of the waiting tasks reads (``anyio.wait_readable``)
-and, when it stops waiting, hands the reading over to another waiting task of its loop.
+No task of adiskq's reads in the background. Each event loop reads the inotify descriptor while
+some of its tasks wait, and wakes the waiters the events are for, in any thread. On asyncio the
+loop does it in a reader callback, registered while its tasks wait (not around every wait), so a
+wake-up costs one loop dispatch and one task step. On Trio one of the waiting tasks reads
+(``trio.lowlevel.wait_readable``) and, when it stops waiting, hands the reading over to another
+waiting task of its run; when it is the only one waiting, it takes the wake-up at once and the
+events are read before a consumer arms again (``read_unread``), off the message's way.
+Trio's waits have no cancel scope each: their deadlines are kept by one system task per run
+(``trio_deadlines.py``), as asyncio's are by loop timers.
 asyncinotify makes the instance and the watches; the events are read with ``os.read`` and parsed
 here, ten times cheaper than its reader (``benchmarks/wakeup_breakdown.py`` times each step).
 
@@ -27,6 +31,7 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
+import functools
 import logging
 import os
 import struct
@@ -37,6 +42,7 @@ from typing import Final
 import anyio
 import anyio.lowlevel
 
+from .trio_deadlines import TrioDeadlines
 from .wakeup import Waiter
 
 try:  # asyncinotify is installed on Linux only
@@ -83,9 +89,10 @@ class Watch:
 
 
 @dataclasses.dataclass(slots=True)
-class _LoopReader:
-    """Which waiting task of one event loop reads the inotify descriptor."""
+class _TrioRun:
+    """One Trio run's waits: which waiting task reads the inotify descriptor, and their deadlines."""
 
+    deadlines: TrioDeadlines
     waiting: list[Waiter] = dataclasses.field(default_factory=list)
     reader: Waiter | None = None
 
@@ -98,7 +105,7 @@ class _AsyncioListener:
     waiting: int = 0
 
 
-_loop_reader: anyio.lowlevel.RunVar[_LoopReader] = anyio.lowlevel.RunVar("adiskq_inotify_reader")
+_trio_run: anyio.lowlevel.RunVar[_TrioRun] = anyio.lowlevel.RunVar("adiskq_trio_waits")
 
 
 class Notifier:
@@ -106,12 +113,15 @@ class Notifier:
 
     def __init__(self, *, polling: bool = False) -> None:
         self._inotify: asyncinotify.Inotify | None = None
+        self._fd = -1  # the instance's descriptor (asyncinotify's ``fd`` is a property, checked each time)
+        self._unread = False  # a Trio waiter took a wake-up and left its events queued
         if not polling and asyncinotify is not None:
             try:
                 self._inotify = asyncinotify.Inotify()
+                self._fd = self._inotify.fd
                 # asyncinotify's InitFlags.NONBLOCK is O_CLOEXEC by mistake (4.x): set it here, or a
                 # read with nothing queued would block the event loop.
-                os.set_blocking(self._inotify.fd, False)
+                os.set_blocking(self._fd, False)
             except OSError as error:  # EMFILE: the per-user instance limit; ENOSYS: no inotify
                 logger.warning("adiskq: inotify unavailable (%s); consumers poll instead", error)
         self._lock = threading.Lock()
@@ -194,50 +204,88 @@ class Notifier:
         ``kernel=False``: the waiter has no inotify watch (its producer wakes it directly), so it
         never takes the reading of the descriptor.
         """
-        if self._inotify is None or self.closed or not kernel:
-            with anyio.move_on_after(max_seconds):
-                await waiter.wait_event()
+        reads = kernel and self._inotify is not None and not self.closed
+        loop = waiter.asyncio_loop
+        if loop is not None:
+            await self._wait_in_asyncio(waiter, loop, max_seconds, reads)
+        else:
+            await self._wait_in_trio(waiter, max_seconds, reads)
+
+    async def _wait_in_trio(self, waiter: Waiter, max_seconds: float, reads: bool) -> None:
+        """``wait`` on Trio: one waiting task of the run reads the descriptor for all of them.
+
+        Trio's own ``wait_readable`` and ``Event`` rather than anyio's, and no cancel scope: each
+        is a layer of Python on the way from the kernel's wake-up to the task. The deadline is kept
+        by the run's ``TrioDeadlines``; it, and a direct wake (``wakeup.notify``, another loop's
+        reader), end the reader's ``wait_readable`` with ``notify_closing`` (the descriptor stays
+        open: Trio only forgets its registration, and the next wait makes it again).
+        """
+        import trio
+        import trio.lowlevel
+
+        run = _trio_run.get(None)
+        if run is None:
+            run = _TrioRun(TrioDeadlines.start())
+            _trio_run.set(run)
+        run.deadlines.add(waiter, trio.current_time() + max_seconds)
+        if not reads:
+            try:
+                while not (waiter.fired or waiter.expired):
+                    await waiter.wait_event()
+            finally:
+                run.deadlines.discard(waiter)
             return
-        if waiter.asyncio_loop is not None:
-            await self._wait_in_asyncio(waiter, waiter.asyncio_loop, max_seconds)
-            return
+        fd = self._fd
+        waiting = run.waiting
+        waiting.append(waiter)
         try:
-            loop = _loop_reader.get()
-        except LookupError:
-            loop = _LoopReader()
-            _loop_reader.set(loop)
-        loop.waiting.append(waiter)
-        fd = self._inotify.fd
-        try:
-            with anyio.move_on_after(max_seconds) as scope:
-                while not waiter.fired:
-                    if loop.reader is None:
-                        loop.reader = waiter
-                    if loop.reader is not waiter:
-                        await waiter.wait_event()
-                        continue
-                    # This task reads the descriptor for its loop. While it is blocked here, a
-                    # direct wake (wakeup.notify, another loop's reader) cancels the scope: the
-                    # wait is over. A wake from its own dispatch needs no cancel.
-                    waiter.scope = scope
-                    try:
-                        await anyio.wait_readable(fd)
-                    finally:
-                        waiter.scope = None
+            while not (waiter.fired or waiter.expired):
+                if run.reader is None:
+                    run.reader = waiter
+                if run.reader is not waiter:
+                    await waiter.wait_event()
+                    continue
+                waiter.interrupt = functools.partial(trio.lowlevel.notify_closing, fd)
+                try:
+                    await trio.lowlevel.wait_readable(fd)
+                except trio.ClosedResourceError:
+                    continue  # interrupted: woken directly, or the deadline passed
+                finally:
+                    waiter.interrupt = None
+                if len(waiting) == 1:
+                    # No other task of this run waits: the events can only be for this one, or for
+                    # nobody armed. It takes the wake-up now, and the events are read before any
+                    # task arms again (``read_unread``), off the message's way.
+                    self._unread = True
+                    waiter.take_wakeup()
+                else:
                     self.dispatch()
         finally:
-            loop.waiting.remove(waiter)
-            if loop.reader is waiter:
-                # Hand the descriptor to another waiting task of this loop, or events would queue
+            run.deadlines.discard(waiter)
+            waiting.remove(waiter)
+            if run.reader is waiter:
+                # Hand the descriptor to another waiting task of this run, or events would queue
                 # up unread while it sleeps.
-                loop.reader = None
-                for other in loop.waiting:
+                run.reader = None
+                for other in waiting:
                     if not other.fired:
-                        loop.reader = other
+                        run.reader = other
                         other.nudge()
                         break
 
-    async def _wait_in_asyncio(self, waiter: Waiter, loop: asyncio.AbstractEventLoop, max_seconds: float) -> None:
+    def read_unread(self) -> None:
+        """Read the events a waiter took its wake-up without reading (``_wait_in_trio``).
+
+        Called before a waiter arms: the events it drops for itself are for writes its next look
+        will see; other waiters they concern are woken.
+        """
+        if self._unread:
+            self._unread = False
+            self.dispatch()
+
+    async def _wait_in_asyncio(
+        self, waiter: Waiter, loop: asyncio.AbstractEventLoop, max_seconds: float, reads: bool
+    ) -> None:
         """``wait`` on asyncio: the loop itself reads the descriptor, in a callback.
 
         The callback stays registered from one wait to the next (``anyio.wait_readable`` adds and
@@ -245,13 +293,19 @@ class Notifier:
         loop's own dispatch and one task step. It goes once an event finds no task of the loop
         waiting. A cancelled wait ends as any asyncio await does.
         """
+        # The deadline is a loop timer that nudges the waiter (ending the wait without a wake-up),
+        # not a cancel scope: entering and leaving one costs more than the rest of the wake-up.
+        deadline = loop.call_later(max_seconds, waiter.nudge)
+        if not reads:
+            try:
+                await waiter.wait_event()
+            finally:
+                deadline.cancel()
+            return
         listener = self._asyncio_listeners.get(loop)
         if listener is None:
             listener = self._listen_in(loop)
         listener.waiting += 1
-        # The deadline is a loop timer that nudges the waiter (ending the wait without a wake-up),
-        # not a cancel scope: entering and leaving one costs more than the rest of the wake-up.
-        deadline = loop.call_later(max_seconds, waiter.nudge)
         try:
             await waiter.wait_event()
         finally:
@@ -261,7 +315,7 @@ class Notifier:
     def _listen_in(self, loop: asyncio.AbstractEventLoop) -> _AsyncioListener:
         """Register the reading callback with ``loop`` (from a task of that loop)."""
         assert self._inotify is not None
-        listener = _AsyncioListener(self._inotify.fd)
+        listener = _AsyncioListener(self._fd)
         with self._lock:
             loop.add_reader(listener.fd, self._readable_in, loop, listener)
             self._asyncio_listeners[loop] = listener
@@ -290,9 +344,10 @@ class Notifier:
         if inotify is None:
             return
         by_wd = self._by_wd
+        fd = self._fd
         while True:
             try:
-                buffer = os.read(inotify.fd, _READ_BYTES)
+                buffer = os.read(fd, _READ_BYTES)
             except BlockingIOError:
                 return
             except OSError as error:  # pragma: no cover - the descriptor is unusable: poll from now on

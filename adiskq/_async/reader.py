@@ -151,6 +151,7 @@ class _Reader:
             if messages or self._all_done():
                 return messages
             mark = self._prepare_wait()
+            notifier.read_unread()  # events a wake-up left queued: none is for this waiter any more
             waiter.arm()
             try:
                 messages = self._read_some(max_messages)

@@ -20,7 +20,6 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Final, Protocol
 
-import anyio
 import anyio.lowlevel
 
 __all__ = ["PartitionKey", "Waiter", "notify", "notify_others", "register", "unregister"]
@@ -37,6 +36,14 @@ class _TrioToken(Protocol):
     def run_sync_soon(self, sync_fn: Callable[[], object]) -> None: ...
 
 
+class _Event(Protocol):
+    """``trio.Event``: what a waiter waits on under Trio."""
+
+    def set(self) -> None: ...
+
+    async def wait(self) -> None: ...
+
+
 def _threadsafe_caller(native_token: object) -> Callable[[Callable[[], object]], object]:
     """A function that runs a callback soon in the event loop of ``native_token``, from any thread."""
     if isinstance(native_token, asyncio.AbstractEventLoop):
@@ -48,16 +55,19 @@ def _threadsafe_caller(native_token: object) -> Callable[[Callable[[], object]],
 class Waiter:
     """One task's readiness to be woken: armed per wait, woken by any thread.
 
-    On asyncio the wait is a bare future of the loop: ``anyio.Event`` wraps an ``asyncio.Event``
-    that makes its own future per wait, layers that a wake-up pays for on its way to the task.
+    The wait is the loop's own: a bare future on asyncio, a ``trio.Event`` on Trio. ``anyio.Event``
+    wraps an ``asyncio.Event`` that makes its own future per wait, or a ``trio.Event``: layers that
+    a wake-up pays for on its way to the task.
     """
 
-    __slots__ = ("_call_soon", "_thread", "_token", "asyncio_loop", "event", "fired", "scope")
+    __slots__ = ("_call_soon", "_thread", "_token", "asyncio_loop", "event", "expired", "fired", "interrupt")
 
     def __init__(self) -> None:
-        self.event: anyio.Event | asyncio.Future[None] | None = None
+        self.event: _Event | asyncio.Future[None] | None = None
         self.fired = True  # not armed: wakes are ignored until arm()
-        self.scope: anyio.CancelScope | None = None  # set while this task reads inotify (notify.py)
+        self.expired = False  # the current wait reached its deadline (set by trio_deadlines.py on Trio)
+        # Set while this task waits for the inotify descriptor on Trio: ends that wait (notify.py)
+        self.interrupt: Callable[[], object] | None = None
         self.asyncio_loop: asyncio.AbstractEventLoop | None = None  # the loop it waits in, on asyncio
         self._token: object = None  # the event loop it waits in (asyncio loop or Trio token)
         self._thread = 0
@@ -73,10 +83,15 @@ class Waiter:
             self.asyncio_loop = token if isinstance(token, asyncio.AbstractEventLoop) else None
         self.event = self._new_event()
         self.fired = False
+        self.expired = False
 
-    def _new_event(self) -> anyio.Event | asyncio.Future[None]:
+    def _new_event(self) -> _Event | asyncio.Future[None]:
         loop = self.asyncio_loop
-        return anyio.Event() if loop is None else loop.create_future()
+        if loop is not None:
+            return loop.create_future()
+        import trio  # the loop is Trio's, so Trio is imported already
+
+        return trio.Event()
 
     def wake(self) -> None:
         """End the current wait (if armed); safe from any thread, cheap when already woken."""
@@ -94,9 +109,22 @@ class Waiter:
         event = self.event
         if event is not None:
             _set_event(event)
-        scope = self.scope
-        if scope is not None:  # it is reading inotify for its loop: stop that
-            scope.cancel()
+        interrupt = self.interrupt
+        if interrupt is not None:  # it is reading inotify for its loop: stop that
+            interrupt()
+
+    def take_wakeup(self) -> None:
+        """End the wait from the waiting task itself: it saw the inotify descriptor readable."""
+        self.fired = True
+
+    def expire(self) -> None:
+        """End the current wait at its deadline: not woken, so the waiter knows it timed out (same
+        thread only)."""
+        self.expired = True
+        self.nudge()
+        interrupt = self.interrupt
+        if interrupt is not None:
+            interrupt()
 
     def nudge(self) -> None:
         """Wake the waiting task without marking the wait done (same thread only)."""
@@ -122,7 +150,7 @@ class Waiter:
         self.event = None
 
 
-def _set_event(event: anyio.Event | asyncio.Future[None]) -> None:
+def _set_event(event: _Event | asyncio.Future[None]) -> None:
     if isinstance(event, asyncio.Future):
         if not event.done():  # done: set before, or cancelled with its waiting task
             event.set_result(None)

@@ -413,3 +413,92 @@ async def test_removed_watches_leave_nothing_behind(stream_path: str) -> None:
         assert notifier._by_path == {}
         assert notifier._by_wd == {}
         assert notifier._inotify._watches == {}
+
+
+async def test_a_consumer_woken_by_inotify_sleeps_again_until_the_next_commit(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a wake-up from the kernel a consumer waits again without looking: the events it was
+    woken by are read (on Trio, before it waits again), so they do not wake it a second time."""
+    looks = 0
+    read_some = adiskq.Consumer._read_some
+
+    def counted(consumer: adiskq.Consumer, max_messages: int) -> list[adiskq.Message]:
+        nonlocal looks
+        looks += 1
+        return read_some(consumer, max_messages)
+
+    monkeypatch.setattr(adiskq.Consumer, "_read_some", counted)
+    got: list[bytes] = []
+    arrivals = [anyio.Event() for _ in range(3)]
+    with Writer(stream_path, notify=False) as writer:
+        async with adiskq.Consumer(stream_path, poll_interval=60) as consumer:
+            assert consumer.uses_inotify
+
+            async def read() -> None:
+                async for message in consumer:
+                    got.append(message.value)
+                    arrivals[len(got) - 1].set()
+                    if len(got) == 3:
+                        return
+
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(read)
+                    for arrived, value in zip(arrivals[:2], [b"a", b"b"], strict=True):
+                        await wait_all_tasks_blocked()
+                        writer.append([value])
+                        await arrived.wait()
+                        await wait_all_tasks_blocked()  # the consumer waits again
+                        looks_while_asleep = looks
+                        for _ in range(100):
+                            await anyio.lowlevel.checkpoint()
+                        await wait_all_tasks_blocked()
+                        assert looks == looks_while_asleep
+                    writer.append([b"c"])
+    assert got == [b"a", b"b", b"c"]
+
+
+@pytest.fixture
+def unwatchable(monkeypatch: pytest.MonkeyPatch) -> collections.abc.Iterator[None]:
+    """inotify works, but no file can be watched (the per-user watch limit): nothing the kernel
+    sees wakes a consumer opened in this test, which still waits on the descriptor."""
+
+    def refuse(self: object, path: object, mask: object) -> None:
+        raise OSError(28, "No space left on device")  # inotify_add_watch's ENOSPC: the watch limit
+
+    monkeypatch.setattr(notify.asyncinotify.Inotify, "add_watch", refuse)
+    notify.reset_notifier()
+    yield
+    monkeypatch.undo()
+    notify.reset_notifier()
+
+
+async def test_a_consumer_waiting_on_inotify_is_woken_by_its_poll(stream_path: str, unwatchable: None) -> None:
+    """The deadline of a wait ends it although the descriptor it reads stays quiet: the poll delivers."""
+    with Writer(stream_path, notify=False) as writer:
+        async with adiskq.Consumer(stream_path, poll_interval=0.05) as consumer:
+            assert consumer.uses_inotify
+            with anyio.fail_after(10):
+                for value in (b"polled", b"polled again"):
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(next_message, consumer)
+                        await wait_all_tasks_blocked()
+                        writer.append([value])
+            assert consumer.position == 2
+
+
+async def test_a_consumer_waiting_on_inotify_is_woken_directly(stream_path: str, unwatchable: None) -> None:
+    """A commit in this process ends the wait of a consumer that reads the descriptor for its loop
+    (a producer came into this process since the consumer chose inotify; its next poll would notice)."""
+    with Writer(stream_path, notify=False) as writer:
+        async with adiskq.Consumer(stream_path, poll_interval=60) as consumer:
+            assert consumer.uses_inotify
+            writer.notify = True  # from now on it calls wakeup.notify after each commit, as a Producer does
+            with anyio.fail_after(10):
+                for value in (b"direct", b"direct again"):
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(next_message, consumer)
+                        await wait_all_tasks_blocked()
+                        writer.append([value])
+            assert consumer.position == 2
