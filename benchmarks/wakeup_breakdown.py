@@ -88,7 +88,7 @@ def consume(folder: str, count: int, backend: str) -> None:
     take_wakeup = wakeup.Waiter.take_wakeup
     wakeup.Waiter.take_wakeup = _logged(log, "events read", _logged(log, "woken", take_wakeup, before=True))  # type: ignore[method-assign]
     segment.SegmentReader.read_index = _logged(log, "read starts", segment.SegmentReader.read_index, before=True)  # type: ignore[method-assign]
-    segment.SegmentReader.read_data = _logged(log, "data read", segment.SegmentReader.read_data)  # type: ignore[method-assign]
+    segment.SegmentReader.read_span = _logged(log, "data read", segment.SegmentReader.read_span)  # type: ignore[method-assign]
     segment.decode_messages = _logged(log, "decoded", segment.decode_messages)
     real_latency_of = bench_wakeup.latency_of
 
