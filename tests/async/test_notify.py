@@ -363,17 +363,38 @@ async def test_a_consumer_polling_often_sleeps_between_polls(stream_path: str, p
             assert consumer.position == 1
 
 
-async def test_a_waiting_consumer_does_not_run_until_woken(stream_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """After handing out its buffered messages, a consumer sleeps: the loop turns and it reads nothing."""
-    looks = 0
+class Looks:
+    """How many times this test's consumers looked at their partition (``Consumer._read_some``)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+@pytest.fixture
+def looks(monkeypatch: pytest.MonkeyPatch) -> Looks:
+    counter = Looks()
     read_some = adiskq.Consumer._read_some
 
     def counted(consumer: adiskq.Consumer, max_messages: int) -> list[adiskq.Message]:
-        nonlocal looks
-        looks += 1
+        counter.count += 1
         return read_some(consumer, max_messages)
 
     monkeypatch.setattr(adiskq.Consumer, "_read_some", counted)
+    return counter
+
+
+async def assert_asleep(looks: Looks) -> None:
+    """Every task of the loop sleeps, and while the loop turns a hundred times no consumer looks."""
+    await wait_all_tasks_blocked()
+    looks_while_asleep = looks.count
+    for _ in range(100):
+        await anyio.lowlevel.checkpoint()
+    await wait_all_tasks_blocked()
+    assert looks.count == looks_while_asleep
+
+
+async def test_a_waiting_consumer_does_not_run_until_woken(stream_path: str, looks: Looks) -> None:
+    """After handing out its buffered messages, a consumer sleeps: the loop turns and it reads nothing."""
     got: list[bytes] = []
     with Writer(stream_path, notify=False) as writer:
         writer.append([b"a", b"b", b"c"])
@@ -390,11 +411,7 @@ async def test_a_waiting_consumer_does_not_run_until_woken(stream_path: str, mon
                     tg.start_soon(read)
                     await wait_all_tasks_blocked()
                     assert got == [b"a", b"b", b"c"]
-                    looks_while_asleep = looks
-                    for _ in range(100):
-                        await anyio.lowlevel.checkpoint()
-                    await wait_all_tasks_blocked()
-                    assert looks == looks_while_asleep
+                    await assert_asleep(looks)
                     writer.append([b"d"])
     assert got == [b"a", b"b", b"c", b"d"]
 
@@ -415,20 +432,9 @@ async def test_removed_watches_leave_nothing_behind(stream_path: str) -> None:
         assert notifier._inotify._watches == {}
 
 
-async def test_a_consumer_woken_by_inotify_sleeps_again_until_the_next_commit(
-    stream_path: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_consumer_woken_by_inotify_sleeps_again_until_the_next_commit(stream_path: str, looks: Looks) -> None:
     """After a wake-up from the kernel a consumer waits again without looking: the events it was
     woken by are read (on Trio, before it waits again), so they do not wake it a second time."""
-    looks = 0
-    read_some = adiskq.Consumer._read_some
-
-    def counted(consumer: adiskq.Consumer, max_messages: int) -> list[adiskq.Message]:
-        nonlocal looks
-        looks += 1
-        return read_some(consumer, max_messages)
-
-    monkeypatch.setattr(adiskq.Consumer, "_read_some", counted)
     got: list[bytes] = []
     arrivals = [anyio.Event() for _ in range(3)]
     with Writer(stream_path, notify=False) as writer:
@@ -449,12 +455,7 @@ async def test_a_consumer_woken_by_inotify_sleeps_again_until_the_next_commit(
                         await wait_all_tasks_blocked()
                         writer.append([value])
                         await arrived.wait()
-                        await wait_all_tasks_blocked()  # the consumer waits again
-                        looks_while_asleep = looks
-                        for _ in range(100):
-                            await anyio.lowlevel.checkpoint()
-                        await wait_all_tasks_blocked()
-                        assert looks == looks_while_asleep
+                        await assert_asleep(looks)  # the consumer waits again
                     writer.append([b"c"])
     assert got == [b"a", b"b", b"c"]
 
@@ -474,17 +475,22 @@ def unwatchable(monkeypatch: pytest.MonkeyPatch) -> collections.abc.Iterator[Non
     notify.reset_notifier()
 
 
+async def append_each_while_it_waits(writer: Writer, consumer: adiskq.Consumer, values: list[bytes]) -> None:
+    """Commit each value while ``consumer`` waits for its next message; returns once it has them all."""
+    for value in values:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(next_message, consumer)
+            await wait_all_tasks_blocked()
+            writer.append([value])
+
+
 async def test_a_consumer_waiting_on_inotify_is_woken_by_its_poll(stream_path: str, unwatchable: None) -> None:
     """The deadline of a wait ends it although the descriptor it reads stays quiet: the poll delivers."""
     with Writer(stream_path, notify=False) as writer:
         async with adiskq.Consumer(stream_path, poll_interval=0.05) as consumer:
             assert consumer.uses_inotify
             with anyio.fail_after(10):
-                for value in (b"polled", b"polled again"):
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(next_message, consumer)
-                        await wait_all_tasks_blocked()
-                        writer.append([value])
+                await append_each_while_it_waits(writer, consumer, [b"polled", b"polled again"])
             assert consumer.position == 2
 
 
@@ -496,9 +502,5 @@ async def test_a_consumer_waiting_on_inotify_is_woken_directly(stream_path: str,
             assert consumer.uses_inotify
             writer.notify = True  # from now on it calls wakeup.notify after each commit, as a Producer does
             with anyio.fail_after(10):
-                for value in (b"direct", b"direct again"):
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(next_message, consumer)
-                        await wait_all_tasks_blocked()
-                        writer.append([value])
+                await append_each_while_it_waits(writer, consumer, [b"direct", b"direct again"])
             assert consumer.position == 2
