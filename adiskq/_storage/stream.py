@@ -261,12 +261,19 @@ class StreamWriter:
 
     @staticmethod
     def _refuse_foreign_folder(path: str) -> None:
-        if os.path.lexists(os.path.join(path, SETTINGS_FILE)):
+        settings = os.path.join(path, SETTINGS_FILE)
+        if os.path.lexists(settings):
             load_settings(path)  # raises NotAStreamError / CorruptStreamError with the reason
             return
         others = sorted(name for name in os.listdir(path) if not _is_scratch(name))
         if others == [PARTS_DIR] and _holds_only_empty_partitions(os.path.join(path, PARTS_DIR)):
             return  # a stream whose creation crashed before settings.json was written: finish it
+        if others and os.path.lexists(settings):
+            # Another process created the stream while this one looked (several shared producers
+            # opening a new stream at once): settings.json, written last and before any message,
+            # is there now, and what was seen was that creation under way.
+            load_settings(path)
+            return
         if others:
             shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
             raise NotAStreamError(path, f"the folder holds {shown} but no settings.json")

@@ -296,3 +296,31 @@ def test_the_largest_max_message_bytes_is_what_readers_and_recovery_accept(strea
         adiskq.Producer(stream_path, max_message_bytes=2**31)
     StreamWriter.open(stream_path, max_message_bytes=2**30).close()  # the limit itself is fine
     assert adiskq.stats(stream_path).partitions[0].next_offset == 0
+
+
+@pytest.mark.parametrize("seen", ["settings-appearing", "partitions-written"])
+def test_a_stream_another_process_creates_meanwhile_is_opened(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch, seen: str
+) -> None:
+    """Several producers opening a new stream at once (``uvicorn --workers 4``): one finds the folder
+    while another creates it, settings.json missing at its first look and there at its listing, or
+    with messages already in the partitions; it opens the stream the other made, not refuses it."""
+    write_stream(stream_path, [fields(1)] if seen == "partitions-written" else [], partitions=2)
+    settings = os.path.join(stream_path, "settings.json")
+    hidden = settings + ".hidden"
+    os.rename(settings, hidden)  # as it was at the first look
+    real_listdir = os.listdir
+
+    def listdir_while_the_other_finishes(path: str) -> list[str]:
+        names = real_listdir(path)
+        if os.path.lexists(hidden):
+            os.rename(hidden, settings)  # the other process writes settings.json meanwhile
+            if seen == "settings-appearing":
+                names.append("settings.json")
+        return names
+
+    monkeypatch.setattr(os, "listdir", listdir_while_the_other_finishes)
+    writer = StreamWriter.open(stream_path, partitions=2)
+    writer.close()
+    monkeypatch.undo()
+    assert adiskq.stats(stream_path).partitions[0].next_offset == (1 if seen == "partitions-written" else 0)
