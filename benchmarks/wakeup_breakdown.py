@@ -7,8 +7,9 @@ latency is cut into stages, on CLOCK_MONOTONIC like the stamp in the message:
 
     stamp → .index written     producer: push() to its writer, the .data and .index writes
     → woken                   kernel: inotify event, epoll, and the event loop calling the reading code
-    → events read             reading and parsing the inotify events, waking the waiter
-    → read starts             the waiting task resumes, leaves the wait (cancel scope, loops), reads
+    → events read             reading and parsing the inotify events, waking the waiter (on Trio, a task
+                              waiting alone takes its wake-up at once and reads them after: ~0)
+    → read starts             the waiting task resumes, leaves the wait (its timer or deadline), reads
     → data read               the index entries and the data they cover (two pread)
     → decoded                 decoding and checking the records
     → delivered               back to ``async for``
