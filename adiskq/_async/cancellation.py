@@ -28,7 +28,9 @@ from typing import Any
 import anyio
 
 
-def _public_check() -> bool:
+def scope_cancelled() -> bool:
+    """Whether an anyio cancel scope around the calling task is cancelled (anyio's public answer,
+    slower than ``cancel_check``'s; it also tells an anyio scope's cancellation from asyncio's own)."""
     return anyio.current_effective_deadline() == -math.inf
 
 
@@ -97,7 +99,7 @@ def cancel_check() -> Callable[[], bool]:
     """A function for the running event loop that says whether the calling task's next checkpoint
     would raise a cancellation. Call it from a task of the loop it was made in."""
     check = _trio_check() if running_on_trio() else _asyncio_check()
-    return check if check is not None else _public_check
+    return check if check is not None else scope_cancelled
 
 
 def running_on_trio() -> bool:

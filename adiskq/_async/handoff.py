@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import math
 import os
 import threading
 from collections.abc import Callable
@@ -37,7 +36,7 @@ from typing import TYPE_CHECKING, Final, NoReturn, TypeVar
 import anyio
 import anyio.to_thread
 
-from .cancellation import SteadfastFuture
+from .cancellation import SteadfastFuture, scope_cancelled
 
 if TYPE_CHECKING:
     import outcome
@@ -104,7 +103,7 @@ async def _run_on_asyncio(function: Callable[[], T]) -> T:
         # The call has returned (the wait cannot end before): its outcome goes to the caller, and
         # the cancellation to the caller's next checkpoint. anyio delivers its scopes' again by
         # itself; asyncio's own is asked for again, its count left as it was.
-        if anyio.current_effective_deadline() != -math.inf:
+        if not scope_cancelled():
             task = asyncio.current_task()
             assert task is not None
             task.uncancel()

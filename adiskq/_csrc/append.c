@@ -12,8 +12,8 @@
  * write(2) calls made here, with the GIL released around the two (as os.write releases it around one);
  * when a test has put its own in its place (fault injection: tests/helpers/faults.py,
  * tests/helpers/syscalls.py), every write goes through that function instead, so injected errors,
- * short writes and crashes reach this code as they reach the Python path. A short write continues with the rest; EINTR retries after running the
- * signal handlers (PEP 475, as os.write does).
+ * short writes and crashes reach this code as they reach the Python path. A short write continues
+ * with the rest; EINTR retries after running the signal handlers (PEP 475, as os.write does).
  *
  * The .index entry: u64 offset | u64 position (the record's first byte in .data) | u64 size, little-
  * endian (segment.py's INDEX_ENTRY, "<QQQ").

@@ -18,7 +18,7 @@ import anyio.lowlevel
 import pytest
 
 import adiskq
-from adiskq._async.cancellation import _public_check, cancel_check
+from adiskq._async.cancellation import cancel_check, scope_cancelled
 
 pytestmark = pytest.mark.anyio
 
@@ -31,7 +31,7 @@ def _agrees(check: Callable[[], bool]) -> bool:
 
 async def test_the_fast_check_is_the_one_in_use_and_agrees_in_every_arrangement_of_scopes() -> None:
     check = cancel_check()
-    assert check is not _public_check  # the installed anyio and Trio are read directly
+    assert check is not scope_cancelled  # the installed anyio and Trio are read directly
     assert not _agrees(check)
     with anyio.CancelScope() as outer:
         assert not _agrees(check)
