@@ -253,7 +253,8 @@ async def spark_sink_commit(run: Run, begin: Step, end: Step) -> None:
 
 
 async def spark_batch_write(run: Run, begin: Step, end: Step) -> None:
-    """A Spark task's append (``AdiskqBatchWriter._append``): Spark retries a failed task whole."""
+    """A Spark batch write's commit on the driver (``AdiskqBatchWriter.commit``): its tasks staged the
+    rows; a failed commit's job fails, and Spark's retry of the job stages and commits them again."""
     import types
 
     from adiskq.spark._writer import AdiskqBatchWriter
@@ -261,21 +262,17 @@ async def spark_batch_write(run: Run, begin: Step, end: Step) -> None:
     StreamWriter.open(run.path, partitions=2).close()
     rows = [(b"k%d" % i, b"batch-%d" % i) for i in range(20)]
     options = types.SimpleNamespace(path=run.path, lock_timeout=5.0, refuse_writes_above=0.95)
-    writer = AdiskqBatchWriter(options, None, None)  # type: ignore[arg-type]
-
-    def grouped() -> Grouped:
-        encoded = Grouped(2)
-        batch = pa.record_batch({"key": [k for k, _ in rows], "value": [v for _, v in rows]})
-        encoded.encode(batch, Columns(has_key=True, has_headers=False, has_timestamp=False), 1 << 20)
-        return encoded
-
-    totals: dict[int, int] = {}
+    columns = Columns(has_key=True, has_headers=False, has_timestamp=False)
+    facts = types.SimpleNamespace(partition_count=2, max_message_bytes=1 << 20)
+    batch = pa.record_batch({"key": [k for k, _ in rows], "value": [v for _, v in rows]})
     run.attempted.update(value for _, value in rows)
+    writer = AdiskqBatchWriter(options, columns, facts)  # type: ignore[arg-type]
+    task = writer.write(iter([batch]))
     begin()
     try:
-        writer._append(grouped(), totals)
+        writer.commit([task])
         stream = stream_messages(run.path)
-        run.acked.update(stream)  # the task reported success: all of it counts as acknowledged
+        run.acked.update(stream)  # the job reported success: all of it counts as acknowledged
     except OSError as error:
         run.failures.append(error)
     end()

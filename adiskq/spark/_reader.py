@@ -131,10 +131,12 @@ def read_range(
     path: str, split: OffsetRange, *, fail_on_data_loss: bool, tags: frozenset[str] | None = None
 ) -> Iterator[pa.RecordBatch]:
     """Every message of ``split`` (with one of ``tags``, when given) as Arrow batches, opening the
-    files here (on the executor)."""
+    files here (on the executor). Planned offsets that are gone when the task reads them (retention
+    deleted them, or a crash took them back) fail the read, or with ``failOnDataLoss=false`` are
+    skipped with a warning: the same rule with and without ``tags``."""
     reader = StreamReader.open(path).partition(split.partition)
     if tags is not None:
-        yield from _read_tagged_range(reader, split, TagFilter(tags))
+        yield from _read_tagged_range(reader, split, TagFilter(tags), fail_on_data_loss)
         return
     position = split.start
     with RawCursor(reader, position) as cursor:
@@ -142,39 +144,21 @@ def read_range(
             try:
                 run = cursor.read(min(BATCH_MAX_ROWS, split.end - position), BATCH_MAX_BYTES)
             except OffsetOutOfRangeError as error:
-                oldest = error.oldest_offset if error.oldest_offset is not None else split.end
-                message = _data_loss_message(split.partition, position, min(oldest, split.end))
-                if fail_on_data_loss:
-                    raise OffsetOutOfRangeError(
-                        message + _DATA_LOSS_ADVICE, partition=split.partition, offset=position, oldest_offset=oldest
-                    ) from None
-                logger.warning("%s; skipped them (failOnDataLoss=false)", message)
-                position = oldest
+                position = _past_deleted(error, split, position, fail_on_data_loss)
                 cursor.seek(position)
                 continue
             if run is None:
-                # Planned offsets that are not there any more: a crash took back messages whose
-                # data never reached the disk, and recovery cut them.
-                message = (
-                    f"offsets {position}..{split.end - 1} of partition {split.partition} are no longer in the "
-                    "stream (a crash took them back before they reached the disk)"
-                )
-                if fail_on_data_loss:
-                    raise OffsetOutOfRangeError(
-                        message + "; set failOnDataLoss=false to skip them",
-                        partition=split.partition,
-                        offset=position,
-                    )
-                logger.warning("%s; skipped them (failOnDataLoss=false)", message)
+                _taken_back(split, position, fail_on_data_loss)
                 return
             yield run_to_batch(run, max_record_bytes=DEFAULT_MAX_RECORD_BYTES)
             position += run.message_count
 
 
-def _read_tagged_range(reader: PartitionReader, split: OffsetRange, tag_filter: TagFilter) -> Iterator[pa.RecordBatch]:
+def _read_tagged_range(
+    reader: PartitionReader, split: OffsetRange, tag_filter: TagFilter, fail_on_data_loss: bool
+) -> Iterator[pa.RecordBatch]:
     """The messages of ``split`` with a wanted tag: selected by the tag column, only their records
-    read, each tag confirmed from its record (``SegmentReader.read_tagged``). Retention that deleted
-    planned offsets meanwhile ends the split (as ``failOnDataLoss=false`` would)."""
+    read, each tag confirmed from its record (``SegmentReader.read_tagged``)."""
     with reader.cursor(split.start) as cursor:
         while cursor.position < split.end:
             try:
@@ -182,14 +166,43 @@ def _read_tagged_range(reader: PartitionReader, split: OffsetRange, tag_filter: 
                     BATCH_MAX_ROWS, min(_TAG_SCAN_OFFSETS, split.end - cursor.position), tag_filter, BATCH_MAX_BYTES
                 )
             except OffsetOutOfRangeError as error:
-                if error.oldest_offset is None or error.oldest_offset >= split.end:
-                    return
-                cursor.seek(error.oldest_offset)
+                cursor.seek(_past_deleted(error, split, cursor.position, fail_on_data_loss))
                 continue
             if not passed:
+                _taken_back(split, cursor.position, fail_on_data_loss)
                 return
             if messages:
                 yield messages_to_batch(messages)
+
+
+def _past_deleted(error: OffsetOutOfRangeError, split: OffsetRange, position: int, fail_on_data_loss: bool) -> int:
+    """Where a read goes on after retention deleted the planned offsets from ``position``: raises
+    under ``failOnDataLoss=true``, else warns and returns the oldest offset still there (or the
+    split's end)."""
+    oldest = error.oldest_offset if error.oldest_offset is not None else split.end
+    oldest = min(oldest, split.end)
+    message = _data_loss_message(split.partition, position, oldest)
+    if fail_on_data_loss:
+        raise OffsetOutOfRangeError(
+            message + _DATA_LOSS_ADVICE, partition=split.partition, offset=position, oldest_offset=oldest
+        ) from None
+    logger.warning("%s; skipped them (failOnDataLoss=false)", message)
+    return oldest
+
+
+def _taken_back(split: OffsetRange, position: int, fail_on_data_loss: bool) -> None:
+    """Planned offsets from ``position`` that are not there any more: a crash took back messages
+    whose data never reached the disk, and recovery cut them. Raises under ``failOnDataLoss=true``,
+    else warns (the split ends there)."""
+    message = (
+        f"offsets {position}..{split.end - 1} of partition {split.partition} are no longer in the "
+        "stream (a crash took them back before they reached the disk)"
+    )
+    if fail_on_data_loss:
+        raise OffsetOutOfRangeError(
+            message + "; set failOnDataLoss=false to skip them", partition=split.partition, offset=position
+        )
+    logger.warning("%s; skipped them (failOnDataLoss=false)", message)
 
 
 def pushed_tags(condition: Filter) -> frozenset[str] | None:

@@ -38,23 +38,22 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Final
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from .._errors import CorruptRecordError, CorruptStreamError
-from .._sansio.core import scan_records
+from .._errors import CorruptStreamError
 from .._sansio.retention import DEFAULT_REFUSE_WRITES_ABOVE
 from .._storage.columns import RawCursor
-from .._storage.files import atomic_write_json, fsync_dir, read_json, write_all
+from .._storage.files import atomic_write_json, read_json
 from .._storage.partition_reader import PartitionReader
 from .._storage.segment import INDEX_ENTRY, INDEX_ENTRY_BYTES
 from .._storage.stream import StreamWriter
 from ._encode import Columns, Grouped
 from ._options import WriteOptions
+from ._staging import StagedRecords, load_staged, stage_in
 from ._writer import StreamFacts, append_grouped, refuse_above_level
 
 __all__ = ["AdiskqStreamWriter", "SinkCommitter", "StagedRecords", "stage"]
@@ -63,29 +62,7 @@ SINK_DIR: Final = "adiskq-sink"
 STATE_FILE: Final = "state.json"
 STAGING_DIR: Final = "staging"
 _COMPARE_RUN: Final = 4096
-
-
-@dataclasses.dataclass(frozen=True)
-class StagedRecords(WriterCommitMessage):
-    """A task's staged rows: a file with each partition's records back to back, in ``layout`` order."""
-
-    path: str
-    layout: tuple[tuple[int, int, int], ...]  # (partition, records, bytes)
-    partition_count: int  # the count the records were placed for
-
-    def to_json(self) -> dict[str, object]:
-        """As the intent in ``state.json`` keeps it."""
-        return {"path": self.path, "layout": [list(part) for part in self.layout], "partitions": self.partition_count}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, object]) -> StagedRecords:
-        """From the intent in ``state.json``."""
-        layout = data["layout"]
-        count = data["partitions"]
-        path = data["path"]
-        if not isinstance(layout, list) or not isinstance(count, int) or not isinstance(path, str):
-            raise ValueError("not a staged file")
-        return cls(path, tuple((int(p), int(n), int(size)) for p, n, size in layout), count)
+_RESTORE_OR_RESTART: Final = "Restore the file, or start the query with a new checkpointLocation"
 
 
 def sink_dir(checkpoint: str) -> str:
@@ -94,58 +71,8 @@ def sink_dir(checkpoint: str) -> str:
 
 
 def stage(checkpoint: str, grouped: Grouped) -> StagedRecords:
-    """Write a task's records to a new staging file, fsynced."""
-    directory = os.path.join(sink_dir(checkpoint), STAGING_DIR)
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{uuid.uuid4().hex}.records")
-    layout = []
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        for partition in sorted(grouped.records):
-            records = grouped.records[partition]
-            data = b"".join(records)
-            write_all(fd, data)
-            layout.append((partition, len(records), len(data)))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    fsync_dir(directory)
-    return StagedRecords(path, tuple(layout), grouped.partition_count)
-
-
-def _load_staged(staged: Sequence[StagedRecords], partition_count: int) -> Grouped:
-    """The records of staging files, in file order, placed for ``partition_count`` partitions."""
-    grouped = Grouped(partition_count)
-    for item in staged:
-        try:
-            with open(item.path, "rb") as file:
-                data = file.read()
-        except FileNotFoundError:
-            raise CorruptStreamError(
-                f"the staged rows {item.path!r} of a micro-batch are gone, so the adiskq sink cannot append "
-                "them. Restore the file, or start the query with a new checkpointLocation"
-            ) from None
-        position = 0
-        part = Grouped(item.partition_count)
-        for partition, count, size in item.layout:
-            chunk = data[position : position + size]
-            # Every staged record is checked (size, magic, CRC) before it can reach the stream.
-            try:
-                extents = list(scan_records(chunk))
-            except CorruptRecordError as error:
-                raise error.with_path(item.path, position) from None
-            if len(extents) != count or sum(extent.size for extent in extents) != size:
-                raise CorruptRecordError(
-                    f"the staged rows of partition {partition} are cut short", path=item.path, position=position
-                )
-            for extent in extents:
-                part.add(partition, chunk[extent.position : extent.position + extent.size])
-            position += size
-        placed = part.regrouped(partition_count)
-        for partition in sorted(placed.records):
-            for record in placed.records[partition]:
-                grouped.add(partition, record)
-    return grouped
+    """Write a task's records to a new staging file under the checkpoint, fsynced."""
+    return stage_in(os.path.join(sink_dir(checkpoint), STAGING_DIR), grouped)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -264,7 +191,7 @@ class SinkCommitter:
                 # above regardless: those rows were promised before the disk filled.)
                 refuse_above_level(self.stream_path, self.refuse_writes_above)
                 partition_count = writer.settings.partition_count
-                grouped = _load_staged(staged, partition_count)
+                grouped = load_staged(staged, partition_count, if_missing=_RESTORE_OR_RESTART)
                 # The partitions' locks are held from reading where the batch starts to its last
                 # record, so its records lie contiguous from the intent's start in each partition.
                 with writer.appending(grouped.records):
@@ -282,7 +209,7 @@ class SinkCommitter:
 
     def _finish(self, writer: StreamWriter, intent: _Intent) -> None:
         """Append what an interrupted commit of ``intent`` had not appended yet."""
-        grouped = _load_staged(intent.staged, intent.partition_count)
+        grouped = load_staged(intent.staged, intent.partition_count, if_missing=_RESTORE_OR_RESTART)
         landed = {}
         with writer.appending(grouped.records):
             # The crashed commit's records lie contiguous from the intent's start (it held the

@@ -1,20 +1,28 @@
 """Batch writes: ``df.write.format("adiskq").mode("append").save(path)``.
 
-Tasks write as shared producers (``StreamWriter.open(shared=True)``), so a job appends beside a live
-service's shared producers and beside its own other tasks. Each task encodes its rows first, then
-opens the stream shared (waiting up to ``lockTimeout``, 60 s by default, while an exclusive producer
-holds it), appends each partition's rows under that partition's lock, fsyncs and closes. A task that
-cannot open in time fails with ``StreamLockedError``, which names the holder (pid and host). A task holding more than
-``FLUSH_BYTES`` of encoded rows appends them and goes on, so its memory stays bounded.
+A batch write appends all of its rows or none: tasks do not touch the stream. Each task encodes its
+rows (every row checked: a null value, a bad tag or header, a record above ``max_message_bytes``
+fails the task) and stages them in files under ``STREAM/spark-staging/JOB/`` (see ``_staging``),
+a new file every ``FLUSH_BYTES`` so a task's memory stays bounded. Only when every task has
+succeeded does the driver's ``commit`` append the staged records, as a shared producer (waiting up
+to ``lockTimeout``, 60 s by default, while an exclusive producer holds the stream; shared ones, a
+live service's, write on beside it), fsync and delete the staging folder. A failed job's ``abort``
+deletes the staging folder and appends nothing, so running the job again once its input is fixed
+writes each row once.
 
-Batch writes append; nothing appended is taken back. If a job fails, what its finished tasks wrote
-stays in the stream (as with Spark's Kafka sink); streaming writes are exactly once (see ``_sink``).
+If the commit itself fails part-way (the disk fills, the driver dies), the records it had appended
+stay and its error says how many; a staging folder a dead driver left behind holds no record the
+stream needs and can be deleted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import os
+import shutil
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Final
 
@@ -27,12 +35,25 @@ from .._storage.disk_guard import DiskGuard
 from .._storage.stream import StreamReader, StreamWriter
 from ._encode import Columns, Grouped
 from ._options import WriteOptions
+from ._staging import StagedRecords, load_staged, stage_in
 
-__all__ = ["AdiskqBatchWriter", "AppendReceipt", "StreamFacts", "append_grouped", "prepare_stream"]
+__all__ = [
+    "STAGING_DIR",
+    "AdiskqBatchWriter",
+    "StagedTask",
+    "StreamFacts",
+    "append_grouped",
+    "prepare_stream",
+    "publish",
+]
 
 logger = logging.getLogger("adiskq.spark")
 
+# A task stages its rows in a new file every FLUSH_BYTES of encoded records.
 FLUSH_BYTES: Final = 64 * 2**20
+# Where batch writes stage their rows, inside the stream's folder (same file system, and seen by
+# every executor that sees the stream): one folder per job.
+STAGING_DIR: Final = "spark-staging"
 # Records go to PartitionWriter.append in slices of about this size, so segments roll near their
 # size limit even when one task appends much more than a segment holds.
 APPEND_SLICE_BYTES: Final = 4 * 2**20
@@ -90,56 +111,90 @@ def append_grouped(
 
 
 @dataclasses.dataclass(frozen=True)
-class AppendReceipt(WriterCommitMessage):
-    """What one task appended: records per partition."""
+class StagedTask(WriterCommitMessage):
+    """What one task staged: its files, in the order it wrote them."""
 
-    counts: dict[int, int]
+    files: tuple[StagedRecords, ...]
+
+
+def publish(options: WriteOptions, staged: Sequence[StagedRecords]) -> dict[int, int]:
+    """Append staged records to the stream as a shared producer, one staging file at a time (so the
+    driver holds one file's records in memory), and fsync; records appended per partition."""
+    totals: dict[int, int] = {}
+    if not any(item.layout for item in staged):
+        return totals
+    writer = StreamWriter.open(options.path, lock_timeout=options.lock_timeout, shared=True)
+    try:
+        refuse_above_level(options.path, options.refuse_writes_above)
+        partition_count = writer.settings.partition_count
+        for index, item in enumerate(staged):
+            grouped = load_staged([item], partition_count, if_missing=_RUN_AGAIN)
+            try:
+                with writer.appending(grouped.records):
+                    append_grouped(writer, grouped.records)
+            except BaseException as error:
+                if totals:
+                    error.add_note(_appended_before(totals, index, len(staged)))
+                raise
+            for partition, count in grouped.counts().items():
+                totals[partition] = totals.get(partition, 0) + count
+        writer.sync()
+    finally:
+        writer.close()
+    return totals
+
+
+_RUN_AGAIN: Final = "Run the write again"
+
+
+def _appended_before(totals: Mapping[int, int], index: int, file_count: int) -> str:
+    appended = ", ".join(f"{count} to partition {partition}" for partition, count in sorted(totals.items()))
+    return (
+        f"the rows of {index} of the job's {file_count} staging files were appended before the failure ({appended}) "
+        "and stay in the stream"
+    )
 
 
 class AdiskqBatchWriter(DataSourceArrowWriter):
-    """Appends a DataFrame to a stream; tasks write as shared producers, each partition in turn."""
+    """Appends a DataFrame to a stream, all of it or none: tasks stage, the driver's commit appends."""
 
     def __init__(self, options: WriteOptions, columns: Columns, facts: StreamFacts) -> None:
         self.options = options
         self.columns = columns
         self.facts = facts
+        # Made on the driver, so every task of this job stages in the same folder.
+        self.staging = os.path.join(options.path, STAGING_DIR, uuid.uuid4().hex)
 
-    def _append(self, grouped: Grouped, totals: dict[int, int]) -> None:
-        if not grouped.message_count:
-            return
-        writer = StreamWriter.open(self.options.path, lock_timeout=self.options.lock_timeout, shared=True)
-        try:
+    def _stage(self, grouped: Grouped, files: list[StagedRecords]) -> None:
+        if grouped.message_count:
             refuse_above_level(self.options.path, self.options.refuse_writes_above)
-            placed = grouped.regrouped(writer.settings.partition_count)
-            with writer.appending(placed.records):
-                append_grouped(writer, placed.records)
-            writer.sync()
-        finally:
-            writer.close()
-        for partition, count in placed.counts().items():
-            totals[partition] = totals.get(partition, 0) + count
-        grouped.clear()
+            files.append(stage_in(self.staging, grouped))
+            grouped.clear()
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> AppendReceipt:
-        """Encode the task's rows and append them, taking the stream's lock for each append."""
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedTask:
+        """Encode and check the task's rows and stage them; ``commit`` appends them."""
         grouped = Grouped(self.facts.partition_count)
-        totals: dict[int, int] = {}
+        files: list[StagedRecords] = []
         for batch in iterator:
             grouped.encode(batch, self.columns, self.facts.max_message_bytes)
             if grouped.size_bytes >= FLUSH_BYTES:
-                self._append(grouped, totals)
-        self._append(grouped, totals)
-        return AppendReceipt(totals)
+                self._stage(grouped, files)
+        self._stage(grouped, files)
+        return StagedTask(tuple(files))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Nothing left to do: every task appended and fsynced its rows before it reported."""
+        """Every task succeeded: append what they staged, then delete the staging folder."""
+        try:
+            publish(self.options, [item for m in messages if isinstance(m, StagedTask) for item in m.files])
+        finally:
+            self._remove_staging()
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Say what stays: a stream is append-only, so finished tasks' rows are not taken back."""
-        appended = sum(sum(m.counts.values()) for m in messages if isinstance(m, AppendReceipt))
-        if appended:
-            logger.warning(
-                "the write to %s failed; %d rows its finished tasks appended stay in the stream",
-                self.options.path,
-                appended,
-            )
+        """A task failed: nothing was appended; delete what the tasks staged."""
+        self._remove_staging()
+        logger.warning("the write to %s failed; none of its rows were appended", self.options.path)
+
+    def _remove_staging(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+        with contextlib.suppress(OSError):  # the last job's folder: leave the parent when others use it
+            os.rmdir(os.path.dirname(self.staging))

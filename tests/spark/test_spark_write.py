@@ -108,7 +108,7 @@ def test_overwrite_is_refused_because_streams_are_append_only(spark: SparkSessio
 
 
 def test_a_locked_stream_fails_the_task_naming_the_holder(spark: SparkSession, stream_path: str) -> None:
-    """While another producer holds the stream, a task waits lockTimeout, then fails naming pid and host."""
+    """While another producer holds the stream, the write waits lockTimeout, then fails naming pid and host."""
     holder = StreamWriter.open(stream_path, partitions=1)
     try:
         with pytest.raises(PySparkException, match=rf"is locked \(held by pid {os.getpid()} on host"):
@@ -136,3 +136,45 @@ def test_a_write_goes_in_beside_a_live_shared_producer(spark: SparkSession, stre
         live.close()
     values = sorted(bytes(m.value).decode() for m in read_all(stream_path))
     assert values == sorted([f"spark-{i}" for i in range(100)] + ["service"])
+
+
+def rows(*rows: str) -> str:
+    """A Spark SQL query of ``rows``, each ``(value, key, tag, timestamp, headers)``."""
+    return f"select * from values {', '.join(rows)} as t(value, key, tag, timestamp, headers)"
+
+
+SOUND_ROWS = (
+    "('a', 'k1', 't', timestamp'2020-01-01', map('h', 'x'))",
+    "('b', 'k2', 't', timestamp'2020-01-01', map('h', 'x'))",
+)
+FIXED_ROW = "('c', 'k3', 't', timestamp'2020-01-01', map('h', 'x'))"
+BAD_ROWS = {
+    "null value": ("(null, 'k3', 't', timestamp'2020-01-01', map('h', 'x'))", "null 'value'"),
+    "empty tag": ("('c', 'k3', '', timestamp'2020-01-01', map('h', 'x'))", "tag"),
+    "overlong tag": ("('c', 'k3', repeat('t', 256), timestamp'2020-01-01', map('h', 'x'))", "tag"),
+    "null header value": ("('c', 'k3', 't', timestamp'2020-01-01', map('h', null))", "header 'h' of a row is null"),
+    "timestamp past 2262": ("('c', 'k3', 't', timestamp'2300-01-01', map('h', 'x'))", "timestamp"),
+    "value above the limit": (
+        "(repeat('x', 2000), 'k3', 't', timestamp'2020-01-01', map('h', 'x'))",
+        "max_message_bytes",
+    ),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_ROWS), ids=list(BAD_ROWS))
+def test_a_write_with_one_bad_row_appends_nothing_and_a_rerun_writes_each_row_once(
+    spark: SparkSession, stream_path: str, bad: str
+) -> None:
+    """A bad row in one task fails the write before any task's rows reach the stream; fixed, it writes each row once."""
+    StreamWriter.open(stream_path, partitions=1, max_message_bytes=1024).close()
+    bad_row, error = BAD_ROWS[bad]
+    sound = spark.sql(rows(*SOUND_ROWS))
+    # The sound rows' tasks run (and succeed) beside the bad row's.
+    df = sound.union(spark.sql(rows(bad_row)))
+    assert df.rdd.getNumPartitions() >= 2
+    with pytest.raises(PySparkException, match=error):
+        df.write.format("adiskq").mode("append").save(stream_path)
+    assert read_all(stream_path) == []
+    assert "spark-staging" not in os.listdir(stream_path)  # the failed job's staged rows are gone
+    sound.union(spark.sql(rows(FIXED_ROW))).write.format("adiskq").mode("append").save(stream_path)
+    assert sorted(bytes(m.value) for m in read_all(stream_path)) == [b"a", b"b", b"c"]

@@ -206,7 +206,7 @@ def test_a_spark_sink_commit_above_the_level_writes_nothing_and_succeeds_later(
 
 
 def test_a_spark_batch_task_above_the_level_appends_nothing(small_disk: str) -> None:
-    """A batch write's task fails with the refusal before appending any of its rows."""
+    """A batch write's task fails with the refusal before staging any of its rows; nothing is appended."""
     import pyarrow as pa
 
     from adiskq.spark._encode import Columns
@@ -222,4 +222,5 @@ def test_a_spark_batch_task_above_the_level_appends_nothing(small_disk: str) -> 
         writer.write(iter([pa.record_batch({"value": [b"a", b"b"]})]))
     assert adiskq.stats(path).message_count == 0
     remove_filler(small_disk)
-    assert writer.write(iter([pa.record_batch({"value": [b"a", b"b"]})])).counts == {0: 2}
+    writer.commit([writer.write(iter([pa.record_batch({"value": [b"a", b"b"]})]))])
+    assert adiskq.stats(path).message_count == 2
