@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ._async.group import ConsumerGroup as ConsumerGroup
     from ._async.producer import Producer as Producer
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.2.0.dev0"
 
 # True when the compiled core (adiskq/_csrc) does the per-record work; False with
 # ADISKQ_NO_EXTENSIONS=1 or in a source checkout nobody built, where the pure-Python core runs.
