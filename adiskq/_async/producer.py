@@ -181,7 +181,13 @@ class Producer:
     once (a service under ``uvicorn --workers 4``): each appends to a partition under that
     partition's ``flock``, so offsets stay contiguous, each producer's messages keep their order per
     key, and order across producers is the order they took the lock in. Shared and exclusive
-    producers exclude each other (``StreamLockedError`` names the holders). Settings given here are stored in the
+    producers exclude each other (``StreamLockedError`` names the holders). A shared producer waits
+    for the locks shared producers take in turns (its turn, a partition's, opening's, vacuum's) at
+    most ``lock_timeout`` seconds (30 when it is 0, the default): one that is stopped while it holds
+    one (SIGSTOP, Ctrl-Z, a debugger, a frozen container) makes the others fail with
+    ``LockTimeoutError``, naming it (pid, host, stopped), never hang. A cancel scope ends such a wait
+    at once (a push cancelled while it waits is not written), and closing waits on no other process
+    for more than a second. Settings given here are stored in the
     stream; ``partitions`` may grow but never shrink. ``key_index`` (on for a new stream) keeps the
     per-segment key index ``adiskq.find`` looks keys up in; ``False`` saves its small cost, and
     ``find`` then searches the data.
