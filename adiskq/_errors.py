@@ -140,7 +140,7 @@ class LockTimeoutError(StreamLockedError):
             f"stream {self.path!r}: waited {waited_seconds:g} s for its lock {lock!r}, held by {who}, which is "
             "alive (a process that dies lets go of its locks at once) but is not progressing: it may be "
             "stopped (SIGSTOP, Ctrl-Z, a debugger) or frozen (a paused container). Resume or end that "
-            "process, or pass a longer lock_timeout= to wait for it",
+            "process (a producer may pass a longer lock_timeout= to wait for it)",
         )
 
     def __str__(self) -> str:

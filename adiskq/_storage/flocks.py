@@ -172,10 +172,14 @@ class LockWait:
 class FileLock:
     """An exclusive ``flock`` on one file of ``locks/`` (created when first taken)."""
 
-    __slots__ = ("_closed", "_fd", "_queue", "_wait", "_wait_mutex", "held", "mode", "path")
+    __slots__ = ("_closed", "_fd", "_queue", "_wait", "_wait_mutex", "held", "mode", "path", "stream_path")
 
-    def __init__(self, path: str, *, mode: int = DEFAULT_FILE_MODE, queued: bool = False) -> None:
+    def __init__(
+        self, path: str, *, mode: int = DEFAULT_FILE_MODE, queued: bool = False, stream_path: str | None = None
+    ) -> None:
         self.path = path
+        # The stream it locks, for error messages (locks/NAME's by default).
+        self.stream_path = stream_path or os.path.dirname(os.path.dirname(path))
         self.mode = mode
         self._fd: int | None = None
         # The lock waiters queue on, for locks that are taken often (see the module docstring).
@@ -279,9 +283,9 @@ class FileLock:
 
     def timeout_error(self, waited_seconds: float) -> LockTimeoutError:
         """The error of a wait for this lock that ran out, naming its holder."""
-        stream_path = os.path.dirname(os.path.dirname(self.path))
-        holder = describe_flock_holder(self.path, stream_path)
-        return LockTimeoutError(stream_path, os.path.basename(self.path), round(waited_seconds, 1), holder)
+        holder = describe_flock_holder(self.path, self.stream_path)
+        name = os.path.relpath(self.path, self.stream_path)
+        return LockTimeoutError(self.stream_path, name, round(waited_seconds, 1), holder)
 
     def release(self) -> None:
         """Let go of the lock; harmless when not held."""
