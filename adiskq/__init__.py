@@ -14,6 +14,7 @@ from ._errors import DiskUsageRefusedError as DiskUsageRefusedError
 from ._errors import Error as Error
 from ._errors import InvalidArgumentError as InvalidArgumentError
 from ._errors import InvalidNameError as InvalidNameError
+from ._errors import LockTimeoutError as LockTimeoutError
 from ._errors import MessageTooLargeError as MessageTooLargeError
 from ._errors import NotAStreamError as NotAStreamError
 from ._errors import OffsetOutOfRangeError as OffsetOutOfRangeError
@@ -84,6 +85,7 @@ __all__ = [
     "GroupMember",
     "InvalidArgumentError",
     "InvalidNameError",
+    "LockTimeoutError",
     "Message",
     "MessageTooLargeError",
     "NotAStreamError",

@@ -6,6 +6,8 @@
     ├── StreamNotFoundError        (also FileNotFoundError) nothing stream-like at the path
     ├── NotAStreamError            (also ValueError) a file, or a folder holding something else
     ├── StreamLockedError          other producers hold the stream (exclusive vs shared)
+    │   └── LockTimeoutError       a shared producers' lock (locks/) was not let go
+    │                              within lock_timeout: its holder lives but makes no progress
     ├── SettingsMismatchError      (also ValueError) asked-for settings contradict the stored ones
     ├── CorruptStreamError         a stream file cannot be trusted
     │   └── CorruptRecordError     a record inside committed data is damaged (file, position)
@@ -41,6 +43,7 @@ __all__ = [
     "Error",
     "InvalidArgumentError",
     "InvalidNameError",
+    "LockTimeoutError",
     "MessageTooLargeError",
     "NotAStreamError",
     "OffsetOutOfRangeError",
@@ -114,6 +117,37 @@ class StreamLockedError(Error):
 
     def __reduce__(self) -> tuple[object, ...]:
         return functools.partial(type(self), held_shared=self.held_shared), (self.path, self.holder)
+
+
+class LockTimeoutError(StreamLockedError):
+    """A lock of the stream's ``locks/`` (shared producers' setup, vacuum, turn or a partition's) was
+    not let go within the wait's bound (``lock_timeout``): its holder is alive, since the kernel drops
+    a dead process's locks, but it is not progressing — stopped (SIGSTOP, Ctrl-Z, a debugger), frozen
+    (a paused container or cgroup) or stuck. ``holder`` names it (pid and host); nothing of the call
+    that waited was written unless the call says otherwise (``PartialWriteError``)."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], lock: str, waited_seconds: float, holder: str | None = None
+    ) -> None:
+        self.path = os.fspath(path)
+        self.lock = lock
+        self.waited_seconds = waited_seconds
+        self.holder = holder
+        self.held_shared = True
+        who = holder or "another process"
+        Error.__init__(
+            self,
+            f"stream {self.path!r}: waited {waited_seconds:g} s for its lock {lock!r}, held by {who}, which is "
+            "alive (a process that dies lets go of its locks at once) but is not progressing: it may be "
+            "stopped (SIGSTOP, Ctrl-Z, a debugger) or frozen (a paused container). Resume or end that "
+            "process (a producer may pass a longer lock_timeout= to wait for it)",
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (self.path, self.lock, self.waited_seconds, self.holder)
 
 
 class SettingsMismatchError(Error, ValueError):

@@ -73,6 +73,10 @@ class CommitLedger:
                 del self._pending[partition]
         self._last_store = time.monotonic()
 
+    def postpone(self) -> None:
+        """A store could not be made now (another member holds the lock): try again in ``interval``."""
+        self._last_store = time.monotonic()
+
     def store_due_in(self) -> float | None:
         """Seconds until the pending commits should be stored (<= 0: now), or None if none wait."""
         if not self._pending:

@@ -15,7 +15,10 @@ through a lease the OS drops when the member dies (``_storage/leases.py``), and 
 members between reads (``membership.py``): it gives back what is above its fair share, storing the
 commits of those partitions before their leases go, and takes free partitions up to its share,
 starting each after its last stored commit. Offsets are stored per partition (``update_offsets``),
-so members never undo each other's commits.
+so members never undo each other's commits. A member stopped while it stores (it holds the offsets'
+lock) never stalls the others: their periodic stores do not wait for it (their commits stay pending
+for the next interval, their reading goes on), ``flush()`` waits for it at most 30 s
+(``LockTimeoutError``), and closing at most ``CLOSE_STORE_WAIT_SECONDS``.
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from .._errors import ClosedError, InvalidArgumentError
+from .._errors import ClosedError, InvalidArgumentError, LockTimeoutError
 from .._sansio.naming import validate_group_name
 from .._sansio.tags import TagFilter
 from .._sansio.values import Message
+from .._storage.flocks import SHARED_LOCK_TIMEOUT_SECONDS
 from .._storage.offsets import load_offsets, save_group_tags, update_offsets
 from .._storage.stream import StreamReader
 from . import wakeup
@@ -53,6 +57,9 @@ DEFAULT_COMMIT_INTERVAL: Final = 1.0
 # How often a member of a named group looks at the others while it is read: the bound on how long a
 # dead member's partitions wait for a new holder (joins and leaves ring at once).
 DEFAULT_REBALANCE_INTERVAL: Final = 1.0
+# How long closing waits for another member's store of the group's offsets (it may be stopped while
+# it holds their lock) before it leaves without storing this member's commits (read again, at least once).
+CLOSE_STORE_WAIT_SECONDS: Final = 2.0
 
 
 class ConsumerGroup(_Reader):
@@ -198,7 +205,18 @@ class ConsumerGroup(_Reader):
             if self._stream is not None and self.name is not None:
                 with anyio.CancelScope(shield=True):
                     # A partition going to another member carries where this one started it.
-                    await self._store_partitions(list(self._followers), carry_starts=self._others_alive())
+                    partitions = list(self._followers)
+                    try:
+                        await self._store_partitions(
+                            partitions, carry_starts=self._others_alive(), wait_seconds=CLOSE_STORE_WAIT_SECONDS
+                        )
+                    except LockTimeoutError as error:
+                        # Another member keeps the offsets' lock (it is stopped): leave without
+                        # storing. The next holder of these partitions reads again from their last
+                        # stored commits (at least once), and closing never waits on it for long.
+                        logger.warning(
+                            "group %r: commits of partitions %s not stored on close: %s", self.name, partitions, error
+                        )
         finally:
             self._release()
             self._waiter.wake()
@@ -317,7 +335,12 @@ class ConsumerGroup(_Reader):
                 position,
             )
             if self.name is not None:
-                update_offsets(stream.path, self.name, {partition: position})
+                try:
+                    update_offsets(stream.path, self.name, {partition: position}, timeout_seconds=0)
+                except LockTimeoutError:  # another member stores now (or is stopped): store it later
+                    self._ledger.began(partition, position, None)
+                    self._ledger.commit(partition, position)
+                    return
             committed = position
         self._ledger.began(partition, position, committed)
 
@@ -356,7 +379,13 @@ class ConsumerGroup(_Reader):
         membership = self._membership
         assert membership is not None
         async with self._store_lock:
-            await self._write_offsets(self._ledger.to_store(partitions, carry_starts=True))
+            try:
+                # Not waiting: a member stopped while it stores holds the lock; this one then keeps
+                # the partitions (and reads them) until a later look gives them back.
+                await self._write_offsets(self._ledger.to_store(partitions, carry_starts=True), wait_seconds=0)
+            except LockTimeoutError as error:
+                logger.info("group %r: partitions %s given back later: %s", self.name, partitions, error)
+                return
             for partition in partitions:
                 follower = self._followers.pop(partition, None)
                 if follower is not None:
@@ -419,28 +448,40 @@ class ConsumerGroup(_Reader):
         Raises:
             ClosedError: the group was closed.
             OSError: the offsets could not be stored (they stay pending and are stored later).
+            LockTimeoutError: another member held the group's offsets for 30 s (it is stopped, or
+                frozen); the commits stay pending and are stored later.
         """
         if self.closed:
             raise ClosedError("this consumer group was closed")
-        await self._store()
-
-    async def _store(self) -> None:
         pending = self._ledger.pending
         if pending:
-            await self._store_partitions(pending, carry_starts=False)
+            await self._store_partitions(pending, carry_starts=False, wait_seconds=SHARED_LOCK_TIMEOUT_SECONDS)
 
-    async def _store_partitions(self, partitions: list[int], *, carry_starts: bool) -> None:
+    async def _store(self) -> None:
+        """The periodic store, on the reading task's way: it never waits for another member (one
+        stopped while it stores holds the lock); the commits then stay pending for the next interval."""
+        pending = self._ledger.pending
+        if pending:
+            try:
+                await self._store_partitions(pending, carry_starts=False, wait_seconds=0)
+            except LockTimeoutError as error:
+                self._ledger.postpone()
+                logger.info("group %r: commits stored later: %s", self.name, error)
+
+    async def _store_partitions(self, partitions: list[int], *, carry_starts: bool, wait_seconds: float) -> None:
         """Store the pending commits of these partitions; ``carry_starts``: also where uncommitted ones began."""
         async with self._store_lock:
-            await self._write_offsets(self._ledger.to_store(partitions, carry_starts=carry_starts))
+            await self._write_offsets(self._ledger.to_store(partitions, carry_starts=carry_starts), wait_seconds)
 
-    async def _write_offsets(self, offsets: dict[int, int]) -> None:
-        """Store these offsets (the store lock held) and tell the ledger."""
+    async def _write_offsets(self, offsets: dict[int, int], wait_seconds: float) -> None:
+        """Store these offsets (the store lock held), waiting for another member's store at most
+        ``wait_seconds`` (``LockTimeoutError``), and tell the ledger."""
         if not offsets or self.name is None or self._stream is None:
             return
         stream_path, name = self._stream.path, self.name
-        # A cancelled store still finishes in its thread; the commits it carries count as stored.
-        await anyio.to_thread.run_sync(lambda: update_offsets(stream_path, name, offsets))
+        # A cancelled store still finishes in its thread (within wait_seconds); the commits it
+        # carries count as stored.
+        await anyio.to_thread.run_sync(lambda: update_offsets(stream_path, name, offsets, timeout_seconds=wait_seconds))
         self._ledger.stored(offsets)
 
     def _store_due_in(self) -> float | None:

@@ -27,18 +27,22 @@ delivered once the batch is finished: an anyio scope's at the caller's next chec
 returned its receipt, so a cancelled push has either been written with its offset or not at all;
 asyncio's own at once, as the push ends (its message may then have been written).
 
-A shared producer's lane appends only while it holds the partition's ``flock`` (after the
-producer's turn, ``Turns``), with its view of the partition brought up to date
+A shared producer's lane appends only while it holds the partition's ``flock`` (after the producer's
+turn, ``Turns``), with its view of the partition brought up to date
 (``PartitionWriter.refresh_quick``/``refresh``). It takes the lock for a run of writes, not for
-each: inline writes take it without waiting (or fall back to a batch, whose leader waits for it in a
-worker thread). At each turn of the event loop (a callback scheduled when the lock was taken) the
-lane lets go if another writer is queued for the lock (looked at from ``TURN_MIN_SECONDS`` after it
-took the lock, at most every ``PROBE_SECONDS``), if the producer's turn is being handed over, or if
-it wrote nothing in the last two turns, and keeps it otherwise; a batch looks the same way as
-soon as it is committed. So a lone producer pushing in a loop keeps its locks (and pays next to
-nothing for sharing), contending producers take turns of a few milliseconds, a batch's fsync in
-``flush="sync"`` is within one hold, and an idle producer lets go within two turns of its loop: no
-lock outlives the code that used it by more.
+each: inline writes take it without waiting, and so does a batch's leader. A batch whose leader
+cannot take it at once is not written at all (``LockNotHeld``): its pushes wait for the lock
+themselves (``Lane.take_lock``), before joining a new batch, so that wait — bounded by
+``lock_timeout``, and ended by a cancellation like any other wait — never leaves a push half done.
+Another writer that is stopped while it holds the lock makes them fail with ``LockTimeoutError``. At
+each turn of the event loop (a callback scheduled when the lock was taken) the lane lets go if
+another writer is queued for the lock (looked at from ``TURN_MIN_SECONDS`` after it took the lock,
+at most every ``PROBE_SECONDS``), if the producer's turn is being handed over, or if it wrote
+nothing in the last two turns, and keeps it otherwise; a batch looks the same way as soon as it is
+committed. So a lone producer pushing in a loop keeps its locks (and pays next to nothing for
+sharing), contending producers take turns of a few milliseconds, a batch's fsync in ``flush="sync"``
+is within one hold, and an idle producer lets go within two turns of its loop: no lock outlives the
+code that used it by more.
 """
 
 from __future__ import annotations
@@ -57,18 +61,19 @@ import anyio
 import anyio.to_thread
 
 from .._errors import ClosedError
-from .._storage.flocks import FileLock
+from .._storage.flocks import SHARED_LOCK_TIMEOUT_SECONDS, FileLock
 from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError
 from . import wakeup
 from .cancellation import SteadfastFuture, running_on_trio
 from .handoff import cannot_abort, run_in_thread
+from .lock_waits import take_lock
 from .wakeup import waiters_of
 
 if TYPE_CHECKING:
     import trio.lowlevel
 
-__all__ = ["INLINE_MAX_BYTES", "Batch", "Lane", "Turns", "explain_disk_error"]
+__all__ = ["INLINE_MAX_BYTES", "Batch", "Lane", "LockNotHeld", "Turns", "explain_disk_error"]
 
 logger: Final = logging.getLogger("adiskq.producer")
 
@@ -93,6 +98,11 @@ def explain_disk_error(error: OSError) -> OSError:
             "acknowledged was lost; pushes succeed again once the cause is fixed."
         )
     return error
+
+
+class LockNotHeld(Exception):
+    """A shared producer's batch was not written: its leader could not take the partition's lock
+    (or the producer's turn) without waiting. Its pushes wait for the lock and push again."""
 
 
 class Batch:
@@ -187,14 +197,17 @@ class Turns:
     (Trio's ``run_sync_soon`` costs a system call each).
     """
 
-    def __init__(self, lock: FileLock, call_soon: Callable[[Callable[[], None]], None], partition_count: int) -> None:
+    def __init__(
+        self,
+        lock: FileLock,
+        call_soon: Callable[[Callable[[], None]], None],
+        partition_count: int,
+        wait_seconds: float = SHARED_LOCK_TIMEOUT_SECONDS,
+    ) -> None:
         self.lock = lock
+        self.wait_seconds = wait_seconds  # the bound of every wait for a lock (lock_timeout)
         self.lanes: list[Lane] = []
         self._call_soon = call_soon
-        # The worker threads that wait for a lock (the turn, one per lane): their own limiter, so
-        # waiting writers never take the threads a lock holder needs to finish (a roll, an fsync)
-        # and let go. Each lane waits for one lock at a time, and the producer for one turn.
-        self.waits = anyio.CapacityLimiter(partition_count + 1)
         self._due: list[Lane] = []
         self._scheduled = False
         self._probe_at = 0.0  # when the turn's queue is next looked at
@@ -216,7 +229,7 @@ class Turns:
         return True
 
     async def take(self) -> None:
-        """Take the turn, waiting for it in a worker thread."""
+        """Take the turn, waiting for it at most ``wait_seconds`` (``LockTimeoutError``)."""
         while self._handing_over:
             await self._let_go.wait()
         if self.lock.held:
@@ -224,8 +237,11 @@ class Turns:
         async with self._taking:  # one waiter per producer
             if self.lock.held:
                 return
-            if not self.lock.try_acquire():
-                await anyio.to_thread.run_sync(self.lock.acquire, limiter=self.waits)
+            try:
+                await take_lock(self.lock, self.wait_seconds)
+            except BaseException:
+                self._schedule()  # a look lets go of a turn taken as the wait was given up
+                raise
             self._taken()
 
     def _taken(self) -> None:
@@ -361,15 +377,39 @@ class Lane:
         self._fresh = True
         return True
 
-    async def _hold(self) -> None:
-        """Take the partition's lock (waiting for it in a worker thread) with the view up to date."""
+    @property
+    def needs_lock(self) -> bool:
+        """True when a push must wait for the partition's lock before it joins a batch."""
+        lock = self._lock
+        return lock is not None and not lock.held and self._committing is None
+
+    async def take_lock(self) -> None:
+        """Wait for the producer's turn and the partition's lock (each at most ``lock_timeout``:
+        ``LockTimeoutError``); a cancellation ends the wait, and a lock taken as it came is let go
+        at the loop's next look. Called by a push before it joins a batch: nothing is written yet."""
+        lock = self._lock
+        turns = self._turns
+        assert lock is not None
+        assert turns is not None
+        try:
+            while not lock.held:
+                await turns.take()
+                if lock.held:
+                    break
+                await take_lock(lock, turns.wait_seconds)
+                self._took_lock()
+        finally:
+            self._schedule_release()
+
+    async def _hold(self) -> bool:
+        """Take the partition's lock if it is free now, with the view up to date; False if it is
+        not (the batch is then not written: ``LockNotHeld``)."""
         lock = self._lock
         assert lock is not None
         assert self._turns is not None
         if not lock.held:
-            await self._turns.take()
-            if not lock.try_acquire():
-                await anyio.to_thread.run_sync(lock.acquire, limiter=self._turns.waits)
+            if not self._turns.try_take() or not lock.try_acquire():
+                return False
             self._took_lock()
         if not self._fresh:
             if not self.partition.refresh_quick():
@@ -377,6 +417,7 @@ class Lane:
                 for repair in repairs:
                     logger.warning("adiskq: repaired what a producer that died left: %s", repair)
             self._fresh = True
+        return True
 
     def _took_lock(self) -> None:
         # A writer queued for the lock waits for this holder's turn at least (the turn's own
@@ -397,8 +438,8 @@ class Lane:
         producer's turn, ``yielding``), else let go."""
         self._release_due = False
         lock = self._lock
-        if self._committing is not None or lock is None or not lock.held:
-            return  # a commit decides when it ends
+        if self._committing is not None or self._open is not None or lock is None or not lock.held:
+            return  # a commit decides when it ends (a batch open now commits at the loop's next turn)
         if yielding:
             self.release()
             return
@@ -645,10 +686,14 @@ class Lane:
         try:
             if self._lock is not None:
                 try:
-                    await self._hold()
+                    held = await self._hold()
                 except BaseException:
                     self._fresh = False
                     raise
+                if not held:
+                    self._fresh = False
+                    batch.error = LockNotHeld()  # nothing written: its pushes wait for the lock
+                    return
             if partition.needs_roll():
                 await run_in_thread(self._roll_locked, self._limiter, on_trio=self._on_trio)
             writer = partition.active

@@ -2,11 +2,13 @@
 
 go-diskq opens an inotify instance per consumer and runs out at the default limit of 128 per user;
 here every consumer of the process shares one, and shares the watches too (one per partition folder,
-one per active ``.index`` file, counted by reference). The folder watch sees new segments (their
-``.index`` appearing); the ``.index`` watch sees commits (IN_MODIFY), and nothing else, so a commit
-wakes a reader once, not once per file written. Consumers whose producer runs in their own process
-watch nothing: the producer wakes them directly (wakeup.py), and kernel events would only wake them
-a second time.
+one per active ``.index`` file, counted by reference). A watch is what the kernel keys it by, its
+watch descriptor: two paths to one file (a symlinked folder, a bind mount) get the same descriptor
+from ``inotify_add_watch``, so they share one ``Watch``, and it goes only when its last user goes.
+The folder watch sees new segments (their ``.index`` appearing); the ``.index`` watch sees commits
+(IN_MODIFY), and nothing else, so a commit wakes a reader once, not once per file written. Consumers
+whose producer runs in their own process watch nothing: the producer wakes them directly
+(wakeup.py), and kernel events would only wake them a second time.
 
 No task of adiskq's reads in the background. Each event loop reads the inotify descriptor while
 some of its tasks wait, and wakes the waiters the events are for, in any thread. On asyncio the
@@ -75,12 +77,14 @@ _IN_IGNORED: Final = 0x8000
 
 @dataclasses.dataclass(eq=False, slots=True)
 class Watch:
-    """One watched path, shared by the consumers that follow it."""
+    """One watched file or folder (one kernel watch), shared by the consumers that follow it
+    through any of its paths."""
 
     path: str
     suffix: str | None  # for a folder: wake only for entries whose names end so
     native: object | None  # asyncinotify.Watch, or None when polling
-    refs: int = 1
+    refs: int = 0
+    paths: tuple[str, ...] = ()  # every path it was asked for by (``_by_path`` keys)
     waiters: tuple[Waiter, ...] = ()  # copy-on-write, read without the lock
     suffix_bytes: bytes | None = dataclasses.field(init=False)  # the suffix as the kernel names it
 
@@ -156,8 +160,8 @@ class Notifier:
             watch = self._by_path.get(path)
             if watch is None:
                 watch = self._by_path[path] = self._add_watch(path, folder_suffix)
-            else:
-                watch.refs += 1
+                watch.paths = (*watch.paths, path)
+            watch.refs += 1
             watch.waiters = (*watch.waiters, waiter)
             return watch
 
@@ -174,6 +178,10 @@ class Notifier:
             except OSError as error:
                 level = logging.DEBUG if error.errno == errno.ENOENT else logging.WARNING
                 logger.log(level, "adiskq: cannot watch %s (%s); polling it", path, error)
+        if native is not None:
+            shared = self._by_wd.get(native.wd)
+            if shared is not None:
+                return shared  # the same file by another path: the kernel gave the same watch
         watch = Watch(path, folder_suffix, native)
         if native is not None:
             self._by_wd[native.wd] = watch
@@ -186,7 +194,9 @@ class Notifier:
             watch.refs -= 1
             if watch.refs > 0 or self._by_path.get(watch.path) is not watch:
                 return
-            del self._by_path[watch.path]
+            for path in watch.paths:
+                if self._by_path.get(path) is watch:
+                    del self._by_path[path]
             native = watch.native
             if native is None or self._inotify is None or self.closed:
                 return

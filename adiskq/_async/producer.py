@@ -32,6 +32,7 @@ import anyio.to_thread
 from .._errors import (
     ClosedError,
     InvalidArgumentError,
+    LockTimeoutError,
     MessageTooLargeError,
     PartialWriteError,
     StreamLockedError,
@@ -59,7 +60,7 @@ from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_
 from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
 from .cancellation import cancel_check
-from .lane import Batch, Lane, Turns
+from .lane import Batch, Lane, LockNotHeld, Turns
 
 __all__ = ["FlushMode", "Producer"]
 
@@ -180,7 +181,13 @@ class Producer:
     once (a service under ``uvicorn --workers 4``): each appends to a partition under that
     partition's ``flock``, so offsets stay contiguous, each producer's messages keep their order per
     key, and order across producers is the order they took the lock in. Shared and exclusive
-    producers exclude each other (``StreamLockedError`` names the holders). Settings given here are stored in the
+    producers exclude each other (``StreamLockedError`` names the holders). A shared producer waits
+    for the locks shared producers take in turns (its turn, a partition's, opening's, vacuum's) at
+    most ``lock_timeout`` seconds (30 when it is 0, the default): one that is stopped while it holds
+    one (SIGSTOP, Ctrl-Z, a debugger, a frozen container) makes the others fail with
+    ``LockTimeoutError``, naming it (pid, host, stopped), never hang. A cancel scope ends such a wait
+    at once (a push cancelled while it waits is not written), and closing waits on no other process
+    for more than a second. Settings given here are stored in the
     stream; ``partitions`` may grow but never shrink. ``key_index`` (on for a new stream) keeps the
     per-segment key index ``adiskq.find`` looks keys up in; ``False`` saves its small cost, and
     ``find`` then searches the data.
@@ -250,6 +257,7 @@ class Producer:
             key_index=key_index,
             mode=mode,
             shared=shared,
+            shared_lock_timeout=float(lock_timeout),
         )
         self.shared = shared
         self._lock_timeout = float(lock_timeout)
@@ -298,7 +306,9 @@ class Producer:
         stream, real = opened[0]
         self._stream = stream
         turns = (
-            Turns(turn_lock(stream.path, stream.mode), _loop_scheduler(), len(stream.partitions))
+            Turns(
+                turn_lock(stream.path, stream.mode), _loop_scheduler(), len(stream.partitions), stream.lock_wait_seconds
+            )
             if self.shared
             else None
         )
@@ -342,22 +352,44 @@ class Producer:
 
     async def _open_stream(self, opened: list[tuple[StreamWriter, str]]) -> None:
         """Open the stream in a worker thread, retrying a held lock until ``lock_timeout``; the
-        stream and its real path are appended to ``opened`` by the thread itself."""
+        stream and its real path are appended to ``opened`` by the thread itself.
 
-        def open_stream() -> None:
-            stream = self._open_writer()
+        A cancellation interrupts the thread's wait for a lock of ``locks/`` (another shared
+        producer may be stopped while it holds one), and then waits for the thread, which ends at
+        once: a thread that opened the stream all the same closes it (``given_up``, under
+        ``handing``), unless it left it in ``opened`` first (the caller closes it then)."""
+
+        def open_stream(given_up: threading.Event, handing: threading.Lock, ended: threading.Event) -> None:
             try:
-                real = os.path.realpath(stream.path)
-            except BaseException:
-                stream.close()
-                raise
-            opened.append((stream, real))
+                stream = self._open_writer(interrupt=given_up)
+                try:
+                    real = os.path.realpath(stream.path)
+                except BaseException:
+                    stream.close()
+                    raise
+                with handing:
+                    if not given_up.is_set():
+                        opened.append((stream, real))
+                        return
+                stream.close()  # nobody waits for it any more
+            finally:
+                ended.set()
 
         deadline = time.monotonic() + self._lock_timeout
         while True:
+            given_up, handing, ended = threading.Event(), threading.Lock(), threading.Event()
             try:
-                await anyio.to_thread.run_sync(open_stream)
+                try:
+                    await anyio.to_thread.run_sync(open_stream, given_up, handing, ended, abandon_on_cancel=True)
+                except BaseException:
+                    with handing:
+                        given_up.set()
+                    with anyio.CancelScope(shield=True):  # interrupted, the thread ends in moments
+                        await anyio.to_thread.run_sync(ended.wait)
+                    raise
                 return
+            except LockTimeoutError:
+                raise  # waited lock_timeout already
             except StreamLockedError:
                 # Wait here, not in the thread, so the wait stays cancellable.
                 if time.monotonic() >= deadline:
@@ -511,9 +543,23 @@ class Producer:
                 self._inline_pushes = 0
                 await anyio.lowlevel.cancel_shielded_checkpoint()
             return _new_receipt(Receipt, (partition, offset))
-        batch, slot = lane.enqueue([record], [timestamp_ns], [key_hash], entry)
-        first = await lane.complete(batch, slot)
-        return _new_receipt(Receipt, (partition, first + slot))
+        while True:
+            if lane.needs_lock:  # a shared producer waits for the partition's lock before joining a batch
+                await self._take_lock(lane)
+            batch, slot = lane.enqueue([record], [timestamp_ns], [key_hash], entry)
+            try:
+                first = await lane.complete(batch, slot)
+            except LockNotHeld:
+                continue  # nothing was written: wait for the lock, and push again
+            return _new_receipt(Receipt, (partition, first + slot))
+
+    async def _take_lock(self, lane: Lane) -> None:
+        """Wait for a lane's partition lock (``LockTimeoutError`` after ``lock_timeout``,
+        cancellable); ``ClosedError`` if the producer was closed meanwhile."""
+        await lane.take_lock()
+        if self._state != "open":
+            lane.release_quietly()
+            self._check_open()
 
     async def push_many(self, records: Iterable[Record | bytes]) -> list[Receipt]:
         """Append many messages as one batch; receipts come back in the order given.
@@ -709,9 +755,13 @@ class Producer:
         # Every queued share is led to its end, even after a failure: a share left queued would
         # never be led, so closing would wait for it forever and a later push to that partition
         # would commit it behind this call's back.
+        not_held: list[tuple[Lane, int, Sequence[int]]] = []
         for lane, partition, positions, batch, start in waiting:
             try:
                 first = await lane.complete(batch, start + len(positions) - 1)
+            except LockNotHeld:
+                not_held.append((lane, partition, positions))
+                continue
             except Exception as error:
                 failure = failure or error
                 kept = batch.committed - start  # a share the failed index write cut in two
@@ -719,6 +769,14 @@ class Producer:
                     written.append((positions[:kept], partition, batch.first_offset + start))
                 continue
             written.append((positions, partition, first + start))
+        for lane, partition, positions in not_held:
+            # Nothing of these shares is written: each waits for its partition's lock and is queued
+            # again. The wait is cancellable while nothing of the call is written, shielded (and
+            # still bounded by lock_timeout) once something is, so the call ends whole or partial.
+            if failure is None:
+                failure = await self._write_share_again(
+                    lane, partition, positions, encoded, stamps, key_hashes, tag_entries, written
+                )
         for positions, partition, first in written:
             _place_receipts(receipts, positions, partition, first)
         if failure is not None:
@@ -728,6 +786,44 @@ class Producer:
         if count > _ENCODE_CHUNK:
             await anyio.lowlevel.cancel_shielded_checkpoint()  # and the caller's next step is its own
         return receipts  # type: ignore[return-value]  # every entry is set when nothing failed
+
+    async def _write_share_again(
+        self,
+        lane: Lane,
+        partition: int,
+        positions: Sequence[int],
+        encoded: list[bytes],
+        stamps: list[int],
+        key_hashes: list[int],
+        tag_entries: list[bytes] | None,
+        written: list[tuple[Sequence[int], int, int]],
+    ) -> Exception | None:
+        """Write one partition's share whose batch went unwritten for want of the lock, adding what
+        was written to ``written``; the failure, if any."""
+        records = [encoded[i] for i in positions]
+        share_stamps = [stamps[i] for i in positions]
+        hashes = [key_hashes[i] for i in positions]
+        tags = None if tag_entries is None else b"".join([tag_entries[i] for i in positions])
+        with anyio.CancelScope(shield=bool(written)):
+            while True:
+                try:
+                    if lane.needs_lock:
+                        await self._take_lock(lane)
+                    batch, start = lane.enqueue(records, share_stamps, hashes, tags)
+                except Exception as error:
+                    return error
+                try:
+                    first = await lane.complete(batch, start + len(records) - 1)
+                except LockNotHeld:
+                    continue
+                except Exception as error:
+                    kept = batch.committed - start
+                    if kept > 0:
+                        written.append((positions[:kept], partition, batch.first_offset + start))
+                    return error
+                written.append((positions, partition, first + start))
+                return None
+        return None  # not reached: the scope is never cancelled itself
 
     # -- durability and retention ----------------------------------------------------------------
 

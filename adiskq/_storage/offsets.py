@@ -7,6 +7,8 @@ folder), so after a crash it holds the old or the new value, never a torn one.
 Members of a group store through ``update_offsets``: under ``groups/NAME/offsets.lock`` (a
 ``flock``, dropped by the OS if the holder dies) they read the file, change only the partitions
 they hold, and replace it, so members holding different partitions never undo each other's commits.
+A member stopped while it holds that lock (SIGSTOP, a debugger) keeps it: every wait for it is
+bounded (``timeout_seconds``, ``LockTimeoutError`` naming the holder), so the others go on.
 
 A group opened with ``tags=`` also keeps ``groups/NAME/tags.json``, ``{"tags": [sorted tags]}``
 (written the same way when a member opens with other tags than stored; deleted when one opens
@@ -16,7 +18,6 @@ without): what its lag counts (``adiskq/_storage/lag.py``). Members that disagre
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Mapping
 from typing import Final
@@ -24,6 +25,7 @@ from typing import Final
 from .._errors import CorruptStreamError
 from .._sansio.naming import GROUPS_DIR, validate_group_name
 from .files import DEFAULT_FILE_MODE, atomic_write_json, dir_mode, fsync_dir, read_json
+from .flocks import SHARED_LOCK_TIMEOUT_SECONDS, FileLock
 
 __all__ = [
     "OFFSETS_FILE",
@@ -117,24 +119,26 @@ def update_offsets(
     durable: bool = True,
     mode: int = DEFAULT_FILE_MODE,
     replace: bool = False,
+    timeout_seconds: float = SHARED_LOCK_TIMEOUT_SECONDS,
 ) -> dict[int, int]:
     """Store ``offsets`` over the group's committed ones (other partitions kept); returns all of them.
 
     Runs under the group's lock, so concurrent members (threads or processes) each keep their own
-    partitions' commits. ``replace`` stores ``offsets`` alone without reading what is stored (for
-    an offsets file that cannot be read).
+    partitions' commits; waiting for it at most ``timeout_seconds`` (0: not at all), then
+    ``LockTimeoutError`` (nothing stored). ``replace`` stores ``offsets`` alone without reading what
+    is stored (for an offsets file that cannot be read).
     """
     directory = ensure_group_dir(stream_path, name, durable=durable, mode=mode)
-    lock_fd = os.open(os.path.join(directory, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
+    lock = FileLock(os.path.join(directory, LOCK_FILE), mode=mode, stream_path=stream_path)
     try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        lock.acquire(timeout_seconds)
         stored = None if replace else load_offsets(stream_path, name)
         merged = {**(stored or {}), **offsets}
         if merged != stored:
             save_offsets(stream_path, name, merged, durable=durable, mode=mode)
         return merged
     finally:
-        os.close(lock_fd)  # releases the flock
+        lock.close()  # releases the flock
 
 
 def load_group_tags(stream_path: str, name: str) -> frozenset[str] | None:

@@ -594,7 +594,13 @@ class SegmentWriter:
         if entries != self.next_offset - self.base_offset or data_size != self.data_size:
             if entries:
                 if self._index_read_fd < 0:  # the append descriptor cannot read
-                    self._index_read_fd = open_read(segment_path(self.directory, self.base_offset, INDEX))
+                    try:
+                        self._index_read_fd = open_read(segment_path(self.directory, self.base_offset, INDEX))
+                    except FileNotFoundError:
+                        # Other shared producers rolled past this segment and one of them vacuumed
+                        # it (under the vacuum lock, not this partition's): the view is stale, and
+                        # the caller's full refresh follows the roll.
+                        return None
                 last = pread_exact(self._index_read_fd, INDEX_ENTRY_BYTES, index_size - INDEX_ENTRY_BYTES)
                 if len(last) != INDEX_ENTRY_BYTES:
                     return None

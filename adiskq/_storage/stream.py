@@ -9,6 +9,9 @@ stream's shape runs under a lock of ``locks/`` (``flocks.py``): opening and clos
 (creating the stream, growing it, recovering each partition under its own lock, and the clean-close
 record, which only the last shared writer to close writes), vacuum under ``vacuum``, appends under
 the partition's lock. A shared writer cannot grow the partition count while other writers are open.
+Every wait for one of those locks is bounded (``lock_timeout``, ``flocks.lock_wait_seconds``): a
+writer that is stopped while it holds one makes the others fail with ``LockTimeoutError`` naming it,
+never hang; closing waits at most ``CLOSE_WAIT_SECONDS`` and then skips its clean-close record.
 """
 
 from __future__ import annotations
@@ -16,14 +19,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import logging
 import os
+import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final
 
 from .._errors import (
     CorruptStreamError,
     InvalidArgumentError,
+    LockTimeoutError,
     NotAStreamError,
     SettingsMismatchError,
     StreamLockedError,
@@ -43,7 +49,7 @@ from .._sansio.naming import (
 from .._sansio.retention import DiskUsage, plan_vacuum
 from .._sansio.values import RecoveryReport, Retention, SegmentRepair, VacuumReport
 from .files import DEFAULT_FILE_MODE, atomic_write_json, dir_mode, fsync_dir, read_json
-from .flocks import partition_lock, setup_lock, vacuum_lock
+from .flocks import FileLock, lock_wait_seconds, partition_lock, setup_lock, vacuum_lock
 from .lock import OwnerLock
 from .partition_reader import PartitionReader
 from .partition_writer import PartitionWriter
@@ -59,7 +65,13 @@ __all__ = [
     "load_recovery_report",
 ]
 
+logger: Final = logging.getLogger("adiskq.producer")
+
 _LOCK_POLL_SECONDS: Final = 0.02
+# How long a closing shared writer waits for the setup lock or a partition's before it gives up its
+# clean-close record (the next open then checks every active segment: slower, never wrong). Closing
+# must not wait on another process for long: that one may be stopped.
+CLOSE_WAIT_SECONDS: Final = 1.0
 
 
 def _is_scratch(name: str) -> bool:
@@ -195,6 +207,7 @@ class StreamWriter:
         self._entry: WriterEntry | None = None
         self._setup_lock = setup_lock(path, mode)
         self._vacuum_lock = vacuum_lock(path, mode)
+        self.lock_wait_seconds = lock_wait_seconds(0.0)  # set by open() from its lock_timeout
 
     @classmethod
     def open(
@@ -210,16 +223,23 @@ class StreamWriter:
         lock_timeout: float = 0.0,
         trust_clean_close: bool = True,
         shared: bool = False,
+        interrupt: threading.Event | None = None,
+        shared_lock_timeout: float | None = None,
     ) -> StreamWriter:
         """Open (or create) the stream for writing; blocks up to ``lock_timeout`` for the lock.
 
         ``shared=True`` writes beside other shared writers (appends then go through
-        ``appending``); ``False`` is the one writer.
+        ``appending``); ``False`` is the one writer. A shared writer waits for the locks of
+        ``locks/`` up to ``lock_timeout`` too (``SHARED_LOCK_TIMEOUT_SECONDS`` for 0), then raises
+        ``LockTimeoutError`` (``shared_lock_timeout``, when given, bounds those waits instead: for
+        a caller that waits for the owner lock itself); setting ``interrupt`` ends such a wait at
+        once (``InterruptedError``).
 
         ``trust_clean_close=False`` checks every active segment record by record even where the
         last producer's clean close says its files are unchanged (a repair looking for bit rot).
         """
         path = os.path.abspath(os.fspath(path))
+        wait_seconds = lock_wait_seconds(lock_timeout if shared_lock_timeout is None else shared_lock_timeout)
         asked = AskedSettings(partitions, segment_size_bytes, retention, max_message_bytes, key_index)
         # Bad arguments are refused before anything on disk is created or touched.
         asked.applied_to(StreamSettings())
@@ -243,7 +263,7 @@ class StreamWriter:
                 live_writers(path, remove_dead=True)  # what dead producers left goes
                 entry.register()
                 if shared:
-                    writer = cls._open_shared(path, lock, asked, mode, trust_clean_close)
+                    writer = cls._open_shared(path, lock, asked, mode, trust_clean_close, wait_seconds, interrupt)
                 else:
                     writer = cls._open_locked(path, lock, asked, mode, trust_clean_close)
             except BaseException:
@@ -251,6 +271,7 @@ class StreamWriter:
                 lock.release()
                 raise
             writer._entry = entry
+            writer.lock_wait_seconds = wait_seconds
             return writer
         except PermissionError as error:
             error.add_note(
@@ -280,22 +301,44 @@ class StreamWriter:
 
     @classmethod
     def _open_shared(
-        cls, path: str, lock: OwnerLock, asked: AskedSettings, mode: int, trust_clean_close: bool
+        cls,
+        path: str,
+        lock: OwnerLock,
+        asked: AskedSettings,
+        mode: int,
+        trust_clean_close: bool,
+        wait_seconds: float,
+        interrupt: threading.Event | None,
     ) -> StreamWriter:
         """Open beside other shared writers: under the setup and vacuum locks (no other writer
-        opens, closes or vacuums meanwhile), each partition recovered under its own lock."""
+        opens, closes or vacuums meanwhile), each partition recovered under its own lock; every
+        wait for a lock ends ``wait_seconds`` after the first began."""
         setup, vacuum = setup_lock(path, mode), vacuum_lock(path, mode)
+        deadline = time.monotonic() + wait_seconds
+
+        def take(held: FileLock) -> None:
+            try:
+                held.acquire(max(0.0, deadline - time.monotonic()), interrupt=interrupt)
+            except LockTimeoutError as error:
+                raise held.timeout_error(wait_seconds) from error.__cause__
+
         try:
-            setup.acquire()
-            vacuum.acquire()
-            return cls._open_locked(path, lock, asked, mode, trust_clean_close)
+            take(setup)
+            take(vacuum)
+            return cls._open_locked(path, lock, asked, mode, trust_clean_close, take)
         finally:
             vacuum.close()
             setup.close()
 
     @classmethod
     def _open_locked(
-        cls, path: str, lock: OwnerLock, asked: AskedSettings, mode: int, trust_clean_close: bool
+        cls,
+        path: str,
+        lock: OwnerLock,
+        asked: AskedSettings,
+        mode: int,
+        trust_clean_close: bool,
+        take: Callable[[FileLock], None] | None = None,
     ) -> StreamWriter:
         # Settings again, now that no other producer can change them.
         cls._refuse_foreign_folder(path)
@@ -336,7 +379,8 @@ class StreamWriter:
                 held = partition_lock(path, number, mode) if lock.shared else None
                 try:
                     if held is not None:
-                        held.acquire()
+                        assert take is not None
+                        take(held)
                     writer, repaired = PartitionWriter.open(
                         os.path.join(parts_dir, partition_dir_name(number)),
                         number,
@@ -426,6 +470,7 @@ class StreamWriter:
         if not self.shared:
             yield
             return
+        self._vacuum_lock.acquire(self.lock_wait_seconds)
         with self._vacuum_lock:
             for partition in self.partitions:
                 partition.rescan_sealed()
@@ -437,12 +482,16 @@ class StreamWriter:
         while the caller appends through ``self.partitions[n].append``. An exclusive writer needs
         no lock and takes none."""
         taken: list[PartitionWriter] = []
+        deadline = time.monotonic() + self.lock_wait_seconds
         try:
             for number in sorted(set(partitions)):
                 partition = self.partitions[number]
                 if partition.lock is None:
                     continue
-                partition.lock.acquire()
+                try:
+                    partition.lock.acquire(max(0.0, deadline - time.monotonic()))
+                except LockTimeoutError as error:
+                    raise partition.lock.timeout_error(self.lock_wait_seconds) from error.__cause__
                 taken.append(partition)
                 partition.refresh()
             yield
@@ -493,6 +542,13 @@ class StreamWriter:
             partition.let_go()
         if not sync:
             return
+        try:
+            self._setup_lock.acquire(CLOSE_WAIT_SECONDS)
+        except LockTimeoutError as error:
+            # Another writer opens or closes, and takes long (it may be stopped): no clean-close record.
+            logger.warning("adiskq: closing without a clean-close record: %s", error)
+            self.sync()
+            return
         with self._setup_lock:
             last = not [w for w in live_writers(self.path) if self._entry is None or w.id != self._entry.id]
             if not last:
@@ -502,11 +558,13 @@ class StreamWriter:
             try:
                 for partition in self.partitions:
                     assert partition.lock is not None
+                    partition.lock.acquire(CLOSE_WAIT_SECONDS)
                     with partition.lock:
                         partition.refresh()
                         partition.sync()
                         states[partition.partition] = partition.file_state()
-            except (OSError, ValueError):
+            except (OSError, ValueError, LockTimeoutError):
+                self.sync()
                 return  # no clean-close record: the next open checks every active segment
             with contextlib.suppress(OSError):
                 _save_recovery_file(self.path, self.recovery, states, self.mode)

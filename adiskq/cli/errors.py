@@ -101,7 +101,7 @@ def locked_failure(path: str, holder: str | None, how: str, advice: str) -> Fail
 
 def failure_for(error: BaseException) -> click.ClickException | None:
     """The one-line failure to show for ``error``, or None if it is not one we can explain."""
-    from .._errors import Error, StreamLockedError, StreamNotFoundError
+    from .._errors import Error, LockTimeoutError, StreamLockedError, StreamNotFoundError
 
     if isinstance(error, click.ClickException):
         return error
@@ -109,6 +109,8 @@ def failure_for(error: BaseException) -> click.ClickException | None:
         return Failure(
             f"no adiskq stream at {error.path!r} ({error.why}): check the path; `adiskq write PATH` creates a stream"
         )
+    if isinstance(error, LockTimeoutError):
+        return Failure(str(error))  # names the holder, which is alive but not progressing
     if isinstance(error, StreamLockedError):
         if error.held_shared:
             return locked_failure(

@@ -504,3 +504,34 @@ async def test_a_consumer_waiting_on_inotify_is_woken_directly(stream_path: str,
             with anyio.fail_after(10):
                 await append_each_while_it_waits(writer, consumer, [b"direct", b"direct again"])
             assert consumer.position == 2
+
+
+async def test_two_paths_to_one_stream_wake_both_consumers_and_the_one_left(stream_path: str) -> None:
+    """Two consumers following one stream by two paths (one through a symlinked folder) share the
+    kernel's watch: both are woken by inotify, and the one left still is once the other closed."""
+    link = stream_path + "-link"
+    os.symlink(stream_path, link)
+    with Writer(stream_path, notify=False) as writer:
+        writer.append([b"before"])
+        first = adiskq.Consumer(stream_path, start="newest", poll_interval=60)  # only inotify wakes them
+        second = adiskq.Consumer(link, start="newest", poll_interval=60)
+        async with second:
+            async with first:
+                with anyio.fail_after(10):
+                    async with anyio.create_task_group() as group:
+                        got: list[bytes] = []
+
+                        async def read(consumer: adiskq.Consumer) -> None:
+                            got.append(await next_message(consumer))
+
+                        group.start_soon(read, first)
+                        group.start_soon(read, second)
+                        await wait_all_tasks_blocked()
+                        writer.append([b"both"])
+                assert got == [b"both", b"both"]
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(read, second)
+                    await wait_all_tasks_blocked()
+                    writer.append([b"left"])
+            assert got[-1] == b"left"

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
+from helpers.blocked import wait_all_tasks_blocked
 
 import adiskq
 from adiskq._storage.flocks import partition_lock
@@ -88,31 +89,32 @@ async def test_pushes_go_on_while_every_look_at_a_lock_queue_fails(
     assert sorted(offsets) == [(partition, offset) for offset in range(20)]
 
 
-async def test_a_push_cancelled_while_waiting_for_the_lock_is_written_and_lets_it_go(stream_path: str) -> None:
-    """A push waiting for another writer's partition lock is cancelled: it had joined a batch, so it
-    is written once the lock comes free, and the producer then lets the lock go."""
+async def test_a_push_cancelled_while_waiting_for_the_lock_is_not_written_and_lets_it_go(stream_path: str) -> None:
+    """A push waiting for another writer's partition lock is cancelled: the wait ends at once,
+    nothing of it is written, and the producer does not keep the lock once it comes free."""
     async with adiskq.Producer(stream_path, partitions=1, shared=True) as producer:
         other = partition_lock(stream_path, 0)
         scopes: list[anyio.CancelScope] = []
+        finished = anyio.Event()
 
         async def cancelled_push() -> None:
             with anyio.CancelScope() as scope:
                 scopes.append(scope)
-                await producer.push(b"waited")
+                await producer.push(b"cancelled")
+            finished.set()
 
         try:
             other.acquire()  # another writer holds the partition
             with anyio.fail_after(5):
                 async with anyio.create_task_group() as group:
                     group.start_soon(cancelled_push)
-                    for _ in range(10):  # the push joins a batch, whose leader waits for the lock
-                        await anyio.lowlevel.checkpoint()
+                    await wait_all_tasks_blocked()  # the push waits for the lock
                     scopes[0].cancel()
-                    for _ in range(10):
-                        await anyio.lowlevel.checkpoint()
-                    other.release()
+                    await finished.wait()  # ended while the lock is still held by the other
+                    assert scopes[0].cancelled_caught
+            other.release()
         finally:
             other.close()
         await wait_for_partition_lock(stream_path, 0)
-        assert (await producer.push(b"after")).offset == 1
-    assert [adiskq.read(stream_path, 0, offset).value for offset in (0, 1)] == [b"waited", b"after"]
+        assert (await producer.push(b"after")).offset == 0
+    assert adiskq.read(stream_path, 0, 0).value == b"after"

@@ -139,3 +139,20 @@ def test_shared_producers_in_several_processes_get_contiguous_offsets(stream_pat
     assert len(stored) == len(acknowledged)
     for writer in writers:
         assert order_per_key_kept(writer.lines)
+
+
+async def test_a_push_after_another_producer_vacuumed_its_old_segment_is_written(stream_path: str) -> None:
+    """A shared producer whose last write went to a segment that another producer has since rolled
+    past and vacuumed away pushes again without error, at the next offset."""
+    async with (
+        adiskq.Producer(stream_path, partitions=1, segment_size_bytes=1024, shared=True) as idle,
+        adiskq.Producer(stream_path, shared=True) as busy,
+    ):
+        await idle.push(b"first")
+        for i in range(50):
+            await busy.push(b"%03d" % i + b"." * 100)
+        report = await busy.vacuum(adiskq.Retention(max_bytes=1024))
+        assert (0, 0) in report.removed_segments  # the segment the idle producer wrote last is gone
+        receipt = await idle.push(b"after")
+    assert receipt == adiskq.Receipt(0, 51)
+    assert adiskq.read(stream_path, 0, 51).value == b"after"

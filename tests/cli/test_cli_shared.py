@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import os
 
-from helpers.cli import invoke
+from helpers.cli import invoke, run
+from stopped_support import stopped_holder
 
 import adiskq
 from adiskq._sansio.codec import encode_record
@@ -79,3 +80,15 @@ def test_check_says_shared_producers_are_writing(stream_path: str) -> None:
         live.close()
     assert result.exit_code == 0, result.output
     assert f"a producer is writing (pid {os.getpid()}" in result.stdout
+
+
+def test_write_shared_beside_a_stopped_producer_fails_after_lock_timeout(stream_path: str) -> None:
+    """`adiskq write --shared --lock-timeout 1` beside a stopped producer that holds the partition's
+    lock exits with an error naming it (pid, stopped) instead of hanging, and writes nothing."""
+    StreamWriter.open(stream_path, partitions=1, shared=True).close()
+    with stopped_holder(stream_path, "partition-0") as holder:
+        result = run("write", stream_path, "--shared", "--lock-timeout", "1", input=b"one\n")
+    assert result.returncode == 1, result.stderr
+    assert f"pid {holder.pid} on host" in result.stderr
+    assert "(stopped)" in result.stderr
+    assert adiskq.stats(stream_path).partitions[0].next_offset == 0
