@@ -44,7 +44,7 @@ from typing import Final, NamedTuple, Self
 
 from .._errors import CorruptRecordError
 from .._sansio import keyindex as keyindex_format
-from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
+from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES
 from .._sansio.core import decode_at, decode_messages, index_entries, matching_records, tag_column
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, segment_file_name
 from .._sansio.native import NATIVE
@@ -88,6 +88,8 @@ _TAG_OF: Final = operator.itemgetter(6)  # Message.tag
 _SPARSE_SHARE: Final = 8
 _TAG_FD_UNOPENED: Final = -1
 _TAG_FD_NONE: Final = -2  # the segment has no .tagindex
+# No record is larger (a u32 size field): an .index size above it is damage.
+MAX_RECORD_BYTES_EVER: Final = 2**32 - 1
 # Reads larger than this are first checked against the size of .data (one fstat).
 TRUST_READ_BYTES: Final = 16 * 2**20
 
@@ -146,6 +148,11 @@ def _confirmed(messages: list[Message], tag_filter: TagFilter) -> list[Message]:
     if wanted.issuperset(map(_TAG_OF, messages)):
         return messages
     return [message for message in messages if message.tag in wanted]
+
+
+def _damaged_size(size: int) -> bool:
+    """Whether an ``.index`` entry's size is one no record can have."""
+    return not MIN_RECORD_BYTES <= size <= MAX_RECORD_BYTES_EVER
 
 
 def _sound_entries(entries: bytes | memoryview, count: int, start: int, data_size: int) -> int:
@@ -838,9 +845,11 @@ class SegmentReader:
             entries = memoryview(entries)[INDEX_ENTRY_BYTES:]
             expected_start = previous_position + previous_size
         else:
-            expected_start = 0
+            expected_start = previous_position = previous_size = 0
         start, _ = self._entry(entries, 0, offset)
-        if start != expected_start:
+        if start != expected_start and not (before and _damaged_size(previous_size) and start > previous_position):
+            # (When the entry before has a size no record can have, that size is the damage, found
+            # by the read of its own offset: this one's position is checked by its record's CRC.)
             raise CorruptRecordError(
                 f"the index entry of offset {offset} says position {start}, but its record starts at {expected_start}",
                 path=self.index_path,
