@@ -281,8 +281,8 @@ def check_segment(
             dataclasses.replace(p, fix=None) if p.fix == "rebuild" and not rebuildable else p for p in problems
         )
     if segment.is_active and not data_sound and not in_flight:
-        plan = _what_repair_does(segment, data, original_index, time_raw)
-        problems = _with_repair_plan(data_path, problems, plan)
+        plan, kept = _what_repair_does(segment, data, original_index, time_raw)
+        problems = _with_repair_plan(data_path, problems, plan, kept)
     return SegmentCheck(segment.partition, base, records, base + entries, problems)
 
 
@@ -332,12 +332,14 @@ def _report_missing_data(found: _Findings, segment: SegmentRef, entries: int) ->
 
 def _what_repair_does(
     segment: SegmentRef, data: bytes, index_raw: bytes | None, time_raw: bytes | None
-) -> list[Problem]:
+) -> tuple[list[Problem], set[int]]:
     """What recovery will do with the active segment's damage, from the plan it carries out
     (``recovery_plan.plan_segment``): the damaged records it keeps at their offsets, and the bytes
-    it cuts (a torn tail, with the indexed messages that go with it) or sets aside."""
+    it cuts (a torn tail, with the indexed messages that go with it) or sets aside; and the
+    positions of the damaged records it keeps."""
     base, data_path = segment.base, segment.path(DATA)
     plan = plan_segment(data, index_raw, time_raw, base, DEFAULT_MAX_RECORD_BYTES)
+    kept = {plan.records.positions[entry] for entry in plan.damaged}
     problems: list[Problem] = []
     if plan.damaged:
         first = plan.records.positions[plan.damaged[0]]
@@ -366,9 +368,9 @@ def _what_repair_does(
                     f"{base + entries - 1}): their records end past the end of .data (a power cut took them back)"
                 )
             else:
-                return problems  # a torn tail no entry committed: the tail check said so
+                return problems, kept  # a torn tail no entry committed: the tail check said so
         problems.append(Problem(data_path, keep, what, "recovery", segment.partition, base))
-    return problems
+    return problems, kept
 
 
 def _unmarked_tags(segment: SegmentRef, plan: SegmentPlan) -> list[Problem]:
@@ -390,17 +392,19 @@ def _unmarked_tags(segment: SegmentRef, plan: SegmentPlan) -> list[Problem]:
     return [Problem(path, unmarked[0] * width, what, "recovery", segment.partition, segment.base)]
 
 
-def _with_repair_plan(data_path: str, problems: tuple[Problem, ...], plan: list[Problem]) -> tuple[Problem, ...]:
-    """The active segment's problems with what repairing does added: a damaged record it keeps is
-    no longer said to be fixed by it, and a torn tail it sets aside is not said to be cut."""
-    if not plan:
+def _with_repair_plan(
+    data_path: str, problems: tuple[Problem, ...], plan: list[Problem], kept: set[int]
+) -> tuple[Problem, ...]:
+    """The active segment's problems with what repairing does added: a damaged record it keeps (at
+    a position in ``kept``) is not said to be fixed by it, and a tail it sets aside not said to be cut."""
+    if not plan and not kept:
         return problems
     aside = any(p.fix == "recovery" and "sets aside" in p.what for p in plan)
     adjusted = []
     for problem in problems:
         if problem.path == data_path and problem.what.startswith("torn tail") and aside:
             continue  # the plan says what happens to those bytes
-        if problem.path == data_path and problem.fix == "recovery" and "is damaged" in problem.what:
+        if problem.path == data_path and problem.fix == "recovery" and problem.position in kept:
             problem = dataclasses.replace(problem, fix=None)
         adjusted.append(problem)
     return (*adjusted, *plan)
