@@ -9,16 +9,10 @@ the tag hash of the message's record, which a filtering consumer reads instead o
                CRC-32 is 0 is stored as 1, so 0 always means "no tag"
 
 ``UNKNOWN_TAG`` (0xFFFFFFFF) is what recovery writes for a damaged record, whose tag bytes cannot be
-trusted: every ``TagFilter`` takes it as a candidate, so a filtered reader reads that record and
-meets its damage where an unfiltered reader does, instead of skipping it on a hash of garbage. (A
-tag whose CRC-32 happens to be 0xFFFFFFFF has the same entry and is found the same way: a candidate
-for every filter, confirmed from its record like any other.)
-
-The column is derived from ``.data`` (the record holds the tag itself) and rebuilt from it like
-``.timeindex``; it may lag ``.index`` by the single pushes' buffered entries (see
-``adiskq/_storage/segment.py``), and readers take the tags of messages past its end from their
-records. A hash only selects candidates: a reader confirms each candidate's tag from its record,
-so two tags with one hash never deliver each other's messages.
+trusted: every ``TagFilter`` takes it as a candidate (it is among ``TagFilter.hashes``), so a filtered reader
+reads that record and meets its damage where an unfiltered reader does, instead of skipping it on a
+hash of garbage. (A tag whose CRC-32 happens to be 0xFFFFFFFF has the same entry and is found the
+same way: a candidate for every filter, confirmed from its record like any other.)
 """
 
 from __future__ import annotations
