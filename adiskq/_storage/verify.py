@@ -404,6 +404,9 @@ def _with_repair_plan(
     for problem in problems:
         if problem.path == data_path and problem.what.startswith("torn tail") and aside:
             continue  # the plan says what happens to those bytes
+        if aside and problem.path.endswith("." + INDEX) and problem.what.startswith("missing"):
+            what = "missing: it is rebuilt from .data up to the damage (what happens to the rest is said below)"
+            problem = dataclasses.replace(problem, what=what)
         if problem.path == data_path and problem.fix == "recovery" and problem.position in kept:
             problem = dataclasses.replace(problem, fix=None)
         adjusted.append(problem)
