@@ -97,12 +97,21 @@ PyObject *adq_py_matching_entries(PyObject *module, PyObject *const *args, Py_ss
 }
 
 /* The first entry from `i` on (below `covered`) whose hash is one of the n `wanted`; `covered` if none.
- * One wanted hash (the common subscription) gets a loop of its own: a load and a compare an entry. */
+ * One or two wanted hashes (the common subscription: one tag, and the damaged records' UNKNOWN_TAG
+ * that every filter wants, tags.py) get loops of their own: a load and a compare or two an entry. */
 static Py_ssize_t next_match(const uint8_t *column, Py_ssize_t i, Py_ssize_t covered, const uint32_t *wanted,
                              Py_ssize_t n) {
     if (n == 1) {
         const uint32_t only = wanted[0];
         while (i < covered && adq_load_u32(column + 4 * i) != only) i++;
+        return i;
+    }
+    if (n == 2) {
+        const uint32_t first = wanted[0], second = wanted[1];
+        for (; i < covered; i++) {
+            uint32_t value = adq_load_u32(column + 4 * i);
+            if (value == first || value == second) return i;
+        }
         return i;
     }
     for (; i < covered; i++) {

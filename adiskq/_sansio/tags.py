@@ -8,11 +8,11 @@ the tag hash of the message's record, which a filtering consumer reads instead o
     otherwise  CRC-32 (zlib's, the key index's hash too) of the tag's UTF-8 bytes; a tag whose
                CRC-32 is 0 is stored as 1, so 0 always means "no tag"
 
-The column is derived from ``.data`` (the record holds the tag itself) and rebuilt from it like
-``.timeindex``; it may lag ``.index`` by the single pushes' buffered entries (see
-``adiskq/_storage/segment.py``), and readers take the tags of messages past its end from their
-records. A hash only selects candidates: a reader confirms each candidate's tag from its record,
-so two tags with one hash never deliver each other's messages.
+``UNKNOWN_TAG`` (0xFFFFFFFF) is what recovery writes for a damaged record, whose tag bytes cannot be
+trusted: every ``TagFilter`` takes it as a candidate (it is among ``TagFilter.hashes``), so a filtered reader
+reads that record and meets its damage where an unfiltered reader does, instead of skipping it on a
+hash of garbage. (A tag whose CRC-32 happens to be 0xFFFFFFFF has the same entry and is found the
+same way: a candidate for every filter, confirmed from its record like any other.)
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ __all__ = [
     "ENTRY_BYTES",
     "NO_TAG",
     "NO_TAG_ENTRY",
+    "UNKNOWN_TAG",
     "MatchingRecords",
     "TagFilter",
     "data_tag_column",
@@ -46,6 +47,7 @@ __all__ = [
 
 ENTRY_BYTES: Final = 4
 NO_TAG: Final = 0
+UNKNOWN_TAG: Final = 0xFFFFFFFF  # a damaged record: a candidate for every filter
 _U32: Final = struct.Struct("<I")
 NO_TAG_ENTRY: Final = bytes(ENTRY_BYTES)  # the .tagindex entry of a message without a tag
 
@@ -95,9 +97,10 @@ def tag_column(records: Sequence[bytes]) -> bytes:
     return bytes(column)
 
 
-def data_tag_column(data: bytes, positions: Iterable[int]) -> bytes:
+def data_tag_column(data: bytes, positions: Iterable[int], damaged: Iterable[int] = ()) -> bytes:
     """The ``.tagindex`` entries of the records at ``positions`` of a ``.data`` buffer (recovery's
-    and check's rebuild; the records there were checked, or are damaged and count as untagged)."""
+    and check's rebuild; the records there were checked), ``UNKNOWN_TAG`` for the entries numbered
+    in ``damaged`` (records that failed their check)."""
     column = bytearray()
     for position in positions:
         try:
@@ -105,6 +108,8 @@ def data_tag_column(data: bytes, positions: Iterable[int]) -> bytes:
         except (IndexError, struct.error):
             raw = None
         column += _U32.pack(_raw_tag_hash(raw))
+    for entry in damaged:
+        _U32.pack_into(column, entry * ENTRY_BYTES, UNKNOWN_TAG)
     return bytes(column)
 
 
@@ -216,10 +221,12 @@ class TagFilter:
         for tag in wanted:
             tag_bytes(tag)  # a clear error for a tag no message can carry
         self.tags: frozenset[str | None] = frozenset(wanted)
-        self.hashes = tuple(sorted(set(map(tag_hash, wanted))))
+        own = set(map(tag_hash, wanted))
+        # The hashes whose entries are candidates: the tags' own, and a damaged record's.
+        self.hashes = tuple(sorted(own | {UNKNOWN_TAG}))
         # The column entry of the one wanted hash: a stretch of the column equal to it repeated is
         # all wanted, told by one comparison.
-        self.single_entry = _U32.pack(self.hashes[0]) if len(self.hashes) == 1 else None
+        self.single_entry = _U32.pack(own.pop()) if len(own) == 1 else None
 
     @classmethod
     def of(cls, tags: Iterable[str] | None) -> TagFilter | None:

@@ -11,7 +11,7 @@ import collections
 import contextlib
 import datetime as dt
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from .._errors import CorruptRecordError, InvalidArgumentError, OffsetOutOfRangeError
 from .._sansio import keyindex as keyindex_format
@@ -22,7 +22,14 @@ from .._sansio.values import Message, PartitionStats, ns_from_datetime
 from . import keyindex
 from .cursors import PartitionCursor
 from .files import open_read, read_file
-from .segment import TIMEINDEX_ENTRY, TIMEINDEX_ENTRY_BYTES, SegmentReader, entry_columns, segment_path
+from .segment import (
+    INDEX_ENTRY_BYTES,
+    TIMEINDEX_ENTRY,
+    TIMEINDEX_ENTRY_BYTES,
+    SegmentReader,
+    entry_columns,
+    segment_path,
+)
 from .segment_files import entry_count, file_size, list_segment_files, timestamps
 
 __all__ = ["PartitionReader"]
@@ -275,6 +282,16 @@ class PartitionReader:
         return stamps
 
 
+def _first_outside(positions: Sequence[int], sizes: Sequence[int], start: int, data_size: int) -> int:
+    """The number of the first index entry that goes backwards or ends past the data."""
+    end = start
+    for number, (position, size) in enumerate(zip(positions, sizes, strict=True)):
+        if position < end or position + size > data_size:
+            return number
+        end = position + size
+    return len(positions) - 1
+
+
 def _search_data(segment: SegmentReader, key: bytes, first: int, end: int) -> list[int]:
     """Offsets in ``[first, end)`` of a segment whose record has this key, found in the data
     (the search without a key index), reading about ``_SEARCH_CHUNK`` records at a time."""
@@ -285,6 +302,16 @@ def _search_data(segment: SegmentReader, key: bytes, first: int, end: int) -> li
             break
         _, positions, sizes = entry_columns(raw, "Q", 3)
         start, stop = positions[0], positions[-1] + sizes[-1]
+        if not start <= stop <= segment.data_size():
+            # A damaged entry: its size (or position) points outside the data. Searching on would
+            # read what it claims; the damage is named instead, as a read of that offset names it.
+            bad = chunk_first + _first_outside(positions, sizes, start, segment.data_size())
+            raise CorruptRecordError(
+                f"the index entry of offset {bad} points outside the data",
+                path=segment.index_path,
+                position=(bad - segment.base_offset) * INDEX_ENTRY_BYTES,
+                offset=bad,
+            )
         data = segment.read_data(start, stop - start)
         matches = keyindex_format.data_key_matches(data, positions, key, origin=start)
         found += [chunk_first + match for match in matches]

@@ -3,12 +3,11 @@
 The rules, in the order they are applied:
 
 1. ``.data`` is the source of truth. Every record is checked (size, magic, CRC-32C) from the start
-   of the segment. Bad bytes with nothing valid after them are the torn tail of a crash or a power
-   cut: the data is truncated there. Bad bytes followed by a valid record are rot inside committed
-   data, never a torn tail (a crash tears only the end): nothing is cut. The damaged record keeps its
-   offset (its size from its index entry when that leads to the next valid record, else up to the
-   next valid record found by searching for one), readers raise ``CorruptRecordError`` (file,
-   position, offset) there, and the repair is reported.
+   of the segment, and what to keep is decided by ``recovery_plan.plan_segment`` (its rules are
+   written there): a damaged record that an ``.index`` entry committed keeps its offset, the newest
+   one too, and readers raise ``CorruptRecordError`` (file, position, offset) there; bad bytes
+   with no indexed record after them are a torn tail and cut; without an ``.index`` the bytes after
+   the first bad record are set aside in a file beside the segment, never deleted. Each is reported.
 2. ``.index`` and ``.timeindex`` are derived: entries that agree with the valid records are kept,
    a partial trailing entry and entries that point past valid data are dropped, and missing
    entries are rebuilt from the records.
@@ -16,7 +15,8 @@ The rules, in the order they are applied:
    some of its files).
 4. ``.tagindex`` (the tag hash column, ``adiskq/_sansio/tags.py``) is checked the same way as a
    hash column: it must hold the tag hash of every valid record, in order, recomputed from the data
-   (a format-1 segment that had none gets one).
+   (a format-1 segment that had none gets one), and ``UNKNOWN_TAG`` for a damaged record, whose tag
+   cannot be trusted: every tag filter then reads it, and meets the damage as an unfiltered reader does.
 5. When the stream keeps a key index, ``.keyindex`` is checked the same way: it must hold the hash
    of every valid record's key, in order (and nothing else: the seal of a segment that was about to
    roll is dropped with the rest). The hashes are recomputed from the data, so an entry damaged on
@@ -37,30 +37,15 @@ from typing import NamedTuple
 
 from .._sansio import keyindex as keyindex_format
 from .._sansio import tags as tags_format
-from .._sansio.codec import ScannedRecords, is_valid_record
-from .._sansio.core import next_valid_record, scan_columns
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX
 from .._sansio.values import SegmentRepair
 from . import keyindex
-from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, read_file
+from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, read_file, write_all
+from .recovery_plan import SegmentPlan, damaged_file_name, plan_segment
 from .segment import INDEX_ENTRY, TIMEINDEX_ENTRY, entry_columns, segment_path
 from .segment_files import entry_count, index_positions
 
-__all__ = ["RecoveredSegment", "ScanResult", "ensure_sealed_key_index", "record_after_damage", "recover_segment"]
-
-
-class ScanResult(NamedTuple):
-    """The valid records at the start of a ``.data`` file and why the scan stopped."""
-
-    records: ScannedRecords
-    valid_end: int
-    file_size: int
-    problem: str | None  # None when the data ends exactly after a valid record
-
-    @property
-    def record_count(self) -> int:
-        """How many valid records there are."""
-        return len(self.records.positions)
+__all__ = ["RecoveredSegment", "describe_damaged", "ensure_sealed_key_index", "recover_segment"]
 
 
 class RecoveredSegment(NamedTuple):
@@ -70,94 +55,34 @@ class RecoveredSegment(NamedTuple):
     data_size: int
 
 
-def _scan_data(path: str, max_record_bytes: int) -> tuple[ScanResult, bytes]:
-    """Every record of a ``.data`` file checked from its start, and the bytes read."""
+def _read_data(path: str) -> bytes:
     fd = open_read(path)
     try:
-        size = os.fstat(fd).st_size
-        data = pread_exact(fd, size, 0)
+        return pread_exact(fd, os.fstat(fd).st_size, 0)
     finally:
         os.close(fd)
-    scanned = scan_columns(data, max_record_bytes=max_record_bytes)
-    problem = None if scanned.error is None else scanned.error.reason
-    if problem is None and scanned.end != len(data):
-        problem = "the last record is incomplete (torn write)"
-    return ScanResult(scanned, scanned.end, len(data), problem), data
 
 
-def record_after_damage(
-    data: bytes,
-    bad: int,
-    entry: int,
-    indexed: list[array.array[int]],
-    max_record_bytes: int,
-    indexed_positions: set[int] | None = None,
-) -> int | None:
-    """Where the first valid record after the damaged one at ``bad`` (entry ``entry`` of the
-    segment) starts, or None when nothing valid follows (a torn tail).
-
-    In order of trust: the damaged record's index entry, its own size field (rot elsewhere in it),
-    or a search, which counts only where an index entry confirms a record starts there: bytes
-    inside a torn record's value may hold a valid record of their own (a message that carries an
-    encoded record), never a real one. ``indexed`` holds the ``.index`` columns (offsets, positions,
-    sizes).
-    """
-    candidates = []
-    if entry < len(indexed[1]) and indexed[1][entry] == bad:
-        candidates.append(bad + indexed[2][entry])
-    if bad + 4 <= len(data):
-        candidates.append(bad + int.from_bytes(data[bad : bad + 4], "little"))
-    for at in candidates:
-        if bad < at < len(data) and is_valid_record(data, at, max_record_bytes=max_record_bytes):
-            return at
-    confirmed = set(indexed[1]) if indexed_positions is None else indexed_positions
-    found = next_valid_record(data, bad + 1, max_record_bytes=max_record_bytes)
-    while found is not None and found not in confirmed:
-        found = next_valid_record(data, found + 1, max_record_bytes=max_record_bytes)
-    return found
+def _set_aside(directory: str, base_offset: int, data: bytes, position: int, mode: int) -> str:
+    """Copy ``.data``'s bytes from ``position`` on into a file of their own beside the segment,
+    durably, before ``.data`` is cut there; returns its path."""
+    path = os.path.join(directory, damaged_file_name(base_offset, position))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        write_all(fd, memoryview(data)[position:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(directory)
+    return path
 
 
-def _scan_past_rot(
-    data: bytes, scan: ScanResult, index_raw: bytes | None, timeindex_raw: bytes | None, max_record_bytes: int
-) -> tuple[ScanResult, list[int]]:
-    """Carry a scan that stopped at a bad record on past it while valid records follow.
-
-    Returns the scan with each damaged record kept in place (its position, its size up to the next
-    valid record, its timestamp from the time index, else the one before it) and the positions of
-    the damaged records. A bad record with nothing valid after it ends the scan, as a torn tail does.
-    """
-    records = scan.records
-    positions, sizes, timestamps = list(records.positions), list(records.sizes), list(records.timestamps)
-    indexed = entry_columns(index_raw or b"", "Q", 3)  # offsets, positions, sizes
-    stamped = entry_columns(timeindex_raw or b"", "q", 2)  # offsets, timestamps
-    indexed_positions = set(indexed[1])
-    damaged: list[int] = []
-    end, error = records.end, records.error
-    while end < len(data):  # bad bytes, or a size field that claims more than the data holds
-        bad = end
-        k = len(positions)
-        following = record_after_damage(data, bad, k, indexed, max_record_bytes, indexed_positions)
-        if following is None:
-            break  # nothing valid after the bad bytes: a torn tail
-        damaged.append(bad)
-        positions.append(bad)
-        sizes.append(following - bad)
-        if k < len(stamped[0]) and stamped[0][k] == stamped[0][0] + k:
-            timestamps.append(stamped[1][k])
-        else:
-            timestamps.append(timestamps[-1] if timestamps else 0)
-        more = scan_columns(data, following, max_record_bytes=max_record_bytes)
-        positions += more.positions
-        sizes += more.sizes
-        timestamps += more.timestamps
-        end, error = more.end, more.error
-    if not damaged:
-        return scan, []
-    problem = None if error is None else error.reason
-    if problem is None and end != len(data):
-        problem = "the last record is incomplete (torn write)"
-    columns = ScannedRecords(positions, sizes, timestamps, end, error)
-    return ScanResult(columns, end, len(data), problem), damaged
+def describe_damaged(plan: SegmentPlan, base_offset: int) -> str:
+    """The damaged records a plan keeps, for a report: their offsets (a few) and the first's byte."""
+    offsets = [base_offset + entry for entry in plan.damaged]
+    shown = ", ".join(map(str, offsets[:5])) + (f" and {len(offsets) - 5} more" if len(offsets) > 5 else "")
+    first = plan.records.positions[plan.damaged[0]]
+    return f"{len(offsets)} damaged record(s) keep their offsets ({shown}; the first at byte {first}: {plan.damage})"
 
 
 def _agreeing_prefix(whole: int, agree: Callable[[int], bool]) -> int:
@@ -299,47 +224,47 @@ def recover_segment(
         repairs.append(SegmentRepair(partition, base_offset, "recreated missing .data (empty)"))
         created = True
 
-    scan, data = _scan_data(data_path, max_record_bytes)
-    damaged: list[int] = []  # positions of damaged records that valid ones follow
-    if scan.valid_end < scan.file_size:  # bad bytes, or a record the data ends inside
-        scan, damaged = _scan_past_rot(
-            data,
-            scan,
-            read_file(segment_path(directory, base_offset, INDEX)),
-            read_file(segment_path(directory, base_offset, TIMEINDEX)),
-            max_record_bytes,
-        )
-        if damaged:
-            first = scan.records.positions.index(damaged[0])
-            repairs.append(
-                SegmentRepair(
-                    partition,
-                    base_offset,
-                    f"kept every committed record: {len(damaged)} damaged record(s) inside committed data, the "
-                    f"first at offset {base_offset + first} (byte {damaged[0]}), are followed by valid ones, so this "
-                    "is rot, not a torn tail; reading a damaged offset raises CorruptRecordError, read past it with "
-                    "start=offset + 1",
-                    position=damaged[0],
-                )
-            )
-    if scan.valid_end < scan.file_size:
-        fd = os.open(data_path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            os.ftruncate(fd, scan.valid_end)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    data = _read_data(data_path)
+    plan = plan_segment(
+        data,
+        read_file(segment_path(directory, base_offset, INDEX)),
+        read_file(segment_path(directory, base_offset, TIMEINDEX)),
+        base_offset,
+        max_record_bytes,
+    )
+    if plan.damaged:
         repairs.append(
             SegmentRepair(
                 partition,
                 base_offset,
-                f"cut {scan.file_size - scan.valid_end} bytes of torn tail ({scan.problem})",
-                position=scan.valid_end,
+                f"kept every committed record: {describe_damaged(plan, base_offset)}; their .index entries "
+                "committed them, so this is damage, not a torn tail; reading a damaged offset raises "
+                "CorruptRecordError, read past it with start=offset + 1",
+                position=plan.records.positions[plan.damaged[0]],
             )
         )
+    if plan.keep_bytes < plan.file_size:
+        cut = plan.file_size - plan.keep_bytes
+        if plan.set_aside:
+            aside = _set_aside(directory, base_offset, data, plan.keep_bytes, mode)
+            action = (
+                f"set aside {cut} bytes of .data from byte {plan.keep_bytes} ({plan.problem}) in {aside}: without "
+                ".index nothing numbers the records from there on, so they left the segment whole (the file "
+                "holds the bytes as they were, records in .data's format) and the next message gets offset "
+                f"{base_offset + plan.record_count}"
+            )
+        else:
+            action = f"cut {cut} bytes of torn tail ({plan.problem})"
+        fd = os.open(data_path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.ftruncate(fd, plan.keep_bytes)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        repairs.append(SegmentRepair(partition, base_offset, action, position=plan.keep_bytes))
 
-    records = scan.records
-    offsets = range(base_offset, base_offset + scan.record_count)
+    records = plan.records
+    offsets = range(base_offset, base_offset + plan.record_count)
     # The time index first, then the index: the same order as the write path.
     changed = _repair_derived_file(
         segment_path(directory, base_offset, TIMEINDEX),
@@ -365,7 +290,7 @@ def recover_segment(
     )
     changed |= _repair_key_index(
         segment_path(directory, base_offset, TAGINDEX),
-        tags_format.data_tag_column(data, records.positions),
+        tags_format.data_tag_column(data, records.positions, plan.damaged),
         repairs,
         partition,
         base_offset,
@@ -381,7 +306,7 @@ def recover_segment(
         changed = True
     if changed or created:
         fsync_dir(directory)
-    return RecoveredSegment(base_offset + scan.record_count, scan.valid_end), repairs
+    return RecoveredSegment(base_offset + plan.record_count, plan.keep_bytes), repairs
 
 
 def ensure_sealed_key_index(directory: str, partition: int, base: int, mode: int) -> list[SegmentRepair]:

@@ -44,7 +44,7 @@ from typing import Final, NamedTuple, Self
 
 from .._errors import CorruptRecordError
 from .._sansio import keyindex as keyindex_format
-from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
+from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES
 from .._sansio.core import decode_at, decode_messages, index_entries, matching_records, tag_column
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, segment_file_name
 from .._sansio.native import NATIVE
@@ -88,6 +88,8 @@ _TAG_OF: Final = operator.itemgetter(6)  # Message.tag
 _SPARSE_SHARE: Final = 8
 _TAG_FD_UNOPENED: Final = -1
 _TAG_FD_NONE: Final = -2  # the segment has no .tagindex
+# No record is larger (a u32 size field): an .index size above it is damage.
+MAX_RECORD_BYTES_EVER: Final = 2**32 - 1
 # Reads larger than this are first checked against the size of .data (one fstat).
 TRUST_READ_BYTES: Final = 16 * 2**20
 
@@ -131,12 +133,38 @@ def count_within(entries: bytes | memoryview, count: int, start: int, max_bytes:
     return low
 
 
+def _stop_offset(decoded: list[Message], offsets: list[int]) -> int | None:
+    """The first candidate offset a read of ``offsets`` left out (a damaged record ended it), or
+    None when it decoded them all (a dense run decodes every offset between them too)."""
+    last = decoded[-1].offset if decoded else offsets[0] - 1
+    if last >= offsets[-1]:
+        return None
+    return next(found for found in offsets if found > last)
+
+
 def _confirmed(messages: list[Message], tag_filter: TagFilter) -> list[Message]:
     """The messages whose record's tag is wanted: a hash only selects, the record's own tag decides."""
     wanted = tag_filter.tags
     if wanted.issuperset(map(_TAG_OF, messages)):
         return messages
     return [message for message in messages if message.tag in wanted]
+
+
+def _damaged_size(size: int) -> bool:
+    """Whether an ``.index`` entry's size is one no record can have."""
+    return not MIN_RECORD_BYTES <= size <= MAX_RECORD_BYTES_EVER
+
+
+def _sound_entries(entries: bytes | memoryview, count: int, start: int, data_size: int) -> int:
+    """How many leading index entries go forward from ``start`` without leaving ``.data`` (of
+    ``data_size`` bytes): where a damaged entry ends a read."""
+    end = start
+    for i in range(count):
+        _, position, size = INDEX_ENTRY.unpack_from(entries, i * INDEX_ENTRY_BYTES)
+        if position < end or position + size > data_size:
+            return i
+        end = position + size
+    return count
 
 
 def _offset_at(entries: bytes | memoryview, count: int, first_offset: int, position: int) -> int | None:
@@ -823,9 +851,11 @@ class SegmentReader:
             entries = memoryview(entries)[INDEX_ENTRY_BYTES:]
             expected_start = previous_position + previous_size
         else:
-            expected_start = 0
+            expected_start = previous_position = previous_size = 0
         start, _ = self._entry(entries, 0, offset)
-        if start != expected_start:
+        if start != expected_start and not (before and _damaged_size(previous_size) and start > previous_position):
+            # (When the entry before has a size no record can have, that size is the damage, found
+            # by the read of its own offset: this one's position is checked by its record's CRC.)
             raise CorruptRecordError(
                 f"the index entry of offset {offset} says position {start}, but its record starts at {expected_start}",
                 path=self.index_path,
@@ -837,14 +867,20 @@ class SegmentReader:
             count = count_within(entries, count, start, max_bytes)
             last_position, last_size = self._entry(entries, count - 1, offset + count - 1)
             end = last_position + last_size
-        if end < start:
-            raise CorruptRecordError(
-                "index entries go backwards",
-                path=self.index_path,
-                position=(offset - self.base_offset) * INDEX_ENTRY_BYTES,
-            )
-        if end - start > TRUST_READ_BYTES and end > os.fstat(self._data_fd).st_size:
-            raise CorruptRecordError("the index points past the end of the data", path=self.data_path, position=start)
+        if end < start or (end - start > TRUST_READ_BYTES and end > os.fstat(self._data_fd).st_size):
+            # A damaged entry (its size, most likely) ends the stretch: the entries before it are
+            # read, and the read that starts at it raises, naming it.
+            sound = _sound_entries(entries, count, start, os.fstat(self._data_fd).st_size)
+            if not sound:
+                raise CorruptRecordError(
+                    f"the index entry of offset {offset} points outside the data",
+                    path=self.index_path,
+                    position=(offset - self.base_offset) * INDEX_ENTRY_BYTES,
+                    offset=offset,
+                )
+            count = sound
+            last_position, last_size = self._entry(entries, count - 1, offset + count - 1)
+            end = last_position + last_size
         return entries[: count * INDEX_ENTRY_BYTES], count, start, end
 
     def read_messages(self, offset: int, max_count: int, max_bytes: int | None = None) -> list[Message]:
@@ -890,17 +926,21 @@ class SegmentReader:
         located = self.locate(offset, max_scan)
         if located is None:
             return [], 0
-        entries, count, _, _ = located
+        entries, count, start, end = located
         column = self._tag_column(relative, count) if column is None else column[: count * TAG_ENTRY_BYTES]
         chosen = matching_records(
             column, entries, tag_filter.hashes, offset, max_count, -1 if max_bytes is None else max_bytes
         )
         if isinstance(chosen, int):
+            if chosen:  # the messages before the entry that names another offset, then it raises
+                return self.read_tagged(offset, max_count, chosen, tag_filter, max_bytes)
             self._entry(entries, chosen, offset + chosen)  # raises, naming the entry
             raise AssertionError("unreachable")  # pragma: no cover
         positions, sizes, offsets, passed, total = chosen
         if not offsets:
             return [], passed
+        if not all(start <= at and at + size <= end for at, size in zip(positions, sizes, strict=True)):
+            return self._before_damaged_entry(offset, entries, count, start, end, max_count, tag_filter, max_bytes)
         stretch = positions[-1] + sizes[-1] - positions[0]
         if len(positions) * _SPARSE_SHARE < count or (max_bytes is not None and stretch > max_bytes):
             decoded = self._read_spans(offset, entries, positions, sizes, offsets, total)
@@ -910,7 +950,34 @@ class SegmentReader:
             # tag check drops them.
             first, last = offsets[0], offsets[-1]
             decoded = self._decode_run(first, last - first + 1, positions[0], positions[-1] + sizes[-1])
+        if (stop := _stop_offset(decoded, offsets)) is not None:
+            # A damaged record ended the read: the messages before it now, the next read raises there.
+            passed = stop - offset
         return _confirmed(decoded, tag_filter), passed
+
+    def _before_damaged_entry(
+        self,
+        offset: int,
+        entries: bytes | memoryview,
+        count: int,
+        start: int,
+        end: int,
+        max_count: int,
+        tag_filter: TagFilter,
+        max_bytes: int | None,
+    ) -> tuple[list[Message], int]:
+        """A filtered read whose stretch holds an index entry pointing outside the data it covers
+        (its size damaged): the wanted messages before that entry, or, when the read starts at it,
+        ``CorruptRecordError`` naming it, as for any damaged entry a read meets."""
+        sound = _sound_entries(entries, count, start, end)
+        if sound:
+            return self.read_tagged(offset, max_count, sound, tag_filter, max_bytes)
+        raise CorruptRecordError(
+            f"the index entry of offset {offset} points outside the data",
+            path=self.index_path,
+            position=(offset - self.base_offset) * INDEX_ENTRY_BYTES,
+            offset=offset,
+        )
 
     def _read_spans(
         self,
@@ -935,7 +1002,17 @@ class SegmentReader:
         try:
             return decode_at(data, self.partition, offsets, max_record_bytes=self.max_record_bytes)
         except CorruptRecordError:
-            return [self._decode_alone(entries, found - offset) for found in offsets]
+            pass
+        # A damaged record among them: the messages before it (the caller's next read raises at it).
+        decoded: list[Message] = []
+        for found in offsets:
+            try:
+                decoded.append(self._decode_alone(entries, found - offset))
+            except CorruptRecordError:
+                if not decoded:
+                    raise
+                break
+        return decoded
 
     def _decode_alone(self, entries: bytes | memoryview, entry: int) -> Message:
         """The message of one index entry, or its record's CorruptRecordError with file and position."""
@@ -995,6 +1072,10 @@ class SegmentReader:
             if self._map is not None and end <= len(self._map):
                 return self._map[start:end]
         return self.read_data(start, end - start)
+
+    def data_size(self) -> int:
+        """The size of ``.data`` now."""
+        return os.fstat(self._data_fd).st_size
 
     def read_data(self, position: int, size: int) -> bytes:
         """``size`` bytes of ``.data`` at ``position``; CorruptRecordError if the file is shorter."""

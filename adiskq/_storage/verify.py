@@ -43,14 +43,14 @@ from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX
 from . import keyindex
 from .files import read_file
 from .offsets import OFFSETS_FILE, group_dir, list_groups, load_offsets
-from .recovery import record_after_damage
+from .recovery import describe_damaged
+from .recovery_plan import SegmentPlan, damaged_file_name, plan_segment
 from .segment import (
     BUFFERED_ENTRIES,
     INDEX_ENTRY,
     INDEX_ENTRY_BYTES,
     TIMEINDEX_ENTRY,
     TIMEINDEX_ENTRY_BYTES,
-    entry_columns,
     segment_path,
 )
 from .segment_files import list_segment_files
@@ -237,13 +237,14 @@ def check_segment(
         _report_missing_data(found, segment, entries)
         return SegmentCheck(segment.partition, base, 0, base + entries, found.finish())
 
-    extents, valid_end, scan_problem = _scan(data, 0, on_progress)
+    extents, _, scan_problem = _scan(data, 0, on_progress)
     data_sound = scan_problem is None
     # Index problems are fixed by recovery in the active segment; in a sealed one, by a rebuild
     # from the data, which is safe only when the data is whole (decided once the count is known).
     index_fix: Fix = "recovery" if segment.is_active else "rebuild"
     data_fix: Fix = "recovery" if segment.is_active else None
 
+    original_index = index_raw
     index_raw = index_raw or b""
     entries = len(index_raw) // INDEX_ENTRY_BYTES
     partial = len(index_raw) % INDEX_ENTRY_BYTES
@@ -279,8 +280,9 @@ def check_segment(
         problems = tuple(
             dataclasses.replace(p, fix=None) if p.fix == "rebuild" and not rebuildable else p for p in problems
         )
-    if segment.is_active and not data_sound and not in_flight and valid_end < covered_end:
-        problems = (*problems, *_what_repair_does(segment, data, index_raw, entries, valid_end, scan_problem))
+    if segment.is_active and not data_sound and not in_flight:
+        plan, kept = _what_repair_does(segment, data, original_index, time_raw)
+        problems = _with_repair_plan(data_path, problems, plan, kept)
     return SegmentCheck(segment.partition, base, records, base + entries, problems)
 
 
@@ -329,30 +331,86 @@ def _report_missing_data(found: _Findings, segment: SegmentRef, entries: int) ->
 
 
 def _what_repair_does(
-    segment: SegmentRef, data: bytes, index_raw: bytes, entries: int, valid_end: int, scan_problem: str | None
-) -> list[Problem]:
-    """What recovery does at the active segment's first bad record, and what it costs: it keeps
-    everything when valid records follow (rot), and cuts the indexed messages from there when
-    nothing valid does (a torn tail)."""
+    segment: SegmentRef, data: bytes, index_raw: bytes | None, time_raw: bytes | None
+) -> tuple[list[Problem], set[int]]:
+    """What recovery will do with the active segment's damage, from the plan it carries out
+    (``recovery_plan.plan_segment``): the damaged records it keeps at their offsets, and the bytes
+    it cuts (a torn tail, with the indexed messages that go with it) or sets aside; and the
+    positions of the damaged records it keeps."""
     base, data_path = segment.base, segment.path(DATA)
-    lost = sum(1 for e in range(entries) if _entry_position(index_raw, e) >= valid_end)
-    if not lost:
-        return []
-    offsets = f"offsets {base + entries - lost}..{base + entries - 1}"
-    indexed = entry_columns(index_raw, "Q", 3)
-    valid_records = next(i for i in range(entries + 1) if i == entries or _entry_position(index_raw, i) >= valid_end)
-    if record_after_damage(data, valid_end, valid_records, indexed, DEFAULT_MAX_RECORD_BYTES) is not None:
+    plan = plan_segment(data, index_raw, time_raw, base, DEFAULT_MAX_RECORD_BYTES)
+    kept = {plan.records.positions[entry] for entry in plan.damaged}
+    problems: list[Problem] = []
+    if plan.damaged:
+        first = plan.records.positions[plan.damaged[0]]
         what = (
-            f"damaged committed data ({scan_problem}) with valid records after it: nothing is cut, repairing "
-            f"keeps the {lost} indexed messages from there on ({offsets}); readers raise CorruptRecordError at "
-            "a damaged offset and read on from the offset after it"
+            f"damaged committed data: repairing cuts nothing here, {describe_damaged(plan, base)}; readers raise "
+            "CorruptRecordError at a damaged offset and read on from the offset after it"
         )
-        return [Problem(data_path, valid_end, what, None, segment.partition, base)]
+        problems.append(Problem(data_path, first, what, None, segment.partition, base))
+        problems += _unmarked_tags(segment, plan)
+    keep = plan.keep_bytes
+    if keep < plan.file_size:
+        if plan.set_aside:
+            aside = os.path.join(segment.directory, damaged_file_name(base, keep))
+            what = (
+                f"repairing sets aside {plan.file_size - keep} bytes of .data from here ({plan.problem}) in "
+                f"{aside}: without .index nothing numbers the records from there on; the next message gets "
+                f"offset {base + plan.record_count}"
+            )
+        else:
+            entries = len(index_raw or b"") // INDEX_ENTRY_BYTES
+            lost = max(0, entries - plan.record_count)
+            what = f"repairing cuts the data here ({plan.problem})"
+            if lost:
+                what += (
+                    f", and with it the {lost} indexed messages from there on (offsets {base + plan.record_count}.."
+                    f"{base + entries - 1}): their records end past the end of .data (a power cut took them back)"
+                )
+            else:
+                return problems, kept  # a torn tail no entry committed: the tail check said so
+        problems.append(Problem(data_path, keep, what, "recovery", segment.partition, base))
+    return problems, kept
+
+
+def _unmarked_tags(segment: SegmentRef, plan: SegmentPlan) -> list[Problem]:
+    """The ``.tagindex`` entries of damaged records the plan keeps that do not say their tag is
+    unknown (``tags.UNKNOWN_TAG``): filtered readers would pass those records by, which repairing
+    changes."""
+    path = segment.path(TAGINDEX)
+    column = read_file(path) or b""
+    width = tags_format.ENTRY_BYTES
+    marked = tags_format.UNKNOWN_TAG.to_bytes(width, "little")
+    unmarked = [e for e in plan.damaged if len(column) >= (e + 1) * width and column[e * width :][:width] != marked]
+    if not unmarked:
+        return []
+    offsets = ", ".join(str(segment.base + entry) for entry in unmarked[:5])
     what = (
-        f"repairing cuts the data here ({scan_problem}), and with it the {lost} indexed messages from there on "
-        f"({offsets})"
+        f"{len(unmarked)} entries of damaged offsets ({offsets}{', ...' if len(unmarked) > 5 else ''}) hold a tag "
+        "hash: repairing marks their tags unknown, so readers filtering by tag meet the damage too"
     )
-    return [Problem(data_path, valid_end, what, "recovery", segment.partition, base)]
+    return [Problem(path, unmarked[0] * width, what, "recovery", segment.partition, segment.base)]
+
+
+def _with_repair_plan(
+    data_path: str, problems: tuple[Problem, ...], plan: list[Problem], kept: set[int]
+) -> tuple[Problem, ...]:
+    """The active segment's problems with what repairing does added: a damaged record it keeps (at
+    a position in ``kept``) is not said to be fixed by it, and a tail it sets aside not said to be cut."""
+    if not plan and not kept:
+        return problems
+    aside = any(p.fix == "recovery" and "sets aside" in p.what for p in plan)
+    adjusted = []
+    for problem in problems:
+        if problem.path == data_path and problem.what.startswith("torn tail") and aside:
+            continue  # the plan says what happens to those bytes
+        if aside and problem.path.endswith("." + INDEX) and problem.what.startswith("missing"):
+            what = "missing: it is rebuilt from .data up to the damage (what happens to the rest is said below)"
+            problem = dataclasses.replace(problem, what=what)
+        if problem.path == data_path and problem.fix == "recovery" and problem.position in kept:
+            problem = dataclasses.replace(problem, fix=None)
+        adjusted.append(problem)
+    return (*adjusted, *plan)
 
 
 def _check_key_index(found: _Findings, segment: SegmentRef, entries: int) -> None:

@@ -81,3 +81,19 @@ def test_shared_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
         assert line in result.stdout
     assert "4 shared writers, asyncio:" in result.stdout
     assert os.listdir(tmp_path) == []
+
+
+def test_recovery_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
+    """bench_recovery.py --quick times the open after a torn record of each shape, beside its peers."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(BENCHMARKS, "bench_recovery.py"), "--quick", "--dir", os.fspath(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    for column in ("headers ms", "random ms", "no tear ms", "read+crc ms", "scan ms"):
+        assert column in result.stdout
+    assert "256 KiB" in result.stdout
+    assert os.listdir(tmp_path) == []

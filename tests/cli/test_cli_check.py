@@ -120,18 +120,16 @@ def test_damage_inside_the_active_segment_says_repair_keeps_what_follows(stream:
     flip_byte(active, 40)  # the first record of the active segment (offsets 32..39)
     result = invoke("check", stream)
     assert f"{active}:0: the record of offset 32 is damaged: CRC-32C mismatch" in result.stdout
-    assert "nothing is cut, repairing keeps the 8 indexed messages from there on (offsets 32..39)" in result.stdout
+    assert "repairing cuts nothing here, 1 damaged record(s) keep their offsets (32;" in result.stdout
 
 
-def test_a_torn_last_record_of_the_active_segment_says_what_repair_would_cut(stream: str) -> None:
-    """A bad record with nothing valid after it is a torn tail: check says which offsets repair drops."""
+def test_a_damaged_last_record_of_the_active_segment_says_repair_keeps_its_offset(stream: str) -> None:
+    """A bad newest record that its index entry committed is damage: check says repair keeps its offset."""
     active = segment_files(stream, 0, "data")[-1]
     flip_byte(active, os.path.getsize(active) - 1)  # the last record (offset 39)
     result = invoke("check", stream)
-    assert "repairing cuts the data here (CRC-32C mismatch), and with it the 1 indexed messages from there on " in (
-        result.stdout
-    )
-    assert "(offsets 39..39)" in result.stdout
+    assert "repairing cuts nothing here, 1 damaged record(s) keep their offsets (39;" in result.stdout
+    assert "repairing cuts the data" not in result.stdout
 
 
 def test_a_producer_writing_is_not_mistaken_for_damage(stream: str) -> None:
@@ -250,13 +248,13 @@ def test_repair_finds_damage_a_clean_close_record_would_hide_and_keeps_the_recor
     os.utime(active, ns=(times.st_atime_ns, times.st_mtime_ns))
     result = invoke("check", stream, "--repair")
     assert "kept every committed record" in result.stdout
-    assert "first at offset 33" in result.stdout
+    assert "keep their offsets (33;" in result.stdout
     assert "torn tail" not in result.stdout.split("kept every committed record")[0]
     assert adiskq.stats(stream).partitions[0].next_offset == 40
     again = invoke("check", stream)
     assert again.exit_code == 1  # the damaged record is still there to see
     assert "the record of offset 33 is damaged" in again.stdout
-    assert "nothing is cut" in again.stdout
+    assert "repairing cuts nothing here" in again.stdout
     assert adiskq.read(stream, 0, 34).offset == 34
 
 

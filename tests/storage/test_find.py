@@ -223,3 +223,21 @@ async def test_find_follows_a_key_across_partition_count_changes(stream_path: st
         assert adiskq.find(stream_path, key, limit=15) == found[:15]
         moved += len({m.partition for m in found}) > 1
     assert moved  # some keys did change partition
+
+
+def _overwrite(path: str, position: int, data: bytes) -> None:
+    with open(path, "r+b") as file:
+        file.seek(position)
+        file.write(data)
+
+
+@pytest.mark.parametrize("size", [1 << 62, 2**64 - 1], ids=["2**62", "2**64-1"])
+async def test_find_names_a_damaged_index_size_as_damage(stream_path: str, size: int) -> None:
+    """A damaged .index size field: find (searching the data, no key index) raises CorruptRecordError naming it."""
+    async with adiskq.Producer(stream_path, partitions=1, key_index=False) as producer:
+        await producer.push_many([adiskq.Record(b"v%03d" % i, key=b"k%d" % (i % 3)) for i in range(200)])
+    index = os.path.join(stream_path, "parts", "000000", f"{0:020d}.index")
+    await anyio.to_thread.run_sync(_overwrite, index, 199 * 24 + 16, size.to_bytes(8, "little"))
+    with pytest.raises(adiskq.CorruptRecordError) as caught:
+        adiskq.find(stream_path, b"k1")
+    assert (caught.value.path, caught.value.position, caught.value.offset) == (index, 199 * 24, 199)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import adiskq
 from adiskq._sansio import tags
 from adiskq._sansio.core import encode_record
+from adiskq._storage.cursors import PartitionCursor
 from adiskq._storage.stream import StreamReader, StreamWriter
 
 PART = os.path.join("parts", "000000")
@@ -223,3 +224,57 @@ def test_filtered_reads_deliver_every_wanted_message_once_within_their_limits(
             assert all(m.offset < cursor.position for m in messages)
             got += [m.offset for m in messages]
     assert got == [i for i, tag in enumerate(tag_list) if tag in wanted]
+
+
+def _damage(stream: str, offset: int, where: str) -> None:
+    """Flip the last byte of the record at ``offset``, or make its ``.index`` size field huge."""
+    (_, position, size) = struct.unpack_from("<QQQ", _read(_file(stream, 0, "index")), offset * 24)
+    if where == "record":
+        with open(_file(stream, 0, "data"), "r+b") as data:
+            data.seek(position + size - 1)
+            byte = data.read(1)
+            data.seek(-1, os.SEEK_CUR)
+            data.write(bytes([byte[0] ^ 1]))
+    else:
+        with open(_file(stream, 0, "index"), "r+b") as index:
+            index.seek(offset * 24 + 16)
+            index.write(struct.pack("<Q", 1 << 62))
+
+
+def _read_until_damage(
+    cursor: PartitionCursor, tag_filter: tags.TagFilter
+) -> tuple[list[int], adiskq.CorruptRecordError]:
+    """The offsets filtered reads deliver until one raises, and its error."""
+    got: list[int] = []
+    while True:
+        try:
+            messages, passed = cursor.read_tagged(1000, 256, tag_filter)
+        except adiskq.CorruptRecordError as error:
+            return got, error
+        assert passed
+        got += [m.offset for m in messages]
+
+
+@pytest.mark.parametrize("where", ["record", "index size"])
+@pytest.mark.parametrize("share", [2, 20], ids=["dense", "sparse"])
+def test_filtered_reads_deliver_what_comes_before_damage_then_raise_at_it(
+    tmp_path: pathlib.Path, where: str, share: int
+) -> None:
+    """A damaged wanted record (or its .index size): reads deliver every wanted message before it,
+    then raise CorruptRecordError naming its offset, and read on from the offset after it."""
+    stream = str(tmp_path / "s")
+    tag_list: list[str | None] = [f"t{i % share}" for i in range(300)]
+    _write(stream, tag_list)
+    _damage(stream, 160, where)
+    reader = StreamReader.open(stream).partition(0)
+    with reader.cursor(0) as cursor:
+        got, error = _read_until_damage(cursor, tags.TagFilter({"t0"}))
+        assert error.offset == 160
+        assert cursor.position == 160
+    wanted = [i for i, tag in enumerate(tag_list) if tag == "t0"]
+    assert got == [i for i in wanted if i < 160]
+    rest: list[int] = []
+    with reader.cursor(161) as cursor:
+        while (read := cursor.read_tagged(1000, 256, tags.TagFilter({"t0"})))[1]:
+            rest += [m.offset for m in read[0]]
+    assert rest == [i for i in wanted if i > 160]

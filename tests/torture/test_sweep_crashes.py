@@ -6,14 +6,19 @@ the process dying (every write kept), the power failing (only what was fsynced k
 failing with whole sectors of unsynced appends kept. Each saved state must then open (recovery
 included) and hold: for a dead process, every message acknowledged by then; after a power cut, a
 readable stream of messages that were pushed, in order, and with flush="sync" every acknowledged
-message and every message a reader could see by then (none is ever taken back). CI runs every
-prefix of the smaller workloads and every other prefix of the larger ones; ``-m slow`` runs all.
+message and every message a reader could see by then (none is ever taken back). A fourth state
+adds rot to the dead process's: the newest committed record of each partition gets a bit flip,
+and recovery must keep it damaged at its offset (reading it raises there, every other acknowledged
+message reads back, no offset is cut or reused). CI runs every other prefix, with the rot in every
+fourth state; ``-m slow`` runs all.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
+import struct
 
 import anyio
 import pytest
@@ -70,8 +75,64 @@ def _differing(expected: Found, found: Found, oldest: dict[int, int]) -> list[tu
     ]
 
 
-def _check(state: CrashState, run: Run, flush: str) -> list[str]:
-    problems: list[str] = []
+def _rot_newest(path: str) -> dict[int, int]:
+    """Flip the last byte of the newest committed record of each partition (the last ``.index``
+    entry of its newest segment that has one, whose record ``.data`` holds whole); the damaged
+    offset of each partition."""
+    damaged: dict[int, int] = {}
+    parts = os.path.join(path, "parts")
+    for folder in sorted(os.listdir(parts)) if os.path.isdir(parts) else []:
+        names = sorted(n for n in os.listdir(os.path.join(parts, folder)) if n.endswith(".index"))
+        for name in reversed(names):
+            index = os.path.join(parts, folder, name)
+            data = index[: -len("index")] + "data"
+            with open(index, "rb") as file:
+                raw = file.read()
+            if len(raw) < 24 or not os.path.exists(data):
+                continue
+            offset, position, size = struct.unpack_from("<QQQ", raw, (len(raw) // 24 - 1) * 24)
+            if size and position + size <= os.path.getsize(data):
+                with open(data, "r+b") as file:
+                    file.seek(position + size - 1)
+                    byte = file.read(1)
+                    file.seek(-1, os.SEEK_CUR)
+                    file.write(bytes([byte[0] ^ 1]))
+                damaged[int(folder)] = offset
+            break
+    return damaged
+
+
+def _check_rot(state: CrashState) -> list[str]:
+    """The dead process's state with its newest records rotted: each stays damaged at its offset."""
+    path = state.died + "-rot"
+    shutil.copytree(state.died, path)
+    damaged = _rot_newest(path)
+    try:
+        StreamWriter.open(path).close()
+    except Exception as error:
+        return [f"rot: the stream does not open: {type(error).__name__}: {error}"]
+    problems = []
+    for partition, offset in damaged.items():
+        try:
+            adiskq.read(path, partition, offset)
+            problems.append(f"rot: the damaged {(partition, offset)} was read back")
+        except adiskq.CorruptRecordError as error:
+            if error.offset != offset:
+                problems.append(f"rot: reading {(partition, offset)} raised for offset {error.offset}")
+        except adiskq.Error as error:
+            problems.append(f"rot: {(partition, offset)} was cut: {type(error).__name__}: {error}")
+    found = stream_messages(path)
+    oldest = {p.partition: p.oldest_offset for p in adiskq.stats(path).partitions}
+    problems += [
+        f"rot: acknowledged {place}={value!r} is {found.get(place)!r}"
+        for place, value in _differing(state.acked, found, oldest)
+        if damaged.get(place[0]) != place[1]
+    ]
+    return problems
+
+
+def _check(state: CrashState, run: Run, flush: str, rot: bool = False) -> list[str]:
+    problems: list[str] = _check_rot(state) if rot else []
     pushed = run.attempted | run.setup
     died, oldest, trouble = _readable(state.died)
     problems += [f"process died: {p}" for p in trouble]
@@ -97,7 +158,9 @@ def _check(state: CrashState, run: Run, flush: str) -> list[str]:
     return [f"before call #{state.number} ({state.call}): {p}" for p in problems]
 
 
-async def _sweep(tmp: str, name: str, flush: str, monkeypatch: pytest.MonkeyPatch, every: int) -> tuple[int, list[str]]:
+async def _sweep(
+    tmp: str, name: str, flush: str, monkeypatch: pytest.MonkeyPatch, every: int, rot_every: int
+) -> tuple[int, list[str]]:
     path = os.path.join(tmp, "stream")
     saved = os.path.join(tmp, "crashes")
     os.mkdir(saved)
@@ -125,8 +188,8 @@ async def _sweep(tmp: str, name: str, flush: str, monkeypatch: pytest.MonkeyPatc
     assert len(states) == (len(syscalls.calls) + every - 1) // every, "a crash point was not saved"
     problems: list[str] = hook_errors + syscalls.errors
     problems += [f"the workload failed with no fault injected: {error!r}" for error in run.failures]
-    for state in states:
-        problems += _check(state, run, flush)
+    for number, state in enumerate(states):
+        problems += _check(state, run, flush, rot=number % rot_every == 0)
     return len(states), problems
 
 
@@ -135,7 +198,7 @@ async def test_a_crash_before_any_call_keeps_every_promise(
     tmp_path: object, name: str, flush: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Crash states before the calls of the operation (every other one in CI): every promise holds."""
-    count, problems = await _sweep(os.fspath(tmp_path), name, flush, monkeypatch, every=2)
+    count, problems = await _sweep(os.fspath(tmp_path), name, flush, monkeypatch, every=2, rot_every=4)
     assert problems == [], f"{len(problems)} violations in {count} crash points:\n" + "\n".join(problems[:30])
 
 
@@ -145,6 +208,6 @@ async def test_a_crash_before_every_call_keeps_every_promise(
     tmp_path: object, name: str, flush: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The full sweep: a crash state before every call."""
-    count, problems = await _sweep(os.fspath(tmp_path), name, flush, monkeypatch, every=1)
+    count, problems = await _sweep(os.fspath(tmp_path), name, flush, monkeypatch, every=1, rot_every=1)
     print(f"crash sweep {name}/{flush}: {count} prefixes x 3 states, {len(problems)} violations")
     assert problems == [], f"{len(problems)} violations in {count} crash points:\n" + "\n".join(problems[:30])
