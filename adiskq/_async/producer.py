@@ -37,6 +37,7 @@ from .._errors import (
     StreamLockedError,
 )
 from .._sansio import keyindex
+from .._sansio.codec import byte_count, utf8
 from .._sansio.core import (
     COMPILED,
     encode_batch,
@@ -434,7 +435,7 @@ class Producer:
             return place(key, self._partition_count)
         placed = self._placement.get(key)
         if placed is None:
-            raw = key.encode("utf-8") if isinstance(key, str) else key
+            raw = utf8(key, "key") if isinstance(key, str) else key
             if len(self._placement) >= _PLACEMENT_CACHE_SIZE:
                 self._placement.clear()
             placed = self._placement[key] = (raw, fnv1_32(raw) % self._partition_count, keyindex.key_hash(raw))
@@ -470,7 +471,8 @@ class Producer:
             MessageTooLargeError: the message is over the stream's ``max_message_bytes``.
             ClosedError: the producer is not open.
             TypeError: the key is not ``str``, ``bytes`` or None, or the tag not ``str`` or None.
-            InvalidArgumentError: the tag is empty or over 255 bytes of UTF-8.
+            InvalidArgumentError: the tag is empty or over 255 bytes of UTF-8, or the key or a header
+                name holds a lone surrogate.
             DiskUsageRefusedError: the file system is fuller than ``refuse_writes_above``; nothing was
                 written, and pushes succeed again once usage is below the level.
             OSError: the disk failed the write (ENOSPC, EIO, EFBIG): nothing was written, and the next
@@ -492,7 +494,7 @@ class Producer:
         if len(value) + len(raw_key) > self._max_message_bytes:
             self._check_size(len(value) + len(raw_key))
         if headers:  # checked before encoding, so a huge header never gets copied
-            self._check_size(len(value) + len(raw_key) + sum(len(name) + len(v) for name, v in headers.items()))
+            self._check_size(len(value) + len(raw_key) + sum(len(name) + byte_count(v) for name, v in headers.items()))
         if (
             raw_encode_record is None
             or (record := raw_encode_record(value, raw_key, timestamp_ns, headers or None, 0, tag)) is NotImplemented
