@@ -56,7 +56,7 @@ from .._storage.disk_guard import DEFAULT_REFUSE_WRITES_ABOVE, DiskGuard, check_
 from .._storage.files import DEFAULT_FILE_MODE
 from .._storage.flocks import turn_lock
 from .._storage.segment import PartlyCommittedError
-from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings
+from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings, require_tags
 from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
 from .cancellation import cancel_check
@@ -260,6 +260,7 @@ class Producer:
         self._lanes: list[Lane] = []
         self._partition_count = 0
         self._max_message_bytes = 0
+        self._holds_tags = True  # False on a stream whose format has no tags (adiskq/1)
         # key -> (its bytes, its partition, its key index hash), for keys pushed recently.
         self._placement: dict[str | bytes, tuple[bytes, int, int]] = {}
         # Held (in worker threads only) by whatever changes a partition's segments or syncs them:
@@ -306,6 +307,7 @@ class Producer:
         settings = stream.settings
         self._partition_count = settings.partition_count
         self._max_message_bytes = settings.max_message_bytes
+        self._holds_tags = settings.holds_tags
         if self.refuse_writes_above is not None:
             self._disk_guard = DiskGuard(real, self.refuse_writes_above)
             vacuum_level = settings.retention.max_disk_usage
@@ -441,6 +443,11 @@ class Producer:
             placed = self._placement[key] = (raw, fnv1_32(raw) % self._partition_count, keyindex.key_hash(raw))
         return placed
 
+    def _refuse_tags(self) -> None:
+        """SettingsMismatchError: this stream's format has no tags, and how to move it to one that has."""
+        assert self._stream is not None
+        require_tags(self._stream.settings, self._stream.path)
+
     def _check_size(self, size: int) -> None:
         if size > self._max_message_bytes:
             raise MessageTooLargeError(
@@ -473,6 +480,8 @@ class Producer:
             TypeError: the key is not ``str``, ``bytes`` or None, or the tag not ``str`` or None.
             InvalidArgumentError: the tag is empty or over 255 bytes of UTF-8, or the key or a header
                 name holds a lone surrogate.
+            SettingsMismatchError: a tag on a stream whose format has none (``adiskq/1``): the
+                message says how to move it (``adiskq upgrade PATH``).
             DiskUsageRefusedError: the file system is fuller than ``refuse_writes_above``; nothing was
                 written, and pushes succeed again once usage is below the level.
             OSError: the disk failed the write (ENOSPC, EIO, EFBIG): nothing was written, and the next
@@ -482,6 +491,8 @@ class Producer:
             await anyio.lowlevel.checkpoint_if_cancelled()
         if self._state != "open":
             self._check_open()
+        if tag is not None and not self._holds_tags:
+            self._refuse_tags()
         if raw_place is not None and (type(key) is str or type(key) is bytes) and keyindex.key_hash is _CRC32:
             placed = raw_place(key, self._partition_count)
             raw_key, partition, key_hash = placed if placed is not NotImplemented else self._place(key)
@@ -529,6 +540,8 @@ class Producer:
         Raises:
             MessageTooLargeError: a record is over ``max_message_bytes`` (nothing was written).
             ClosedError: the producer is not open.
+            SettingsMismatchError: a tagged record on a stream whose format has no tags (nothing was
+                written; see ``push``).
             DiskUsageRefusedError: the file system is fuller than ``refuse_writes_above`` (nothing
                 was written).
             PartialWriteError: the records go to several partitions and one partition's share
@@ -552,6 +565,8 @@ class Producer:
         if self._state != "open":
             self._check_open()
         items: list[Record | bytes] = list(records)
+        if not self._holds_tags and any(isinstance(item, Record) and item.tag is not None for item in items):
+            self._refuse_tags()
         if not items:
             await anyio.lowlevel.cancel_shielded_checkpoint()
             return []
