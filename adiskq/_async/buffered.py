@@ -10,6 +10,7 @@ or ``ClosedError``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Awaitable, Callable
 from typing import Self
 
@@ -47,6 +48,9 @@ class MessageBuffer:
 
     def take(self, most: int) -> list[Message] | None:
         """Up to ``most`` buffered messages (handed out), or None when none are buffered."""
+        most = operator.index(most)
+        if most < 0:  # it would move the index back before messages already handed out
+            raise ValueError(f"take(most): most is a count of 0 or more, not {most}")
         items, index = self._items, self._index
         if index >= len(items):
             return None

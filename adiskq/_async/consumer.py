@@ -90,6 +90,10 @@ class Consumer(_Reader):
         super().__init__()
 
     _closed_message = "this consumer was closed; open a new Consumer"
+    _not_open_message = (
+        "the Consumer is not open: read it inside `async with adiskq.Consumer(path) as consumer:`, "
+        "which opens it and releases its files when the block ends"
+    )
     _closed_while_reading = "this consumer was closed while it was read; open a new Consumer"
 
     # -- opening and closing ---------------------------------------------------------------------

@@ -155,6 +155,10 @@ class ConsumerGroup(_Reader):
         super().__init__()
 
     _closed_message = "this consumer group was closed; open a new ConsumerGroup"
+    _not_open_message = (
+        "the ConsumerGroup is not open: read it inside `async with adiskq.ConsumerGroup(path, name=...) as "
+        "group:`, which opens it and stores its commits when the block ends"
+    )
     _closed_while_reading = "this consumer group was closed while it was read; open a new ConsumerGroup"
 
     # -- opening and closing ---------------------------------------------------------------------
@@ -415,8 +419,10 @@ class ConsumerGroup(_Reader):
             ClosedError: the group was closed.
             InvalidArgumentError: the group has no name, or this member no longer holds the partition.
         """
-        if self.closed:
-            raise ClosedError("this consumer group was closed; commit before closing it")
+        if self._state != "open":
+            if self.closed:
+                raise ClosedError("this consumer group was closed; commit before closing it")
+            self._refuse_unopened()
         if self.name is None:
             raise InvalidArgumentError("commit() needs a named group: ConsumerGroup(path, name='...')")
         partition = message.partition

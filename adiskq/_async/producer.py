@@ -38,6 +38,7 @@ from .._errors import (
     StreamLockedError,
 )
 from .._sansio import keyindex
+from .._sansio.codec import byte_count, utf8
 from .._sansio.core import (
     COMPILED,
     encode_batch,
@@ -56,7 +57,7 @@ from .._storage.disk_guard import DEFAULT_REFUSE_WRITES_ABOVE, DiskGuard, check_
 from .._storage.files import DEFAULT_FILE_MODE
 from .._storage.flocks import turn_lock
 from .._storage.segment import PartlyCommittedError
-from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings
+from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings, require_tags
 from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
 from .cancellation import cancel_check
@@ -267,6 +268,7 @@ class Producer:
         self._lanes: list[Lane] = []
         self._partition_count = 0
         self._max_message_bytes = 0
+        self._holds_tags = True  # False on a stream whose format has no tags (adiskq/1)
         # key -> (its bytes, its partition, its key index hash), for keys pushed recently.
         self._placement: dict[str | bytes, tuple[bytes, int, int]] = {}
         # Held (in worker threads only) by whatever changes a partition's segments or syncs them:
@@ -315,6 +317,7 @@ class Producer:
         settings = stream.settings
         self._partition_count = settings.partition_count
         self._max_message_bytes = settings.max_message_bytes
+        self._holds_tags = settings.holds_tags
         if self.refuse_writes_above is not None:
             self._disk_guard = DiskGuard(real, self.refuse_writes_above)
             vacuum_level = settings.retention.max_disk_usage
@@ -466,11 +469,16 @@ class Producer:
             return place(key, self._partition_count)
         placed = self._placement.get(key)
         if placed is None:
-            raw = key.encode("utf-8") if isinstance(key, str) else key
+            raw = utf8(key, "key") if isinstance(key, str) else key
             if len(self._placement) >= _PLACEMENT_CACHE_SIZE:
                 self._placement.clear()
             placed = self._placement[key] = (raw, fnv1_32(raw) % self._partition_count, keyindex.key_hash(raw))
         return placed
+
+    def _refuse_tags(self) -> None:
+        """SettingsMismatchError: this stream's format has no tags, and how to move it to one that has."""
+        assert self._stream is not None
+        require_tags(self._stream.settings, self._stream.path)
 
     def _check_size(self, size: int) -> None:
         if size > self._max_message_bytes:
@@ -502,7 +510,10 @@ class Producer:
             MessageTooLargeError: the message is over the stream's ``max_message_bytes``.
             ClosedError: the producer is not open.
             TypeError: the key is not ``str``, ``bytes`` or None, or the tag not ``str`` or None.
-            InvalidArgumentError: the tag is empty or over 255 bytes of UTF-8.
+            InvalidArgumentError: the tag is empty or over 255 bytes of UTF-8, or the key or a header
+                name holds a lone surrogate.
+            SettingsMismatchError: a tag on a stream whose format has none (``adiskq/1``): the
+                message says how to move it (``adiskq upgrade PATH``).
             DiskUsageRefusedError: the file system is fuller than ``refuse_writes_above``; nothing was
                 written, and pushes succeed again once usage is below the level.
             OSError: the disk failed the write (ENOSPC, EIO, EFBIG): nothing was written, and the next
@@ -512,6 +523,8 @@ class Producer:
             await anyio.lowlevel.checkpoint_if_cancelled()
         if self._state != "open":
             self._check_open()
+        if tag is not None and not self._holds_tags:
+            self._refuse_tags()
         if raw_place is not None and (type(key) is str or type(key) is bytes) and keyindex.key_hash is _CRC32:
             placed = raw_place(key, self._partition_count)
             raw_key, partition, key_hash = placed if placed is not NotImplemented else self._place(key)
@@ -524,7 +537,7 @@ class Producer:
         if len(value) + len(raw_key) > self._max_message_bytes:
             self._check_size(len(value) + len(raw_key))
         if headers:  # checked before encoding, so a huge header never gets copied
-            self._check_size(len(value) + len(raw_key) + sum(len(name) + len(v) for name, v in headers.items()))
+            self._check_size(len(value) + len(raw_key) + sum(len(name) + byte_count(v) for name, v in headers.items()))
         if (
             raw_encode_record is None
             or (record := raw_encode_record(value, raw_key, timestamp_ns, headers or None, 0, tag)) is NotImplemented
@@ -573,6 +586,8 @@ class Producer:
         Raises:
             MessageTooLargeError: a record is over ``max_message_bytes`` (nothing was written).
             ClosedError: the producer is not open.
+            SettingsMismatchError: a tagged record on a stream whose format has no tags (nothing was
+                written; see ``push``).
             DiskUsageRefusedError: the file system is fuller than ``refuse_writes_above`` (nothing
                 was written).
             PartialWriteError: the records go to several partitions and one partition's share
@@ -596,6 +611,8 @@ class Producer:
         if self._state != "open":
             self._check_open()
         items: list[Record | bytes] = list(records)
+        if not self._holds_tags and any(isinstance(item, Record) and item.tag is not None for item in items):
+            self._refuse_tags()
         if not items:
             await anyio.lowlevel.cancel_shielded_checkpoint()
             return []

@@ -51,6 +51,7 @@ class _Reader:
     last batch read, which ``async for`` hands out a message at a time and ``batches()`` in lists."""
 
     _closed_message = "closed"  # what reading a closed reader says
+    _not_open_message = "not open"  # what reading one before ``async with`` opened it says
     _closed_while_reading = "closed while it was read"
     # "new" until the first open succeeds, "open" while reading is possible, "closed" for good.
     _state: Literal["new", "open", "closed"]
@@ -79,6 +80,14 @@ class _Reader:
     def _release(self) -> None:
         """Let go of files, watches and partitions (called once, as the reader closes)."""
         raise NotImplementedError
+
+    def _refuse_unopened(self) -> None:
+        """Raise ``ClosedError`` for a reader used while it is not open: closed, or never opened.
+
+        A reader is opened by ``async with`` only, never by its first read: nothing would then close
+        it, and a group's commits, stored as it closes, would be lost without a word.
+        """
+        raise ClosedError(self._closed_message if self.closed else self._not_open_message)
 
     # -- what each reader supplies to the one read-or-wait loop -----------------------------------
 
@@ -121,7 +130,8 @@ class _Reader:
 
     async def _next_batch(self, max_messages: int) -> list[Message]:
         """The next messages (those buffered by ``__anext__`` first); ``[]`` once the end is reached."""
-        self._open()
+        if self._state != "open":
+            self._refuse_unopened()
         buffered = self._take_buffered(max_messages)
         if buffered is not None:
             return buffered

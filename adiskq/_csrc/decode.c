@@ -82,7 +82,7 @@ static PyObject *new_message(PyObject *partition, long long offset, const uint8_
 }
 
 /* The Messages of exactly `count` records that fill buf: the i-th numbered first_offset + i, or
- * offsets[i] when offsets (a list) is given. At a record that is not whole and valid, (position,
+ * offsets[i] when offsets (a tuple: nothing run while decoding can change it) is given. At a record that is not whole and valid, (position,
  * False); when the records end before the buffer does, (position, True): see the top of this file. */
 static PyObject *decode_records(const uint8_t *buf, size_t limit, PyObject *partition, long long first_offset,
                                 PyObject *offsets, Py_ssize_t count, unsigned long long max_record_bytes) {
@@ -99,9 +99,9 @@ static PyObject *decode_records(const uint8_t *buf, size_t limit, PyObject *part
             answer = Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_False);
             goto discard;
         }
-        long long offset = first_offset + i;
+        long long offset = first_offset + i; /* the caller checked it fits */
         if (offsets != NULL) {
-            offset = PyLong_AsLongLong(PyList_GET_ITEM(offsets, i));
+            offset = PyLong_AsLongLong(PyTuple_GET_ITEM(offsets, i));
             if (offset == -1 && PyErr_Occurred()) {
                 answer = NULL;
                 goto discard;
@@ -141,6 +141,8 @@ PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_ValueError, "count must not be negative");
         return NULL;
     }
+    if (count > 0 && first_offset > LLONG_MAX - (count - 1))
+        Py_RETURN_NOTIMPLEMENTED; /* offsets past 2**63 - 1: the reference numbers them */
     /* bytes, or a view of a sealed segment's mapping (SegmentReader.read_span); anything that is not
      * one contiguous run of bytes is left to the reference. */
     Py_buffer view = {0};
@@ -180,9 +182,13 @@ PyObject *adq_py_decode_at(PyObject *module, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     PyObject *partition = args[1];
-    PyObject *offsets = args[2];
     unsigned long long max_record_bytes = PyLong_AsUnsignedLongLong(args[3]);
     if (PyErr_Occurred()) return NULL;
-    return decode_records((const uint8_t *)PyBytes_AS_STRING(args[0]), (size_t)PyBytes_GET_SIZE(args[0]), partition,
-                          0, offsets, PyList_GET_SIZE(offsets), max_record_bytes);
+    /* A copy: an offset's __index__, or a collection the allocations start, could change the list. */
+    PyObject *offsets = PyList_AsTuple(args[2]);
+    if (offsets == NULL) return NULL;
+    PyObject *answer = decode_records((const uint8_t *)PyBytes_AS_STRING(args[0]), (size_t)PyBytes_GET_SIZE(args[0]),
+                                      partition, 0, offsets, PyTuple_GET_SIZE(offsets), max_record_bytes);
+    Py_DECREF(offsets);
+    return answer;
 }

@@ -169,6 +169,15 @@ fail:
     return 0;
 }
 
+/* Whether the n sequences still hold `length` items each. Allocating a list may start a collection
+ * of the cyclic GC, whose finalizers run Python code that may change a list given to us: checked
+ * after the allocations, before the loop (which runs no Python code) reads the items. */
+static int still_of_length(PyObject *const *sequences, int n, Py_ssize_t length) {
+    for (int i = 0; i < n; i++)
+        if (PySequence_Fast_GET_SIZE(sequences[i]) != length) return 0;
+    return 1;
+}
+
 /* encode_batch(values, keys, timestamps, headers, tags) -> list[bytes] | NotImplemented; the sequences
  * are lists or tuples (anything else goes to the reference), headers and tags None or one per record. */
 PyObject *adq_py_encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -189,6 +198,7 @@ PyObject *adq_py_encode_batch(PyObject *module, PyObject *const *args, Py_ssize_
     if (!same_length_sequences(in, seq, n, &count)) return not_implemented();
     PyObject *records = PyList_New(count);
     if (records == NULL) goto done;
+    if (!still_of_length(seq, n, count)) goto reference;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *key = PySequence_Fast_GET_ITEM(seq[1], i);
         if (!PyBytes_CheckExact(key)) goto reference;
@@ -337,6 +347,7 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
     PyObject *partitions = PyList_New(count), *hashes = PyList_New(count);
     Py_ssize_t largest = 0;
     if (records == NULL || stamps == NULL || partitions == NULL || hashes == NULL) goto done;
+    if (!still_of_length(&items, 1, count)) goto reference;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *item = PyList_GET_ITEM(items, i);
         PyObject *value, *key = Py_None, *headers = Py_None, *stamp = Py_None, *tag = Py_None;
@@ -392,6 +403,15 @@ done:
     return result;
 }
 
+/* first + i as a Python int. */
+static PyObject *wide_offset(PyObject *first, Py_ssize_t i) {
+    PyObject *step = PyLong_FromSsize_t(i);
+    if (step == NULL) return NULL;
+    PyObject *sum = PyNumber_Add(first, step);
+    Py_DECREF(step);
+    return sum;
+}
+
 /* receipts(partition, first_offset, count) -> [Receipt(partition, first_offset + i) ...]: untracked
  * tuples of two ints, which can never be part of a reference cycle. */
 PyObject *adq_py_receipts(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -407,10 +427,12 @@ PyObject *adq_py_receipts(PyObject *module, PyObject *const *args, Py_ssize_t na
         PyErr_SetString(PyExc_ValueError, "receipts: configure() first, and a count of 0 or more");
         return NULL;
     }
+    /* Offsets past 2**63 - 1 (never a stream's, but an argument's) are summed as Python ints. */
+    int wide = count > 0 && first > LLONG_MAX - (count - 1);
     PyObject *list = PyList_New(count);
     if (list == NULL) return NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *offset = PyLong_FromLongLong(first + i);
+        PyObject *offset = wide ? wide_offset(args[1], i) : PyLong_FromLongLong(first + i);
         /* Allocated untracked and filled whole (tp_alloc would zero, track, and leave it to untrack):
          * two ints never form a cycle. */
         PyObject *receipt = offset == NULL ? NULL : (PyObject *)PyObject_GC_NewVar(PyTupleObject, adq_receipt_type, 2);

@@ -129,11 +129,16 @@ static PyObject *buffer_set(PyObject *op, PyObject *const *args, Py_ssize_t narg
     Py_RETURN_NONE;
 }
 
-/* take(most) -> list | None: up to `most` buffered messages (handed out), or None if none are. */
+/* take(most) -> list | None: up to `most` buffered messages (handed out), or None if none are. A
+ * negative count is refused: it would move the index back before messages already handed out. */
 static PyObject *buffer_take(PyObject *op, PyObject *most_arg) {
     Buffer *self = (Buffer *)op;
-    Py_ssize_t most = PyLong_AsSsize_t(most_arg);
+    Py_ssize_t most = PyNumber_AsSsize_t(most_arg, NULL); /* a count past the list's size takes all */
     if (most == -1 && PyErr_Occurred()) return NULL;
+    if (most < 0) {
+        PyErr_Format(PyExc_ValueError, "take(most): most is a count of 0 or more, not %zd", most);
+        return NULL;
+    }
     Py_ssize_t size = PyList_GET_SIZE(self->items);
     if (self->index >= size) Py_RETURN_NONE;
     Py_ssize_t end = most < size - self->index ? self->index + most : size;

@@ -13,12 +13,21 @@ static int is_tuple_type(PyObject *candidate) {
     return PyType_Check(candidate) && PyType_IsSubtype((PyTypeObject *)candidate, &PyTuple_Type);
 }
 
+/* A tuple type laid out as a tuple (a NamedTuple: __slots__ = ()), whose instances the core may
+ * allocate and fill itself: one with a __dict__ or __weakref__ slot would hold uninitialised pointers. */
+static int is_plain_tuple_type(PyObject *candidate) {
+    if (!is_tuple_type(candidate)) return 0;
+    PyTypeObject *type = (PyTypeObject *)candidate;
+    return type->tp_basicsize == PyTuple_Type.tp_basicsize && type->tp_itemsize == PyTuple_Type.tp_itemsize &&
+           type->tp_dictoffset == 0 && type->tp_weaklistoffset == 0;
+}
+
 /* configure(Message, EMPTY_HEADERS, Record, Receipt, seed) */
 static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 5 || !is_tuple_type(args[0]) || !is_tuple_type(args[2]) || !is_tuple_type(args[3])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "configure(Message, EMPTY_HEADERS, Record, Receipt, seed): the types are tuple types");
+    if (nargs != 5 || !is_plain_tuple_type(args[0]) || !is_tuple_type(args[2]) || !is_plain_tuple_type(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "configure(Message, EMPTY_HEADERS, Record, Receipt, seed): the types are "
+                                         "tuple types, Message and Receipt without instance attributes");
         return NULL;
     }
     unsigned long long seed = PyLong_AsUnsignedLongLongMask(args[4]);

@@ -122,6 +122,8 @@ static Py_ssize_t next_match(const uint8_t *column, Py_ssize_t i, Py_ssize_t cov
     return covered;
 }
 
+static PyObject *not_plain(void) { Py_RETURN_NOTIMPLEMENTED; }
+
 /* Append a Python int to a list; -1 on failure. */
 static int append_size(PyObject *list, unsigned long long value) {
     PyObject *number = PyLong_FromUnsignedLongLong(value);
@@ -142,7 +144,11 @@ static int append_size(PyObject *list, unsigned long long value) {
  * hold them, candidates whose records touch in .data merged into one span (one pread). `passed` is
  * how many of the entries that looked at (all of them unless a limit stopped it), `total` the bytes
  * of the spans. An int instead: the entry number whose offset is not the one expected (the caller
- * raises its CorruptRecordError). adiskq/_sansio/tags.py's matching_records is the reference. */
+ * raises its CorruptRecordError). adiskq/_sansio/tags.py's matching_records is the reference.
+ *
+ * Sizes and positions come from the .index file, which may be damaged: a sum of them that does not
+ * fit in 64 bits (and offsets past 2**64 - 1) is NotImplemented, so the reference, whose ints do not
+ * wrap, answers for that input too. */
 PyObject *adq_py_matching_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 6) {
@@ -171,6 +177,10 @@ PyObject *adq_py_matching_records(PyObject *module, PyObject *const *args, Py_ss
     Py_ssize_t covered = PyBytes_GET_SIZE(args[0]) / 4;
     const uint8_t *entries = (const uint8_t *)view.buf;
     Py_ssize_t count = view.len / 24;
+    if (count > 0 && first_offset > UINT64_MAX - (unsigned long long)(count - 1)) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NOTIMPLEMENTED; /* the offsets of the last entries pass 2**64 - 1 */
+    }
     PyObject *positions = PyList_New(0), *sizes = PyList_New(0), *offsets = PyList_New(0);
     PyObject *result = NULL;
     if (positions == NULL || sizes == NULL || offsets == NULL) goto done;
@@ -194,6 +204,11 @@ PyObject *adq_py_matching_records(PyObject *module, PyObject *const *args, Py_ss
             goto done;
         }
         unsigned long long position = adq_load_u64(entry + 8), size = adq_load_u64(entry + 16);
+        /* run_end is position + size either way (merged, or a new span), and size_read grows by size. */
+        if (size > UINT64_MAX - position || size > UINT64_MAX - size_read) {
+            result = not_plain();
+            goto done;
+        }
         if (append_size(offsets, first_offset + (unsigned long long)i) < 0) goto done;
         if (in_run && position == run_end) {
             run_end += size;

@@ -65,6 +65,7 @@ __all__ = [
     "NeedMore",
     "RecordExtent",
     "ScannedRecords",
+    "byte_count",
     "crc32c",
     "decode_messages",
     "decode_record",
@@ -80,6 +81,7 @@ __all__ = [
     "scan_columns",
     "scan_records",
     "tag_bytes",
+    "utf8",
 ]
 
 MAGIC_V1: Final = 0xAD
@@ -145,6 +147,17 @@ class RecordExtent(NamedTuple):
     timestamp_ns: int
 
 
+def utf8(text: str, what: str) -> bytes:
+    """The UTF-8 bytes of a key or header name (``what`` names it in the error): a str holding a
+    lone surrogate (what ``os.fsdecode`` makes of bytes that are not UTF-8) has none."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(
+            f"{what} {text[:40]!r} holds a lone surrogate, which UTF-8 cannot store: give valid text, or bytes"
+        ) from None
+
+
 def _encode_headers(headers: Mapping[str, bytes]) -> bytes:
     if len(headers) > _MAX_HEADERS:
         raise InvalidArgumentError(f"a message has at most {_MAX_HEADERS} headers, not {len(headers)}")
@@ -156,14 +169,22 @@ def _encode_headers(headers: Mapping[str, bytes]) -> bytes:
             raise TypeError(
                 f"header values are bytes, not {type(value).__name__} (header {name!r}); encode text with .encode()"
             )
-        raw_name = name.encode("utf-8")
+        raw_name = utf8(name, "header name")
         if len(raw_name) > 0xFFFF:
             raise InvalidArgumentError(f"header name {name[:40]!r}... is over 65535 bytes")
+        # All of a buffer's bytes, and their count: len() of a view of wider items (array('I'), a
+        # numpy array) counts items, not bytes.
+        raw_value = value if type(value) is bytes else bytes(value)
         parts.append(_U16.pack(len(raw_name)))
         parts.append(raw_name)
-        parts.append(_U32.pack(len(value)))
-        parts.append(bytes(value))
+        parts.append(_U32.pack(len(raw_value)))
+        parts.append(raw_value)
     return b"".join(parts)
+
+
+def byte_count(value: bytes | bytearray | memoryview) -> int:
+    """How many bytes a value or header value holds (a view's ``len()`` counts its items)."""
+    return value.nbytes if isinstance(value, memoryview) else len(value)
 
 
 def tag_bytes(tag: object) -> bytes:
@@ -198,12 +219,12 @@ def _tag_field(tag: object) -> bytes:
 
 def encoded_size(value: bytes, key: bytes, headers: Mapping[str, bytes] | None = None, tag: str | None = None) -> int:
     """The size in bytes of the record ``encode_record`` would make."""
-    size = MIN_RECORD_BYTES + len(key) + len(value)
+    size = MIN_RECORD_BYTES + byte_count(key) + byte_count(value)
     if tag is not None:
-        size += 2 + len(tag.encode("utf-8"))
+        size += 2 + len(tag_bytes(tag))
     if headers:
         for name, header_value in headers.items():
-            size += 6 + len(name.encode("utf-8")) + len(header_value)
+            size += 6 + len(utf8(name, "header name")) + byte_count(header_value)
     return size
 
 
@@ -219,6 +240,8 @@ def encode_record(
     if not _I64_MIN <= timestamp_ns <= _I64_MAX:
         raise InvalidArgumentError(f"timestamp_ns {timestamp_ns} does not fit in a signed 64-bit integer")
     header_bytes = _encode_headers(headers) if headers else _NO_HEADERS
+    if type(key) is not bytes:
+        key = bytes(key)  # its key_len is its bytes' count, whatever a view's items are
     if tag is not None:
         field = _TAG_FIELDS.get(tag) if type(tag) is str else None
         if field is None:

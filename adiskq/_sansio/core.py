@@ -85,7 +85,7 @@ CORE_DESCRIPTION: Final = (
 
 def reference_place(key: str | bytes, partition_count: int) -> tuple[bytes, int, int]:
     """One key's bytes, partition and key index hash."""
-    raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+    raw = reference.utf8(key, "key") if isinstance(key, str) else bytes(key)
     return raw, reference_fnv1_32(raw) % partition_count, zlib.crc32(raw)
 
 

@@ -177,7 +177,7 @@ def matching_records(
     last one taken, else all of them. An int instead: the number of the entry whose offset is not
     the one expected (the caller raises). ``adiskq/_csrc/tags.c`` does the same in one C loop.
     """
-    count = len(entries) // _INDEX_ENTRY.size
+    count = memoryview(entries).nbytes // _INDEX_ENTRY.size  # bytes, whatever the view's items
     covered = min(count, len(column) // ENTRY_BYTES)
     candidates = matching_entries(column[: covered * ENTRY_BYTES], hashes)
     candidates.extend(range(covered, count))

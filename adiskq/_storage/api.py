@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterable, Mapping
 
 from .._errors import CorruptStreamError, InvalidArgumentError, OffsetOutOfRangeError
+from .._sansio.codec import utf8
 from .._sansio.naming import partition_for_key
 from .._sansio.tags import TagFilter
 from .._sansio.values import Message, StreamStats, ns_from_datetime
@@ -75,7 +76,7 @@ def stream_stats(path: str | os.PathLike[str], *, broken_groups: dict[str, str] 
 
 def _key_bytes(key: str | bytes) -> bytes:
     if isinstance(key, str):
-        return key.encode("utf-8")
+        return utf8(key, "key")
     if isinstance(key, bytes | bytearray | memoryview):
         return bytes(key)
     raise TypeError(f"a key is str or bytes, not {type(key).__name__}")

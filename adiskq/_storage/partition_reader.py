@@ -7,7 +7,6 @@ where it is not (or where the active segment's index lags its last records).
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import datetime as dt
 import os
@@ -31,6 +30,7 @@ from .segment import (
     segment_path,
 )
 from .segment_files import entry_count, file_size, list_segment_files, timestamps
+from .tag_stats import segment_tag_counts
 
 __all__ = ["PartitionReader"]
 
@@ -220,10 +220,10 @@ class PartitionReader:
         return PartitionStats(self.partition, bases[0], bases[-1] + counts[-1], len(bases), size, oldest_ts, newest_ts)
 
     def tag_counts(self) -> tuple[dict[str | None, int], int]:
-        """Messages per tag (None: untagged) counted from the ``.tagindex`` columns, and how many
-        messages could not be counted cheaply (segments without a column, entries a producer still
-        buffers). Each hash is named by the tag of its first message: two tags that share a hash
-        (a CRC-32 collision) would be counted as one."""
+        """Messages per tag (None: untagged) counted from the ``.tagindex`` columns and confirmed from
+        the records (``tag_stats.py``: two tags that share a hash are each counted as they are), and
+        how many messages could not be counted (segments without a column, entries a producer still
+        buffers, damaged records)."""
         counts: dict[str | None, int] = {}
         uncounted = 0
         for base in self.segment_bases():
@@ -238,15 +238,10 @@ class PartitionReader:
             except FileNotFoundError:  # vacuumed since it was listed
                 continue
             with contextlib.closing(segment):
-                for hash_value, count in collections.Counter(hashes).items():
-                    tag = None
-                    if hash_value:
-                        try:
-                            tag = segment.read_messages(base + hashes.index(hash_value), 1)[0].tag
-                        except (CorruptRecordError, IndexError):
-                            uncounted += count  # its first message is damaged: no name for the hash
-                            continue
-                    counts[tag] = counts.get(tag, 0) + count
+                found, missed = segment_tag_counts(segment, base, hashes)
+            uncounted += missed
+            for tag, count in found.items():
+                counts[tag] = counts.get(tag, 0) + count
         return counts, uncounted
 
     def _timestamp_at(self, base: int, entry: int) -> int | None:

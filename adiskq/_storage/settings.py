@@ -3,9 +3,11 @@
 The keys are go-diskq's where go-diskq has one, so tools that know its layout find their way;
 ``format`` marks the record format and guards against reading another layout as ours:
 ``adiskq/2`` since records may carry a tag (``adiskq/_sansio/codec.py`` says what changed). A
-format-1 stream is read as it is, and a producer opening it moves it to ``adiskq/2`` (its untagged
-records are the same bytes in both); a reader that knows only format 1 then refuses it rather than
-misread a tagged record.
+format-1 stream is read and written as it is (its untagged records are the same bytes in both),
+and stays format 1 until ``adiskq upgrade`` moves it (``upgrade.py``): a reader that knows only
+format 1 then refuses it rather than misread a tagged record, so the move is a step its owner takes
+once every such reader is gone, never a side effect of opening a producer. A producer refuses a
+tag on a format-1 stream (``require_tags``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 
-from .._errors import CorruptStreamError, InvalidArgumentError, NotAStreamError
+from .._errors import CorruptStreamError, InvalidArgumentError, NotAStreamError, SettingsMismatchError
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
 from .._sansio.naming import MAX_PARTITIONS, SETTINGS_FILE
 from .._sansio.values import Retention
@@ -31,11 +33,12 @@ __all__ = [
     "PartitionCountChange",
     "StreamSettings",
     "load_settings",
+    "require_tags",
     "save_settings",
 ]
 
-FORMAT: Final = "adiskq/2"  # what a producer writes
-READABLE_FORMATS: Final = ("adiskq/1", FORMAT)  # what readers take
+FORMAT: Final = "adiskq/2"  # what a new stream is, and what `adiskq upgrade` moves an older one to
+READABLE_FORMATS: Final = ("adiskq/1", FORMAT)  # what readers and producers take
 DEFAULT_SEGMENT_SIZE_BYTES: Final = 32 * 2**20
 DEFAULT_MAX_MESSAGE_BYTES: Final = 8 * 2**20
 MIN_SEGMENT_SIZE_BYTES: Final = 1024
@@ -67,8 +70,13 @@ class StreamSettings:
     key_index: bool = True
     # Earlier partition counts, oldest first (stored only once the count has grown).
     partition_history: tuple[PartitionCountChange, ...] = ()
-    # The stored format: a producer moves a format-1 stream to FORMAT when it opens it.
+    # The stored format: kept as it is by producers; `adiskq upgrade` moves a format-1 stream to FORMAT.
     format: str = FORMAT
+
+    @property
+    def holds_tags(self) -> bool:
+        """Whether records of this stream may carry a tag (format 2 on)."""
+        return self.format == FORMAT
 
     def __post_init__(self) -> None:
         if not _is_int(self.partition_count) or not 1 <= self.partition_count <= MAX_PARTITIONS:
@@ -91,7 +99,7 @@ class StreamSettings:
     def to_json(self) -> dict[str, object]:
         """The settings as ``settings.json`` stores them."""
         stored: dict[str, object] = {
-            "format": FORMAT,
+            "format": self.format,
             "partition_count": self.partition_count,
             "segment_size_bytes": self.segment_size_bytes,
             "retention_max_bytes": self.retention.max_bytes,
@@ -162,7 +170,17 @@ class AskedSettings(NamedTuple):
             retention=base.retention if self.retention is None else self.retention,
             max_message_bytes=base.max_message_bytes if self.max_message_bytes is None else self.max_message_bytes,
             key_index=base.key_index if self.key_index is None else self.key_index,
-            format=FORMAT,  # what the producer that asks writes
+        )
+
+
+def require_tags(settings: StreamSettings, stream_path: str) -> None:
+    """SettingsMismatchError, saying how to move the stream, when its format has no tags."""
+    if not settings.holds_tags:
+        raise SettingsMismatchError(
+            f"stream {stream_path!r} is in format {settings.format!r}, which has no tags, so a message with "
+            f"a tag cannot be written to it. Move it to {FORMAT!r} with `adiskq upgrade {stream_path}` once "
+            "every program that reads or writes it runs an adiskq that knows tags (one that knows only "
+            f"{settings.format!r} would misread a tagged message), then open the producer again"
         )
 
 

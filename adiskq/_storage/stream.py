@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import functools
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -101,6 +103,28 @@ def _holds_only_empty_partitions(parts_dir: str) -> bool:
     except NotADirectoryError:
         return False
     return True
+
+
+def not_a_folder(path: str) -> str:
+    """What is at ``path`` instead of a folder, for the error that refuses it: a file, a symbolic
+    link that loops or points nowhere, or another kind of file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "it is a symbolic link that loops back on itself"
+        if error.errno == errno.ENOENT and os.path.islink(path):
+            return f"it is a symbolic link to {os.readlink(path)!r}, which does not exist"
+        return f"it cannot be looked at: {error.strerror}"
+    if stat.S_ISREG(mode):
+        return "it is a file"
+    kinds = {
+        stat.S_IFIFO: "a named pipe",
+        stat.S_IFSOCK: "a socket",
+        stat.S_IFCHR: "a device",
+        stat.S_IFBLK: "a device",
+    }
+    return f"it is {kinds.get(stat.S_IFMT(mode), 'not a folder')}"
 
 
 def disk_usage(path: str) -> DiskUsage:
@@ -244,7 +268,7 @@ class StreamWriter:
         # Bad arguments are refused before anything on disk is created or touched.
         asked.applied_to(StreamSettings())
         if os.path.lexists(path) and not os.path.isdir(path):
-            raise NotAStreamError(path, "it is a file, not a folder")
+            raise NotAStreamError(path, f"{not_a_folder(path)}, not a folder")
         if not os.path.exists(path):
             os.makedirs(path, mode=dir_mode(mode), exist_ok=True)
             fsync_dir(os.path.dirname(path))
@@ -590,7 +614,7 @@ class StreamReader:
         if not os.path.lexists(path):
             raise StreamNotFoundError(path)
         if not os.path.isdir(path):
-            raise StreamNotFoundError(path, "it is a file, not a stream folder")
+            raise StreamNotFoundError(path, f"{not_a_folder(path)}, not a stream folder")
         try:
             settings = load_settings(path)
         except NotAStreamError as error:

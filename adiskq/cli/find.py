@@ -14,7 +14,7 @@ import datetime as dt
 import click
 
 from .formats import Format, format_option, open_sink
-from .params import _Parsed, parse_time
+from .params import _Parsed, parse_time, utf8_text
 
 __all__ = ["find"]
 
@@ -72,12 +72,16 @@ def find(
 
     import adiskq
 
-    raw = key.encode("utf-8")
     if key_base64:
         try:
             raw = base64.b64decode(key, validate=True)
         except (binascii.Error, ValueError):
             raise click.BadParameter(f"{key!r} is not base64", param_hint="'--key'") from None
+    else:
+        try:
+            raw = utf8_text(key, "the key").encode("utf-8")
+        except ValueError as error:
+            raise click.BadParameter(f"{error}, or as --base64", param_hint="'--key'") from None
     from .._sansio.tags import TagFilter
 
     try:

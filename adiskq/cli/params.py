@@ -7,6 +7,7 @@ and shows what would have been accepted.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
@@ -22,6 +23,7 @@ __all__ = [
     "parse_duration",
     "parse_position",
     "parse_size",
+    "utf8_text",
 ]
 
 Named: TypeAlias = Literal["oldest", "newest", "active-oldest"]
@@ -141,12 +143,33 @@ class _RatioType(_Parsed):
         return ratio
 
 
+def utf8_text(text: str, what: str) -> str:
+    """``text`` itself when UTF-8 can store it; else ValueError naming ``what``. Click hands over
+    argument bytes that are not UTF-8 as lone surrogates (os.fsdecode), which no key, header name
+    or tag can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} '{_escaped(text)}' is not valid UTF-8: give it as UTF-8 text") from None
+    return text
+
+
+def _escaped(text: str) -> str:
+    """``text`` with what is not UTF-8 shown as escapes: the bytes given (\\xff), or a surrogate
+    that came from no bytes (a JSON \\ud800) as itself."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 class _HeaderType(_Parsed):
     def parse(self, text: str) -> object:
         name, sep, value = text.partition("=")
         if not sep or not name:
             raise ValueError(f"{text!r} is not a header: use NAME=VALUE, e.g. type=created")
-        return name, value.encode("utf-8")
+        # A value is bytes: the ones given, UTF-8 or not (os.fsencode undoes click's decoding).
+        return utf8_text(name, "the header name"), os.fsencode(value)
 
 
 POSITION: Final = _PositionType("position", "oldest|newest|OFFSET|TIME")

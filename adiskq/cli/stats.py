@@ -229,8 +229,8 @@ def print_tags(counts: list[tuple[str | None, int]], uncounted: int) -> None:
     out.print(rows)
     if uncounted:
         out.print(
-            f"{format_count(uncounted)} messages not counted (segments written before tags, or entries a producer "
-            "still buffers)",
+            f"{format_count(uncounted)} messages not counted (segments written before tags, entries a producer "
+            "still buffers, or damaged records)",
             markup=False,
         )
 
@@ -239,7 +239,10 @@ def print_tags(counts: list[tuple[str | None, int]], uncounted: int) -> None:
 @click.argument("path", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of tables.")
 @click.option(
-    "--tags", "with_tags", is_flag=True, help="Also count messages per tag (reads 4 bytes a message: the tag column)."
+    "--tags",
+    "with_tags",
+    is_flag=True,
+    help="Also count messages per tag (from the tag column, confirmed from the tagged messages' records).",
 )
 def stats(path: str, as_json: bool, with_tags: bool) -> None:
     """Show a stream's partitions, owner, consumer groups and last recovery.

@@ -14,7 +14,7 @@ import click
 from .._sansio.retention import DEFAULT_REFUSE_WRITES_ABOVE
 from .errors import Failure
 from .output import format_count, progress_bar
-from .params import HEADER
+from .params import HEADER, utf8_text
 
 if TYPE_CHECKING:
     from aiofiles.threadpool.binary import AsyncBufferedReader, AsyncIndirectBufferedIOBase
@@ -88,10 +88,17 @@ def key_from_field(value: bytes, field: str, number: int, binary: bool) -> str:
         document = json.loads(value)
     except ValueError:
         raise BadInput(f"{where} is not JSON, so --key-field {field!r} cannot be read from it") from None
-    if not isinstance(document, dict) or document.get(field) is None:
+    if not isinstance(document, dict) or field not in document:
         raise BadInput(f"{where} is not a JSON object with a {field!r} field")
     key = document[field]
-    return key if isinstance(key, str) else json.dumps(key, sort_keys=True)
+    if key is None:
+        raise BadInput(f"{where} has {field!r}: null, which is no key: give every message a {field!r} value")
+    if not isinstance(key, str):
+        return json.dumps(key, sort_keys=True)  # escapes what is not ASCII: always UTF-8
+    try:
+        return utf8_text(key, f"its --key-field {field!r} value")
+    except ValueError as error:
+        raise BadInput(f"{where}: {error} (a JSON \\u escape of a lone surrogate)") from None
 
 
 class Tally:
@@ -263,6 +270,11 @@ def write(
 
     if key is not None and key_field is not None:
         raise click.UsageError("give --key (one key for all) or --key-field (a key per message), not both")
+    if key is not None:
+        try:
+            utf8_text(key, "the key")
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="'--key'") from None
     if tag is not None:
         try:
             tag_bytes(tag)

@@ -76,7 +76,7 @@ class AdiskqDataSource(DataSource):
             )
         options = WriteOptions.parse(self.options)
         columns = Columns.of(schema)
-        return AdiskqBatchWriter(options, columns, prepare_stream(options))
+        return AdiskqBatchWriter(options, columns, prepare_stream(options, tagged=columns.has_tag))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> AdiskqStreamWriter:
         """A streaming writer (``df.writeStream``), exactly once per (checkpointLocation, batchId)."""
@@ -87,4 +87,6 @@ class AdiskqDataSource(DataSource):
                 "its record of committed batches there"
             )
         columns = Columns.of(schema)
-        return AdiskqStreamWriter(options, options.checkpoint_location, columns, prepare_stream(options))
+        return AdiskqStreamWriter(
+            options, options.checkpoint_location, columns, prepare_stream(options, tagged=columns.has_tag)
+        )

@@ -32,6 +32,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from .._errors import StreamNotFoundError
 from .._sansio.codec import record_timestamp
 from .._storage.disk_guard import DiskGuard
+from .._storage.settings import require_tags
 from .._storage.stream import StreamReader, StreamWriter
 from ._encode import Columns, Grouped
 from ._options import WriteOptions
@@ -67,8 +68,9 @@ class StreamFacts:
     max_message_bytes: int
 
 
-def prepare_stream(options: WriteOptions) -> StreamFacts:
-    """The stream's partition count and record limit, creating the stream if it is missing."""
+def prepare_stream(options: WriteOptions, *, tagged: bool = False) -> StreamFacts:
+    """The stream's partition count and record limit, creating the stream if it is missing; rows
+    with a ``tag`` column are refused, before any is written, by a stream whose format has no tags."""
     try:
         settings = StreamReader.open(options.path).settings
     except StreamNotFoundError:
@@ -77,6 +79,8 @@ def prepare_stream(options: WriteOptions) -> StreamFacts:
         )
         settings = writer.settings
         writer.close()
+    if tagged:
+        require_tags(settings, options.path)
     return StreamFacts(settings.partition_count, settings.max_message_bytes)
 
 

@@ -126,13 +126,16 @@ async def test_end_close_stops_after_what_was_there(stream_path: str) -> None:
 
 
 async def test_a_failed_open_fails_again_rather_than_reading_nothing(stream_path: str) -> None:
-    """A group whose open failed (a start past the end) says so on every read, never ends quietly."""
+    """A group whose open failed (a start past the end) says so on every open, and a read after it
+    says the group is not open: it never ends quietly."""
     with Writer(stream_path) as writer:
         writer.append([b"only"])
     group = adiskq.ConsumerGroup(stream_path, start=5, end="close")
     try:
         for _ in range(2):
             with pytest.raises(adiskq.OffsetOutOfRangeError):
+                await group.__aenter__()
+            with pytest.raises(adiskq.ClosedError, match="not open"):
                 await group.__anext__()
     finally:
         await group.aclose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import asyncio
 import datetime as dt
 import os
@@ -120,6 +121,35 @@ async def test_wrong_value_types_are_refused_clearly(stream_path: str) -> None:
             await producer.push("text")  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="key"):
             await producer.push(b"x", key=42)  # type: ignore[arg-type]
+
+
+async def test_a_header_value_of_wide_items_reads_back_whole(stream_path: str) -> None:
+    """A header value given as a view of 4-byte items is stored as its 8 bytes by push and
+    push_many: the header and the value after it read back as given."""
+    header = memoryview(array.array("I", [0x41414141, 0x42424242]))
+    async with adiskq.Producer(stream_path) as producer:
+        pushed = await producer.push(b"VALUE", key=b"k", headers={"h": header})  # type: ignore[dict-item]
+        (batched,) = await producer.push_many([adiskq.Record(b"VALUE2", key=b"k", headers={"h": header})])  # type: ignore[dict-item]
+    for receipt, value in ((pushed, b"VALUE"), (batched, b"VALUE2")):
+        message = adiskq.read(stream_path, *receipt)
+        assert (dict(message.headers), message.value) == ({"h": b"AAAABBBB"}, value)
+
+
+async def test_a_lone_surrogate_in_a_key_or_header_name_is_an_invalid_argument(stream_path: str) -> None:
+    """A key or header name UTF-8 cannot store is refused with InvalidArgumentError by push,
+    push_many and find, as a tag is, and nothing is written."""
+    async with adiskq.Producer(stream_path) as producer:
+        for push in (
+            lambda: producer.push(b"v", key="\ud800"),
+            lambda: producer.push(b"v", headers={"\udcff": b"x"}),
+            lambda: producer.push_many([adiskq.Record(b"v", key="ok"), adiskq.Record(b"v", key="\ud800")]),
+            lambda: producer.push_many([adiskq.Record(b"v", headers={"\ud800": b"x"})]),
+        ):
+            with pytest.raises(adiskq.InvalidArgumentError, match="lone surrogate"):
+                await push()
+    assert adiskq.stats(stream_path).message_count == 0
+    with pytest.raises(adiskq.InvalidArgumentError, match=r"key .* holds a lone surrogate"):
+        adiskq.find(stream_path, "\udcff")
 
 
 async def test_empty_values_and_keys_read_back(stream_path: str) -> None:

@@ -189,3 +189,19 @@ def test_an_unprivileged_user_can_read_a_readable_stream(shared_dir: str) -> Non
     fill(path, [b"hello"])
     done = run_as_nobody("read", path, "--format", "value")
     assert (done.returncode, done.stdout, done.stderr) == (0, "hello\n", "")
+
+
+def test_a_symlink_loop_or_a_dangling_symlink_is_named_as_such(tmp_path: pathlib.Path) -> None:
+    """A stream path that is a symbolic link looping back on itself, or pointing nowhere, is called
+    that (not "a file") by readers and by write."""
+    os.symlink(tmp_path / "loop2", tmp_path / "loop1")
+    os.symlink(tmp_path / "loop1", tmp_path / "loop2")
+    os.symlink(tmp_path / "nowhere", tmp_path / "dangling")
+    for name, says in (
+        ("loop1", "it is a symbolic link that loops back on itself"),
+        ("dangling", f"it is a symbolic link to {str(tmp_path / 'nowhere')!r}, which does not exist"),
+    ):
+        read = one_line_error(invoke("stats", str(tmp_path / name)).stderr)
+        assert f"({says}, not a stream folder)" in read
+        written = one_line_error(invoke("write", str(tmp_path / name), input=b"x\n").stderr)
+        assert f"({says}, not a folder); nothing was changed" in written

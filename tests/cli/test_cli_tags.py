@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import zlib
 
 import anyio
 import pytest
@@ -105,3 +106,22 @@ def test_stats_says_what_a_segment_without_a_column_leaves_uncounted(tagged: str
         os.unlink(path)
     document = json.loads(invoke("stats", tagged, "--tags", "--json").output)
     assert document["tags_uncounted"] == adiskq.stats(tagged).partitions[0].message_count
+
+
+def test_stats_counts_two_tags_that_share_a_hash_each_as_it_is(stream_path: str) -> None:
+    """Two tags with one CRC-32 (the .tagindex hash) are counted from their records, each exactly,
+    over rolled segments, and a segment whose first message of the hash is the other tag too."""
+    first, second = "tag29685295", "tag32060020"
+    assert zlib.crc32(first.encode()) == zlib.crc32(second.encode())
+    order = [second, first, first, None, second] * 30 + [first] * 7
+
+    async def push() -> None:
+        async with adiskq.Producer(stream_path, segment_size_bytes=1024) as producer:
+            for i, tag in enumerate(order):
+                await producer.push(b"v%d" % i, key="k", tag=tag)
+
+    anyio.run(push)
+    document = json.loads(invoke("stats", stream_path, "--tags", "--json").output)
+    counted = {entry["tag"]: entry["messages"] for entry in document["tags"]}
+    assert counted == {first: order.count(first), second: order.count(second), None: order.count(None)}
+    assert document["tags_uncounted"] == 0

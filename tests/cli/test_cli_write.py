@@ -6,6 +6,8 @@ import json
 import os
 import pathlib
 import struct
+import subprocess
+import sys
 
 from helpers.cli import fill, invoke
 
@@ -199,3 +201,47 @@ def test_lines_from_a_slow_pipe_are_written_as_they_arrive(stream_path: str) -> 
             writer.wait()
     assert out == f"wrote 2 messages to {stream_path}: partition 0 offsets 0..1\n".encode()
     assert values(stream_path) == [b"first", b"second"]
+
+
+def test_a_key_or_header_name_that_is_not_utf8_is_a_usage_error(stream_path: str) -> None:
+    """Argument bytes that are not UTF-8 (`--key $'\\xff'`, `-H $'\\xff=v'`) are a usage error naming
+    the option, not a crash; nothing is written. A header value is bytes: any are kept."""
+    fill(stream_path, [b"seed"])
+    for args, option in ((["--key", b"\xff"], "'--key'"), (["-H", b"\xff=v"], "'--header' / '-H'")):
+        result = subprocess.run(
+            [sys.executable, "-m", "adiskq", "write", stream_path, *args],
+            input=b"x\n",
+            capture_output=True,
+            check=False,
+        )
+        assert result.returncode == 2, result.stderr
+        last_line = result.stderr.decode().strip().splitlines()[-1]
+        assert last_line.startswith(f"Error: Invalid value for {option}: the ")
+        assert "'\\xff' is not valid UTF-8" in last_line
+    assert values(stream_path) == [b"seed"]
+    invoke("write", stream_path, "-H", "raw=\udcff", input=b"x\n")
+    assert adiskq.read(stream_path, 0, 1).headers == {"raw": b"\xff"}
+
+
+def test_key_field_with_a_lone_surrogate_names_the_line_and_keeps_the_lines_before(stream_path: str) -> None:
+    """A --key-field value UTF-8 cannot store (a JSON \\ud800 escape) fails the command naming its
+    line; the lines before it are written and the message says so."""
+    result = invoke("write", stream_path, "--key-field", "k", input=b'{"k": "ok"}\n{"k": "\\ud800"}\n{"k": "no"}\n')
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "Error: message 2 (line 2): its --key-field 'k' value '\\ud800' is not valid UTF-8: give it as UTF-8 "
+        "text (a JSON \\u escape of a lone surrogate); the 1 messages before it were written, nothing after it"
+    )
+    assert values(stream_path) == [b'{"k": "ok"}']
+
+
+def test_key_field_null_is_named_as_null_not_as_missing(stream_path: str) -> None:
+    """`{"k": null}` has a k field whose value is null: said so, not "no k field"."""
+    result = invoke("write", stream_path, "--key-field", "k", input=b'{"k": 1}\n{"k": null}\n')
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "Error: message 2 (line 2) has 'k': null, which is no key: give every message a 'k' value; "
+        "the 1 messages before it were written, nothing after it"
+    )
+    missing = invoke("write", stream_path, "--key-field", "k", input=b'{"j": 1}\n')
+    assert "message 1 (line 1) is not a JSON object with a 'k' field" in missing.stderr

@@ -65,6 +65,15 @@ def test_find_takes_a_binary_key_as_base64(stream: str) -> None:
     assert [(m["value"], m["key_encoding"]) for m in lines(result.stdout)] == [("binary", "base64")]
 
 
+def test_find_of_a_key_that_is_not_utf8_is_a_usage_error(stream: str) -> None:
+    """`find --key $'\\xff'` (argument bytes that are not UTF-8) is a usage error pointing at --base64."""
+    result = invoke("find", stream, "--key", "\udcff")  # what click makes of the argument byte 0xff
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: Invalid value for '--key': the key '\\xff' is not valid UTF-8: give it as UTF-8 text, or as --base64"
+    )
+
+
 def test_find_of_an_unknown_key_prints_nothing(stream: str) -> None:
     """No message has the key: no output, exit status 0."""
     result = invoke("find", stream, "--key", "nobody")

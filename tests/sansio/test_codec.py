@@ -28,6 +28,7 @@ from adiskq._sansio.core import (
     decode_messages,
     encode_batch,
     encode_record,
+    place,
     scan_columns,
     scan_records,
 )
@@ -604,3 +605,46 @@ def test_a_tag_round_trips_through_every_decoder() -> None:
     assert (decoded.tag, decoded.key, decoded.value, dict(decoded.headers)) == ("paid", b"key", b"value", {"h": b"x"})
     assert decode_messages(record, 0, 0, 1)[0].tag == "paid"
     assert scan_columns(record).end == len(record)
+
+
+def wide_buffers() -> list[memoryview]:
+    """Views whose items are wider than a byte, or not one run of bytes: len() is not their size."""
+    import array
+
+    return [
+        memoryview(array.array("I", [0x41414141, 0x42424242])),
+        memoryview(array.array("d", [1.5, -2.0, 3.25])),
+        memoryview(bytes(range(24))).cast("B", (4, 6)),
+        memoryview(bytes(range(40)))[::3],
+    ]
+
+
+@pytest.mark.parametrize("view", wide_buffers(), ids=["u32", "f64", "2-d", "strided"])
+def test_a_header_value_given_as_a_view_of_wide_items_is_stored_whole(view: memoryview) -> None:
+    """A header value that is a view of wider items (array('I'), a numpy array, a 2-D or strided
+    view) is stored as all of its bytes, with their count as its length: it reads back equal, and
+    the value after it is untouched (one record and a batch, on either core)."""
+    whole = view.tobytes()
+    record = encode_record(b"VALUE", b"k", 1, {"h": view})  # type: ignore[dict-item]
+    (batched,) = encode_batch([b"VALUE"], [b"k"], [1], [{"h": view}])  # type: ignore[list-item]
+    assert batched == record
+    assert len(record) == encoded_size(b"VALUE", b"k", {"h": view})  # type: ignore[dict-item]
+    (message,) = decode_messages(record, 0, 0, 1)
+    assert (dict(message.headers), message.value) == ({"h": whole}, b"VALUE")
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda: encode_record(b"v", b"k", 0, {"\ud800": b"x"}),
+        lambda: encode_batch([b"v"], [b"k"], [0], [{"ok": b"", "\udcff": b"x"}]),
+        lambda: encoded_size(b"v", b"k", {"\ud800": b"x"}),
+        lambda: place("\udcff", 3),
+    ],
+    ids=["header name", "header name in a batch", "size of a header name", "key"],
+)
+def test_a_lone_surrogate_in_a_key_or_header_name_is_an_invalid_argument(encode: Callable[[], object]) -> None:
+    """A key or header name UTF-8 cannot store (a lone surrogate, as os.fsdecode makes of bytes that
+    are not UTF-8) is refused with InvalidArgumentError naming it, as a tag is."""
+    with pytest.raises(InvalidArgumentError, match="lone surrogate"):
+        encode()

@@ -160,6 +160,45 @@ def test_matching_records_is_the_references(
     assert core.matching_records(column, memoryview(bytes(entries)), *args[2:]) == expected
 
 
+# Damaged .index bytes: sizes and positions anywhere in u64, near its end above all (sums that
+# pass 2**64), offsets that are and are not the ones expected.
+u64_near_limits = st.one_of(
+    st.integers(min_value=0, max_value=2**64 - 1),
+    st.integers(min_value=2**64 - 200, max_value=2**64 - 1),
+    st.integers(min_value=0, max_value=200),
+)
+
+
+@given(
+    st.lists(st.tuples(st.booleans(), u64_near_limits, u64_near_limits, st.sampled_from([0, 1, 5])), max_size=12),
+    st.one_of(st.integers(min_value=0, max_value=100), st.integers(min_value=2**64 - 10, max_value=2**64 - 1)),
+    st.integers(min_value=0, max_value=12),
+    st.integers(min_value=1, max_value=20),
+    st.one_of(st.just(-1), st.integers(min_value=0, max_value=2**64 + 5)),
+    st.binary(max_size=30),
+)
+def test_matching_records_answers_as_the_reference_on_damaged_index_bytes(
+    rows: list[tuple[bool, int, int, int]],
+    first_offset: int,
+    covered: int,
+    max_count: int,
+    max_bytes: int,
+    tail: bytes,
+) -> None:
+    """Hostile .index entries (huge sizes and positions whose sums wrap 64 bits, wrong offsets,
+    a partial entry at the end) and offsets near 2**64: the compiled selection is the reference's."""
+    entries = b"".join(
+        struct.pack("<QQQ", (first_offset + i) % 2**64 if right else (first_offset + i + 1) % 2**64, position, size)
+        for i, (right, position, size, _) in enumerate(rows)
+    )
+    entries += tail[: len(tail) % 24]
+    column = b"".join(struct.pack("<I", h) for *_, h in rows[:covered])
+    args = (column, entries, (1, 5), first_offset, max_count, max_bytes)
+    expected = outcome(lambda: reference_tags.matching_records(*args))
+    assert outcome(lambda: core.matching_records(*args)) == expected
+    assert outcome(lambda: core.matching_records(column, memoryview(entries), *args[2:])) == expected
+
+
 BAD_ENCODINGS: list[tuple[str, Callable[[Callable[..., object]], object]]] = [
     ("timestamp too large", lambda encode: encode(b"v", b"k", 2**63, None)),
     ("timestamp too small", lambda encode: encode(b"v", b"k", -(2**63) - 1, None)),

@@ -74,8 +74,10 @@ def test_empty_folder_becomes_a_stream(tmp_path: pathlib.Path) -> None:
     assert _settings(os.fspath(tmp_path))["format"] == "adiskq/2"
 
 
-def test_a_format_1_stream_is_read_as_it_is_and_moved_to_format_2_by_a_producer(stream_path: str) -> None:
-    """A stream written before tags (format adiskq/1) reads unchanged; a producer opening it writes adiskq/2."""
+def test_a_format_1_stream_is_read_and_written_as_it_is(stream_path: str) -> None:
+    """A stream written before tags (format adiskq/1) reads unchanged, and a producer that opens it,
+    writes to it and grows it leaves it in format adiskq/1 (only `adiskq upgrade` moves it): a
+    reader that knows only format 1 and has it open is never surprised by a newer format."""
     write_stream(stream_path, [fields(3)])
     path = os.path.join(stream_path, "settings.json")
     old = _settings(stream_path) | {"format": "adiskq/1"}
@@ -84,7 +86,11 @@ def test_a_format_1_stream_is_read_as_it_is_and_moved_to_format_2_by_a_producer(
     assert adiskq.read(stream_path, 0, 2).value == fields(3)[2][0]
     assert adiskq.read(stream_path, 0, 2).tag is None
     StreamWriter.open(stream_path).close()
-    assert _settings(stream_path) == old | {"format": "adiskq/2"}
+    write_stream(stream_path, [fields(2, start=3)])
+    assert _settings(stream_path) == old
+    StreamWriter.open(stream_path, partitions=2).close()
+    assert _settings(stream_path)["format"] == "adiskq/1"
+    assert _settings(stream_path)["partition_count"] == 2
 
 
 def test_more_partitions_are_added(stream_path: str) -> None:

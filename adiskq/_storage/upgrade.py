@@ -1,0 +1,63 @@
+"""``adiskq upgrade PATH``: move a stream to the current format, as a step its owner takes.
+
+A format-1 stream (``adiskq/1``, before tags) is read and written as it is; only this moves it to
+``adiskq/2``. The move itself is one atomic write of ``settings.json`` (the records do not change:
+an untagged record is the same bytes in both formats), but a program that knows only format 1 and
+has the stream open checked the format when it opened it: after the move it would misread the
+first tagged record as damage. So the move is refused while anything this process can see has the
+stream open:
+
+- a producer (``writers/``, and the owner lock this takes exclusively for the whole move, so no
+  producer opens meanwhile: ``StreamLockedError`` names the one that holds it);
+- a member of a consumer group (``groups/NAME/members/``, ``leases.py``).
+
+A plain ``Consumer`` leaves no trace in the stream: the command's documentation says to stop those
+first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+from .._sansio.values import GroupMember
+from .leases import read_members
+from .offsets import list_groups
+from .settings import FORMAT, save_settings
+from .stream import StreamReader, StreamWriter
+
+__all__ = ["Upgrade", "upgrade_stream"]
+
+
+class Upgrade(NamedTuple):
+    """What ``upgrade_stream`` found and did."""
+
+    before: str  # the format the stream had
+    after: str  # the format it has now (``before`` when nothing was moved)
+    readers: tuple[tuple[str, GroupMember], ...]  # (group, member) that had it open: nothing moved
+
+
+def open_group_members(stream_path: str) -> list[tuple[str, GroupMember]]:
+    """Every live member of every consumer group of the stream, as (group name, member)."""
+    return [(name, member) for name in list_groups(stream_path) for member in read_members(stream_path, name)]
+
+
+def upgrade_stream(path: str, *, lock_timeout: float = 0.0) -> Upgrade:
+    """Move the stream at ``path`` to the current format, unless a producer or a group member has it
+    open (see the module's docstring). Raises ``StreamNotFoundError`` where there is no stream (none
+    is created) and ``StreamLockedError`` while a producer holds it."""
+    StreamReader.open(path)  # a missing stream is an error here, not one to create
+    writer = StreamWriter.open(path, lock_timeout=lock_timeout)
+    try:
+        settings = writer.settings
+        if settings.holds_tags:
+            return Upgrade(settings.format, settings.format, ())
+        readers = tuple(open_group_members(writer.path))
+        if readers:
+            return Upgrade(settings.format, settings.format, readers)
+        moved = dataclasses.replace(settings, format=FORMAT)
+        save_settings(writer.path, moved, mode=writer.mode)
+        writer.settings = moved
+        return Upgrade(settings.format, moved.format, ())
+    finally:
+        writer.close()

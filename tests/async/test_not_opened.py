@@ -1,0 +1,59 @@
+"""A Consumer or ConsumerGroup read without ``async with`` refuses at once, naming ``async with``.
+
+Opening on the first read (as it once did) left nothing to close it: a group read that way took
+``commit()`` and then stored nothing when the loop ended, without a word. As aiokafka's consumer
+must be started before it is iterated, an adiskq reader is opened by ``async with`` only.
+"""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+import pytest
+from _consumer_support import Writer
+
+import adiskq
+
+pytestmark = pytest.mark.anyio
+
+
+async def read_all(reader: adiskq.Consumer | adiskq.ConsumerGroup) -> None:
+    """`async for` over the reader, failing if it delivers anything."""
+    async for message in reader:
+        raise AssertionError(f"delivered {message} without being opened")
+
+
+async def test_a_group_iterated_without_async_with_raises_at_once_and_opens_nothing(stream_path: str) -> None:
+    """`async for` over a ConsumerGroup never entered raises ClosedError naming `async with` before
+    delivering anything: no member joins, so there is nothing to commit and lose."""
+    with Writer(stream_path) as writer:
+        writer.append([b"a", b"b"])
+    group = adiskq.ConsumerGroup(stream_path, name="g", commit_interval=3600)
+    with anyio.fail_after(10), pytest.raises(adiskq.ClosedError, match=r"async with adiskq\.ConsumerGroup") as caught:
+        await read_all(group)
+    assert "stores its commits when the block ends" in str(caught.value)
+    assert not os.path.exists(os.path.join(stream_path, "groups", "g"))  # noqa: ASYNC240 - a test's look
+    with pytest.raises(adiskq.ClosedError, match="async with"):
+        await group.batches().__anext__()
+    with pytest.raises(adiskq.ClosedError, match="async with"):
+        group.commit(adiskq.Message(0, 0, 0, b"", b"a"))
+    async with group:  # the same group, entered, reads and stores as any other
+        message = await group.__anext__()
+        group.commit(message)
+    async with adiskq.ConsumerGroup(stream_path, name="g", end="close") as again:
+        assert [m.value async for m in again] == [b"b"]
+
+
+async def test_a_consumer_iterated_without_async_with_raises_at_once(stream_path: str) -> None:
+    """`async for` over a Consumer never entered raises ClosedError naming `async with`, as the
+    group does."""
+    with Writer(stream_path) as writer:
+        writer.append([b"a"])
+    consumer = adiskq.Consumer(stream_path, end="close")
+    with anyio.fail_after(10), pytest.raises(adiskq.ClosedError, match=r"async with adiskq\.Consumer\("):
+        await read_all(consumer)
+    with pytest.raises(adiskq.ClosedError, match="async with"):
+        await consumer.__anext__()
+    async with consumer:
+        assert [m.value async for m in consumer] == [b"a"]
