@@ -56,6 +56,12 @@ class Serde(Generic[T]):
     serializer: Callable[[T], bytes]
     deserializer: Callable[[bytes], T]
 
+    def __repr__(self) -> str:
+        def name(function: object) -> str:
+            return str(getattr(function, "__qualname__", None) or repr(function))
+
+        return f"Serde({name(self.serializer)}, {name(self.deserializer)})"
+
 
 def json_serializer(value: object) -> bytes:
     """``value`` as compact UTF-8 JSON (``TypeError`` for what JSON cannot hold)."""

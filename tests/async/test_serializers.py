@@ -121,7 +121,7 @@ async def test_without_serializers_values_are_bytes_as_before(stream_path: str) 
 
 def test_serializers_must_be_callables(stream_path: str) -> None:
     """A serializer that is not a function is refused at construction."""
-    with pytest.raises(TypeError, match="value_serializer"):
+    with pytest.raises(TypeError, match="value_serializer takes a function"):
         adiskq.Producer(stream_path, value_serializer="json")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="key_deserializer"):
+    with pytest.raises(TypeError, match="key_deserializer takes a function"):
         adiskq.Consumer(stream_path, key_deserializer=b"x")  # type: ignore[arg-type]
