@@ -313,6 +313,15 @@ class DiskUsageRefusedError(Error, OSError):
         return type(self), (self.path, self.level, self.used_bytes, self.size_bytes)
 
 
+def explain_os_error(error: OSError, advice: str) -> None:
+    """Append ``advice`` to an ``OSError``'s message, keeping its type, errno and file names: in
+    ``str(error)`` (what ``log.error("%s", error)`` prints), not only in a traceback's notes."""
+    if error.strerror is None:  # an OSError made without an errno: its message is its args
+        error.args = (*error.args[:-1], f"{error.args[-1]}; {advice}") if error.args else (advice,)
+    else:
+        error.strerror = f"{error.strerror}; {advice}"
+
+
 def _size(size_bytes: int) -> str:
     """``384.0 KiB``, ``9.5 GiB``: a size as a person reads it."""
     size = float(size_bytes)

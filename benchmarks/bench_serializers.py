@@ -35,27 +35,13 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
-import msgspec
-import pydantic
 
 import adiskq
-from adiskq.serializers import JSON, msgspec_json, pydantic_json
 
 BACKENDS = ("asyncio", "trio")
 
-
-class Order(msgspec.Struct):
-    id: int
-    customer: str
-    amount: float
-    note: str
-
-
-class OrderModel(pydantic.BaseModel):
-    id: int
-    customer: str
-    amount: float
-    note: str
+# A variant: how its i-th value is made, and the serializer and deserializer (None: plain bytes).
+Variant = tuple[Callable[[int], object], Callable[[Any], bytes] | None, Callable[[bytes], Any] | None]
 
 
 def order_fields(i: int) -> dict[str, Any]:
@@ -66,26 +52,44 @@ def plain_value(i: int) -> bytes:
     return json.dumps(order_fields(i)).encode()
 
 
-VARIANTS: dict[str, tuple[Callable[[int], object], Callable[[Any], bytes] | None, Callable[[bytes], Any] | None]] = {
-    "bytes": (plain_value, None, None),
-    "json": (order_fields, JSON.serializer, JSON.deserializer),
-    "msgspec": (
-        lambda i: Order(**order_fields(i)),
-        msgspec_json(Order).serializer,
-        msgspec_json(Order).deserializer,
-    ),
-    "pydantic": (
-        lambda i: OrderModel(**order_fields(i)),
-        pydantic_json(OrderModel).serializer,
-        pydantic_json(OrderModel).deserializer,
-    ),
-}
+def variants() -> dict[str, Variant]:
+    """Every variant; imported here, so that ``--base`` runs the bytes one with a checkout that
+    has no serializers."""
+    import msgspec
+    import pydantic
+
+    from adiskq.serializers import JSON, msgspec_json, pydantic_json
+
+    class Order(msgspec.Struct):
+        id: int
+        customer: str
+        amount: float
+        note: str
+
+    class OrderModel(pydantic.BaseModel):
+        id: int
+        customer: str
+        amount: float
+        note: str
+
+    orders, models = msgspec_json(Order), pydantic_json(OrderModel)
+    return {
+        "bytes": (plain_value, None, None),
+        "json": (order_fields, JSON.serializer, JSON.deserializer),
+        "msgspec": (lambda i: Order(**order_fields(i)), orders.serializer, orders.deserializer),
+        "pydantic": (lambda i: OrderModel(**order_fields(i)), models.serializer, models.deserializer),
+    }
 
 
-async def push_all(path: str, count: int, variant: str) -> float:
-    make, serializer, _ = VARIANTS[variant]
+PLAIN: Variant = (plain_value, None, None)
+
+
+async def push_all(path: str, count: int, variant: Variant) -> float:
+    make, serializer, _ = variant
     values = [make(i) for i in range(count)]
-    async with adiskq.Producer(path, value_serializer=serializer) as producer:
+    # Without a serializer, no such argument: the producer is opened as before serializers existed.
+    options: dict[str, Any] = {} if serializer is None else {"value_serializer": serializer}
+    async with adiskq.Producer(path, **options) as producer:
         push = producer.push
         started = time.perf_counter()
         for value in values:
@@ -93,11 +97,12 @@ async def push_all(path: str, count: int, variant: str) -> float:
         return count / (time.perf_counter() - started)
 
 
-async def read_all(path: str, count: int, variant: str) -> float:
-    _, _, deserializer = VARIANTS[variant]
+async def read_all(path: str, count: int, variant: Variant) -> float:
+    _, _, deserializer = variant
+    options: dict[str, Any] = {} if deserializer is None else {"value_deserializer": deserializer}
     seen = 0
     started = time.perf_counter()
-    async with adiskq.Consumer(path, end="close", value_deserializer=deserializer) as consumer:
+    async with adiskq.Consumer(path, end="close", **options) as consumer:
         async for _ in consumer:
             seen += 1
     assert seen == count
@@ -108,7 +113,7 @@ def best(runs: int, measure: Callable[[], float]) -> float:
     return max(measure() for _ in range(runs))
 
 
-def measure_variant(folder: str, count: int, runs: int, variant: str, backend: str) -> tuple[float, float]:
+def measure_variant(folder: str, count: int, runs: int, variant: Variant, backend: str) -> tuple[float, float]:
     """(push rate, read rate) of one variant on one backend, best of ``runs``."""
     streams: list[str] = []
 
@@ -131,11 +136,11 @@ def run_in_one_process(count: int, runs: int) -> None:
         print(f"{count:,} messages, one task awaiting each push; async for reads them back; best of {runs}, msg/s:")
         for backend in BACKENDS:
             plain: tuple[float, float] | None = None
-            for variant in VARIANTS:
+            for name, variant in variants().items():
                 push_rate, read_rate = measure_variant(folder, count, runs, variant, backend)
                 plain = plain or (push_rate, read_rate)
                 print(
-                    f"  {backend:<8} {variant:<9} push {push_rate:>10,.0f} (x{push_rate / plain[0]:.2f} bytes)   "
+                    f"  {backend:<8} {name:<9} push {push_rate:>10,.0f} (x{push_rate / plain[0]:.2f} bytes)   "
                     f"read {read_rate:>10,.0f} (x{read_rate / plain[1]:.2f} bytes)"
                 )
     finally:
@@ -151,7 +156,7 @@ import bench_serializers as bench
 count, runs, folder = {count}, {runs}, {folder!r}
 out = {{}}
 for backend in bench.BACKENDS:
-    push_rate, read_rate = bench.measure_variant(folder, count, runs, "bytes", backend)
+    push_rate, read_rate = bench.measure_variant(folder, count, runs, bench.PLAIN, backend)
     out["push " + backend], out["read " + backend] = push_rate, read_rate
 print(json.dumps(out))
 """
@@ -161,7 +166,10 @@ def side(checkout: str, count: int, runs: int, folder: str) -> dict[str, float]:
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.abspath(checkout), here]))
     code = _ONE_SIDE.format(count=count, runs=runs, folder=folder)
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    # Run in ``folder``, not a checkout: `python -c` puts its working folder before PYTHONPATH.
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=folder, capture_output=True, text=True, check=True
+    )
     figures: dict[str, float] = json.loads(result.stdout)
     return figures
 

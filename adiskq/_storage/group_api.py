@@ -19,6 +19,7 @@ from .._sansio.naming import validate_group_name
 from .group_admin import GroupInUse, holders, holding_leases, set_offsets
 from .lag import group_lag_now
 from .offsets import OFFSETS_FILE, TAGS_FILE, group_dir
+from .partition_reader import held_offsets
 from .stream import StreamReader
 
 __all__ = ["ResetTo", "delete_group", "lag", "reset_offsets", "target_offset"]
@@ -38,16 +39,17 @@ def lag(path: str | os.PathLike[str], group: str) -> dict[int, int]:
     return group_lag_now(os.fspath(path), group)
 
 
-def target_offset(stream: StreamReader, partition: int, to: ResetTo) -> int:
-    """The offset ``to`` names in ``partition`` now; ``OffsetOutOfRangeError`` for an offset it lacks."""
+def target_offset(stream: StreamReader, partition: int, to: str | int | dt.datetime) -> int:
+    """The offset ``to`` (a position ``PartitionReader.offset_of`` takes) names in ``partition`` now;
+    ``OffsetOutOfRangeError`` for an offset the partition does not hold."""
     reader = stream.partition(partition)
     if not isinstance(to, int) or isinstance(to, bool):
         return reader.offset_of(to)
     oldest, next_offset = reader.bounds()
     if not oldest <= to <= next_offset:
-        held = f"offsets {oldest}..{next_offset - 1}" if next_offset > oldest else "no message"
         raise OffsetOutOfRangeError(
-            f"partition {partition} holds {held} (next {next_offset}), so it cannot be reset to {to}: give an "
+            f"partition {partition} holds {held_offsets(oldest, next_offset)} (next {next_offset}), so it cannot be "
+            f"reset to {to}: give an "
             f"offset in {oldest}..{next_offset}, or pick a partition with partition=",
             partition=partition,
             offset=to,
