@@ -2,7 +2,7 @@
 
 A stream lives in one folder on local disk; one producer writes it (or, with ``shared=True``,
 several in several processes), any number of consumers in any process read it. See README.md for
-the tour and DESIGN.md for the on-disk format.
+the tour and the on-disk format, and docs/ARCHITECTURE.md for how it is built.
 """
 
 from typing import TYPE_CHECKING
@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING
 from ._errors import ClosedError as ClosedError
 from ._errors import CorruptRecordError as CorruptRecordError
 from ._errors import CorruptStreamError as CorruptStreamError
+from ._errors import DeserializationError as DeserializationError
 from ._errors import DiskUsageRefusedError as DiskUsageRefusedError
 from ._errors import Error as Error
+from ._errors import GroupInUseError as GroupInUseError
 from ._errors import InvalidArgumentError as InvalidArgumentError
 from ._errors import InvalidNameError as InvalidNameError
 from ._errors import LockTimeoutError as LockTimeoutError
@@ -38,6 +40,9 @@ from ._storage.api import find as find
 from ._storage.api import offset_for_time as offset_for_time
 from ._storage.api import read as read
 from ._storage.api import stats as stats
+from ._storage.group_api import delete_group as delete_group
+from ._storage.group_api import lag as lag
+from ._storage.group_api import reset_offsets as reset_offsets
 
 if TYPE_CHECKING:
     from ._async.consumer import Consumer as Consumer
@@ -80,8 +85,10 @@ __all__ = [
     "ConsumerGroup",
     "CorruptRecordError",
     "CorruptStreamError",
+    "DeserializationError",
     "DiskUsageRefusedError",
     "Error",
+    "GroupInUseError",
     "GroupMember",
     "InvalidArgumentError",
     "InvalidNameError",
@@ -104,8 +111,11 @@ __all__ = [
     "StreamStats",
     "VacuumReport",
     "WriterInfo",
+    "delete_group",
     "find",
+    "lag",
     "offset_for_time",
     "read",
+    "reset_offsets",
     "stats",
 ]

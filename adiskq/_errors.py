@@ -8,10 +8,12 @@
     ├── StreamLockedError          other producers hold the stream (exclusive vs shared)
     │   └── LockTimeoutError       a shared producers' lock (locks/) was not let go
     │                              within lock_timeout: its holder lives but makes no progress
+    ├── GroupInUseError            live members hold a consumer group that was to be reset or deleted
     ├── SettingsMismatchError      (also ValueError) asked-for settings contradict the stored ones
     ├── CorruptStreamError         a stream file cannot be trusted
     │   └── CorruptRecordError     a record inside committed data is damaged (file, position)
     ├── OffsetOutOfRangeError      (also IndexError) the offset was vacuumed or not written yet
+    ├── DeserializationError       (also ValueError) a reader's deserializer failed on a stored message
     ├── MessageTooLargeError       (also ValueError) a record over the stream's max_message_bytes
     ├── InvalidNameError           (also ValueError) a group name that is empty or leaves its folder
     ├── InvalidArgumentError       (also ValueError) a setting out of range, a partition that does not exist
@@ -39,8 +41,10 @@ __all__ = [
     "ClosedError",
     "CorruptRecordError",
     "CorruptStreamError",
+    "DeserializationError",
     "DiskUsageRefusedError",
     "Error",
+    "GroupInUseError",
     "InvalidArgumentError",
     "InvalidNameError",
     "LockTimeoutError",
@@ -150,6 +154,25 @@ class LockTimeoutError(StreamLockedError):
         return type(self), (self.path, self.lock, self.waited_seconds, self.holder)
 
 
+class GroupInUseError(Error):
+    """Live members hold the consumer group: its offsets cannot be reset, nor the group deleted.
+
+    They would overwrite the new offsets with their own commits. ``holders`` names them (pid and
+    host); stop the group's consumers, then try again.
+    """
+
+    def __init__(self, name: str, holders: Sequence[str]) -> None:
+        self.name = name
+        self.holders = tuple(holders)
+        super().__init__(
+            f"group {name!r} is in use ({', '.join(self.holders) or 'a member'}): its members would overwrite "
+            "the new offsets. Stop the group's consumers, then run this again"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (self.name, self.holders)
+
+
 class SettingsMismatchError(Error, ValueError):
     """The settings asked for contradict the settings stored in the stream."""
 
@@ -221,6 +244,29 @@ class OffsetOutOfRangeError(Error, IndexError):
             oldest_offset=self.oldest_offset,
             next_offset=self.next_offset,
         ), ()
+
+
+class DeserializationError(Error, ValueError):
+    """A reader's ``key_deserializer`` or ``value_deserializer`` failed on a stored message.
+
+    The messages before it were delivered; this one was not, and nothing after it is skipped:
+    reading again tries it again (and raises again, unless the function changed its mind).
+    ``partition`` and ``offset`` name it, ``__cause__`` is what the function raised. To read past
+    it, start after it: ``Consumer(path, partition=p, start=offset + 1)``, or ``group.seek(p,
+    offset + 1)`` in a consumer group. The stored bytes are intact: ``adiskq.read(path, p, offset)``.
+    """
+
+    def __init__(self, message: str, *, partition: int, offset: int) -> None:
+        super().__init__(message)
+        self.partition = partition
+        self.offset = offset
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _rebuild_deserialization_error, (str(self), self.partition, self.offset)
+
+
+def _rebuild_deserialization_error(message: str, partition: int, offset: int) -> DeserializationError:
+    return DeserializationError(message, partition=partition, offset=offset)
 
 
 class MessageTooLargeError(Error, ValueError):
@@ -299,6 +345,15 @@ class DiskUsageRefusedError(Error, OSError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return type(self), (self.path, self.level, self.used_bytes, self.size_bytes)
+
+
+def explain_os_error(error: OSError, advice: str) -> None:
+    """Append ``advice`` to an ``OSError``'s message, keeping its type, errno and file names: in
+    ``str(error)`` (what ``log.error("%s", error)`` prints), not only in a traceback's notes."""
+    if error.strerror is None:  # an OSError made without an errno: its message is its args
+        error.args = (*error.args[:-1], f"{error.args[-1]}; {advice}") if error.args else (advice,)
+    else:
+        error.strerror = f"{error.strerror}; {advice}"
 
 
 def _size(size_bytes: int) -> str:

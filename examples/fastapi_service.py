@@ -6,6 +6,7 @@
     curl -X POST http://127.0.0.1:8000/events -H 'content-type: application/json' \\
          -d '{"type": "signup", "key": "customer-42", "data": {"plan": "pro"}}'
     curl -N http://127.0.0.1:8000/events/stream
+    curl http://127.0.0.1:8000/health              # 200 while the processing group keeps up, else 503
 
     # several worker processes, every one producing (shared producers):
     python examples/fastapi_service.py --stream /tmp/adiskq-events --workers 4
@@ -21,6 +22,11 @@ a consumer group over all partitions: ``?group=NAME`` makes it a named group who
 committed as each event is sent, so a client that reconnects with the same name resumes where it
 stopped; without a name the client sees the stream from ``?start=oldest`` (the default) or
 ``newest``. Events go out as server-sent events whose ``id`` is ``partition-offset``.
+
+Events are stored as JSON through serializers (``adiskq.serializers.pydantic_json``): the producer
+is given ``StoredEvent`` models and every reader gets them back, typed. Beside the requests, each
+worker runs a member of the ``processor`` group, the service's own work on every event (here it
+counts them by type); ``GET /health`` answers 503 once that group's lag passes ``?max_lag=``.
 """
 
 from __future__ import annotations
@@ -28,19 +34,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
 import anyio.to_thread
 from fastapi import FastAPI, Query, Request, Response
-from fastapi.responses import FileResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
 import adiskq
+from adiskq.serializers import pydantic_json
 
 PAGE = Path(__file__).with_name("static") / "events.html"
+PROCESSOR = "processor"  # the named group doing the service's own work on every event
 
 
 class Event(BaseModel):
@@ -51,23 +61,43 @@ class Event(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+class StoredEvent(BaseModel):
+    """What the stream holds, as JSON: the event with its key as posted (a message pushed without a
+    key gets a random one as its stored key)."""
+
+    type: str
+    key: str | None
+    data: dict[str, Any]
+
+
+EVENTS = pydantic_json(StoredEvent)  # value_serializer= / value_deserializer= for every reader
+
+
 class Receipt(BaseModel):
     partition: int
     offset: int
 
 
-def as_sse(message: adiskq.Message) -> str:
+def as_sse(message: adiskq.Message[bytes, StoredEvent]) -> str:
     """One server-sent event: the id says where the message lives, the data is JSON."""
-    payload = json.loads(message.value)
+    event = message.value
     body = {
         "partition": message.partition,
         "offset": message.offset,
         "timestamp": message.timestamp.isoformat(),
-        "key": payload["key"],  # as posted (a message pushed without a key gets a random one)
-        "type": payload["type"],
-        "data": payload["data"],
+        "key": event.key,
+        "type": event.type,
+        "data": event.data,
     }
     return f"id: {message.partition}-{message.offset}\ndata: {json.dumps(body)}\n\n"
+
+
+async def process_events(group: adiskq.ConsumerGroup[bytes, StoredEvent], counts: Counter[str]) -> None:
+    """The service's own work on every event, by the members of one named group (one per worker
+    process): each event is handled once, then committed."""
+    async for message in group:
+        counts[message.value.type] += 1
+        group.commit(message)
 
 
 def create_app(stream_path: str | os.PathLike[str], *, partitions: int = 3, shared: bool = False) -> FastAPI:
@@ -76,9 +106,21 @@ def create_app(stream_path: str | os.PathLike[str], *, partitions: int = 3, shar
         # One producer for the process's whole life: opening takes the stream's lock (exclusive, or
         # shared with the other workers' producers), and closing (on shutdown) writes what is
         # pending and fsyncs.
-        async with adiskq.Producer(stream_path, partitions=partitions, shared=shared) as producer:
+        async with (
+            adiskq.Producer(
+                stream_path, partitions=partitions, shared=shared, value_serializer=EVENTS.serializer
+            ) as producer,
+            adiskq.ConsumerGroup(stream_path, PROCESSOR, value_deserializer=EVENTS.deserializer) as processor,
+            anyio.create_task_group() as tasks,
+        ):
+            # The lifespan runs in one task from startup to shutdown, so this task group is left
+            # by the task that entered it, as a task group must be.
             app.state.producer = producer
+            app.state.processor = processor
+            app.state.counts = Counter()
+            tasks.start_soon(process_events, processor, app.state.counts)
             yield
+            tasks.cancel_scope.cancel()  # shutting down: the group stores its commits as it closes
 
     app = FastAPI(title="adiskq events", lifespan=lifespan)
 
@@ -88,9 +130,9 @@ def create_app(stream_path: str | os.PathLike[str], *, partitions: int = 3, shar
 
     @app.post("/events", status_code=201)
     async def post_event(event: Event, request: Request, response: Response) -> Receipt:
-        producer: adiskq.Producer = request.app.state.producer
-        value = json.dumps({"type": event.type, "key": event.key, "data": event.data}).encode()
-        partition, offset = await producer.push(value, key=event.key, headers={"type": event.type.encode()})
+        producer: adiskq.Producer[str, StoredEvent] = request.app.state.producer
+        stored = StoredEvent(type=event.type, key=event.key, data=event.data)
+        partition, offset = await producer.push(stored, key=event.key, headers={"type": event.type.encode()})
         response.headers["X-Worker-Pid"] = str(os.getpid())  # which worker process wrote it
         return Receipt(partition=partition, offset=offset)
 
@@ -102,7 +144,9 @@ def create_app(stream_path: str | os.PathLike[str], *, partitions: int = 3, shar
         async def events() -> AsyncIterator[str]:
             yield "retry: 1000\n\n"  # how soon the browser reconnects if the connection drops
             # The client disconnecting cancels this generator, which closes the group.
-            async with adiskq.ConsumerGroup(stream_path, name=group, start=start) as consumer:
+            async with adiskq.ConsumerGroup(
+                stream_path, name=group, start=start, value_deserializer=EVENTS.deserializer
+            ) as consumer:
                 async for message in consumer:
                     yield as_sse(message)
                     if group is not None:
@@ -112,6 +156,21 @@ def create_app(stream_path: str | os.PathLike[str], *, partitions: int = 3, shar
             events(),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    @app.get("/health")
+    async def health(request: Request, max_lag: int = Query(1000, ge=0)) -> JSONResponse:
+        """200 while the processor group has at most ``max_lag`` events left, else 503."""
+        processor: adiskq.ConsumerGroup[bytes, StoredEvent] = request.app.state.processor
+        lag = await processor.lag()  # every partition's events left past the group's commits
+        behind = sum(lag.values())
+        return JSONResponse(
+            {
+                "status": "ok" if behind <= max_lag else "lagging",
+                "lag": {str(partition): left for partition, left in sorted(lag.items())},
+                "processed": dict(request.app.state.counts),  # by this worker process
+            },
+            status_code=200 if behind <= max_lag else 503,
         )
 
     @app.get("/stats")

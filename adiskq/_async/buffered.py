@@ -12,21 +12,21 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Awaitable, Callable
-from typing import Self
+from typing import Generic, Self
 
 from .._sansio import core
-from .._sansio.values import Message
+from .._sansio.values import KeyT, Message, ValueT
 
 __all__ = ["MessageBuffer", "new_buffer"]
 
 
-class MessageBuffer:
+class MessageBuffer(Generic[KeyT, ValueT]):
     """Buffered messages and the index of the next; see the module's docstring."""
 
     __slots__ = ("_closed", "_index", "_items", "_refill")
 
-    def __init__(self, refill: Callable[[], Awaitable[Message]]) -> None:
-        self._items: list[Message] = []
+    def __init__(self, refill: Callable[[], Awaitable[Message[KeyT, ValueT]]]) -> None:
+        self._items: list[Message[KeyT, ValueT]] = []
         self._index = 0
         self._refill = refill
         self._closed = False
@@ -34,19 +34,19 @@ class MessageBuffer:
     def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> Message:
+    async def __anext__(self) -> Message[KeyT, ValueT]:
         items, index = self._items, self._index
         if index < len(items) and not self._closed:
             self._index = index + 1
             return items[index]
         return await self._refill()
 
-    def set(self, items: list[Message], index: int = 0) -> None:
+    def set(self, items: list[Message[KeyT, ValueT]], index: int = 0) -> None:
         """The buffer is now these messages, handing out from ``index`` on."""
         self._items = items
         self._index = max(0, index)
 
-    def take(self, most: int) -> list[Message] | None:
+    def take(self, most: int) -> list[Message[KeyT, ValueT]] | None:
         """Up to ``most`` buffered messages (handed out), or None when none are buffered."""
         most = operator.index(most)
         if most < 0:  # it would move the index back before messages already handed out
@@ -74,7 +74,7 @@ class MessageBuffer:
         return max(0, len(self._items) - self._index)
 
 
-def new_buffer(refill: Callable[[], Awaitable[Message]]) -> MessageBuffer:
+def new_buffer(refill: Callable[[], Awaitable[Message[KeyT, ValueT]]]) -> MessageBuffer[KeyT, ValueT]:
     """A buffer of the core in use: the compiled one, or the class above."""
     if core.Buffer is not None:
         return core.Buffer(refill)  # type: ignore[no-any-return]  # the same interface, in C

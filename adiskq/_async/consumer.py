@@ -1,4 +1,4 @@
-"""``Consumer``: one partition as an async iterator that follows the producer (DESIGN §5).
+"""``Consumer``: a stream's partitions (or one of them) as an async iterator that follows the producer.
 
 Reads are two ``pread`` calls (index entries, then the data they cover) served from the page
 cache, then decoding with a CRC check per record (~1 µs a message); they run on the event loop
@@ -15,39 +15,54 @@ loses no message.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 import anyio
 import anyio.lowlevel
 
 from .._errors import ClosedError, InvalidArgumentError
+from .._sansio.decoding import MessageDecoder
 from .._sansio.tags import TagFilter
-from .._sansio.values import Message
+from .._sansio.values import KeyT, Message, ValueT
 from .._storage.stream import StreamReader
 from . import wakeup
 from .arguments import Start, check_on_data_loss, check_start, positive_seconds
-from .follower import OnDataLoss, PartitionFollower
+from .follower import OnDataLoss, PartitionFollower, producer_is_in_this_process
 from .notify import Notifier, get_notifier
 from .reader import _Reader
+from .settings_watch import SettingsWatch
 
 __all__ = ["Consumer", "End", "OnDataLoss", "Start"]
 
 End = Literal["wait", "close"] | int
 
 
-class Consumer(_Reader):
-    """Reads one partition in order, as an async iterator of ``Message``; follows the producer.
+class Consumer(_Reader[KeyT, ValueT]):
+    """Reads a stream's partitions (every one, or ``partition=N`` alone) as an async iterator of
+    ``Message``; follows the producer.
+
+    By default it reads every partition, new ones included, merged as their messages arrive: each
+    partition's messages come in offset order, and a busy partition cannot hold the others back
+    (each read takes a batch from the next partition that has messages). ``partition=N`` reads
+    that partition alone.
 
     ``start``: ``"oldest"``, ``"newest"`` (only messages pushed after opening), ``"active-oldest"``
     (the start of the active segment), an offset, or a ``datetime`` (the first message at or after
-    it). ``end``: ``"wait"`` (follow forever), ``"close"`` (stop at the end of what was there when
-    the consumer opened), or an offset (exclusive). ``on_data_loss``: when retention deleted
-    messages not read yet, ``"skip"`` to the oldest offset (the range is logged and appended to
-    ``skipped``) or ``"raise"`` ``OffsetOutOfRangeError``. ``tags``: deliver only messages whose
-    tag is one of these (RocketMQ's ``TagA || TagB``; None, the default: every message). Such a
-    consumer reads the tag hashes kept beside the index and only the records that may match, and
-    confirms each one's tag from its record.
+    it), in each partition read. ``end``: ``"wait"`` (follow forever), ``"close"`` (stop at the end
+    of what was there when the consumer opened), or an offset (exclusive), in each partition read.
+    Partitions a producer adds later are read from their first message when ``end="wait"``.
+    ``on_data_loss``: when retention deleted messages not read yet, ``"skip"`` to the oldest offset
+    (the range is logged and appended to ``skipped``) or ``"raise"`` ``OffsetOutOfRangeError``.
+    ``tags``: deliver only messages whose tag is one of these (RocketMQ's ``TagA || TagB``; None,
+    the default: every message). Such a consumer reads the tag hashes kept beside the index and
+    only the records that may match, and confirms each one's tag from its record.
+
+    ``value_deserializer`` and ``key_deserializer`` turn the stored bytes into what ``message.value``
+    and ``message.key`` hold (``adiskq.serializers`` has ready-made ones); one that raises stops the
+    reading at that message with ``DeserializationError`` (nothing is skipped). ``wait_for_stream``:
+    if no stream exists at ``path`` yet, reading waits until a producer creates it (woken by
+    inotify), instead of raising ``StreamNotFoundError``.
 
     Use it as ``async with Consumer(...) as consumer: async for msg in consumer``. The constructor
     does no I/O; ``aclose()`` releases everything even when cancelled; closing twice is harmless; a
@@ -57,16 +72,21 @@ class Consumer(_Reader):
     def __init__(
         self,
         path: str | os.PathLike[str],
-        partition: int = 0,
+        partition: int | None = None,
         *,
         start: Start = "oldest",
         end: End = "wait",
         on_data_loss: OnDataLoss = "skip",
         poll_interval: float | None = None,
         tags: Iterable[str] | None = None,
+        value_deserializer: Callable[[bytes], ValueT] | None = None,
+        key_deserializer: Callable[[bytes], KeyT] | None = None,
+        wait_for_stream: bool = False,
     ) -> None:
-        if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
-            raise InvalidArgumentError(f"partition={partition!r}: partitions are numbered from 0")
+        if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int) or partition < 0):
+            raise InvalidArgumentError(
+                f"partition={partition!r}: partitions are numbered from 0 (None, the default: every partition)"
+            )
         check_start(start)
         if isinstance(end, str):
             if end not in ("wait", "close"):
@@ -76,16 +96,25 @@ class Consumer(_Reader):
         check_on_data_loss(on_data_loss)
         positive_seconds("poll_interval", poll_interval, optional=True)
         self._tag_filter = TagFilter.of(tags)
+        self._decoder = MessageDecoder.of(key_deserializer, value_deserializer)
         self.path = os.fspath(path)
         self.partition = partition
         self.start = start
         self.end = end
         self.on_data_loss = on_data_loss
         self.poll_interval = poll_interval
-        self._follower: PartitionFollower | None = None
+        self.wait_for_stream = bool(wait_for_stream)
+        self._stream: StreamReader | None = None
+        # The partitions read, in the order they take turns; ``_single`` when there is one and no
+        # other can come (a partition given, or ends fixed): its reads skip the turn-taking.
+        self._order: list[PartitionFollower] = []
+        self._single: PartitionFollower | None = None
+        self._turn = 0
+        self._last: PartitionFollower | None = None  # where the buffered messages came from
+        self._settings: SettingsWatch | None = None  # every partition, end="wait": partitions added
         self._notifier: Notifier | None = None
         self._waiter = wakeup.Waiter()
-        self._skipped: list[tuple[int, int]] = []
+        self._skipped: list[tuple[int, int, int]] = []
         self._reading = False
         super().__init__()
 
@@ -98,15 +127,31 @@ class Consumer(_Reader):
 
     # -- opening and closing ---------------------------------------------------------------------
 
-    def _open(self) -> PartitionFollower:
+    def _open(self) -> None:
         if self.closed:
             raise ClosedError(self._closed_message)
-        follower = self._follower
-        if follower is not None:
-            return follower
+        if self._state == "open":
+            return
         stream = StreamReader.open(self.path)
-        reader = stream.partition(self.partition)
-        position = reader.offset_of(self.start)
+        notifier = self._notifier = get_notifier()
+        self._stream = stream
+        try:
+            if self.partition is not None:
+                stream.partition(self.partition)  # InvalidArgumentError for one the stream lacks
+                self._follow(stream, notifier, self.partition, self.start)
+            else:
+                if self.end == "wait":
+                    self._settings = SettingsWatch(stream, notifier, self._waiter)
+                for partition in range(stream.partition_count):
+                    self._follow(stream, notifier, partition, self.start)
+        except BaseException:
+            self._release()
+            raise
+        self._state = "open"
+
+    def _follow(self, stream: StreamReader, notifier: Notifier, partition: int, start: Start) -> None:
+        reader = stream.partition(partition)
+        position = reader.offset_of(start)
         end: int | None
         if self.end == "wait":
             end = None
@@ -114,21 +159,33 @@ class Consumer(_Reader):
             end = max(position, reader.bounds()[1])
         else:
             end = int(self.end)
-        notifier = self._notifier = get_notifier()
         follower = PartitionFollower(
             stream,
-            self.partition,
+            partition,
             position=position,
             end=end,
             on_data_loss=self.on_data_loss,
             notifier=notifier,
             waiter=self._waiter,
-            on_skip=lambda _partition, first, last_exclusive: self._skipped.append((first, last_exclusive)),
+            on_skip=self._on_skip,
             tag_filter=self._tag_filter,
+            decoder=self._decoder,
         )
-        self._follower = follower
-        self._state = "open"
-        return follower
+        self._order.append(follower)
+        self._single = self._order[0] if len(self._order) == 1 and self._settings is None else None
+
+    def _discover(self) -> bool:
+        """Follow partitions a producer added (``settings.json`` was replaced); True if any."""
+        settings = self._settings
+        if settings is None or not settings.changed():
+            return False
+        count = settings.stream.partition_count
+        if count <= len(self._order):
+            return False
+        assert self._notifier is not None
+        for partition in range(len(self._order), count):
+            self._follow(settings.stream, self._notifier, partition, "oldest")  # all of it is new
+        return True
 
     async def aclose(self) -> None:
         """Release files and watches; a task waiting in this consumer gets ``ClosedError``."""
@@ -139,8 +196,10 @@ class Consumer(_Reader):
 
     def _release(self) -> None:
         self._drop_buffered()
-        if self._follower is not None:
-            self._follower.close()
+        for follower in self._order:
+            follower.close()
+        if self._settings is not None:
+            self._settings.close()
         self._waiter.wake()
 
     # -- state -----------------------------------------------------------------------------------
@@ -151,56 +210,94 @@ class Consumer(_Reader):
         return None if self._tag_filter is None else frozenset(t for t in self._tag_filter.tags if t is not None)
 
     @property
-    def position(self) -> int | None:
-        """The offset of the next message this consumer returns (None before it opens); with
-        ``tags``, where it reads on from once the messages it has read ahead are taken."""
-        if self._follower is None:
-            return None
-        if self._tag_filter is not None:
-            return self._follower.position
-        return self._follower.position - self._messages.remaining
+    def positions(self) -> dict[int, int]:
+        """Partition -> the offset of the next message this consumer returns from it (empty before
+        it opens); with ``tags``, where it reads on from once the messages it has read ahead are taken."""
+        buffered = 0 if self._tag_filter is not None else self._messages.remaining
+        return {
+            follower.partition: follower.position - (buffered if follower is self._last else 0)
+            for follower in self._order
+        }
 
     @property
-    def skipped(self) -> list[tuple[int, int]]:
-        """Offset ranges ``(first, last_exclusive)`` that retention deleted before they were read."""
+    def position(self) -> int | None:
+        """The offset of the next message this consumer returns, when it reads one partition (None
+        before it opens); with ``tags``, where it reads on from once the messages it has read ahead
+        are taken. A consumer of several partitions has ``positions`` instead."""
+        if len(self._order) > 1:
+            raise InvalidArgumentError(
+                "this consumer reads several partitions: its `positions` maps each to its next offset "
+                "(or open it with partition=N to read one)"
+            )
+        positions = self.positions
+        return next(iter(positions.values())) if positions else None
+
+    @property
+    def assignment(self) -> tuple[int, ...]:
+        """The partitions this consumer reads (``()`` before it opens)."""
+        return tuple(follower.partition for follower in self._order)
+
+    @property
+    def skipped(self) -> list[tuple[int, int, int]]:
+        """``(partition, first, last_exclusive)`` ranges retention deleted before they were read."""
         return list(self._skipped)
+
+    def _on_skip(self, partition: int, first: int, last_exclusive: int) -> None:
+        self._skipped.append((partition, first, last_exclusive))
 
     @property
     def uses_inotify(self) -> bool | None:
         """Whether inotify wakes this consumer (False: its producer is in this process and wakes it
         directly, or there is no inotify and it polls); None before it opens."""
-        return None if self._follower is None else self._follower.uses_inotify
+        if not self._order:
+            return None
+        return any(follower.uses_inotify for follower in self._order)
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def _read_some(self, max_messages: int) -> list[Message]:
-        assert self._follower is not None
-        return self._follower.read(max_messages)
+    def _read_some(self, max_messages: int) -> list[Message[KeyT, ValueT]]:
+        single = self._single
+        if single is not None:
+            self._last = single
+            return single.read(max_messages)  # type: ignore[return-value]  # decoded by the follower
+        order = self._order
+        count = len(order)
+        for step in range(count):
+            index = (self._turn + step) % count
+            follower = order[index]
+            messages = follower.read(max_messages)
+            if messages:
+                self._turn = (index + 1) % count
+                self._last = follower
+                return messages  # type: ignore[return-value]
+        return []
 
     def _all_done(self) -> bool:
-        assert self._follower is not None
-        return self._follower.done
+        return self._settings is None and all(follower.done for follower in self._order)
 
     def _prepare_wait(self) -> object:
-        assert self._follower is not None
-        return self._follower.prepare_wait()
+        return [follower.prepare_wait() for follower in self._order]
 
     def _moved_since(self, mark: object) -> bool:
-        assert self._follower is not None
-        return self._follower.moved_since(mark if isinstance(mark, int) else None)
+        bases: list[int | None] = mark  # type: ignore[assignment]
+        return self._discover() or any(f.moved_since(base) for f, base in zip(self._order, bases, strict=False))
 
     def _wait_seconds(self) -> float:
         assert self._notifier is not None
         return self.poll_interval or self._notifier.poll_seconds
 
     def _waits_on_kernel(self) -> bool:
-        assert self._follower is not None
-        return self._follower.uses_inotify
+        # Beside a producer of this process, which wakes it directly, the consumer does not read the
+        # inotify descriptor (reading it costs a wake-up on Trio): a partition that producer adds is
+        # seen at the next look at the settings, after a wake-up or within the poll.
+        return any(follower.uses_inotify for follower in self._order)
 
     async def _before_look(self) -> None:
-        if self._follower is not None and self._follower.more_to_scan:
+        if self._tag_filter is not None and any(follower.more_to_scan for follower in self._order):
             await anyio.lowlevel.checkpoint()  # a long stretch without a wanted tag: let others run
 
     async def _after_wait(self, timed_out: bool) -> None:
-        if timed_out and self._follower is not None:
-            self._follower.choose_wakeups()  # a producer may have come or gone meanwhile
+        if timed_out and self._stream is not None:
+            local = producer_is_in_this_process(self._stream.path)  # a producer may have come or gone
+            for follower in self._order:
+                follower.choose_wakeups(local)

@@ -14,7 +14,8 @@ import socket
 from collections.abc import Callable
 from typing import Final, Literal
 
-from .._errors import OffsetOutOfRangeError
+from .._errors import DeserializationError, OffsetOutOfRangeError
+from .._sansio.decoding import MessageDecoder
 from .._sansio.naming import INDEX
 from .._sansio.tags import TagFilter
 from .._sansio.values import Message
@@ -73,6 +74,7 @@ class PartitionFollower:
         waiter: wakeup.Waiter,
         on_skip: Callable[[int, int, int], None],
         tag_filter: TagFilter | None = None,
+        decoder: MessageDecoder | None = None,
     ) -> None:
         reader = stream.partition(partition)
         _, next_offset = reader.bounds()
@@ -101,6 +103,7 @@ class PartitionFollower:
         self.local = False  # the producer is in this process: wake-ups come without the kernel
         self.closed = False
         self.tag_filter = tag_filter
+        self.decoder = decoder
         # A filtered read stopped at MAX_SCAN_OFFSETS with more to look at: read again before waiting.
         self.more_to_scan = False
         self._scan_step = 0  # offsets a filtered read looks at (see _read_tagged)
@@ -135,16 +138,54 @@ class PartitionFollower:
                 max_count = min(max_count, end - self.position)
             try:
                 if self.tag_filter is not None:
-                    return self._read_tagged(max_count, self.tag_filter)
-                messages = self._cursor.read(max_count, MAX_READ_BYTES)
+                    messages = self._read_tagged(max_count, self.tag_filter)
+                else:
+                    messages = self._cursor.read(max_count, MAX_READ_BYTES)
+                    self.position += len(messages)
             except OffsetOutOfRangeError as error:
                 if error.oldest_offset is None:
                     raise
                 self._data_lost(error.oldest_offset)
                 continue
-            if messages:
-                self.position += len(messages)
+            if self.decoder is not None and messages:
+                return self._decoded(messages, self.decoder)
             return messages
+
+    def _decoded(self, messages: list[Message], decoder: MessageDecoder) -> list[Message]:
+        """The messages through the reader's deserializers; at the first that fails, the ones before
+        it, and the position back on it (its next read raises ``DeserializationError``)."""
+        decoded, failure = decoder.decode(messages)
+        if failure is None:
+            return decoded
+        failed = messages[len(decoded)]
+        self.seek(failed.offset)
+        if decoded:
+            return decoded
+        error = failure.error
+        raise DeserializationError(
+            f"the {failure.which} failed on message {failed.offset} of partition {self.partition} "
+            f"({type(error).__name__}: {error}); it was not delivered and nothing after it was skipped. "
+            f"Fix the function, or read on after it (Consumer(partition={self.partition}, "
+            f"start={failed.offset + 1}), group.seek({self.partition}, {failed.offset + 1}))",
+            partition=self.partition,
+            offset=failed.offset,
+        ) from error
+
+    def seek(self, offset: int) -> None:
+        """Read on from ``offset`` (the partition's next offset at most; an older one than retention
+        kept is handled as ``on_data_loss`` says, at the next read)."""
+        _, next_offset = self.reader.bounds()
+        if offset > next_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} of partition {self.partition} is not written yet (the next offset is "
+                f"{next_offset}); seek to an offset up to {next_offset}",
+                partition=self.partition,
+                offset=offset,
+                next_offset=next_offset,
+            )
+        self._cursor.seek(offset)
+        self.position = offset
+        self.more_to_scan = False
 
     def _read_tagged(self, max_count: int, tag_filter: TagFilter) -> list[Message]:
         """The next messages with a wanted tag; ``[]`` when caught up or done, or (with

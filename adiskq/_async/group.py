@@ -25,18 +25,20 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Iterable
-from typing import Final, Literal, Self
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, Final, Literal, Self
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
 from .._errors import ClosedError, InvalidArgumentError, LockTimeoutError
+from .._sansio.decoding import MessageDecoder
 from .._sansio.naming import validate_group_name
 from .._sansio.tags import TagFilter
-from .._sansio.values import Message
+from .._sansio.values import KeyT, Message, ValueT
 from .._storage.flocks import SHARED_LOCK_TIMEOUT_SECONDS
+from .._storage.lag import group_lag_now
 from .._storage.offsets import load_offsets, save_group_tags, update_offsets
 from .._storage.stream import StreamReader
 from . import wakeup
@@ -62,7 +64,7 @@ DEFAULT_REBALANCE_INTERVAL: Final = 1.0
 CLOSE_STORE_WAIT_SECONDS: Final = 2.0
 
 
-class ConsumerGroup(_Reader):
+class ConsumerGroup(_Reader[KeyT, ValueT]):
     """All partitions of a stream as one async iterator; with a ``name``, progress survives restarts.
 
     ``start`` applies to partitions without a committed offset (see ``Consumer``); partitions added
@@ -93,6 +95,8 @@ class ConsumerGroup(_Reader):
     moved past the skipped ones it read. A named group stores its tags (``groups/NAME/tags.json``;
     the last member opened wins), and its lag (``adiskq groups``, ``adiskq stats``) counts only the
     messages left of those tags, selected from the tag column and confirmed from their records.
+
+    ``value_deserializer``, ``key_deserializer`` and ``wait_for_stream``: as for ``Consumer``.
     """
 
     def __init__(
@@ -108,8 +112,13 @@ class ConsumerGroup(_Reader):
         exclusive: bool = False,
         rebalance_interval: float = DEFAULT_REBALANCE_INTERVAL,
         tags: Iterable[str] | None = None,
+        value_deserializer: Callable[[bytes], ValueT] | None = None,
+        key_deserializer: Callable[[bytes], KeyT] | None = None,
+        wait_for_stream: bool = False,
     ) -> None:
         self._tag_filter = TagFilter.of(tags)
+        self._decoder = MessageDecoder.of(key_deserializer, value_deserializer)
+        self.wait_for_stream = bool(wait_for_stream)
         if name is not None:
             validate_group_name(name)
         check_start(start)
@@ -321,6 +330,7 @@ class ConsumerGroup(_Reader):
             waiter=self._waiter,
             on_skip=self._on_skip,
             tag_filter=self._tag_filter,
+            decoder=self._decoder,
         )
         self._followers[partition] = follower
         self._order.append(follower)
@@ -412,7 +422,7 @@ class ConsumerGroup(_Reader):
 
     # -- commits ---------------------------------------------------------------------------------
 
-    def commit(self, message: Message) -> None:
+    def commit(self, message: Message[KeyT, ValueT]) -> None:
         """Mark ``message`` (and all before it in its partition) processed; stored on an interval.
 
         Raises:
@@ -493,13 +503,77 @@ class ConsumerGroup(_Reader):
     def _store_due_in(self) -> float | None:
         return self._ledger.store_due_in()
 
+    # -- lag and seeking -------------------------------------------------------------------------
+
+    async def lag(self) -> dict[int, int]:
+        """Partition -> messages left for this named group past its committed offsets.
+
+        The offsets are those stored for the group, with this member's own commits (stored or not)
+        over them, and where it began the partitions it holds without a commit; partitions the
+        group never committed in, and no member reads, are left out (``adiskq groups`` shows
+        them as ``-``). For a group with ``tags``, only the messages left of those tags count.
+        Reads the stream's files in a worker thread (a group with tags reads their tag columns).
+
+        Raises:
+            ClosedError: the group was closed.
+            InvalidArgumentError: the group has no name (its progress is nowhere to measure from).
+            StreamNotFoundError: the stream does not exist (yet).
+        """
+        if self.closed:
+            raise ClosedError("this consumer group was closed; its lag: adiskq.lag(path, name)")
+        name = self.name
+        if name is None:
+            raise InvalidArgumentError(
+                "lag() needs a named group, whose commits say where it is: ConsumerGroup(path, name='...')"
+            )
+        mine = self._ledger.committed
+        for partition in self._followers:
+            mine.update(
+                {p: o for p, o in self._ledger.to_store([partition], carry_starts=True).items() if p not in mine}
+            )
+        path = self.path
+        return await anyio.to_thread.run_sync(lambda: group_lag_now(path, name, mine))
+
+    def seek(self, partition: int, offset: int) -> None:
+        """Read ``partition`` on from ``offset``: the next message this member gets from it is there.
+
+        Only where this member reads moves (as Kafka's ``seek``): the committed offset moves with
+        the next ``commit()``, a commit below one already made changes nothing, and the messages of
+        that partition read ahead and not handed out yet are dropped. To move a group's stored
+        offsets while no member runs: ``adiskq.reset_offsets``.
+
+        Raises:
+            ClosedError: the group was closed.
+            InvalidArgumentError: this member does not hold ``partition`` (see ``assignment``).
+            OffsetOutOfRangeError: ``offset`` is past the partition's next offset.
+        """
+        if self.closed:
+            raise ClosedError("this consumer group was closed")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidArgumentError(f"offset={offset!r}: offsets are numbered from 0")
+        follower = self._followers.get(partition)
+        if follower is None:
+            raise InvalidArgumentError(
+                f"partition {partition!r} is not held by this member (it holds {list(self.assignment)}): "
+                "seek within `assignment`, or move a stopped group's offsets with adiskq.reset_offsets"
+            )
+        follower.seek(offset)
+        self._passed.pop(partition, None)
+        remaining = self._messages.remaining
+        if remaining:
+            # The read-ahead batch came from one partition: keep it unless it is this one.
+            buffered = self._messages.take(remaining) or []
+            if buffered and buffered[0].partition != partition:
+                self._messages.set(buffered, 0)
+        self._waiter.wake()  # a task waiting for this partition looks again
+
     # -- reading ---------------------------------------------------------------------------------
 
-    def batches(self, max_messages: int = DEFAULT_BATCH_MESSAGES) -> AsyncIterator[list[Message]]:
+    def batches(self, max_messages: int = DEFAULT_BATCH_MESSAGES) -> AsyncIterator[list[Message[KeyT, ValueT]]]:
         """Iterate lists of up to ``max_messages`` messages, each from one partition."""
         return super().batches(max_messages)
 
-    def _read_some(self, max_messages: int) -> list[Message]:
+    def _read_some(self, max_messages: int) -> list[Message[KeyT, ValueT]]:
         """A batch from the next partition (in turn) that has messages; ``[]`` if none has."""
         order = self._order
         count = len(order)
@@ -512,7 +586,7 @@ class ConsumerGroup(_Reader):
                 self._note_passed(follower.partition, before, follower.position, messages)
             if messages:
                 self._turn = (index + 1) % count
-                return messages
+                return messages  # type: ignore[return-value]  # decoded by the follower
         return []
 
     def _note_passed(self, partition: int, before: int, after: int, messages: list[Message]) -> None:
@@ -584,7 +658,7 @@ class _AssignmentChanges:
 
     __slots__ = ("_group", "_last")
 
-    def __init__(self, group: ConsumerGroup) -> None:
+    def __init__(self, group: ConsumerGroup[Any, Any]) -> None:
         self._group = group
         self._last: tuple[int, ...] | None = None
 

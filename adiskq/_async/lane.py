@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Final
 import anyio
 import anyio.to_thread
 
-from .._errors import ClosedError
+from .._errors import ClosedError, DiskUsageRefusedError, explain_os_error
 from .._storage.flocks import SHARED_LOCK_TIMEOUT_SECONDS, FileLock
 from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError
@@ -83,19 +83,22 @@ INLINE_MAX_BYTES: Final = 256 * 1024
 
 
 def explain_disk_error(error: OSError) -> OSError:
-    """Add what it means for the stream, and what to do, to an OSError from the disk."""
-    if getattr(error, "_adiskq_explained", False):
-        return error
+    """Add what it means for the stream, and what to do, to an OSError from the disk (in its
+    message, so that logging ``str(error)`` keeps it)."""
+    if getattr(error, "_adiskq_explained", False) or isinstance(error, DiskUsageRefusedError):
+        return error  # a refusal's own message says all of that already
     error._adiskq_explained = True  # type: ignore[attr-defined]
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        error.add_note(
+        explain_os_error(
+            error,
             "adiskq: the disk is full. Nothing acknowledged was lost and the stream is consistent; "
-            "free space (for example producer.vacuum() with a tighter Retention) and push again."
+            "free space (for example producer.vacuum() with a tighter Retention) and push again",
         )
     else:
-        error.add_note(
+        explain_os_error(
+            error,
             "adiskq: this write failed and was cut back, so the stream is consistent and nothing "
-            "acknowledged was lost; pushes succeed again once the cause is fixed."
+            "acknowledged was lost; pushes succeed again once the cause is fixed",
         )
     return error
 

@@ -21,13 +21,14 @@ import random
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Final, Literal, TypeAlias
+from typing import Final, Generic, Literal, Self, TypeAlias
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
+from typing_extensions import TypeVar
 
 from .._errors import (
     ClosedError,
@@ -71,6 +72,10 @@ _cached_tag_entry: Final = _TAG_ENTRIES.get
 
 FlushMode: TypeAlias = Literal["async", "sync"]
 Key: TypeAlias = str | bytes | None
+# What push takes as a message's value and key: bytes (and str keys) as stored, or what the
+# producer's value_serializer and key_serializer take.
+PushValueT = TypeVar("PushValueT", default=bytes)
+PushKeyT = TypeVar("PushKeyT", default=str | bytes)
 Timestamp: TypeAlias = dt.datetime | int | None
 
 # An inline push yields to the event loop once in this many pushes, so a tight push loop cannot
@@ -171,7 +176,7 @@ def _loop_scheduler() -> Callable[[Callable[[], None]], None]:
     return call_soon
 
 
-class Producer:
+class Producer(Generic[PushKeyT, PushValueT]):
     """A writer of a stream: ``async with adiskq.Producer(path) as producer: await producer.push(b"..")``.
 
     Opening creates the stream if it is missing (or the folder is empty), takes the ``owner`` lock
@@ -204,6 +209,12 @@ class Producer:
     ``flush_interval`` seconds and on close. ``flush="sync"`` (SYNC_FLUSH): ``push`` returns once the
     record is on stable storage; concurrent pushes share one fsync.
 
+    ``value_serializer`` and ``key_serializer`` (named as aiokafka names them) turn what ``push`` is
+    given into the bytes stored: ``push(order, key=customer)`` stores ``value_serializer(order)``
+    under ``key_serializer(customer)`` (``adiskq.serializers`` has ready-made ones; a serializer that
+    raises fails the push before anything is written). Without them, values are ``bytes`` and keys
+    ``str`` or ``bytes``.
+
     Leaving ``async with`` (or ``aclose()``) writes every pending push, fsyncs, releases the lock and
     stops the producer's flusher and vacuum threads, also when the surrounding scope is cancelled. A
     closed producer cannot be reopened; using one raises ``ClosedError``.
@@ -225,6 +236,8 @@ class Producer:
         lock_timeout: float = 0.0,
         refuse_writes_above: float | None = DEFAULT_REFUSE_WRITES_ABOVE,
         shared: bool = False,
+        value_serializer: Callable[[PushValueT], bytes] | None = None,
+        key_serializer: Callable[[PushKeyT], bytes | str] | None = None,
     ) -> None:
         if flush not in ("async", "sync"):
             raise InvalidArgumentError(f'flush={flush!r}: choose "async" (the default) or "sync"')
@@ -285,10 +298,20 @@ class Producer:
         # Whether the pushing task's cancel scope is cancelled; made for the event loop on opening.
         self._cancel_pending: Callable[[], bool] = _never_cancelled
         self._turns: Turns | None = None
+        for name, given in (("value_serializer", value_serializer), ("key_serializer", key_serializer)):
+            if given is not None and not callable(given):
+                raise TypeError(f"{name} takes a function that returns the bytes to store, not {type(given).__name__}")
+        self.value_serializer = value_serializer
+        self.key_serializer = key_serializer
+        if value_serializer is not None or key_serializer is not None:
+            # Only a producer with serializers pays for them: its push and push_many are wrappers,
+            # found on the instance before the class's own (which stay as they are for the rest).
+            self.push = self._push_serialized  # type: ignore[method-assign]
+            self.push_many = self._push_many_serialized  # type: ignore[method-assign]
 
     # -- opening and closing ---------------------------------------------------------------------
 
-    async def __aenter__(self) -> Producer:
+    async def __aenter__(self) -> Self:
         if self._state != "new":
             raise ClosedError("a Producer is opened once; create a new one to write again")
         self._cancel_pending = cancel_check()
@@ -452,7 +475,7 @@ class Producer:
 
     # -- pushing ---------------------------------------------------------------------------------
 
-    def _place(self, key: Key) -> tuple[bytes, int, int]:
+    def _place(self, key: object) -> tuple[bytes, int, int]:
         """The key's bytes, its partition (FNV-1 32 modulo the count) and its key index hash:
         computed in C by the compiled core, cached for repeated keys by the pure-Python one."""
         if key is None:
@@ -487,11 +510,53 @@ class Producer:
                 "split it, or open the Producer with a larger max_message_bytes="
             )
 
+    @property
+    def closed(self) -> bool:
+        """True once ``aclose()`` (or leaving ``async with``) began; a closed producer stays closed."""
+        return self._state in ("closing", "closed")
+
+    async def _push_serialized(
+        self,
+        value: PushValueT,
+        *,
+        key: PushKeyT | None = None,
+        tag: str | None = None,
+        headers: Mapping[str, bytes] | None = None,
+        timestamp: Timestamp = None,
+    ) -> Receipt:
+        """``push`` of a producer with serializers: the value and key serialized first."""
+        stored = value if self.value_serializer is None else self.value_serializer(value)
+        stored_key = key if key is None or self.key_serializer is None else self.key_serializer(key)
+        # The class's own push (this instance's push is this method), given the stored bytes.
+        push: Callable[..., Awaitable[Receipt]] = Producer.push
+        return await push(self, stored, key=stored_key, tag=tag, headers=headers, timestamp=timestamp)
+
+    async def _push_many_serialized(
+        self, records: Iterable[Record[PushKeyT, PushValueT] | PushValueT]
+    ) -> list[Receipt]:
+        """``push_many`` of a producer with serializers: each value (a ``Record``'s, or the item)
+        and key serialized first, all of them before anything is written."""
+        value_of, key_of = self.value_serializer, self.key_serializer
+        stored: list[Record[object, object]] = []
+        for item in records:
+            record: Record[PushKeyT, PushValueT] = item if isinstance(item, Record) else Record(item)
+            stored.append(
+                Record(
+                    record.value if value_of is None else value_of(record.value),
+                    record.key if record.key is None or key_of is None else key_of(record.key),
+                    record.headers,
+                    record.timestamp,
+                    record.tag,
+                )
+            )
+        push_many: Callable[..., Awaitable[list[Receipt]]] = Producer.push_many
+        return await push_many(self, stored)
+
     async def push(
         self,
-        value: bytes,
+        value: PushValueT,
         *,
-        key: Key = None,
+        key: PushKeyT | None = None,
         tag: str | None = None,
         headers: Mapping[str, bytes] | None = None,
         timestamp: Timestamp = None,
@@ -532,17 +597,16 @@ class Producer:
             placed = self._placement.get(key) if type(key) is str else None
             raw_key, partition, key_hash = placed if placed is not None else self._place(key)
         timestamp_ns = time.time_ns() if timestamp is None else _timestamp_ns(timestamp)
-        if type(value) is not bytes:
-            value = _value_bytes(value)
-        if len(value) + len(raw_key) > self._max_message_bytes:
-            self._check_size(len(value) + len(raw_key))
+        data = value if isinstance(value, bytes) else _value_bytes(value)
+        if len(data) + len(raw_key) > self._max_message_bytes:
+            self._check_size(len(data) + len(raw_key))
         if headers:  # checked before encoding, so a huge header never gets copied
-            self._check_size(len(value) + len(raw_key) + sum(len(name) + byte_count(v) for name, v in headers.items()))
+            self._check_size(len(data) + len(raw_key) + sum(len(name) + byte_count(v) for name, v in headers.items()))
         if (
             raw_encode_record is None
-            or (record := raw_encode_record(value, raw_key, timestamp_ns, headers or None, 0, tag)) is NotImplemented
+            or (record := raw_encode_record(data, raw_key, timestamp_ns, headers or None, 0, tag)) is NotImplemented
         ):
-            record = encode_record(value, raw_key, timestamp_ns, headers, 0, tag)
+            record = encode_record(data, raw_key, timestamp_ns, headers, 0, tag)
         if len(record) > self._max_message_bytes:
             self._check_size(len(record))
         if self._disk_guard is not None:
@@ -574,7 +638,7 @@ class Producer:
             lane.release_quietly()
             self._check_open()
 
-    async def push_many(self, records: Iterable[Record | bytes]) -> list[Receipt]:
+    async def push_many(self, records: Iterable[Record[PushKeyT, PushValueT] | PushValueT]) -> list[Receipt]:
         """Append many messages as one batch; receipts come back in the order given.
 
         Each partition's share gets contiguous offsets, in order; records without a timestamp share
@@ -605,12 +669,14 @@ class Producer:
         finally:
             turns.pushing -= 1
 
-    async def _push_many(self, records: Iterable[Record | bytes]) -> list[Receipt]:
+    async def _push_many(self, records: Iterable[object]) -> list[Receipt]:
         if self._cancel_pending():
             await anyio.lowlevel.checkpoint_if_cancelled()
         if self._state != "open":
             self._check_open()
-        items: list[Record | bytes] = list(records)
+        # Records and bytes, as stored (a producer with serializers passes their output); the
+        # encoder checks each item's type.
+        items: list[Record | bytes] = list(records)  # type: ignore[arg-type]
         if not self._holds_tags and any(isinstance(item, Record) and item.tag is not None for item in items):
             self._refuse_tags()
         if not items:

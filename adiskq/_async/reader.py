@@ -8,17 +8,19 @@ from __future__ import annotations
 import collections.abc
 from collections.abc import AsyncIterator, Callable
 from types import TracebackType
-from typing import Final, Literal, Self
+from typing import Final, Generic, Literal, Self
 
 import anyio
 import anyio.lowlevel
 
-from .._errors import ClosedError
-from .._sansio.values import Message
+from .._errors import ClosedError, StreamNotFoundError
+from .._sansio.values import KeyT, Message, ValueT
+from .._storage.stream import StreamReader
 from . import wakeup
 from .arguments import check_max_messages
 from .buffered import new_buffer
-from .notify import Notifier
+from .notify import Notifier, get_notifier
+from .stream_wait import wait_for_stream
 
 __all__ = ["DEFAULT_BATCH_MESSAGES", "_Reader"]
 
@@ -27,26 +29,28 @@ __all__ = ["DEFAULT_BATCH_MESSAGES", "_Reader"]
 DEFAULT_BATCH_MESSAGES: Final = 256
 
 
-class _Batches:
+class _Batches(Generic[KeyT, ValueT]):
     """``async for batch in source.batches(...)``: lists of messages, the same reading as ``async for msg``."""
 
     __slots__ = ("_max_messages", "_next_batch")
 
-    def __init__(self, next_batch: Callable[[int], collections.abc.Awaitable[list[Message]]], max_messages: int):
+    def __init__(
+        self, next_batch: Callable[[int], collections.abc.Awaitable[list[Message[KeyT, ValueT]]]], max_messages: int
+    ):
         self._next_batch = next_batch
         self._max_messages = max_messages
 
     def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> list[Message]:
+    async def __anext__(self) -> list[Message[KeyT, ValueT]]:
         batch = await self._next_batch(self._max_messages)
         if not batch:
             raise StopAsyncIteration
         return batch
 
 
-class _Reader:
+class _Reader(Generic[KeyT, ValueT]):
     """What ``Consumer`` and ``ConsumerGroup`` share: ``async with`` (opening at once), and the
     last batch read, which ``async for`` hands out a message at a time and ``batches()`` in lists."""
 
@@ -58,11 +62,15 @@ class _Reader:
     _waiter: wakeup.Waiter
     _notifier: Notifier | None
     _reading: bool  # a task is in _next_batch (one reads at a time)
+    path: str
+    wait_for_stream: bool = False  # reading waits for a missing stream instead of raising
 
     def __init__(self) -> None:
         # The last batch read, which ``async for`` hands out a message at a time.
         self._messages = new_buffer(self._refill)
         self._state = "new"
+        # Entered by ``async with`` before its stream existed (``wait_for_stream``): the first read opens it.
+        self._awaiting_stream = False
 
     @property
     def closed(self) -> bool:
@@ -91,7 +99,7 @@ class _Reader:
 
     # -- what each reader supplies to the one read-or-wait loop -----------------------------------
 
-    def _read_some(self, max_messages: int) -> list[Message]:
+    def _read_some(self, max_messages: int) -> list[Message[KeyT, ValueT]]:
         """Up to ``max_messages`` messages if any are there now (never waits)."""
         raise NotImplementedError
 
@@ -128,10 +136,12 @@ class _Reader:
 
     # -- the read-or-wait loop -----------------------------------------------------------------
 
-    async def _next_batch(self, max_messages: int) -> list[Message]:
+    async def _next_batch(self, max_messages: int) -> list[Message[KeyT, ValueT]]:
         """The next messages (those buffered by ``__anext__`` first); ``[]`` once the end is reached."""
         if self._state != "open":
-            self._refuse_unopened()
+            if self.closed or not self._awaiting_stream:
+                self._refuse_unopened()
+            await self._open_when_there()
         buffered = self._take_buffered(max_messages)
         if buffered is not None:
             return buffered
@@ -144,7 +154,7 @@ class _Reader:
         finally:
             self._reading = False
 
-    async def _read_or_wait(self, max_messages: int) -> list[Message]:
+    async def _read_or_wait(self, max_messages: int) -> list[Message[KeyT, ValueT]]:
         """Read; when caught up, arm the waiter, look again, sleep, disarm, and go round.
 
         The protocol that loses no wake-up: a commit after the arm wakes the waiter (also if it lands
@@ -178,8 +188,48 @@ class _Reader:
     async def aclose(self) -> None:
         raise NotImplementedError
 
+    async def _open_when_there(self) -> None:
+        """Open; with ``wait_for_stream``, first wait until a producer created the stream."""
+        if not self.wait_for_stream:
+            self._open()
+            return
+        if self._reading:
+            raise anyio.BusyResourceError("reading from")
+        self._reading = True  # one task waits, as one reads
+        try:
+            while True:
+                try:
+                    self._open()
+                    return
+                except StreamNotFoundError:
+                    if self.closed:
+                        raise
+                await wait_for_stream(
+                    self.path,
+                    notifier=get_notifier(),
+                    waiter=self._waiter,
+                    exists=self._stream_exists,
+                    closed=lambda: self.closed,
+                    closed_message=self._closed_while_reading,
+                )
+        finally:
+            self._reading = False
+
+    def _stream_exists(self) -> bool:
+        try:
+            StreamReader.open(self.path)
+        except StreamNotFoundError:
+            return False
+        return True
+
     async def __aenter__(self) -> Self:
-        self._open()
+        try:
+            self._open()
+        except StreamNotFoundError:
+            if not self.wait_for_stream:
+                raise
+            # Not there yet: the first read waits for it (``_open_when_there``).
+            self._awaiting_stream = True
         try:
             await anyio.lowlevel.checkpoint()
         except BaseException:
@@ -194,19 +244,19 @@ class _Reader:
     ) -> None:
         await self.aclose()
 
-    def __aiter__(self) -> AsyncIterator[Message]:
+    def __aiter__(self) -> AsyncIterator[Message[KeyT, ValueT]]:
         # The buffer itself: ``async for`` then calls its __anext__, which hands out buffered
         # messages without a coroutine each (in C with the compiled core).
         return self._messages
 
-    async def __anext__(self) -> Message:
+    async def __anext__(self) -> Message[KeyT, ValueT]:
         # A coroutine, so that a call can become a task (``asyncio.create_task(anext(consumer))``,
         # ``tg.start_soon(consumer.__anext__)``) whichever core runs: the compiled buffer's
         # __anext__ gives a buffered message as an awaitable that is not one. ``async for`` does
         # not come here (``__aiter__`` gives it the buffer itself).
         return await self._messages.__anext__()
 
-    async def _refill(self) -> Message:
+    async def _refill(self) -> Message[KeyT, ValueT]:
         """``async for``'s step when nothing is buffered: read (or wait for) the next batch."""
         batch = await self._next_batch(DEFAULT_BATCH_MESSAGES)
         if not batch:
@@ -214,11 +264,11 @@ class _Reader:
         self._messages.set(batch, 1)
         return batch[0]
 
-    def batches(self, max_messages: int = DEFAULT_BATCH_MESSAGES) -> AsyncIterator[list[Message]]:
+    def batches(self, max_messages: int = DEFAULT_BATCH_MESSAGES) -> AsyncIterator[list[Message[KeyT, ValueT]]]:
         """Iterate lists of up to ``max_messages`` messages: the fast way to read."""
         return _Batches(self._next_batch, check_max_messages(max_messages))
 
-    def _take_buffered(self, max_messages: int) -> list[Message] | None:
+    def _take_buffered(self, max_messages: int) -> list[Message[KeyT, ValueT]] | None:
         """Up to ``max_messages`` messages left over from ``async for``'s last batch, or None."""
         return self._messages.take(max_messages)
 

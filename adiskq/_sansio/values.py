@@ -6,7 +6,9 @@ import dataclasses
 import datetime as dt
 import inspect
 from collections.abc import Iterator, Mapping
-from typing import NamedTuple
+from typing import Generic, NamedTuple
+
+from typing_extensions import TypeVar
 
 from .._errors import InvalidArgumentError
 from .native import NATIVE
@@ -14,6 +16,7 @@ from .native import NATIVE
 __all__ = [
     "EMPTY_HEADERS",
     "GroupMember",
+    "KeyT",
     "Message",
     "PartitionStats",
     "Receipt",
@@ -23,6 +26,7 @@ __all__ = [
     "SegmentRepair",
     "StreamStats",
     "VacuumReport",
+    "ValueT",
     "WriterInfo",
     "datetime_from_ns",
     "ns_from_datetime",
@@ -76,14 +80,24 @@ def datetime_from_ns(timestamp_ns: int) -> dt.datetime:
     return _EPOCH + dt.timedelta(microseconds=timestamp_ns // 1_000)
 
 
-class Message(NamedTuple):
-    """A message read back from a stream (seven fields: ``tag`` is the last, None when it has none)."""
+# What a message's key and value are once read: bytes as stored, unless a reader was given
+# deserializers (``Consumer(value_deserializer=...)``), whose results they are then.
+KeyT = TypeVar("KeyT", default=bytes)
+ValueT = TypeVar("ValueT", default=bytes)
+
+
+class Message(NamedTuple, Generic[KeyT, ValueT]):
+    """A message read back from a stream (seven fields: ``tag`` is the last, None when it has none).
+
+    ``key`` and ``value`` are the stored bytes, or what the reader's ``key_deserializer`` and
+    ``value_deserializer`` made of them: ``Message[bytes, Order]`` for a value decoded to ``Order``.
+    """
 
     partition: int
     offset: int
     timestamp_ns: int
-    key: bytes
-    value: bytes
+    key: KeyT
+    value: ValueT
     headers: Mapping[str, bytes] = EMPTY_HEADERS
     tag: str | None = None
 
@@ -93,11 +107,20 @@ class Message(NamedTuple):
         return datetime_from_ns(self.timestamp_ns)
 
 
-class Record(NamedTuple):
-    """A message to push: ``Record(b"value", key="k", headers={"type": b"x"}, tag="created")``."""
+# What a record to push holds as its value and key: bytes (and str keys) as stored, or what the
+# producer's ``value_serializer`` and ``key_serializer`` take.
+RecordValueT_co = TypeVar("RecordValueT_co", covariant=True, default=bytes)
+RecordKeyT_co = TypeVar("RecordKeyT_co", covariant=True, default=str | bytes)
 
-    value: bytes
-    key: str | bytes | None = None
+
+class Record(NamedTuple, Generic[RecordKeyT_co, RecordValueT_co]):
+    """A message to push: ``Record(b"value", key="k", headers={"type": b"x"}, tag="created")``.
+
+    With a producer's ``value_serializer`` (``key_serializer``), ``value`` (``key``) is what it takes.
+    """
+
+    value: RecordValueT_co
+    key: RecordKeyT_co | None = None
     headers: Mapping[str, bytes] | None = None
     timestamp: dt.datetime | int | None = None
     tag: str | None = None

@@ -23,7 +23,7 @@ from .leases import LEASE_SUFFIX, LEASES_DIR
 from .lock import describe_holder, read_holder
 from .offsets import LOCK_FILE, OFFSETS_FILE, TAGS_FILE, ensure_group_dir, group_dir, update_offsets
 
-__all__ = ["GroupInUse", "holders", "set_offsets"]
+__all__ = ["GroupInUse", "holders", "holding_leases", "set_offsets"]
 
 
 class GroupInUse(Exception):
@@ -65,7 +65,9 @@ def holders(stream_path: str, name: str, *, ours: frozenset[str] = frozenset()) 
 
 
 @contextlib.contextmanager
-def _holding_leases(stream_path: str, name: str, partitions: list[int], mode: int) -> Iterator[frozenset[str]]:
+def holding_leases(
+    stream_path: str, name: str, partitions: list[int], mode: int = DEFAULT_FILE_MODE
+) -> Iterator[frozenset[str]]:
     """Hold the leases of these partitions for the block; GroupInUse if a member holds one."""
     leases_dir = os.path.join(ensure_group_dir(stream_path, name, durable=False, mode=mode), LEASES_DIR)
     with contextlib.suppress(FileExistsError):
@@ -107,7 +109,7 @@ def set_offsets(
     """
     if not only_if_unused:
         return update_offsets(stream_path, name, offsets, mode=mode, replace=replace)
-    with _holding_leases(stream_path, name, sorted(offsets), mode) as ours:
+    with holding_leases(stream_path, name, sorted(offsets), mode) as ours:
         held = holders(stream_path, name, ours=ours)
         if held:
             raise GroupInUse(held)

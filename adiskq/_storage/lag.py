@@ -18,11 +18,11 @@ from typing import Final
 
 from .._errors import OffsetOutOfRangeError
 from .._sansio.tags import TagFilter
-from .offsets import load_group_tags
+from .offsets import load_group_tags, load_offsets
 from .partition_reader import PartitionReader
 from .stream import StreamReader
 
-__all__ = ["count_wanted", "group_lag"]
+__all__ = ["count_wanted", "group_lag", "group_lag_now"]
 
 _SCAN_OFFSETS: Final = 65_536  # offsets looked at a read (their index entries and column)
 _READ_BYTES: Final = 16 * 2**20  # records read at most a read (large messages: fewer of them)
@@ -64,3 +64,12 @@ def group_lag(
             start = committed[partition]
             lag[partition] = count_wanted(stream.partition(partition), start, start + left, tag_filter)
     return lag
+
+
+def group_lag_now(stream_path: str, name: str, newer: Mapping[int, int] | None = None) -> dict[int, int]:
+    """The group's lag now, from its stored offsets (``newer``, a live member's own commits, over
+    them); partitions it has no offset in are left out."""
+    stream = StreamReader.open(stream_path)
+    committed = {**load_offsets(stream.path, name), **(newer or {})}
+    next_offsets = {p: stream.partition(p).bounds()[1] for p in range(stream.partition_count)}
+    return group_lag(stream.path, name, committed, next_offsets)

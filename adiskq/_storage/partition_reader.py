@@ -32,11 +32,20 @@ from .segment import (
 from .segment_files import entry_count, file_size, list_segment_files, timestamps
 from .tag_stats import segment_tag_counts
 
-__all__ = ["PartitionReader"]
+__all__ = ["PartitionReader", "held_offsets"]
 
 _INDEX_SUFFIX = "." + INDEX
 # A search of a segment's data without its key index reads this many records at a time.
 _SEARCH_CHUNK = 65_536
+
+
+def held_offsets(oldest: int, next_offset: int) -> str:
+    """What a partition holds, in words: ``offsets 3..9``, ``offset 3``, or ``no message``."""
+    if next_offset <= oldest:
+        return "no message"
+    if next_offset == oldest + 1:
+        return f"offset {oldest}"
+    return f"offsets {oldest}..{next_offset - 1}"
 
 
 class PartitionReader:
@@ -87,7 +96,7 @@ class PartitionReader:
             oldest, next_offset = self.bounds()
             raise OffsetOutOfRangeError(
                 f"offset {offset} of partition {self.partition} is not written yet "
-                f"(the partition holds offsets {oldest}..{next_offset - 1})"
+                f"(the partition holds {held_offsets(oldest, next_offset)})"
             )
         return messages[0]
 

@@ -36,6 +36,7 @@ from .._errors import (
     SettingsMismatchError,
     StreamLockedError,
     StreamNotFoundError,
+    explain_os_error,
 )
 from .._sansio.naming import (
     LOCKS_DIR,
@@ -298,9 +299,10 @@ class StreamWriter:
             writer.lock_wait_seconds = wait_seconds
             return writer
         except PermissionError as error:
-            error.add_note(
+            explain_os_error(
+                error,
                 "adiskq: a producer needs write permission on the stream's folder and files "
-                "(readers and consumers need only read permission); nothing was changed"
+                "(readers and consumers need only read permission); nothing was changed",
             )
             raise
 

@@ -107,16 +107,13 @@ def groups(path: str, as_json: bool) -> None:
 
 def _target(stream: StreamReader, partition: int, to: Position) -> int:
     """The offset ``--reset-to`` names in one partition; a failure for one it does not hold."""
-    reader = stream.partition(partition)
-    oldest, next_offset = reader.bounds()
-    if not isinstance(to, int):
-        return reader.offset_of(to)
-    if not oldest <= to <= next_offset:
-        raise Failure(
-            f"partition {partition} holds offsets {oldest}..{next_offset - 1} (next {next_offset}), so it cannot be "
-            f"reset to {to}: give an offset in {oldest}..{next_offset}, or pick partitions with --partition"
-        )
-    return to
+    from .._errors import OffsetOutOfRangeError
+    from .._storage.group_api import target_offset
+
+    try:
+        return target_offset(stream, partition, to)
+    except OffsetOutOfRangeError as error:
+        raise Failure(str(error).replace("partition=", "--partition")) from None
 
 
 @click.command()

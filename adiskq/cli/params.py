@@ -15,6 +15,7 @@ import click
 
 __all__ = [
     "DURATION",
+    "END",
     "HEADER",
     "POSITION",
     "RATIO",
@@ -122,6 +123,16 @@ class _PositionType(_Parsed):
         return parse_position(text)
 
 
+class _EndType(_Parsed):
+    """Where reading stops: ``newest``, an offset or a time (``oldest`` would read nothing)."""
+
+    def parse(self, text: str) -> object:
+        position = parse_position(text)
+        if position in ("oldest", "active-oldest"):
+            raise ValueError(f"{text!r} is not an end: use newest, an offset such as 42, or an ISO-8601 time")
+        return position
+
+
 class _DurationType(_Parsed):
     def parse(self, text: str) -> object:
         return parse_duration(text)
@@ -173,6 +184,7 @@ class _HeaderType(_Parsed):
 
 
 POSITION: Final = _PositionType("position", "oldest|newest|OFFSET|TIME")
+END: Final = _EndType("end", "newest|OFFSET|TIME")
 DURATION: Final = _DurationType("duration", "DURATION")
 SIZE: Final = _SizeType("size", "SIZE")
 RATIO: Final = _RatioType("ratio", "RATIO")

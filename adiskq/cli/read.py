@@ -20,7 +20,7 @@ import click
 
 from .formats import Format, MessageSink, format_option, open_sink
 from .output import warn
-from .params import POSITION, Position
+from .params import END, POSITION, Position
 
 if TYPE_CHECKING:
     from anyio.abc import ObjectSendStream
@@ -260,8 +260,8 @@ async def until_terminated(work: Callable[[], Awaitable[None]]) -> int | None:
 @click.option(
     "--end",
     "-e",
-    type=POSITION,
-    help="Where to stop (exclusive): an offset, or a time. Default: the end of what is there now.",
+    type=END,
+    help="Where to stop (exclusive): newest, an offset, or a time. Default: the end of what is there now.",
 )
 @click.option("--follow", "-f", is_flag=True, help="Keep reading new messages as they arrive, like tail -f.")
 @click.option("--group", "-g", metavar="NAME", help="Read as this consumer group: resume where it stopped, commit.")
@@ -320,8 +320,6 @@ def read(
             raise click.BadParameter(str(error), param_hint="'--group'") from None
     if follow and end is not None and not isinstance(end, int):
         raise click.UsageError("with --follow, --end takes an offset (a time or 'newest' works without --follow)")
-    if end is not None and end in ("oldest", "active-oldest"):
-        raise click.BadParameter("give an offset or a time (or newest)", param_hint="'--end'")
     from .._sansio.tags import TagFilter
 
     try:

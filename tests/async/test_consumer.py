@@ -293,8 +293,7 @@ async def test_aclose_releases_resources_even_when_cancelled(stream_path: str) -
     consumer = adiskq.Consumer(stream_path)
     await consumer.__aenter__()
     await take(consumer, 1)
-    follower = consumer._follower
-    assert follower is not None
+    (follower,) = consumer._order
     with anyio.CancelScope() as scope:
         scope.cancel()
         await consumer.aclose()
@@ -375,7 +374,7 @@ async def test_vacuumed_start_skips_to_the_oldest_and_reports_it(stream_path: st
     assert oldest > 0
     async with adiskq.Consumer(stream_path, start=0, end="close") as consumer:
         messages = await drain(consumer)
-        assert consumer.skipped == [(0, oldest)]
+        assert consumer.skipped == [(0, 0, oldest)]
     assert [m.offset for m in messages] == list(range(oldest, 60))
 
 
@@ -390,7 +389,7 @@ async def test_vacuum_while_reading_skips_only_what_is_gone(stream_path: str) ->
             writer.stream.vacuum(adiskq.Retention(max_bytes=2048))
             oldest = adiskq.stats(stream_path).partitions[0].oldest_offset
             rest = await drain(consumer)
-            assert consumer.skipped == [(first_segment_end, oldest)]
+            assert consumer.skipped == [(0, first_segment_end, oldest)]
     offsets = [m.offset for m in head + rest]
     assert offsets == list(range(first_segment_end)) + list(range(oldest, 60))
 
@@ -418,5 +417,5 @@ async def test_a_consumer_cancelled_while_opening_holds_nothing(stream_path: str
         async with consumer:
             raise AssertionError("not reached: the checkpoint in __aenter__ raises")
     assert consumer.closed
-    assert consumer._follower is not None
-    assert consumer._follower.closed
+    (follower,) = consumer._order
+    assert follower.closed

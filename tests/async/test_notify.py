@@ -240,10 +240,10 @@ async def test_a_producer_in_this_process_wakes_the_consumer_directly(stream_pat
 
 
 async def test_a_consumer_beside_its_producer_watches_nothing(stream_path: str) -> None:
-    """A consumer in its producer's process holds no inotify watch: the producer wakes it directly."""
+    """A consumer of a partition in its producer's process holds no inotify watch: the producer wakes it directly."""
     async with (
         adiskq.Producer(stream_path) as producer,
-        adiskq.Consumer(stream_path, start="newest", poll_interval=60) as consumer,
+        adiskq.Consumer(stream_path, partition=0, start="newest", poll_interval=60) as consumer,
     ):
         assert consumer.uses_inotify is False
         notifier = notify.get_notifier()

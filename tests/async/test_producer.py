@@ -810,3 +810,14 @@ async def test_recovery_report_is_available_after_open(stream_path: str) -> None
     async with adiskq.Producer(stream_path) as producer:
         assert producer.recovery is not None
         assert not producer.recovery
+
+
+async def test_closed_says_whether_the_producer_was_closed(stream_path: str) -> None:
+    """``closed`` is False before and while the producer is open, True from its close on."""
+    producer = adiskq.Producer(stream_path)
+    assert producer.closed is False
+    async with producer:
+        assert producer.closed is False
+    assert producer.closed is True
+    await producer.aclose()
+    assert producer.closed is True

@@ -89,6 +89,17 @@ async def test_a_short_write_then_a_full_disk_is_cut_back(stream_path: str, faul
     assert values(stream_path) == [b"before", b"after"]
 
 
+async def test_a_full_disks_advice_is_in_the_errors_message(stream_path: str, faults: DiskFaults) -> None:
+    """str(error) of an ENOSPC push carries what to do, so log.error("%s", error) keeps it."""
+    async with adiskq.Producer(stream_path) as producer:
+        faults.failing[".data"] = errno.ENOSPC
+        with pytest.raises(OSError, match="No space") as caught:
+            await producer.push(b"x" * 100)
+    assert caught.value.errno == errno.ENOSPC
+    assert "No space left on device; adiskq: the disk is full" in str(caught.value)
+    assert "free space" in f"{caught.value}"
+
+
 @pytest.mark.parametrize("flush", ["async", "sync"])
 async def test_a_failed_batch_fails_every_push_in_it(stream_path: str, faults: DiskFaults, flush: str) -> None:
     """push_many on a full disk fails whole; pushes afterwards get the next offsets."""

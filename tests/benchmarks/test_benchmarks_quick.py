@@ -97,3 +97,40 @@ def test_recovery_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
         assert column in result.stdout
     assert "256 KiB" in result.stdout
     assert os.listdir(tmp_path) == []
+
+
+def test_serializers_benchmark_quick() -> None:
+    """bench_serializers.py --quick prints push and read rates of every variant beside plain bytes."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(BENCHMARKS, "bench_serializers.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    for backend in ("asyncio", "trio"):
+        for variant in ("bytes", "json", "msgspec", "pydantic"):
+            assert f"{backend:<8} {variant:<9} push" in result.stdout
+
+
+def test_serializers_benchmark_against_another_checkout_quick() -> None:
+    """--base compares the plain workloads of two checkouts (here this one with itself)."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(BENCHMARKS, "bench_serializers.py"),
+            "--quick",
+            "--base",
+            ROOT_DIR,
+            "--rounds",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    for workload in ("push asyncio", "read asyncio", "push trio", "read trio"):
+        assert workload in result.stdout

@@ -150,6 +150,14 @@ def test_an_end_of_oldest_is_misuse(three_partitions: str) -> None:
     assert invoke("read", three_partitions, "--end", "oldest").exit_code == 2
 
 
+def test_the_help_of_end_lists_what_it_takes() -> None:
+    """--end's help names newest, an offset or a time, and not oldest, which it refuses."""
+    result = invoke("read", "--help")
+    assert "--end newest|OFFSET|TIME" in result.stdout
+    refused = invoke("read", "x", "--end", "oldest")
+    assert "use newest, an offset such as 42, or an ISO-8601 time" in refused.stderr
+
+
 def test_offsets_deleted_by_retention_are_skipped_with_a_warning(stream_path: str) -> None:
     """Starting before the oldest retained offset reads from the oldest, and says what was gone."""
     fill(stream_path, [b"x" * 100] * 40, segment_size_bytes=1024, one_at_a_time=True)

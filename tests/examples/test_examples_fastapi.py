@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
+import anyio
 import httpx
 import pytest
 from helpers.waiting import wait_for
@@ -107,6 +108,68 @@ def test_post_event_returns_its_partition_and_offset(service: Service) -> None:
     stored = adiskq.read(service.stream, first["partition"], first["offset"])
     assert json.loads(stored.value) == {"type": "signup", "key": "customer-42", "data": {"plan": "pro"}}
     assert stored.headers["type"] == b"signup"
+
+
+def test_health_reports_the_processor_groups_lag(service: Service) -> None:
+    """GET /health is 200 with the processing group's lag once it has handled every posted event,
+    and 503 while more than ?max_lag= are left."""
+    for n in range(5):
+        service.post("signup", {"n": n}, key=f"customer-{n}")
+
+    def caught_up() -> bool:
+        answer = httpx.get(f"{service.url}/health?max_lag=0", timeout=10)
+        return answer.status_code == 200 and answer.json()["processed"] == {"signup": 5}
+
+    wait_for(caught_up, "the processor group to handle the events", [service.stream], processes=[service.process])
+    health = httpx.get(f"{service.url}/health?max_lag=0", timeout=10).json()
+    assert health["status"] == "ok"
+    assert set(health["lag"]) == {"0", "1", "2"}
+    assert sum(health["lag"].values()) == 0
+    # The stream's stored commits say the same to a script (the group stores them every second).
+    wait_for(
+        lambda: (
+            sum(adiskq.lag(service.stream, "processor").values()) == 0
+            and len(adiskq.lag(service.stream, "processor")) == 3
+        ),
+        "the processor's commits stored",
+        [service.stream],
+        processes=[service.process],
+    )
+
+
+def test_health_is_503_while_the_processor_is_behind(service: Service) -> None:
+    """While the processor group has more than ?max_lag= events left, /health answers 503."""
+    service.post("warm-up", key="customer-1")
+
+    async def ask_while_held() -> httpx.Response:
+        # An exclusive member of the group, here, takes every partition from the service's member
+        # and commits nothing: the group's lag then grows with each event posted.
+        async with (
+            adiskq.ConsumerGroup(service.stream, "processor", exclusive=True) as holder,
+            anyio.create_task_group() as tasks,
+        ):
+
+            async def read() -> None:  # a member takes partitions while it is read
+                async for _ in holder:
+                    pass
+
+            tasks.start_soon(read)
+            with anyio.fail_after(20):
+                async for assignment in holder.assignments():
+                    if assignment == (0, 1, 2):
+                        break
+                for n in range(5):
+                    await anyio.to_thread.run_sync(lambda n=n: service.post("signup", {"n": n}, key="customer-1"))
+                answer = await anyio.to_thread.run_sync(
+                    lambda: httpx.get(f"{service.url}/health?max_lag=2", timeout=10)
+                )
+            tasks.cancel_scope.cancel()
+        return answer
+
+    answer = anyio.run(ask_while_held)
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["status"] == "lagging"
+    assert sum(answer.json()["lag"].values()) >= 5
 
 
 def test_post_event_without_a_type_is_refused(service: Service) -> None:

@@ -53,9 +53,9 @@ def test_read_beyond_the_end_is_out_of_range(stream_path: str) -> None:
 
 
 def test_read_of_an_empty_partition_is_out_of_range(stream_path: str) -> None:
-    """Reading offset 0 of an empty partition raises OffsetOutOfRangeError."""
+    """Reading offset 0 of an empty partition raises OffsetOutOfRangeError saying it holds no message."""
     StreamWriter.open(stream_path).close()
-    with pytest.raises(adiskq.OffsetOutOfRangeError, match="not written yet"):
+    with pytest.raises(adiskq.OffsetOutOfRangeError, match=r"not written yet \(the partition holds no message\)"):
         adiskq.read(stream_path, 0, 0)
 
 

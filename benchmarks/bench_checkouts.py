@@ -1,0 +1,142 @@
+"""This checkout's producer and consumer against another checkout's, in instructions per message.
+
+Timings on a shared machine move by ±30% from one run to the next; instruction counts under
+``valgrind --tool=callgrind`` do not, so a change that must not slow the hot paths down (a new
+feature that is off, a refactoring) is measured here. Each workload runs in a fresh interpreter
+with N messages and with none, on each side; the difference over N is its cost per message, the
+interpreter's start-up and the stream's opening excluded. ``PYTHONPATH`` picks the checkout (each
+must have its compiled core built in place, or both run the pure-Python one).
+
+Workloads, each on asyncio and Trio, without serializers: ``push`` (one task awaiting each push of
+a 100-byte value, one key), ``push_many`` (batches of 1,000 Records), ``async for`` and
+``batches()`` (a one-partition stream of N messages read back with ``Consumer(path)``).
+
+    python benchmarks/bench_checkouts.py --base ../main              # 20,000 messages a workload
+    python benchmarks/bench_checkouts.py --base ../main --messages 2000 --workloads push
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+WORKLOADS = ("push", "push_many", "async for", "batches")
+BACKENDS = ("asyncio", "trio")
+
+PROGRAM = """
+import os, sys, anyio, adiskq
+workload, backend, count, folder = {workload!r}, {backend!r}, {count}, {folder!r}
+path = os.path.join(folder, "stream")
+
+async def push():
+    async with adiskq.Producer(path) as producer:
+        for _ in range(count):
+            await producer.push(b"v" * 100, key="customer-001")
+
+async def push_many():
+    records = [adiskq.Record(b"v" * 100, key="customer-001")] * 1000
+    async with adiskq.Producer(path) as producer:
+        for _ in range(count // 1000):
+            await producer.push_many(records)
+
+async def each():
+    async with adiskq.Consumer(path, end="close") as consumer:
+        async for _ in consumer:
+            pass
+
+async def batches():
+    async with adiskq.Consumer(path, end="close") as consumer:
+        async for _ in consumer.batches(max_messages=1000):
+            pass
+
+work = {{"push": push, "push_many": push_many, "async for": each, "batches": batches}}[workload]
+anyio.run(work, backend=backend)
+"""
+
+WRITE = """
+import os, time, sys
+from adiskq._sansio.codec import encode_record
+from adiskq._storage.stream import StreamWriter
+path, count = sys.argv[1], int(sys.argv[2])
+writer = StreamWriter.open(path, partitions=1)
+record = encode_record(b"v" * 100, b"customer-001", time.time_ns())
+for start in range(0, count, 10_000):
+    size = min(10_000, count - start)
+    writer.partitions[0].append([record] * size, [time.time_ns()] * size)
+writer.close()
+"""
+
+
+def instructions(code: str, env: dict[str, str], folder: str) -> int:
+    """Instructions the interpreter ran for ``code``, as callgrind counts them."""
+    result = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=folder,  # not a checkout: `python -c` puts its folder before PYTHONPATH
+        check=False,
+    )
+    found = re.search(r"Collected : (\d+)", result.stderr)
+    if result.returncode != 0 or found is None:
+        raise RuntimeError(f"callgrind failed:\n{result.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def per_message(checkout: str, workload: str, backend: str, count: int) -> float:
+    """Instructions per message of one workload with ``checkout``'s adiskq."""
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
+    totals = []
+    for n in (count, 0):
+        folder = tempfile.mkdtemp(prefix="adiskq-bench-checkouts-")
+        try:
+            if workload in ("async for", "batches"):
+                stream = os.path.join(folder, "stream")
+                subprocess.run([sys.executable, "-c", WRITE, stream, str(n)], env=env, cwd=folder, check=True)
+            code = PROGRAM.format(workload=workload, backend=backend, count=n, folder=folder)
+            totals.append(instructions(code, env, folder))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    return (totals[0] - totals[1]) / count
+
+
+def imported_from(checkout: str) -> str:
+    """Where ``import adiskq`` finds the package with ``checkout`` on PYTHONPATH (it must be there)."""
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
+    code = "import adiskq, os; print(os.path.dirname(adiskq.__file__), adiskq.compiled)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, check=True
+    )
+    return result.stdout.strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True, help="the other checkout (its folder holding adiskq/)")
+    parser.add_argument("--messages", type=int, default=20_000, help="messages a workload (a multiple of 1,000)")
+    parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
+    args = parser.parse_args(argv)
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
+        return 1
+    if args.messages < 1000 or args.messages % 1000:
+        parser.error("--messages: a positive multiple of 1,000")
+    this = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    print(f"instructions per message, {args.messages:,} messages; this checkout over {args.base}:")
+    for checkout in (args.base, this):
+        print(f"  {checkout}: adiskq from {imported_from(checkout)}")
+    for workload in args.workloads:
+        for backend in BACKENDS:
+            base = per_message(args.base, workload, backend, args.messages)
+            new = per_message(this, workload, backend, args.messages)
+            print(f"  {workload:<10} {backend:<8} base {base:>9,.0f}   this {new:>9,.0f}   x{base / new:.3f} as fast")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Consumer over every partition (the default) or one (``partition=N``): merged, each in order."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from _consumer_support import Writer
+
+import adiskq
+
+pytestmark = pytest.mark.anyio
+
+
+async def drain(consumer: adiskq.Consumer) -> list[adiskq.Message]:
+    """Every message up to the consumer's end."""
+    with anyio.fail_after(10):
+        return [message async for message in consumer]
+
+
+async def test_a_consumer_reads_every_partition_by_default(stream_path: str) -> None:
+    """A bare Consumer delivers the messages of all partitions, each partition's in offset order."""
+    with Writer(stream_path, partitions=3) as writer:
+        for partition in range(3):
+            writer.append([b"p%d-%d" % (partition, i) for i in range(5)], partition=partition)
+    async with adiskq.Consumer(stream_path, end="close") as consumer:
+        messages = await drain(consumer)
+        assert consumer.assignment == (0, 1, 2)
+        assert consumer.positions == {0: 5, 1: 5, 2: 5}
+    assert len(messages) == 15
+    for partition in range(3):
+        mine = [m for m in messages if m.partition == partition]
+        assert [m.offset for m in mine] == list(range(5))
+        assert [m.value for m in mine] == [b"p%d-%d" % (partition, i) for i in range(5)]
+
+
+async def test_partition_n_narrows_the_consumer_to_that_partition(stream_path: str) -> None:
+    """``partition=1`` reads partition 1 alone."""
+    with Writer(stream_path, partitions=3) as writer:
+        for partition in range(3):
+            writer.append([b"p%d" % partition] * 2, partition=partition)
+    async with adiskq.Consumer(stream_path, partition=1, end="close") as consumer:
+        messages = await drain(consumer)
+        assert consumer.position == 2
+    assert {m.partition for m in messages} == {1}
+    assert len(messages) == 2
+
+
+async def test_a_busy_partition_does_not_hold_the_others_back(stream_path: str) -> None:
+    """Partitions take turns: the first batches read come from different partitions."""
+    with Writer(stream_path, partitions=2) as writer:
+        writer.append([b"a"] * 2000, partition=0)
+        writer.append([b"b"] * 10, partition=1)
+    async with adiskq.Consumer(stream_path, end="close") as consumer:
+        with anyio.fail_after(10):
+            batches = consumer.batches(100)
+            first = await batches.__anext__()
+            second = await batches.__anext__()
+    assert {first[0].partition, second[0].partition} == {0, 1}
+
+
+async def test_a_consumer_of_every_partition_follows_new_messages_in_each(stream_path: str) -> None:
+    """Following (``end="wait"``), messages appended to any partition later arrive."""
+    with Writer(stream_path, partitions=2) as writer:
+        async with adiskq.Consumer(stream_path, start="newest") as consumer:
+            writer.append([b"x"], partition=1)
+            writer.append([b"y"], partition=0)
+            with anyio.fail_after(10):
+                got = {(await consumer.__anext__()).value, (await consumer.__anext__()).value}
+    assert got == {b"x", b"y"}
+
+
+async def test_partitions_added_later_are_read_from_their_first_message(stream_path: str) -> None:
+    """A partition a producer adds while the consumer follows is read, from offset 0."""
+    async with adiskq.Producer(stream_path, partitions=1) as producer:
+        await producer.push(b"first")
+    async with adiskq.Consumer(stream_path) as consumer:
+        with anyio.fail_after(10):
+            assert (await consumer.__anext__()).value == b"first"
+        async with adiskq.Producer(stream_path, partitions=2) as producer:
+            for i in range(40):  # random keys: some land in the new partition
+                await producer.push(b"m%d" % i)
+        seen: list[adiskq.Message] = []
+        with anyio.fail_after(10):
+            while len(seen) < 40:
+                seen.append(await consumer.__anext__())
+    new = [m for m in seen if m.partition == 1]
+    assert new, "random keys should have put some messages in partition 1"
+    assert [m.offset for m in new] == list(range(len(new)))
+
+
+async def test_position_asks_for_positions_when_several_partitions_are_read(stream_path: str) -> None:
+    """``position`` is one partition's; a consumer of several says to use ``positions``."""
+    with Writer(stream_path, partitions=2):
+        pass
+    async with adiskq.Consumer(stream_path, end="close") as consumer:
+        with pytest.raises(adiskq.InvalidArgumentError, match="positions"):
+            _ = consumer.position
+        assert consumer.positions == {0: 0, 1: 0}
+
+
+async def test_end_offset_and_start_apply_to_each_partition(stream_path: str) -> None:
+    """``start=1, end=3`` reads offsets 1 and 2 of every partition."""
+    with Writer(stream_path, partitions=2) as writer:
+        for partition in range(2):
+            writer.append([b"v"] * 5, partition=partition)
+    async with adiskq.Consumer(stream_path, start=1, end=3) as consumer:
+        messages = await drain(consumer)
+    assert sorted((m.partition, m.offset) for m in messages) == [(0, 1), (0, 2), (1, 1), (1, 2)]
+
+
+async def test_a_partition_the_stream_lacks_is_refused(stream_path: str) -> None:
+    """``partition=5`` of a two-partition stream raises InvalidArgumentError at open."""
+    with Writer(stream_path, partitions=2):
+        pass
+    with pytest.raises(adiskq.InvalidArgumentError, match="no partition 5"):
+        async with adiskq.Consumer(stream_path, partition=5):
+            pass

@@ -1,0 +1,177 @@
+"""A named group's lag, offsets and deletion from Python (``group.lag()``, ``adiskq.lag``,
+``adiskq.reset_offsets``, ``adiskq.delete_group``), and ``group.seek`` inside a member."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import anyio
+import pytest
+from _consumer_support import Writer
+from helpers.blocked import wait_all_tasks_blocked
+
+import adiskq
+
+pytestmark = pytest.mark.anyio
+
+
+def fill(stream_path: str, per_partition: int, partitions: int = 2, *, tag: str | None = None) -> None:
+    with Writer(stream_path, partitions=partitions) as writer:
+        for partition in range(partitions):
+            writer.append([b"v%d" % i for i in range(per_partition)], partition=partition)
+
+
+async def read_and_commit(stream_path: str, name: str, count: int, **options: object) -> list[adiskq.Message]:
+    """Open the group, read ``count`` messages, commit each, close (storing the commits)."""
+    got: list[adiskq.Message] = []
+    async with adiskq.ConsumerGroup(stream_path, name, **options) as group:  # type: ignore[arg-type]
+        with anyio.fail_after(10):
+            async for message in group:
+                group.commit(message)
+                got.append(message)
+                if len(got) == count:
+                    break
+    return got
+
+
+async def test_group_lag_counts_the_messages_left_past_its_commits(stream_path: str) -> None:
+    """``await group.lag()`` is next offset minus committed, per partition, own pending commits included."""
+    fill(stream_path, 10)
+    async with adiskq.ConsumerGroup(stream_path, "billing") as group:
+        assert await group.lag() == {0: 10, 1: 10}  # where it began each partition it holds
+        with anyio.fail_after(10):
+            message = await group.__anext__()
+        group.commit(message)
+        lag = await group.lag()
+    assert lag[message.partition] == 9
+    assert sum(lag.values()) == 19
+
+
+async def test_adiskq_lag_reads_the_stored_offsets_synchronously(stream_path: str) -> None:
+    """``adiskq.lag(path, group)`` gives the same figures from what the group stored."""
+    fill(stream_path, 10)
+    assert adiskq.lag(stream_path, "billing") == {}
+    got = await read_and_commit(stream_path, "billing", 4)
+    committed: dict[int, int] = {}
+    for message in got:
+        committed[message.partition] = message.offset + 1
+    assert adiskq.lag(stream_path, "billing") == {p: 10 - offset for p, offset in committed.items()}
+
+
+async def test_a_tagged_groups_lag_counts_only_its_tags(stream_path: str) -> None:
+    """A group opened with ``tags=`` counts only the messages left with one of them."""
+    async with adiskq.Producer(stream_path) as producer:
+        for i in range(10):
+            await producer.push(b"v", tag="paid" if i % 3 == 0 else "created")
+    async with adiskq.ConsumerGroup(stream_path, "payments", tags=["paid"]) as group:
+        assert await group.lag() == {0: 4}
+        with anyio.fail_after(10):
+            group.commit(await group.__anext__())
+        assert await group.lag() == {0: 3}
+    assert adiskq.lag(stream_path, "payments") == {0: 3}
+
+
+async def test_lag_needs_a_named_group(stream_path: str) -> None:
+    """An unnamed group has no commits to measure from: InvalidArgumentError says to name it."""
+    fill(stream_path, 1)
+    async with adiskq.ConsumerGroup(stream_path) as group:
+        with pytest.raises(adiskq.InvalidArgumentError, match="named group"):
+            await group.lag()
+
+
+async def test_reset_offsets_to_oldest_replays_and_to_newest_skips(stream_path: str) -> None:
+    """``reset_offsets`` moves the stored offsets; the group reads from there when it next opens."""
+    fill(stream_path, 5)
+    await read_and_commit(stream_path, "g", 10)
+    assert adiskq.reset_offsets(stream_path, "g", "oldest") == {0: 0, 1: 0}
+    assert len(await read_and_commit(stream_path, "g", 10, end="close")) == 10
+    assert adiskq.reset_offsets(stream_path, "g", "newest", partition=1) == {1: 5}
+    assert adiskq.reset_offsets(stream_path, "g", 3, partition=0) == {0: 3}
+    again = await read_and_commit(stream_path, "g", 2, end="close")
+    assert [(m.partition, m.offset) for m in again] == [(0, 3), (0, 4)]
+
+
+async def test_reset_offsets_to_a_time(stream_path: str) -> None:
+    """A datetime names each partition's first message at or after it."""
+    base = 1_700_000_000_000_000_000
+    with Writer(stream_path) as writer:
+        for i in range(5):
+            writer.append([b"v"], timestamp_ns=base + i * 1_000_000_000)
+    when = dt.datetime.fromtimestamp(base / 1e9 + 2, tz=dt.UTC)
+    assert adiskq.reset_offsets(stream_path, "g", when) == {0: 2}
+
+
+async def test_reset_offsets_is_refused_while_a_member_runs(stream_path: str) -> None:
+    """A live member would overwrite the new offsets: GroupInUseError, and nothing is stored."""
+    fill(stream_path, 5)
+    async with adiskq.ConsumerGroup(stream_path, "g") as group:
+        group.commit(await group.__anext__())
+        await group.flush()
+        before = adiskq.lag(stream_path, "g")
+        with pytest.raises(adiskq.GroupInUseError, match="in use") as caught:
+            adiskq.reset_offsets(stream_path, "g", "oldest")
+        assert f"pid {os.getpid()}" in str(caught.value)
+        with pytest.raises(adiskq.GroupInUseError):
+            adiskq.delete_group(stream_path, "g")
+    assert adiskq.lag(stream_path, "g") == before
+
+
+async def test_reset_offsets_refuses_an_offset_the_partition_lacks(stream_path: str) -> None:
+    """An offset past the partition's next one raises OffsetOutOfRangeError naming the range."""
+    fill(stream_path, 5, partitions=1)
+    with pytest.raises(adiskq.OffsetOutOfRangeError, match=r"offsets 0\.\.4 \(next 5\)"):
+        adiskq.reset_offsets(stream_path, "g", 6)
+    with pytest.raises(adiskq.InvalidArgumentError, match="to='latest'"):
+        adiskq.reset_offsets(stream_path, "g", "latest")  # type: ignore[arg-type]
+
+
+async def test_delete_group_forgets_its_offsets(stream_path: str) -> None:
+    """After ``delete_group`` the group is gone from stats, and a new one starts from ``start``."""
+    fill(stream_path, 3, partitions=1)
+    await read_and_commit(stream_path, "g", 3)
+    assert adiskq.delete_group(stream_path, "g") is True
+    assert "g" not in adiskq.stats(stream_path).groups
+    assert adiskq.delete_group(stream_path, "g") is False
+    assert len(await read_and_commit(stream_path, "g", 3, end="close")) == 3
+
+
+async def test_seek_moves_where_a_member_reads_a_partition(stream_path: str) -> None:
+    """``group.seek(p, offset)`` makes the next message of ``p`` the one at ``offset`` (back or ahead)."""
+    fill(stream_path, 10, partitions=1)
+    async with adiskq.ConsumerGroup(stream_path, "g") as group:
+        with anyio.fail_after(10):
+            assert (await group.__anext__()).offset == 0
+            group.seek(0, 7)
+            assert (await group.__anext__()).offset == 7
+            group.seek(0, 2)
+            assert (await group.__anext__()).offset == 2
+
+
+async def test_seek_wakes_a_member_waiting_for_new_messages(stream_path: str) -> None:
+    """A member caught up and waiting reads again at once after a seek back."""
+    fill(stream_path, 3, partitions=1)
+    async with adiskq.ConsumerGroup(stream_path, "g") as group:
+        with anyio.fail_after(10):
+            for _ in range(3):
+                await group.__anext__()
+            got: list[int] = []
+            async with anyio.create_task_group() as tasks:
+
+                async def read_one() -> None:
+                    got.append((await group.__anext__()).offset)
+
+                tasks.start_soon(read_one)
+                await wait_all_tasks_blocked()
+                group.seek(0, 1)
+    assert got == [1]
+
+
+async def test_seek_refuses_a_partition_not_held_or_an_offset_not_written(stream_path: str) -> None:
+    """Seeking a partition this member lacks, or past the next offset, raises a clear error."""
+    fill(stream_path, 3, partitions=1)
+    async with adiskq.ConsumerGroup(stream_path, "g") as group:
+        with pytest.raises(adiskq.InvalidArgumentError, match="not held by this member"):
+            group.seek(4, 0)
+        with pytest.raises(adiskq.OffsetOutOfRangeError, match="not written yet"):
+            group.seek(0, 4)
