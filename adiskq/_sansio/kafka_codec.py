@@ -290,6 +290,7 @@ def decode_batches(
     decompression bomb stops there with a ``KafkaBatchError``. ``records_decoder`` is what decodes
     the records of a batch (the compiled twin passes its own).
     """
+    _check_int(max_bytes, 0, _I64_MAX, "max_bytes")
     buf = bytes(data)
     limit = len(buf)
     if limit == 0:
@@ -401,6 +402,7 @@ def _bytes_field(value: object, what: str, index: int) -> bytes:
 
 def encode_records(records: Sequence[KafkaRecord], base_timestamp_ms: int) -> tuple[bytes, int, int]:
     """The records section of a batch (uncompressed), its last offset delta and its max timestamp."""
+    _check_int(base_timestamp_ms, _I64_MIN, _I64_MAX, "base_timestamp_ms")
     parts: list[bytes] = []
     previous_delta = -1
     max_timestamp_ms = _I64_MIN
