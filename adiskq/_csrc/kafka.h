@@ -1,7 +1,8 @@
 /* Kafka's record batch v2 in the compiled core: the varints and big-endian fields its two files share.
  *
  *   kafka_decode.c  a Produce request's batches and a batch's records (uncompressed bytes)
- *   kafka_encode.c  a batch (and a compressed batch's records section) from KafkaRecords
+ *   kafka_encode.c  a batch (and a compressed batch's records section) from KafkaRecords, or from
+ *                   stored Messages
  *
  * The format, every check and every error message are the pure-Python reference's
  * (adiskq/_sansio/kafka_codec.py). These functions never raise for bad Kafka bytes or unusual
@@ -102,5 +103,6 @@ PyObject *adq_py_kafka_decode_records(PyObject *module, PyObject *const *args, P
 PyObject *adq_py_kafka_decode_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_kafka_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_kafka_encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_kafka_encode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -130,6 +130,8 @@ static PyMethodDef methods[] = {
      "see kafka_encode.c"},
     {"kafka_encode_batch", (PyCFunction)(void (*)(void))adq_py_kafka_encode_batch, METH_FASTCALL,
      "see kafka_encode.c"},
+    {"kafka_encode_messages", (PyCFunction)(void (*)(void))adq_py_kafka_encode_messages, METH_FASTCALL,
+     "see kafka_encode.c"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -23,6 +23,7 @@ from .kafka_codec import (
     KafkaUnsupportedBatchError,
 )
 from .native import NATIVE
+from .values import Message
 
 __all__ = [
     "COMPILED",
@@ -34,6 +35,7 @@ __all__ = [
     "KafkaUnsupportedBatchError",
     "decode_batches",
     "encode_batch",
+    "encode_batch_from_messages",
 ]
 
 COMPILED: Final = NATIVE is not None
@@ -121,3 +123,21 @@ def encode_batch(
         partition_leader_epoch=partition_leader_epoch,
         records_encoder=_compiled_encode_records,
     )
+
+
+def encode_batch_from_messages(
+    messages: Sequence[Message], *, nulls_header: str | None = None, partition_leader_epoch: int = 0
+) -> bytes:
+    """One uncompressed batch of stored messages (consecutive offsets of one partition, as a reader
+    returns them), built without a KafkaRecord in between: what a Fetch answers with.
+
+    The base offset is the first message's, timestamps are floored to milliseconds, headers keep
+    their order; ``nulls_header`` names the header in which a message records that its Kafka key or
+    value was null (``key``, ``value`` or ``key,value``): that key or value is written as null and
+    the header left out.
+    """
+    if NATIVE is not None and (nulls_header is None or type(nulls_header) is str):
+        encoded: bytes = NATIVE.kafka_encode_messages(messages, nulls_header, partition_leader_epoch)
+        if encoded is not NotImplemented:
+            return encoded
+    return reference.encode_messages(messages, nulls_header=nulls_header, partition_leader_epoch=partition_leader_epoch)

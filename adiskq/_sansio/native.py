@@ -26,7 +26,7 @@ _NEWEST: Final = (
     "install_record_call",
     "append_record",
     "kafka_decode_batches",
-    "kafka_encode_batch",
+    "kafka_encode_messages",
 )
 
 

@@ -9,6 +9,7 @@ on valid batches, damaged ones and noise.
 from __future__ import annotations
 
 import struct
+import types
 from collections.abc import Callable
 
 import pytest
@@ -19,6 +20,7 @@ from adiskq import _compiled
 from adiskq._sansio import kafka_batch, kafka_codec
 from adiskq._sansio import kafka_codec as reference
 from adiskq._sansio.kafka_batch import KafkaBatch, KafkaRecord
+from adiskq._sansio.values import EMPTY_HEADERS, Message
 
 I32 = st.integers(min_value=-(2**31), max_value=2**31 - 1)
 I64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
@@ -295,3 +297,75 @@ def test_the_compiled_functions_check_every_argument(call: Callable[[], object],
     """Wrong counts, types and ranges of arguments raise, never read out of bounds."""
     with pytest.raises(error):
         call()
+
+
+# -- batches from stored messages -------------------------------------------------------------------------
+
+NULLS = "adiskq.kafka.null"
+nulls_values = st.sampled_from([b"key", b"value", b"key,value", b"value,key", b"", b"x,key", b"keys", b","])
+stored_headers = st.one_of(
+    st.just(EMPTY_HEADERS),
+    st.dictionaries(st.sampled_from(["a", "b", NULLS, "é", ""]), st.binary(max_size=6), max_size=4),
+    st.builds(lambda d, n: {**d, NULLS: n}, st.dictionaries(names, st.binary(max_size=6), max_size=2), nulls_values),
+)
+
+
+@st.composite
+def stored_messages(draw: st.DrawFn) -> list[Message]:
+    """Messages as a reader returns them: increasing offsets, any timestamps, keys, values and headers."""
+    offset = draw(st.integers(min_value=0, max_value=2**62))
+    out = []
+    for _ in range(draw(st.integers(min_value=1, max_value=6))):
+        timestamp_ns = draw(st.one_of(I64, st.integers(min_value=-(10**7), max_value=10**7)))
+        key = draw(st.binary(max_size=10))
+        value = draw(st.binary(max_size=40))
+        out.append(Message(0, offset, timestamp_ns, key, value, draw(stored_headers), None))
+        offset += draw(st.integers(min_value=1, max_value=3))
+    return out
+
+
+@given(stored_messages(), st.sampled_from([None, NULLS, "a"]), I32)
+def test_a_batch_from_messages_is_the_references(messages: list[Message], nulls: str | None, epoch: int) -> None:
+    """Stored messages: the compiled batch is the reference's, byte for byte, or the same error."""
+    want = outcome(lambda: reference.encode_messages(messages, nulls_header=nulls, partition_leader_epoch=epoch))
+    compiled = _compiled.kafka_encode_messages(messages, nulls, epoch)
+    if isinstance(want, bytes):
+        assert compiled == want
+    else:
+        assert compiled is NotImplemented
+    assert (
+        outcome(
+            lambda: kafka_batch.encode_batch_from_messages(messages, nulls_header=nulls, partition_leader_epoch=epoch)
+        )
+        == want
+    )
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [Message(0, 5, 0, b"", b""), Message(0, 5, 0, b"", b"")],  # offsets that do not increase
+        [Message(0, 5, 0, b"", b""), Message(0, 5 + 2**31, 0, b"", b"")],  # a delta past 32 bits
+        [Message(0, 5, 0, bytearray(b"k"), b"")],  # type: ignore[arg-type]
+        [Message(0, 5, 0, b"", b"", types.MappingProxyType({"a": b"1"}))],
+        [Message(0, 5, 0, b"", b"", {NULLS: bytearray(b"key")})],  # type: ignore[dict-item]
+        [Message(0, 5, 0, b"", b"", {"\ud800": b""})],
+        [Message(0, 5, 0, b"", b"", {1: b"x"})],  # type: ignore[dict-item]
+        [Message(0, 5, 0.5, b"", b"")],  # type: ignore[arg-type]
+        [Message(0, 5, 0, b"", b"")[:6]],
+        [],
+    ],
+)
+def test_unusual_messages_go_to_the_reference(messages: list[Message]) -> None:
+    """What the compiled encoder does not take gives the reference's batch or error."""
+    assert _compiled.kafka_encode_messages(messages, NULLS, 0) is NotImplemented
+    want = outcome(lambda: reference.encode_messages(messages, nulls_header=NULLS))
+    assert outcome(lambda: kafka_batch.encode_batch_from_messages(messages, nulls_header=NULLS)) == want
+
+
+def test_encode_messages_checks_its_arguments() -> None:
+    """A nulls header that is not a str, or the wrong count of arguments, raises TypeError."""
+    with pytest.raises(TypeError):
+        _compiled.kafka_encode_messages([], b"x", 0)
+    with pytest.raises(TypeError):
+        _compiled.kafka_encode_messages([])

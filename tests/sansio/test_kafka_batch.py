@@ -26,7 +26,9 @@ from adiskq._sansio.kafka_batch import (
     KafkaUnsupportedBatchError,
     decode_batches,
     encode_batch,
+    encode_batch_from_messages,
 )
+from adiskq._sansio.values import EMPTY_HEADERS, Message
 
 with warnings.catch_warnings():
     # kafka-python's package import reads its protocol schemas with a deprecated importlib call.
@@ -411,3 +413,39 @@ def test_encode_batch_checks_every_argument(change: dict[str, object], error: ty
     arguments.update(change)
     with pytest.raises(error):
         encode_batch(**arguments)  # type: ignore[arg-type]
+
+
+# -- batches from stored messages ------------------------------------------------------------------------------
+
+NULLS = "adiskq.kafka.null"
+
+
+def test_stored_messages_become_one_batch_a_client_reads() -> None:
+    """Offsets from the first message, milliseconds floored, header order kept, nulls restored from their header."""
+    messages = [
+        Message(0, 40, 1_700_000_000_123_999_999, b"k", b"", {"b": b"2", NULLS: b"value", "a": b"1"}),
+        Message(0, 41, -1, b"", b"", {NULLS: b"key,value"}),
+        Message(0, 42, 5_000_000, b"", b"v", EMPTY_HEADERS),
+    ]
+    batch = encode_batch_from_messages(messages, nulls_header=NULLS, partition_leader_epoch=3)
+    assert kafka_python_read(batch) == [
+        KafkaRecord(40, 1_700_000_000_123, b"k", None, [("b", b"2"), ("a", b"1")]),
+        KafkaRecord(41, -1, None, None, []),
+        KafkaRecord(42, 5, b"", b"v", []),
+    ]
+    (decoded,) = decode_batches(batch)
+    assert (decoded.base_offset, decoded.partition_leader_epoch, decoded.last_offset_delta) == (40, 3, 2)
+    assert (decoded.base_timestamp_ms, decoded.max_timestamp_ms) == (1_700_000_000_123, 1_700_000_000_123)
+
+
+def test_without_a_nulls_header_every_header_is_passed_on() -> None:
+    """With nulls_header None, a header of that name is an ordinary header and keys stay bytes."""
+    messages = [Message(0, 7, 0, b"", b"", {NULLS: b"key"})]
+    (decoded,) = decode_batches(encode_batch_from_messages(messages))
+    assert decoded.records == [KafkaRecord(0, 0, b"", b"", [(NULLS, b"key")])]
+
+
+def test_no_messages_is_refused() -> None:
+    """An empty read is not a batch: the caller sends no records instead."""
+    with pytest.raises(ValueError, match="at least one message"):
+        encode_batch_from_messages([])
