@@ -5,17 +5,29 @@ handler is written and registered is in that module's docstring. Add a module he
 below to answer one more API.
 """
 
+# Consumer groups (coordinator and committed offsets) and SASL authentication.
 from . import (
     api_versions,
     create_partitions,
     create_topics,
     delete_topics,
     describe_configs,
+    describe_groups,
     fetch,
+    find_coordinator,
+    heartbeat,
     init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_fetch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
+    sync_group,
 )
 
 __all__ = [
@@ -24,9 +36,21 @@ __all__ = [
     "create_topics",
     "delete_topics",
     "describe_configs",
+    # Consumer groups and SASL.
+    "describe_groups",
     "fetch",
+    "find_coordinator",
+    "heartbeat",
     "init_producer_id",
+    "join_group",
+    "leave_group",
+    "list_groups",
     "list_offsets",
     "metadata",
+    "offset_commit",
+    "offset_fetch",
     "produce",
+    "sasl_authenticate",
+    "sasl_handshake",
+    "sync_group",
 ]

@@ -1,0 +1,94 @@
+"""SASL and TLS options of the gateway, and the rule for requests before authentication.
+
+With SASL on, a connection may send only ApiVersions, SaslHandshake and SaslAuthenticate until it
+has authenticated; any other request closes it, as a Kafka broker's SASL listener does (the client
+then reports that it was not authenticated rather than a response it cannot read). A failed
+SaslAuthenticate is answered, then the connection is closed. TLS wraps every connection (anyio's
+TLS streams over an ``ssl.SSLContext`` made from the server's certificate and key files).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import ssl
+from typing import Final
+
+from ._core import Connection, GatewayCore
+from .credentials import Credentials
+from .sasl import SUPPORTED_MECHANISMS, SaslServer
+
+__all__ = [
+    "SaslSettings",
+    "install_sasl",
+    "may_handle",
+    "sasl_server",
+    "server_ssl_context",
+    "should_close",
+]
+
+_KEY: Final = "sasl"
+_CONNECTION_SASL: Final = "sasl"
+_CLOSE: Final = "close_after_response"
+# ApiVersions, SaslHandshake, SaslAuthenticate: what a client sends before it has authenticated.
+PRE_AUTH_API_KEYS: Final = frozenset({18, 17, 36})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SaslSettings:
+    """The gateway's credentials and the mechanisms it offers."""
+
+    credentials: Credentials
+    mechanisms: tuple[str, ...] = SUPPORTED_MECHANISMS
+
+
+def install_sasl(gateway: GatewayCore, settings: SaslSettings) -> None:
+    """Require SASL on every connection of the gateway."""
+    gateway.extensions[_KEY] = settings
+
+
+def sasl_settings(gateway: GatewayCore) -> SaslSettings | None:
+    """The gateway's SASL settings, or None when SASL is off."""
+    settings = gateway.extensions.get(_KEY)
+    assert settings is None or isinstance(settings, SaslSettings)
+    return settings
+
+
+def sasl_server(gateway: GatewayCore, connection: Connection) -> SaslServer | None:
+    """This connection's SASL exchange (None when SASL is off)."""
+    settings = sasl_settings(gateway)
+    if settings is None:
+        return None
+    server = connection.state.get(_CONNECTION_SASL)
+    if server is None:
+        server = connection.state[_CONNECTION_SASL] = SaslServer(settings.credentials, settings.mechanisms)
+    assert isinstance(server, SaslServer)
+    return server
+
+
+def may_handle(gateway: GatewayCore, connection: Connection, api_key: int) -> bool:
+    """May this connection's request be answered? False: close the connection instead."""
+    if api_key in PRE_AUTH_API_KEYS:
+        return True
+    server = sasl_server(gateway, connection)
+    return server is None or server.authenticated
+
+
+def close_after_response(connection: Connection) -> None:
+    """Close the connection once the response being built is sent (a failed authentication)."""
+    connection.state[_CLOSE] = True
+
+
+def should_close(connection: Connection) -> bool:
+    """True once a handler asked for the connection to be closed after its response."""
+    return connection.state.get(_CLOSE) is True
+
+
+def server_ssl_context(
+    certfile: str | os.PathLike[str], keyfile: str | os.PathLike[str] | None = None
+) -> ssl.SSLContext:
+    """A TLS server context (TLS 1.2 or later) from a PEM certificate chain and its private key."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(os.fspath(certfile), None if keyfile is None else os.fspath(keyfile))
+    return context
