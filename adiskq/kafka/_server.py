@@ -116,6 +116,11 @@ class KafkaGateway:
             raise ClosedError("the gateway is not serving yet: use `async with KafkaGateway(...)`")
         return self._port
 
+    @property
+    def port_or_none(self) -> int | None:
+        """The bound port, or None before the gateway listens."""
+        return self._port
+
     # -- running ---------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
