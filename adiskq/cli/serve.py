@@ -114,7 +114,7 @@ def serve(
     try:
         anyio.run(run)
     except BaseException as raw:
-        error = unwrap(raw)
-        if isinstance(error, OSError) and gateway.port_or_none is None:
-            raise Failure(f"cannot listen on {kafka_address}: {error.strerror or error}") from None
+        cause = unwrap(raw)
+        if isinstance(cause, OSError) and gateway.port_or_none is None:
+            raise Failure(f"cannot listen on {kafka_address}: {cause.strerror or cause}") from None
         raise
