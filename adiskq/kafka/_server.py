@@ -19,6 +19,7 @@ from typing import Any, Final, Literal, Self
 import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
+from kio.schema.errors import ErrorCode
 
 from .._errors import ClosedError, InvalidArgumentError
 from . import apis as _apis  # registers every handler
@@ -291,7 +292,7 @@ class KafkaGateway:
 
             v0 = request_schema(_API_VERSIONS, 0)
             response: Any = respond(
-                v0, "ApiVersionsResponse", error_code=_UNSUPPORTED_VERSION, api_keys=supported_versions(v0)
+                v0, "ApiVersionsResponse", error_code=ErrorCode.unsupported_version, api_keys=supported_versions(v0)
             )
             return encode_response(correlation_id, response)
         name = API_TABLE[api_key].name if api_key in API_TABLE else f"API key {api_key}"

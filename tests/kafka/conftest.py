@@ -75,3 +75,31 @@ def receive_exactly(sock: socket.socket, count: int) -> bytes:
             raise ConnectionError(f"closed after {len(data)} of {count} bytes")
         data += chunk
     return data
+
+
+def call(port: int, request: object, correlation_id: int = 11) -> object:
+    """Send one kio request to the gateway and return its response, read with kio."""
+    import io
+
+    from kio.index import load_response_from_request
+    from kio.serial import entity_reader, entity_writer
+
+    buffer = io.BytesIO()
+    entity_writer(type(request))(buffer, request)  # type: ignore[arg-type]
+    header_type = request.__header_schema__  # type: ignore[attr-defined]
+    header = struct.pack(">hhih", request.__api_key__, request.__version__, correlation_id, 1) + b"t"  # type: ignore[attr-defined]
+    if header_type.__flexible__:
+        header += b"\0"
+    payload = raw_frame(port, header + buffer.getvalue())
+    response_type = load_response_from_request(type(request))  # type: ignore[arg-type]
+    at = 4 + (1 if response_type.__header_schema__.__flexible__ else 0)
+    assert struct.unpack(">i", payload[:4])[0] == correlation_id
+    return entity_reader(response_type)(payload, at)[0]
+
+
+def raw_frame(port: int, message: bytes) -> bytes:
+    """Send one frame; the response frame's payload."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(message)) + message)
+        size = struct.unpack(">i", receive_exactly(sock, 4))[0]
+        return receive_exactly(sock, size)
