@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from .._sansio import core as _core
-from . import check, find, groups, kafka_user, read, stats, vacuum, write
+from . import check, find, groups, kafka_user, read, serve, stats, vacuum, write
 from .errors import EXIT_INTERRUPTED, failure_for, internal_error, pacify_stdout, unwrap
 
 __all__ = ["cli", "main"]
@@ -78,6 +78,7 @@ for _command in (
     check.check,
     groups.groups,
     groups.offsets,
+    serve.serve,
 ):
     cli.add_command(_command)
 

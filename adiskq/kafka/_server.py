@@ -20,6 +20,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.tls import TLSListener
+from kio.schema.errors import ErrorCode
 
 from .._errors import ClosedError, InvalidArgumentError
 from . import apis as _apis  # registers every handler
@@ -123,6 +124,11 @@ class KafkaGateway:
         """The port the gateway listens on (known once it serves)."""
         if self._port is None:
             raise ClosedError("the gateway is not serving yet: use `async with KafkaGateway(...)`")
+        return self._port
+
+    @property
+    def port_or_none(self) -> int | None:
+        """The bound port, or None before the gateway listens."""
         return self._port
 
     # -- running ---------------------------------------------------------------------------------
@@ -316,7 +322,7 @@ class KafkaGateway:
 
             v0 = request_schema(_API_VERSIONS, 0)
             response: Any = respond(
-                v0, "ApiVersionsResponse", error_code=_UNSUPPORTED_VERSION, api_keys=supported_versions(v0)
+                v0, "ApiVersionsResponse", error_code=ErrorCode.unsupported_version, api_keys=supported_versions(v0)
             )
             return encode_response(correlation_id, response)
         name = API_TABLE[api_key].name if api_key in API_TABLE else f"API key {api_key}"

@@ -124,7 +124,8 @@ def _response(context: RequestContext, request: Any, parts: list[_Partition]) ->
                 log_start, high_watermark = part.follower.reader.bounds()
             except OSError as failure:
                 error = error_code_for(failure)
-        records = b"".join(batch_from_messages(chunk) for chunk in part.chunks) if part.chunks else None
+        # Empty, never null: librdkafka refuses a null record set (size -1) as a malformed response.
+        records = b"".join(batch_from_messages(chunk) for chunk in part.chunks) if error == ErrorCode.none else b""
         by_topic.setdefault(part.topic, []).append(
             nested(
                 request,
@@ -136,7 +137,7 @@ def _response(context: RequestContext, request: Any, parts: list[_Partition]) ->
                 log_start_offset=log_start,
                 aborted_transactions=None,
                 preferred_read_replica=-1,
-                records=records if error == ErrorCode.none else None,
+                records=records,
             )
         )
     responses = tuple(
