@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import ssl
+import struct
 from typing import Final
 
 from ._core import Connection, GatewayCore
@@ -30,6 +31,7 @@ __all__ = [
 _KEY: Final = "sasl"
 _CONNECTION_SASL: Final = "sasl"
 _CLOSE: Final = "close_after_response"
+_RAW: Final = "raw_sasl"
 # ApiVersions, SaslHandshake, SaslAuthenticate: what a client sends before it has authenticated.
 PRE_AUTH_API_KEYS: Final = frozenset({18, 17, 36})
 
@@ -82,6 +84,30 @@ def close_after_response(connection: Connection) -> None:
 def should_close(connection: Connection) -> bool:
     """True once a handler asked for the connection to be closed after its response."""
     return connection.state.get(_CLOSE) is True
+
+
+def expect_raw_sasl(connection: Connection) -> None:
+    """A version-0 SaslHandshake succeeded: the client's next frames are bare SASL tokens."""
+    connection.state[_RAW] = True
+
+
+def raw_sasl_expected(connection: Connection) -> bool:
+    """True while the connection sends bare SASL tokens (framed by size only, no request header)."""
+    return connection.state.get(_RAW) is True
+
+
+def raw_sasl_answer(gateway: GatewayCore, connection: Connection, token: bytes) -> bytes | None:
+    """The framed answer to one bare SASL token (version-0 handshake); a refusal (None) closes the
+    connection without an answer, as Kafka does there (the bare exchange has no error field)."""
+    server = sasl_server(gateway, connection)
+    assert server is not None
+    step = server.step(token)
+    if step.error:
+        close_after_response(connection)
+        return None
+    if server.authenticated:
+        del connection.state[_RAW]
+    return struct.pack(">i", len(step.token)) + step.token
 
 
 def server_ssl_context(

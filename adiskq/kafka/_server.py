@@ -37,7 +37,7 @@ from ._protocol import (
     request_schema,
 )
 from ._registry import API_TABLE, RequestContext, respond
-from ._security import may_handle, should_close
+from ._security import may_handle, raw_sasl_answer, raw_sasl_expected, should_close
 
 __all__ = ["DEFAULT_MAX_REQUEST_BYTES", "KafkaGateway"]
 
@@ -210,6 +210,7 @@ class KafkaGateway:
                 # a request in flight gets a grace period to finish.
                 accepting.cancel()
                 timers.cancel()
+                groups.coordinator.close()
                 core.closing = True
                 core.wake_fetches()
                 for connection in list(core.connections):
@@ -259,7 +260,10 @@ class KafkaGateway:
                     break
                 with anyio.fail_after(self.request_timeout):
                     message = await receiver.receive_exactly(size)
-                answer = await self._answer(connection, message)
+                if raw_sasl_expected(connection):  # after a version-0 SaslHandshake: a bare token
+                    answer = raw_sasl_answer(core, connection, message)
+                else:
+                    answer = await self._answer(connection, message)
                 if answer is not None:
                     with anyio.fail_after(self.request_timeout):
                         await stream.send(answer)

@@ -440,6 +440,13 @@ class GroupCoordinator:
             if group.state is GroupState.EMPTY and not group.members and not group.pending_ids:
                 del self._groups[group.group_id]
 
+    def close(self) -> None:
+        """The gateway is stopping: every waiting JoinGroup and SyncGroup is answered NOT_COORDINATOR
+        at once (the client looks for the coordinator again), instead of holding the shutdown."""
+        for group in self._groups.values():
+            for member in group.members.values():
+                _fail_waiting(member, err.NOT_COORDINATOR)
+
     # -- internals -----------------------------------------------------------------------------
 
     def _join_static(

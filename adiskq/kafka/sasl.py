@@ -47,7 +47,8 @@ class SaslServer:
         self.mechanisms = mechanisms
         self.mechanism: str | None = None
         self.user: str | None = None  # set once authenticated
-        self._scram_state: tuple[str, str, str] | None = None  # (user, nonce, client-first-bare + server-first)
+        # (user, client nonce, nonce, client-first-bare + server-first) between the two SCRAM steps.
+        self._scram_state: tuple[str, str, str, str] | None = None
 
     @property
     def authenticated(self) -> bool:
@@ -115,13 +116,13 @@ class SaslServer:
         iterations = secret.iterations if secret else 8192
         server_nonce = nonce + base64.b64encode(secrets.token_bytes(18)).decode()
         server_first = f"r={server_nonce},s={base64.b64encode(salt).decode()},i={iterations}"
-        self._scram_state = (user, server_nonce, f"{bare},{server_first}")
+        self._scram_state = (user, nonce, server_nonce, f"{bare},{server_first}")
         return SaslStep(err.NONE, server_first.encode())
 
     def _scram_final(self, token: bytes) -> SaslStep:
         assert self._scram_state is not None
         assert self.mechanism is not None
-        user, nonce, first_messages = self._scram_state
+        user, client_nonce, nonce, first_messages = self._scram_state
         try:
             text = token.decode()
         except UnicodeDecodeError:
@@ -129,7 +130,10 @@ class SaslServer:
         without_proof, _, proof_part = text.rpartition(",p=")
         attributes = _attributes(without_proof)
         secret = self._credentials.scram(user, self.mechanism)
-        if secret is None or attributes.get("r") != nonce or not proof_part:
+        # librdkafka before 2.6.1 (Debian's kcat among them) sends its own nonce again in front of the
+        # combined one; Kafka 3.8.1-3.9 accept that, and so does this. The server's random part must be
+        # there either way, and the proof signs the message as sent.
+        if secret is None or attributes.get("r") not in (nonce, client_nonce + nonce) or not proof_part:
             return self._refuse()
         try:
             proof = base64.b64decode(proof_part, validate=True)

@@ -296,3 +296,22 @@ def test_waker_is_called_when_a_pending_join_completes() -> None:
     join(coordinator, a.member_id)
     assert woken == [True]
     assert done(waiting).generation_id == 2
+
+
+def test_close_answers_waiting_joins_and_syncs() -> None:
+    """Closing the coordinator answers every waiting JoinGroup and SyncGroup with NOT_COORDINATOR."""
+    coordinator = GroupCoordinator()
+    a = done(join(coordinator))
+    sync(coordinator, a, {a.member_id: b""})
+    waiting_b = join(coordinator)
+    a2 = done(join(coordinator, a.member_id))
+    b2 = done(waiting_b)
+    follower = b2 if a2.members else a2
+    waiting_sync = sync(coordinator, follower)
+    assert waiting_sync.result is None
+    coordinator.close()
+    assert waiting_sync.result == SyncResult(err.NOT_COORDINATOR)
+    waiting_join = join(coordinator)  # a third member: a rebalance the others have not joined yet
+    assert waiting_join.result is None
+    coordinator.close()
+    assert done(waiting_join).error == err.NOT_COORDINATOR

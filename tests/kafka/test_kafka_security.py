@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import pathlib
+import re
+import signal
 import socket
 import ssl
 import struct
 import subprocess
+import sys
 import time
 from typing import Any
 
@@ -136,6 +139,33 @@ def test_unauthenticated_request_closes_connection(tmp_path: pathlib.Path, crede
         assert error.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN), error
 
 
+def exchange(sock: socket.socket, data: bytes) -> bytes:
+    """Send a size-prefixed frame; the answer's body ("" if the gateway closed the connection)."""
+    sock.sendall(struct.pack(">i", len(data)) + data)
+    prefix = sock.recv(4, socket.MSG_WAITALL)
+    if not prefix:
+        return b""
+    (size,) = struct.unpack(">i", prefix)
+    return sock.recv(size, socket.MSG_WAITALL) if size else b"\0"
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_handshake_v0_takes_bare_tokens(tmp_path: pathlib.Path, credentials: str, backend: str) -> None:
+    """After a version-0 SaslHandshake the PLAIN token travels bare; then requests are answered, and a
+    wrong password closes the connection."""
+    security = SecurityOptions(sasl_credentials=credentials)
+    handshake = frame(17, 0, struct.pack(">h", 5) + b"PLAIN")[4:]
+    with running_gateway(str(tmp_path), backend, security=security) as gateway:
+        for password, authenticated in ((PASSWORD, True), ("wrong", False)):
+            with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
+                answer = exchange(sock, handshake)
+                assert answer[4:6] == b"\0\0"  # correlation id, then error code NONE
+                token = b"\0" + USER.encode() + b"\0" + password.encode()
+                assert (exchange(sock, token) == b"\0") is authenticated  # an empty token back, or closed
+                if authenticated:
+                    assert exchange(sock, frame(3, 1, struct.pack(">i", -1))[4:])  # Metadata is answered
+
+
 def test_credentials_file_keeps_no_password(credentials: str) -> None:
     """The credentials file holds salted SCRAM keys for both hashes, not the password."""
     text = pathlib.Path(credentials).read_text()
@@ -198,3 +228,69 @@ def test_sasl_over_tls_with_python_clients(
     import adiskq
 
     assert adiskq.stats(str(tmp_path / "both")).message_count == 3
+
+
+class ServeProcess:
+    """``adiskq serve`` in a subprocess; ``port`` from the line it logs when it listens."""
+
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "adiskq", "serve", *args, "--kafka", "127.0.0.1:0"],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stderr is not None
+        line = self.process.stderr.readline()  # blocks until it listens (or exits: then "")
+        match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+        assert match, f"adiskq serve did not start: {line!r}"
+        self.port = int(match.group(1))
+
+    def stop(self) -> int:
+        """SIGTERM, then its exit status."""
+        self.process.send_signal(signal.SIGTERM)
+        status = self.process.wait(timeout=30)
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+        return status
+
+
+def kcat(port: int, cert: str, *args: str, stdin: bytes | None = None) -> bytes:
+    """kcat over SASL_SSL with SCRAM-SHA-256 as alice."""
+    result = subprocess.run(
+        [
+            "kcat", "-b", f"127.0.0.1:{port}", "-q",
+            "-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={cert}",
+            "-X", "sasl.mechanisms=SCRAM-SHA-256", "-X", f"sasl.username={USER}", "-X", f"sasl.password={PASSWORD}",
+            *args,
+        ],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr.decode()
+    return result.stdout
+
+
+def test_serve_command_with_sasl_tls_and_groups(
+    tmp_path: pathlib.Path, credentials: str, certificate: tuple[str, str]
+) -> None:
+    """`adiskq serve --sasl-credentials --tls-cert --tls-key`: kcat produces and reads as a group over
+    SASL_SSL; after a restart of the server the group resumes where it committed."""
+    cert, key = certificate
+    options = ["--sasl-credentials", credentials, "--tls-cert", cert, "--tls-key", key]
+    options += ["--group-min-session-timeout-ms", "100"]
+    group = ["-G", "ops", "logs", "-f", "%s\\n", "-X", "auto.offset.reset=earliest"]
+    group += ["-X", "session.timeout.ms=1000", "-X", "heartbeat.interval.ms=100"]
+    server = ServeProcess(str(tmp_path), *options)
+    try:
+        kcat(server.port, cert, "-P", "-t", "logs", stdin=b"one\ntwo\nthree\n")
+        assert kcat(server.port, cert, *group, "-c", "3").split() == [b"one", b"two", b"three"]
+    finally:
+        assert server.stop() == 0
+    server = ServeProcess(str(tmp_path), *options)
+    try:
+        kcat(server.port, cert, "-P", "-t", "logs", stdin=b"four\n")
+        assert kcat(server.port, cert, *group, "-c", "1").split() == [b"four"]
+    finally:
+        assert server.stop() == 0
