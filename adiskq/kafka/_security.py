@@ -10,16 +10,23 @@ TLS streams over an ``ssl.SSLContext`` made from the server's certificate and ke
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import ssl
 import struct
 from typing import Final
+
+import anyio
+import anyio.abc
+from anyio import aclose_forcefully
+from anyio.streams.tls import TLSListener
 
 from ._core import Connection, GatewayCore
 from .credentials import Credentials
 from .sasl import SUPPORTED_MECHANISMS, SaslServer
 
 __all__ = [
+    "GatewayTLSListener",
     "SaslSettings",
     "install_sasl",
     "may_handle",
@@ -28,6 +35,7 @@ __all__ = [
     "should_close",
 ]
 
+logger: Final = logging.getLogger("adiskq.kafka")
 _KEY: Final = "sasl"
 _CONNECTION_SASL: Final = "sasl"
 _CLOSE: Final = "close_after_response"
@@ -108,6 +116,19 @@ def raw_sasl_answer(gateway: GatewayCore, connection: Connection, token: bytes) 
     if server.authenticated:
         del connection.state[_RAW]
     return struct.pack(">i", len(step.token)) + step.token
+
+
+class GatewayTLSListener(TLSListener):
+    """anyio's TLS listener, logging a failed handshake (a client that does not trust the certificate,
+    one that speaks plain Kafka to a TLS port) as one line instead of a traceback."""
+
+    @staticmethod
+    async def handle_handshake_error(exc: BaseException, stream: anyio.abc.AnyByteStream) -> None:
+        await aclose_forcefully(stream)
+        if isinstance(exc, Exception) and not isinstance(exc, anyio.get_cancelled_exc_class()):
+            logger.info("adiskq: TLS handshake with a Kafka client failed: %s", exc)
+            return
+        raise exc
 
 
 def server_ssl_context(

@@ -19,7 +19,6 @@ from typing import Any, Final, Literal, Self
 import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
-from anyio.streams.tls import TLSListener
 from kio.schema.errors import ErrorCode
 
 from .._errors import ClosedError, InvalidArgumentError
@@ -37,7 +36,7 @@ from ._protocol import (
     request_schema,
 )
 from ._registry import API_TABLE, RequestContext, respond
-from ._security import may_handle, raw_sasl_answer, raw_sasl_expected, should_close
+from ._security import GatewayTLSListener, may_handle, raw_sasl_answer, raw_sasl_expected, should_close
 
 __all__ = ["DEFAULT_MAX_REQUEST_BYTES", "KafkaGateway"]
 
@@ -173,7 +172,9 @@ class KafkaGateway:
             raise
         listener: anyio.abc.Listener[Any] = tcp_listener
         if ssl_context is not None:
-            listener = TLSListener(tcp_listener, ssl_context, standard_compatible=False)
+            listener = GatewayTLSListener(
+                tcp_listener, ssl_context, standard_compatible=False, handshake_timeout=self.request_timeout
+            )
         port = self._port = int(tcp_listener.extra(anyio.abc.SocketAttribute.local_port))  # noqa: S610 (anyio, not Django)
         host, advertised_port = self.advertised or (self._client_host(), port)
         core = self._core = GatewayCore(
