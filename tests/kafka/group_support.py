@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -102,3 +103,31 @@ def wait_for(condition: Any, members: list[MemberProcess], *, timeout: float = 6
             raise AssertionError(f"timed out waiting for {what}: {[(m.assignment, len(m.values)) for m in members]}")
         for member in members:
             member.drain(0.05)
+
+
+class ServeProcess:
+    """``adiskq serve`` in a subprocess; ``port`` from the line it logs when it listens."""
+
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "adiskq", "serve", *args, "--kafka", "127.0.0.1:0"],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stderr is not None
+        line = self.process.stderr.readline()  # blocks until it listens (or exits: then "")
+        match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+        assert match, f"adiskq serve did not start: {line!r}"
+        self.port = int(match.group(1))
+
+    def kill(self) -> None:
+        """SIGKILL: nothing is flushed or closed after this instant."""
+        self.stop(signal.SIGKILL)
+
+    def stop(self, signum: int = signal.SIGTERM) -> int:
+        """Send ``signum`` (SIGTERM: a clean stop), then its exit status."""
+        self.process.send_signal(signum)
+        status = self.process.wait(timeout=30)
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+        return status

@@ -9,7 +9,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from group_support import SESSION_CONFIG, bootstrap, running_gateway
+from group_support import SESSION_CONFIG, ServeProcess, bootstrap, running_gateway
 from helpers.cli import invoke
 
 import adiskq
@@ -136,3 +136,25 @@ def test_offsets_reset_moves_kafka_group_and_is_refused_while_it_runs(tmp_path: 
         member = consumer(servers)
         assert take(member, 7) == list(range(3, 10))
         member.close()
+
+
+def test_commit_answered_is_kept_when_gateway_is_killed(tmp_path: pathlib.Path) -> None:
+    """An OffsetCommit that was answered survives a SIGKILL of `adiskq serve`: it is on disk first."""
+    server = ServeProcess(str(tmp_path), "--group-min-session-timeout-ms", "100")
+    try:
+        servers = f"127.0.0.1:{server.port}"
+        produce(servers, 10)
+        member = consumer(servers)
+        take(member, 6)
+        member.commit(offsets=[TopicPartition(TOPIC, 0, 6, metadata="six")], asynchronous=False)
+        server.kill()
+        member.close()
+    finally:
+        if server.process.poll() is None:
+            server.kill()
+    server = ServeProcess(str(tmp_path))
+    try:
+        answer = committed(f"127.0.0.1:{server.port}")
+        assert (answer.offset, answer.metadata) == (6, "six")
+    finally:
+        assert server.stop() == 0

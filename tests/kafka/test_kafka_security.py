@@ -5,19 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import pathlib
-import re
-import signal
 import socket
 import ssl
 import struct
 import subprocess
-import sys
 import time
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from group_support import bootstrap, running_gateway
+from group_support import ServeProcess, bootstrap, running_gateway
 from helpers.cli import invoke
 
 from adiskq.kafka import SecurityOptions
@@ -110,11 +107,14 @@ def test_sasl_login_produces_and_consumes(
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_sasl_wrong_password_is_refused(tmp_path: pathlib.Path, credentials: str, backend: str, mechanism: str) -> None:
-    """A wrong password is an authentication failure the client reports, for every mechanism."""
+@pytest.mark.parametrize(("user", "password"), [(USER, "wrong"), ("mallory", PASSWORD)], ids=["password", "user"])
+def test_sasl_wrong_login_is_refused(
+    tmp_path: pathlib.Path, credentials: str, backend: str, mechanism: str, user: str, password: str
+) -> None:
+    """A wrong password or an unknown user is an authentication failure the client reports, for every mechanism."""
     security = SecurityOptions(sasl_credentials=credentials)
     with running_gateway(str(tmp_path), backend, security=security) as gateway:
-        error = refused(bootstrap(gateway), **sasl(mechanism, password="wrong"))
+        error = refused(bootstrap(gateway), **{**sasl(mechanism, password=password), "sasl.username": user})
         assert error.code() == KafkaError._AUTHENTICATION, error
         assert "invalid username or password" in error.str()  # the gateway's refusal, not the client's check
 
@@ -228,30 +228,6 @@ def test_sasl_over_tls_with_python_clients(
     import adiskq
 
     assert adiskq.stats(str(tmp_path / "both")).message_count == 3
-
-
-class ServeProcess:
-    """``adiskq serve`` in a subprocess; ``port`` from the line it logs when it listens."""
-
-    def __init__(self, *args: str) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "adiskq", "serve", *args, "--kafka", "127.0.0.1:0"],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stderr is not None
-        line = self.process.stderr.readline()  # blocks until it listens (or exits: then "")
-        match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
-        assert match, f"adiskq serve did not start: {line!r}"
-        self.port = int(match.group(1))
-
-    def stop(self) -> int:
-        """SIGTERM, then its exit status."""
-        self.process.send_signal(signal.SIGTERM)
-        status = self.process.wait(timeout=30)
-        assert self.process.stderr is not None
-        self.process.stderr.close()
-        return status
 
 
 def kcat(port: int, cert: str, *args: str, stdin: bytes | None = None) -> bytes:
