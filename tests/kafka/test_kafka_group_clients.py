@@ -235,3 +235,25 @@ def test_static_member_restart_takes_its_place(tmp_path: pathlib.Path, backend: 
         ((second_id, instance),) = static_members(servers, "static")
         assert instance == "worker-1"
         assert second_id != first_id
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_group_id_that_cannot_be_a_folder_is_refused_with_reason(tmp_path: pathlib.Path, backend: str) -> None:
+    """A group id that cannot name a folder under groups/ is refused with INVALID_GROUP_ID saying which ids work."""
+    from confluent_kafka import Consumer, KafkaError
+
+    with running_gateway(str(tmp_path), backend, partitions=PARTITIONS) as gateway:
+        member = Consumer({"bootstrap.servers": bootstrap(gateway), "group.id": "../escape"})
+        member.subscribe([TOPIC])
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                assert time.monotonic() < deadline, "the group id was never refused"
+                message = member.poll(0.1)
+                if message is not None and message.error() is not None:
+                    break
+        finally:
+            member.close()
+        assert message.error().code() == KafkaError.INVALID_GROUP_ID
+        assert "letters, digits" in message.error().str()
+    assert not (tmp_path / "escape").exists()
