@@ -32,9 +32,11 @@ __all__ = [
     "DEFAULT_MAX_SESSION_TIMEOUT_MS",
     "DEFAULT_MIN_SESSION_TIMEOUT_MS",
     "GroupCoordinator",
+    "GroupDescription",
     "GroupState",
     "JoinResult",
     "JoinedMember",
+    "MemberDescription",
     "Pending",
     "SyncResult",
 ]
