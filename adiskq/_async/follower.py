@@ -128,8 +128,9 @@ class PartitionFollower:
         """True once the end offset is reached."""
         return self.end is not None and self.position >= self.end
 
-    def read(self, max_count: int) -> list[Message]:
-        """Up to ``max_count`` messages from the position on; ``[]`` when caught up or done."""
+    def read(self, max_count: int, max_bytes: int = MAX_READ_BYTES) -> list[Message]:
+        """Up to ``max_count`` messages (and about ``max_bytes``, at least one message) from the
+        position on; ``[]`` when caught up or done."""
         while True:
             end = self.end
             if end is not None:
@@ -140,7 +141,7 @@ class PartitionFollower:
                 if self.tag_filter is not None:
                     messages = self._read_tagged(max_count, self.tag_filter)
                 else:
-                    messages = self._cursor.read(max_count, MAX_READ_BYTES)
+                    messages = self._cursor.read(max_count, max_bytes)
                     self.position += len(messages)
             except OffsetOutOfRangeError as error:
                 if error.oldest_offset is None:

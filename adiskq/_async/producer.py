@@ -710,6 +710,36 @@ class Producer(Generic[PushKeyT, PushValueT]):
             self._disk_guard.admit(total_bytes)  # the whole batch, before any of it is written
         return await self._write_shares(encoded, stamps, partitions, key_hashes, total_bytes, entries)
 
+    async def _push_to_partition(self, partition: int, records: list[Record]) -> list[Receipt]:
+        """``push_many`` with every record written to ``partition``, whatever its key: for writers
+        that choose the partition themselves (a Kafka client, through the Kafka gateway). The
+        records are one partition's share, so they are written whole or not at all."""
+        turns = self._turns
+        if turns is not None:
+            turns.pushing += 1
+        try:
+            if self._cancel_pending():
+                await anyio.lowlevel.checkpoint_if_cancelled()
+            self._check_open()
+            if not 0 <= partition < self._partition_count:
+                raise InvalidArgumentError(
+                    f"stream {self.path!r} has partitions 0..{self._partition_count - 1}; "
+                    f"there is no partition {partition}"
+                )
+            if not records:
+                await anyio.lowlevel.cancel_shielded_checkpoint()
+                return []
+            encoded, stamps, _, key_hashes, entries = self._encode(list(records), time.time_ns())
+            total_bytes = sum(map(len, encoded))
+            if self._disk_guard is not None:
+                self._disk_guard.admit(total_bytes)
+            return await self._write_shares(
+                encoded, stamps, [partition] * len(encoded), key_hashes, total_bytes, entries
+            )
+        finally:
+            if turns is not None:
+                turns.pushing -= 1
+
     def _encode(
         self, items: list[Record | bytes], now: int
     ) -> tuple[list[bytes], list[int], list[int], list[int], list[bytes] | None]:

@@ -1,0 +1,103 @@
+"""One connection's fetching: a follower per partition it reads, and the long poll.
+
+Each (topic, partition) a client fetches gets a ``PartitionFollower``, the library consumers' own
+reader: it reads what the library's readers may see (whole committed records, never a batch still
+being written) and registers the waits that wake it — the producer's direct wake-up when the writer
+is in this process, inotify on the partition's files when it is another process (a library
+producer, Spark). A Fetch that finds fewer than ``min_bytes`` arms the connection's waiter, looks
+once more, and sleeps until a wake-up or ``max_wait_ms``: never a timer poll (the library's backup
+poll aside, which exists for file systems without inotify).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .._async import wakeup
+from .._async.follower import PartitionFollower
+from .._async.notify import Notifier, get_notifier
+from .._sansio.values import Message
+from ._topics import Topics
+
+__all__ = ["MAX_FETCH_MESSAGES", "FetchSession", "message_bytes"]
+
+# At most this many messages per partition per read: bounds the time one read holds the loop.
+MAX_FETCH_MESSAGES: Final = 8192
+_RECORD_OVERHEAD: Final = 12  # about what a Kafka record adds to its key and value
+
+
+def message_bytes(message: Message) -> int:
+    """About the size the message takes in a Kafka record batch."""
+    size = len(message.key) + len(message.value) + _RECORD_OVERHEAD
+    if message.headers:
+        size += sum(len(name) + len(value) + 2 for name, value in message.headers.items())
+    return size
+
+
+def _no_skip(partition: int, first: int, last_exclusive: int) -> None:
+    """Fetch reports data loss as OFFSET_OUT_OF_RANGE (on_data_loss="raise"): nothing is skipped."""
+
+
+class FetchSession:
+    """The followers of one connection, and its waiter."""
+
+    def __init__(self, topics: Topics, waiter: wakeup.Waiter) -> None:
+        self._topics = topics
+        self.waiter = waiter
+        self._followers: dict[tuple[str, int], PartitionFollower] = {}
+        self._generation = topics.generation
+        self._notifier: Notifier | None = None
+
+    @property
+    def notifier(self) -> Notifier:
+        """The process's notifier (inotify), taken on first use."""
+        if self._notifier is None:
+            self._notifier = get_notifier()
+        return self._notifier
+
+    def follower(self, topic: str, partition: int, offset: int) -> PartitionFollower:
+        """A follower of the partition positioned at ``offset``.
+
+        Raises StreamNotFoundError (no such topic), InvalidArgumentError (no such partition),
+        OffsetOutOfRangeError (``offset`` is past the end).
+        """
+        if self._topics.generation != self._generation:  # a topic was deleted or grew: start afresh
+            self.close()
+            self._generation = self._topics.generation
+        key = (topic, partition)
+        follower = self._followers.get(key)
+        if follower is not None:
+            if follower.position == offset:
+                return follower
+            follower.close()
+            del self._followers[key]
+        follower = PartitionFollower(
+            self._topics.reader(topic),
+            partition,
+            position=offset,
+            end=None,
+            on_data_loss="raise",
+            notifier=self.notifier,
+            waiter=self.waiter,
+            on_skip=_no_skip,
+        )
+        self._followers[key] = follower
+        return follower
+
+    async def wait(self, followers: list[PartitionFollower], seconds: float) -> bool:
+        """Sleep until a wake-up for one of ``followers`` or ``seconds`` pass; the caller armed the
+        waiter and looked once more. True when woken, False when the time ran out."""
+        notifier = self.notifier
+        kernel = any(follower.uses_inotify for follower in followers)
+        await notifier.wait(self.waiter, min(seconds, notifier.poll_seconds), kernel=kernel)
+        if not self.waiter.fired:
+            for follower in followers:
+                follower.choose_wakeups()  # a producer may have come or gone meanwhile
+            return False
+        return True
+
+    def close(self) -> None:
+        """Close every follower (files, watches, registrations)."""
+        followers, self._followers = list(self._followers.values()), {}
+        for follower in followers:
+            follower.close()

@@ -1,0 +1,110 @@
+"""The table of the requests the gateway answers: API key -> versions and handler.
+
+How a handler is written and registered (one module per API under ``adiskq/kafka/apis/``)::
+
+    from kio.schema.errors import ErrorCode
+    from .._registry import RequestContext, register, respond
+
+    @register(12, "Heartbeat", min_version=0, max_version=4)
+    async def heartbeat(context: RequestContext, request: Any) -> Any:
+        # ``request`` is kio's dataclass for the version the client sent (request.__version__);
+        # ``respond`` builds the response dataclass of that same version, dropping the fields the
+        # version does not have, so one handler serves every version.
+        return respond(request, "HeartbeatResponse", throttle_time=0, error_code=ErrorCode.none)
+
+A handler returns the response payload, or None when the request takes no response (Produce with
+acks=0). ``context.gateway`` is the gateway's shared state (``GatewayCore``: the root folder, topics,
+writers, options), ``context.connection`` this connection's (``Connection``: its peer, and ``state``,
+a dict a handler may keep per-connection things in, such as a SASL exchange), ``context.header`` the
+request header (client id, correlation id). The module is then imported in
+``adiskq/kafka/apis/__init__.py``. Advertise a version only when a test with a real client proves it:
+ApiVersions answers exactly the ranges registered here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ._protocol import RequestHeader, request_schema, response_schema
+
+if TYPE_CHECKING:
+    from ._core import Connection, GatewayCore
+
+__all__ = ["API_TABLE", "Api", "Handler", "RequestContext", "nested", "register", "respond"]
+
+
+@dataclasses.dataclass(slots=True)
+class RequestContext:
+    """What a handler knows besides the request itself."""
+
+    gateway: GatewayCore
+    connection: Connection
+    header: RequestHeader
+
+
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+class Api(NamedTuple):
+    """One API the gateway answers, in versions ``min_version..max_version``."""
+
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+API_TABLE: dict[int, Api] = {}
+
+
+def register(key: int, name: str, *, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+    """Register ``handler`` for API ``key`` in those versions (each must have a kio schema)."""
+
+    def add(handler: Handler) -> Handler:
+        for version in range(min_version, max_version + 1):
+            if request_schema(key, version) is None:
+                raise ValueError(f"{name} (API key {key}) has no schema for version {version}")
+        if key in API_TABLE:
+            raise ValueError(f"API key {key} is registered twice ({API_TABLE[key].name} and {name})")
+        API_TABLE[key] = Api(key, name, min_version, max_version, handler)
+        return handler
+
+    return add
+
+
+_FIELD_NAMES: dict[type[Any], frozenset[str]] = {}
+
+
+def _field_names(cls: type[Any]) -> frozenset[str]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(field.name for field in dataclasses.fields(cls))
+    return names
+
+
+@functools.cache
+def _class_of(api_key: int, version: int, class_name: str) -> type[Any]:
+    module = sys.modules[response_schema(api_key, version).__module__]
+    cls: type[Any] = getattr(module, class_name)
+    return cls
+
+
+def _build(cls: type[Any], fields: dict[str, Any]) -> Any:
+    names = _field_names(cls)
+    return cls(**{name: value for name, value in fields.items() if name in names})
+
+
+def respond(request: Any, class_name: str, /, **fields: Any) -> Any:
+    """An instance of the response schema's ``class_name`` for the request's API and version, from
+    ``fields`` less those this version does not have."""
+    return _build(_class_of(request.__api_key__, request.__version__, class_name), fields)
+
+
+def nested(request: Any, class_name: str, /, **fields: Any) -> Any:
+    """The same as ``respond``, named for the nested parts of a response (topics, partitions)."""
+    return _build(_class_of(request.__api_key__, request.__version__, class_name), fields)

@@ -1,0 +1,349 @@
+"""``KafkaGateway``: the TCP server that answers Kafka clients from the streams under a root folder.
+
+The server layer on AnyIO streams: it owns the listening socket, one task per connection,
+deadlines and shutdown; the protocol (``_protocol.py``) and the handlers (``apis/``) do no I/O of
+their own. A connection's requests are answered one at a time, in order, as a Kafka broker does (a
+client pipelines requests and pairs answers by correlation id, in order). A slow or stalled client
+holds only its own task: a frame it does not finish within ``request_timeout`` seconds, or an
+answer it does not take within that time, closes its connection; an idle one is closed after
+``idle_timeout`` seconds, as Kafka's ``connections.max.idle.ms`` does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from types import TracebackType
+from typing import Any, Final, Literal, Self
+
+import anyio
+import anyio.abc
+from anyio.streams.buffered import BufferedByteReceiveStream
+from kio.schema.errors import ErrorCode
+
+from .._errors import ClosedError, InvalidArgumentError
+from . import apis as _apis  # registers every handler
+from ._core import Connection, GatewayCore
+from ._options import GroupOptions, SecurityOptions
+from ._protocol import (
+    FRAME_PREFIX,
+    ProtocolError,
+    decode_request,
+    encode_error_response,
+    encode_response,
+    frame_size,
+    parse_header,
+    request_schema,
+)
+from ._registry import API_TABLE, RequestContext, respond
+from ._security import GatewayTLSListener, may_handle, raw_sasl_answer, raw_sasl_expected, should_close
+
+__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "KafkaGateway"]
+
+logger = logging.getLogger("adiskq.kafka")
+
+DEFAULT_MAX_REQUEST_BYTES: Final = 100 * 2**20  # Kafka's socket.request.max.bytes
+_UNSUPPORTED_VERSION: Final = 35
+_MESSAGE_TOO_LARGE: Final = 10
+_API_VERSIONS: Final = 18
+_SHUTDOWN_GRACE_SECONDS: Final = 10.0  # requests in flight get this long to finish when closing
+del _apis
+
+
+class KafkaGateway:
+    """Serves the streams directly under ``root`` over the Kafka protocol, as topics of the same name.
+
+    ``async with KafkaGateway(root, port=0) as gateway:`` serves while the block runs (``gateway.port``
+    is the bound port; 0 picks a free one); ``await gateway.serve()`` serves in the caller's task
+    until cancelled (``task_group.start(gateway.serve)`` returns once it listens). ``partitions``:
+    the partition count of topics created on first use; ``flush``: the flush mode of the streams it
+    writes (``"sync"``: a produce is answered once it is on stable storage); ``auto_create``: create
+    a topic a client asks Metadata for; ``shared``: write streams as a shared producer, beside library
+    producers of other processes; ``advertise``: the ``HOST:PORT`` Metadata hands clients, when it is
+    not the bound address; ``max_request_bytes``: a larger request is refused before it is read;
+    ``groups``: the consumer groups' session-timeout bounds and initial rebalance delay;
+    ``security``: SASL (a credentials file) and TLS (a certificate and key).
+
+    Leaving the block (or cancelling ``serve``) stops accepting, lets the requests in flight finish
+    (up to 10 s), closes every connection and every producer it opened (each writes what is pending
+    and fsyncs). A gateway serves once; using it again raises ``ClosedError``.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        partitions: int = 1,
+        flush: Literal["async", "sync"] = "async",
+        auto_create: bool = True,
+        shared: bool = False,
+        advertise: str | None = None,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        request_timeout: float = 30.0,
+        idle_timeout: float = 600.0,
+        groups: GroupOptions | None = None,
+        security: SecurityOptions | None = None,
+    ) -> None:
+        if flush not in ("async", "sync"):
+            raise InvalidArgumentError(f'flush={flush!r}: choose "async" (the default) or "sync"')
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise InvalidArgumentError(f"partitions={partitions!r}: give 1 or more")
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise InvalidArgumentError(f"port={port!r}: give 0 (any free port) to 65535")
+        if isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int) or max_request_bytes < 64:
+            raise InvalidArgumentError(f"max_request_bytes={max_request_bytes!r}: give at least 64 bytes")
+        for name, seconds in (("request_timeout", request_timeout), ("idle_timeout", idle_timeout)):
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+                raise InvalidArgumentError(f"{name}={seconds!r}: give a positive number of seconds")
+        self.advertised: tuple[str, int] | None = None
+        if advertise is not None:
+            self.advertised = parse_host_port(advertise, what="advertise")
+        self.root = os.fspath(root)
+        self.host = host
+        self.partitions = partitions
+        self.flush: Literal["async", "sync"] = flush
+        self.auto_create = auto_create
+        self.shared = shared
+        self.max_request_bytes = max_request_bytes
+        self.request_timeout = float(request_timeout)
+        self.idle_timeout = float(idle_timeout)
+        self.groups = groups or GroupOptions()
+        self.security = security or SecurityOptions()
+        self._requested_port = port
+        self._port: int | None = None
+        self._state: Literal["new", "serving", "closed"] = "new"
+        self._core: GatewayCore | None = None
+        self._stop = anyio.Event()
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    @property
+    def port(self) -> int:
+        """The port the gateway listens on (known once it serves)."""
+        if self._port is None:
+            raise ClosedError("the gateway is not serving yet: use `async with KafkaGateway(...)`")
+        return self._port
+
+    @property
+    def port_or_none(self) -> int | None:
+        """The bound port, or None before the gateway listens."""
+        return self._port
+
+    # -- running ---------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        task_group = anyio.create_task_group()
+        await task_group.__aenter__()
+        try:
+            await task_group.start(self.serve)
+        except BaseException as error:
+            self._stop.set()
+            await task_group.__aexit__(type(error), error, error.__traceback__)
+            raise
+        self._task_group = task_group
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        self._stop.set()
+        task_group, self._task_group = self._task_group, None
+        if task_group is None:
+            return None
+        return await task_group.__aexit__(exc_type, exc, tb)
+
+    async def aclose(self) -> None:
+        """Stop serving (the same as leaving ``async with``; ``serve`` returns)."""
+        self._stop.set()
+        await anyio.lowlevel.checkpoint()
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Listen and answer until ``aclose()`` or cancellation; ``task_status.started(port)`` once
+        it listens."""
+        if self._state != "new":
+            raise ClosedError("a KafkaGateway serves once; create a new one to serve again")
+        self._state = "serving"
+        try:
+            ssl_context, sasl = self.security.load()  # reads the credentials and certificate: fails early
+            tcp_listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self._requested_port)
+        except BaseException:
+            self._state = "closed"
+            raise
+        listener: anyio.abc.Listener[Any] = tcp_listener
+        if ssl_context is not None:
+            listener = GatewayTLSListener(
+                tcp_listener, ssl_context, standard_compatible=False, handshake_timeout=self.request_timeout
+            )
+        port = self._port = int(tcp_listener.extra(anyio.abc.SocketAttribute.local_port))  # noqa: S610 (anyio, not Django)
+        host, advertised_port = self.advertised or (self._client_host(), port)
+        core = self._core = GatewayCore(
+            self.root,
+            partitions=self.partitions,
+            flush=self.flush,
+            auto_create=self.auto_create,
+            shared=self.shared,
+            advertised_host=host,
+            advertised_port=advertised_port,
+        )
+        groups = self.groups.install(core)
+        self.security.install(core, sasl)
+        try:
+            async with anyio.create_task_group() as connections:
+                accepting = anyio.CancelScope()
+                timers = anyio.CancelScope()
+
+                async def run_timers() -> None:
+                    with timers:
+                        await groups.run()
+
+                connections.start_soon(run_timers)
+
+                async def accept() -> None:
+                    with accepting:
+                        await listener.serve(self._serve_connection, task_group=connections)
+
+                connections.start_soon(accept)
+                logger.info("adiskq: Kafka gateway for %s listening on %s:%d", self.root, self.host, port)
+                task_status.started(port)
+                await self._stop.wait()
+                # Shutting down: no new connection; idle connections end at once, long polls answer,
+                # a request in flight gets a grace period to finish.
+                accepting.cancel()
+                timers.cancel()
+                groups.coordinator.close()
+                core.closing = True
+                core.wake_fetches()
+                for connection in list(core.connections):
+                    idle = connection.state.get("idle_scope")
+                    if isinstance(idle, anyio.CancelScope):
+                        idle.cancel()
+                connections.cancel_scope.deadline = anyio.current_time() + _SHUTDOWN_GRACE_SECONDS
+        finally:
+            self._state = "closed"
+            core.closing = True
+            groups.aclose()
+            with anyio.CancelScope(shield=True):
+                await listener.aclose()
+                await core.topics.aclose()
+            logger.info("adiskq: Kafka gateway for %s closed", self.root)
+
+    def _client_host(self) -> str:
+        """The host Metadata names when no ``advertise`` is given: the bound one (localhost for a
+        wildcard bind, which a client could not dial)."""
+        return "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host  # noqa: S104 (a comparison)
+
+    # -- one connection --------------------------------------------------------------------------
+
+    async def _serve_connection(self, stream: anyio.abc.ByteStream) -> None:
+        core = self._core
+        assert core is not None
+        try:
+            address = stream.extra(anyio.abc.SocketAttribute.remote_address)  # noqa: S610 (anyio, not Django)
+            peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
+        except (OSError, TypeError, anyio.TypedAttributeLookupError):
+            peer = "?"
+        connection = Connection.open(peer, core.topics)
+        core.connections.add(connection)
+        receiver = BufferedByteReceiveStream(stream)
+        try:
+            while not core.closing:
+                with anyio.CancelScope() as idle:
+                    connection.state["idle_scope"] = idle
+                    idle.deadline = anyio.current_time() + self.idle_timeout
+                    prefix = await receiver.receive_exactly(FRAME_PREFIX)
+                connection.state.pop("idle_scope", None)
+                if idle.cancelled_caught:
+                    break  # idle too long, or the gateway is closing
+                size = frame_size(prefix)
+                if size > self.max_request_bytes:
+                    await self._refuse_large(stream, receiver, size, peer)
+                    break
+                with anyio.fail_after(self.request_timeout):
+                    message = await receiver.receive_exactly(size)
+                if raw_sasl_expected(connection):  # after a version-0 SaslHandshake: a bare token
+                    answer = raw_sasl_answer(core, connection, message)
+                else:
+                    answer = await self._answer(connection, message)
+                if answer is not None:
+                    with anyio.fail_after(self.request_timeout):
+                        await stream.send(answer)
+                if should_close(connection):
+                    break  # a failed authentication: answered, then closed, as Kafka does
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # the client went away
+        except TimeoutError:
+            logger.info("adiskq: Kafka client %s stalled for %.0f s; connection closed", peer, self.request_timeout)
+        except Unauthenticated as error:
+            logger.info("adiskq: Kafka client %s: %s; connection closed", peer, error)
+        except ProtocolError as error:
+            logger.warning("adiskq: Kafka client %s sent a malformed request (%s); connection closed", peer, error)
+        except OSError as error:
+            logger.info("adiskq: Kafka client %s: %s; connection closed", peer, error)
+        except Exception:
+            logger.exception("adiskq: Kafka client %s: a request failed; connection closed", peer)
+        finally:
+            core.connections.discard(connection)
+            connection.close()
+            with anyio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def _refuse_large(
+        self, stream: anyio.abc.ByteStream, receiver: BufferedByteReceiveStream, size: int, peer: str
+    ) -> None:
+        """Answer a request over ``max_request_bytes`` from its header alone, without reading it."""
+        logger.warning(
+            "adiskq: Kafka client %s sent a request of %d bytes, over max_request_bytes=%d; connection closed",
+            peer,
+            size,
+            self.max_request_bytes,
+        )
+        with anyio.move_on_after(self.request_timeout):
+            head = await receiver.receive_exactly(8)  # api key, version, correlation id
+            correlation_id = int.from_bytes(head[4:8], "big", signed=True)
+            await stream.send(encode_error_response(correlation_id, _MESSAGE_TOO_LARGE))
+
+    async def _answer(self, connection: Connection, message: bytes) -> bytes | None:
+        """The response frame for one request frame (None: the request takes no response)."""
+        core = self._core
+        assert core is not None
+        header, at = parse_header(message)
+        api = API_TABLE.get(header.api_key)
+        if api is None or not api.min_version <= header.api_version <= api.max_version:
+            return self._unsupported(header.api_key, header.api_version, header.correlation_id)
+        if not may_handle(core, connection, header.api_key):
+            raise Unauthenticated(f"{api.name} before SASL authentication")
+        request = decode_request(header, message, at)
+        response = await api.handler(RequestContext(core, connection, header), request)
+        if response is None:
+            return None
+        return encode_response(header.correlation_id, response)
+
+    def _unsupported(self, api_key: int, api_version: int, correlation_id: int) -> bytes:
+        """Kafka's answer to a request it does not serve in that version: UNSUPPORTED_VERSION; for
+        ApiVersions, in the version-0 layout with the supported ranges, so the client can retry."""
+        if api_key == _API_VERSIONS:
+            from .apis.api_versions import supported_versions
+
+            v0 = request_schema(_API_VERSIONS, 0)
+            response: Any = respond(
+                v0, "ApiVersionsResponse", error_code=ErrorCode.unsupported_version, api_keys=supported_versions(v0)
+            )
+            return encode_response(correlation_id, response)
+        name = API_TABLE[api_key].name if api_key in API_TABLE else f"API key {api_key}"
+        logger.info("adiskq: a Kafka client sent %s version %d, which the gateway does not serve", name, api_version)
+        return encode_error_response(correlation_id, _UNSUPPORTED_VERSION)
+
+
+class Unauthenticated(Exception):
+    """A request other than ApiVersions or SASL's own on a connection that has not authenticated."""
+
+
+def parse_host_port(text: str, *, what: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` for IPv6) as a pair; InvalidArgumentError saying what is wrong."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise InvalidArgumentError(f"{what}={text!r}: give HOST:PORT, such as 127.0.0.1:9092")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port_text)

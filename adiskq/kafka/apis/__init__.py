@@ -1,0 +1,56 @@
+"""The requests the gateway answers, one module per API (request in, response out).
+
+Importing this package registers every handler in ``adiskq.kafka._registry.API_TABLE``; how a
+handler is written and registered is in that module's docstring. Add a module here and import it
+below to answer one more API.
+"""
+
+# Consumer groups (coordinator and committed offsets) and SASL authentication.
+from . import (
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    describe_configs,
+    describe_groups,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
+    list_offsets,
+    metadata,
+    offset_commit,
+    offset_fetch,
+    produce,
+    sasl_authenticate,
+    sasl_handshake,
+    sync_group,
+)
+
+__all__ = [
+    "api_versions",
+    "create_partitions",
+    "create_topics",
+    "delete_topics",
+    "describe_configs",
+    # Consumer groups and SASL.
+    "describe_groups",
+    "fetch",
+    "find_coordinator",
+    "heartbeat",
+    "init_producer_id",
+    "join_group",
+    "leave_group",
+    "list_groups",
+    "list_offsets",
+    "metadata",
+    "offset_commit",
+    "offset_fetch",
+    "produce",
+    "sasl_authenticate",
+    "sasl_handshake",
+    "sync_group",
+]

@@ -1,0 +1,37 @@
+"""What several handlers share: zero throttle time, and error codes for the library's exceptions."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Final
+
+from kio.schema.errors import ErrorCode
+
+from ..._errors import (
+    DiskUsageRefusedError,
+    InvalidArgumentError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    StreamLockedError,
+    StreamNotFoundError,
+)
+from .._topics import InvalidTopicError
+
+__all__ = ["NO_THROTTLE", "error_code_for"]
+
+NO_THROTTLE: Final = dt.timedelta(0)
+
+
+def error_code_for(error: BaseException) -> ErrorCode:
+    """Kafka's error code for a failure of the library (UNKNOWN_SERVER_ERROR for the unforeseen)."""
+    if isinstance(error, InvalidTopicError):
+        return ErrorCode.invalid_topic_exception
+    if isinstance(error, StreamNotFoundError | InvalidArgumentError):
+        return ErrorCode.unknown_topic_or_partition
+    if isinstance(error, OffsetOutOfRangeError):
+        return ErrorCode.offset_out_of_range
+    if isinstance(error, MessageTooLargeError):
+        return ErrorCode.message_too_large
+    if isinstance(error, StreamLockedError | DiskUsageRefusedError | OSError):
+        return ErrorCode.kafka_storage_error  # retriable: the client tries again
+    return ErrorCode.unknown_server_error

@@ -1,0 +1,154 @@
+"""Fetch (key 1): records from each partition asked for, after a long poll when there are too few.
+
+Records are what the library's own readers may see; each partition's messages go back as one
+uncompressed record batch (v2) per read. With fewer than ``min_bytes`` at hand, the request waits
+for the stream's own wake-ups (``_fetching.py``) up to ``max_wait_ms``, then answers with what
+there is. Limits follow Kafka: ``partition_max_bytes`` per partition and ``max_bytes`` for the
+response, except that the first message is returned whatever its size, so a consumer never stalls
+on a large one. Incremental fetch sessions (KIP-227) are not kept: every response has session id 0,
+which tells the client to send full requests.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import anyio
+from kio.schema.errors import ErrorCode
+
+from ..._async.follower import PartitionFollower
+from ..._errors import OffsetOutOfRangeError
+from ..._sansio.values import Message
+from .._fetching import MAX_FETCH_MESSAGES, message_bytes
+from .._records import batch_from_messages
+from .._registry import RequestContext, nested, register, respond
+from .._topics import check_topic_name
+from ._common import NO_THROTTLE, error_code_for
+
+__all__ = ["fetch"]
+
+_NO_LIMIT: Final = 2**31 - 1
+
+
+class _Partition:
+    """One partition of the request: its follower (or error) and what was read for it."""
+
+    __slots__ = ("budget", "chunks", "error", "follower", "index", "topic")
+
+    def __init__(self, topic: str, index: int, budget: int) -> None:
+        self.topic = topic
+        self.index = index
+        self.budget = budget  # bytes it may still take
+        self.follower: PartitionFollower | None = None
+        self.error = ErrorCode.none
+        self.chunks: list[list[Message]] = []
+
+
+@register(1, "Fetch", min_version=4, max_version=12)
+async def fetch(context: RequestContext, request: Any) -> Any:
+    """Read every partition asked for; wait for more up to ``max_wait_ms`` if there is too little."""
+    gateway = context.gateway
+    session = context.connection.fetches
+    response_budget = getattr(request, "max_bytes", _NO_LIMIT) or _NO_LIMIT
+    parts: list[_Partition] = []
+    for topic in request.topics:
+        for asked in topic.partitions:
+            part = _Partition(topic.topic, asked.partition, asked.partition_max_bytes)
+            try:
+                check_topic_name(topic.topic)
+                part.follower = session.follower(topic.topic, asked.partition, asked.fetch_offset)
+            except Exception as error:
+                part.error = error_code_for(error)
+            parts.append(part)
+    taken = 0
+
+    def read_all() -> None:
+        nonlocal taken
+        for part in parts:
+            follower = part.follower
+            if follower is None or part.budget <= 0 or taken >= response_budget:
+                continue
+            try:
+                messages = follower.read(MAX_FETCH_MESSAGES, min(part.budget, response_budget - taken))
+            except OffsetOutOfRangeError:
+                part.error = ErrorCode.offset_out_of_range
+                part.follower = None
+                continue
+            if messages:
+                size = sum(map(message_bytes, messages))
+                part.chunks.append(messages)
+                part.budget -= size
+                taken += size
+
+    read_all()
+    followers = [part.follower for part in parts if part.follower is not None]
+    wait_seconds = request.max_wait.total_seconds()
+    if taken < request.min_bytes and wait_seconds > 0 and followers and not gateway.closing:
+        deadline = anyio.current_time() + wait_seconds
+        waiter = session.waiter
+        while True:
+            marks = [follower.prepare_wait() for follower in followers]
+            session.notifier.read_unread()
+            waiter.arm()
+            try:
+                read_all()  # the look after arming: a write before the arm is found here
+                if taken >= request.min_bytes or gateway.closing:
+                    break
+                if any(f.moved_since(mark) for f, mark in zip(followers, marks, strict=True)):
+                    continue  # a new segment to watch before sleeping
+                left = deadline - anyio.current_time()
+                if left <= 0:
+                    break
+                woken = await session.wait(followers, left)
+            finally:
+                waiter.disarm()
+            if woken:
+                read_all()
+                if taken >= request.min_bytes or gateway.closing:
+                    break
+            if anyio.current_time() >= deadline:
+                break
+            followers = [part.follower for part in parts if part.follower is not None]
+            if not followers:
+                break
+    return _response(context, request, parts)
+
+
+def _response(context: RequestContext, request: Any, parts: list[_Partition]) -> Any:
+    by_topic: dict[str, list[Any]] = {}
+    for part in parts:
+        high_watermark = log_start = -1
+        error = part.error
+        if error == ErrorCode.none and part.follower is not None:
+            try:
+                log_start, high_watermark = part.follower.reader.bounds()
+            except OSError as failure:
+                error = error_code_for(failure)
+        # Empty, never null: librdkafka refuses a null record set (size -1) as a malformed response.
+        records = b"".join(batch_from_messages(chunk) for chunk in part.chunks) if error == ErrorCode.none else b""
+        by_topic.setdefault(part.topic, []).append(
+            nested(
+                request,
+                "PartitionData",
+                partition_index=part.index,
+                error_code=error,
+                high_watermark=high_watermark,
+                last_stable_offset=high_watermark,
+                log_start_offset=log_start,
+                aborted_transactions=None,
+                preferred_read_replica=-1,
+                records=records,
+            )
+        )
+    responses = tuple(
+        nested(request, "FetchableTopicResponse", topic=topic, partitions=tuple(partitions))
+        for topic, partitions in by_topic.items()
+    )
+    return respond(
+        request,
+        "FetchResponse",
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=responses,
+    )

@@ -1,0 +1,115 @@
+"""confluent-kafka (librdkafka) producing to and consuming from the gateway."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from kafka_support import consume, produce_all
+
+from adiskq import read, stats
+
+
+def test_produce_and_consume_keys_values_headers(gateway, topic: str) -> None:
+    """Records written by librdkafka come back byte for byte: keys, values, headers, timestamps."""
+    records = [
+        (b"k1", b"v1", [("a", b"1"), ("b", b"2")], 1_700_000_000_123),
+        (None, b"no key", [], 1_700_000_000_124),
+        (b"", b"empty key", [("z", b""), ("a", b"x")], 1_700_000_000_125),
+        (b"k4", None, [], 1_700_000_000_126),
+    ]
+    produce_all(gateway.bootstrap, topic, records)
+    got = consume(gateway.bootstrap, topic, 0, len(records))
+    assert [(m.key(), m.value(), m.headers() or [], m.timestamp()[1]) for m in got] == records
+    assert [m.offset() for m in got] == [0, 1, 2, 3]
+
+
+def test_library_reads_what_kafka_wrote(gateway, topic: str) -> None:
+    """A Kafka record is an adiskq message: same offset, value, key, headers, and ms as ns."""
+    produce_all(gateway.bootstrap, topic, [(b"key", b"value", [("h", b"1")], 1_700_000_000_999)])
+    message = read(gateway.path(topic), 0, 0)
+    assert (message.key, message.value, dict(message.headers)) == (b"key", b"value", {"h": b"1"})
+    assert message.timestamp_ns == 1_700_000_000_999 * 1_000_000
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batches(gateway, topic: str, codec: str) -> None:
+    """Batches compressed with each codec librdkafka offers are stored and served uncompressed."""
+    records = [(b"k%d" % i, b"value %d " % i * 20, [], 1_700_000_000_000 + i) for i in range(50)]
+    produce_all(gateway.bootstrap, topic, records, **{"compression.type": codec, "linger.ms": 50})
+    got = consume(gateway.bootstrap, topic, 0, len(records))
+    assert [(m.key(), m.value()) for m in got] == [(k, v) for k, v, _, _ in records]
+    assert stats(gateway.path(topic)).message_count == 50
+
+
+def test_idempotent_producer(gateway, topic: str) -> None:
+    """An idempotent librdkafka producer (InitProducerId, sequence numbers) writes each record once."""
+    records = [(b"k", b"%d" % i, [], 1_700_000_000_000 + i) for i in range(200)]
+    produce_all(gateway.bootstrap, topic, records, **{"enable.idempotence": True, "linger.ms": 5})
+    got = consume(gateway.bootstrap, topic, 0, len(records))
+    assert [m.value() for m in got] == [v for _, v, _, _ in records]
+    assert stats(gateway.path(topic)).message_count == 200
+
+
+def test_watermarks_and_offsets_for_times(gateway, topic: str) -> None:
+    """ListOffsets: earliest, latest, and the first offset at or after a time (the time index)."""
+    records = [(b"k", b"v%d" % i, [], 1_700_000_000_000 + 1000 * i) for i in range(5)]
+    produce_all(gateway.bootstrap, topic, records)
+    consumer = Consumer({"bootstrap.servers": gateway.bootstrap, "group.id": "watermarks"})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 5)
+        found = consumer.offsets_for_times([TopicPartition(topic, 0, 1_700_000_002_500)], timeout=10)
+        assert found[0].offset == 3
+        beyond = consumer.offsets_for_times([TopicPartition(topic, 0, 1_800_000_000_000)], timeout=10)
+        assert beyond[0].offset == -1
+    finally:
+        consumer.close()
+
+
+def test_admin_create_partitions_configs_delete(gateway, topic: str) -> None:
+    """AdminClient: create a topic with 3 partitions, grow it to 5, describe it, delete it."""
+    admin = AdminClient({"bootstrap.servers": gateway.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])[topic].result(10)
+    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 3
+    again = admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])[topic]
+    with pytest.raises(KafkaException) as exists:
+        again.result(10)
+    assert exists.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+    admin.create_partitions([NewPartitions(topic, 5)])[topic].result(10)
+    assert len(stats(gateway.path(topic)).partitions) == 5
+    configs = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+    described = next(iter(configs.values())).result(10)
+    assert described["cleanup.policy"].value == "delete"
+    assert int(described["segment.bytes"].value) > 0
+    admin.delete_topics([topic])[topic].result(10)
+    deadline = time.monotonic() + 10
+    while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert topic not in admin.list_topics(timeout=10).topics
+
+
+def test_admin_refuses_replication_and_bad_names(gateway) -> None:
+    """A replication factor above 1 and an illegal topic name are refused with Kafka's error codes."""
+    admin = AdminClient({"bootstrap.servers": gateway.bootstrap})
+    futures = admin.create_topics(
+        [NewTopic("replicated", num_partitions=1, replication_factor=3), NewTopic("..", num_partitions=1)]
+    )
+    with pytest.raises(KafkaException) as replicated:
+        futures["replicated"].result(10)
+    assert replicated.value.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR
+    with pytest.raises(KafkaException) as dots:
+        futures[".."].result(10)
+    assert dots.value.args[0].code() == KafkaError.TOPIC_EXCEPTION
+
+
+def test_producer_header_repeat_refused(gateway, topic: str) -> None:
+    """A record repeating a header name is refused as INVALID_RECORD, never merged."""
+    errors: list[KafkaError] = []
+    producer = Producer({"bootstrap.servers": gateway.bootstrap, "retries": 0})
+    producer.produce(topic, b"v", headers=[("a", b"1"), ("a", b"2")], on_delivery=lambda e, _m: errors.append(e))
+    producer.flush(10)
+    assert len(errors) == 1
+    assert errors[0] is not None
+    assert errors[0].code() == KafkaError.INVALID_RECORD

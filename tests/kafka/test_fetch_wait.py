@@ -1,0 +1,71 @@
+"""Fetch's long poll is woken by the stream's own wake-ups, never by a timer."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+import adiskq._async.notify
+
+_PUSH = textwrap.dedent(
+    """
+    import sys, anyio, adiskq
+
+    async def main():
+        async with adiskq.Producer(sys.argv[1]) as producer:
+            await producer.push(sys.argv[2].encode(), key="k")
+
+    anyio.run(main)
+    """
+)
+
+
+def push_from_another_process(path: str, value: str) -> None:
+    """Push one message with a library producer in a process of its own."""
+    subprocess.run([sys.executable, "-c", _PUSH, path, value], check=True, timeout=60)
+
+
+def _long_polls(gateway) -> int:
+    """How many of the gateway's connections wait in a Fetch now (their waiter is armed)."""
+    core = gateway.gateway._core
+    return sum(not connection.fetches.waiter.fired for connection in list(core.connections))
+
+
+def test_fetch_wakes_on_a_write_by_another_process(gateway, topic: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Kafka consumer waiting in a 60 s long poll gets a message another process's library producer
+    pushes at once: inotify wakes the Fetch (the backup poll is set to 10 minutes here)."""
+    monkeypatch.setattr(adiskq._async.notify, "BACKUP_POLL_SECONDS", 600.0)
+    path = gateway.path(topic)
+    push_from_another_process(path, "before")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": gateway.bootstrap,
+            "group.id": "long-poll",
+            "fetch.wait.max.ms": 60_000,
+            "socket.timeout.ms": 120_000,
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 1)])
+        waiting = _long_polls(gateway)
+        deadline = time.monotonic() + 30
+        while _long_polls(gateway) <= waiting and time.monotonic() < deadline:
+            consumer.poll(0.05)  # the client sends its Fetch from its own thread; this waits for it
+        assert _long_polls(gateway) > waiting, "the consumer's Fetch never waited"
+        pushed = time.monotonic()
+        push_from_another_process(path, "after")
+        message = None
+        while message is None and time.monotonic() < pushed + 30:
+            message = consumer.poll(0.1)
+        received = time.monotonic()
+    finally:
+        consumer.close()
+    assert message is not None
+    assert (message.offset(), message.value()) == (1, b"after")
+    assert received - pushed < 20  # far below the 60 s long poll it was waiting in
