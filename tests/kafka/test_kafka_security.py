@@ -270,3 +270,49 @@ def test_serve_command_with_sasl_tls_and_groups(
         assert kcat(server.port, cert, *group, "-c", "1").split() == [b"four"]
     finally:
         assert server.stop() == 0
+
+
+@pytest.mark.anyio
+async def test_embedded_gateway_with_sasl_and_group(
+    tmp_path: pathlib.Path, credentials: str, anyio_backend: str
+) -> None:
+    """`async with KafkaGateway(..., groups=, security=)` in the caller's event loop: a SCRAM client joins a
+    group there, commits, and the commit is in the stream's groups."""
+    import anyio.to_thread
+
+    import adiskq
+    from adiskq.kafka import GroupOptions, KafkaGateway
+
+    security = SecurityOptions(sasl_credentials=credentials, sasl_mechanisms=("SCRAM-SHA-512",))
+    async with KafkaGateway(
+        str(tmp_path), port=0, groups=GroupOptions(min_session_timeout_ms=100), security=security
+    ) as gateway:
+        servers = f"127.0.0.1:{gateway.port}"
+
+        def consume_and_commit() -> None:
+            round_trip(servers, "embedded", **sasl("SCRAM-SHA-512"))
+            member = Consumer(
+                {
+                    "bootstrap.servers": servers,
+                    "group.id": "embedded-group",
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                    "session.timeout.ms": 1000,
+                    "heartbeat.interval.ms": 100,
+                    **sasl("SCRAM-SHA-512"),
+                }
+            )
+            member.subscribe(["embedded"])
+            try:
+                deadline = time.monotonic() + 30
+                while True:
+                    assert time.monotonic() < deadline, "the group never read the message"
+                    message = member.poll(0.1)
+                    if message is not None and message.error() is None:
+                        member.commit(message, asynchronous=False)
+                        return
+            finally:
+                member.close()
+
+        await anyio.to_thread.run_sync(consume_and_commit)
+    assert adiskq.stats(str(tmp_path / "embedded")).groups["embedded-group"] == {0: 1}
