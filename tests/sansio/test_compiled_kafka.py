@@ -106,6 +106,7 @@ _ENCODE_ORDER = (
 )
 
 
+@settings(deadline=None)
 @given(st.lists(records, max_size=5), EDGY, EDGY, EDGY, EDGY, st.sampled_from([0, 1, 2, 3, 4, 5, -1]))
 def test_any_arguments_encode_or_fail_as_the_reference_does(
     batch: list[KafkaRecord], base_offset: int, base_timestamp_ms: int, epoch: int, sequence: int, codec: int
@@ -202,7 +203,8 @@ def damaged_batches(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
-@settings(max_examples=400)
+# No deadline where a codec runs: a library's first call (its tables, its context) takes far longer than the rest.
+@settings(max_examples=400, deadline=None)
 @given(damaged_batches())
 def test_damaged_batches_decode_or_fail_as_the_reference_does(data: bytes) -> None:
     """The same batches from whatever survives, else the same error type, message and position."""
@@ -226,6 +228,7 @@ def test_any_records_section_decodes_as_the_reference_does(section: bytes, count
         assert compiled is None
 
 
+@settings(deadline=None)
 @given(increasing(), st.integers(min_value=0, max_value=4), st.integers(min_value=0, max_value=2000))
 def test_max_bytes_is_applied_as_the_reference_applies_it(batch: list[KafkaRecord], codec: int, max_bytes: int) -> None:
     """A batch over max_bytes fails alike in both, compressed or not."""

@@ -173,6 +173,8 @@ def test_raw_snappy_as_librdkafka_sends_it_is_read() -> None:
 # -- round trips -----------------------------------------------------------------------------------------
 
 
+# No deadline where a codec runs: a library's first call (its tables, its context) takes far longer than the rest.
+@settings(deadline=None)
 @given(record_lists(), st.sampled_from(CODECS), I64, st.integers(min_value=-(2**31), max_value=2**31 - 1))
 def test_any_records_round_trip_in_every_codec(
     based: tuple[int, list[KafkaRecord]], codec: int, base_offset: int, sequence: int
@@ -216,6 +218,7 @@ def test_random_bytes_end_in_a_kafka_batch_error(data: bytes) -> None:
         decode_batches(data)
 
 
+@settings(deadline=None)
 @given(record_lists(), st.sampled_from(CODECS), st.data())
 def test_a_batch_cut_anywhere_is_refused_as_partial(
     based: tuple[int, list[KafkaRecord]], codec: int, data: st.DataObject
