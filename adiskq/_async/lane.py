@@ -219,6 +219,8 @@ class Turns:
         # Handing the turn over: no lane takes a partition's lock until the turn was let go.
         self._handing_over = False
         self._let_go = anyio.Event()
+        # Called each time the turn is taken: the disk guard measures again (others wrote meanwhile).
+        self.on_taken: Callable[[], None] | None = None
 
     def try_take(self) -> bool:
         """Take the turn if it is free now (or already ours and not being handed over)."""
@@ -250,6 +252,8 @@ class Turns:
     def _taken(self) -> None:
         self._probe_at = time.monotonic() + TURN_MIN_SECONDS
         self._schedule()
+        if self.on_taken is not None:
+            self.on_taken()
 
     def yielding(self) -> bool:
         """True while the turn is being handed over: another producer waits for it and this one has

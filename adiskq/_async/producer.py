@@ -343,6 +343,8 @@ class Producer(Generic[PushKeyT, PushValueT]):
         self._holds_tags = settings.holds_tags
         if self.refuse_writes_above is not None:
             self._disk_guard = DiskGuard(real, self.refuse_writes_above)
+            if turns is not None:
+                turns.on_taken = self._disk_guard.forget  # others wrote since: measure again
             vacuum_level = settings.retention.max_disk_usage
             if vacuum_level is not None and vacuum_level >= self.refuse_writes_above:
                 logger.warning(

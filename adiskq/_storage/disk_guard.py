@@ -20,11 +20,15 @@ __all__ = ["DEFAULT_REFUSE_WRITES_ABOVE", "DiskGuard", "check_refuse_level"]
 # After each measurement, at most a quarter of the headroom left below the level, and at most
 # MEASURE_EVERY_BYTES, is written before the next one. So this producer alone never steps over the
 # level by more than the one call that crosses it, however fast it pushes and however small the
-# headroom; and the space *other* writers on the file system take is seen within 16 MiB of our own
-# writes (should they fill the disk first, the push meets a real ENOSPC, which the write path
-# survives: README's guarantees table). A measurement (statvfs) costs about 1.5 µs, so one per
-# 16 MiB is nothing; what every push pays is one subtraction and one comparison (~0.1 µs of a
-# push's several µs). No clock is read: that alone would cost as much as the rest of the check.
+# headroom. Shared producers write one at a time, each in its turn (``locks/turn``), and each
+# measures again at the start of every turn (``forget``): a budget measured before others wrote
+# would not know of their writes (eight producers, each spending a quarter of the headroom it had
+# measured long before, met a real ENOSPC on a small disk); and the space *other* writers on the
+# file system take is seen within 16 MiB of our own writes (should they fill the disk first, the
+# push meets a real ENOSPC, which the write path survives: README's guarantees table). A measurement
+# (statvfs) costs about 1.5 µs, so one per 16 MiB is nothing; what every push pays is one
+# subtraction and one comparison (~0.1 µs of a push's several µs). No clock is read: that alone
+# would cost as much as the rest of the check.
 MEASURE_EVERY_BYTES: Final = 16 * 2**20
 _HEADROOM_SHARE: Final = 4
 
@@ -63,6 +67,11 @@ class DiskGuard:
         if self._budget_bytes < 0:
             self.measure()
             self._budget_bytes -= size_bytes  # this write is the first to spend the new budget
+
+    def forget(self) -> None:
+        """Others may have written since the last measurement (a shared producer's new turn): the
+        next write measures again."""
+        self._budget_bytes = -1
 
     def measure(self) -> DiskUsage:
         """Measure usage now; ``DiskUsageRefusedError`` at or above the level."""

@@ -6,6 +6,7 @@ what to do, and succeed again as soon as usage is below the level.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -57,6 +58,44 @@ async def test_pushes_are_refused_above_the_level_before_the_disk_is_full(small_
     assert 0.95 <= error.usage < 1.0
     assert shutil.disk_usage(small_disk).free > 0  # refused, not full
     assert values(path) == acknowledged  # the refused push left nothing behind
+
+
+@pytest.mark.parametrize("level", [0.95, 0.6])
+async def test_eight_shared_producers_are_refused_at_the_level_together(small_disk: str, level: float) -> None:
+    """Eight shared producers pushing at once stop at the level between them: each is refused with
+    ``DiskUsageRefusedError`` within a few pushes of the level, and none meets a real ENOSPC."""
+    path = os.path.join(small_disk, "stream")
+    await create(path)
+    errors: list[OSError] = []
+    acknowledged = 0
+
+    async def push_until_refused(producer: adiskq.Producer, name: int) -> None:
+        nonlocal acknowledged
+        for i in range(100_000):
+            try:
+                await producer.push(b"%d-%06d" % (name, i) + b"x" * 250, key=b"%d" % name)
+            except OSError as error:
+                errors.append(error)
+                return
+            acknowledged += 1
+        raise AssertionError("never refused")
+
+    async with contextlib.AsyncExitStack() as stack:
+        producers = [
+            await stack.enter_async_context(
+                adiskq.Producer(path, shared=True, refuse_writes_above=level, flush_interval=60)
+            )
+            for _ in range(8)
+        ]
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as group:
+                for name, producer in enumerate(producers):
+                    group.start_soon(push_until_refused, producer, name)
+    assert [type(error) for error in errors] == [adiskq.DiskUsageRefusedError] * 8, errors
+    refused = [error for error in errors if isinstance(error, adiskq.DiskUsageRefusedError)]
+    assert all(level <= error.usage < level + 0.02 for error in refused), [error.usage for error in refused]
+    assert usage(small_disk) < level + 0.02
+    assert adiskq.stats(path).message_count == acknowledged + 1
 
 
 async def test_a_refused_push_many_writes_nothing(small_disk: str) -> None:
