@@ -21,7 +21,11 @@ The rules, from the first byte of ``.data`` on:
    than any other (bytes inside a value may hold a valid record of their own, never a real one).
 4. Bad bytes with no indexed record after them are a torn tail: the bytes of a write that never got
    its index entry, or whose record a power cut took back (``flush="async"``), and ``.data`` is
-   cut there.
+   cut there. A power cut takes a record back two ways: ``.data`` ends before the record does, or
+   the file's size reached the disk and its data did not, so the file ends in zeros from inside
+   the record on. Either way the record is not delimited by rule 2. (A bit flip in the newest
+   record whose own last bytes are zeros looks the same, and is cut: the one case rule 2 cannot
+   tell.)
 5. Without an ``.index`` file nothing numbers the records after bad bytes, and nothing tells a torn
    tail from damaged committed data: the bytes from there on are set aside in a file beside the
    segment (``damaged_file_name``) before ``.data`` is cut, never deleted.
@@ -86,10 +90,11 @@ def plan_segment(
     damaged: list[int] = []
     damage: str | None = None
     end, error = scanned.end, scanned.error
+    unwritten = _zero_tail(data)
     tried = 0  # entries before this one were tried as the record after damage (rule 3): never again
     while end < len(data):
         k = len(positions)
-        stretch = _own_entry(data, end, k, base_offset, offsets, starts, lengths)
+        stretch = _own_entry(data, end, k, base_offset, offsets, starts, lengths, unwritten)
         if stretch is None:
             following, tried = _next_indexed_record(data, end, k, base_offset, offsets, starts, tried, max_record_bytes)
             if following is None:
@@ -124,14 +129,28 @@ def _own_entry(
     offsets: array.array[int],
     starts: array.array[int],
     lengths: array.array[int],
+    unwritten: int,
 ) -> list[tuple[int, int]] | None:
-    """Rule 2: the damaged record at ``bad`` as its own ``.index`` entry delimits it, if it does."""
+    """Rule 2: the damaged record at ``bad`` as its own ``.index`` entry delimits it, if it does
+    (``unwritten``: where the zeros that end ``.data`` begin)."""
     if k >= len(offsets) or offsets[k] != base_offset + k or starts[k] != bad:
         return None
     size = lengths[k]
-    if size < MIN_RECORD_BYTES or bad + size > len(data):
+    if size < MIN_RECORD_BYTES or bad + size > len(data) or bad + size > unwritten:
         return None  # a damaged entry, or a record a power cut took back (rule 4)
     return [(bad, size)]
+
+
+def _zero_tail(data: bytes, chunk: int = 1 << 16) -> int:
+    """Where the run of zero bytes that ends ``data`` begins (``len(data)`` when it ends otherwise)."""
+    end = len(data)
+    while end:
+        start = max(0, end - chunk)
+        written = len(data[start:end].rstrip(b"\0"))
+        if written:
+            return start + written
+        end = start
+    return 0
 
 
 def _next_indexed_record(

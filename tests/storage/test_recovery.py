@@ -144,6 +144,16 @@ def test_zero_filled_tail_is_cut(stream: str) -> None:
     _check_prefix(stream, len(RECORDS))
 
 
+def test_zeroed_last_records_are_cut(stream: str) -> None:
+    """The last records zeroed in place (a power cut: the size reached the disk, the data did not) are cut."""
+    ends = _record_ends(RECORDS)
+    with open(_file(stream, 0, "data"), "r+b") as file:
+        file.seek(ends[-3])
+        file.write(bytes(ends[-1] - ends[-3]))
+    _reopen(stream)
+    _check_prefix(stream, len(RECORDS) - 2)
+
+
 @pytest.mark.parametrize("where", ["value", "size field"])
 def test_rot_inside_committed_data_keeps_every_record(stream: str, where: str) -> None:
     """A bad record followed by valid ones is rot, not a torn tail: nothing is cut, the bad one raises."""

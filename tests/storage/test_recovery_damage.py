@@ -124,15 +124,28 @@ def test_a_damaged_newest_record_keeps_its_offset(stream: str) -> None:
     assert adiskq.read(stream, 0, COUNT).value == b"after the repair"
 
 
-def test_records_zeroed_in_place_keep_their_offsets(stream: str) -> None:
-    """The newest records zeroed in place (size kept, contents lost) stay damaged at their offsets."""
+def test_records_zeroed_in_place_before_the_newest_keep_their_offsets(stream: str) -> None:
+    """Records zeroed in place with a sound record after them stay damaged at their offsets."""
     entries = _entries(stream)
     with open(_file(stream, "data"), "r+b") as file:
-        file.seek(entries[-2][1])
+        file.seek(entries[-3][1])
         file.write(bytes(2 * entries[-1][2]))
     _reopen(stream)
-    assert [_outcome(stream, offset) for offset in range(COUNT - 3, COUNT)] == [_values()[-3], COUNT - 2, COUNT - 1]
+    assert [_outcome(stream, offset) for offset in range(COUNT - 3, COUNT)] == [COUNT - 3, COUNT - 2, _values()[-1]]
     assert _push_one(stream) == COUNT
+
+
+def test_a_newest_record_zeroed_to_the_end_of_the_data_is_a_power_cut(stream: str) -> None:
+    """Zeros from inside the newest record to the end of .data are a power cut's unwritten data, not rot: cut."""
+    entries = _entries(stream)
+    with open(_file(stream, "data"), "r+b") as file:
+        file.seek(entries[-1][1] + 40)
+        file.write(bytes(entries[-1][2] - 40))
+    lines = _check(stream)
+    assert any("repairing cuts the data here" in line and "(offsets 9..9)" in line for line in lines)
+    report = _reopen(stream)
+    assert report.repairs[0].action.startswith("cut ")
+    assert _push_one(stream) == COUNT - 1
 
 
 def test_without_index_the_records_after_damage_are_set_aside_not_deleted(stream: str) -> None:

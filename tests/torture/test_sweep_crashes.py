@@ -209,5 +209,5 @@ async def test_a_crash_before_every_call_keeps_every_promise(
 ) -> None:
     """The full sweep: a crash state before every call."""
     count, problems = await _sweep(os.fspath(tmp_path), name, flush, monkeypatch, every=1, rot_every=1)
-    print(f"crash sweep {name}/{flush}: {count} prefixes x 3 states, {len(problems)} violations")
+    print(f"crash sweep {name}/{flush}: {count} prefixes x 4 states (the fourth rotted), {len(problems)} violations")
     assert problems == [], f"{len(problems)} violations in {count} crash points:\n" + "\n".join(problems[:30])
