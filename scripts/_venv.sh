@@ -9,12 +9,18 @@ ensure_venv() {
     fi
     [ -n "$python" ] || { echo "adiskq needs Python 3.11 or newer; none was found on PATH" >&2; exit 1; }
     if [ ! -x .venv/bin/python ]; then
+        echo "== creating .venv with $("$python" --version 2>&1)"
         "$python" -m venv .venv
     fi
     # shellcheck disable=SC1091
     source .venv/bin/activate
+    echo "== upgrading pip in .venv"
     pip_install --upgrade pip
-    pip_install -e "$spec"
+    echo "== installing adiskq ($spec) into .venv: compiles its C core with gcc, and fetches what is" \
+        "missing (minutes the first time, seconds after)"
+    # setuptools warns, for every editable install, that a folder named like the package in the
+    # working folder may shadow it: here that folder is the package itself, so the warning is dropped.
+    PYTHONWARNINGS="ignore:Editable installation" pip_install -e "$spec"
 }
 
 # pip, minus one machine-specific warning line per package; fails when pip fails.
