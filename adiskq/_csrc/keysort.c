@@ -35,7 +35,9 @@ PyObject *adq_py_sorted_key_values(PyObject *module, PyObject *const *args, Py_s
     long block_shift = PyLong_AsLong(args[3]);
     int unique = PyObject_IsTrue(args[4]);
     if (PyErr_Occurred() || unique < 0) return NULL;
-    if (hash_bits < 1 || block_bits < 0 || hash_bits + block_bits != VALUE_BITS || block_shift < 0 || block_shift > 62)
+    /* Each bounded before they are summed: a hostile hash_bits near LONG_MAX must not overflow. */
+    if (hash_bits < 1 || hash_bits > VALUE_BITS || block_bits < 0 || block_bits > VALUE_BITS ||
+        hash_bits + block_bits != VALUE_BITS || block_shift < 0 || block_shift > 62)
         Py_RETURN_NOTIMPLEMENTED;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;

@@ -40,19 +40,18 @@ def segment_tag_counts(segment: SegmentReader, base: int, hashes: Sequence[int])
     confirmed = _confirmed_counts(segment, base, len(hashes), names) if names else None
     for hash_value, count in by_hash.items():
         name = names.get(hash_value)
-        found = 0 if confirmed is None or name is None else confirmed[name]
-        if found:
-            counts[name] = counts.get(name, 0) + found
-        if found == count:
+        if confirmed is not None and name is not None and confirmed[name] == count:
+            counts[name] = counts.get(name, 0) + count
             continue
-        # Messages of this hash with another tag (a collision), or whose record is damaged.
+        # Not every message of the hash confirmed under its name: another tag shares the hash, or a
+        # record is damaged. Each of its messages is read alone, for its own tag.
         for entry, entry_hash in enumerate(hashes):
             if entry_hash != hash_value:
                 continue
             tag = _tag_at(segment, base + entry)
             if tag is None:
                 uncounted += 1
-            elif tag != name or found == 0:
+            else:
                 counts[tag] = counts.get(tag, 0) + 1
     return counts, uncounted
 

@@ -14,6 +14,8 @@ import anyio
 import pytest
 from _consumer_support import Writer
 from helpers.waiting import until_changed
+from paths import TESTS_DIR
+from unprivileged import nobody_command
 
 import adiskq
 from adiskq._sansio.naming import partition_for_key
@@ -300,11 +302,7 @@ async def test_a_killed_group_leaves_its_old_or_new_commit_never_a_torn_one(stre
 
 
 NOBODY_READS = """
-import os, sys, anyio, adiskq
-import anyio._backends._asyncio  # loaded now: the interpreter's files are not readable by nobody
-os.setgroups([])
-os.setgid(65534)
-os.setuid(65534)  # from here on, only what "nobody" may do
+import sys, anyio, adiskq
 async def main():
     async with adiskq.Consumer(sys.argv[1], end="close") as consumer:
         print(len([m async for m in consumer]))
@@ -333,8 +331,9 @@ async def test_readers_need_only_read_permission(public_folder: pathlib.Path) ->
     groups = public_folder / "stream" / "groups"
     groups.mkdir()
     os.chown(groups, 65534, 65534)  # the nobody user owns groups/, and nothing else
+    command, environment = nobody_command(path, code=NOBODY_READS)
     with anyio.fail_after(60):
-        result = await anyio.run_process([sys.executable, "-c", NOBODY_READS, path], check=False)
+        result = await anyio.run_process(command, cwd=TESTS_DIR, env=environment, check=False)
     assert result.returncode == 0, result.stderr.decode()
     assert result.stdout.decode().split() == ["2", "2"]
 

@@ -125,3 +125,26 @@ def test_stats_counts_two_tags_that_share_a_hash_each_as_it_is(stream_path: str)
     counted = {entry["tag"]: entry["messages"] for entry in document["tags"]}
     assert counted == {first: order.count(first), second: order.count(second), None: order.count(None)}
     assert document["tags_uncounted"] == 0
+
+
+def test_stats_reports_a_damaged_tagged_record_as_not_counted(stream_path: str) -> None:
+    """A tagged record whose bytes rotted is not counted under any tag: it is reported as not
+    counted, and every other message is counted under its own tag."""
+
+    async def push() -> None:
+        async with adiskq.Producer(stream_path) as producer:
+            for i, tag in enumerate(["created", "paid", "created", "paid"]):
+                await producer.push(b"value-%d" % i, key="k", tag=tag)
+
+    anyio.run(push)
+    third = adiskq.read(stream_path, 0, 2)
+    assert third.tag == "created"
+    (data,) = glob.glob(os.path.join(stream_path, "parts", "000000", "*.data"))
+    with open(data, "r+b") as file:
+        content = file.read()
+        at = content.index(b"value-2")
+        file.seek(at)
+        file.write(b"VALUE-2")
+    document = json.loads(invoke("stats", stream_path, "--tags", "--json").output)
+    assert {entry["tag"]: entry["messages"] for entry in document["tags"]} == {"created": 1, "paid": 2}
+    assert document["tags_uncounted"] == 1

@@ -1,9 +1,12 @@
-"""Runs the adiskq command line as the unprivileged user ``nobody``: ``python -m helpers.as_nobody ARGS``.
+"""Runs the adiskq command line, or a Python snippet, as the unprivileged user ``nobody``:
+``python -m helpers.as_nobody ARGS`` or ``python -m helpers.as_nobody --python CODE ARGS``.
 
-The test suite runs as root, and root reads any file, so permission errors can only be seen by
-another user. The interpreter lives where ``nobody`` may not go (under /root), so it cannot be
-started as ``nobody``; instead this process starts as root, imports everything the command line
-may need, then gives up root for good (groups, group, user) before running the command.
+Started by ``tests/unprivileged.py`` (``nobody_command``), which puts a copy of the adiskq package
+that every user may read first on ``PYTHONPATH`` and names it in ``ADISKQ_READABLE_PACKAGE``. The test
+suite runs as root, and root reads any file, so permission errors can only be seen by another user.
+The interpreter lives where ``nobody`` may not go (under /root), so it cannot be started as
+``nobody``; instead this process starts as root, imports everything the code may need, then gives up
+root for good (groups, group, user) before running it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import rich.text  # noqa: F401
 
 import adiskq.cli
 import adiskq.cli.output
-from helpers.preload import import_all_of_adiskq
+from helpers.preload import import_all_of_adiskq, only_this_copy
 
 
 def _warm_up() -> None:
@@ -38,8 +41,14 @@ def _warm_up() -> None:
 
 
 def main() -> None:
-    import_all_of_adiskq()  # the checkout may lie where nobody cannot read
+    # adiskq must come from the readable copy: what is imported lazily after the drop (and the
+    # compiled core's file) is read from there, not from a checkout nobody may not enter.
+    package = os.environ.get("ADISKQ_READABLE_PACKAGE")
+    if not package or not adiskq.__file__ or not adiskq.__file__.startswith(package + os.sep):
+        raise SystemExit(f"adiskq was imported from {adiskq.__file__}, not a readable copy: use tests/unprivileged.py")
+    import_all_of_adiskq()
     _warm_up()
+    only_this_copy()
     nobody = pwd.getpwnam("nobody")
     os.setgroups([])
     os.setgid(nobody.pw_gid)
@@ -51,6 +60,11 @@ def main() -> None:
     else:
         raise SystemExit("could not give up root")
     os.chdir("/")
+    if sys.argv[1:2] == ["--python"]:
+        code = sys.argv[2]
+        sys.argv = ["-c", *sys.argv[3:]]
+        exec(compile(code, "<as nobody>", "exec"), {"__name__": "__main__"})
+        return
     sys.argv = ["adiskq", *sys.argv[1:]]
     adiskq.cli.main()
 

@@ -77,15 +77,11 @@ def run(*args: str, input: bytes | None = None, env: dict[str, str] | None = Non
 
 
 def run_as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run the command line as the user ``nobody`` (see ``helpers/as_nobody.py``)."""
-    return subprocess.run(
-        [sys.executable, "-m", "helpers.as_nobody", *args],
-        cwd=TESTS_DIR,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    """Run the command line as the user ``nobody`` (``tests/unprivileged.py``, where every test that
+    runs code as another user goes)."""
+    from unprivileged import run_as_nobody as run
+
+    return run(*args)
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 
 import adiskq
 
@@ -19,3 +20,19 @@ def import_all_of_adiskq() -> None:
         if module.name == "adiskq.spark" or module.name.startswith("adiskq.spark."):
             continue
         importlib.import_module(module.name)
+
+
+def only_this_copy() -> None:
+    """Drop the import hooks of editable installs (``pip install -e``) from ``sys.meta_path``.
+
+    After a process gives up root, a module not imported yet is looked for in ``adiskq.__path__``;
+    when that copy cannot be read, an editable install's hook would find the module in the checkout
+    it was installed from instead, which hides a checkout nobody may read in one place and breaks in
+    another. Without the hooks, what is imported after the drop comes from this copy or fails.
+    """
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not _is_editable_hook(finder)]
+
+
+def _is_editable_hook(finder: object) -> bool:
+    module = getattr(finder, "__module__", "") or type(finder).__module__
+    return module.startswith("__editable__")
