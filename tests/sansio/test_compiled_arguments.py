@@ -23,7 +23,9 @@ import pytest
 
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core
+from adiskq._sansio import kafka_codec as kafka_reference
 from adiskq._sansio import tags as reference_tags
+from adiskq._sansio.kafka_codec import KafkaBatch, KafkaRecord
 from adiskq._sansio.native import NATIVE
 from adiskq._sansio.values import EMPTY_HEADERS, Message, Receipt, Record
 
@@ -95,6 +97,23 @@ def index_entries(count: int = 3) -> bytes:
     return b"".join(struct.pack("<QQQ", 10 + i, 30 * i, 30) for i in range(count))
 
 
+KAFKA_RECORDS = [KafkaRecord(0, 7, b"k", b"v", [("h", b"x")]), KafkaRecord(1, 8, None, None, [])]
+
+
+def kafka_batch() -> bytes:
+    return kafka_reference.encode_batch(base_offset=5, records=KAFKA_RECORDS, base_timestamp_ms=7)
+
+
+def kafka_records() -> tuple[bytes, int, int, int]:
+    """A batch's records section: the buffer, where it starts and ends, and its record count."""
+    encoded, _, _ = kafka_reference.encode_records(KAFKA_RECORDS, 7)
+    return encoded, 0, len(encoded), len(KAFKA_RECORDS)
+
+
+def kafka_messages() -> list[Message]:
+    return [Message(0, 5 + i, 1_000_000 * (7 + i), b"k", b"v%d" % i, EMPTY_HEADERS, None) for i in range(2)]
+
+
 class Target(NamedTuple):
     """A callable of the compiled core and sound arguments for it; ``sizes`` are the positions of
     counts that ask for that much work (receipts' count): a huge one there would be obeyed, so those
@@ -144,6 +163,11 @@ def targets(files: tuple[int, int]) -> list[Target]:
         Target("scan_columns", compiled.scan_columns, (record_bytes(), 0, 2**20)),
         Target("next_valid_record", compiled.next_valid_record, (record_bytes(), 1, 2**20)),
         Target("append_record", compiled.append_record, (os.write, data_fd, index_fd, records[0], 0, 0)),
+        Target("kafka_decode_batches", compiled.kafka_decode_batches, (kafka_batch(), 2**20, KafkaRecord, KafkaBatch)),
+        Target("kafka_decode_records", compiled.kafka_decode_records, (*kafka_records(), 7, KafkaRecord)),
+        Target("kafka_encode_records", compiled.kafka_encode_records, (KAFKA_RECORDS, 7)),
+        Target("kafka_encode_batch", compiled.kafka_encode_batch, (5, KAFKA_RECORDS, 7, -1, -1, -1, 0)),
+        Target("kafka_encode_messages", compiled.kafka_encode_messages, (kafka_messages(), None, 0)),
         Target("Buffer", compiled.Buffer, (lambda: None,)),
         Target("Buffer.set", buffer.set, ([1, 2, 3], 1)),
         Target("Buffer.take", buffer.take, (1,)),

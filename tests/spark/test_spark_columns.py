@@ -144,5 +144,5 @@ def test_an_entry_claiming_a_huge_size_is_corruption_not_an_allocation(stream_pa
     """A damaged size larger than the data file raises before any buffer of that size is made."""
     fill(stream_path, [5])
     damage_entry(stream_path, 4, size=1 << 40)
-    with pytest.raises(CorruptRecordError, match="past the end of the data"):
+    with pytest.raises(CorruptRecordError, match="points outside the data"):
         runs(stream_path, 0, 0)
