@@ -34,6 +34,7 @@ from .._sansio.naming import validate_group_name
 from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from .._storage.offsets import load_offsets, save_group_tags, update_offsets
+from .._storage.retries import RetrySettings, default_dead_letter_path, save_retry_settings
 from .._storage.stream import StreamReader
 from . import wakeup
 from .arguments import Start, check_on_data_loss, check_start, positive_seconds
@@ -42,6 +43,7 @@ from .follower import OnDataLoss, PartitionFollower, producer_is_in_this_process
 from .membership import GroupMembership
 from .notify import Notifier, get_notifier
 from .reader import DEFAULT_BATCH_MESSAGES, _Reader
+from .retries import GroupRetries
 from .settings_watch import SettingsWatch
 
 __all__ = ["ConsumerGroup", "GroupEnd"]
@@ -86,6 +88,15 @@ class ConsumerGroup(_Reader):
     moved past the skipped ones it read. A named group stores its tags (``groups/NAME/tags.json``;
     the last member opened wins), and its lag (``adiskq groups``, ``adiskq stats``) counts only the
     messages left of those tags, selected from the tag column and confirmed from their records.
+
+    Retries (a named group): ``await group.retry(msg, delay=seconds)`` hands ``msg`` back to the
+    group after ``delay`` seconds, and ``await group.dead_letter(msg, reason=...)`` sends it to the
+    dead-letter stream at once; both count ``msg`` as processed (as ``commit`` does), so the
+    messages behind it go on. ``msg.attempt`` counts deliveries (1 the first time); ``retry`` of a
+    message delivered ``max_attempts`` times sends it to the dead-letter stream instead.
+    ``dead_letter_path``: that stream (created by the first dead letter; default
+    ``STREAM/groups/NAME/dead-letters``). A retry is stored (fsynced) in the group's retry stream
+    before ``retry`` returns, and the members share the retries as they share the partitions.
     """
 
     def __init__(
@@ -101,10 +112,24 @@ class ConsumerGroup(_Reader):
         exclusive: bool = False,
         rebalance_interval: float = DEFAULT_REBALANCE_INTERVAL,
         tags: Iterable[str] | None = None,
+        max_attempts: int | None = None,
+        dead_letter_path: str | os.PathLike[str] | None = None,
     ) -> None:
         self._tag_filter = TagFilter.of(tags)
         if name is not None:
             validate_group_name(name)
+        if max_attempts is not None and (
+            isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+        ):
+            raise InvalidArgumentError(
+                f"max_attempts={max_attempts!r}: give the number of deliveries (1 or more) after which retry() "
+                "sends a message to the dead-letter stream, or None for no limit"
+            )
+        if (max_attempts is not None or dead_letter_path is not None) and name is None:
+            raise InvalidArgumentError(
+                "max_attempts= and dead_letter_path= need a named group, ConsumerGroup(path, name='...'): "
+                "retries are stored with the group's commits"
+            )
         check_start(start)
         if end not in ("wait", "close"):
             raise InvalidArgumentError(f"end={end!r}: a group takes 'wait' or 'close'")
@@ -126,6 +151,9 @@ class ConsumerGroup(_Reader):
         self.poll_interval = poll_interval
         self.exclusive = exclusive
         self.rebalance_interval = rebalance_interval
+        self.max_attempts = max_attempts
+        self.dead_letter_path = None if dead_letter_path is None else os.path.abspath(os.fspath(dead_letter_path))
+        self._retries: GroupRetries | None = None
         self._stream: StreamReader | None = None
         self._notifier: Notifier | None = None
         self._settings: SettingsWatch | None = None
@@ -180,6 +208,7 @@ class ConsumerGroup(_Reader):
                 # What its lag counts (adiskq groups / stats): only the tags it reads.
                 wanted = None if self._tag_filter is None else frozenset(self.tags or ())
                 save_group_tags(stream.path, self.name, wanted)
+                self._open_retries(stream.path, self.name)
                 # Take free partitions now: a lone member holds them all once it is open.
                 plan = membership.plan(count)
                 self._assign(membership.acquire(plan))
@@ -187,6 +216,19 @@ class ConsumerGroup(_Reader):
             self._release()
             raise
         self._state = "open"  # only now: an open that failed is tried again by the next read
+
+    def _open_retries(self, stream_path: str, name: str) -> None:
+        """The member's retries; where its dead letters go is stored when given (``adiskq retries`` reads it)."""
+        dead_letter_path = self.dead_letter_path or default_dead_letter_path(stream_path, name)
+        if self.max_attempts is not None or self.dead_letter_path is not None:
+            save_retry_settings(stream_path, name, RetrySettings(dead_letter_path, self.max_attempts))
+        self._retries = GroupRetries(
+            stream_path,
+            name,
+            max_attempts=self.max_attempts,
+            dead_letter_path=dead_letter_path,
+            commit_interval=self.commit_interval,
+        )
 
     async def aclose(self) -> None:
         """Store pending commits, give back the partitions, release files and watches (even when cancelled)."""
@@ -200,7 +242,11 @@ class ConsumerGroup(_Reader):
                     # A partition going to another member carries where this one started it.
                     await self._store_partitions(list(self._followers), carry_starts=self._others_alive())
         finally:
-            self._release()
+            try:
+                if self._retries is not None:
+                    await self._retries.aclose()
+            finally:
+                self._release()
             self._waiter.wake()
             self._note_assignment_change()
         await anyio.lowlevel.checkpoint()
@@ -277,6 +323,8 @@ class ConsumerGroup(_Reader):
                             self._membership.release(unread)
                 raise
         self._known_partitions = max(self._known_partitions, stream.partition_count)
+        if self._retries is not None:
+            self._retries.hold(wanted)
 
     def _follow(self, stream: StreamReader, notifier: Notifier, partition: int, committed: int | None) -> None:
         reader = stream.partition(partition)
@@ -343,6 +391,8 @@ class ConsumerGroup(_Reader):
         assert membership is not None
         assert stream is not None
         plan = membership.plan(stream.partition_count)
+        if self._retries is not None:
+            self._retries.refresh()  # retries another member stored, or a retry stream it created
         if plan.give_back:
             await self._revoke(plan.give_back)
         elif plan.wanted:
@@ -357,12 +407,16 @@ class ConsumerGroup(_Reader):
         assert membership is not None
         async with self._store_lock:
             await self._write_offsets(self._ledger.to_store(partitions, carry_starts=True))
+            if self._retries is not None:
+                await self._retries.store(partitions)
             for partition in partitions:
                 follower = self._followers.pop(partition, None)
                 if follower is not None:
                     follower.close()
                     self._order.remove(follower)
                 self._ledger.forget(partition)
+                if self._retries is not None:
+                    self._retries.release(partition)
                 self._passed.pop(partition, None)
                 membership.release(partition)
         self._turn = 0
@@ -390,6 +444,9 @@ class ConsumerGroup(_Reader):
             raise ClosedError("this consumer group was closed; commit before closing it")
         if self.name is None:
             raise InvalidArgumentError("commit() needs a named group: ConsumerGroup(path, name='...')")
+        retries = self._retries
+        if retries is not None and retries.active and retries.finish(message):
+            return  # a retried message: its retry record is done
         partition = message.partition
         if partition not in self._followers:
             raise InvalidArgumentError(
@@ -402,6 +459,73 @@ class ConsumerGroup(_Reader):
         if passed is not None and passed[0] == next_offset:
             next_offset = passed[1]  # the messages after it that the filter skipped go with it
         self._ledger.commit(partition, next_offset)
+
+    def _retrying(self, message: Message, what: str) -> GroupRetries:
+        """The member's retries, if ``message`` may be retried or dead-lettered by it now."""
+        if self.closed:
+            raise ClosedError(f"this consumer group was closed; {what} before closing it")
+        retries = self._retries
+        if retries is None:
+            raise InvalidArgumentError(f"{what} needs a named group: ConsumerGroup(path, name='...')")
+        if not isinstance(message, Message):
+            raise TypeError(f"{what} takes a Message the group delivered, not {type(message).__name__}")
+        if message.partition not in self._followers:
+            raise InvalidArgumentError(
+                f"partition {message.partition} is not held by this member of group {self.name!r} (it went to "
+                "another member, or never came here): its holder delivers the message again"
+            )
+        return retries
+
+    async def retry(self, message: Message, *, delay: float = 0.0, reason: str | None = None) -> None:
+        """Hand ``message`` back to the group after ``delay`` seconds (not before), and count it processed.
+
+        The message is stored in the group's retry stream (fsynced) before this returns, so a member
+        that dies afterwards loses no retry; whichever member then holds its partition delivers it
+        again once due, with ``attempt`` one higher (the messages behind it are not held back).
+        A message already delivered ``max_attempts`` times goes to the dead-letter stream instead,
+        with ``reason`` (if given) in its ``adiskq-reason`` header.
+
+        Raises:
+            ClosedError: the group was closed.
+            InvalidArgumentError: the group has no name, ``delay`` is negative, or this member no
+                longer holds the message's partition.
+            OSError: the retry could not be stored (nothing was stored; the message is not committed).
+        """
+        retries = self._retrying(message, "retry()")
+        if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay < 10**9:
+            raise InvalidArgumentError(f"delay={delay!r}: give the seconds to wait before delivering again (0 or more)")
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"reason is text (str) or None, not {type(reason).__name__}")
+        if self.max_attempts is not None and message.attempt >= self.max_attempts:
+            why = f"delivered {message.attempt} times (max_attempts={self.max_attempts})"
+            await self._dead_letter(retries, message, why if reason is None else f"{reason}; {why}")
+            return
+        assert self._stream is not None
+        with anyio.CancelScope(shield=True):  # stored and committed, or neither
+            await retries.retry(message, delay=float(delay), reason=reason, partitions=self._known_partitions)
+            self.commit(message)
+        self._waiter.wake()  # a read waiting in another task looks again, with the new due time
+
+    async def dead_letter(self, message: Message, *, reason: str) -> None:
+        """Send ``message`` to the dead-letter stream now (fsynced), and count it processed.
+
+        The dead letter keeps the message's value, key, tag and headers, and adds headers naming its
+        source stream, partition and offset, the group, the attempts made and ``reason``.
+
+        Raises:
+            ClosedError: the group was closed.
+            InvalidArgumentError: the group has no name, or this member no longer holds the message's partition.
+            OSError: the dead letter could not be stored (the message is not committed).
+        """
+        retries = self._retrying(message, "dead_letter()")
+        if not isinstance(reason, str):
+            raise TypeError(f"reason is text (str), not {type(reason).__name__}")
+        await self._dead_letter(retries, message, reason)
+
+    async def _dead_letter(self, retries: GroupRetries, message: Message, reason: str) -> None:
+        with anyio.CancelScope(shield=True):  # stored and committed, or neither
+            await retries.dead_letter(message, reason=reason)
+            self.commit(message)
 
     @property
     def tags(self) -> frozenset[str] | None:
@@ -426,6 +550,9 @@ class ConsumerGroup(_Reader):
 
     async def _store(self) -> None:
         pending = self._ledger.pending
+        retries = self._retries
+        if retries is not None and retries.active:
+            pending = sorted({*pending, *retries.ledger.pending})
         if pending:
             await self._store_partitions(pending, carry_starts=False)
 
@@ -433,6 +560,9 @@ class ConsumerGroup(_Reader):
         """Store the pending commits of these partitions; ``carry_starts``: also where uncommitted ones began."""
         async with self._store_lock:
             await self._write_offsets(self._ledger.to_store(partitions, carry_starts=carry_starts))
+            if self._retries is not None:
+                # After the source's: a retry is fsynced before the message it retries is committed.
+                await self._retries.store(partitions)
 
     async def _write_offsets(self, offsets: dict[int, int]) -> None:
         """Store these offsets (the store lock held) and tell the ledger."""
@@ -444,7 +574,13 @@ class ConsumerGroup(_Reader):
         self._ledger.stored(offsets)
 
     def _store_due_in(self) -> float | None:
-        return self._ledger.store_due_in()
+        due = self._ledger.store_due_in()
+        retries = self._retries
+        if retries is not None and retries.active:
+            retry_due = retries.ledger.store_due_in()
+            if retry_due is not None:
+                due = retry_due if due is None else min(due, retry_due)
+        return due
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -454,6 +590,11 @@ class ConsumerGroup(_Reader):
 
     def _read_some(self, max_messages: int) -> list[Message]:
         """A batch from the next partition (in turn) that has messages; ``[]`` if none has."""
+        retries = self._retries
+        if retries is not None and retries.active:
+            due = retries.take_due(max_messages)  # retries that fell due go first
+            if due:
+                return due
         order = self._order
         count = len(order)
         for step in range(count):
@@ -519,9 +660,16 @@ class ConsumerGroup(_Reader):
             timeout = max(0.0, min(timeout, due))
         if self._membership is not None:
             timeout = max(0.0, min(timeout, self._membership.due_in()))
+        retries = self._retries
+        if retries is not None and retries.active:
+            retry_due = retries.due_in()
+            if retry_due is not None:
+                timeout = max(0.0, min(timeout, retry_due))
         return timeout
 
     async def _after_wait(self, timed_out: bool) -> None:
+        if timed_out and self._retries is not None:
+            self._retries.refresh()
         if timed_out and self._order:
             assert self._stream is not None
             local = producer_is_in_this_process(self._stream.path)  # one look for all partitions

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from .._sansio import core as _core
-from . import check, find, groups, read, stats, vacuum, write
+from . import check, find, groups, read, retries, stats, vacuum, write
 from .errors import EXIT_INTERRUPTED, failure_for, internal_error, pacify_stdout, unwrap
 
 __all__ = ["cli", "main"]
@@ -78,6 +78,8 @@ for _command in (
     check.check,
     groups.groups,
     groups.offsets,
+    retries.retries,
+    retries.dead_letters,
 ):
     cli.add_command(_command)
 

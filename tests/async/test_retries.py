@@ -1,0 +1,222 @@
+"""ConsumerGroup retries and dead letters: delays kept, attempts counted, dead letters labelled, nothing lost."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import sys
+import textwrap
+import time
+
+import anyio
+import pytest
+
+import adiskq
+from adiskq._storage.retries import pending_retries
+
+pytestmark = pytest.mark.anyio
+
+NAME = "billing"
+
+
+async def push(path: str, values: list[bytes], *, partitions: int = 1, key: str = "k") -> None:
+    async with adiskq.Producer(path, partitions=partitions) as producer:
+        for value in values:
+            await producer.push(value, key=key, headers={"type": b"order"}, tag="created")
+
+
+async def take(group: adiskq.ConsumerGroup, count: int) -> list[tuple[adiskq.Message, int]]:
+    """The next ``count`` messages (failing after 10 s), each with the wall-clock time (ns) it was handed out at."""
+    taken: list[tuple[adiskq.Message, int]] = []
+    with anyio.fail_after(10):
+        async for message in group:
+            taken.append((message, time.time_ns()))
+            if len(taken) == count:
+                break
+    return taken
+
+
+def dead_letters(path: str) -> list[adiskq.Message]:
+    """Every message of a dead-letter stream (one partition)."""
+    stats = adiskq.stats(path)
+    return [adiskq.read(path, 0, offset) for offset in range(stats.partitions[0].next_offset)]
+
+
+async def test_a_retried_message_comes_back_after_its_delay_and_not_before(stream_path: str) -> None:
+    """retry(delay=d) delivers the message again no sooner than d seconds after the call, and the
+    messages behind it are delivered meanwhile."""
+    await push(stream_path, [b"first", b"second", b"third"])
+    delay = 0.4
+    async with adiskq.ConsumerGroup(stream_path, NAME) as group:
+        [(first, _)] = await take(group, 1)
+        asked_ns = time.time_ns()
+        await group.retry(first, delay=delay, reason="payment service down")
+        rest = await take(group, 3)
+    values = [message.value for message, _ in rest]
+    assert values == [b"second", b"third", b"first"]
+    again, delivered_ns = rest[2]
+    assert delivered_ns - asked_ns >= delay * 1e9
+    assert rest[1][1] - asked_ns < delay * 1e9  # the messages behind it did not wait for it
+    assert (again.partition, again.offset, again.key, again.tag) == (0, 0, b"k", "created")
+    assert again.headers["type"] == b"order"
+    assert again.headers["adiskq-reason"] == b"payment service down"
+    assert again.timestamp_ns == first.timestamp_ns
+
+
+async def test_attempt_counts_the_deliveries(stream_path: str) -> None:
+    """message.attempt is 1 the first time and one more at each delivery after a retry."""
+    await push(stream_path, [b"m"])
+    attempts = []
+    async with adiskq.ConsumerGroup(stream_path, NAME) as group:
+        for _ in range(4):
+            [(message, _)] = await take(group, 1)
+            attempts.append(message.attempt)
+            await group.retry(message)
+    assert attempts == [1, 2, 3, 4]
+
+
+async def test_the_last_attempt_goes_to_the_dead_letter_stream_with_its_origin(
+    stream_path: str, tmp_path: pathlib.Path
+) -> None:
+    """At max_attempts, retry() sends the message to the dead-letter stream, whose headers name the
+    source stream, partition, offset, group, attempts and reason; it is not delivered again."""
+    dead = str(tmp_path / "dead")
+    source = stream_path.encode()  # the fixture gives an absolute path
+    await push(stream_path, [b"keep", b"poison"])
+    async with adiskq.ConsumerGroup(stream_path, NAME, max_attempts=3, dead_letter_path=dead) as group:
+        [(keep, _), (poison, _)] = await take(group, 2)
+        group.commit(keep)
+        await group.retry(poison, reason="timeout")
+        for attempt in (2, 3):
+            [(message, _)] = await take(group, 1)
+            assert (message.value, message.attempt) == (b"poison", attempt)
+            await group.retry(message, reason="timeout")
+        with anyio.move_on_after(0.3):  # nothing more comes: the message left the group
+            extra = await take(group, 1)
+            raise AssertionError(f"delivered again: {extra}")
+    [letter] = dead_letters(dead)
+    assert letter.value == b"poison"
+    assert letter.key == b"k"
+    assert letter.tag == "created"
+    assert letter.headers["type"] == b"order"
+    assert letter.headers["adiskq-source-stream"] == source
+    assert letter.headers["adiskq-source-partition"] == b"0"
+    assert letter.headers["adiskq-source-offset"] == b"1"
+    assert letter.headers["adiskq-group"] == NAME.encode()
+    assert letter.headers["adiskq-attempt"] == b"3"
+    assert letter.headers["adiskq-reason"] == b"timeout; delivered 3 times (max_attempts=3)"
+
+
+async def test_dead_letter_sends_the_message_there_at_once(stream_path: str) -> None:
+    """dead_letter(msg, reason=...) stores it in the group's default dead-letter stream and counts it processed."""
+    await push(stream_path, [b"bad", b"good"])
+    async with adiskq.ConsumerGroup(stream_path, NAME) as group:
+        [(bad, _)] = await take(group, 1)
+        await group.dead_letter(bad, reason="cannot parse")
+        [(good, _)] = await take(group, 1)
+        group.commit(good)
+    [letter] = dead_letters(os.path.join(stream_path, "groups", NAME, "dead-letters"))
+    assert (letter.value, letter.headers["adiskq-reason"], letter.headers["adiskq-attempt"]) == (
+        b"bad",
+        b"cannot parse",
+        b"1",
+    )
+    async with adiskq.ConsumerGroup(stream_path, NAME, end="close") as group:
+        with anyio.fail_after(10):
+            assert [m async for m in group] == []
+
+
+async def test_a_retry_waits_through_a_restart_and_is_done_once_committed(stream_path: str) -> None:
+    """A retry pending when the group closes is delivered by the next member; once committed, never again."""
+    await push(stream_path, [b"a", b"b"])
+    async with adiskq.ConsumerGroup(stream_path, NAME) as group:
+        [(a, _), (b, _)] = await take(group, 2)
+        await group.retry(a, delay=0.2)
+        group.commit(b)
+    assert len(pending_retries(stream_path, NAME)) == 1
+    async with adiskq.ConsumerGroup(stream_path, NAME) as group:
+        [(again, _)] = await take(group, 1)
+        assert (again.value, again.attempt) == (b"a", 2)
+        group.commit(again)
+    assert pending_retries(stream_path, NAME) == []
+    async with adiskq.ConsumerGroup(stream_path, NAME, end="close") as group:
+        with anyio.fail_after(10):
+            assert [m async for m in group] == []
+
+
+async def test_retry_refuses_what_it_cannot_do(stream_path: str) -> None:
+    """Retries need a named group, a delay of 0 or more, and a max_attempts of 1 or more."""
+    await push(stream_path, [b"m"])
+    with pytest.raises(adiskq.InvalidArgumentError, match="max_attempts"):
+        adiskq.ConsumerGroup(stream_path, NAME, max_attempts=0)
+    with pytest.raises(adiskq.InvalidArgumentError, match="named group"):
+        adiskq.ConsumerGroup(stream_path, max_attempts=3)
+    async with adiskq.ConsumerGroup(stream_path) as unnamed:
+        [(message, _)] = await take(unnamed, 1)
+        with pytest.raises(adiskq.InvalidArgumentError, match="named group"):
+            await unnamed.retry(message)
+    async with adiskq.ConsumerGroup(stream_path, NAME) as group:
+        [(message, _)] = await take(group, 1)
+        with pytest.raises(adiskq.InvalidArgumentError, match="delay"):
+            await group.retry(message, delay=-1)
+
+
+async def test_members_share_the_retries_of_the_partitions_they_hold(stream_path: str) -> None:
+    """A retry stored by a member that leaves is delivered by the member that takes its partition."""
+    await push(stream_path, [b"m"], partitions=2, key="x")
+    first = adiskq.ConsumerGroup(stream_path, NAME, rebalance_interval=0.05)
+    async with first:
+        [(message, _)] = await take(first, 1)
+        await first.retry(message, delay=0.2)
+        second = adiskq.ConsumerGroup(stream_path, NAME, rebalance_interval=0.05)
+        await second.__aenter__()
+    try:
+        [(again, _)] = await take(second, 1)
+        assert (again.value, again.attempt, again.partition) == (b"m", 2, message.partition)
+    finally:
+        await second.aclose()
+
+
+CHILD = textwrap.dedent(
+    """
+    import os, signal, sys
+    import anyio
+    import adiskq
+
+    async def main(path, count):
+        group = adiskq.ConsumerGroup(path, "billing", commit_interval=3600)
+        await group.__aenter__()
+        seen = set()
+        async for message in group:
+            await group.retry(message, delay=1.0, reason="flaky")
+            print(message.offset, flush=True)
+            if message.attempt == 1:
+                seen.add(message.offset)
+            if len(seen) == count:
+                break
+        os.kill(os.getpid(), signal.SIGKILL)  # nothing closed, no commit stored
+
+    anyio.run(main, sys.argv[1], int(sys.argv[2]), backend=sys.argv[3])
+    """
+)
+
+
+async def test_a_member_killed_after_retry_loses_no_retry(stream_path: str, anyio_backend: str) -> None:
+    """A member SIGKILLed right after retry() returned: every retried message comes back, with attempt 2."""
+    count = 20
+    await push(stream_path, [b"%d" % i for i in range(count)])
+    child = await anyio.run_process([sys.executable, "-c", CHILD, stream_path, str(count), anyio_backend], check=False)
+    assert child.returncode == -signal.SIGKILL
+    retried = {int(line) for line in child.stdout.decode().split()}
+    assert retried == set(range(count))
+    async with adiskq.ConsumerGroup(stream_path, NAME) as group:
+        again: set[int] = set()
+        with anyio.fail_after(20):
+            async for message in group:
+                if message.attempt == 2:
+                    again.add(message.offset)
+                    assert message.value == b"%d" % message.offset
+                group.commit(message)
+                if again == retried:
+                    break
