@@ -21,6 +21,13 @@ a consumer group over all partitions: ``?group=NAME`` makes it a named group who
 committed as each event is sent, so a client that reconnects with the same name resumes where it
 stopped; without a name the client sees the stream from ``?start=oldest`` (the default) or
 ``newest``. Events go out as server-sent events whose ``id`` is ``partition-offset``.
+
+Every worker also runs a member of the ``billing`` group, which charges each ``order`` event
+(``{"type": "order", "data": {"id": 1, "amount": 5}}``): a charge that fails for a while (``"fails":
+2`` makes the first two attempts fail) is retried two seconds later, and an order that can never be
+charged (a negative amount), or one still failing at its third attempt, goes to the dead-letter
+stream ``STREAM.dead-letters``. ``GET /billing`` shows what this worker charged and the dead letters;
+``adiskq dead-letters STREAM --group billing --redrive`` hands them back.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
 import anyio.to_thread
 from fastapi import FastAPI, Query, Request, Response
 from fastapi.responses import FileResponse, StreamingResponse
@@ -70,15 +78,86 @@ def as_sse(message: adiskq.Message) -> str:
     return f"id: {message.partition}-{message.offset}\ndata: {json.dumps(body)}\n\n"
 
 
-def create_app(stream_path: str | os.PathLike[str], *, partitions: int = 3, shared: bool = False) -> FastAPI:
+class ChargeFailed(Exception):
+    """The payment service failed this time (worth trying again later)."""
+
+
+RETRY_DELAY = 2.0  # seconds before a failed charge is tried again
+
+
+def charge(order: dict[str, Any], attempt: int) -> None:
+    """A stand-in for a payment call: ValueError for an order that can never be charged,
+    ChargeFailed for the first ``fails`` attempts."""
+    if not isinstance(order.get("amount"), int | float) or order["amount"] <= 0:
+        raise ValueError(f"order {order.get('id')!r} has no positive amount")
+    if attempt <= order.get("fails", 0):
+        raise ChargeFailed(f"payment service unavailable (attempt {attempt})")
+
+
+async def bill(stream_path: str | os.PathLike[str], dead_letter_path: str, charged: list[dict[str, Any]]) -> None:
+    """The ``billing`` group's member in this worker: charge orders, retry failures, dead-letter the hopeless."""
+    async with adiskq.ConsumerGroup(
+        stream_path, name="billing", max_attempts=3, dead_letter_path=dead_letter_path
+    ) as group:
+        async for message in group:
+            event = json.loads(message.value)
+            if event["type"] != "order":
+                group.commit(message)
+                continue
+            try:
+                charge(event["data"], message.attempt)
+            except ChargeFailed as error:  # back to the group in RETRY_DELAY s; the next orders go on
+                await group.retry(message, delay=RETRY_DELAY, reason=str(error))
+            except ValueError as error:
+                await group.dead_letter(message, reason=str(error))
+            else:
+                charged.append({"id": event["data"].get("id"), "attempt": message.attempt})
+                group.commit(message)
+
+
+def read_dead_letters(path: str) -> list[dict[str, Any]]:
+    """The dead letters stored so far (a blocking read: run it in a worker thread)."""
+    try:
+        partitions = adiskq.stats(path).partitions
+    except adiskq.StreamNotFoundError:
+        return []
+    letters = []
+    for part in partitions:
+        for offset in range(part.oldest_offset, part.next_offset):
+            letter = adiskq.read(path, part.partition, offset)
+            letters.append(
+                {
+                    "order": json.loads(letter.value)["data"],
+                    "attempts": letter.attempt,
+                    "reason": letter.headers["adiskq-reason"].decode(),
+                }
+            )
+    return letters
+
+
+def create_app(
+    stream_path: str | os.PathLike[str],
+    *,
+    partitions: int = 3,
+    shared: bool = False,
+    dead_letter_path: str | None = None,
+) -> FastAPI:
+    dead_letters = dead_letter_path or f"{os.fspath(stream_path)}.dead-letters"
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # One producer for the process's whole life: opening takes the stream's lock (exclusive, or
         # shared with the other workers' producers), and closing (on shutdown) writes what is
         # pending and fsyncs.
-        async with adiskq.Producer(stream_path, partitions=partitions, shared=shared) as producer:
+        async with (
+            adiskq.Producer(stream_path, partitions=partitions, shared=shared) as producer,
+            anyio.create_task_group() as billing,
+        ):
             app.state.producer = producer
+            app.state.charged = []
+            billing.start_soon(bill, stream_path, dead_letters, app.state.charged)
             yield
+            billing.cancel_scope.cancel()  # the member stores its commits and leaves the group
 
     app = FastAPI(title="adiskq events", lifespan=lifespan)
 
@@ -113,6 +192,13 @@ def create_app(stream_path: str | os.PathLike[str], *, partitions: int = 3, shar
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
+
+    @app.get("/billing")
+    async def billing_state() -> dict[str, Any]:
+        return {
+            "charged": list(app.state.charged),  # what this worker charged, and at which attempt
+            "dead_letters": await anyio.to_thread.run_sync(read_dead_letters, dead_letters),
+        }
 
     @app.get("/stats")
     async def stream_stats() -> dict[str, Any]:
