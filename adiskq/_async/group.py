@@ -41,6 +41,7 @@ from .arguments import Start, check_on_data_loss, check_start, positive_seconds
 from .commits import CommitLedger
 from .follower import OnDataLoss, PartitionFollower, producer_is_in_this_process
 from .membership import GroupMembership
+from .metrics import telemetry
 from .notify import Notifier, get_notifier
 from .reader import DEFAULT_BATCH_MESSAGES, _Reader
 from .retries import GroupRetries
@@ -209,6 +210,9 @@ class ConsumerGroup(_Reader):
                 wanted = None if self._tag_filter is None else frozenset(self.tags or ())
                 save_group_tags(stream.path, self.name, wanted)
                 self._open_retries(stream.path, self.name)
+                instruments = telemetry()
+                if instruments is not None:
+                    instruments.watch_group(self)  # its lag, as adiskq.consumer.lag
                 # Take free partitions now: a lone member holds them all once it is open.
                 plan = membership.plan(count)
                 self._assign(membership.acquire(plan))
@@ -242,6 +246,9 @@ class ConsumerGroup(_Reader):
                     # A partition going to another member carries where this one started it.
                     await self._store_partitions(list(self._followers), carry_starts=self._others_alive())
         finally:
+            instruments = telemetry()
+            if instruments is not None:
+                instruments.unwatch_group(self)
             try:
                 if self._retries is not None:
                     await self._retries.aclose()
@@ -422,6 +429,20 @@ class ConsumerGroup(_Reader):
         self._turn = 0
         membership.ring()  # the member waiting for these partitions need not wait for its next look
         self._note_assignment_change()
+
+    def _held_lag(self) -> dict[int, int]:
+        """Messages after the committed offset of each partition held that has one (for metrics,
+        which may ask from another thread: what it reads is copied first)."""
+        stream = self._stream
+        if stream is None or self.closed:
+            return {}
+        committed = self._ledger.committed
+        lag = {}
+        for partition in list(self._followers):
+            offset = committed.get(partition)
+            if offset is not None:
+                lag[partition] = max(0, stream.partition(partition).bounds()[1] - offset)
+        return lag
 
     def _on_skip(self, partition: int, first: int, last_exclusive: int) -> None:
         self._skipped.append((partition, first, last_exclusive))

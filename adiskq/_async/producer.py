@@ -60,6 +60,7 @@ from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
 from .cancellation import cancel_check
 from .lane import Batch, Lane, Turns
+from .metrics import telemetry
 
 __all__ = ["FlushMode", "Producer"]
 
@@ -275,6 +276,9 @@ class Producer:
         # Whether the pushing task's cancel scope is cancelled; made for the event loop on opening.
         self._cancel_pending: Callable[[], bool] = _never_cancelled
         self._turns: Turns | None = None
+        instruments = telemetry()
+        if instruments is not None:  # decided once: without OpenTelemetry, push is the class's own method
+            instruments.instrument_producer(self)
 
     # -- opening and closing ---------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from .._sansio.values import Message
 from . import wakeup
 from .arguments import check_max_messages
 from .buffered import new_buffer
+from .metrics import telemetry
 from .notify import Notifier
 
 __all__ = ["DEFAULT_BATCH_MESSAGES", "_Reader"]
@@ -57,11 +58,16 @@ class _Reader:
     _waiter: wakeup.Waiter
     _notifier: Notifier | None
     _reading: bool  # a task is in _next_batch (one reads at a time)
+    path: str
 
     def __init__(self) -> None:
         # The last batch read, which ``async for`` hands out a message at a time.
         self._messages = new_buffer(self._refill)
         self._state = "new"
+        instruments = telemetry()
+        if instruments is not None:  # decided once: without OpenTelemetry, reads are not wrapped
+            group: str | None = getattr(self, "name", None)
+            self._read_some = instruments.counting_reads(self._read_some, self.path, group)  # type: ignore[method-assign,assignment]
 
     @property
     def closed(self) -> bool:
