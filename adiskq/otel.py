@@ -1,10 +1,11 @@
 """OpenTelemetry beside adiskq (``pip install "adiskq[otel]"``): continue a producer's trace where a
 message is processed.
 
-With ``opentelemetry-api`` installed, producers, consumers and groups record metrics on the global
-meter provider by themselves (``adiskq/_async/metrics.py`` lists them; ``ADISKQ_METRICS=off`` turns
-them off), and each ``push`` made while a tracer provider is set starts a ``send`` span and carries
-its context in the message's ``traceparent`` header. This module reads it back::
+With ``opentelemetry-api`` installed, producers, consumers and groups made after a meter provider
+is set record metrics on it by themselves (``adiskq/_async/metrics.py`` lists them;
+``ADISKQ_METRICS=off`` turns them off), and a producer made after a tracer provider is set starts a
+``send`` span for each ``push`` and carries its context in the message's ``traceparent`` header.
+This module reads it back::
 
     from opentelemetry import trace
     import adiskq.otel

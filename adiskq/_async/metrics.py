@@ -6,16 +6,18 @@ partition as ``messaging.destination.partition.id``, a group's name as ``messagi
 
     messaging.client.sent.messages        counter, messages pushed (push, push_many)
     messaging.client.consumed.messages    counter, messages delivered by consumers and groups
-    messaging.client.operation.duration   histogram (s) of push, push_many (operation "send") and
-                                          flush (operation "flush", the fsync)
+    messaging.client.operation.duration   histogram (s) of push (one in PUSH_DURATION_SAMPLE), push_many
+                                          (operation "send") and flush (operation "flush", the fsync)
     adiskq.consumer.lag                   gauge per named group and partition it holds: messages
                                           after its committed offset
     adiskq.disk.usage                     gauge per producer's stream: the file system's use (0..1)
     adiskq.disk.refuse_writes_above       gauge: the level above which that producer refuses pushes
 
-A producer's push also starts a ``send`` span (kind PRODUCER) and writes its context into the
-message's headers as W3C ``traceparent`` (and ``tracestate``) when a tracer provider is set, so
-``adiskq.otel.context_of(message)`` continues the trace where the message is processed.
+A producer made after a tracer provider was set also starts a ``send`` span (kind PRODUCER) for
+each ``push`` and writes its context into the message's headers as W3C ``traceparent`` (and
+``tracestate``), so ``adiskq.otel.context_of(message)`` continues the trace where the message is
+processed. The message counts are asynchronous counters over plain integers, reported when the
+reader collects: a synchronous ``add`` costs the SDK more than a push.
 
 The cost is decided once per object, when it is made: ``telemetry()`` is None where the package is
 missing or ``ADISKQ_METRICS=off``, and where no meter or tracer provider has been set yet (the API's
@@ -27,7 +29,10 @@ made, nor ever where it is missing.
 
 from __future__ import annotations
 
+import collections
 import importlib.util
+import itertools
+import operator
 import os
 import time
 import weakref
@@ -49,7 +54,12 @@ _DURATION_BUCKETS: Final = (
     0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
 )  # fmt: skip
 
+# A single push's duration is recorded for one push in this many (the first included): recording one
+# costs the SDK more than the push. push_many and flush are recorded every time.
+PUSH_DURATION_SAMPLE: Final = 64
+
 _UNSET: Final = object()
+_partition_of: Final = operator.itemgetter(0)  # of a Message or a Receipt (both tuples, partition first)
 _instance: Telemetry | object | None = _UNSET
 
 
@@ -64,6 +74,16 @@ def telemetry() -> Telemetry | None:
     return instruments if instruments is not None and instruments.providers_set() else None
 
 
+class _Tally:
+    """A count reported by an asynchronous counter, and the attributes it is reported with."""
+
+    __slots__ = ("attributes", "count")
+
+    def __init__(self, attributes: dict[str, str]) -> None:
+        self.attributes = attributes
+        self.count = 0
+
+
 class Telemetry:
     """The instruments, and the open groups and producers the observable gauges report on."""
 
@@ -75,11 +95,19 @@ class Telemetry:
         self._propagate = propagate
         self._placeholders = _placeholder_providers()
         meter = metrics.get_meter("adiskq")
-        self.sent = meter.create_counter(
-            "messaging.client.sent.messages", unit="{message}", description="Messages pushed to a stream."
+        # The message counts are kept as plain integers and reported when the reader collects (an
+        # asynchronous counter): a synchronous add costs the SDK some microseconds, more than a push.
+        self._sent: dict[tuple[str, int], _Tally] = {}
+        self._consumed: dict[tuple[str, int, str | None], _Tally] = {}
+        meter.create_observable_counter(
+            "messaging.client.sent.messages",
+            callbacks=[self._observe_sent],
+            unit="{message}",
+            description="Messages pushed to a stream.",
         )
-        self.consumed = meter.create_counter(
+        meter.create_observable_counter(
             "messaging.client.consumed.messages",
+            callbacks=[self._observe_consumed],
             unit="{message}",
             description="Messages delivered to the application by consumers and consumer groups.",
         )
@@ -147,20 +175,26 @@ class Telemetry:
         from .producer import Producer
 
         path = producer.path
-        sent, duration = self.sent.add, self.duration.record
+        duration = self.duration.record
         send_attributes = self.attributes(path, "send")
         flush_attributes = self.attributes(path, "flush")
-        by_partition: dict[int, dict[str, str]] = {}
+        tallies: dict[int, _Tally] = {}
         tracer = self._trace.get_tracer("adiskq")
         span_kind = self._trace.SpanKind.PRODUCER
-        set_span_in_context, inject = self._trace.set_span_in_context, self._propagate.inject
+        inject = self._propagate.inject
+        class_push = Producer.push
         span_name = f"send {path}"
+        pushes = itertools.count()
 
-        def partition_attributes(partition: int) -> dict[str, str]:
-            attributes = by_partition.get(partition)
-            if attributes is None:
-                attributes = by_partition[partition] = self.attributes(path, "send", partition)
-            return attributes
+        def tally(partition: int) -> _Tally:
+            found = tallies.get(partition)
+            if found is None:
+                key = (path, partition)
+                found = self._sent.get(key)
+                if found is None:
+                    found = self._sent[key] = _Tally(self.attributes(path, "send", partition))
+                tallies[partition] = found
+            return found
 
         async def push(
             value: bytes,
@@ -170,29 +204,36 @@ class Telemetry:
             headers: Mapping[str, bytes] | None = None,
             timestamp: Any = None,
         ) -> Receipt:
-            span = tracer.start_span(span_name, kind=span_kind)
-            try:
-                if span.get_span_context().is_valid:  # a tracer provider is set: carry the context
-                    carrier: dict[str, str] = {}
-                    inject(carrier, context=set_span_in_context(span))
-                    headers = {**(headers or {}), **{name: text.encode() for name, text in carrier.items()}}
+            if next(pushes) % PUSH_DURATION_SAMPLE:
+                receipt = await class_push(producer, value, key=key, tag=tag, headers=headers, timestamp=timestamp)
+            else:
                 started = time.perf_counter()
-                receipt = await Producer.push(producer, value, key=key, tag=tag, headers=headers, timestamp=timestamp)
+                receipt = await class_push(producer, value, key=key, tag=tag, headers=headers, timestamp=timestamp)
                 duration(time.perf_counter() - started, send_attributes)
-                sent(1, partition_attributes(receipt.partition))
-                return receipt
-            finally:
-                span.end()
+            (tallies.get(receipt.partition) or tally(receipt.partition)).count += 1
+            return receipt
+
+        async def traced_push(
+            value: bytes,
+            *,
+            key: str | bytes | None = None,
+            tag: str | None = None,
+            headers: Mapping[str, bytes] | None = None,
+            timestamp: Any = None,
+        ) -> Receipt:
+            with tracer.start_as_current_span(span_name, kind=span_kind, end_on_exit=True) as span:
+                if span.get_span_context().is_valid:  # sampled or not, its context travels on
+                    carrier: dict[str, str] = {}
+                    inject(carrier)
+                    headers = {**(headers or {}), **{name: text.encode() for name, text in carrier.items()}}
+                return await push(value, key=key, tag=tag, headers=headers, timestamp=timestamp)
 
         async def push_many(records: Iterable[Record | bytes]) -> list[Receipt]:
             started = time.perf_counter()
             receipts = await Producer.push_many(producer, records)
             duration(time.perf_counter() - started, send_attributes)
-            counts: dict[int, int] = {}
-            for receipt in receipts:
-                counts[receipt.partition] = counts.get(receipt.partition, 0) + 1
-            for partition, count in counts.items():
-                sent(count, partition_attributes(partition))
+            for partition, count in collections.Counter(map(_partition_of, receipts)).items():
+                tally(partition).count += count
             return receipts
 
         async def flush() -> None:
@@ -200,7 +241,9 @@ class Telemetry:
             await Producer.flush(producer)
             duration(time.perf_counter() - started, flush_attributes)
 
-        producer.push = push  # type: ignore[method-assign]
+        # A tracer provider set now makes every push a span; without one, pushes skip the tracing API.
+        traced = not isinstance(self._trace.get_tracer_provider(), self._placeholders)
+        producer.push = traced_push if traced else push  # type: ignore[method-assign]
         producer.push_many = push_many  # type: ignore[method-assign]
         producer.flush = flush  # type: ignore[method-assign]
         self._producers.add(producer)
@@ -218,25 +261,42 @@ class Telemetry:
         self, read_some: Callable[[int], list[Message]], stream: str, group: str | None
     ) -> Callable[[int], list[Message]]:
         """``read_some`` that counts the messages it hands out, per partition."""
-        by_partition: dict[int, dict[str, str]] = {}
-        add = self.consumed.add
+        tallies: dict[int, _Tally] = {}
+
+        def tally(partition: int) -> _Tally:
+            found = tallies.get(partition)
+            if found is None:
+                key = (stream, partition, group)
+                found = self._consumed.get(key)
+                if found is None:
+                    found = self._consumed[key] = _Tally(self.attributes(stream, "receive", partition, group))
+                tallies[partition] = found
+            return found
 
         def read_counted(max_messages: int) -> list[Message]:
             messages = read_some(max_messages)
             if messages:
-                counts: dict[int, int] = {}
-                for message in messages:
-                    counts[message.partition] = counts.get(message.partition, 0) + 1
-                for partition, count in counts.items():
-                    attributes = by_partition.get(partition)
-                    if attributes is None:
-                        attributes = by_partition[partition] = self.attributes(stream, "receive", partition, group)
-                    add(count, attributes)
+                partitions = set(map(_partition_of, messages))  # counted in C: ~15 ns a message
+                if len(partitions) == 1:
+                    tally(partitions.pop()).count += len(messages)
+                else:
+                    for partition, count in collections.Counter(map(_partition_of, messages)).items():
+                        tally(partition).count += count
             return messages
 
         return read_counted
 
     # -- observable gauges (called by the metric reader, perhaps in its own thread) ---------------
+
+    def _observe_sent(self, options: object) -> Iterable[Any]:
+        from opentelemetry.metrics import Observation
+
+        return [Observation(tally.count, tally.attributes) for tally in list(self._sent.values())]
+
+    def _observe_consumed(self, options: object) -> Iterable[Any]:
+        from opentelemetry.metrics import Observation
+
+        return [Observation(tally.count, tally.attributes) for tally in list(self._consumed.values())]
 
     def _observe_lag(self, options: object) -> Iterable[Any]:
         from opentelemetry.metrics import Observation

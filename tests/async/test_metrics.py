@@ -60,10 +60,11 @@ def test_deliveries_are_counted_per_partition_and_group(probe: dict[str, Any]) -
 
 
 def test_push_and_flush_durations_are_recorded(probe: dict[str, Any]) -> None:
-    """messaging.client.operation.duration (seconds) has one measurement per push or push_many, and per flush."""
+    """messaging.client.operation.duration (seconds) measures the first push (then one in 64), each
+    push_many, and each flush."""
     duration = "messaging.client.operation.duration"
     send = point(probe["during"], duration, messaging_operation_name="send")
-    assert (send["count"], send["unit"]) == (5, "s")
+    assert (send["count"], send["unit"]) == (2, "s")
     assert point(probe["during"], duration, messaging_operation_name="flush")["count"] == 1
 
 

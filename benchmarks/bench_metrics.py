@@ -1,0 +1,126 @@
+"""What OpenTelemetry metrics cost a producer and a consumer group, and that they cost nothing when unused.
+
+    python benchmarks/bench_metrics.py            # 5 rounds of 100,000 messages per mode, asyncio
+    python benchmarks/bench_metrics.py --quick    # 1 round of 2,000: for the test that keeps this working
+
+Each mode runs in a process of its own (OpenTelemetry's providers are global to a process), the
+modes taking turns round after round, so every ratio compares runs of the same machine state:
+
+- missing: as if opentelemetry-api were not installed (``sys.modules["opentelemetry"] = None``): the
+           baseline, adiskq's code paths as they are without metrics;
+- unset:   installed, but no meter or tracer provider set (FastAPI installs the API, for one): nothing
+           is wrapped, so this must be as fast as missing (ratio >= 0.97);
+- off:     the SDK's meter provider set, but ADISKQ_METRICS=off: nothing is wrapped either;
+- metrics: the SDK's meter provider with an in-memory reader: every push, push_many and flush is
+           counted and timed, every delivery counted;
+- traces:  metrics, and the SDK's tracer provider (sampling everything, no exporter): each push also
+           starts a span and writes its traceparent header.
+
+Per mode: single pushes (async flush, one key), then a named group reading them all (commit per batch).
+Figures are the median of the rounds, in messages a second, with the ratio to ``missing``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+MODES = ("missing", "unset", "off", "metrics", "traces")
+
+RUN = """
+import json, os, sys, time
+mode, path, count, backend = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+if mode == "missing":
+    sys.modules["opentelemetry"] = None
+if mode in ("off", "metrics", "traces"):
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+if mode == "traces":
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    trace.set_tracer_provider(TracerProvider())
+import anyio, adiskq
+
+async def main():
+    async with adiskq.Producer(path) as producer:
+        push = producer.push
+        value = b"x" * 100
+        started = time.perf_counter()
+        for _ in range(count):
+            await push(value, key="k")
+        pushed = time.perf_counter() - started
+    async with adiskq.ConsumerGroup(path, "bench", end="close") as group:
+        started = time.perf_counter()
+        seen = 0
+        async for batch in group.batches():
+            seen += len(batch)
+            group.commit(batch[-1])
+        consumed = time.perf_counter() - started
+    assert seen == count, seen
+    wrapped = "push" in vars(producer)
+    print(json.dumps({"push": count / pushed, "consume": count / consumed, "wrapped": wrapped}))
+
+anyio.run(main, backend=backend)
+"""
+
+
+def run(mode: str, folder: str, count: int, backend: str) -> dict[str, float]:
+    path = os.path.join(folder, f"stream-{mode}")
+    env = {**os.environ, "ADISKQ_METRICS": "off" if mode == "off" else "on"}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", RUN, mode, path, str(count), backend],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        )
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+    result: dict[str, float] = json.loads(done.stdout)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="1 round of 2,000 messages")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
+    parser.add_argument("--dir", default=None, help="where the streams are made (default: a temporary folder)")
+    args = parser.parse_args()
+    rounds, count = (1, 2_000) if args.quick else (args.rounds, args.messages)
+    if rounds < 1 or count < 1:
+        parser.error("--rounds and --messages take 1 or more")
+    folder = tempfile.mkdtemp(prefix="adiskq-bench-metrics-", dir=args.dir)
+    figures: dict[str, dict[str, list[float]]] = {mode: {"push": [], "consume": []} for mode in MODES}
+    wrapped: dict[str, bool] = {}
+    try:
+        for _ in range(rounds):
+            for mode in MODES:
+                result = run(mode, folder, count, args.backend)
+                figures[mode]["push"].append(result["push"])
+                figures[mode]["consume"].append(result["consume"])
+                wrapped[mode] = bool(result["wrapped"])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    print(f"{count:,} messages of 100 bytes, {rounds} rounds, {args.backend}; median messages/s, ratio to missing")
+    base = {kind: statistics.median(figures["missing"][kind]) for kind in ("push", "consume")}
+    for mode in MODES:
+        cells = []
+        for kind in ("push", "consume"):
+            rate = statistics.median(figures[mode][kind])
+            cells.append(f"{kind} {rate:>12,.0f}/s {rate / base[kind]:5.2f}x")
+        print(f"{mode:<8} {'  '.join(cells)}  {'wrapped' if wrapped[mode] else 'not wrapped'}")
+
+
+if __name__ == "__main__":
+    main()
