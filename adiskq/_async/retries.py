@@ -16,6 +16,7 @@ partition is taken, after a retry, and when the group looks at its members.
 from __future__ import annotations
 
 import heapq
+import logging
 import os
 import time
 from typing import TYPE_CHECKING, Final
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from .producer import Producer
 
 __all__ = ["GroupRetries"]
+
+logger: Final = logging.getLogger("adiskq.group")
 
 # Retry records read into memory at a time, per partition (the heap holds every pending one).
 _READ_BATCH: Final = 1000
@@ -258,3 +261,7 @@ class GroupRetries:
         path, name = self.path, self.name
         await anyio.to_thread.run_sync(lambda: update_offsets(path, name, offsets))
         self.ledger.stored(offsets)
+        try:  # what is done for good need not stay on disk
+            await anyio.to_thread.run_sync(self._appender.trim, offsets)
+        except OSError as error:
+            logger.warning("group %r: deleting its finished retries failed (they are kept): %s", name, error)

@@ -22,9 +22,9 @@ describes. The retry stream is written by shared writers (several members, sever
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
+from collections.abc import Mapping
 from typing import Final, NamedTuple
 
 from .._errors import StreamNotFoundError
@@ -46,6 +46,9 @@ __all__ = [
 ]
 
 RETRIES_DIR: Final = "retries"
+# The retry stream's segments are small, so that the ones whose retries are all done (below the
+# group's retry commits) are deleted soon after (``RetryAppender.trim``).
+RETRY_SEGMENT_BYTES: Final = 1 << 20
 DEAD_LETTERS_DIR: Final = "dead-letters"
 SETTINGS_FILE: Final = "dead-letters.json"
 
@@ -119,6 +122,7 @@ class RetryAppender:
         writer = StreamWriter.open(
             self.path,
             partitions=partitions if partitions > existing else None,
+            segment_size_bytes=RETRY_SEGMENT_BYTES if existing == 0 else None,
             key_index=False,  # nobody looks retries up by key
             mode=self.mode,
             shared=True,
@@ -137,6 +141,35 @@ class RetryAppender:
                 offset = target.append([record], [timestamp_ns])
             target.sync()
             return offset
+
+    def trim(self, finished: Mapping[int, int]) -> int:
+        """Delete the sealed segments of the retry stream whose retries are all done: those that end
+        at or below ``finished[p]``, the group's stored retry commit of partition p. Returns how many."""
+        try:
+            stream = StreamReader.open(self.path)
+        except StreamNotFoundError:
+            return 0
+        wanted = {}
+        for partition, end in finished.items():
+            if partition >= stream.partition_count:
+                continue
+            bases = stream.partition(partition).segment_bases()
+            if len(bases) > 1 and bases[1] <= end:  # listing the folder first: no lock for nothing
+                wanted[partition] = end
+        if not wanted:
+            return 0
+        with self._lock:
+            writer = self._open(1)
+            with writer.vacuuming():
+                doomed = [
+                    (partition, segment.base_offset)
+                    for partition, end in wanted.items()
+                    for segment in writer.partitions[partition].segment_infos()[:-1]  # never the active one
+                    if segment.next_offset <= end
+                ]
+                if doomed:
+                    writer.delete_segments(doomed)
+            return len(doomed)
 
     def close(self) -> None:
         """Close the retry stream (fsynced); closing twice is harmless."""
@@ -167,7 +200,7 @@ def pending_retries(stream_path: str, name: str, *, limit: int | None = None) ->
     for partition in range(stream.partition_count):
         reader = stream.partition(partition)
         oldest, _ = reader.bounds()
-        with contextlib.closing(reader.cursor(max(oldest, stored.get(partition, 0)))) as cursor:
+        with reader.cursor(max(oldest, stored.get(partition, 0))) as cursor:
             while batch := cursor.read(1000):
                 for record in batch:
                     found.append(PendingRetry(record.offset, headers.due_ns(record), headers.delivered(record)))

@@ -178,6 +178,24 @@ async def test_members_share_the_retries_of_the_partitions_they_hold(stream_path
         await second.aclose()
 
 
+async def test_finished_retries_are_deleted_from_disk(stream_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Segments of the retry stream whose retries are all committed are deleted once the commits are stored."""
+    monkeypatch.setattr("adiskq._storage.retries.RETRY_SEGMENT_BYTES", 1024)  # a few retries a segment
+    count = 60
+    await push(stream_path, [b"%d" % i for i in range(count)])
+    async with adiskq.ConsumerGroup(stream_path, NAME) as group:
+        for message, _ in await take(group, count):
+            await group.retry(message)
+        for message, _ in await take(group, count):
+            assert message.attempt == 2
+            group.commit(message)
+        await group.flush()
+    folder = os.path.join(stream_path, "groups", NAME, "retries", "parts", "000000")
+    indexes = [name for name in os.listdir(folder) if name.endswith(".index")]
+    assert len(indexes) == 1  # only the active segment is left
+    assert pending_retries(stream_path, NAME) == []
+
+
 CHILD = textwrap.dedent(
     """
     import os, signal, sys
