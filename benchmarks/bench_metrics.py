@@ -2,6 +2,7 @@
 
     python benchmarks/bench_metrics.py            # 9 rounds of 50,000 messages per mode, asyncio
     python benchmarks/bench_metrics.py --quick    # 1 round of 2,000: for the test that keeps this working
+    python benchmarks/bench_metrics.py --baseline /tmp/old   # also "before": adiskq as checked out there
 
 Each mode runs in a process of its own (OpenTelemetry's providers are global to a process), the
 modes taking turns in a shuffled order round after round, so every ratio compares runs of the same
@@ -15,7 +16,10 @@ machine state:
 - metrics: the SDK's meter provider with an in-memory reader: every push, push_many and flush is
            counted and timed, every delivery counted;
 - traces:  metrics, and the SDK's tracer provider (sampling everything, no exporter): each push also
-           starts a span and writes its traceparent header.
+           starts a span and writes its traceparent header;
+- before:  with ``--baseline PATH``, the adiskq package found in PATH (an older checkout, built) run as
+           ``missing``: the ratios are then to it, so ``missing`` says whether this code, without
+           metrics, is as fast as the code before them.
 
 Per mode: single pushes (async flush, one key), then a named group reading them all (commit per batch).
 Both are timed in CPU seconds of the event loop's thread (``time.thread_time``), where all of that
@@ -72,26 +76,35 @@ async def main():
         consumed = time.thread_time() - started
     assert seen == count, seen
     wrapped = "push" in vars(producer)
-    print(json.dumps({"push": count / pushed, "consume": count / consumed, "wrapped": wrapped}))
+    print(json.dumps({"push": count / pushed, "consume": count / consumed, "wrapped": wrapped, "from": adiskq.__file__}))
 
 anyio.run(main, backend=backend)
 """
 
 
-def run(mode: str, folder: str, count: int, backend: str) -> dict[str, float]:
+def run(mode: str, folder: str, count: int, backend: str, baseline: str | None) -> dict[str, float]:
     path = os.path.join(folder, f"stream-{mode}")
     env = {**os.environ, "ADISKQ_METRICS": "off" if mode == "off" else "on"}
+    if mode == "before":
+        assert baseline is not None
+        env["PYTHONPATH"] = baseline
     try:
         done = subprocess.run(
-            [sys.executable, "-c", RUN, mode, path, str(count), backend],
+            [sys.executable, "-c", RUN, "missing" if mode == "before" else mode, path, str(count), backend],
             capture_output=True,
             text=True,
             check=True,
             env=env,
+            cwd=folder,  # not this checkout's folder, which python -c would put first on sys.path
         )
     finally:
         shutil.rmtree(path, ignore_errors=True)
     result: dict[str, float] = json.loads(done.stdout)
+    if mode == "before":
+        assert baseline is not None
+        assert str(result.pop("from")).startswith(os.path.abspath(baseline)), "the baseline's adiskq did not run"
+    else:
+        result.pop("from")
     return result
 
 
@@ -102,17 +115,24 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
     parser.add_argument("--dir", default=None, help="where the streams are made (default: a temporary folder)")
+    parser.add_argument("--baseline", default=None, help="a folder holding an older, built adiskq package to run too")
+    parser.add_argument("--modes", default=",".join(MODES), help="the modes to run, comma-separated (default: all)")
     args = parser.parse_args()
     rounds, count = (1, 2_000) if args.quick else (args.rounds, args.messages)
     if rounds < 1 or count < 1:
         parser.error("--rounds and --messages take 1 or more")
     folder = tempfile.mkdtemp(prefix="adiskq-bench-metrics-", dir=args.dir)
-    figures: dict[str, dict[str, list[float]]] = {mode: {"push": [], "consume": []} for mode in MODES}
+    chosen = tuple(args.modes.split(","))
+    if not set(chosen) <= set(MODES) or "missing" not in chosen:
+        parser.error(f"--modes takes some of {', '.join(MODES)}, missing among them")
+    modes = chosen if args.baseline is None else ("before", *chosen)
+    reference = "missing" if args.baseline is None else "before"
+    figures: dict[str, dict[str, list[float]]] = {mode: {"push": [], "consume": []} for mode in modes}
     wrapped: dict[str, bool] = {}
     try:
         for _ in range(rounds):
-            for mode in random.sample(MODES, len(MODES)):
-                result = run(mode, folder, count, args.backend)
+            for mode in random.sample(modes, len(modes)):
+                result = run(mode, folder, count, args.backend, args.baseline)
                 figures[mode]["push"].append(result["push"])
                 figures[mode]["consume"].append(result["consume"])
                 wrapped[mode] = bool(result["wrapped"])
@@ -120,11 +140,11 @@ def main() -> None:
         shutil.rmtree(folder, ignore_errors=True)
     print(
         f"{count:,} messages of 100 bytes, {rounds} rounds, {args.backend}; "
-        "best round in messages per CPU second of the loop thread, its ratio to missing's best (median ratio)"
+        f"best round in messages per CPU second of the loop thread, its ratio to {reference}'s best (median ratio)"
     )
-    base = {kind: max(figures["missing"][kind]) for kind in ("push", "consume")}
-    base_median = {kind: statistics.median(figures["missing"][kind]) for kind in ("push", "consume")}
-    for mode in MODES:
+    base = {kind: max(figures[reference][kind]) for kind in ("push", "consume")}
+    base_median = {kind: statistics.median(figures[reference][kind]) for kind in ("push", "consume")}
+    for mode in modes:
         cells = []
         for kind in ("push", "consume"):
             rate = max(figures[mode][kind])

@@ -19,21 +19,21 @@ each ``push`` and writes its context into the message's headers as W3C ``tracepa
 processed. The message counts are asynchronous counters over plain integers, reported when the
 reader collects: a synchronous ``add`` costs the SDK more than a push.
 
-The cost is decided once per object, when it is made: ``telemetry()`` is None where the package is
-missing or ``ADISKQ_METRICS=off``, and where no meter or tracer provider has been set yet (the API's
-own placeholders: many programs have ``opentelemetry-api`` installed without using it, FastAPI's
-users for one), producers and readers install no hook at all — their hot paths are then the same
-code as without this module. Nothing of OpenTelemetry is imported before a producer or reader is
-made, nor ever where it is missing.
+The cost is decided once per object, when it is made: ``telemetry()`` is None with
+``ADISKQ_METRICS=off``, and while the program has set no meter or tracer provider (it has not even
+imported ``opentelemetry.metrics`` or ``.trace``, or they still hold the API's placeholders: many
+programs have ``opentelemetry-api`` installed without using it, FastAPI's users for one). Producers
+and readers then install no hook at all — their hot paths are the same code as without this module —
+and adiskq imports nothing of OpenTelemetry, whether it is installed or not.
 """
 
 from __future__ import annotations
 
 import collections
-import importlib.util
 import itertools
 import operator
 import os
+import sys
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -64,12 +64,18 @@ _instance: Telemetry | object | None = _UNSET
 
 
 def telemetry() -> Telemetry | None:
-    """The process's instruments if a producer or reader made now should record: OpenTelemetry is
-    installed, ``ADISKQ_METRICS`` is not ``off``, and a meter or tracer provider has been set."""
+    """The process's instruments if a producer or reader made now should record: ``ADISKQ_METRICS``
+    is not ``off``, and the program has set a meter or tracer provider."""
     global _instance
     if _instance is _UNSET:
-        enabled = os.environ.get("ADISKQ_METRICS", "on").lower() not in ("off", "0", "false", "no")
-        _instance = Telemetry() if enabled and importlib.util.find_spec("opentelemetry") is not None else None
+        if os.environ.get("ADISKQ_METRICS", "on").lower() in ("off", "0", "false", "no"):
+            _instance = None
+        elif not any(sys.modules.get(name) for name in ("opentelemetry.metrics", "opentelemetry.trace")):
+            # Setting a provider imports one of these: a program that has not can have set none (yet),
+            # and then adiskq imports nothing of OpenTelemetry either.
+            return None
+        else:
+            _instance = Telemetry()
     instruments: Telemetry | None = _instance  # type: ignore[assignment]
     return instruments if instruments is not None and instruments.providers_set() else None
 

@@ -113,10 +113,10 @@ WITHOUT = textwrap.dedent(
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("how", ["missing", "off"])
+@pytest.mark.parametrize("how", ["missing", "off", "unused"])
 def test_without_opentelemetry_nothing_is_imported_hooked_or_recorded(stream_path: str, backend: str, how: str) -> None:
-    """Without the package (or with ADISKQ_METRICS=off), no OpenTelemetry module is loaded, no push or
-    read is wrapped, and messages carry no trace headers."""
+    """Without the package, with ADISKQ_METRICS=off, or installed but not used by the program, no
+    OpenTelemetry module is loaded, no push or read is wrapped, and messages carry no trace headers."""
     env = {**os.environ, "ADISKQ_METRICS": "off" if how == "off" else "on"}
     done = subprocess.run(
         [sys.executable, "-c", WITHOUT, stream_path, how, backend],
@@ -134,7 +134,7 @@ UNSET = textwrap.dedent(
     """
     import sys
     import anyio
-    import opentelemetry.metrics
+    import opentelemetry.metrics, opentelemetry.trace  # imported, and no provider set
     import adiskq
 
     async def main(path):
