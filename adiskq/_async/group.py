@@ -155,6 +155,7 @@ class ConsumerGroup(_Reader):
         self.max_attempts = max_attempts
         self.dead_letter_path = None if dead_letter_path is None else os.path.abspath(os.fspath(dead_letter_path))
         self._retries: GroupRetries | None = None
+        self._retries_went_last = False  # the last batch was due retries: the partitions go next
         self._stream: StreamReader | None = None
         self._notifier: Notifier | None = None
         self._settings: SettingsWatch | None = None
@@ -613,9 +614,22 @@ class ConsumerGroup(_Reader):
         """A batch from the next partition (in turn) that has messages; ``[]`` if none has."""
         retries = self._retries
         if retries is not None and retries.active:
-            due = retries.take_due(max_messages)  # retries that fell due go first
-            if due:
-                return due
+            # Due retries and the partitions take turns, so neither can hold the other back.
+            retries_first = not self._retries_went_last
+            self._retries_went_last = False
+            if retries_first:
+                due = retries.take_due(max_messages)
+                if due:
+                    self._retries_went_last = True
+                    return due
+            messages = self._read_partitions(max_messages)
+            if messages or retries_first:
+                return messages
+            return retries.take_due(max_messages)
+        return self._read_partitions(max_messages)
+
+    def _read_partitions(self, max_messages: int) -> list[Message]:
+        """A batch from the next partition (in turn) that has messages; ``[]`` if none has."""
         order = self._order
         count = len(order)
         for step in range(count):

@@ -64,6 +64,19 @@ async def test_a_retried_message_comes_back_after_its_delay_and_not_before(strea
     assert again.timestamp_ns == first.timestamp_ns
 
 
+async def test_due_retries_and_new_messages_take_turns(stream_path: str) -> None:
+    """Retries that are due do not hold back new messages, nor new messages the retries: batches alternate."""
+    await push(stream_path, [b"a", b"b", b"c", b"d"])
+    async with adiskq.ConsumerGroup(stream_path, NAME) as group:
+        batches = group.batches(max_messages=1)
+        with anyio.fail_after(10):
+            first = [(await anext(batches))[0] for _ in range(2)]
+            for message in first:
+                await group.retry(message)  # due at once
+            order = [(batch[0].value, batch[0].attempt) for batch in [await anext(batches) for _ in range(4)]]
+    assert order == [(b"a", 2), (b"c", 1), (b"b", 2), (b"d", 1)]
+
+
 async def test_attempt_counts_the_deliveries(stream_path: str) -> None:
     """message.attempt is 1 the first time and one more at each delivery after a retry."""
     await push(stream_path, [b"m"])
