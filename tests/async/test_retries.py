@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 import adiskq
+from adiskq._sansio.naming import partition_for_key
 from adiskq._storage.retries import pending_retries
 
 pytestmark = pytest.mark.anyio
@@ -207,6 +208,49 @@ async def test_finished_retries_are_deleted_from_disk(stream_path: str, monkeypa
     indexes = [name for name in os.listdir(folder) if name.endswith(".index")]
     assert len(indexes) == 1  # only the active segment is left
     assert pending_retries(stream_path, NAME) == []
+
+
+async def test_live_members_each_deliver_the_retries_of_their_partitions(stream_path: str) -> None:
+    """Two members holding one partition each: each gets back the retries of its own partition."""
+    async with adiskq.Producer(stream_path, partitions=2):
+        pass
+    keys = {}
+    for i in range(100):  # a key for each partition
+        keys.setdefault(partition_for_key(f"k{i}".encode(), 2), f"k{i}")
+    again: dict[str, list[adiskq.Message]] = {"one": [], "two": []}
+    done = anyio.Event()
+
+    async def work(label: str, group: adiskq.ConsumerGroup) -> None:
+        async for message in group:
+            if message.attempt == 1:
+                await group.retry(message, delay=0.05)
+                continue
+            assert message.partition in group.assignment
+            again[label].append(message)
+            group.commit(message)
+            if len(again["one"]) + len(again["two"]) == 6:
+                done.set()
+
+    one = adiskq.ConsumerGroup(stream_path, NAME, rebalance_interval=0.05)
+    two = adiskq.ConsumerGroup(stream_path, NAME, rebalance_interval=0.05)
+    async with one, two, anyio.create_task_group() as tasks:
+        tasks.start_soon(work, "one", one)
+        tasks.start_soon(work, "two", two)
+        with anyio.fail_after(10):
+            async for assignment in one.assignments():
+                if len(assignment) == 1:
+                    break
+            async for assignment in two.assignments():
+                if len(assignment) == 1:
+                    break
+            await push(stream_path, [b"x", b"y", b"z"], partitions=2, key=keys[0])
+            await push(stream_path, [b"x", b"y", b"z"], partitions=2, key=keys[1])
+            await done.wait()
+        tasks.cancel_scope.cancel()
+    for label in ("one", "two"):
+        assert len(again[label]) == 3
+        assert len({m.partition for m in again[label]}) == 1
+        assert sorted(m.value for m in again[label]) == [b"x", b"y", b"z"]
 
 
 CHILD = textwrap.dedent(
