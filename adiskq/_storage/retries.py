@@ -27,7 +27,7 @@ import threading
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 
-from .._errors import StreamNotFoundError
+from .._errors import SettingsMismatchError, StreamNotFoundError
 from .._sansio import retries as headers
 from .._sansio.values import Message
 from .files import DEFAULT_FILE_MODE, atomic_write_json, read_json
@@ -119,15 +119,23 @@ class RetryAppender:
             existing = StreamReader.open(self.path).partition_count
         except StreamNotFoundError:
             existing = 0
-        writer = StreamWriter.open(
-            self.path,
-            partitions=partitions if partitions > existing else None,
-            segment_size_bytes=RETRY_SEGMENT_BYTES if existing == 0 else None,
-            key_index=False,  # nobody looks retries up by key
-            mode=self.mode,
-            shared=True,
-            lock_timeout=10.0,
-        )
+        try:
+            writer = StreamWriter.open(
+                self.path,
+                partitions=partitions if partitions > existing else None,
+                segment_size_bytes=RETRY_SEGMENT_BYTES if existing == 0 else None,
+                key_index=False,  # nobody looks retries up by key
+                mode=self.mode,
+                shared=True,
+                lock_timeout=10.0,
+            )
+        except SettingsMismatchError as error:
+            raise SettingsMismatchError(
+                f"group {self.name!r} cannot store a retry of partition {partitions - 1}: the stream gained "
+                f"partitions, and its retry stream ({self.path}) grows with it only while no other member of "
+                "the group has stored a retry since it opened. Restart the group's members; the retry was not "
+                f"stored ({error})"
+            ) from None
         self._writer = writer
         return writer
 

@@ -159,6 +159,25 @@ async def test_a_retry_waits_through_a_restart_and_is_done_once_committed(stream
             assert [m async for m in group] == []
 
 
+async def test_retries_follow_partitions_added_later(stream_path: str) -> None:
+    """A partition added while the group runs gets its retries too: the retry stream grows with the stream."""
+    await push(stream_path, [b"old"])
+    async with adiskq.ConsumerGroup(stream_path, NAME) as group:
+        [(old, _)] = await take(group, 1)
+        await group.retry(old, delay=0)
+        [(again, _)] = await take(group, 1)
+        group.commit(again)
+        async with adiskq.Producer(stream_path, partitions=2) as producer:
+            for i in range(100):  # a key the new partition holds
+                receipt = await producer.push(b"new", key=f"k{i}")
+                if receipt.partition == 1:
+                    break
+        new = next(message for message, _ in await take(group, i + 1) if message.partition == 1)
+        await group.retry(new, delay=0)
+        [(back, _)] = await take(group, 1)
+    assert (back.partition, back.value, back.attempt) == (1, b"new", 2)
+
+
 async def test_retry_refuses_what_it_cannot_do(stream_path: str) -> None:
     """Retries need a named group, a delay of 0 or more, and a max_attempts of 1 or more."""
     await push(stream_path, [b"m"])
