@@ -14,10 +14,11 @@ partition as ``messaging.destination.partition.id``, a group's name as ``messagi
     adiskq.disk.refuse_writes_above       gauge: the level above which that producer refuses pushes
 
 A producer made after a tracer provider was set also starts a ``send`` span (kind PRODUCER) for
-each ``push`` and writes its context into the message's headers as W3C ``traceparent`` (and
-``tracestate``), so ``adiskq.otel.context_of(message)`` continues the trace where the message is
-processed. The message counts are asynchronous counters over plain integers, reported when the
-reader collects: a synchronous ``add`` costs the SDK more than a push.
+each ``push`` (one for each ``push_many``, whose records all carry it) and writes its context into
+the message's headers as W3C ``traceparent`` (and ``tracestate``), so
+``adiskq.otel.context_of(message)`` continues the trace where the message is processed. The message
+counts are asynchronous counters over plain integers, reported when the reader collects: a
+synchronous ``add`` costs the SDK more than a push.
 
 The cost is decided once per object, when it is made: ``telemetry()`` is None with
 ``ADISKQ_METRICS=off``, and while the program has set no meter or tracer provider (it has not even
@@ -242,6 +243,17 @@ class Telemetry:
                 tally(partition).count += count
             return receipts
 
+        async def traced_push_many(records: Iterable[Record | bytes]) -> list[Receipt]:
+            # One send span for the batch; every record carries its context.
+            with tracer.start_as_current_span(span_name, kind=span_kind, end_on_exit=True) as span:
+                items = list(records)
+                if span.get_span_context().is_valid:
+                    carrier: dict[str, str] = {}
+                    inject(carrier)
+                    context = {name: text.encode() for name, text in carrier.items()}
+                    items = [_with_headers(item, context) for item in items]
+                return await push_many(items)
+
         async def flush() -> None:
             started = time.perf_counter()
             await Producer.flush(producer)
@@ -250,7 +262,7 @@ class Telemetry:
         # A tracer provider set now makes every push a span; without one, pushes skip the tracing API.
         traced = not isinstance(self._trace.get_tracer_provider(), self._placeholders)
         producer.push = traced_push if traced else push  # type: ignore[method-assign]
-        producer.push_many = push_many  # type: ignore[method-assign]
+        producer.push_many = traced_push_many if traced else push_many  # type: ignore[method-assign]
         producer.flush = flush  # type: ignore[method-assign]
         self._producers.add(producer)
 
@@ -351,3 +363,14 @@ def _placeholder_providers() -> tuple[type, ...]:
     except ImportError:
         placeholders.append(type(metrics.get_meter_provider()))  # still the placeholder: nothing set yet
     return tuple(placeholders)
+
+
+def _with_headers(item: Record | bytes, extra: Mapping[str, bytes]) -> Record | bytes:
+    """A push_many item with these headers added (anything else is left for push_many to refuse)."""
+    from .._sansio.values import Record
+
+    if isinstance(item, Record):
+        return item._replace(headers={**(item.headers or {}), **extra})
+    if isinstance(item, bytes | bytearray | memoryview):
+        return Record(bytes(item), headers=dict(extra))
+    return item

@@ -46,13 +46,13 @@ def test_pushes_are_counted_per_partition(probe: dict[str, Any]) -> None:
     base = {"messaging_system": "adiskq", "messaging_destination_name": probe["stream"]}
     sent = "messaging.client.sent.messages"
     assert point(probe["during"], sent, **base, messaging_destination_partition_id="0")["value"] == 4
-    assert point(probe["during"], sent, **base, messaging_destination_partition_id="1")["value"] == 2
+    assert point(probe["during"], sent, **base, messaging_destination_partition_id="1")["value"] == 3
 
 
 def test_deliveries_are_counted_per_partition_and_group(probe: dict[str, Any]) -> None:
     """messaging.client.consumed.messages counts what the group handed out, with its name."""
     consumed = "messaging.client.consumed.messages"
-    for partition, count in (("0", 4), ("1", 2)):
+    for partition, count in (("0", 4), ("1", 3)):
         found = point(probe["after"], consumed, messaging_destination_partition_id=partition)
         assert found["value"] == count
         assert found["attributes"]["messaging.consumer.group.name"] == "billing"
@@ -61,10 +61,10 @@ def test_deliveries_are_counted_per_partition_and_group(probe: dict[str, Any]) -
 
 def test_push_and_flush_durations_are_recorded(probe: dict[str, Any]) -> None:
     """messaging.client.operation.duration (seconds) measures the first push (then one in 64), each
-    push_many, and each flush."""
+    push_many (two), and each flush."""
     duration = "messaging.client.operation.duration"
     send = point(probe["during"], duration, messaging_operation_name="send")
-    assert (send["count"], send["unit"]) == (2, "s")
+    assert (send["count"], send["unit"]) == (3, "s")
     assert point(probe["during"], duration, messaging_operation_name="flush")["count"] == 1
 
 
@@ -72,7 +72,7 @@ def test_lag_and_disk_usage_are_observed(probe: dict[str, Any]) -> None:
     """adiskq.consumer.lag is what follows the group's commits; disk usage is a fraction below the refusal level."""
     lag = "adiskq.consumer.lag"
     assert point(probe["after"], lag, messaging_destination_partition_id="0")["value"] == 2
-    assert point(probe["after"], lag, messaging_destination_partition_id="1")["value"] == 0
+    assert point(probe["after"], lag, messaging_destination_partition_id="1")["value"] == 1
     usage = point(probe["during"], "adiskq.disk.usage")["value"]
     assert 0 < usage < 1
     assert point(probe["during"], "adiskq.disk.refuse_writes_above")["value"] == 0.95
@@ -86,6 +86,12 @@ def test_a_trace_started_at_push_continues_where_the_message_is_processed(probe:
     assert probe["send_kind"] == "PRODUCER"
     assert probe["bill_trace_id"] == trace_id
     assert probe["bill_parent"] == probe["send_span_id"]
+
+
+def test_push_many_carries_the_trace_of_its_batch(probe: dict[str, Any]) -> None:
+    """Each record of a push_many made inside a span carries that trace, beside its own headers."""
+    assert probe["many_traceparent"].startswith(f"00-{probe['request_trace_id']:032x}-")
+    assert probe["many_type"] == "t"
 
 
 WITHOUT = textwrap.dedent(

@@ -61,6 +61,7 @@ async def main(path: str) -> dict[str, Any]:
         await producer.push_many([adiskq.Record(b"many", key="b"), adiskq.Record(b"many", key="b")])
         with tracer.start_as_current_span("request") as request:
             traced = await producer.push(b"traced", key="a")
+            await producer.push_many([adiskq.Record(b"traced many", key="b", headers={"type": b"t"})])
         await producer.flush()
         during = points()  # the producer is open: its disk gauges report
     async with adiskq.ConsumerGroup(path, "billing") as group:
@@ -70,7 +71,7 @@ async def main(path: str) -> dict[str, Any]:
                 seen.append(message)
                 if message.offset < 2:
                     group.commit(message)
-                if len(seen) == 6:
+                if len(seen) == 7:
                     break
         await group.flush()
         after = points()
@@ -78,7 +79,7 @@ async def main(path: str) -> dict[str, Any]:
         with tracer.start_as_current_span("bill", context=adiskq.otel.context_of(carried)) as bill:
             pass
     trace_id = request.get_span_context().trace_id
-    [send] = [
+    send, _ = [  # the push's, then the push_many's
         span
         for span in exporter.get_finished_spans()
         if span.name == f"send {path}" and span.context is not None and span.context.trace_id == trace_id
@@ -88,6 +89,8 @@ async def main(path: str) -> dict[str, Any]:
         "after": after,
         "traced": list(traced),
         "traceparent": carried.headers.get("traceparent", b"").decode(),
+        "many_traceparent": next(m for m in seen if m.value == b"traced many").headers["traceparent"].decode(),
+        "many_type": next(m for m in seen if m.value == b"traced many").headers["type"].decode(),
         "request_trace_id": request.get_span_context().trace_id,
         "bill_trace_id": bill.get_span_context().trace_id,
         "bill_parent": bill.parent.span_id if bill.parent else None,  # type: ignore[attr-defined]
