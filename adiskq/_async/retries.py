@@ -47,29 +47,33 @@ _READ_BATCH: Final = 1000
 
 class _PartitionRetries:
     """One held partition of the retry stream: records read but not yet delivered (by due time),
-    records delivered but not yet finished, and how far it has been read."""
+    the offsets of every record read and not finished, and how far it has been read."""
 
-    __slots__ = ("cursor", "delivered", "waiting")
+    __slots__ = ("cursor", "done", "unfinished", "waiting")
 
     def __init__(self, reader: PartitionReader, position: int) -> None:
         self.cursor = reader.cursor(position)
         self.waiting: list[tuple[int, int, Message]] = []  # (due ns, retry offset, record), a heap
-        self.delivered: set[int] = set()  # retry offsets handed out and not finished
+        # Offsets read and not finished, a heap; finished ones leave it lazily, through ``done``
+        # (a flood of retries makes thousands pending: each finish stays O(log n)).
+        self.unfinished: list[int] = []
+        self.done: set[int] = set()
 
     def read_new(self) -> None:
-        """Take the records appended since the last look into the heap."""
+        """Take the records appended since the last look into the heaps."""
         while batch := self.cursor.read(_READ_BATCH):
             for record in batch:
                 heapq.heappush(self.waiting, (headers.due_ns(record), record.offset, record))
+                heapq.heappush(self.unfinished, record.offset)
 
-    def finished_below(self) -> int:
-        """The lowest retry offset not finished: every record before it is done."""
-        low = self.cursor.position
-        if self.waiting:
-            low = min(low, min(offset for _, offset, _ in self.waiting))
-        if self.delivered:
-            low = min(low, min(self.delivered))
-        return low
+    def finish(self, offset: int) -> int:
+        """Mark a delivered record done; returns the lowest offset not finished (all before it are done)."""
+        unfinished, done = self.unfinished, self.done
+        if unfinished and offset >= unfinished[0]:  # below it, the offset was finished and dropped already
+            done.add(offset)
+        while unfinished and unfinished[0] in done:
+            done.discard(heapq.heappop(unfinished))
+        return unfinished[0] if unfinished else self.cursor.position
 
     def close(self) -> None:
         self.cursor.close()
@@ -174,8 +178,7 @@ class GroupRetries:
             if held.waiting and held.waiting[0][0] <= now:
                 taken: list[Message] = []
                 while held.waiting and held.waiting[0][0] <= now and len(taken) < max_messages:
-                    _, offset, record = heapq.heappop(held.waiting)
-                    held.delivered.add(offset)
+                    record = heapq.heappop(held.waiting)[2]
                     taken.append(headers.delivered(record))
                 self._note_due()
                 return taken
@@ -194,8 +197,7 @@ class GroupRetries:
                 f"partition {message.partition} is not held by this member of group {self.name!r} any more: "
                 "its holder delivers this retry again"
             )
-        held.delivered.discard(offset)
-        self.ledger.commit(message.partition, held.finished_below())
+        self.ledger.commit(message.partition, held.finish(offset))
         return True
 
     # -- retrying and dead letters -----------------------------------------------------------------

@@ -178,6 +178,27 @@ async def test_retries_follow_partitions_added_later(stream_path: str) -> None:
     assert (back.partition, back.value, back.attempt) == (1, b"new", 2)
 
 
+async def test_retries_finished_out_of_order_are_all_done_once_the_oldest_is(stream_path: str) -> None:
+    """A retry that falls due first and is committed stays on disk until the older one is done too."""
+    await push(stream_path, [b"slow", b"fast"])
+    async with adiskq.ConsumerGroup(stream_path, NAME) as group:
+        [(slow, _), (fast, _)] = await take(group, 2)
+        await group.retry(slow, delay=0.5)
+        await group.retry(fast, delay=0)
+        [(first, _)] = await take(group, 1)
+        assert first.value == b"fast"
+        group.commit(first)
+        await group.flush()
+        assert [retry.message.value for retry in pending_retries(stream_path, NAME)] == [b"slow", b"fast"]
+        [(second, _)] = await take(group, 1)
+        assert second.value == b"slow"
+        group.commit(second)
+    assert pending_retries(stream_path, NAME) == []
+    async with adiskq.ConsumerGroup(stream_path, NAME, end="close") as group:
+        with anyio.fail_after(10):
+            assert [m async for m in group] == []
+
+
 async def test_retry_refuses_what_it_cannot_do(stream_path: str) -> None:
     """Retries need a named group, a delay of 0 or more, and a max_attempts of 1 or more."""
     await push(stream_path, [b"m"])
