@@ -27,6 +27,13 @@ Events are stored as JSON through serializers (``adiskq.serializers.pydantic_jso
 is given ``StoredEvent`` models and every reader gets them back, typed. Beside the requests, each
 worker runs a member of the ``processor`` group, the service's own work on every event (here it
 counts them by type); ``GET /health`` answers 503 once that group's lag passes ``?max_lag=``.
+
+Every worker also runs a member of the ``billing`` group, which charges each ``order`` event
+(``{"type": "order", "data": {"id": 1, "amount": 5}}``): a charge that fails for a while (``"fails":
+2`` makes the first two attempts fail) is retried two seconds later, and an order that can never be
+charged (a negative amount), or one still failing at its third attempt, goes to the dead-letter
+stream ``STREAM.dead-letters``. ``GET /billing`` shows what this worker charged and the dead letters;
+``adiskq dead-letters STREAM --group billing --redrive`` hands them back.
 """
 
 from __future__ import annotations
@@ -100,7 +107,76 @@ async def process_events(group: adiskq.ConsumerGroup[bytes, StoredEvent], counts
         group.commit(message)
 
 
-def create_app(stream_path: str | os.PathLike[str], *, partitions: int = 3, shared: bool = False) -> FastAPI:
+class ChargeFailed(Exception):
+    """The payment service failed this time (worth trying again later)."""
+
+
+RETRY_DELAY = 2.0  # seconds before a failed charge is tried again
+
+
+def charge(order: dict[str, Any], attempt: int) -> None:
+    """A stand-in for a payment call: ValueError for an order that can never be charged,
+    ChargeFailed for the first ``fails`` attempts."""
+    if not isinstance(order.get("amount"), int | float) or order["amount"] <= 0:
+        raise ValueError(f"order {order.get('id')!r} has no positive amount")
+    if attempt <= order.get("fails", 0):
+        raise ChargeFailed(f"payment service unavailable (attempt {attempt})")
+
+
+async def bill(stream_path: str | os.PathLike[str], dead_letter_path: str, charged: list[dict[str, Any]]) -> None:
+    """The ``billing`` group's member in this worker: charge orders, retry failures, dead-letter the hopeless."""
+    async with adiskq.ConsumerGroup(
+        stream_path,
+        name="billing",
+        max_attempts=3,
+        dead_letter_path=dead_letter_path,
+        value_deserializer=EVENTS.deserializer,
+    ) as group:
+        async for message in group:
+            event = message.value
+            if event.type != "order":
+                group.commit(message)
+                continue
+            try:
+                charge(event.data, message.attempt)
+            except ChargeFailed as error:  # back to the group in RETRY_DELAY s; the next orders go on
+                await group.retry(message, delay=RETRY_DELAY, reason=str(error))
+            except ValueError as error:
+                await group.dead_letter(message, reason=str(error))
+            else:
+                charged.append({"id": event.data.get("id"), "attempt": message.attempt})
+                group.commit(message)
+
+
+def read_dead_letters(path: str) -> list[dict[str, Any]]:
+    """The dead letters stored so far (a blocking read: run it in a worker thread)."""
+    try:
+        partitions = adiskq.stats(path).partitions
+    except adiskq.StreamNotFoundError:
+        return []
+    letters = []
+    for part in partitions:
+        for offset in range(part.oldest_offset, part.next_offset):
+            letter = adiskq.read(path, part.partition, offset)
+            letters.append(
+                {
+                    "order": json.loads(letter.value)["data"],
+                    "attempts": letter.attempt,
+                    "reason": letter.headers["adiskq-reason"].decode(),
+                }
+            )
+    return letters
+
+
+def create_app(
+    stream_path: str | os.PathLike[str],
+    *,
+    partitions: int = 3,
+    shared: bool = False,
+    dead_letter_path: str | None = None,
+) -> FastAPI:
+    dead_letters = dead_letter_path or f"{os.fspath(stream_path)}.dead-letters"
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # One producer for the process's whole life: opening takes the stream's lock (exclusive, or
@@ -118,9 +194,11 @@ def create_app(stream_path: str | os.PathLike[str], *, partitions: int = 3, shar
             app.state.producer = producer
             app.state.processor = processor
             app.state.counts = Counter()
+            app.state.charged = []
             tasks.start_soon(process_events, processor, app.state.counts)
+            tasks.start_soon(bill, stream_path, dead_letters, app.state.charged)
             yield
-            tasks.cancel_scope.cancel()  # shutting down: the group stores its commits as it closes
+            tasks.cancel_scope.cancel()  # shutting down: the groups store their commits as they close
 
     app = FastAPI(title="adiskq events", lifespan=lifespan)
 
@@ -172,6 +250,13 @@ def create_app(stream_path: str | os.PathLike[str], *, partitions: int = 3, shar
             },
             status_code=200 if behind <= max_lag else 503,
         )
+
+    @app.get("/billing")
+    async def billing_state() -> dict[str, Any]:
+        return {
+            "charged": list(app.state.charged),  # what this worker charged, and at which attempt
+            "dead_letters": await anyio.to_thread.run_sync(read_dead_letters, dead_letters),
+        }
 
     @app.get("/stats")
     async def stream_stats() -> dict[str, Any]:

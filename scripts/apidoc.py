@@ -15,7 +15,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TARGET = ROOT / "docs" / "API.md"
-MODULES = ("adiskq", "adiskq.serializers", "adiskq.spark")
+MODULES = ("adiskq", "adiskq.otel", "adiskq.serializers", "adiskq.spark")
 
 
 def public_members(cls: type) -> list[tuple[str, object]]:

@@ -32,22 +32,26 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from .._errors import ClosedError, InvalidArgumentError, LockTimeoutError
+from .._errors import ClosedError, DeserializationError, InvalidArgumentError, LockTimeoutError
 from .._sansio.decoding import MessageDecoder
 from .._sansio.naming import validate_group_name
 from .._sansio.tags import TagFilter
 from .._sansio.values import KeyT, Message, ValueT
+from .._storage.api import read as read_stored
 from .._storage.flocks import SHARED_LOCK_TIMEOUT_SECONDS
 from .._storage.lag import group_lag_now
 from .._storage.offsets import load_offsets, save_group_tags, update_offsets
+from .._storage.retries import RetrySettings, default_dead_letter_path, save_retry_settings
 from .._storage.stream import StreamReader
 from . import wakeup
 from .arguments import Start, check_on_data_loss, check_start, positive_seconds
 from .commits import CommitLedger
 from .follower import OnDataLoss, PartitionFollower, producer_is_in_this_process
 from .membership import GroupMembership
+from .metrics import telemetry
 from .notify import Notifier, get_notifier
 from .reader import DEFAULT_BATCH_MESSAGES, _Reader
+from .retries import GroupRetries
 from .settings_watch import SettingsWatch
 
 __all__ = ["ConsumerGroup", "GroupEnd"]
@@ -97,6 +101,14 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
     messages left of those tags, selected from the tag column and confirmed from their records.
 
     ``value_deserializer``, ``key_deserializer`` and ``wait_for_stream``: as for ``Consumer``.
+    Retries (a named group): ``await group.retry(msg, delay=seconds)`` hands ``msg`` back to the
+    group after ``delay`` seconds, and ``await group.dead_letter(msg, reason=...)`` sends it to the
+    dead-letter stream at once; both count ``msg`` as processed (as ``commit`` does), so the
+    messages behind it go on. ``msg.attempt`` counts deliveries (1 the first time); ``retry`` of a
+    message delivered ``max_attempts`` times sends it to the dead-letter stream instead.
+    ``dead_letter_path``: that stream (created by the first dead letter; default
+    ``STREAM/groups/NAME/dead-letters``). A retry is stored (fsynced) in the group's retry stream
+    before ``retry`` returns, and the members share the retries as they share the partitions.
     """
 
     def __init__(
@@ -115,12 +127,26 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         value_deserializer: Callable[[bytes], ValueT] | None = None,
         key_deserializer: Callable[[bytes], KeyT] | None = None,
         wait_for_stream: bool = False,
+        max_attempts: int | None = None,
+        dead_letter_path: str | os.PathLike[str] | None = None,
     ) -> None:
         self._tag_filter = TagFilter.of(tags)
         self._decoder = MessageDecoder.of(key_deserializer, value_deserializer)
         self.wait_for_stream = bool(wait_for_stream)
         if name is not None:
             validate_group_name(name)
+        if max_attempts is not None and (
+            isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+        ):
+            raise InvalidArgumentError(
+                f"max_attempts={max_attempts!r}: give the number of deliveries (1 or more) after which retry() "
+                "sends a message to the dead-letter stream, or None for no limit"
+            )
+        if (max_attempts is not None or dead_letter_path is not None) and name is None:
+            raise InvalidArgumentError(
+                "max_attempts= and dead_letter_path= need a named group, ConsumerGroup(path, name='...'): "
+                "retries are stored with the group's commits"
+            )
         check_start(start)
         if end not in ("wait", "close"):
             raise InvalidArgumentError(f"end={end!r}: a group takes 'wait' or 'close'")
@@ -142,6 +168,10 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         self.poll_interval = poll_interval
         self.exclusive = exclusive
         self.rebalance_interval = rebalance_interval
+        self.max_attempts = max_attempts
+        self.dead_letter_path = None if dead_letter_path is None else os.path.abspath(os.fspath(dead_letter_path))
+        self._retries: GroupRetries | None = None
+        self._retries_went_last = False  # the last batch was due retries: the partitions go next
         self._stream: StreamReader | None = None
         self._notifier: Notifier | None = None
         self._settings: SettingsWatch | None = None
@@ -200,6 +230,10 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
                 # What its lag counts (adiskq groups / stats): only the tags it reads.
                 wanted = None if self._tag_filter is None else frozenset(self.tags or ())
                 save_group_tags(stream.path, self.name, wanted)
+                self._open_retries(stream.path, self.name)
+                instruments = telemetry()
+                if instruments is not None:
+                    instruments.watch_group(self)  # its lag, as adiskq.consumer.lag
                 # Take free partitions now: a lone member holds them all once it is open.
                 plan = membership.plan(count)
                 self._assign(membership.acquire(plan))
@@ -207,6 +241,19 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
             self._release()
             raise
         self._state = "open"  # only now: an open that failed is tried again by the next read
+
+    def _open_retries(self, stream_path: str, name: str) -> None:
+        """The member's retries; where its dead letters go is stored when given (``adiskq retries`` reads it)."""
+        dead_letter_path = self.dead_letter_path or default_dead_letter_path(stream_path, name)
+        if self.max_attempts is not None or self.dead_letter_path is not None:
+            save_retry_settings(stream_path, name, RetrySettings(dead_letter_path, self.max_attempts))
+        self._retries = GroupRetries(
+            stream_path,
+            name,
+            max_attempts=self.max_attempts,
+            dead_letter_path=dead_letter_path,
+            commit_interval=self.commit_interval,
+        )
 
     async def aclose(self) -> None:
         """Store pending commits, give back the partitions, release files and watches (even when cancelled)."""
@@ -231,7 +278,14 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
                             "group %r: commits of partitions %s not stored on close: %s", self.name, partitions, error
                         )
         finally:
-            self._release()
+            instruments = telemetry()
+            if instruments is not None:
+                instruments.unwatch_group(self)
+            try:
+                if self._retries is not None:
+                    await self._retries.aclose()
+            finally:
+                self._release()
             self._waiter.wake()
             self._note_assignment_change()
         await anyio.lowlevel.checkpoint()
@@ -308,6 +362,8 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
                             self._membership.release(unread)
                 raise
         self._known_partitions = max(self._known_partitions, stream.partition_count)
+        if self._retries is not None:
+            self._retries.hold(wanted)
 
     def _follow(self, stream: StreamReader, notifier: Notifier, partition: int, committed: int | None) -> None:
         reader = stream.partition(partition)
@@ -380,6 +436,8 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         assert membership is not None
         assert stream is not None
         plan = membership.plan(stream.partition_count)
+        if self._retries is not None:
+            self._retries.refresh()  # retries another member stored, or a retry stream it created
         if plan.give_back:
             await self._revoke(plan.give_back)
         elif plan.wanted:
@@ -400,17 +458,35 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
             except LockTimeoutError as error:
                 logger.info("group %r: partitions %s given back later: %s", self.name, partitions, error)
                 return
+            if self._retries is not None:
+                await self._retries.store(partitions)
             for partition in partitions:
                 follower = self._followers.pop(partition, None)
                 if follower is not None:
                     follower.close()
                     self._order.remove(follower)
                 self._ledger.forget(partition)
+                if self._retries is not None:
+                    self._retries.release(partition)
                 self._passed.pop(partition, None)
                 membership.release(partition)
         self._turn = 0
         membership.ring()  # the member waiting for these partitions need not wait for its next look
         self._note_assignment_change()
+
+    def _held_lag(self) -> dict[int, int]:
+        """Messages after the committed offset of each partition held that has one (for metrics,
+        which may ask from another thread: what it reads is copied first)."""
+        stream = self._stream
+        if stream is None or self.closed:
+            return {}
+        committed = self._ledger.committed
+        lag = {}
+        for partition in list(self._followers):
+            offset = committed.get(partition)
+            if offset is not None:
+                lag[partition] = max(0, stream.partition(partition).bounds()[1] - offset)
+        return lag
 
     def _on_skip(self, partition: int, first: int, last_exclusive: int) -> None:
         self._skipped.append((partition, first, last_exclusive))
@@ -435,6 +511,9 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
             self._refuse_unopened()
         if self.name is None:
             raise InvalidArgumentError("commit() needs a named group: ConsumerGroup(path, name='...')")
+        retries = self._retries
+        if retries is not None and retries.active and retries.finish(message):
+            return  # a retried message: its retry record is done
         partition = message.partition
         if partition not in self._followers:
             raise InvalidArgumentError(
@@ -447,6 +526,88 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         if passed is not None and passed[0] == next_offset:
             next_offset = passed[1]  # the messages after it that the filter skipped go with it
         self._ledger.commit(partition, next_offset)
+
+    def _retrying(self, message: Message[KeyT, ValueT], what: str) -> GroupRetries:
+        """The member's retries, if ``message`` may be retried or dead-lettered by it now."""
+        if self.closed:
+            raise ClosedError(f"this consumer group was closed; {what} before closing it")
+        retries = self._retries
+        if retries is None:
+            raise InvalidArgumentError(f"{what} needs a named group: ConsumerGroup(path, name='...')")
+        if not isinstance(message, Message):
+            raise TypeError(f"{what} takes a Message the group delivered, not {type(message).__name__}")
+        if message.partition not in self._followers:
+            raise InvalidArgumentError(
+                f"partition {message.partition} is not held by this member of group {self.name!r} (it went to "
+                "another member, or never came here): its holder delivers the message again"
+            )
+        return retries
+
+    async def retry(self, message: Message[KeyT, ValueT], *, delay: float = 0.0, reason: str | None = None) -> None:
+        """Hand ``message`` back to the group after ``delay`` seconds (not before), and count it processed.
+
+        The message is stored in the group's retry stream (fsynced) before this returns, so a member
+        that dies afterwards loses no retry; whichever member then holds its partition delivers it
+        again once due, with ``attempt`` one higher (the messages behind it are not held back).
+        A message already delivered ``max_attempts`` times goes to the dead-letter stream instead,
+        with ``reason`` (if given) in its ``adiskq-reason`` header.
+
+        Raises:
+            ClosedError: the group was closed.
+            InvalidArgumentError: the group has no name, ``delay`` is negative, or this member no
+                longer holds the message's partition.
+            OSError: the retry could not be stored (nothing was stored; the message is not committed).
+            OffsetOutOfRangeError: a group with deserializers retries a message whose stored bytes
+                retention deleted meanwhile.
+        """
+        retries = self._retrying(message, "retry()")
+        if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay < 10**9:
+            raise InvalidArgumentError(f"delay={delay!r}: give the seconds to wait before delivering again (0 or more)")
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"reason is text (str) or None, not {type(reason).__name__}")
+        stored = await self._as_stored(message)
+        if self.max_attempts is not None and message.attempt >= self.max_attempts:
+            why = f"delivered {message.attempt} times (max_attempts={self.max_attempts})"
+            await self._dead_letter(retries, message, stored, why if reason is None else f"{reason}; {why}")
+            return
+        assert self._stream is not None
+        with anyio.CancelScope(shield=True):  # stored and committed, or neither
+            await retries.retry(stored, delay=float(delay), reason=reason, partitions=self._known_partitions)
+            self.commit(message)
+        self._waiter.wake()  # a read waiting in another task looks again, with the new due time
+
+    async def dead_letter(self, message: Message[KeyT, ValueT], *, reason: str) -> None:
+        """Send ``message`` to the dead-letter stream now (fsynced), and count it processed.
+
+        The dead letter keeps the message's value, key, tag and headers, and adds headers naming its
+        source stream, partition and offset, the group, the attempts made and ``reason``.
+
+        Raises:
+            ClosedError: the group was closed.
+            InvalidArgumentError: the group has no name, or this member no longer holds the message's partition.
+            OSError: the dead letter could not be stored (the message is not committed).
+        """
+        retries = self._retrying(message, "dead_letter()")
+        if not isinstance(reason, str):
+            raise TypeError(f"reason is text (str), not {type(reason).__name__}")
+        await self._dead_letter(retries, message, await self._as_stored(message), reason)
+
+    async def _as_stored(self, message: Message[KeyT, ValueT]) -> Message[Any, Any]:
+        """``message`` with its key and value as the stream stores them: with deserializers the group
+        delivers what they made, and a retry or a dead letter must keep the stored bytes, read back
+        from the stream (``OffsetOutOfRangeError`` if retention deleted them meanwhile)."""
+        delivered: Message[Any, Any] = message
+        if self._decoder is None:
+            return delivered
+        stored = await anyio.to_thread.run_sync(read_stored, self.path, message.partition, message.offset)
+        return delivered._replace(key=stored.key, value=stored.value)
+
+    async def _dead_letter(
+        self, retries: GroupRetries, message: Message[KeyT, ValueT], stored: Message[Any, Any], reason: str
+    ) -> None:
+        with anyio.CancelScope(shield=True):  # stored and committed, or neither
+            await retries.dead_letter(stored, reason=reason)
+            self.commit(message)
 
     @property
     def tags(self) -> frozenset[str] | None:
@@ -470,6 +631,9 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         if self.closed:
             raise ClosedError("this consumer group was closed")
         pending = self._ledger.pending
+        retries = self._retries
+        if retries is not None and retries.active:
+            pending = sorted({*pending, *retries.ledger.pending})
         if pending:
             await self._store_partitions(pending, carry_starts=False, wait_seconds=SHARED_LOCK_TIMEOUT_SECONDS)
 
@@ -488,6 +652,9 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         """Store the pending commits of these partitions; ``carry_starts``: also where uncommitted ones began."""
         async with self._store_lock:
             await self._write_offsets(self._ledger.to_store(partitions, carry_starts=carry_starts), wait_seconds)
+            if self._retries is not None:
+                # After the source's: a retry is fsynced before the message it retries is committed.
+                await self._retries.store(partitions)
 
     async def _write_offsets(self, offsets: dict[int, int], wait_seconds: float) -> None:
         """Store these offsets (the store lock held), waiting for another member's store at most
@@ -501,7 +668,13 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         self._ledger.stored(offsets)
 
     def _store_due_in(self) -> float | None:
-        return self._ledger.store_due_in()
+        due = self._ledger.store_due_in()
+        retries = self._retries
+        if retries is not None and retries.active:
+            retry_due = retries.ledger.store_due_in()
+            if retry_due is not None:
+                due = retry_due if due is None else min(due, retry_due)
+        return due
 
     # -- lag and seeking -------------------------------------------------------------------------
 
@@ -575,6 +748,42 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
 
     def _read_some(self, max_messages: int) -> list[Message[KeyT, ValueT]]:
         """A batch from the next partition (in turn) that has messages; ``[]`` if none has."""
+        retries = self._retries
+        if retries is not None and retries.active:
+            # Due retries and the partitions take turns, so neither can hold the other back.
+            retries_first = not self._retries_went_last
+            self._retries_went_last = False
+            if retries_first:
+                due = self._decoded_retries(retries.take_due(max_messages))
+                if due:
+                    self._retries_went_last = True
+                    return due
+            messages = self._read_partitions(max_messages)
+            if messages or retries_first:
+                return messages
+            return self._decoded_retries(retries.take_due(max_messages))
+        return self._read_partitions(max_messages)
+
+    def _decoded_retries(self, due: list[Message]) -> list[Message[KeyT, ValueT]]:
+        """Due retries through the group's deserializers, as their first delivery was (the same
+        stored bytes, so the same functions decode them again)."""
+        decoder = self._decoder
+        if decoder is None or not due:
+            return due  # type: ignore[return-value]  # no deserializers: KeyT and ValueT are bytes
+        decoded, failure = decoder.decode(due)
+        if failure is not None:
+            failed = due[len(decoded)]
+            raise DeserializationError(
+                f"the {failure.which} failed on a retry of message {failed.offset} of partition {failed.partition} "
+                f"({type(failure.error).__name__}: {failure.error}), which it decoded when the message was first "
+                "delivered; the retry is delivered again when this member restarts",
+                partition=failed.partition,
+                offset=failed.offset,
+            )
+        return decoded
+
+    def _read_partitions(self, max_messages: int) -> list[Message[KeyT, ValueT]]:
+        """A batch from the next partition (in turn) that has messages; ``[]`` if none has."""
         order = self._order
         count = len(order)
         for step in range(count):
@@ -640,9 +849,16 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
             timeout = max(0.0, min(timeout, due))
         if self._membership is not None:
             timeout = max(0.0, min(timeout, self._membership.due_in()))
+        retries = self._retries
+        if retries is not None and retries.active:
+            retry_due = retries.due_in()
+            if retry_due is not None:
+                timeout = max(0.0, min(timeout, retry_due))
         return timeout
 
     async def _after_wait(self, timed_out: bool) -> None:
+        if timed_out and self._retries is not None:
+            self._retries.refresh()
         if timed_out and self._order:
             assert self._stream is not None
             local = producer_is_in_this_process(self._stream.path)  # one look for all partitions

@@ -63,6 +63,7 @@ from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
 from .cancellation import cancel_check
 from .lane import Batch, Lane, LockNotHeld, Turns
+from .metrics import telemetry
 
 __all__ = ["FlushMode", "Producer"]
 
@@ -308,6 +309,9 @@ class Producer(Generic[PushKeyT, PushValueT]):
             # found on the instance before the class's own (which stay as they are for the rest).
             self.push = self._push_serialized  # type: ignore[method-assign]
             self.push_many = self._push_many_serialized  # type: ignore[method-assign]
+        instruments = telemetry()
+        if instruments is not None:  # decided once: without OpenTelemetry, push is the class's own method
+            instruments.instrument_producer(self)
 
     # -- opening and closing ---------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from .._storage.stream import StreamReader
 from . import wakeup
 from .arguments import check_max_messages
 from .buffered import new_buffer
+from .metrics import telemetry
 from .notify import Notifier, get_notifier
 from .stream_wait import wait_for_stream
 
@@ -71,6 +72,10 @@ class _Reader(Generic[KeyT, ValueT]):
         self._state = "new"
         # Entered by ``async with`` before its stream existed (``wait_for_stream``): the first read opens it.
         self._awaiting_stream = False
+        instruments = telemetry()
+        if instruments is not None:  # decided once: without OpenTelemetry, reads are not wrapped
+            group: str | None = getattr(self, "name", None)
+            self._read_some = instruments.counting_reads(self._read_some, self.path, group)  # type: ignore[method-assign,assignment]
 
     @property
     def closed(self) -> bool:

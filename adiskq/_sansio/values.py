@@ -14,6 +14,7 @@ from .._errors import InvalidArgumentError
 from .native import NATIVE
 
 __all__ = [
+    "ATTEMPT_HEADER",
     "EMPTY_HEADERS",
     "GroupMember",
     "KeyT",
@@ -66,6 +67,9 @@ EMPTY_HEADERS: Mapping[str, bytes] = _EmptyHeaders()
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
+# The header a retrying consumer group stamps on a message it delivers again (``_sansio/retries.py``).
+ATTEMPT_HEADER = "adiskq-attempt"
+
 
 def ns_from_datetime(when: dt.datetime) -> int:
     """UTC nanoseconds since the epoch; a naive datetime is taken as UTC."""
@@ -105,6 +109,18 @@ class Message(NamedTuple, Generic[KeyT, ValueT]):
     def timestamp(self) -> dt.datetime:
         """The message's timestamp as an aware UTC datetime."""
         return datetime_from_ns(self.timestamp_ns)
+
+    @property
+    def attempt(self) -> int:
+        """Which delivery of this message this is: 1 the first time, 2 once ``ConsumerGroup.retry``
+        handed it back, and so on (the ``adiskq-attempt`` header a retrying group stamps on it)."""
+        headers = self.headers
+        if not headers:
+            return 1
+        raw = headers.get(ATTEMPT_HEADER)
+        if raw is None or not (0 < len(raw) <= 9 and raw.isdigit()):
+            return 1
+        return max(1, int(raw))
 
 
 # What a record to push holds as its value and key: bytes (and str keys) as stored, or what the

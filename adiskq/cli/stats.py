@@ -244,7 +244,12 @@ def print_tags(counts: list[tuple[str | None, int]], uncounted: int) -> None:
     is_flag=True,
     help="Also count messages per tag (from the tag column, confirmed from the tagged messages' records).",
 )
-def stats(path: str, as_json: bool, with_tags: bool) -> None:
+@click.option(
+    "--prometheus",
+    is_flag=True,
+    help="Print offsets, sizes, lag and disk usage in Prometheus' text format (needs adiskq[prometheus]).",
+)
+def stats(path: str, as_json: bool, with_tags: bool, prometheus: bool) -> None:
     """Show a stream's partitions, owner, consumer groups and last recovery.
 
     Per partition: the oldest and newest offsets, messages, segments, bytes on disk and the
@@ -257,11 +262,21 @@ def stats(path: str, as_json: bool, with_tags: bool) -> None:
       adiskq stats orders
       adiskq stats orders --json | jq '.partitions[].next_offset'
       adiskq stats orders --tags
+      adiskq stats orders --prometheus > /var/lib/node_exporter/textfile/orders.prom
     """
     from .._storage.api import stream_stats
 
     broken: dict[str, str] = {}  # a damaged groups/NAME/offsets.json must not hide the partitions
     info = stream_stats(os.fspath(path), broken_groups=broken)
+    if prometheus:
+        from .prometheus import prometheus_text
+
+        click.echo(prometheus_text(os.fspath(path), info, disk_json(info.path)), nl=False)
+        for name, why in sorted(broken.items()):
+            warn(f"group {name}: {why}")
+        if broken:
+            raise click.exceptions.Exit(1)
+        return
     tag_counts = count_tags(os.fspath(path), info) if with_tags else None
     if as_json:
         document = stats_json(info)

@@ -134,3 +134,22 @@ def test_serializers_benchmark_against_another_checkout_quick() -> None:
     assert result.returncode == 0, result.stderr
     for workload in ("push asyncio", "read asyncio", "push trio", "read trio"):
         assert workload in result.stdout
+
+
+def test_metrics_benchmark_quick() -> None:
+    """bench_metrics.py --quick runs every mode and shows that only the ones with a provider set wrap pushes."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(BENCHMARKS, "bench_metrics.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = {line.split()[0]: line for line in result.stdout.splitlines()[1:]}
+    assert lines.keys() == {"missing", "unset", "off", "metrics", "traces"}
+    for mode in ("missing", "unset", "off"):
+        assert lines[mode].endswith("not wrapped")
+    for mode in ("metrics", "traces"):
+        assert lines[mode].endswith(" wrapped")
+        assert "not wrapped" not in lines[mode]

@@ -1,0 +1,375 @@
+"""OpenTelemetry metrics and trace context, when ``opentelemetry-api`` is installed (``adiskq[otel]``).
+
+Recorded on the global meter provider, after OpenTelemetry's messaging semantic conventions
+(``messaging.system`` = ``adiskq``, the stream's path as ``messaging.destination.name``, the
+partition as ``messaging.destination.partition.id``, a group's name as ``messaging.consumer.group.name``):
+
+    messaging.client.sent.messages        counter, messages pushed (push, push_many)
+    messaging.client.consumed.messages    counter, messages delivered by consumers and groups
+    messaging.client.operation.duration   histogram (s) of push (one in PUSH_DURATION_SAMPLE), push_many
+                                          (operation "send") and flush (operation "flush", the fsync)
+    adiskq.consumer.lag                   gauge per named group and partition it holds: messages
+                                          after its committed offset
+    adiskq.disk.usage                     gauge per producer's stream: the file system's use (0..1)
+    adiskq.disk.refuse_writes_above       gauge: the level above which that producer refuses pushes
+
+A producer made after a tracer provider was set also starts a ``send`` span (kind PRODUCER) for
+each ``push`` (one for each ``push_many``, whose records all carry it) and writes its context into
+the message's headers as W3C ``traceparent`` (and ``tracestate``), so
+``adiskq.otel.context_of(message)`` continues the trace where the message is processed. The message
+counts are asynchronous counters over plain integers, reported when the reader collects: a
+synchronous ``add`` costs the SDK more than a push.
+
+The cost is decided once per object, when it is made: ``telemetry()`` is None with
+``ADISKQ_METRICS=off``, and while the program has set no meter or tracer provider (it has not even
+imported ``opentelemetry.metrics`` or ``.trace``, or they still hold the API's placeholders: many
+programs have ``opentelemetry-api`` installed without using it, FastAPI's users for one). Producers
+and readers then install no hook at all — their hot paths are the same code as without this module —
+and adiskq imports nothing of OpenTelemetry, whether it is installed or not.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import operator
+import os
+import sys
+import time
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from .._sansio.values import Message, Receipt, Record
+    from .group import ConsumerGroup
+    from .producer import Producer
+
+__all__ = ["Telemetry", "telemetry"]
+
+SYSTEM: Final = "adiskq"
+# The semantic conventions' buckets for messaging.client.operation.duration, with finer ones below
+# 5 ms in front: a push takes microseconds, an fsync a millisecond or so.
+_DURATION_BUCKETS: Final = (
+    0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.075,
+    0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+)  # fmt: skip
+
+# A single push's duration is recorded for one push in this many (the first included): recording one
+# costs the SDK more than the push. push_many and flush are recorded every time.
+PUSH_DURATION_SAMPLE: Final = 64
+
+_UNSET: Final = object()
+_partition_of: Final = operator.itemgetter(0)  # of a Message or a Receipt (both tuples, partition first)
+_instance: Telemetry | object | None = _UNSET
+
+
+def telemetry() -> Telemetry | None:
+    """The process's instruments if a producer or reader made now should record: ``ADISKQ_METRICS``
+    is not ``off``, and the program has set a meter or tracer provider."""
+    global _instance
+    if _instance is _UNSET:
+        if os.environ.get("ADISKQ_METRICS", "on").lower() in ("off", "0", "false", "no"):
+            _instance = None
+        elif not any(sys.modules.get(name) for name in ("opentelemetry.metrics", "opentelemetry.trace")):
+            # Setting a provider imports one of these: a program that has not can have set none (yet),
+            # and then adiskq imports nothing of OpenTelemetry either.
+            return None
+        else:
+            _instance = Telemetry()
+    instruments: Telemetry | None = _instance  # type: ignore[assignment]
+    return instruments if instruments is not None and instruments.providers_set() else None
+
+
+class _Tally:
+    """A count reported by an asynchronous counter, and the attributes it is reported with."""
+
+    __slots__ = ("attributes", "count")
+
+    def __init__(self, attributes: dict[str, str]) -> None:
+        self.attributes = attributes
+        self.count = 0
+
+
+class Telemetry:
+    """The instruments, and the open groups and producers the observable gauges report on."""
+
+    def __init__(self) -> None:
+        from opentelemetry import metrics, propagate, trace
+
+        self._metrics = metrics
+        self._trace = trace
+        self._propagate = propagate
+        self._placeholders = _placeholder_providers()
+        meter = metrics.get_meter("adiskq")
+        # The message counts are kept as plain integers and reported when the reader collects (an
+        # asynchronous counter): a synchronous add costs the SDK some microseconds, more than a push.
+        self._sent: dict[tuple[str, int], _Tally] = {}
+        self._consumed: dict[tuple[str, int, str | None], _Tally] = {}
+        meter.create_observable_counter(
+            "messaging.client.sent.messages",
+            callbacks=[self._observe_sent],
+            unit="{message}",
+            description="Messages pushed to a stream.",
+        )
+        meter.create_observable_counter(
+            "messaging.client.consumed.messages",
+            callbacks=[self._observe_consumed],
+            unit="{message}",
+            description="Messages delivered to the application by consumers and consumer groups.",
+        )
+        self.duration = meter.create_histogram(
+            "messaging.client.operation.duration",
+            unit="s",
+            description="Duration of a push, push_many or flush.",
+            explicit_bucket_boundaries_advisory=list(_DURATION_BUCKETS),
+        )
+        self._groups: weakref.WeakSet[ConsumerGroup] = weakref.WeakSet()
+        self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
+        meter.create_observable_gauge(
+            "adiskq.consumer.lag",
+            callbacks=[self._observe_lag],
+            unit="{message}",
+            description="Messages after a named group's committed offset, per partition it holds.",
+        )
+        meter.create_observable_gauge(
+            "adiskq.disk.usage",
+            callbacks=[self._observe_disk],
+            unit="1",
+            description="Use of the stream's file system.",
+        )
+        meter.create_observable_gauge(
+            "adiskq.disk.refuse_writes_above",
+            callbacks=[self._observe_refuse_level],
+            unit="1",
+            description="The file system use above which the producer refuses pushes.",
+        )
+
+    def providers_set(self) -> bool:
+        """Whether a meter or tracer provider has been set (not the API's placeholders)."""
+        placeholders = self._placeholders
+        return not (
+            isinstance(self._metrics.get_meter_provider(), placeholders)
+            and isinstance(self._trace.get_tracer_provider(), placeholders)
+        )
+
+    # -- attributes ------------------------------------------------------------------------------
+
+    @staticmethod
+    def attributes(
+        stream: str, operation: str, partition: int | None = None, group: str | None = None
+    ) -> dict[str, str]:
+        """The semantic conventions' attributes of one operation on one stream (and partition, group)."""
+        attributes = {
+            "messaging.system": SYSTEM,
+            "messaging.destination.name": stream,
+            "messaging.operation.name": operation,
+            "messaging.operation.type": "send" if operation == "send" else "receive",
+        }
+        if operation not in ("send", "receive"):
+            del attributes["messaging.operation.type"]
+        if partition is not None:
+            attributes["messaging.destination.partition.id"] = str(partition)
+        if group is not None:
+            attributes["messaging.consumer.group.name"] = group
+        return attributes
+
+    # -- producers -------------------------------------------------------------------------------
+
+    def instrument_producer(self, producer: Producer[Any, Any]) -> None:
+        """Measure this producer's push, push_many and flush (instance attributes in front of the
+        class's methods), and report its disk usage while it is open."""
+        path = producer.path
+        duration = self.duration.record
+        send_attributes = self.attributes(path, "send")
+        flush_attributes = self.attributes(path, "flush")
+        tallies: dict[int, _Tally] = {}
+        tracer = self._trace.get_tracer("adiskq")
+        span_kind = self._trace.SpanKind.PRODUCER
+        inject = self._propagate.inject
+        # The producer's own calls as they are now (a producer with serializers has wrapped them already).
+        inner_push, inner_push_many, inner_flush = producer.push, producer.push_many, producer.flush
+        span_name = f"send {path}"
+        pushes = itertools.count()
+
+        def tally(partition: int) -> _Tally:
+            found = tallies.get(partition)
+            if found is None:
+                key = (path, partition)
+                found = self._sent.get(key)
+                if found is None:
+                    found = self._sent[key] = _Tally(self.attributes(path, "send", partition))
+                tallies[partition] = found
+            return found
+
+        async def push(
+            value: bytes,
+            *,
+            key: str | bytes | None = None,
+            tag: str | None = None,
+            headers: Mapping[str, bytes] | None = None,
+            timestamp: Any = None,
+        ) -> Receipt:
+            if next(pushes) % PUSH_DURATION_SAMPLE:
+                receipt = await inner_push(value, key=key, tag=tag, headers=headers, timestamp=timestamp)
+            else:
+                started = time.perf_counter()
+                receipt = await inner_push(value, key=key, tag=tag, headers=headers, timestamp=timestamp)
+                duration(time.perf_counter() - started, send_attributes)
+            (tallies.get(receipt.partition) or tally(receipt.partition)).count += 1
+            return receipt
+
+        async def traced_push(
+            value: bytes,
+            *,
+            key: str | bytes | None = None,
+            tag: str | None = None,
+            headers: Mapping[str, bytes] | None = None,
+            timestamp: Any = None,
+        ) -> Receipt:
+            with tracer.start_as_current_span(span_name, kind=span_kind, end_on_exit=True) as span:
+                if span.get_span_context().is_valid:  # sampled or not, its context travels on
+                    carrier: dict[str, str] = {}
+                    inject(carrier)
+                    headers = {**(headers or {}), **{name: text.encode() for name, text in carrier.items()}}
+                return await push(value, key=key, tag=tag, headers=headers, timestamp=timestamp)
+
+        async def push_many(records: Iterable[Record | bytes]) -> list[Receipt]:
+            started = time.perf_counter()
+            receipts = await inner_push_many(records)
+            duration(time.perf_counter() - started, send_attributes)
+            for partition, count in collections.Counter(map(_partition_of, receipts)).items():
+                tally(partition).count += count
+            return receipts
+
+        async def traced_push_many(records: Iterable[Record | bytes]) -> list[Receipt]:
+            # One send span for the batch; every record carries its context.
+            with tracer.start_as_current_span(span_name, kind=span_kind, end_on_exit=True) as span:
+                items = list(records)
+                if span.get_span_context().is_valid:
+                    carrier: dict[str, str] = {}
+                    inject(carrier)
+                    context = {name: text.encode() for name, text in carrier.items()}
+                    items = [_with_headers(item, context) for item in items]
+                return await push_many(items)
+
+        async def flush() -> None:
+            started = time.perf_counter()
+            await inner_flush()
+            duration(time.perf_counter() - started, flush_attributes)
+
+        # A tracer provider set now makes every push a span; without one, pushes skip the tracing API.
+        traced = not isinstance(self._trace.get_tracer_provider(), self._placeholders)
+        producer.push = traced_push if traced else push  # type: ignore[method-assign]
+        producer.push_many = traced_push_many if traced else push_many  # type: ignore[method-assign]
+        producer.flush = flush  # type: ignore[method-assign]
+        self._producers.add(producer)
+
+    # -- readers ---------------------------------------------------------------------------------
+
+    def watch_group(self, group: ConsumerGroup[Any, Any]) -> None:
+        """Report this named group's lag until ``unwatch_group``."""
+        self._groups.add(group)
+
+    def unwatch_group(self, group: ConsumerGroup[Any, Any]) -> None:
+        self._groups.discard(group)
+
+    def counting_reads(
+        self, read_some: Callable[[int], list[Message[Any, Any]]], stream: str, group: str | None
+    ) -> Callable[[int], list[Message[Any, Any]]]:
+        """``read_some`` that counts the messages it hands out, per partition."""
+        tallies: dict[int, _Tally] = {}
+
+        def tally(partition: int) -> _Tally:
+            found = tallies.get(partition)
+            if found is None:
+                key = (stream, partition, group)
+                found = self._consumed.get(key)
+                if found is None:
+                    found = self._consumed[key] = _Tally(self.attributes(stream, "receive", partition, group))
+                tallies[partition] = found
+            return found
+
+        def read_counted(max_messages: int) -> list[Message]:
+            messages = read_some(max_messages)
+            if messages:
+                partitions = set(map(_partition_of, messages))  # counted in C: ~15 ns a message
+                if len(partitions) == 1:
+                    tally(partitions.pop()).count += len(messages)
+                else:
+                    for partition, count in collections.Counter(map(_partition_of, messages)).items():
+                        tally(partition).count += count
+            return messages
+
+        return read_counted
+
+    # -- observable gauges (called by the metric reader, perhaps in its own thread) ---------------
+
+    def _observe_sent(self, options: object) -> Iterable[Any]:
+        from opentelemetry.metrics import Observation
+
+        return [Observation(tally.count, tally.attributes) for tally in list(self._sent.values())]
+
+    def _observe_consumed(self, options: object) -> Iterable[Any]:
+        from opentelemetry.metrics import Observation
+
+        return [Observation(tally.count, tally.attributes) for tally in list(self._consumed.values())]
+
+    def _observe_lag(self, options: object) -> Iterable[Any]:
+        from opentelemetry.metrics import Observation
+
+        for group in list(self._groups):
+            for partition, lag in group._held_lag().items():
+                yield Observation(lag, self.attributes(group.path, "receive", partition, group.name))
+
+    def _open_producers(self) -> list[Producer]:
+        return [producer for producer in list(self._producers) if producer._state == "open"]
+
+    def _observe_disk(self, options: object) -> Iterable[Any]:
+        from opentelemetry.metrics import Observation
+
+        from .._storage.stream import disk_usage
+
+        for producer in self._open_producers():
+            try:
+                usage = disk_usage(producer.path)
+            except OSError:
+                continue
+            if usage.total_bytes > 0:
+                yield Observation(usage.used_bytes / usage.total_bytes, self._stream_attributes(producer.path))
+
+    def _observe_refuse_level(self, options: object) -> Iterable[Any]:
+        from opentelemetry.metrics import Observation
+
+        for producer in self._open_producers():
+            if producer.refuse_writes_above is not None:
+                yield Observation(producer.refuse_writes_above, self._stream_attributes(producer.path))
+
+    @staticmethod
+    def _stream_attributes(path: str) -> dict[str, str]:
+        return {"messaging.system": SYSTEM, "messaging.destination.name": path}
+
+
+def _placeholder_providers() -> tuple[type, ...]:
+    """The API's own providers, in place until a program sets its own (which do nothing)."""
+    from opentelemetry import metrics, trace
+
+    placeholders: list[type] = [metrics.NoOpMeterProvider, trace.NoOpTracerProvider, trace.ProxyTracerProvider]
+    try:  # the proxy the metrics API hands out before a provider is set has no public name
+        from opentelemetry.metrics._internal import _ProxyMeterProvider
+
+        placeholders.append(_ProxyMeterProvider)
+    except ImportError:
+        placeholders.append(type(metrics.get_meter_provider()))  # still the placeholder: nothing set yet
+    return tuple(placeholders)
+
+
+def _with_headers(item: Record | bytes, extra: Mapping[str, bytes]) -> Record | bytes:
+    """A push_many item with these headers added (anything else is left for push_many to refuse)."""
+    from .._sansio.values import Record
+
+    if isinstance(item, Record):
+        return item._replace(headers={**(item.headers or {}), **extra})
+    if isinstance(item, bytes | bytearray | memoryview):
+        return Record(bytes(item), headers=dict(extra))
+    return item
