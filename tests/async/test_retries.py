@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import signal
@@ -335,3 +336,22 @@ async def test_a_member_killed_after_retry_loses_no_retry(stream_path: str, anyi
                 group.commit(message)
                 if again == retried:
                     break
+
+
+async def test_a_group_with_deserializers_retries_and_dead_letters_the_stored_bytes(stream_path: str) -> None:
+    """With a value_deserializer, a retry comes back decoded as the first delivery did, and the dead
+    letter holds the bytes the stream stored, not the decoded object."""
+    await push(stream_path, [b'{"id": 1}'])
+    dead = stream_path + "-dead"
+    async with adiskq.ConsumerGroup(
+        stream_path, NAME, max_attempts=2, dead_letter_path=dead, value_deserializer=json.loads
+    ) as group:
+        [(first, _)] = await take(group, 1)
+        assert first.value == {"id": 1}
+        await group.retry(first, delay=0)
+        [(again, _)] = await take(group, 1)
+        assert (again.value, again.attempt) == ({"id": 1}, 2)
+        await group.retry(again, delay=0, reason="still failing")  # the last attempt: a dead letter
+    [letter] = dead_letters(dead)
+    assert letter.value == b'{"id": 1}'
+    assert letter.headers["adiskq-attempt"] == b"2"
