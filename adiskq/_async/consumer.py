@@ -137,7 +137,7 @@ class Consumer(_Reader[KeyT, ValueT]):
                 self._follow(stream, notifier, self.partition, self.start)
             else:
                 if self.end == "wait":
-                    self._settings = SettingsWatch(stream, notifier, self._waiter)
+                    self._settings = SettingsWatch(stream, notifier, self._waiter, on_events=True)
                 for partition in range(stream.partition_count):
                     self._follow(stream, notifier, partition, self.start)
         except BaseException:
@@ -170,10 +170,14 @@ class Consumer(_Reader[KeyT, ValueT]):
         self._order.append(follower)
         self._single = self._order[0] if len(self._order) == 1 and self._settings is None else None
 
-    def _discover(self) -> bool:
-        """Follow partitions a producer added (``settings.json`` was replaced); True if any."""
+    def _discover(self, *, force: bool = False) -> bool:
+        """Follow partitions a producer added (``settings.json`` was replaced); True if any.
+
+        The file is looked at only after its watch fired, or with ``force`` (after a poll's
+        timeout: inotify may be missing, or its queue overflowed), so a wait costs no ``stat``.
+        """
         settings = self._settings
-        if settings is None or not settings.changed():
+        if settings is None or not settings.changed(force=force):
             return False
         count = settings.stream.partition_count
         if count <= len(self._order):
@@ -297,3 +301,4 @@ class Consumer(_Reader[KeyT, ValueT]):
             local = producer_is_in_this_process(self._stream.path)  # a producer may have come or gone
             for follower in self._order:
                 follower.choose_wakeups(local)
+            self._discover(force=True)
