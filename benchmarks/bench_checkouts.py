@@ -106,7 +106,8 @@ def instructions(code: str, env: dict[str, str], folder: str) -> int:
 
 def per_message(checkout: str, workload: str, backend: str, count: int) -> float:
     """Instructions per message of one workload with ``checkout``'s adiskq."""
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
+    # One hash seed for every run: str hashes move dict and set layouts, and with them the counts.
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout), PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0"))
     totals = []
     for n in (count, 0):
         folder = tempfile.mkdtemp(prefix="adiskq-bench-checkouts-")
