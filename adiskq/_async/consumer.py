@@ -142,6 +142,9 @@ class Consumer(_Reader[KeyT, ValueT]):
                     self._follow(stream, notifier, partition, self.start)
         except BaseException:
             self._release()
+            # Forgotten, so that the next read opens afresh (and fails again, or reads).
+            self._order.clear()
+            self._single = self._settings = None
             raise
         self._state = "open"
 

@@ -141,3 +141,15 @@ async def test_a_partition_added_in_another_process_is_read_without_waiting_for_
                 with Writer(stream_path, partitions=2, notify=False) as writer:
                     writer.append([b"new"], partition=1)
     assert [(m.partition, m.value) for m in got] == [(1, b"new")]
+
+
+async def test_a_failed_open_fails_again_rather_than_reading_nothing(stream_path: str) -> None:
+    """A start past one partition's end fails the open; a later read tries the open again."""
+    with Writer(stream_path, partitions=2) as writer:
+        writer.append([b"v"] * 3, partition=0)
+    consumer = adiskq.Consumer(stream_path, start=2, end="close")
+    for _ in range(2):
+        with pytest.raises(adiskq.OffsetOutOfRangeError, match="partition 1 is not written yet"):
+            await consumer.__anext__()
+    assert consumer.assignment == ()
+    await consumer.aclose()
