@@ -9,7 +9,8 @@ must have its compiled core built in place, or both run the pure-Python one).
 
 Workloads, each on asyncio and Trio, without serializers: ``push`` (one task awaiting each push of
 a 100-byte value, one key), ``push_many`` (batches of 1,000 Records), ``async for`` and
-``batches()`` (a one-partition stream of N messages read back with ``Consumer(path)``).
+``batches()`` (a one-partition stream of N messages read back with ``Consumer(path)``), ``follow``
+(a ``Consumer(path)`` in the producer's event loop, woken for each of N pushes).
 
     python benchmarks/bench_checkouts.py --base ../main              # 20,000 messages a workload
     python benchmarks/bench_checkouts.py --base ../main --messages 2000 --workloads push
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 
-WORKLOADS = ("push", "push_many", "async for", "batches")
+WORKLOADS = ("push", "push_many", "async for", "batches", "follow")
 BACKENDS = ("asyncio", "trio")
 
 PROGRAM = """
@@ -54,7 +55,22 @@ async def batches():
         async for _ in consumer.batches(max_messages=1000):
             pass
 
-work = {{"push": push, "push_many": push_many, "async for": each, "batches": batches}}[workload]
+async def follow():
+    # A consumer of every partition in the producer's event loop, woken for each push: the producer
+    # pushes the next message once the consumer has the last one.
+    async with adiskq.Producer(path) as producer, adiskq.Consumer(path, start="newest") as consumer:
+        send, receive = anyio.create_memory_object_stream(1)
+        async def consume():
+            async for _ in consumer:
+                await send.send(None)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(consume)
+            for _ in range(count):
+                await producer.push(b"v" * 100, key="customer-001")
+                await receive.receive()
+            tasks.cancel_scope.cancel()
+
+work = {{"push": push, "push_many": push_many, "async for": each, "batches": batches, "follow": follow}}[workload]
 anyio.run(work, backend=backend)
 """
 
@@ -90,7 +106,8 @@ def instructions(code: str, env: dict[str, str], folder: str) -> int:
 
 def per_message(checkout: str, workload: str, backend: str, count: int) -> float:
     """Instructions per message of one workload with ``checkout``'s adiskq."""
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
+    # One hash seed for every run: str hashes move dict and set layouts, and with them the counts.
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout), PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0"))
     totals = []
     for n in (count, 0):
         folder = tempfile.mkdtemp(prefix="adiskq-bench-checkouts-")

@@ -105,8 +105,8 @@ class Consumer(_Reader[KeyT, ValueT]):
         self.poll_interval = poll_interval
         self.wait_for_stream = bool(wait_for_stream)
         self._stream: StreamReader | None = None
-        # The partitions read, in the order they take turns; ``_single`` when there is one and no
-        # other can come (a partition given, or ends fixed): its reads skip the turn-taking.
+        # The partitions read, in the order they take turns; ``_single`` while there is one: its
+        # reads and waits skip the turn-taking (a partition added later ends that).
         self._order: list[PartitionFollower] = []
         self._single: PartitionFollower | None = None
         self._turn = 0
@@ -141,11 +141,14 @@ class Consumer(_Reader[KeyT, ValueT]):
                 self._follow(stream, notifier, self.partition, self.start)
             else:
                 if self.end == "wait":
-                    self._settings = SettingsWatch(stream, notifier, self._waiter)
+                    self._settings = SettingsWatch(stream, notifier, self._waiter, on_events=True)
                 for partition in range(stream.partition_count):
                     self._follow(stream, notifier, partition, self.start)
         except BaseException:
             self._release()
+            # Forgotten, so that the next read opens afresh (and fails again, or reads).
+            self._order.clear()
+            self._single = self._settings = None
             raise
         self._state = "open"
 
@@ -172,12 +175,16 @@ class Consumer(_Reader[KeyT, ValueT]):
             decoder=self._decoder,
         )
         self._order.append(follower)
-        self._single = self._order[0] if len(self._order) == 1 and self._settings is None else None
+        self._single = follower if len(self._order) == 1 else None
 
-    def _discover(self) -> bool:
-        """Follow partitions a producer added (``settings.json`` was replaced); True if any."""
+    def _discover(self, *, force: bool = False) -> bool:
+        """Follow partitions a producer added (``settings.json`` was replaced); True if any.
+
+        The file is looked at only after its watch fired, or with ``force`` (after a poll's
+        timeout: inotify may be missing, or its queue overflowed), so a wait costs no ``stat``.
+        """
         settings = self._settings
-        if settings is None or not settings.changed():
+        if settings is None or not settings.changed(force=force):
             return False
         count = settings.stream.partition_count
         if count <= len(self._order):
@@ -276,11 +283,19 @@ class Consumer(_Reader[KeyT, ValueT]):
         return self._settings is None and all(follower.done for follower in self._order)
 
     def _prepare_wait(self) -> object:
+        single = self._single
+        if single is not None:
+            return single.prepare_wait()
         return [follower.prepare_wait() for follower in self._order]
 
     def _moved_since(self, mark: object) -> bool:
+        if self._discover():
+            return True
+        single = self._single
+        if single is not None:
+            return single.moved_since(mark if isinstance(mark, int) else None)
         bases: list[int | None] = mark  # type: ignore[assignment]
-        return self._discover() or any(f.moved_since(base) for f, base in zip(self._order, bases, strict=False))
+        return any(f.moved_since(base) for f, base in zip(self._order, bases, strict=False))
 
     def _wait_seconds(self) -> float:
         assert self._notifier is not None
@@ -301,3 +316,4 @@ class Consumer(_Reader[KeyT, ValueT]):
             local = producer_is_in_this_process(self._stream.path)  # a producer may have come or gone
             for follower in self._order:
                 follower.choose_wakeups(local)
+            self._discover(force=True)

@@ -603,7 +603,9 @@ class Producer(Generic[PushKeyT, PushValueT]):
             placed = self._placement.get(key) if type(key) is str else None
             raw_key, partition, key_hash = placed if placed is not None else self._place(key)
         timestamp_ns = time.time_ns() if timestamp is None else _timestamp_ns(timestamp)
-        data = value if isinstance(value, bytes) else _value_bytes(value)
+        # type() rather than isinstance(): a few dozen instructions less a push. (mypy narrows a
+        # type variable by isinstance only; without a serializer the value is bytes here.)
+        data: bytes = value if type(value) is bytes else _value_bytes(value)  # type: ignore[assignment]
         if len(data) + len(raw_key) > self._max_message_bytes:
             self._check_size(len(data) + len(raw_key))
         if headers:  # checked before encoding, so a huge header never gets copied

@@ -5,6 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 from _consumer_support import Writer
+from helpers.blocked import wait_all_tasks_blocked
 
 import adiskq
 
@@ -115,3 +116,40 @@ async def test_a_partition_the_stream_lacks_is_refused(stream_path: str) -> None
     with pytest.raises(adiskq.InvalidArgumentError, match="no partition 5"):
         async with adiskq.Consumer(stream_path, partition=5):
             pass
+
+
+async def test_a_partition_added_in_another_process_is_read_without_waiting_for_the_poll(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The settings watch (inotify) wakes a consumer of every partition when a partition is added."""
+    from adiskq._async import notify
+
+    monkeypatch.setattr(notify, "BACKUP_POLL_SECONDS", 3600.0)  # only inotify can wake it in time
+    with Writer(stream_path, partitions=1, notify=False) as writer:
+        writer.append([b"first"])
+    async with adiskq.Consumer(stream_path) as consumer:
+        with anyio.fail_after(10):
+            assert (await consumer.__anext__()).value == b"first"
+            async with anyio.create_task_group() as tasks:
+                got: list[adiskq.Message] = []
+
+                async def read_one() -> None:
+                    got.append(await consumer.__anext__())
+
+                tasks.start_soon(read_one)
+                await wait_all_tasks_blocked()
+                with Writer(stream_path, partitions=2, notify=False) as writer:
+                    writer.append([b"new"], partition=1)
+    assert [(m.partition, m.value) for m in got] == [(1, b"new")]
+
+
+async def test_a_failed_open_fails_again_rather_than_reading_nothing(stream_path: str) -> None:
+    """A start past one partition's end fails the open; a later read tries the open again."""
+    with Writer(stream_path, partitions=2) as writer:
+        writer.append([b"v"] * 3, partition=0)
+    consumer = adiskq.Consumer(stream_path, start=2, end="close")
+    for _ in range(2):
+        with pytest.raises(adiskq.OffsetOutOfRangeError, match="partition 1 is not written yet"):
+            await consumer.__anext__()
+    assert consumer.assignment == ()
+    await consumer.aclose()
