@@ -16,6 +16,7 @@
  *             filtering consumer's: which records to read, in which spans)
  *   values.c  adiskq.Record's constructor
  *   append.c  the inline push's two writes (.data, .index) in one call: the only I/O here
+ *   kafka_decode.c, kafka_encode.c  Kafka's record batch v2 (kafka.h: its varints and fields)
  *   module.c  the Python module: its functions and the objects it is configured with
  *
  * The record layout (all integers little-endian; the reference's docstring is the full text):

@@ -3,6 +3,7 @@
  * at import. Single-phase initialisation with process-wide state: adiskq does not support
  * subinterpreters. */
 #include "core.h"
+#include "kafka.h"
 
 PyTypeObject *adq_message_type = NULL;
 PyObject *adq_empty_headers = NULL;
@@ -121,6 +122,16 @@ static PyMethodDef methods[] = {
     {"scan_columns", (PyCFunction)(void (*)(void))adq_py_scan_columns, METH_FASTCALL, "see scan.c"},
     {"next_valid_record", (PyCFunction)(void (*)(void))adq_py_next_valid_record, METH_FASTCALL, "see scan.c"},
     {"append_record", (PyCFunction)(void (*)(void))adq_py_append_record, METH_FASTCALL, "see append.c"},
+    {"kafka_decode_records", (PyCFunction)(void (*)(void))adq_py_kafka_decode_records, METH_FASTCALL,
+     "see kafka_decode.c"},
+    {"kafka_decode_batches", (PyCFunction)(void (*)(void))adq_py_kafka_decode_batches, METH_FASTCALL,
+     "see kafka_decode.c"},
+    {"kafka_encode_records", (PyCFunction)(void (*)(void))adq_py_kafka_encode_records, METH_FASTCALL,
+     "see kafka_encode.c"},
+    {"kafka_encode_batch", (PyCFunction)(void (*)(void))adq_py_kafka_encode_batch, METH_FASTCALL,
+     "see kafka_encode.c"},
+    {"kafka_encode_messages", (PyCFunction)(void (*)(void))adq_py_kafka_encode_messages, METH_FASTCALL,
+     "see kafka_encode.c"},
     {NULL, NULL, 0, NULL},
 };
 

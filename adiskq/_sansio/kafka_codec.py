@@ -53,6 +53,7 @@ from typing import Final, NamedTuple
 from .._errors import Error, InvalidArgumentError
 from . import kafka_compression
 from .native import NATIVE
+from .values import Message
 
 if NATIVE is not None:
     crc32c: Callable[..., int] = NATIVE.crc32c  # the CPU's instruction; equal to the package's (tested)
@@ -78,6 +79,7 @@ __all__ = [
     "decode_batches",
     "decode_records",
     "encode_batch",
+    "encode_messages",
     "encode_records",
 ]
 
@@ -290,6 +292,7 @@ def decode_batches(
     decompression bomb stops there with a ``KafkaBatchError``. ``records_decoder`` is what decodes
     the records of a batch (the compiled twin passes its own).
     """
+    _check_int(max_bytes, 0, _I64_MAX, "max_bytes")
     buf = bytes(data)
     limit = len(buf)
     if limit == 0:
@@ -401,6 +404,7 @@ def _bytes_field(value: object, what: str, index: int) -> bytes:
 
 def encode_records(records: Sequence[KafkaRecord], base_timestamp_ms: int) -> tuple[bytes, int, int]:
     """The records section of a batch (uncompressed), its last offset delta and its max timestamp."""
+    _check_int(base_timestamp_ms, _I64_MIN, _I64_MAX, "base_timestamp_ms")
     parts: list[bytes] = []
     previous_delta = -1
     max_timestamp_ms = _I64_MIN
@@ -498,4 +502,44 @@ def encode_batch(
             struct.pack(">I", crc32c(after_crc)),
             after_crc,
         )
+    )
+
+
+def encode_messages(
+    messages: Sequence[Message], *, nulls_header: str | None = None, partition_leader_epoch: int = 0
+) -> bytes:
+    """One uncompressed batch of stored messages: consecutive offsets of one partition, as a reader
+    returns them (what a Fetch answers with).
+
+    The batch's base offset is the first message's; timestamps are nanoseconds floored to
+    milliseconds; headers keep their order. ``nulls_header`` names the header (if any) in which a
+    message records that its Kafka key or value was null: its value lists ``key``, ``value`` or
+    both, comma-separated; such a key or value is written as null, and the header is left out.
+    """
+    if not isinstance(messages, Sequence) or not messages:
+        raise InvalidArgumentError("a batch holds at least one message")
+    first = messages[0].offset
+    records = []
+    for message in messages:
+        key: bytes | None = message.key
+        value: bytes | None = message.value
+        headers = message.headers
+        pairs: list[tuple[str, bytes | None]]
+        if not headers:
+            pairs = []
+        elif nulls_header is not None and nulls_header in headers:
+            nulls = headers[nulls_header].split(b",")
+            if b"key" in nulls:
+                key = None
+            if b"value" in nulls:
+                value = None
+            pairs = [(name, header) for name, header in headers.items() if name != nulls_header]
+        else:
+            pairs = list(headers.items())
+        records.append(KafkaRecord(message.offset - first, message.timestamp_ns // 1_000_000, key, value, pairs))
+    return encode_batch(
+        base_offset=first,
+        records=records,
+        base_timestamp_ms=records[0].timestamp_ms,
+        partition_leader_epoch=partition_leader_epoch,
     )

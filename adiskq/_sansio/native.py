@@ -25,6 +25,8 @@ _NEWEST: Final = (
     "sorted_key_values",
     "install_record_call",
     "append_record",
+    "kafka_decode_batches",
+    "kafka_encode_messages",
 )
 
 

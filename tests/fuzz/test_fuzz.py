@@ -1,4 +1,4 @@
-"""The fuzzer over the compiled core's parsers (``fuzz_codec.py``), for a bounded time.
+"""The fuzzers over the compiled core's parsers (``fuzz_codec.py``, ``fuzz_kafka.py``), for a bounded time.
 
 The normal run fuzzes for 20 seconds; ``-m slow`` for ten minutes. A crash or a disagreement with
 the pure-Python reference fails the test with libFuzzer's report and the input that caused it.
@@ -17,10 +17,10 @@ from adiskq._sansio import core
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def fuzz(seconds: int, tmp_path: str) -> None:
+def fuzz(seconds: int, tmp_path: str, script: str = "fuzz_codec.py") -> None:
     assert core.COMPILED, "the compiled core is not built: run the README's install command"
     result = subprocess.run(
-        [sys.executable, os.path.join(HERE, "fuzz_codec.py"), f"-max_total_time={seconds}", "-print_final_stats=1"],
+        [sys.executable, os.path.join(HERE, script), f"-max_total_time={seconds}", "-print_final_stats=1"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -39,3 +39,15 @@ def test_the_compiled_parsers_survive_fuzzing_and_agree_with_the_reference(tmp_p
 @pytest.mark.timeout(900)  # the suite's 300 s limit is for tests that wait on something
 def test_the_compiled_parsers_survive_ten_minutes_of_fuzzing(tmp_path: str) -> None:
     fuzz(600, tmp_path)
+
+
+def test_the_compiled_kafka_decoder_survives_fuzzing_and_agrees_with_the_reference(tmp_path: str) -> None:
+    """Hostile record batches: the compiled decoder never crashes and answers as the reference does."""
+    fuzz(20, tmp_path, "fuzz_kafka.py")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_compiled_kafka_decoder_survives_ten_minutes_of_fuzzing(tmp_path: str) -> None:
+    """The same for ten minutes."""
+    fuzz(600, tmp_path, "fuzz_kafka.py")

@@ -7,6 +7,7 @@ not only checked against itself.
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import struct
 import warnings
@@ -26,7 +27,9 @@ from adiskq._sansio.kafka_batch import (
     KafkaUnsupportedBatchError,
     decode_batches,
     encode_batch,
+    encode_batch_from_messages,
 )
+from adiskq._sansio.values import EMPTY_HEADERS, Message
 
 with warnings.catch_warnings():
     # kafka-python's package import reads its protocol schemas with a deprecated importlib call.
@@ -171,6 +174,8 @@ def test_raw_snappy_as_librdkafka_sends_it_is_read() -> None:
 # -- round trips -----------------------------------------------------------------------------------------
 
 
+# No deadline where a codec runs: a library's first call (its tables, its context) takes far longer than the rest.
+@settings(deadline=None)
 @given(record_lists(), st.sampled_from(CODECS), I64, st.integers(min_value=-(2**31), max_value=2**31 - 1))
 def test_any_records_round_trip_in_every_codec(
     based: tuple[int, list[KafkaRecord]], codec: int, base_offset: int, sequence: int
@@ -214,6 +219,7 @@ def test_random_bytes_end_in_a_kafka_batch_error(data: bytes) -> None:
         decode_batches(data)
 
 
+@settings(deadline=None)
 @given(record_lists(), st.sampled_from(CODECS), st.data())
 def test_a_batch_cut_anywhere_is_refused_as_partial(
     based: tuple[int, list[KafkaRecord]], codec: int, data: st.DataObject
@@ -411,3 +417,54 @@ def test_encode_batch_checks_every_argument(change: dict[str, object], error: ty
     arguments.update(change)
     with pytest.raises(error):
         encode_batch(**arguments)  # type: ignore[arg-type]
+
+
+# -- batches from stored messages ------------------------------------------------------------------------------
+
+NULLS = "adiskq.kafka.null"
+
+
+def test_stored_messages_become_one_batch_a_client_reads() -> None:
+    """Offsets from the first message, milliseconds floored, header order kept, nulls restored from their header."""
+    messages = [
+        Message(0, 40, 1_700_000_000_123_999_999, b"k", b"", {"b": b"2", NULLS: b"value", "a": b"1"}),
+        Message(0, 41, -1, b"", b"", {NULLS: b"key,value"}),
+        Message(0, 42, 5_000_000, b"", b"v", EMPTY_HEADERS),
+    ]
+    batch = encode_batch_from_messages(messages, nulls_header=NULLS, partition_leader_epoch=3)
+    assert kafka_python_read(batch) == [
+        KafkaRecord(40, 1_700_000_000_123, b"k", None, [("b", b"2"), ("a", b"1")]),
+        KafkaRecord(41, -1, None, None, []),
+        KafkaRecord(42, 5, b"", b"v", []),
+    ]
+    (decoded,) = decode_batches(batch)
+    assert (decoded.base_offset, decoded.partition_leader_epoch, decoded.last_offset_delta) == (40, 3, 2)
+    assert (decoded.base_timestamp_ms, decoded.max_timestamp_ms) == (1_700_000_000_123, 1_700_000_000_123)
+
+
+def test_without_a_nulls_header_every_header_is_passed_on() -> None:
+    """With nulls_header None, a header of that name is an ordinary header and keys stay bytes."""
+    messages = [Message(0, 7, 0, b"", b"", {NULLS: b"key"})]
+    (decoded,) = decode_batches(encode_batch_from_messages(messages))
+    assert decoded.records == [KafkaRecord(0, 0, b"", b"", [(NULLS, b"key")])]
+
+
+def test_no_messages_is_refused() -> None:
+    """An empty read is not a batch: the caller sends no records instead."""
+    with pytest.raises(ValueError, match="at least one message"):
+        encode_batch_from_messages([])
+
+
+@settings(deadline=None)
+@given(st.sampled_from([1, 2, 3, 4]), st.binary(max_size=200), st.booleans())
+def test_any_bytes_as_compressed_records_end_in_a_batch_error(codec: int, noise: bytes, framed: bool) -> None:
+    """Noise behind a right CRC (half the time behind the codec's own magic) fails only as KafkaBatchError."""
+    header = {
+        1: b"\x1f\x8b\x08\x00",
+        2: kafka_compression.XERIAL_MAGIC + b"\x00\x00\x00\x01" * 2,
+        3: b"\x04\x22\x4d\x18",
+        4: b"\x28\xb5\x2f\xfd",
+    }
+    section = header[codec] + noise if framed else noise
+    with contextlib.suppress(KafkaBatchError):
+        decode_batches(batch_of_section(section, count=1, codec=codec), max_bytes=2**16)
