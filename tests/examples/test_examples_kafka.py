@@ -44,17 +44,22 @@ def test_kcat_orders_reach_the_service_consumer(tmp_path: pathlib.Path, backend:
         assert service.stdout is not None
         found = re.search(r"bootstrap\.servers=(\S+)", service.stdout.readline())
         assert found
+        # kcat's exit status is not checked: the service stops (closing kcat's connections) as
+        # soon as it has read the two orders, which may be before kcat has taken its last answer.
         subprocess.run(
             [kcat, "-b", found.group(1), "-P", "-t", "orders", "-K:"],
             input=b'customer-00:{"id": 1}\ncustomer-01:{"id": 2}\n',
-            check=True,
+            capture_output=True,
             timeout=30,
+            check=False,
         )
         out, _ = service.communicate(timeout=60)
     finally:
         if service.poll() is None:
             service.kill()
             service.wait()
+        if service.stdout is not None:
+            service.stdout.close()
     assert service.returncode == 0
     assert out.splitlines() == [
         'order 0: key=customer-00 value={"id": 1}',
