@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from .._sansio import core as _core
-from . import check, find, groups, read, serve, stats, vacuum, write
+from . import check, find, groups, kafka_user, read, serve, stats, vacuum, write
 from .errors import EXIT_INTERRUPTED, failure_for, internal_error, pacify_stdout, unwrap
 
 __all__ = ["cli", "main"]
@@ -81,6 +81,9 @@ for _command in (
     serve.serve,
 ):
     cli.add_command(_command)
+
+# The Kafka gateway's SASL users.
+cli.add_command(kafka_user.kafka_user)
 
 
 def main() -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from typing import Any
 
 import click
 
 from .errors import Failure, unwrap
+from .serve_options import gateway_options, group_and_security_options
 
 __all__ = ["serve"]
 
@@ -52,6 +54,7 @@ __all__ = ["serve"]
     show_default=True,
     help="A larger request is refused before it is read (Kafka's socket.request.max.bytes).",
 )
+@group_and_security_options
 def serve(
     root: str,
     kafka_address: str,
@@ -61,6 +64,7 @@ def serve(
     shared: bool,
     advertise: str | None,
     max_request_bytes: int,
+    **group_and_security: Any,
 ) -> None:
     """Serve every stream folder directly under ROOT as a Kafka topic of the same name.
 
@@ -94,6 +98,7 @@ def serve(
             shared=shared,
             advertise=advertise,
             max_request_bytes=max_request_bytes,
+            **gateway_options(group_and_security),
         )
     except InvalidArgumentError as error:
         raise Failure(str(error)) from None

@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 from .._errors import ClosedError, InvalidArgumentError
 from . import apis as _apis  # registers every handler
 from ._core import Connection, GatewayCore
+from ._options import GroupOptions, SecurityOptions
 from ._protocol import (
     FRAME_PREFIX,
     ProtocolError,
@@ -35,6 +36,7 @@ from ._protocol import (
     request_schema,
 )
 from ._registry import API_TABLE, RequestContext, respond
+from ._security import GatewayTLSListener, may_handle, raw_sasl_answer, raw_sasl_expected, should_close
 
 __all__ = ["DEFAULT_MAX_REQUEST_BYTES", "KafkaGateway"]
 
@@ -58,7 +60,9 @@ class KafkaGateway:
     writes (``"sync"``: a produce is answered once it is on stable storage); ``auto_create``: create
     a topic a client asks Metadata for; ``shared``: write streams as a shared producer, beside library
     producers of other processes; ``advertise``: the ``HOST:PORT`` Metadata hands clients, when it is
-    not the bound address; ``max_request_bytes``: a larger request is refused before it is read.
+    not the bound address; ``max_request_bytes``: a larger request is refused before it is read;
+    ``groups``: the consumer groups' session-timeout bounds and initial rebalance delay;
+    ``security``: SASL (a credentials file) and TLS (a certificate and key).
 
     Leaving the block (or cancelling ``serve``) stops accepting, lets the requests in flight finish
     (up to 10 s), closes every connection and every producer it opened (each writes what is pending
@@ -79,6 +83,8 @@ class KafkaGateway:
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         request_timeout: float = 30.0,
         idle_timeout: float = 600.0,
+        groups: GroupOptions | None = None,
+        security: SecurityOptions | None = None,
     ) -> None:
         if flush not in ("async", "sync"):
             raise InvalidArgumentError(f'flush={flush!r}: choose "async" (the default) or "sync"')
@@ -103,6 +109,8 @@ class KafkaGateway:
         self.max_request_bytes = max_request_bytes
         self.request_timeout = float(request_timeout)
         self.idle_timeout = float(idle_timeout)
+        self.groups = groups or GroupOptions()
+        self.security = security or SecurityOptions()
         self._requested_port = port
         self._port: int | None = None
         self._state: Literal["new", "serving", "closed"] = "new"
@@ -157,11 +165,17 @@ class KafkaGateway:
             raise ClosedError("a KafkaGateway serves once; create a new one to serve again")
         self._state = "serving"
         try:
-            listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self._requested_port)
+            ssl_context, sasl = self.security.load()  # reads the credentials and certificate: fails early
+            tcp_listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self._requested_port)
         except BaseException:
             self._state = "closed"
             raise
-        port = self._port = int(listener.extra(anyio.abc.SocketAttribute.local_port))  # noqa: S610 (anyio, not Django)
+        listener: anyio.abc.Listener[Any] = tcp_listener
+        if ssl_context is not None:
+            listener = GatewayTLSListener(
+                tcp_listener, ssl_context, standard_compatible=False, handshake_timeout=self.request_timeout
+            )
+        port = self._port = int(tcp_listener.extra(anyio.abc.SocketAttribute.local_port))  # noqa: S610 (anyio, not Django)
         host, advertised_port = self.advertised or (self._client_host(), port)
         core = self._core = GatewayCore(
             self.root,
@@ -172,9 +186,18 @@ class KafkaGateway:
             advertised_host=host,
             advertised_port=advertised_port,
         )
+        groups = self.groups.install(core)
+        self.security.install(core, sasl)
         try:
             async with anyio.create_task_group() as connections:
                 accepting = anyio.CancelScope()
+                timers = anyio.CancelScope()
+
+                async def run_timers() -> None:
+                    with timers:
+                        await groups.run()
+
+                connections.start_soon(run_timers)
 
                 async def accept() -> None:
                     with accepting:
@@ -187,6 +210,8 @@ class KafkaGateway:
                 # Shutting down: no new connection; idle connections end at once, long polls answer,
                 # a request in flight gets a grace period to finish.
                 accepting.cancel()
+                timers.cancel()
+                groups.coordinator.close()
                 core.closing = True
                 core.wake_fetches()
                 for connection in list(core.connections):
@@ -197,6 +222,7 @@ class KafkaGateway:
         finally:
             self._state = "closed"
             core.closing = True
+            groups.aclose()
             with anyio.CancelScope(shield=True):
                 await listener.aclose()
                 await core.topics.aclose()
@@ -209,7 +235,7 @@ class KafkaGateway:
 
     # -- one connection --------------------------------------------------------------------------
 
-    async def _serve_connection(self, stream: anyio.abc.SocketStream) -> None:
+    async def _serve_connection(self, stream: anyio.abc.ByteStream) -> None:
         core = self._core
         assert core is not None
         try:
@@ -243,14 +269,21 @@ class KafkaGateway:
                 else:
                     with anyio.fail_after(self.request_timeout):
                         message = await receiver.receive_exactly(size)
-                answer = await self._answer(connection, message)
+                if raw_sasl_expected(connection):  # after a version-0 SaslHandshake: a bare token
+                    answer = raw_sasl_answer(core, connection, message)
+                else:
+                    answer = await self._answer(connection, message)
                 if answer is not None:
                     with anyio.fail_after(self.request_timeout):
                         await stream.send(answer)
+                if should_close(connection):
+                    break  # a failed authentication: answered, then closed, as Kafka does
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the client went away
         except TimeoutError:
             logger.info("adiskq: Kafka client %s stalled for %.0f s; connection closed", peer, self.request_timeout)
+        except Unauthenticated as error:
+            logger.info("adiskq: Kafka client %s: %s; connection closed", peer, error)
         except ProtocolError as error:
             logger.warning("adiskq: Kafka client %s sent a malformed request (%s); connection closed", peer, error)
         except OSError as error:
@@ -264,7 +297,7 @@ class KafkaGateway:
                 await stream.aclose()
 
     async def _refuse_large(
-        self, stream: anyio.abc.SocketStream, receiver: BufferedByteReceiveStream, size: int, peer: str
+        self, stream: anyio.abc.ByteStream, receiver: BufferedByteReceiveStream, size: int, peer: str
     ) -> None:
         """Answer a request over ``max_request_bytes`` from its header alone, without reading it."""
         logger.warning(
@@ -286,6 +319,8 @@ class KafkaGateway:
         api = API_TABLE.get(header.api_key)
         if api is None or not api.min_version <= header.api_version <= api.max_version:
             return self._unsupported(header.api_key, header.api_version, header.correlation_id)
+        if not may_handle(core, connection, header.api_key):
+            raise Unauthenticated(f"{api.name} before SASL authentication")
         request = decode_request(header, message, at)
         response = await api.handler(RequestContext(core, connection, header), request)
         if response is None:
@@ -306,6 +341,10 @@ class KafkaGateway:
         name = API_TABLE[api_key].name if api_key in API_TABLE else f"API key {api_key}"
         logger.info("adiskq: a Kafka client sent %s version %d, which the gateway does not serve", name, api_version)
         return encode_error_response(correlation_id, _UNSUPPORTED_VERSION)
+
+
+class Unauthenticated(Exception):
+    """A request other than ApiVersions or SASL's own on a connection that has not authenticated."""
 
 
 def parse_host_port(text: str, *, what: str) -> tuple[str, int]:

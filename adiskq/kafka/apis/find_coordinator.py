@@ -1,0 +1,68 @@
+"""FindCoordinator (key 10): which broker coordinates a group — always this one.
+
+Versions 0-3 ask for one key, 4+ for several. Group ids that cannot name a folder under a stream's
+``groups/`` (where their offsets live) are refused with INVALID_GROUP_ID and a message saying which
+names work. Transaction coordinators (key type 1) are not offered: there are no transactions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from kio.schema.errors import ErrorCode
+
+from .._core import NODE_ID
+from .._groups import valid_group_id
+from .._registry import RequestContext, nested, register, respond
+from ._common import NO_THROTTLE
+
+__all__ = ["find_coordinator"]
+
+_GROUP: Final = 0
+_BAD_GROUP: Final = (
+    "group id {!r} cannot be stored: use 1 to 200 letters, digits, '_', '-' or '.', not starting with '.' or '-'"
+)
+
+
+def _answer(context: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+    """(error, message, node id, host, port) for one key."""
+    gateway = context.gateway
+    if key_type != _GROUP:
+        return ErrorCode.coordinator_not_available, "transactions are not offered by this gateway", -1, "", -1
+    if not valid_group_id(key):
+        return ErrorCode.invalid_group_id, _BAD_GROUP.format(key), -1, "", -1
+    return ErrorCode.none, None, NODE_ID, gateway.advertised_host, gateway.advertised_port
+
+
+@register(10, "FindCoordinator", min_version=0, max_version=4)
+async def find_coordinator(context: RequestContext, request: Any) -> Any:
+    """This broker, for every group key."""
+    key_type = getattr(request, "key_type", _GROUP)
+    if request.__version__ >= 4:
+        coordinators = []
+        for key in request.coordinator_keys:
+            error, message, node_id, host, port = _answer(context, key, key_type)
+            coordinators.append(
+                nested(
+                    request,
+                    "Coordinator",
+                    key=key,
+                    node_id=node_id,
+                    host=host,
+                    port=port,
+                    error_code=error,
+                    error_message=message,
+                )
+            )
+        return respond(request, "FindCoordinatorResponse", throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
+    error, message, node_id, host, port = _answer(context, request.key, key_type)
+    return respond(
+        request,
+        "FindCoordinatorResponse",
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        error_message=message,
+        node_id=node_id,
+        host=host,
+        port=port,
+    )

@@ -1,0 +1,24 @@
+"""Kafka's error codes that the group coordinator, the offset APIs and SASL answer with."""
+
+from __future__ import annotations
+
+from typing import Final
+
+NONE: Final = 0
+UNKNOWN_TOPIC_OR_PARTITION: Final = 3
+OFFSET_METADATA_TOO_LARGE: Final = 12
+COORDINATOR_NOT_AVAILABLE: Final = 15
+NOT_COORDINATOR: Final = 16
+ILLEGAL_GENERATION: Final = 22
+INCONSISTENT_GROUP_PROTOCOL: Final = 23
+INVALID_GROUP_ID: Final = 24
+UNKNOWN_MEMBER_ID: Final = 25
+INVALID_SESSION_TIMEOUT: Final = 26
+REBALANCE_IN_PROGRESS: Final = 27
+UNSUPPORTED_SASL_MECHANISM: Final = 33
+ILLEGAL_SASL_STATE: Final = 34
+KAFKA_STORAGE_ERROR: Final = 56
+SASL_AUTHENTICATION_FAILED: Final = 58
+GROUP_ID_NOT_FOUND: Final = 69
+MEMBER_ID_REQUIRED: Final = 79
+FENCED_INSTANCE_ID: Final = 82

@@ -1,0 +1,273 @@
+"""Consumer groups through kcat, aiokafka and kafka-python: joining, splitting, committing, admin views."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import subprocess
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from group_support import bootstrap, running_gateway
+
+import adiskq
+
+# kafka-python's admin client reads its bundled data with importlib.resources' deprecated read_text and open_text.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
+]
+
+TOPIC = "events"
+PARTITIONS = 2
+
+
+def produce(servers: str, values: list[bytes]) -> None:
+    """Produce the values alternately to the topic's two partitions; wait for every ack."""
+    producer = Producer({"bootstrap.servers": servers, "linger.ms": 0})
+    for i, value in enumerate(values):
+        producer.produce(TOPIC, value, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+
+
+def kcat_group(servers: str, group: str, count: int) -> list[bytes]:
+    """Run ``kcat -G`` until it read ``count`` messages; the values it printed."""
+    result = subprocess.run(
+        [
+            "kcat", "-b", servers, "-G", group, TOPIC, "-c", str(count), "-f", "%s\\n", "-q",
+            "-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=1000", "-X", "heartbeat.interval.ms=100",
+        ],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )  # fmt: skip
+    return result.stdout.splitlines()
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_kcat_balanced_consumer_commits_and_resumes(tmp_path: pathlib.Path, backend: str) -> None:
+    """kcat -G reads a topic as a group member and commits; a second run reads only what came after."""
+    with running_gateway(str(tmp_path), backend, partitions=PARTITIONS) as gateway:
+        servers = bootstrap(gateway)
+        first = [b"a%d" % i for i in range(10)]
+        produce(servers, first)
+        assert sorted(kcat_group(servers, "ops", 10)) == sorted(first)
+        assert sum(adiskq.stats(str(tmp_path / TOPIC)).groups["ops"].values()) == 10
+        second = [b"b%d" % i for i in range(4)]
+        produce(servers, second)
+        assert sorted(kcat_group(servers, "ops", 4)) == sorted(second)
+
+
+async def aiokafka_group(servers: str) -> None:
+    """Two aiokafka members split the partitions, commit with metadata; the admin client sees the group."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.structs import OffsetAndMetadata
+
+    settings = {
+        "bootstrap_servers": servers,
+        "group_id": "reports",
+        "auto_offset_reset": "earliest",
+        "enable_auto_commit": False,
+        "session_timeout_ms": 1000,
+        "heartbeat_interval_ms": 100,
+    }
+    members = [AIOKafkaConsumer(TOPIC, **settings) for _ in range(2)]
+    for member in members:
+        await member.start()
+    try:
+        deadline = time.monotonic() + 60
+        while sorted(p.partition for m in members for p in m.assignment()) != [0, 1] or not all(
+            m.assignment() for m in members
+        ):
+            assert time.monotonic() < deadline, "the members never split the partitions"
+            await asyncio.gather(*(m.getmany(timeout_ms=50) for m in members))
+        for member in members:
+            (partition,) = member.assignment()
+            await member.commit({partition: OffsetAndMetadata(3, f"seen by {partition.partition}")})
+        admin = AIOKafkaAdminClient(bootstrap_servers=servers)
+        await admin.start()
+        try:
+            offsets = await admin.list_consumer_group_offsets("reports")
+            assert {tp.partition: (o.offset, o.metadata) for tp, o in offsets.items()} == {
+                0: (3, "seen by 0"),
+                1: (3, "seen by 1"),
+            }
+            (description,) = await admin.describe_consumer_groups(["reports"])
+            assert "Stable" in str(description)
+            listed = await admin.list_consumer_groups()
+            assert ("reports", "consumer") in listed
+        finally:
+            await admin.close()
+        (first,) = members[0].assignment()
+        assert await members[0].committed(TopicPartition(TOPIC, first.partition)) == 3
+    finally:
+        for member in members:
+            await member.stop()
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_aiokafka_group_and_admin(tmp_path: pathlib.Path, backend: str) -> None:
+    """aiokafka: two members split two partitions, commit with metadata; offsets, description, listing read back."""
+    with running_gateway(str(tmp_path), backend, partitions=PARTITIONS) as gateway:
+        servers = bootstrap(gateway)
+        produce(servers, [b"x%d" % i for i in range(8)])
+        asyncio.run(aiokafka_group(servers))
+    assert adiskq.stats(str(tmp_path / TOPIC)).groups["reports"] == {0: 3, 1: 3}
+
+
+def kafka_python_read(member: Any, count: int) -> list[bytes]:
+    """The values of the next ``count`` messages a kafka-python consumer polls (within 60 s)."""
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < count:
+        assert time.monotonic() < deadline, f"only {len(seen)} of {count} messages came"
+        for records in member.poll(timeout_ms=100).values():
+            seen += [record.value for record in records]
+    return seen
+
+
+# kafka-python speaks the versions of the broker release it is told it talks to: each release's
+# group protocol versions (JoinGroup v2/v3/v6, SyncGroup v1/v2/v4, OffsetCommit v3/v4/v8, OffsetFetch
+# v3/v4/v6, LeaveGroup v1/v2/v4), and without one, what ApiVersions offers (JoinGroup v7, v8 commits).
+@pytest.mark.parametrize("api_version", [None, (0, 11), (2, 0), (2, 4)], ids=["negotiated", "0.11", "2.0", "2.4"])
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_kafka_python_group_commit_and_resume(
+    tmp_path: pathlib.Path, backend: str, api_version: tuple[int, int] | None
+) -> None:
+    """kafka-python: a member reads, commits with metadata, and a new member resumes from the commit."""
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    with running_gateway(str(tmp_path), backend, partitions=PARTITIONS) as gateway:
+        servers = bootstrap(gateway)
+        produce(servers, [b"y%d" % i for i in range(10)])
+        settings = {
+            "bootstrap_servers": servers,
+            "group_id": "audit",
+            "auto_offset_reset": "earliest",
+            "enable_auto_commit": False,
+            "session_timeout_ms": 1000,
+            "heartbeat_interval_ms": 100,
+            # A leader that assigned before its metadata knew the topic (a race inside kafka-python) sees
+            # the partitions at the next refresh and rejoins: make that refresh come soon.
+            "metadata_max_age_ms": 500,
+            "api_version": api_version,
+        }
+        member = KafkaConsumer(TOPIC, **settings)
+        try:
+            assert sorted(kafka_python_read(member, 10)) == sorted(b"y%d" % i for i in range(10))
+            member.commit({TopicPartition(TOPIC, 0): OffsetAndMetadata(4, "four", -1)})
+            assert member.committed(TopicPartition(TOPIC, 0), metadata=True) == OffsetAndMetadata(4, "four", -1)
+        finally:
+            member.close()
+        member = KafkaConsumer(TOPIC, **settings)
+        try:
+            again = kafka_python_read(member, 6)
+        finally:
+            member.close()
+        # Partition 0 resumes at its commit (offset 4: y8); partition 1, never committed, from the start.
+        assert sorted(again) == [b"y1", b"y3", b"y5", b"y7", b"y8", b"y9"]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_kafka_python_admin_sees_group(tmp_path: pathlib.Path, backend: str) -> None:
+    """kafka-python's admin client lists the group, describes it Empty, and reads its offsets and metadata."""
+    from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    with running_gateway(str(tmp_path), backend, partitions=PARTITIONS) as gateway:
+        servers = bootstrap(gateway)
+        produce(servers, [b"z%d" % i for i in range(4)])
+        member = KafkaConsumer(
+            TOPIC,
+            bootstrap_servers=servers,
+            group_id="audit",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            metadata_max_age_ms=500,
+        )
+        try:
+            kafka_python_read(member, 4)
+            member.commit({TopicPartition(TOPIC, 0): OffsetAndMetadata(1, "one", -1)})
+        finally:
+            member.close()
+        admin = KafkaAdminClient(bootstrap_servers=servers)
+        try:
+            offsets = admin.list_group_offsets({"audit": None})["audit"]
+            assert {tp.partition: (o.offset, o.metadata) for tp, o in offsets.items()} == {0: (1, "one")}
+            assert "audit" in [group["group_id"] for group in admin.list_groups()]
+            assert admin.describe_groups(["audit"])["audit"]["group_state"] == "Empty"
+        finally:
+            admin.close()
+
+
+def static_members(servers: str, group: str) -> list[tuple[str, str | None]]:
+    """(member id, group.instance.id) of the group's members, as DescribeGroups answers them."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": servers})
+    description = admin.describe_consumer_groups([group])[group].result(timeout=30)
+    return [(member.member_id, member.group_instance_id) for member in description.members]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_static_member_restart_takes_its_place(tmp_path: pathlib.Path, backend: str) -> None:
+    """A librdkafka member with group.instance.id that restarts replaces itself at once, without waiting
+    out its (long) session: one member stays, under a new member id, and reads on."""
+    from confluent_kafka import Consumer
+
+    config = {
+        "group.id": "static",
+        "group.instance.id": "worker-1",
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": 30_000,  # far longer than the test may take
+        "heartbeat.interval.ms": 100,
+    }
+    with running_gateway(str(tmp_path), backend, partitions=PARTITIONS) as gateway:
+        servers = bootstrap(gateway)
+        produce(servers, [b"s%d" % i for i in range(6)])
+
+        def read(count: int) -> None:
+            member = Consumer({"bootstrap.servers": servers, **config})
+            member.subscribe([TOPIC])
+            got = 0
+            deadline = time.monotonic() + 20
+            while got < count:
+                assert time.monotonic() < deadline, f"only {got} of {count} messages came"
+                message = member.poll(0.1)
+                got += message is not None and message.error() is None
+            member.close()  # a static member does not leave: its place waits for it
+
+        read(6)
+        ((first_id, instance),) = static_members(servers, "static")
+        assert instance == "worker-1"
+        produce(servers, [b"t%d" % i for i in range(2)])
+        read(2)
+        ((second_id, instance),) = static_members(servers, "static")
+        assert instance == "worker-1"
+        assert second_id != first_id
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_group_id_that_cannot_be_a_folder_is_refused_with_reason(tmp_path: pathlib.Path, backend: str) -> None:
+    """A group id that cannot name a folder under groups/ is refused with INVALID_GROUP_ID saying which ids work."""
+    from confluent_kafka import Consumer, KafkaError
+
+    with running_gateway(str(tmp_path), backend, partitions=PARTITIONS) as gateway:
+        member = Consumer({"bootstrap.servers": bootstrap(gateway), "group.id": "../escape"})
+        member.subscribe([TOPIC])
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                assert time.monotonic() < deadline, "the group id was never refused"
+                message = member.poll(0.1)
+                if message is not None and message.error() is not None:
+                    break
+        finally:
+            member.close()
+        assert message.error().code() == KafkaError.INVALID_GROUP_ID
+        assert "letters, digits" in message.error().str()
+    assert not (tmp_path / "escape").exists()
