@@ -34,7 +34,45 @@ static PyObject *read_field(const uint8_t *buf, size_t *pos, size_t end, int *ba
     return field;
 }
 
-static PyObject *read_headers(const uint8_t *buf, size_t *pos, size_t end, int *bad) {
+/* What a batch's records share, kept while they are decoded: the timestamp of the record decoded
+ * last (records of one millisecond, most of a batch a client lingered over, share one int), and the
+ * ASCII header names of the last record by position (the records of a batch mostly carry the same
+ * headers in the same order: a name equal to the one before is the same str, not decoded again). */
+#define NAMES_KEPT 8
+typedef struct {
+    PyObject *timestamp; /* NULL before the first record */
+    int64_t timestamp_ms;
+    PyObject *names[NAMES_KEPT];
+} shared_objects;
+
+static void release_shared(shared_objects *shared) {
+    Py_CLEAR(shared->timestamp);
+    for (int i = 0; i < NAMES_KEPT; i++) Py_CLEAR(shared->names[i]);
+}
+
+static PyObject *timestamp_object(shared_objects *shared, int64_t value) {
+    if (shared->timestamp == NULL || shared->timestamp_ms != value) {
+        PyObject *object = PyLong_FromLongLong(value);
+        if (object == NULL) return NULL;
+        Py_XSETREF(shared->timestamp, object);
+        shared->timestamp_ms = value;
+    }
+    return Py_NewRef(shared->timestamp);
+}
+
+/* The header name of `length` bytes at `text`, the `position`th of its record. */
+static PyObject *header_name(shared_objects *shared, Py_ssize_t position, const uint8_t *text, size_t length) {
+    PyObject *kept = position < NAMES_KEPT ? shared->names[position] : NULL;
+    /* a kept name is ASCII: its characters are its UTF-8 bytes */
+    if (kept != NULL && (size_t)PyUnicode_GET_LENGTH(kept) == length && memcmp(PyUnicode_DATA(kept), text, length) == 0)
+        return Py_NewRef(kept);
+    PyObject *name = PyUnicode_DecodeUTF8((const char *)text, (Py_ssize_t)length, "strict");
+    if (name != NULL && position < NAMES_KEPT && PyUnicode_IS_ASCII(name))
+        Py_XSETREF(shared->names[position], Py_NewRef(name));
+    return name;
+}
+
+static PyObject *read_headers(const uint8_t *buf, size_t *pos, size_t end, shared_objects *shared, int *bad) {
     int64_t count;
     if (kq_read_varint(buf, pos, end, 5, &count) < 0 || count < 0 || (uint64_t)count > (end - *pos) / 2) {
         *bad = 1; /* a header takes at least two bytes (two one-byte lengths) */
@@ -50,7 +88,7 @@ static PyObject *read_headers(const uint8_t *buf, size_t *pos, size_t end, int *
             Py_DECREF(headers);
             return NULL;
         }
-        PyObject *name = PyUnicode_DecodeUTF8((const char *)buf + *pos, (Py_ssize_t)name_len, "strict");
+        PyObject *name = header_name(shared, h, buf + *pos, (size_t)name_len);
         if (name == NULL) {
             if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
                 PyErr_Clear();
@@ -73,26 +111,9 @@ static PyObject *read_headers(const uint8_t *buf, size_t *pos, size_t end, int *
     return headers;
 }
 
-/* The timestamp of the record decoded last, kept so that records sharing a millisecond (most of a
- * batch a client lingered over) share one int object. */
-typedef struct {
-    PyObject *object; /* NULL before the first record */
-    int64_t value;
-} last_timestamp;
-
-static PyObject *timestamp_object(last_timestamp *last, int64_t value) {
-    if (last->object == NULL || last->value != value) {
-        PyObject *object = PyLong_FromLongLong(value);
-        if (object == NULL) return NULL;
-        Py_XSETREF(last->object, object);
-        last->value = value;
-    }
-    return Py_NewRef(last->object);
-}
-
 /* One record at buf[*pos:end] as an untracked KafkaRecord, or NULL (*bad set for bad bytes). */
 static PyObject *read_record(const uint8_t *buf, size_t *pos, size_t end, int64_t base_timestamp_ms,
-                             PyTypeObject *record_type, last_timestamp *last, int *bad) {
+                             PyTypeObject *record_type, shared_objects *shared, int *bad) {
     int64_t length, timestamp_delta, offset_delta, timestamp_ms;
     if (kq_read_varint(buf, pos, end, 5, &length) < 0 || length < KQ_MIN_RECORD_BODY ||
         (uint64_t)length > end - *pos) {
@@ -113,13 +134,13 @@ static PyObject *read_record(const uint8_t *buf, size_t *pos, size_t end, int64_
     PyObject *field;
     if ((field = PyLong_FromLongLong(offset_delta)) == NULL) goto fail;
     PyTuple_SET_ITEM(record, 0, field);
-    if ((field = timestamp_object(last, timestamp_ms)) == NULL) goto fail;
+    if ((field = timestamp_object(shared, timestamp_ms)) == NULL) goto fail;
     PyTuple_SET_ITEM(record, 1, field);
     if ((field = read_field(buf, &p, record_end, bad)) == NULL) goto fail;
     PyTuple_SET_ITEM(record, 2, field);
     if ((field = read_field(buf, &p, record_end, bad)) == NULL) goto fail;
     PyTuple_SET_ITEM(record, 3, field);
-    if ((field = read_headers(buf, &p, record_end, bad)) == NULL) goto fail;
+    if ((field = read_headers(buf, &p, record_end, shared, bad)) == NULL) goto fail;
     PyTuple_SET_ITEM(record, 4, field);
     if (p != record_end) {
         *bad = 1;
@@ -142,17 +163,17 @@ static PyObject *read_records(const uint8_t *buf, size_t pos, size_t end, int64_
     }
     PyObject *records = PyList_New((Py_ssize_t)count);
     if (records == NULL) return NULL;
-    last_timestamp last = {NULL, 0};
+    shared_objects shared = {0};
     for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
-        PyObject *record = read_record(buf, &pos, end, base_timestamp_ms, record_type, &last, bad);
+        PyObject *record = read_record(buf, &pos, end, base_timestamp_ms, record_type, &shared, bad);
         if (record == NULL) {
-            Py_XDECREF(last.object);
+            release_shared(&shared);
             Py_DECREF(records); /* untracked records and headers are freed as any others */
             return NULL;
         }
         PyList_SET_ITEM(records, i, record);
     }
-    Py_XDECREF(last.object);
+    release_shared(&shared);
     if (pos != end) {
         *bad = 1;
         Py_DECREF(records);

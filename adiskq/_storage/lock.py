@@ -33,9 +33,11 @@ _PROBE_RETRIES: Final = 5
 
 
 def describe_holder(info: dict[str, object] | None) -> str | None:
-    """``pid 123 on host "box"``, from the owner file's text."""
+    """``pid 123 on host "box"``, from the owner file's text (or a lease's, or the Kafka gateway's hold)."""
     if not info:
         return None
+    if info.get("kafka_group"):  # the Kafka gateway's hold on a group with live Kafka consumers
+        return f"Kafka consumers through the gateway at pid {info.get('pid')} on host {info.get('host')!r}"
     return f"pid {info.get('pid')} on host {info.get('host')!r}"
 
 

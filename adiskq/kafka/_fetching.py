@@ -21,8 +21,9 @@ from ._topics import Topics
 
 __all__ = ["MAX_FETCH_MESSAGES", "FetchSession", "message_bytes"]
 
-# At most this many messages per partition per read: bounds the time one read holds the loop.
-MAX_FETCH_MESSAGES: Final = 8192
+# At most this many messages per read, and per record batch of a Fetch answer: bounds the time
+# one read, or one batch's encoding, holds the event loop.
+MAX_FETCH_MESSAGES: Final = 1000
 _RECORD_OVERHEAD: Final = 12  # about what a Kafka record adds to its key and value
 
 

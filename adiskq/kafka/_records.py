@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Final
 
-from .._sansio.kafka_batch import KafkaBatch, KafkaRecord, encode_batch
+from .._sansio.kafka_batch import KafkaBatch, encode_batch_from_messages
 from .._sansio.values import Message, Record
 
 __all__ = ["NULLS_HEADER", "RecordRefusedError", "batch_from_messages", "records_from_batches"]
@@ -76,24 +76,5 @@ def records_from_batches(batches: Sequence[KafkaBatch]) -> list[Record]:
 
 def batch_from_messages(messages: Sequence[Message]) -> bytes:
     """One Kafka record batch (v2, uncompressed) holding ``messages``: consecutive offsets of one
-    partition, as a reader returns them."""
-    records = []
-    first = messages[0].offset
-    for message in messages:
-        key: bytes | None = message.key
-        value: bytes | None = message.value
-        headers = message.headers
-        pairs: list[tuple[str, bytes | None]]
-        if not headers:
-            pairs = []
-        elif NULLS_HEADER in headers:
-            nulls = headers[NULLS_HEADER].split(b",")
-            if b"key" in nulls:
-                key = None
-            if b"value" in nulls:
-                value = None
-            pairs = [(name, v) for name, v in headers.items() if name != NULLS_HEADER]
-        else:
-            pairs = list(headers.items())
-        records.append(KafkaRecord(message.offset - first, message.timestamp_ns // 1_000_000, key, value, pairs))
-    return encode_batch(base_offset=first, records=records, base_timestamp_ms=records[0].timestamp_ms)
+    partition, as a reader returns them (built by the compiled core when it runs)."""
+    return encode_batch_from_messages(messages, nulls_header=NULLS_HEADER)

@@ -1,17 +1,18 @@
 """A confluent-kafka group member for the tests: ``group_member.py BOOTSTRAP TOPIC GROUP STRATEGY``.
 
 Prints one JSON line per change of its assignment (``{"assignment": [partitions]}``) and per message
-(``{"value": "..."}``), commits each message synchronously after printing it, and closes (leaving
-the group) on SIGTERM.
+(``{"value": "..."}``), commits each message synchronously after printing it (a commit refused during
+a rebalance is let go, as an application would), and closes (leaving the group) on SIGTERM.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaException
 
 bootstrap, topic, group, strategy = sys.argv[1:5]
 stopping = False
@@ -46,5 +47,7 @@ while not stopping:
     if message is None or message.error() is not None:
         continue
     print(json.dumps({"value": message.value().decode()}), flush=True)
-    consumer.commit(message, asynchronous=False)
+    # A commit refused while the group rebalances (as Kafka refuses it) is let go: the message comes again.
+    with contextlib.suppress(KafkaException):
+        consumer.commit(message, asynchronous=False)
 consumer.close()

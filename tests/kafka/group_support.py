@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -45,10 +46,12 @@ class MemberProcess:
     """A confluent-kafka consumer in its own process (``group_member.py``), reporting as JSON lines."""
 
     def __init__(self, bootstrap_servers: str, topic: str, group: str, strategy: str) -> None:
+        # librdkafka's log, and a traceback if the member dies; closed by kill() or stop().
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
         self.process = subprocess.Popen(
             [sys.executable, MEMBER_SCRIPT, bootstrap_servers, topic, group, strategy],
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=self._stderr,
             text=True,
         )
         self.assignment: list[int] = []
@@ -81,11 +84,19 @@ class MemberProcess:
                 break
         return True
 
+    def check_alive(self) -> None:
+        """AssertionError with the end of the member's log if its process has ended."""
+        if self.process.poll() is not None:
+            self._stderr.seek(0)
+            log = self._stderr.read().decode(errors="replace")
+            raise AssertionError(f"a member process exited with {self.process.returncode}: ...{log[-3000:]}")
+
     def kill(self) -> None:
         """SIGKILL: no LeaveGroup, no commit; the gateway must notice by the session timeout."""
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
         self._reader.join(timeout=30)
+        self._stderr.close()
 
     def stop(self) -> None:
         """Ask the member to close (LeaveGroup) and wait for it."""
@@ -93,6 +104,7 @@ class MemberProcess:
             self.process.send_signal(signal.SIGTERM)
             self.process.wait(timeout=30)
         self._reader.join(timeout=30)
+        self._stderr.close()
 
 
 def wait_for(condition: Any, members: list[MemberProcess], *, timeout: float = 60.0, what: str) -> None:

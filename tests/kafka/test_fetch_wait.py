@@ -69,3 +69,54 @@ def test_fetch_wakes_on_a_write_by_another_process(gateway, topic: str, monkeypa
     assert message is not None
     assert (message.offset(), message.value()) == (1, b"after")
     assert received - pushed < 20  # far below the 60 s long poll it was waiting in
+
+
+def _fetch(gateway, topic: str, offset: int, min_bytes: int, max_wait_ms: int, partition_max_bytes: int = 1 << 20):
+    """One raw Fetch v12 of partition 0; the partition's answer."""
+    import datetime as dt
+
+    from conftest import call
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.schema.types import TopicName
+
+    request = FetchRequest(
+        max_wait=dt.timedelta(milliseconds=max_wait_ms),
+        min_bytes=min_bytes,
+        topics=(
+            FetchTopic(
+                topic=TopicName(topic),
+                partitions=(FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=partition_max_bytes),),
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
+    return call(gateway.gateway.port, request).responses[0].partitions[0]
+
+
+def test_min_bytes_waits_for_max_wait_then_answers_what_there_is(gateway, topic: str) -> None:
+    """With less than min_bytes at hand the Fetch waits out max_wait_ms, then answers with what there is;
+    with enough it answers at once."""
+    from kafka_support import produce_all
+
+    produce_all(gateway.bootstrap, topic, [(b"k", b"x" * 100, [], 1_700_000_000_000)])
+    started = time.monotonic()
+    answer = _fetch(gateway, topic, 0, min_bytes=1_000_000, max_wait_ms=300)
+    waited = time.monotonic() - started
+    assert waited >= 0.29
+    assert answer.error_code.value == 0
+    assert answer.high_watermark == 1
+    assert b"x" * 100 in answer.records
+    started = time.monotonic()
+    answer = _fetch(gateway, topic, 0, min_bytes=1, max_wait_ms=30_000)
+    assert time.monotonic() - started < 10
+    assert b"x" * 100 in answer.records
+
+
+def test_offset_past_the_end_is_out_of_range(gateway, topic: str) -> None:
+    """A Fetch past the next offset answers OFFSET_OUT_OF_RANGE at once, with empty records."""
+    from kafka_support import produce_all
+
+    produce_all(gateway.bootstrap, topic, [(b"k", b"v", [], 1_700_000_000_000)])
+    answer = _fetch(gateway, topic, 5, min_bytes=1, max_wait_ms=30_000)
+    assert answer.error_code.value == 1
+    assert answer.records == b""

@@ -20,7 +20,9 @@ def produce(servers: str, topic: str, values: list[str]) -> None:
 
 
 def split(members: list[MemberProcess]) -> bool:
-    """True when the members' assignments cover every partition exactly once."""
+    """True when the members, all alive, hold every partition exactly once."""
+    for member in members:
+        member.check_alive()
     held = [p for m in members for p in m.assignment]
     return sorted(held) == list(range(PARTITIONS))
 

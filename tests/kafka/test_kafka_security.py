@@ -205,8 +205,10 @@ def test_sasl_over_tls_with_python_clients(
             sasl_plain_username=USER,
             sasl_plain_password=PASSWORD,
         )
-        producer.send("both", b"from kafka-python", partition=0).get(timeout=30)
-        producer.close()
+        try:
+            producer.send("both", b"from kafka-python", partition=0).get(timeout=30)
+        finally:
+            producer.close()
 
         async def aiokafka_send() -> None:
             context = ssl.create_default_context(cafile=cert)

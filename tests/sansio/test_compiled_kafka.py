@@ -372,3 +372,13 @@ def test_encode_messages_checks_its_arguments() -> None:
         _compiled.kafka_encode_messages([], b"x", 0)
     with pytest.raises(TypeError):
         _compiled.kafka_encode_messages([])
+
+
+def test_header_names_of_one_batch_are_each_records_own() -> None:
+    """Records whose headers share positions but not names (same length, ASCII or not) keep their own names."""
+    names = [["a", "b"], ["b", "a"], ["é", "a"], ["a", "é"], ["ab", "b"], ["a", "b", "c"], ["a"], []]
+    batch = [KafkaRecord(i, i, None, b"", [(name, b"") for name in record]) for i, record in enumerate(names)]
+    encoded = reference.encode_batch(base_offset=0, records=batch, base_timestamp_ms=0)
+    decoded = _compiled.kafka_decode_batches(encoded, 2**20, KafkaRecord, KafkaBatch)
+    assert decoded == reference.decode_batches(encoded)
+    assert [[name for name, _ in record.headers] for record in decoded[0].records] == names

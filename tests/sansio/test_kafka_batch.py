@@ -7,6 +7,7 @@ not only checked against itself.
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import struct
 import warnings
@@ -452,3 +453,18 @@ def test_no_messages_is_refused() -> None:
     """An empty read is not a batch: the caller sends no records instead."""
     with pytest.raises(ValueError, match="at least one message"):
         encode_batch_from_messages([])
+
+
+@settings(deadline=None)
+@given(st.sampled_from([1, 2, 3, 4]), st.binary(max_size=200), st.booleans())
+def test_any_bytes_as_compressed_records_end_in_a_batch_error(codec: int, noise: bytes, framed: bool) -> None:
+    """Noise behind a right CRC (half the time behind the codec's own magic) fails only as KafkaBatchError."""
+    header = {
+        1: b"\x1f\x8b\x08\x00",
+        2: kafka_compression.XERIAL_MAGIC + b"\x00\x00\x00\x01" * 2,
+        3: b"\x04\x22\x4d\x18",
+        4: b"\x28\xb5\x2f\xfd",
+    }
+    section = header[codec] + noise if framed else noise
+    with contextlib.suppress(KafkaBatchError):
+        decode_batches(batch_of_section(section, count=1, codec=codec), max_bytes=2**16)

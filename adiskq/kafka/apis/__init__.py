@@ -5,7 +5,6 @@ handler is written and registered is in that module's docstring. Add a module he
 below to answer one more API.
 """
 
-# Consumer groups (coordinator and committed offsets) and SASL authentication.
 from . import (
     api_versions,
     create_partitions,
@@ -36,7 +35,6 @@ __all__ = [
     "create_topics",
     "delete_topics",
     "describe_configs",
-    # Consumer groups and SASL.
     "describe_groups",
     "fetch",
     "find_coordinator",

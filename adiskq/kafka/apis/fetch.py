@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import anyio
+import anyio.lowlevel
 from kio.schema.errors import ErrorCode
 
 from ..._async.follower import PartitionFollower
@@ -68,13 +69,17 @@ async def fetch(context: RequestContext, request: Any) -> Any:
             follower = part.follower
             if follower is None or part.budget <= 0 or taken >= response_budget:
                 continue
-            try:
-                messages = follower.read(MAX_FETCH_MESSAGES, min(part.budget, response_budget - taken))
-            except OffsetOutOfRangeError:
-                part.error = ErrorCode.offset_out_of_range
-                part.follower = None
-                continue
-            if messages:
+            # Chunks of at most MAX_FETCH_MESSAGES, each encoded as one batch with a checkpoint
+            # after it (``_response``), so a large answer never holds the loop for long.
+            while part.budget > 0 and taken < response_budget:
+                try:
+                    messages = follower.read(MAX_FETCH_MESSAGES, min(part.budget, response_budget - taken))
+                except OffsetOutOfRangeError:
+                    part.error = ErrorCode.offset_out_of_range
+                    part.follower = None
+                    break
+                if not messages:
+                    break
                 size = sum(map(message_bytes, messages))
                 part.chunks.append(messages)
                 part.budget -= size
@@ -111,10 +116,10 @@ async def fetch(context: RequestContext, request: Any) -> Any:
             followers = [part.follower for part in parts if part.follower is not None]
             if not followers:
                 break
-    return _response(context, request, parts)
+    return await _response(request, parts)
 
 
-def _response(context: RequestContext, request: Any, parts: list[_Partition]) -> Any:
+async def _response(request: Any, parts: list[_Partition]) -> Any:
     by_topic: dict[str, list[Any]] = {}
     for part in parts:
         high_watermark = log_start = -1
@@ -125,7 +130,12 @@ def _response(context: RequestContext, request: Any, parts: list[_Partition]) ->
             except OSError as failure:
                 error = error_code_for(failure)
         # Empty, never null: librdkafka refuses a null record set (size -1) as a malformed response.
-        records = b"".join(batch_from_messages(chunk) for chunk in part.chunks) if error == ErrorCode.none else b""
+        batches = []
+        if error == ErrorCode.none:
+            for chunk in part.chunks:
+                batches.append(batch_from_messages(chunk))
+                await anyio.lowlevel.checkpoint()
+        records = b"".join(batches)
         by_topic.setdefault(part.topic, []).append(
             nested(
                 request,

@@ -1,0 +1,375 @@
+"""The Kafka gateway beside the library's own paths: librdkafka (confluent-kafka) against ``adiskq serve``.
+
+    python benchmarks/bench_kafka.py            # 200,000 messages, 5 s of latency samples
+    python benchmarks/bench_kafka.py --quick    # small sizes, for the test that keeps this working
+
+Values are 100 bytes with distinct keys. The gateway runs as ``adiskq serve`` in a process of its own
+(``--flush async``), the client in this one: both share the machine's cores. Figures:
+
+- produce: a librdkafka producer (linger.ms=5, acks=1) sending N messages to one partition, to the
+  last delivery report; beside ``Producer.push_many`` of the same messages in batches of 1,000;
+- fetch: a librdkafka consumer reading the N messages from offset 0; beside a library ``Consumer``
+  reading them with ``batches()``;
+- end to end: one message every 0.5 ms (2,000 msg/s) from a librdkafka producer (linger.ms=0) to a
+  librdkafka consumer, on the wall clock of this one process; beside library push -> consumer;
+- gateway CPU per round trip: the gateway process's CPU time (user + system) over many round trips
+  of one small batch (10 messages produced and acknowledged, then fetched), per round trip;
+- the protocol layer alone, in this process: kio's decode of a Produce request holding a 1,000-record
+  batch and encode of the Fetch response holding it, next to the record batch codec's share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import anyio
+import psutil
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+import adiskq
+
+VALUE = b"v" * 100
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def start_gateway(root: str) -> tuple[subprocess.Popen[bytes], int]:
+    """``adiskq serve ROOT`` on a free port; the process and its port."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "adiskq", "serve", root, "--kafka", "127.0.0.1:0"], stderr=subprocess.PIPE
+    )
+    assert process.stderr is not None
+    line = process.stderr.readline().decode()
+    found = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+    if not found:
+        raise RuntimeError(f"the gateway did not start: {line}")
+    return process, int(found.group(1))
+
+
+def kafka_produce(bootstrap: str, topic: str, count: int) -> float:
+    """Messages per second of a librdkafka producer to the last delivery report."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1, "batch.num.messages": 10_000})
+    producer.list_topics(topic, timeout=10)  # metadata (and the topic) before the clock starts
+    started = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, VALUE, b"key-%d" % i, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.001)
+    assert producer.flush(60) == 0
+    return count / (time.perf_counter() - started)
+
+
+def kafka_fetch(bootstrap: str, topic: str, count: int) -> float:
+    """Messages per second of a librdkafka consumer reading ``count`` messages from offset 0."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False, "fetch.max.bytes": 52428800}
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    started = time.perf_counter()
+    while got < count:
+        got += sum(1 for m in consumer.consume(10_000, 0.1) if m.error() is None)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return count / elapsed
+
+
+def native_produce(path: str, count: int) -> float:
+    """Messages per second of ``push_many`` in batches of 1,000, same messages."""
+
+    async def run() -> float:
+        async with adiskq.Producer(path) as producer:
+            started = time.perf_counter()
+            for first in range(0, count, 1000):
+                await producer.push_many(
+                    [adiskq.Record(VALUE, key=b"key-%d" % i) for i in range(first, min(count, first + 1000))]
+                )
+            return count / (time.perf_counter() - started)
+
+    return anyio.run(run)
+
+
+def native_fetch(path: str, count: int) -> float:
+    """Messages per second of a library Consumer's ``batches()`` from offset 0."""
+
+    async def run() -> float:
+        got = 0
+        async with adiskq.Consumer(path, 0, end="close") as consumer:
+            started = time.perf_counter()
+            async for batch in consumer.batches(1000):
+                got += len(batch)
+            assert got >= count
+            return got / (time.perf_counter() - started)
+
+    return anyio.run(run)
+
+
+def kafka_latency(bootstrap: str, topic: str, seconds: float) -> list[float]:
+    """Microseconds from produce() to the consumer holding the message, one every 0.5 ms."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1})
+    producer.list_topics(topic, timeout=10)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "latency",
+            "fetch.wait.max.ms": 100,
+            "fetch.error.backoff.ms": 0,
+            "enable.auto.commit": False,  # nothing to commit: close() would look for a coordinator
+        }
+    )
+    high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    consumer.assign([TopicPartition(topic, 0, high)])
+    consumer.poll(0.5)  # the first fetch is on its way
+    samples: list[float] = []
+    sent: dict[bytes, float] = {}
+    interval = 0.0005
+    deadline = time.perf_counter() + seconds
+    next_send = time.perf_counter()
+    i = 0
+    while time.perf_counter() < deadline:
+        now = time.perf_counter()
+        if now >= next_send:
+            key = b"%d" % i
+            sent[key] = time.perf_counter()
+            producer.produce(topic, VALUE, key, partition=0)
+            producer.poll(0)
+            i += 1
+            next_send += interval
+        message = consumer.poll(0)
+        if message is not None and message.error() is None:
+            samples.append((time.perf_counter() - sent.pop(message.key())) * 1e6)
+    producer.flush(10)
+    end = time.perf_counter() + min(5.0, 4 * seconds)
+    while sent and time.perf_counter() < end:
+        message = consumer.poll(0.1)
+        if message is not None and message.error() is None:
+            samples.append((time.perf_counter() - sent.pop(message.key())) * 1e6)
+    consumer.close()
+    return samples
+
+
+def native_latency(path: str, seconds: float) -> list[float]:
+    """Microseconds from push to a library consumer (same loop) holding the message, one every 0.5 ms."""
+
+    async def run() -> list[float]:
+        samples: list[float] = []
+        async with adiskq.Producer(path) as producer:
+            next_offset = adiskq.stats(path).partitions[0].next_offset
+            async with adiskq.Consumer(path, 0, start=next_offset) as consumer, anyio.create_task_group() as tg:
+                sent: dict[int, float] = {}
+
+                async def read() -> None:
+                    async for message in consumer:
+                        samples.append((time.perf_counter() - sent.pop(message.offset)) * 1e6)
+                        if not sent and done:
+                            tg.cancel_scope.cancel()
+
+                done = False
+                tg.start_soon(read)
+                deadline = time.perf_counter() + seconds
+                while time.perf_counter() < deadline:
+                    stamp = time.perf_counter()
+                    offset = next_offset
+                    sent[offset] = stamp
+                    receipt = await producer.push(VALUE, key="k")
+                    assert receipt.offset == offset
+                    next_offset += 1
+                    await anyio.sleep(0.0005)
+                done = True
+                await anyio.sleep(0.2)
+                tg.cancel_scope.cancel()
+        return samples
+
+    return anyio.run(run)
+
+
+def gateway_cpu_per_round_trip(bootstrap: str, topic: str, process: subprocess.Popen[bytes], trips: int) -> float:
+    """Gateway CPU microseconds per round trip of a 10-message batch (produce, ack, fetch)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1})
+    producer.list_topics(topic, timeout=10)
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "trips", "fetch.wait.max.ms": 100, "enable.auto.commit": False}
+    )
+    high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    consumer.assign([TopicPartition(topic, 0, high)])
+    gateway = psutil.Process(process.pid)
+    before = gateway.cpu_times()
+    for trip in range(trips):
+        for i in range(10):
+            producer.produce(topic, VALUE, b"%d-%d" % (trip, i), partition=0)
+        producer.flush(10)
+        got = 0
+        while got < 10:
+            got += sum(1 for m in consumer.consume(10, 1.0) if m.error() is None)
+    after = gateway.cpu_times()
+    consumer.close()
+    used = (after.user - before.user) + (after.system - before.system)
+    return used / trips * 1e6
+
+
+def protocol_layer() -> dict[str, float]:
+    """Microseconds kio and the batch codec take for a Produce of 1,000 records and its Fetch answer."""
+    import datetime as dt
+
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+    from kio.schema.types import TopicName
+    from kio.serial import entity_writer
+
+    from adiskq._sansio.kafka_batch import KafkaRecord, decode_batches, encode_batch
+    from adiskq.kafka._protocol import decode_request, encode_response, parse_header
+    from adiskq.kafka._registry import respond
+
+    records = [KafkaRecord(i, 1_700_000_000_000, b"key-%d" % i, VALUE, []) for i in range(1000)]
+    batch = encode_batch(base_offset=0, records=records, base_timestamp_ms=1_700_000_000_000)
+    request = ProduceRequest(
+        acks=1,
+        timeout=dt.timedelta(seconds=5),
+        topic_data=(
+            TopicProduceData(name=TopicName("t"), partition_data=(PartitionProduceData(index=0, records=batch),)),
+        ),
+    )
+    body = io.BytesIO()
+    entity_writer(ProduceRequest)(body, request)
+    message = b"\x00\x00\x00\x09\x00\x00\x00\x01\xff\xff\x00" + body.getvalue()
+
+    def timed(function: Any, repeat: int = 200) -> float:
+        started = time.perf_counter()
+        for _ in range(repeat):
+            function()
+        return (time.perf_counter() - started) / repeat * 1e6
+
+    header, at = parse_header(message)
+    from kio.schema.fetch.v12.request import FetchRequest
+
+    fetch_request = FetchRequest(max_wait=dt.timedelta(0), min_bytes=1, topics=(), forgotten_topics_data=())
+
+    def fetch_answer() -> bytes:
+        from adiskq.kafka._registry import nested
+
+        part = nested(
+            fetch_request,
+            "PartitionData",
+            partition_index=0,
+            error_code=0,
+            high_watermark=1000,
+            last_stable_offset=1000,
+            log_start_offset=0,
+            aborted_transactions=None,
+            preferred_read_replica=-1,
+            records=batch,
+        )
+        from kio.schema.errors import ErrorCode
+
+        part = nested(
+            fetch_request,
+            "PartitionData",
+            partition_index=0,
+            error_code=ErrorCode.none,
+            high_watermark=1000,
+            last_stable_offset=1000,
+            log_start_offset=0,
+            aborted_transactions=None,
+            preferred_read_replica=-1,
+            records=batch,
+        )
+        topic = nested(fetch_request, "FetchableTopicResponse", topic="t", partitions=(part,))
+        response = respond(
+            fetch_request,
+            "FetchResponse",
+            throttle_time=dt.timedelta(0),
+            error_code=ErrorCode.none,
+            session_id=0,
+            responses=(topic,),
+        )
+        return encode_response(1, response)
+
+    return {
+        "kio_produce_decode_us": timed(lambda: decode_request(header, message, at)),
+        "kio_fetch_encode_us": timed(fetch_answer),
+        "batch_decode_us": timed(lambda: decode_batches(batch), 20),
+        "batch_encode_us": timed(lambda: encode_batch(base_offset=0, records=records, base_timestamp_ms=1), 20),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny counts: checks that everything works")
+    parser.add_argument("--out", default=None, help="write the figures as kafka.json here")
+    args = parser.parse_args(argv)
+    count = 2_000 if args.quick else 200_000
+    seconds = 0.25 if args.quick else 5.0
+    trips = 5 if args.quick else 500
+    root = tempfile.mkdtemp(prefix="adiskq-bench-kafka-")
+    process, port = start_gateway(root)
+    bootstrap = f"127.0.0.1:{port}"
+    results: dict[str, float] = {}
+    try:
+        print(f"{time.strftime('%H:%M:%S')} measuring kafka_produce_msgs ...", file=sys.stderr, flush=True)
+        results["kafka_produce_msgs"] = kafka_produce(bootstrap, "bench", count)
+        print(f"{time.strftime('%H:%M:%S')} measuring kafka_fetch_msgs ...", file=sys.stderr, flush=True)
+        results["kafka_fetch_msgs"] = kafka_fetch(bootstrap, "bench", count)
+        print(f"{time.strftime('%H:%M:%S')} measuring latency = kafka_latency ...", file=sys.stderr, flush=True)
+        latency = kafka_latency(bootstrap, "latency", seconds)
+        results["kafka_e2e_p50_us"] = statistics.median(latency)
+        results["kafka_e2e_p99_us"] = statistics.quantiles(latency, n=100)[98]
+        print(f"{time.strftime('%H:%M:%S')} measuring gateway_cpu_per_round_trip_us ...", file=sys.stderr, flush=True)
+        results["gateway_cpu_per_round_trip_us"] = gateway_cpu_per_round_trip(bootstrap, "trips", process, trips)
+    finally:
+        process.terminate()
+        process.wait(30)
+        assert process.stderr is not None
+        process.stderr.close()
+    native_root = tempfile.mkdtemp(prefix="adiskq-bench-native-")
+    try:
+        path = os.path.join(native_root, "bench")
+        print(f"{time.strftime('%H:%M:%S')} measuring native_produce_msgs ...", file=sys.stderr, flush=True)
+        results["native_produce_msgs"] = native_produce(path, count)
+        print(f"{time.strftime('%H:%M:%S')} measuring native_fetch_msgs ...", file=sys.stderr, flush=True)
+        results["native_fetch_msgs"] = native_fetch(path, count)
+        print(f"{time.strftime('%H:%M:%S')} measuring latency = native_latency ...", file=sys.stderr, flush=True)
+        latency = native_latency(os.path.join(native_root, "latency"), seconds)
+        results["native_e2e_p50_us"] = statistics.median(latency)
+        results["native_e2e_p99_us"] = statistics.quantiles(latency, n=100)[98]
+    finally:
+        shutil.rmtree(native_root)
+        shutil.rmtree(root)
+    results.update(protocol_layer())
+    rows = [
+        ("produce (msg/s)", "kafka_produce_msgs", "native_produce_msgs", "≥ 400,000"),
+        ("fetch (msg/s)", "kafka_fetch_msgs", "native_fetch_msgs", "≥ 1,000,000"),
+        ("end to end p50 at 2,000 msg/s (µs)", "kafka_e2e_p50_us", "native_e2e_p50_us", "≤ 1,000"),
+        ("end to end p99 at 2,000 msg/s (µs)", "kafka_e2e_p99_us", "native_e2e_p99_us", "≤ 5,000"),
+    ]
+    print(f"{'':38} {'Kafka gateway':>14} {'library':>12} {'ratio':>7}  target (gateway)")
+    for label, kafka, native, target in rows:
+        ratio = results[kafka] / results[native]
+        print(f"{label:38} {results[kafka]:>14,.0f} {results[native]:>12,.0f} {ratio:>6.2f}x  {target}")
+    print(
+        f"{'gateway CPU per round trip of 10 messages (µs)':52} {results['gateway_cpu_per_round_trip_us']:>12,.0f}  ≤ 100"
+    )
+    print(
+        "protocol layer, 1,000-record batch (µs): kio Produce decode "
+        f"{results['kio_produce_decode_us']:.0f}, kio Fetch encode {results['kio_fetch_encode_us']:.0f}; "
+        f"batch codec decode {results['batch_decode_us']:.0f}, encode {results['batch_encode_us']:.0f}"
+    )
+    if args.out:
+        with open(os.path.join(args.out, "kafka.json"), "w") as file:
+            json.dump(results, file, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

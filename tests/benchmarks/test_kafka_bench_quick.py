@@ -1,0 +1,31 @@
+"""benchmarks/bench_kafka.py in quick mode, so the Kafka gateway benchmark never rots (its figures are not checked)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from paths import ROOT_DIR
+
+
+@pytest.mark.timeout(240)
+def test_quick_mode_measures_the_gateway_beside_the_library(tmp_path: pathlib.Path) -> None:
+    """Every figure is measured (positive), and the table shows the gateway beside the library."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/bench_kafka.py", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=200,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads((tmp_path / "kafka.json").read_text())
+    for name in ("kafka_produce_msgs", "native_produce_msgs", "kafka_fetch_msgs", "native_fetch_msgs"):
+        assert figures[name] > 0, name
+    assert 0 < figures["kafka_e2e_p50_us"] <= figures["kafka_e2e_p99_us"]
+    assert figures["gateway_cpu_per_round_trip_us"] > 0
+    assert "Kafka gateway" in done.stdout
