@@ -10,6 +10,12 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
+
+# scripts/sanitize runs the property tests under AddressSanitizer, several times slower than a plain
+# run: there a case's time says nothing about the code, so no deadline (on a busy machine the 200 ms
+# default failed cases that passed alone).
+settings.register_profile("sanitize", deadline=None)
 
 if TYPE_CHECKING:
     from helpers.faults import DiskFaults

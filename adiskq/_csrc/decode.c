@@ -133,7 +133,10 @@ PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssi
         return NULL;
     }
     PyObject *partition = args[1];
-    long long first_offset = PyLong_AsLongLong(args[2]);
+    int wide = 0;
+    long long first_offset = PyLong_AsLongLongAndOverflow(args[2], &wide);
+    if (wide) Py_RETURN_NOTIMPLEMENTED; /* an offset outside i64: the reference numbers from it */
+    if (first_offset == -1 && PyErr_Occurred()) return NULL;
     Py_ssize_t count = PyLong_AsSsize_t(args[3]);
     unsigned long long max_record_bytes = PyLong_AsUnsignedLongLong(args[4]);
     if (PyErr_Occurred()) return NULL;

@@ -278,6 +278,7 @@ def test_decode_and_receipts_number_past_2_63_as_the_reference() -> None:
     first = 2**63 - 2
     expected = reference.decode_messages(record_bytes(), 0, first, 3)
     assert core.decode_messages(record_bytes(), 0, first, 3) == expected
+    assert core.decode_messages(record_bytes(), 0, 2**64, 3) == reference.decode_messages(record_bytes(), 0, 2**64, 3)
     assert [r.offset for r in compiled.receipts(0, first, 3)] == [first, first + 1, first + 2]
     assert compiled.receipts(0, first, 3) == core.reference_receipts(0, first, 3)
 
