@@ -1,4 +1,5 @@
-/* Recovery's and check's scans (the reference's scan_columns and next_valid_record).
+/* Recovery's and check's scan, and a search (the reference's scan_columns and next_valid_record; recovery
+ * no longer searches with the latter, see codec.py).
  *
  * scan_columns(buf, pos, max_record_bytes) -> (positions, sizes, timestamps, stop): the whole, valid
  * records from pos on, as columns, and the position where the scan stopped: the end of the buffer,

@@ -939,7 +939,9 @@ class SegmentReader:
         positions, sizes, offsets, passed, total = chosen
         if not offsets:
             return [], passed
-        if not all(start <= at and at + size <= end for at, size in zip(positions, sizes, strict=True)):
+        room = end - start
+        if positions[0] < start or positions[-1] + sizes[-1] > end or total > room or max(sizes) > room:
+            # A candidate's entry claims more than the stretch holds (its size damaged).
             return self._before_damaged_entry(offset, entries, count, start, end, max_count, tag_filter, max_bytes)
         stretch = positions[-1] + sizes[-1] - positions[0]
         if len(positions) * _SPARSE_SHARE < count or (max_bytes is not None and stretch > max_bytes):
