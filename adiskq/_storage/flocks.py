@@ -161,14 +161,15 @@ class LockWait:
     def claim(self) -> bool:
         """Hand the lock the thread took to the ``FileLock``: True if it holds it now (also when
         another waiter of this process claimed it first). Raises the thread's error, if it failed."""
+        fd = None
         with self._mutex:
             if self._state == "taken":
-                assert self._fd is not None
-                self._lock._adopt(self._fd)
-                self._fd = None
+                fd, self._fd = self._fd, None
                 self._state = "claimed"
             elif self._state == "failed" and self.error is not None:
                 raise self.error
+        if fd is not None:
+            self._lock._adopt(fd)  # outside this wait's mutex: FileLock.wait takes the two the other way round
         return self._lock.held
 
     def leave(self) -> None:
