@@ -204,7 +204,6 @@ class Turns:
         self,
         lock: FileLock,
         call_soon: Callable[[Callable[[], None]], None],
-        partition_count: int,
         wait_seconds: float = SHARED_LOCK_TIMEOUT_SECONDS,
     ) -> None:
         self.lock = lock

@@ -335,9 +335,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         stream, real = opened[0]
         self._stream = stream
         turns = (
-            Turns(
-                turn_lock(stream.path, stream.mode), _loop_scheduler(), len(stream.partitions), stream.lock_wait_seconds
-            )
+            Turns(turn_lock(stream.path, stream.mode), _loop_scheduler(), stream.lock_wait_seconds)
             if self.shared
             else None
         )

@@ -71,6 +71,53 @@ SHARED_LOCK_TIMEOUT_SECONDS: Final = 30.0
 _INTERRUPT_LOOK_SECONDS: Final = 0.05
 
 
+# Threads that ran a wait and wait for the next one: starting a thread costs about as much as a turn's
+# hand-over between shared producers, which happens every few milliseconds under contention. Daemon
+# threads, not an executor's: a thread blocked on a stopped holder must not hold up the process's exit.
+_MAX_IDLE_WORKERS: Final = 16
+_idle_workers: list[_Worker] = []
+_idle_mutex = threading.Lock()
+
+
+class _Worker:
+    """A daemon thread that runs one job after another, idle in ``_idle_workers`` in between."""
+
+    def __init__(self) -> None:
+        self._job: Callable[[], None] | None = None
+        self._ready = threading.Event()
+        threading.Thread(target=self._loop, name="adiskq lock wait", daemon=True).start()
+
+    def start(self, job: Callable[[], None]) -> None:
+        self._job = job
+        self._ready.set()
+
+    def _loop(self) -> None:
+        while True:
+            self._ready.wait()
+            self._ready.clear()
+            job, self._job = self._job, None
+            if job is not None:
+                job()
+            with _idle_mutex:
+                if len(_idle_workers) >= _MAX_IDLE_WORKERS:
+                    return
+                _idle_workers.append(self)
+
+
+def _run_in_thread(job: Callable[[], None]) -> None:
+    with _idle_mutex:
+        worker = _idle_workers.pop() if _idle_workers else None
+    (worker or _Worker()).start(job)
+
+
+def _forget_workers_in_child() -> None:
+    _idle_workers.clear()  # the parent's threads are not in a forked child
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers_in_child)
+
+
 def lock_wait_seconds(lock_timeout: float) -> float:
     """The bound of every wait for a lock of ``locks/``: ``lock_timeout``, or the default for 0."""
     return lock_timeout if lock_timeout > 0 else SHARED_LOCK_TIMEOUT_SECONDS
@@ -93,8 +140,7 @@ class LockWait:
         self._fd: int | None = None
         self.error: OSError | None = None
         self.done = threading.Event()
-        name = f"adiskq wait for {os.path.basename(lock.path)}"
-        threading.Thread(target=self._run, name=name, daemon=True).start()
+        _run_in_thread(self._run)
 
     def join(self) -> bool:
         """Count one more waiter; False once the thread is finished (start a new wait)."""
@@ -115,14 +161,15 @@ class LockWait:
     def claim(self) -> bool:
         """Hand the lock the thread took to the ``FileLock``: True if it holds it now (also when
         another waiter of this process claimed it first). Raises the thread's error, if it failed."""
+        fd = None
         with self._mutex:
             if self._state == "taken":
-                assert self._fd is not None
-                self._lock._adopt(self._fd)
-                self._fd = None
+                fd, self._fd = self._fd, None
                 self._state = "claimed"
             elif self._state == "failed" and self.error is not None:
                 raise self.error
+        if fd is not None:
+            self._lock._adopt(fd)  # outside this wait's mutex: FileLock.wait takes the two the other way round
         return self._lock.held
 
     def leave(self) -> None:

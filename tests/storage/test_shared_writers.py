@@ -8,11 +8,13 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
+from stopped_support import stopped_holder
 
 import adiskq
-from adiskq import SettingsMismatchError, StreamLockedError
+from adiskq import LockTimeoutError, SettingsMismatchError, StreamLockedError
 from adiskq._sansio.codec import encode_record
 from adiskq._sansio.naming import DATA, INDEX, TIMEINDEX
 from adiskq._storage.check import repair_stream
@@ -245,3 +247,24 @@ def test_appending_waits_for_the_partition_lock(stream_path: str) -> None:
         other.close()
     assert append(writer, 0, b"free again") == 0
     writer.close()
+
+
+def test_appending_beside_a_stopped_holder_fails_after_the_lock_timeout(stream_path: str) -> None:
+    """``appending`` (how Spark's writers append) waits at most ``lock_timeout`` for a partition's
+    lock a stopped process holds, then raises ``LockTimeoutError`` naming it; closing is quick."""
+    StreamWriter.open(stream_path, partitions=1, shared=True).close()
+    writer = StreamWriter.open(stream_path, shared=True, lock_timeout=0.5)
+    try:
+        with stopped_holder(stream_path, "partition-0") as holder:
+            started = time.monotonic()
+            with (
+                pytest.raises(LockTimeoutError, match=f"pid {holder.pid} on host .*stopped"),
+                writer.appending([0]),
+            ):
+                pytest.fail("appended while a stopped process holds the partition's lock")
+            assert time.monotonic() - started < 5
+            started = time.monotonic()
+            writer.close()
+            assert time.monotonic() - started < 5
+    finally:
+        writer.close()
