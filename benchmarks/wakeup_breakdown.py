@@ -44,7 +44,7 @@ sys.path.insert(0, HERE)
 import bench_wakeup  # noqa: E402
 from compare.common import now_ns  # noqa: E402
 
-INDEX_ENTRY_BYTES = 24  # the .index entry, written alone per push (DESIGN §2)
+INDEX_ENTRY_BYTES = 24  # the .index entry, written alone per push
 
 STAGES = ("index written", "woken", "events read", "read starts", "data read", "decoded", "delivered")
 

@@ -1,4 +1,4 @@
-"""The synchronous read API (DESIGN §7): for scripts, tools and Spark, no event loop needed."""
+"""The synchronous read API: for scripts, tools and Spark, no event loop needed."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ The reader must check what it uses: each record's size, magic and CRC (``decode_
 of it, and is the reference). The index entries are checked as ``SegmentReader.locate`` checks
 them for every reader.
 
-Sealed segments are read through ``mmap`` (DESIGN §5): no copy, and no fresh buffer to fault in for
+Sealed segments are read through ``mmap``: no copy, and no fresh buffer to fault in for
 every run. The active segment is read with ``pread``, because a producer's recovery may cut its
 tail, and touching a mapping of bytes cut from a file faults (SIGBUS) instead of failing cleanly.
 

@@ -1,4 +1,4 @@
-"""Crash recovery of a partition's active segment (DESIGN §4), applied when a producer opens.
+"""Crash recovery of a partition's active segment, applied when a producer opens.
 
 The rules, in the order they are applied:
 

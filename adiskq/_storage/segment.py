@@ -1051,7 +1051,7 @@ class SegmentReader:
 
     def read_span(self, start: int, end: int) -> bytes | memoryview:
         """The ``.data`` bytes in ``[start, end)``: a view of the segment's mapping once it is sealed
-        (DESIGN §5), valid while the view is referenced; else read with ``pread`` (``read_data``).
+        (no copy), valid while the view is referenced; else read with ``pread`` (``read_data``).
 
         Sealed only: a producer's recovery may cut the active segment's tail, and touching a mapping
         of bytes cut from a file faults (SIGBUS) instead of failing cleanly; a sealed segment is never

@@ -1,4 +1,4 @@
-"""Crash recovery on producer open (DESIGN §4): the valid prefix survives, the rest is repaired."""
+"""Crash recovery on producer open: the valid prefix survives, the rest is repaired."""
 
 from __future__ import annotations
 
