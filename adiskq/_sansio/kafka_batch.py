@@ -95,23 +95,22 @@ def encode_batch(
     ``max_timestamp_ms`` is the records' latest; the timestamp type is CreateTime;
     ``partition_leader_epoch`` is the epoch Metadata reports for the partition.
     """
-    if NATIVE is None:
-        return reference.encode_batch(
-            base_offset=base_offset,
-            records=records,
-            base_timestamp_ms=base_timestamp_ms,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=base_sequence,
-            compression=compression,
-            partition_leader_epoch=partition_leader_epoch,
-        )
-    if compression == 0 and type(compression) is int:
-        encoded: bytes = NATIVE.kafka_encode_batch(
-            base_offset, records, base_timestamp_ms, producer_id, producer_epoch, base_sequence, partition_leader_epoch
-        )
-        if encoded is not NotImplemented:
-            return encoded
+    records_encoder = reference.encode_records
+    if NATIVE is not None:
+        if compression == 0 and type(compression) is int:
+            encoded: bytes = NATIVE.kafka_encode_batch(
+                base_offset,
+                records,
+                base_timestamp_ms,
+                producer_id,
+                producer_epoch,
+                base_sequence,
+                partition_leader_epoch,
+            )
+            if encoded is not NotImplemented:
+                return encoded
+        # Compressed batches, or input the compiled encoder leaves to the reference to name.
+        records_encoder = _compiled_encode_records
     return reference.encode_batch(
         base_offset=base_offset,
         records=records,
@@ -121,7 +120,7 @@ def encode_batch(
         base_sequence=base_sequence,
         compression=compression,
         partition_leader_epoch=partition_leader_epoch,
-        records_encoder=_compiled_encode_records,
+        records_encoder=records_encoder,
     )
 
 
