@@ -519,6 +519,12 @@ class Producer(Generic[PushKeyT, PushValueT]):
         """True once ``aclose()`` (or leaving ``async with``) began; a closed producer stays closed."""
         return self._state in ("closing", "closed")
 
+    def _serialize(self, value: PushValueT, key: PushKeyT | None) -> tuple[object, object]:
+        """The value and key as stored: each through its serializer, if one is set (a None key stays None)."""
+        stored = value if self.value_serializer is None else self.value_serializer(value)
+        stored_key = key if key is None or self.key_serializer is None else self.key_serializer(key)
+        return stored, stored_key
+
     async def _push_serialized(
         self,
         value: PushValueT,
@@ -529,8 +535,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         timestamp: Timestamp = None,
     ) -> Receipt:
         """``push`` of a producer with serializers: the value and key serialized first."""
-        stored = value if self.value_serializer is None else self.value_serializer(value)
-        stored_key = key if key is None or self.key_serializer is None else self.key_serializer(key)
+        stored, stored_key = self._serialize(value, key)
         # The class's own push (this instance's push is this method), given the stored bytes.
         push: Callable[..., Awaitable[Receipt]] = Producer.push
         return await push(self, stored, key=stored_key, tag=tag, headers=headers, timestamp=timestamp)
@@ -540,19 +545,11 @@ class Producer(Generic[PushKeyT, PushValueT]):
     ) -> list[Receipt]:
         """``push_many`` of a producer with serializers: each value (a ``Record``'s, or the item)
         and key serialized first, all of them before anything is written."""
-        value_of, key_of = self.value_serializer, self.key_serializer
         stored: list[Record[object, object]] = []
         for item in records:
             record: Record[PushKeyT, PushValueT] = item if isinstance(item, Record) else Record(item)
-            stored.append(
-                Record(
-                    record.value if value_of is None else value_of(record.value),
-                    record.key if record.key is None or key_of is None else key_of(record.key),
-                    record.headers,
-                    record.timestamp,
-                    record.tag,
-                )
-            )
+            value, key = self._serialize(record.value, record.key)
+            stored.append(Record(value, key, record.headers, record.timestamp, record.tag))
         push_many: Callable[..., Awaitable[list[Receipt]]] = Producer.push_many
         return await push_many(self, stored)
 
