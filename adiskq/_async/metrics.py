@@ -38,7 +38,7 @@ import sys
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 if TYPE_CHECKING:
     from .._sansio.values import Message, Receipt, Record
@@ -81,6 +81,9 @@ def telemetry() -> Telemetry | None:
     return instruments if instruments is not None and instruments.providers_set() else None
 
 
+TallyKey = TypeVar("TallyKey", bound=tuple[Any, ...])
+
+
 class _Tally:
     """A count reported by an asynchronous counter, and the attributes it is reported with."""
 
@@ -89,6 +92,22 @@ class _Tally:
     def __init__(self, attributes: dict[str, str]) -> None:
         self.attributes = attributes
         self.count = 0
+
+
+def _shared_tally(tallies: dict[TallyKey, _Tally], key: TallyKey, attributes: dict[str, str]) -> _Tally:
+    """The tally of ``key`` in ``tallies``, made (reported with ``attributes``) if it is not there yet."""
+    found = tallies.get(key)
+    if found is None:
+        found = tallies[key] = _Tally(attributes)
+    return found
+
+
+def _observations(tallies: dict[Any, _Tally]) -> list[Any]:
+    """An asynchronous counter's observations: each tally's count with its attributes."""
+    from opentelemetry.metrics import Observation
+
+    # A copy: the reader may collect in its own thread while a new tally is added.
+    return [Observation(tally.count, tally.attributes) for tally in list(tallies.values())]
 
 
 class Telemetry:
@@ -195,11 +214,9 @@ class Telemetry:
         def tally(partition: int) -> _Tally:
             found = tallies.get(partition)
             if found is None:
-                key = (path, partition)
-                found = self._sent.get(key)
-                if found is None:
-                    found = self._sent[key] = _Tally(self.attributes(path, "send", partition))
-                tallies[partition] = found
+                found = tallies[partition] = _shared_tally(
+                    self._sent, (path, partition), self.attributes(path, "send", partition)
+                )
             return found
 
         async def push(
@@ -283,11 +300,9 @@ class Telemetry:
         def tally(partition: int) -> _Tally:
             found = tallies.get(partition)
             if found is None:
-                key = (stream, partition, group)
-                found = self._consumed.get(key)
-                if found is None:
-                    found = self._consumed[key] = _Tally(self.attributes(stream, "receive", partition, group))
-                tallies[partition] = found
+                found = tallies[partition] = _shared_tally(
+                    self._consumed, (stream, partition, group), self.attributes(stream, "receive", partition, group)
+                )
             return found
 
         def read_counted(max_messages: int) -> list[Message]:
@@ -306,14 +321,10 @@ class Telemetry:
     # -- observable gauges (called by the metric reader, perhaps in its own thread) ---------------
 
     def _observe_sent(self, options: object) -> Iterable[Any]:
-        from opentelemetry.metrics import Observation
-
-        return [Observation(tally.count, tally.attributes) for tally in list(self._sent.values())]
+        return _observations(self._sent)
 
     def _observe_consumed(self, options: object) -> Iterable[Any]:
-        from opentelemetry.metrics import Observation
-
-        return [Observation(tally.count, tally.attributes) for tally in list(self._consumed.values())]
+        return _observations(self._consumed)
 
     def _observe_lag(self, options: object) -> Iterable[Any]:
         from opentelemetry.metrics import Observation
