@@ -14,7 +14,15 @@ from adiskq import stats
 from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
 
 
-def _init_producer(port: int) -> tuple[int, int]:
+def _init_producer(port: int, topic: str) -> tuple[int, int]:
+    """Create ``topic`` (a Metadata request naming it), then a producer id and epoch to send with."""
+    call(
+        port,
+        MetadataRequest(
+            topics=(MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
+            include_topic_authorized_operations=False,
+        ),
+    )
     response = call(port, InitProducerIdRequest(transactional_id=None, transaction_timeout=dt.timedelta(seconds=60)))
     assert response.error_code.value == 0
     return response.producer_id, response.producer_epoch
@@ -45,14 +53,7 @@ def _produce(port: int, topic: str, producer_id: int, epoch: int, sequence: int,
 def test_retry_is_answered_with_its_offset_and_not_written_again(gateway, topic: str) -> None:
     """The same batch sent twice (a client's retry) is written once; the retry gets the first offset."""
     port = gateway.gateway.port
-    call(
-        port,
-        MetadataRequest(
-            topics=(MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
-            include_topic_authorized_operations=False,
-        ),
-    )
-    producer_id, epoch = _init_producer(port)
+    producer_id, epoch = _init_producer(port, topic)
     assert _produce(port, topic, producer_id, epoch, 0, 3) == (0, 0)
     assert _produce(port, topic, producer_id, epoch, 3, 2) == (0, 3)
     assert _produce(port, topic, producer_id, epoch, 0, 3) == (0, 0)  # a retry of the first batch
@@ -63,14 +64,7 @@ def test_retry_is_answered_with_its_offset_and_not_written_again(gateway, topic:
 def test_gap_and_old_epoch_are_refused(gateway, topic: str) -> None:
     """A sequence past the next one is OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch INVALID_PRODUCER_EPOCH."""
     port = gateway.gateway.port
-    call(
-        port,
-        MetadataRequest(
-            topics=(MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
-            include_topic_authorized_operations=False,
-        ),
-    )
-    producer_id, epoch = _init_producer(port)
+    producer_id, epoch = _init_producer(port, topic)
     assert _produce(port, topic, producer_id, epoch + 1, 0, 1) == (0, 0)
     assert _produce(port, topic, producer_id, epoch + 1, 5, 1)[0] == 45
     assert _produce(port, topic, producer_id, epoch, 1, 1)[0] == 47

@@ -52,6 +52,16 @@ def take(member: Consumer, count: int) -> list[int]:
     return offsets
 
 
+def took_and_committed(servers: str, count: int, *, metadata: str | None = None) -> Consumer:
+    """A member that took partition 0's first ``count`` messages and committed offset ``count``."""
+    member = consumer(servers)
+    assert take(member, count) == list(range(count))
+    # confluent-kafka takes no None for metadata: a commit without any leaves the argument out.
+    offset = TopicPartition(TOPIC, 0, count) if metadata is None else TopicPartition(TOPIC, 0, count, metadata=metadata)
+    member.commit(offsets=[offset], asynchronous=False)
+    return member
+
+
 def committed(servers: str, group: str = "billing") -> TopicPartition:
     """Partition 0's committed offset and metadata, as OffsetFetch answers them."""
     member = Consumer({"bootstrap.servers": servers, "group.id": group})
@@ -68,9 +78,7 @@ def test_commit_resumes_after_consumer_restart_with_metadata(tmp_path: pathlib.P
     with running_gateway(str(tmp_path), backend) as gateway:
         servers = bootstrap(gateway)
         produce(servers, 20)
-        member = consumer(servers)
-        assert take(member, 10) == list(range(10))
-        member.commit(offsets=[TopicPartition(TOPIC, 0, 10, metadata="checkpoint 10")], asynchronous=False)
+        member = took_and_committed(servers, 10, metadata="checkpoint 10")
         member.close()
         answer = committed(servers)
         assert (answer.offset, answer.metadata) == (10, "checkpoint 10")
@@ -85,9 +93,7 @@ def test_commit_resumes_after_gateway_restart(tmp_path: pathlib.Path, backend: s
     with running_gateway(str(tmp_path), backend) as gateway:
         servers = bootstrap(gateway)
         produce(servers, 20)
-        member = consumer(servers)
-        take(member, 7)
-        member.commit(offsets=[TopicPartition(TOPIC, 0, 7)], asynchronous=False)
+        member = took_and_committed(servers, 7)
         member.close()
     with running_gateway(str(tmp_path), backend) as gateway:
         member = consumer(bootstrap(gateway))
@@ -101,9 +107,7 @@ def test_groups_command_shows_kafka_group(tmp_path: pathlib.Path, backend: str) 
     with running_gateway(str(tmp_path), backend) as gateway:
         servers = bootstrap(gateway)
         produce(servers, 12)
-        member = consumer(servers)
-        take(member, 5)
-        member.commit(offsets=[TopicPartition(TOPIC, 0, 5)], asynchronous=False)
+        member = took_and_committed(servers, 5)
         result = invoke("groups", str(tmp_path / TOPIC), "--json")
         assert result.exit_code == 0, result.output
         group = json.loads(result.output)["billing"]
@@ -121,9 +125,7 @@ def test_offsets_reset_moves_kafka_group_and_is_refused_while_it_runs(tmp_path: 
     with running_gateway(str(tmp_path), backend) as gateway:
         servers = bootstrap(gateway)
         produce(servers, 10)
-        member = consumer(servers)
-        take(member, 10)
-        member.commit(offsets=[TopicPartition(TOPIC, 0, 10, metadata="done")], asynchronous=False)
+        member = took_and_committed(servers, 10, metadata="done")
         refused = invoke("offsets", str(tmp_path / TOPIC), "--group", "billing", "--reset-to", "oldest")
         assert refused.exit_code != 0
         assert "in use" in refused.output
@@ -144,9 +146,7 @@ def test_commit_answered_is_kept_when_gateway_is_killed(tmp_path: pathlib.Path) 
     try:
         servers = f"127.0.0.1:{server.port}"
         produce(servers, 10)
-        member = consumer(servers)
-        take(member, 6)
-        member.commit(offsets=[TopicPartition(TOPIC, 0, 6, metadata="six")], asynchronous=False)
+        member = took_and_committed(servers, 6, metadata="six")
         server.kill()
         member.close()
     finally:
