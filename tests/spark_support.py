@@ -63,3 +63,14 @@ def data_files(path: str, partition: int) -> list[str]:
     """The ``.data`` files of a partition, oldest first."""
     directory = os.path.join(path, "parts", f"{partition:06d}")
     return sorted(os.path.join(directory, name) for name in os.listdir(directory) if name.endswith(".data"))
+
+
+def delete_oldest_segment(path: str) -> int:
+    """Delete partition 0's oldest segment as retention would; returns the new oldest offset."""
+    bases = StreamReader.open(path).partition(0).segment_bases()
+    writer = StreamWriter.open(path)
+    try:
+        writer.delete_segments([(0, bases[0])])
+    finally:
+        writer.close()
+    return bases[1]

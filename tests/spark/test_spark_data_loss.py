@@ -9,9 +9,9 @@ import logging
 import anyio
 import pyarrow as pa
 import pytest
+from spark_support import delete_oldest_segment
 
 import adiskq
-from adiskq._storage.stream import StreamReader, StreamWriter
 from adiskq.spark._reader import OffsetRange, read_range
 
 COUNT = 60
@@ -25,17 +25,6 @@ def push_tagged(path: str) -> None:
                 await producer.push(b"m%d" % i, key="k", tag="a")
 
     anyio.run(push)
-
-
-def delete_oldest_segment(path: str) -> int:
-    """Delete the oldest segment as retention would, after a read was planned; the new oldest offset."""
-    bases = StreamReader.open(path).partition(0).segment_bases()
-    writer = StreamWriter.open(path)
-    try:
-        writer.delete_segments([(0, bases[0])])
-    finally:
-        writer.close()
-    return bases[1]
 
 
 def offsets_read(path: str, split: OffsetRange, *, fail_on_data_loss: bool, tags: frozenset[str] | None) -> list[int]:

@@ -8,9 +8,7 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.types import BinaryType, IntegerType, LongType, MapType, StringType, TimestampType
-from spark_support import T0_NS, data_files, fill, write_messages
-
-from adiskq._storage.stream import StreamReader, StreamWriter
+from spark_support import T0_NS, data_files, delete_oldest_segment, fill, write_messages
 
 
 def rows(spark: SparkSession, path: str, **options: str) -> list[tuple[int, int, str]]:
@@ -94,21 +92,10 @@ def test_long_ranges_are_split_into_spark_partitions(spark: SparkSession, stream
     ]
 
 
-def vacuum_first_segment(path: str) -> int:
-    """Delete partition 0's oldest segment as retention would; returns the new oldest offset."""
-    bases = StreamReader.open(path).partition(0).segment_bases()
-    writer = StreamWriter.open(path)
-    try:
-        writer.delete_segments([(0, bases[0])])
-    finally:
-        writer.close()
-    return bases[1]
-
-
 def test_asking_for_vacuumed_offsets_fails_by_default(spark: SparkSession, stream_path: str) -> None:
     """failOnDataLoss defaults to true: offsets retention deleted make the read fail, saying how to go on."""
     fill(stream_path, [60], segment_size_bytes=1024)
-    vacuum_first_segment(stream_path)
+    delete_oldest_segment(stream_path)
     with pytest.raises(PySparkException, match="failOnDataLoss=false"):
         rows(spark, stream_path, startingOffsets='{"0": 0}')
 
@@ -116,7 +103,7 @@ def test_asking_for_vacuumed_offsets_fails_by_default(spark: SparkSession, strea
 def test_without_fail_on_data_loss_vacuumed_offsets_are_skipped(spark: SparkSession, stream_path: str) -> None:
     """failOnDataLoss=false reads from the oldest offset still there."""
     fill(stream_path, [60], segment_size_bytes=1024)
-    oldest = vacuum_first_segment(stream_path)
+    oldest = delete_oldest_segment(stream_path)
     got = rows(spark, stream_path, startingOffsets='{"0": 0}', failOnDataLoss="false")
     assert [offset for _, offset, _ in got] == list(range(oldest, 60))
 

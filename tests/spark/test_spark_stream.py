@@ -11,11 +11,11 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
-from spark_support import fill, read_all
+from spark_support import delete_oldest_segment, fill, read_all
 
 from adiskq import OffsetOutOfRangeError
 from adiskq._sansio.codec import encode_record
-from adiskq._storage.stream import StreamReader, StreamWriter
+from adiskq._storage.stream import StreamWriter
 from adiskq.spark._options import ReadOptions
 from adiskq.spark._reader import OffsetRange, read_range
 from adiskq.spark._stream_reader import AdiskqStreamReader, LatestOffsets, _limit
@@ -181,13 +181,7 @@ def test_a_partition_added_later_is_read_from_its_start(stream_path: str) -> Non
 
 def vacuumed(path: str) -> int:
     fill(path, [60], segment_size_bytes=1024)
-    bases = StreamReader.open(path).partition(0).segment_bases()
-    writer = StreamWriter.open(path)
-    try:
-        writer.delete_segments([(0, bases[0])])
-    finally:
-        writer.close()
-    return bases[1]
+    return delete_oldest_segment(path)
 
 
 def test_a_range_retention_deleted_fails_the_read_by_default(stream_path: str) -> None:
