@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from collections.abc import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from bench_codec import time_per_call  # noqa: E402
 from compare.common import BATCH_SIZE, VALUES, key  # noqa: E402
 
 from adiskq._sansio import kafka_batch, kafka_codec  # noqa: E402
@@ -30,27 +29,6 @@ from adiskq._sansio.kafka_batch import KafkaRecord  # noqa: E402
 from adiskq._sansio.values import EMPTY_HEADERS, Message  # noqa: E402
 
 BASE_MS = 1_790_000_000_000
-
-
-def time_per_call(call: Callable[[], object], repeats: int, target_s: float) -> float:
-    """Median seconds per ``call`` over ``repeats`` timed loops of about ``target_s`` each."""
-    loops = 1
-    while True:
-        started = time.perf_counter()
-        for _ in range(loops):
-            call()
-        elapsed = time.perf_counter() - started
-        if elapsed >= target_s / 4:
-            break
-        loops *= 2
-    loops = max(1, int(loops * target_s / max(elapsed, 1e-9)))
-    samples = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        for _ in range(loops):
-            call()
-        samples.append((time.perf_counter() - started) / loops)
-    return statistics.median(samples)
 
 
 def workloads() -> dict[str, tuple[Callable[[], object], Callable[[], object]]]:
