@@ -257,21 +257,9 @@ def protocol_layer() -> dict[str, float]:
     fetch_request = FetchRequest(max_wait=dt.timedelta(0), min_bytes=1, topics=(), forgotten_topics_data=())
 
     def fetch_answer() -> bytes:
-        from adiskq.kafka._registry import nested
-
-        part = nested(
-            fetch_request,
-            "PartitionData",
-            partition_index=0,
-            error_code=0,
-            high_watermark=1000,
-            last_stable_offset=1000,
-            log_start_offset=0,
-            aborted_transactions=None,
-            preferred_read_replica=-1,
-            records=batch,
-        )
         from kio.schema.errors import ErrorCode
+
+        from adiskq.kafka._registry import nested
 
         part = nested(
             fetch_request,
