@@ -4,9 +4,8 @@ thousands of damaged batches refused, and arguments refused) leave the process's
 from __future__ import annotations
 
 import contextlib
-import gc
 
-import psutil
+from helpers.memory import growth_over
 
 from adiskq import _compiled
 from adiskq._sansio.kafka_batch import KafkaBatch, KafkaBatchError, KafkaRecord, decode_batches, encode_batch
@@ -43,18 +42,8 @@ def one_round() -> None:
         assert _compiled.kafka_encode_records(surrogate, 0) is NotImplemented
 
 
-def rss() -> int:
-    gc.collect()
-    return int(psutil.Process().memory_info().rss)
-
-
 def test_a_million_kafka_records_leave_memory_flat() -> None:
     """Ten rounds of 100,000 records encoded and decoded, and errors on every path, grow memory by less than 4 MiB."""
-    one_round()
-    one_round()
-    before = rss()
-    for _ in range(10):
-        one_round()
-    grown = rss() - before
+    grown = growth_over(one_round, rounds=10)
     # A leaked bytes object or int per record would be 30 MiB or more; allocator noise is far less.
     assert grown < 4 * 2**20, f"memory grew by {grown / 2**20:.1f} MiB over a million records"

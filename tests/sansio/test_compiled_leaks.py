@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import gc
 import os
 
-import psutil
+from helpers.memory import growth_over
 
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core
@@ -64,17 +63,7 @@ def appends() -> None:
         os.close(sink)
 
 
-def rss() -> int:
-    gc.collect()
-    return int(psutil.Process().memory_info().rss)
-
-
 def test_a_million_records_leave_memory_flat() -> None:
-    one_round()
-    one_round()
-    before = rss()
-    for _ in range(10):
-        one_round()
-    grown = rss() - before
+    grown = growth_over(one_round, rounds=10)
     # A leaked bytes object or int per record would be 30 MiB or more; allocator noise is far less.
     assert grown < 4 * 2**20, f"memory grew by {grown / 2**20:.1f} MiB over a million records"
