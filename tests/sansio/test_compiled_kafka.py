@@ -237,6 +237,13 @@ def test_max_bytes_is_applied_as_the_reference_applies_it(batch: list[KafkaRecor
     )
 
 
+def assert_decodes_as_reference(section: bytes, label: bytes) -> None:
+    """The compiled decoder gives the reference's records for one record ``section``, or None where it raises."""
+    want = outcome(lambda: reference.decode_records(section, 0, len(section), 1, 5, "batch 0"))
+    got = _compiled.kafka_decode_records(section, 0, len(section), 1, 5, KafkaRecord)
+    assert got == want if isinstance(want, list) else got is None, label
+
+
 def test_varints_at_their_limits_decode_as_the_reference_does() -> None:
     """Five-byte varints at 2^32 - 1 and 2^32 (offset delta, record length), ten-byte ones at 2^64 - 1 and
     2^64 (timestamp delta): above the bits a field has is refused, not wrapped."""
@@ -249,20 +256,14 @@ def test_varints_at_their_limits_decode_as_the_reference_does() -> None:
     ):
         body = b"\x00" + timestamp_varint + b"\x00\x01\x01\x00"
         section = bytes([len(body) << 1]) + body
-        want = outcome(lambda s=section: reference.decode_records(s, 0, len(s), 1, 5, "batch 0"))  # type: ignore[misc]
-        got = _compiled.kafka_decode_records(section, 0, len(section), 1, 5, KafkaRecord)
-        assert got == want if isinstance(want, list) else got is None, timestamp_varint
+        assert_decodes_as_reference(section, timestamp_varint)
     for offset_varint in (b"\x82\x80\x80\x80\x10", b"\x82\x80\x80\x80\x0f", b"\xfe\xff\xff\xff\x0f"):
         body = b"\x00\x00" + offset_varint + b"\x01\x01\x00"
         section = bytes([len(body) << 1]) + body
-        want = outcome(lambda s=section: reference.decode_records(s, 0, len(s), 1, 5, "batch 0"))  # type: ignore[misc]
-        got = _compiled.kafka_decode_records(section, 0, len(section), 1, 5, KafkaRecord)
-        assert got == want if isinstance(want, list) else got is None, offset_varint
+        assert_decodes_as_reference(section, offset_varint)
     for length_varint in (b"\xff\xff\xff\xff\x0f", b"\xff\xff\xff\xff\x1f", b"\x8c\x80\x80\x80\x00"):
         section = length_varint + b"\x00" * 6
-        want = outcome(lambda s=section: reference.decode_records(s, 0, len(s), 1, 5, "batch 0"))  # type: ignore[misc]
-        got = _compiled.kafka_decode_records(section, 0, len(section), 1, 5, KafkaRecord)
-        assert got == want if isinstance(want, list) else got is None, length_varint
+        assert_decodes_as_reference(section, length_varint)
 
 
 def test_a_memoryview_slice_decodes_in_place() -> None:
