@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable
 
 from adiskq._sansio.codec import encode_record
-from adiskq._sansio.values import Message
+from adiskq._sansio.values import Message, RecoveryReport
 from adiskq._storage.partition_reader import PartitionReader
 from adiskq._storage.partition_writer import PartitionWriter
 from adiskq._storage.stream import StreamWriter
@@ -80,3 +80,12 @@ def snapshot(path: str) -> dict[str, bytes | None]:
             with open(full, "rb") as file:
                 tree[os.path.relpath(full, path)] = file.read()
     return tree
+
+
+def reopen(stream: str) -> RecoveryReport:
+    """Open the stream as a producer and close it again; returns what recovery reported."""
+    writer = StreamWriter.open(stream)
+    try:
+        return writer.recovery
+    finally:
+        writer.close()

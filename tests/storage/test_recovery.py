@@ -6,11 +6,10 @@ import os
 
 import pytest
 from helpers.cli import flip_byte
-from storage_helpers import append, encode, expected_messages, fields, read_all, write_stream
+from storage_helpers import append, encode, expected_messages, fields, read_all, reopen, write_stream
 
 import adiskq
 from adiskq._sansio.codec import encode_record
-from adiskq._sansio.values import RecoveryReport
 from adiskq._storage.stream import StreamWriter
 
 PART = os.path.join("parts", "000000")
@@ -40,15 +39,6 @@ def _record_ends(batch: list[tuple[bytes, bytes, int, dict[str, bytes]]]) -> lis
     return ends
 
 
-def _reopen(stream: str) -> RecoveryReport:
-    """Open the stream as a producer and close it again; returns what recovery reported."""
-    writer = StreamWriter.open(stream)
-    try:
-        return writer.recovery
-    finally:
-        writer.close()
-
-
 def _check_prefix(stream: str, kept: int) -> None:
     """Readers see exactly the first ``kept`` records, and the next append gets offset ``kept``."""
     partition = os.path.join(stream, PART)
@@ -70,7 +60,7 @@ def stream(stream_path: str) -> str:
 
 def test_clean_reopen_repairs_nothing(stream: str) -> None:
     """A stream closed cleanly reopens with an empty recovery report."""
-    report = _reopen(stream)
+    report = reopen(stream)
     assert not report
     assert adiskq.stats(stream).last_recovery == report
     _check_prefix(stream, len(RECORDS))
@@ -104,7 +94,7 @@ def test_torn_record_is_reported_with_its_position(stream: str) -> None:
     ends = _record_ends(RECORDS)
     with open(_file(stream, 0, "data"), "r+b") as file:
         file.truncate(ends[-1] - 3)
-    report = _reopen(stream)
+    report = reopen(stream)
     cuts = [r for r in report.repairs if "torn tail" in r.action]
     assert len(cuts) == 1
     assert (cuts[0].partition, cuts[0].segment, cuts[0].position) == (0, 0, ends[-2])
@@ -129,7 +119,7 @@ def test_garbage_after_the_last_record_is_cut(stream: str, garbage: bytes) -> No
     size = os.path.getsize(_file(stream, 0, "data"))
     with open(_file(stream, 0, "data"), "ab") as file:
         file.write(garbage)
-    report = _reopen(stream)
+    report = reopen(stream)
     assert [r.position for r in report.repairs] == [size]
     assert os.path.getsize(_file(stream, 0, "data")) == size
     _check_prefix(stream, len(RECORDS))
@@ -139,7 +129,7 @@ def test_zero_filled_tail_is_cut(stream: str) -> None:
     """A tail of zeros (what a file system may leave after a power cut) is cut."""
     with open(_file(stream, 0, "data"), "ab") as file:
         file.write(bytes(8192))
-    report = _reopen(stream)
+    report = reopen(stream)
     assert "below the minimum" in report.repairs[0].action
     _check_prefix(stream, len(RECORDS))
 
@@ -150,7 +140,7 @@ def test_zeroed_last_records_are_cut(stream: str) -> None:
     with open(_file(stream, 0, "data"), "r+b") as file:
         file.seek(ends[-3])
         file.write(bytes(ends[-1] - ends[-3]))
-    _reopen(stream)
+    reopen(stream)
     _check_prefix(stream, len(RECORDS) - 2)
 
 
@@ -159,7 +149,7 @@ def test_rot_inside_committed_data_keeps_every_record(stream: str, where: str) -
     """A bad record followed by valid ones is rot, not a torn tail: nothing is cut, the bad one raises."""
     ends = _record_ends(RECORDS)
     flip_byte(_file(stream, 0, "data"), ends[1] - 1 if where == "value" else ends[0] + 3)
-    report = _reopen(stream)
+    report = reopen(stream)
     assert "kept every committed record" in report.repairs[0].action
     assert "keep their offsets (1;" in report.repairs[0].action
     assert [r.action.split()[-1] for r in report.repairs[1:]] == ["data"]  # the damaged record's tag: unknown
@@ -185,7 +175,7 @@ def test_a_torn_record_whose_value_holds_a_record_is_still_a_torn_tail(stream: s
     torn = outer[: outer.index(inner) + len(inner)]  # the write stopped right after the inner record
     with open(_file(stream, 0, "data"), "ab") as data:
         data.write(torn)
-    report = _reopen(stream)
+    report = reopen(stream)
     assert "torn tail" in report.repairs[0].action
     assert report.repairs[0].position == _record_ends(RECORDS)[-1]
     _check_prefix(stream, len(RECORDS))
@@ -197,7 +187,7 @@ def test_missing_index_files_are_rebuilt(stream: str, missing: list[str]) -> Non
     expected = {ext: _read(_file(stream, 0, ext)) for ext in ("index", "timeindex")}
     for ext in missing:
         os.unlink(_file(stream, 0, ext))
-    report = _reopen(stream)
+    report = reopen(stream)
     assert sorted(r.action.split()[2] for r in report.repairs) == sorted(f".{ext}" for ext in missing)
     assert {ext: _read(_file(stream, 0, ext)) for ext in ("index", "timeindex")} == expected
     _check_prefix(stream, len(RECORDS))
@@ -209,7 +199,7 @@ def test_partial_index_entry_is_completed(stream: str, ext: str) -> None:
     expected = _read(_file(stream, 0, ext))
     with open(_file(stream, 0, ext), "r+b") as file:
         file.truncate(len(expected) - 5)
-    report = _reopen(stream)
+    report = reopen(stream)
     assert "partial" in report.repairs[0].action
     assert "rebuilt 1" in report.repairs[0].action
     assert _read(_file(stream, 0, ext)) == expected
@@ -223,7 +213,7 @@ def test_missing_index_entries_are_rebuilt(stream: str, ext: str) -> None:
     entry = 24 if ext == "index" else 16
     with open(_file(stream, 0, ext), "r+b") as file:
         file.truncate(entry * 2)
-    report = _reopen(stream)
+    report = reopen(stream)
     assert f"rebuilt {len(RECORDS) - 2} {ext} entries" in report.repairs[0].action
     assert _read(_file(stream, 0, ext)) == expected
     _check_prefix(stream, len(RECORDS))
@@ -234,7 +224,7 @@ def test_index_entries_past_valid_data_are_dropped(stream: str) -> None:
     ends = _record_ends(RECORDS)
     with open(_file(stream, 0, "data"), "r+b") as file:
         file.truncate(ends[2])
-    report = _reopen(stream)
+    report = reopen(stream)
     actions = " / ".join(r.action for r in report.repairs)
     assert f"dropped {len(RECORDS) - 3} index entries" in actions
     assert f"dropped {len(RECORDS) - 3} timeindex entries" in actions
@@ -247,7 +237,7 @@ def test_index_entry_that_disagrees_with_the_data_is_replaced(stream: str) -> No
     with open(_file(stream, 0, "index"), "r+b") as file:
         file.seek(24 * 2 + 8)
         file.write((12345).to_bytes(8, "little"))
-    _reopen(stream)
+    reopen(stream)
     assert _read(_file(stream, 0, "index")) == expected
     _check_prefix(stream, len(RECORDS))
 
@@ -273,7 +263,7 @@ def test_stray_files_are_ignored(stream: str, where: str, name: str, is_dir: boo
         os.mkdir(stray)
     else:
         _write(stray, b"not ours")
-    report = _reopen(stream)
+    report = reopen(stream)
     assert not report
     assert os.path.isdir(stray) if is_dir else _read(stray) == b"not ours"
     _check_prefix(stream, len(RECORDS))
@@ -307,7 +297,7 @@ def test_crash_in_the_middle_of_a_roll(stream_path: str, left: list[str]) -> Non
     for ext in ("data", "index", "timeindex"):
         if ext not in left:
             os.unlink(_file(stream, base, ext))
-    report = _reopen(stream)
+    report = reopen(stream)
     if "index" not in left:
         assert all(r.segment in (0, base) for r in report.repairs)
     writer = StreamWriter.open(stream)
@@ -323,7 +313,7 @@ def test_crash_in_a_roll_with_a_torn_first_record(stream_path: str) -> None:
     stream, base = _two_segments(stream_path)
     records, _ = encode(fields(1, 8))
     _write(_file(stream, base, "data"), records[0][:-2])
-    report = _reopen(stream)
+    report = reopen(stream)
     assert [(r.segment, r.position) for r in report.repairs] == [(base, 0)]
     assert os.path.getsize(_file(stream, base, "data")) == 0
     assert read_all(os.path.join(stream, PART)) == expected_messages(fields(8))
@@ -337,7 +327,7 @@ def test_an_oldest_segment_that_lost_its_index_is_rebuilt_not_deleted(stream_pat
     for ext in ("index", "timeindex", "data"):
         if ext not in left:
             os.unlink(_file(stream, 0, ext))
-    report = _reopen(stream)
+    report = reopen(stream)
     assert {r.segment for r in report.repairs} == {0}
     assert adiskq.stats(stream).partitions[0].oldest_offset == 0
     assert read_all(os.path.join(stream, PART)) == expected_messages(fields(8))
@@ -348,7 +338,7 @@ def test_leftovers_of_an_interrupted_vacuum_without_data_are_removed(stream_path
     stream, base = _two_segments(stream_path)
     for ext in ("index", "data"):
         os.unlink(_file(stream, 0, ext))
-    report = _reopen(stream)
+    report = reopen(stream)
     assert [(r.segment, r.action) for r in report.repairs] == [
         (0, "removed index files an interrupted vacuum left without data")
     ]
@@ -369,7 +359,7 @@ def test_a_sealed_segment_that_lost_its_data_in_the_middle_is_refused(stream_pat
         writer.close()
     os.unlink(_file(stream, base, "data"))
     with pytest.raises(adiskq.CorruptStreamError, match=r"lost its \.data"):
-        _reopen(stream)
+        reopen(stream)
 
 
 def test_sealed_segment_missing_its_timeindex_is_rebuilt(stream_path: str) -> None:
@@ -377,7 +367,7 @@ def test_sealed_segment_missing_its_timeindex_is_rebuilt(stream_path: str) -> No
     stream, _ = _two_segments(stream_path)
     expected = _read(_file(stream, 0, "timeindex"))
     os.unlink(_file(stream, 0, "timeindex"))
-    report = _reopen(stream)
+    report = reopen(stream)
     assert [r.segment for r in report.repairs] == [0]
     assert _read(_file(stream, 0, "timeindex")) == expected
     assert adiskq.offset_for_time(stream, 0, fields(8)[5][2]) == 5
@@ -395,7 +385,7 @@ def test_middle_segment_missing_its_index_is_rebuilt(stream_path: str) -> None:
             writer.close()
     expected = _read(_file(stream_path, 4, "index"))
     os.unlink(_file(stream_path, 4, "index"))
-    report = _reopen(stream_path)
+    report = reopen(stream_path)
     assert [r.segment for r in report.repairs] == [4]
     assert _read(_file(stream_path, 4, "index")) == expected
     assert read_all(os.path.join(stream_path, PART)) == expected_messages(fields(12))
@@ -413,7 +403,7 @@ def test_every_partition_is_recovered_and_reported(stream_path: str) -> None:
         path = os.path.join(stream_path, "parts", f"{number:06d}", f"{0:020d}.data")
         with open(path, "ab") as file:
             file.write(b"\xff" * 9)
-    report = _reopen(stream_path)
+    report = reopen(stream_path)
     assert sorted(r.partition for r in report.repairs) == [0, 2]
     assert adiskq.stats(stream_path).last_recovery == report
 
@@ -422,8 +412,8 @@ def test_report_of_a_later_clean_open_replaces_the_old_one(stream: str) -> None:
     """stats().last_recovery describes the last producer open, even when it repaired nothing."""
     with open(_file(stream, 0, "data"), "ab") as file:
         file.write(b"\xff" * 9)
-    assert _reopen(stream)
+    assert reopen(stream)
     assert adiskq.stats(stream).last_recovery
-    clean = _reopen(stream)
+    clean = reopen(stream)
     assert adiskq.stats(stream).last_recovery == clean
     assert not clean

@@ -9,11 +9,11 @@ import time
 
 import pytest
 from helpers.cli import flip_byte
+from storage_helpers import reopen
 
 import adiskq
 from adiskq._sansio.codec import encode_record
 from adiskq._sansio.core import scan_columns
-from adiskq._sansio.values import RecoveryReport
 from adiskq._storage.check import check_stream
 from adiskq._storage.recovery_plan import damaged_file_name
 from adiskq._storage.stream import StreamReader, StreamWriter
@@ -34,14 +34,6 @@ def _read(path: str) -> bytes:
 def _entries(stream: str) -> list[tuple[int, int, int]]:
     raw = _read(_file(stream, "index"))
     return [struct.unpack_from("<QQQ", raw, at) for at in range(0, len(raw), 24)]
-
-
-def _reopen(stream: str) -> RecoveryReport:
-    writer = StreamWriter.open(stream)
-    try:
-        return writer.recovery
-    finally:
-        writer.close()
 
 
 def _outcome(stream: str, offset: int) -> bytes | int:
@@ -89,7 +81,7 @@ def test_two_adjacent_damaged_records_keep_their_offsets(stream: str) -> None:
     with open(_file(stream, "data"), "r+b") as file:
         file.seek(start)
         file.write(bytes(end - start))
-    report = _reopen(stream)
+    report = reopen(stream)
     (kept,) = [r for r in report.repairs if "kept every committed record" in r.action]
     assert "2 damaged record(s) keep their offsets (3, 4;" in kept.action
     assert kept.position == entries[3][1]
@@ -107,7 +99,7 @@ def test_check_says_two_adjacent_damaged_records_are_kept(stream: str) -> None:
     lines = _check(stream)
     assert any("repairing cuts nothing here, 2 damaged record(s) keep their offsets (3, 4;" in line for line in lines)
     assert not [line for line in lines if "cuts the data" in line or "sets aside" in line]
-    assert not [r for r in _reopen(stream).repairs if "cut" in r.action.split(":")[0]]
+    assert not [r for r in reopen(stream).repairs if "cut" in r.action.split(":")[0]]
     assert adiskq.stats(stream).partitions[0].next_offset == COUNT
 
 
@@ -117,7 +109,7 @@ def test_a_damaged_newest_record_keeps_its_offset(stream: str) -> None:
     lines = _check(stream)
     assert any("repairing cuts nothing here, 1 damaged record(s) keep their offsets (9;" in line for line in lines)
     assert not [line for line in lines if "cuts the data" in line]
-    report = _reopen(stream)
+    report = reopen(stream)
     assert [r.action.split(":")[0] for r in report.repairs][:1] == ["kept every committed record"]
     assert _outcome(stream, COUNT - 1) == COUNT - 1
     assert _push_one(stream) == COUNT
@@ -130,7 +122,7 @@ def test_records_zeroed_in_place_before_the_newest_keep_their_offsets(stream: st
     with open(_file(stream, "data"), "r+b") as file:
         file.seek(entries[-3][1])
         file.write(bytes(2 * entries[-1][2]))
-    _reopen(stream)
+    reopen(stream)
     assert [_outcome(stream, offset) for offset in range(COUNT - 3, COUNT)] == [COUNT - 3, COUNT - 2, _values()[-1]]
     assert _push_one(stream) == COUNT
 
@@ -143,7 +135,7 @@ def test_a_newest_record_zeroed_to_the_end_of_the_data_is_a_power_cut(stream: st
         file.write(bytes(entries[-1][2] - 40))
     lines = _check(stream)
     assert any("repairing cuts the data here" in line and "(offsets 9..9)" in line for line in lines)
-    report = _reopen(stream)
+    report = reopen(stream)
     assert report.repairs[0].action.startswith("cut ")
     assert _push_one(stream) == COUNT - 1
 
@@ -161,7 +153,7 @@ def test_without_index_the_records_after_damage_are_set_aside_not_deleted(stream
     lines = _check(stream)
     promise = f"repairing sets aside {len(data) - damaged_at} bytes of .data from here"
     assert any(line.startswith(promise) and aside in line and "fix: recovery" in line for line in lines)
-    report = _reopen(stream)
+    report = reopen(stream)
     (set_aside,) = [r for r in report.repairs if r.action.startswith("set aside")]
     assert f"set aside {len(data) - damaged_at} bytes of .data from byte {damaged_at}" in set_aside.action
     assert aside in set_aside.action
@@ -188,7 +180,7 @@ def test_a_torn_record_that_looks_like_headers_is_recovered_in_linear_time(strea
     with open(_file(stream, "data"), "ab") as file:
         file.write(record[: len(record) * 9 // 10])
     started = time.perf_counter()
-    report = _reopen(stream)
+    report = reopen(stream)
     elapsed = time.perf_counter() - started
     assert report.repairs[0].action.startswith("cut ")
     assert os.path.getsize(_file(stream, "data")) == size
