@@ -1,7 +1,8 @@
-"""Test support for consumers: a producer stand-in that appends through the sync storage layer.
+"""Test support for consumers: a producer stand-in that appends through the sync storage layer, and
+a named group that reads and commits a number of messages.
 
-It commits exactly as the producer does (records, then index entries) and then wakes in-process
-consumers through ``wakeup.notify``, so consumer tests do not depend on the Producer.
+The stand-in commits exactly as the producer does (records, then index entries) and then wakes
+in-process consumers through ``wakeup.notify``, so consumer tests do not depend on the Producer.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import time
 from collections.abc import Sequence
 from types import TracebackType
 
+import anyio
+
+import adiskq
 from adiskq._async import wakeup
 from adiskq._sansio.codec import encode_record
 from adiskq._sansio.naming import OWNER_FILE
@@ -78,3 +82,16 @@ class Writer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+async def read_and_commit(stream_path: str, name: str, count: int, **options: object) -> list[adiskq.Message]:
+    """Open the group, read ``count`` messages, commit each, close (storing the commits)."""
+    got: list[adiskq.Message] = []
+    async with adiskq.ConsumerGroup(stream_path, name, **options) as group:  # type: ignore[arg-type]
+        with anyio.fail_after(10):
+            async for message in group:
+                group.commit(message)
+                got.append(message)
+                if len(got) == count:
+                    break
+    return got

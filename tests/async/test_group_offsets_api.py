@@ -8,7 +8,7 @@ import os
 
 import anyio
 import pytest
-from _consumer_support import Writer
+from _consumer_support import Writer, read_and_commit
 from helpers.blocked import wait_all_tasks_blocked
 
 import adiskq
@@ -20,19 +20,6 @@ def fill(stream_path: str, per_partition: int, partitions: int = 2, *, tag: str 
     with Writer(stream_path, partitions=partitions) as writer:
         for partition in range(partitions):
             writer.append([b"v%d" % i for i in range(per_partition)], partition=partition)
-
-
-async def read_and_commit(stream_path: str, name: str, count: int, **options: object) -> list[adiskq.Message]:
-    """Open the group, read ``count`` messages, commit each, close (storing the commits)."""
-    got: list[adiskq.Message] = []
-    async with adiskq.ConsumerGroup(stream_path, name, **options) as group:  # type: ignore[arg-type]
-        with anyio.fail_after(10):
-            async for message in group:
-                group.commit(message)
-                got.append(message)
-                if len(got) == count:
-                    break
-    return got
 
 
 async def test_group_lag_counts_the_messages_left_past_its_commits(stream_path: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _consumer_support import read_and_commit
 from helpers.cli import invoke
 
 import adiskq
@@ -297,16 +298,8 @@ def stats_json(stream_path: str) -> dict[str, Any]:
 
 
 async def read_some(stream_path: str, name: str, count: int, tags: set[str] | None) -> list[adiskq.Message]:
-    """The first ``count`` messages a named group delivers, committed."""
-    got: list[adiskq.Message] = []
-    async with adiskq.ConsumerGroup(stream_path, name, end="close", tags=tags) as group:
-        with anyio.fail_after(10):
-            async for message in group:
-                got.append(message)
-                group.commit(message)
-                if len(got) == count:
-                    break
-    return got
+    """The first ``count`` messages a named group with these tags delivers, committed."""
+    return await read_and_commit(stream_path, name, count, end="close", tags=tags)
 
 
 async def test_the_lag_of_a_filtered_group_counts_only_the_wanted_messages_left(stream_path: str) -> None:
