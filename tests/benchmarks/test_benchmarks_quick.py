@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from bench_support import run_quick
 from paths import ROOT_DIR
 
 BENCHMARKS = os.path.join(ROOT_DIR, "benchmarks")
@@ -14,14 +15,7 @@ BENCHMARKS = os.path.join(ROOT_DIR, "benchmarks")
 
 def test_storage_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
     """bench_storage.py --quick runs adiskq and SQLite and prints every figure with its ratio."""
-    result = subprocess.run(
-        [sys.executable, os.path.join(BENCHMARKS, "bench_storage.py"), "--quick", "--dir", os.fspath(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_quick("bench_storage.py", "--dir", os.fspath(tmp_path), timeout=120)
     for line in (
         "adiskq append",
         "adiskq encode+append",
@@ -52,14 +46,7 @@ def test_storage_benchmark_refuses_nonsense(argument: str) -> None:
 
 def test_disk_guard_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
     """bench_disk_guard.py --quick runs each workload with the disk-usage check on and off, with the ratio."""
-    result = subprocess.run(
-        [sys.executable, os.path.join(BENCHMARKS, "bench_disk_guard.py"), "--quick", "--dir", os.fspath(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_quick("bench_disk_guard.py", "--dir", os.fspath(tmp_path), timeout=120)
     for workload in ("single", "batch"):
         for backend in ("asyncio", "trio"):
             assert f"{workload:8} {backend:8}" in result.stdout
@@ -69,14 +56,7 @@ def test_disk_guard_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
 def test_shared_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
     """bench_shared.py --quick runs shared against exclusive producers and writer processes against
     SQLite's, printing every ratio and target."""
-    result = subprocess.run(
-        [sys.executable, os.path.join(BENCHMARKS, "bench_shared.py"), "--quick", "--dir", os.fspath(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_quick("bench_shared.py", "--dir", os.fspath(tmp_path), timeout=300)
     for line in ("W1 asyncio", "W1 trio", "W2 asyncio", "W2 trio", "adiskq asyncio 4", "adiskq trio 1", "sqlite 4"):
         assert line in result.stdout
     assert "4 shared writers, asyncio:" in result.stdout
@@ -85,14 +65,7 @@ def test_shared_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
 
 def test_recovery_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
     """bench_recovery.py --quick times the open after a torn record of each shape, beside its peers."""
-    result = subprocess.run(
-        [sys.executable, os.path.join(BENCHMARKS, "bench_recovery.py"), "--quick", "--dir", os.fspath(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_quick("bench_recovery.py", "--dir", os.fspath(tmp_path), timeout=120)
     for column in ("headers ms", "random ms", "no tear ms", "read+crc ms", "scan ms"):
         assert column in result.stdout
     assert "256 KiB" in result.stdout
@@ -101,14 +74,7 @@ def test_recovery_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
 
 def test_serializers_benchmark_quick() -> None:
     """bench_serializers.py --quick prints push and read rates of every variant beside plain bytes."""
-    result = subprocess.run(
-        [sys.executable, os.path.join(BENCHMARKS, "bench_serializers.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_quick("bench_serializers.py", timeout=300)
     for backend in ("asyncio", "trio"):
         for variant in ("bytes", "json", "msgspec", "pydantic"):
             assert f"{backend:<8} {variant:<9} push" in result.stdout
@@ -138,14 +104,7 @@ def test_serializers_benchmark_against_another_checkout_quick() -> None:
 
 def test_metrics_benchmark_quick() -> None:
     """bench_metrics.py --quick runs every mode and shows that only the ones with a provider set wrap pushes."""
-    result = subprocess.run(
-        [sys.executable, os.path.join(BENCHMARKS, "bench_metrics.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_quick("bench_metrics.py", timeout=300)
     lines = {line.split()[0]: line for line in result.stdout.splitlines()[1:]}
     assert lines.keys() == {"missing", "unset", "off", "metrics", "traces"}
     for mode in ("missing", "unset", "off"):

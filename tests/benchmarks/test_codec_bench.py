@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+from bench_support import run_quick
 from paths import ROOT_DIR
 
 BENCHMARKS = os.path.join(ROOT_DIR, "benchmarks")
@@ -13,14 +14,7 @@ BENCHMARKS = os.path.join(ROOT_DIR, "benchmarks")
 
 def test_codec_benchmark_quick() -> None:
     """--quick names the core it measured and gives ns per record for the codec beside a memcpy."""
-    result = subprocess.run(
-        [sys.executable, os.path.join(BENCHMARKS, "bench_codec.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_quick("bench_codec.py", timeout=60)
     assert result.stdout.startswith("core: ")
     for line in ("encode_batch", "decode_messages", "memcpy of the batch", "ns/record", "× memcpy"):
         assert line in result.stdout

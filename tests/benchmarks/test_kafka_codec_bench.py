@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
-from paths import ROOT_DIR
+from bench_support import run_quick
 
 
 def test_the_kafka_codec_benchmark_runs_in_quick_mode() -> None:
     """`benchmarks/bench_kafka_codec.py --quick` prints compiled and reference records/s for every workload."""
-    done = subprocess.run(
-        [sys.executable, os.path.join(ROOT_DIR, "benchmarks", "bench_kafka_codec.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_quick("bench_kafka_codec.py", timeout=120)
     for workload in (
         "decode_batches, plain",
         "encode_batch, plain",

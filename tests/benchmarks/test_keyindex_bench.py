@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+from bench_support import run_quick
 from paths import ROOT_DIR
 
 BENCHMARKS = os.path.join(ROOT_DIR, "benchmarks")
@@ -13,14 +14,7 @@ BENCHMARKS = os.path.join(ROOT_DIR, "benchmarks")
 
 def test_keyindex_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
     """--quick measures ingest with the index on and off, beside SQLite, and lookups beside SQLite."""
-    result = subprocess.run(
-        [sys.executable, os.path.join(BENCHMARKS, "bench_keyindex.py"), "--quick", "--dir", os.fspath(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_quick("bench_keyindex.py", "--dir", os.fspath(tmp_path), timeout=300)
     for line in (
         "push_many 1k keys, index on",
         "push_many 1M keys, index off",
