@@ -39,6 +39,14 @@ async def take(group: adiskq.ConsumerGroup, count: int) -> list[tuple[adiskq.Mes
     return taken
 
 
+async def assert_all_done(path: str) -> None:
+    """The group has no retry pending, and nothing left to deliver."""
+    assert pending_retries(path, NAME) == []
+    async with adiskq.ConsumerGroup(path, NAME, end="close") as group:
+        with anyio.fail_after(10):
+            assert [m async for m in group] == []
+
+
 def dead_letters(path: str) -> list[adiskq.Message]:
     """Every message of a dead-letter stream (one partition)."""
     stats = adiskq.stats(path)
@@ -154,10 +162,7 @@ async def test_a_retry_waits_through_a_restart_and_is_done_once_committed(stream
         [(again, _)] = await take(group, 1)
         assert (again.value, again.attempt) == (b"a", 2)
         group.commit(again)
-    assert pending_retries(stream_path, NAME) == []
-    async with adiskq.ConsumerGroup(stream_path, NAME, end="close") as group:
-        with anyio.fail_after(10):
-            assert [m async for m in group] == []
+    await assert_all_done(stream_path)
 
 
 async def test_retries_follow_partitions_added_later(stream_path: str) -> None:
@@ -194,10 +199,7 @@ async def test_retries_finished_out_of_order_are_all_done_once_the_oldest_is(str
         [(second, _)] = await take(group, 1)
         assert second.value == b"slow"
         group.commit(second)
-    assert pending_retries(stream_path, NAME) == []
-    async with adiskq.ConsumerGroup(stream_path, NAME, end="close") as group:
-        with anyio.fail_after(10):
-            assert [m async for m in group] == []
+    await assert_all_done(stream_path)
 
 
 async def test_retry_refuses_what_it_cannot_do(stream_path: str) -> None:
