@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import pathlib
-import subprocess
-import sys
-
-from paths import ROOT_DIR
-
-BENCHMARK = pathlib.Path(ROOT_DIR) / "benchmarks" / "bench_consumer.py"
+from bench_support import run_quick
 
 
 def test_the_consumer_benchmark_runs_in_quick_mode() -> None:
     """bench_consumer.py --quick runs every workload on both backends and prints each figure."""
-    result = subprocess.run(
-        [sys.executable, str(BENCHMARK), "--quick"], capture_output=True, text=True, timeout=240, check=False
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_quick("bench_consumer.py", timeout=240)
     out = result.stdout
     assert "sqlite WAL full scan" in out
     for backend in ("asyncio", "trio"):

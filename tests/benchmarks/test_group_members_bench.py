@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+from bench_support import run_quick
 from paths import ROOT_DIR
 
 BENCHMARK = pathlib.Path(ROOT_DIR) / "benchmarks" / "bench_group.py"
@@ -14,14 +15,7 @@ BENCHMARK = pathlib.Path(ROOT_DIR) / "benchmarks" / "bench_group.py"
 
 def test_the_group_benchmark_runs_in_quick_mode(tmp_path: pathlib.Path) -> None:
     """bench_group.py --quick measures join, leave and kill on both backends and leaves nothing behind."""
-    result = subprocess.run(
-        [sys.executable, str(BENCHMARK), "--quick", "--dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_quick("bench_group.py", "--dir", str(tmp_path), timeout=240)
     for backend in ("asyncio", "trio"):
         for case in (
             "join  (open -> 2/2/1/1)",

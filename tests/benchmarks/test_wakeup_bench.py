@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from bench_support import run_quick
 from paths import ROOT_DIR
 
 BENCHMARKS = pathlib.Path(ROOT_DIR) / "benchmarks"
@@ -15,14 +16,7 @@ BENCHMARKS = pathlib.Path(ROOT_DIR) / "benchmarks"
 
 def test_the_wakeup_benchmark_runs_in_quick_mode(tmp_path: pathlib.Path) -> None:
     """bench_wakeup.py --quick runs every peer and prints its percentiles, its ratio and the target."""
-    result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "bench_wakeup.py"), "--quick", "--dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_quick("bench_wakeup.py", "--dir", str(tmp_path), timeout=240)
     rows = {line.split()[0] for line in result.stdout.splitlines()[2:] if line}
     assert {"adiskq-asyncio", "adiskq-trio", "inotify-blocking", "pipe", "sqlite-100us", "sqlite-1ms"} <= rows
     assert "target for adiskq: p50 <=" in result.stdout
