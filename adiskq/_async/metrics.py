@@ -81,7 +81,7 @@ def telemetry() -> Telemetry | None:
     return instruments if instruments is not None and instruments.providers_set() else None
 
 
-TallyKey = TypeVar("TallyKey", bound=tuple[Any, ...])
+_TallyKey = TypeVar("_TallyKey", bound=tuple[Any, ...])
 
 
 class _Tally:
@@ -94,7 +94,7 @@ class _Tally:
         self.count = 0
 
 
-def _shared_tally(tallies: dict[TallyKey, _Tally], key: TallyKey, attributes: dict[str, str]) -> _Tally:
+def _shared_tally(tallies: dict[_TallyKey, _Tally], key: _TallyKey, attributes: dict[str, str]) -> _Tally:
     """The tally of ``key`` in ``tallies``, made (reported with ``attributes``) if it is not there yet."""
     found = tallies.get(key)
     if found is None:
