@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import logging
 import operator
 import os
 import sys
@@ -59,6 +60,7 @@ _DURATION_BUCKETS: Final = (
 # costs the SDK more than the push. push_many and flush are recorded every time.
 PUSH_DURATION_SAMPLE: Final = 64
 
+logger: Final = logging.getLogger("adiskq")
 _UNSET: Final = object()
 _partition_of: Final = operator.itemgetter(0)  # of a Message or a Receipt (both tuples, partition first)
 _instance: Telemetry | object | None = _UNSET
@@ -76,7 +78,11 @@ def telemetry() -> Telemetry | None:
             # and then adiskq imports nothing of OpenTelemetry either.
             return None
         else:
-            _instance = Telemetry()
+            try:
+                _instance = Telemetry()
+            except ImportError as error:  # an install this process cannot read (another user's venv)
+                logger.warning("adiskq: OpenTelemetry cannot be imported (%s); recording no metrics", error)
+                _instance = None
     instruments: Telemetry | None = _instance  # type: ignore[assignment]
     return instruments if instruments is not None and instruments.providers_set() else None
 

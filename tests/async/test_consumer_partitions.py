@@ -144,12 +144,17 @@ async def test_a_partition_added_in_another_process_is_read_without_waiting_for_
 
 
 async def test_a_failed_open_fails_again_rather_than_reading_nothing(stream_path: str) -> None:
-    """A start past one partition's end fails the open; a later read tries the open again."""
+    """A start past one partition's end fails every open, keeps nothing the failed open had opened,
+    and a read after it says the consumer is not open: it never ends quietly."""
     with Writer(stream_path, partitions=2) as writer:
         writer.append([b"v"] * 3, partition=0)
     consumer = adiskq.Consumer(stream_path, start=2, end="close")
-    for _ in range(2):
-        with pytest.raises(adiskq.OffsetOutOfRangeError, match="partition 1 is not written yet"):
-            await consumer.__anext__()
-    assert consumer.assignment == ()
-    await consumer.aclose()
+    try:
+        for _ in range(2):
+            with pytest.raises(adiskq.OffsetOutOfRangeError, match="partition 1 is not written yet"):
+                await consumer.__aenter__()
+            assert consumer.assignment == ()
+            with pytest.raises(adiskq.ClosedError, match="not open"):
+                await consumer.__anext__()
+    finally:
+        await consumer.aclose()
