@@ -81,7 +81,9 @@ def telemetry() -> Telemetry | None:
             try:
                 _instance = Telemetry()
             except ImportError as error:  # an install this process cannot read (another user's venv)
-                logger.warning("adiskq: OpenTelemetry cannot be imported (%s); recording no metrics", error)
+                # Debug, not a warning: a command-line run as another user must print its one-line
+                # error alone, and metrics it cannot import are metrics nobody asked this process for.
+                logger.debug("adiskq: OpenTelemetry cannot be imported (%s); recording no metrics", error)
                 _instance = None
     instruments: Telemetry | None = _instance  # type: ignore[assignment]
     return instruments if instruments is not None and instruments.providers_set() else None
