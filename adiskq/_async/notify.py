@@ -39,7 +39,8 @@ import os
 import struct
 import threading
 import weakref
-from typing import Final
+from collections.abc import Coroutine
+from typing import Any, Final
 
 import anyio
 import anyio.lowlevel
@@ -208,18 +209,18 @@ class Notifier:
 
     # -- waiting ---------------------------------------------------------------------------------
 
-    async def wait(self, waiter: Waiter, max_seconds: float, *, kernel: bool = True) -> None:
+    def wait(self, waiter: Waiter, max_seconds: float, *, kernel: bool = True) -> Coroutine[Any, Any, None]:
         """Sleep until ``waiter`` is woken, or ``max_seconds`` pass; ``waiter`` must be armed.
 
         ``kernel=False``: the waiter has no inotify watch (its producer wakes it directly), so it
-        never takes the reading of the descriptor.
+        never takes the reading of the descriptor. Not a coroutine itself but the loop's own wait,
+        returned to be awaited: one frame less for a wake-up to resume.
         """
         reads = kernel and self._inotify is not None and not self.closed
         loop = waiter.asyncio_loop
         if loop is not None:
-            await self._wait_in_asyncio(waiter, loop, max_seconds, reads)
-        else:
-            await self._wait_in_trio(waiter, max_seconds, reads)
+            return self._wait_in_asyncio(waiter, loop, max_seconds, reads)
+        return self._wait_in_trio(waiter, max_seconds, reads)
 
     async def _wait_in_trio(self, waiter: Waiter, max_seconds: float, reads: bool) -> None:
         """``wait`` on Trio: one waiting task of the run reads the descriptor for all of them.
@@ -303,12 +304,17 @@ class Notifier:
         loop's own dispatch and one task step. It goes once an event finds no task of the loop
         waiting. A cancelled wait ends as any asyncio await does.
         """
+        # The wait is on the waiter's future itself: one wake or nudge ends it, and the caller
+        # disarms (or arms again) before it waits again.
+        event = waiter.event
+        if not isinstance(event, asyncio.Future):
+            return  # not armed: nothing to wait for
         # The deadline is a loop timer that nudges the waiter (ending the wait without a wake-up),
         # not a cancel scope: entering and leaving one costs more than the rest of the wake-up.
         deadline = loop.call_later(max_seconds, waiter.nudge)
         if not reads:
             try:
-                await waiter.wait_event()
+                await event
             finally:
                 deadline.cancel()
             return
@@ -317,7 +323,7 @@ class Notifier:
             listener = self._listen_in(loop)
         listener.waiting += 1
         try:
-            await waiter.wait_event()
+            await event
         finally:
             deadline.cancel()
             listener.waiting -= 1
