@@ -45,6 +45,7 @@ from typing import Any, Final
 import anyio
 import anyio.lowlevel
 
+from .asyncio_deadlines import AsyncioDeadline
 from .trio_deadlines import TrioDeadlines
 from .wakeup import Waiter
 
@@ -310,13 +311,14 @@ class Notifier:
         if not isinstance(event, asyncio.Future):
             return  # not armed: nothing to wait for
         # The deadline is a loop timer that nudges the waiter (ending the wait without a wake-up),
-        # not a cancel scope: entering and leaving one costs more than the rest of the wake-up.
-        deadline = loop.call_later(max_seconds, waiter.nudge)
+        # not a cancel scope: entering and leaving one costs more than the rest of the wake-up. The
+        # timer is the waiter's, kept from one wait to the next: a wake-up has none to cancel.
+        deadline = waiter.asyncio_deadline
+        if deadline is None:
+            deadline = waiter.asyncio_deadline = AsyncioDeadline(loop)
+        deadline.start(waiter, max_seconds)
         if not reads:
-            try:
-                await event
-            finally:
-                deadline.cancel()
+            await event
             return
         listener = self._asyncio_listeners.get(loop)
         if listener is None:
@@ -325,7 +327,6 @@ class Notifier:
         try:
             await event
         finally:
-            deadline.cancel()
             listener.waiting -= 1
 
     def _listen_in(self, loop: asyncio.AbstractEventLoop) -> _AsyncioListener:
