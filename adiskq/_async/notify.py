@@ -18,7 +18,7 @@ wake-up costs one loop dispatch and one task step. On Trio one of the waiting ta
 waiting task of its run; when it is the only one waiting, it takes the wake-up at once and the
 events are read before a consumer arms again (``read_unread``), off the message's way.
 Trio's waits have no cancel scope each: their deadlines are kept by one system task per run
-(``trio_deadlines.py``), as asyncio's are by loop timers.
+(``trio_deadlines.py``), as asyncio's are by one loop timer per waiter (``asyncio_deadlines.py``).
 asyncinotify makes the instance and the watches; the events are read with ``os.read`` and parsed
 here, ten times cheaper than its reader (``benchmarks/wakeup_breakdown.py`` times each step).
 
