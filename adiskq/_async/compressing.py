@@ -1,8 +1,9 @@
 """A producer's compression of values with the stream's zstd dictionary (``compression="zstd"``).
 
 Compression is the stream's setting (``settings.json``): every producer of a stream created with
-``compression="zstd"`` compresses, with or without the argument. The producer compresses with the newest dictionary version when it opens (or with the one given as
-``zstd_dictionary``, stored first as a new version when it differs from the newest). A stream with
+``compression="zstd"`` compresses, with or without the argument. A producer compresses with the
+newest dictionary version when it opens (or with the one given as ``zstd_dictionary``, stored first
+as a new version when it differs from the newest). A stream with
 no dictionary yet gets one trained from the first ``TRAINING_SAMPLES`` values this producer pushes:
 those are written uncompressed (a record says whether it is compressed, so readers need nothing
 else), then the dictionary is trained in a worker thread, stored and fsynced (``add_dictionary``),

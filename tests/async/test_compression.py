@@ -196,3 +196,22 @@ def test_bad_compression_arguments_are_refused(stream_path: str, options: dict[s
     with pytest.raises(adiskq.InvalidArgumentError, match=error):
         adiskq.Producer(stream_path, **options)  # type: ignore[arg-type]
     assert not os.path.exists(stream_path)
+
+
+def damage(path: pathlib.Path, at: int) -> bytes:
+    """Flip one bit of the file at byte ``at``; its sound bytes are returned."""
+    sound = path.read_bytes()
+    path.write_bytes(sound[:at] + bytes([sound[at] ^ 1]) + sound[at + 1 :])
+    return sound
+
+
+async def test_check_reports_a_damaged_dictionary_and_the_records_needing_it(stream_path: str) -> None:
+    """`adiskq check` names a damaged dictionary file, and the offsets of the records that need it."""
+    await push_events(stream_path, EVENTS[:30], zstd_dictionary=trained_dictionary())
+    assert invoke("check", stream_path).exit_code == 0
+    path = dictionary_file(stream_path)
+    damage(path, 100)
+    result = invoke("check", stream_path)
+    assert result.exit_code == 1
+    assert f"{path}: zstd dictionary file {path} is damaged (CRC-32C mismatch)" in result.stdout
+    assert "30 compressed records (offsets 0..29) cannot be read: zstd dictionary file" in result.stdout
