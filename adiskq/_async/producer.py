@@ -217,6 +217,12 @@ class Producer(Generic[PushKeyT, PushValueT]):
     raises fails the push before anything is written). Without them, values are ``bytes`` and keys
     ``str`` or ``bytes``.
 
+    ``compression="zstd"`` creates the stream compressed (format ``adiskq/3``; refused for a stream
+    made without it): each value is stored as a zstd frame made with the stream's dictionary, trained
+    from the first 2,000 values pushed (stored as they are) or given as ``zstd_dictionary`` (bytes of
+    a zstd dictionary; a new one becomes the stream's next version). Every producer of a compressed
+    stream compresses, and every reader decompresses (``adiskq/_async/compressing.py``).
+
     Leaving ``async with`` (or ``aclose()``) writes every pending push, fsyncs, releases the lock and
     stops the producer's flusher and vacuum threads, also when the surrounding scope is cancelled. A
     closed producer cannot be reopened; using one raises ``ClosedError``.
