@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 
 import anyio
 
@@ -46,7 +45,11 @@ def order_events(count: int, seed: int = 7) -> list[bytes]:
     events = []
     for number in range(count):
         items = [
-            {"sku": f"SKU-{rng.randrange(5000):05d}", "qty": rng.randrange(1, 5), "price": rng.randrange(100, 20000) / 100}
+            {
+                "sku": f"SKU-{rng.randrange(5000):05d}",
+                "qty": rng.randrange(1, 5),
+                "price": rng.randrange(100, 20000) / 100,
+            }
             for _ in range(rng.randrange(1, 3))
         ]
         event = {
@@ -55,7 +58,10 @@ def order_events(count: int, seed: int = 7) -> list[bytes]:
             "placed_at": f"2026-11-27T{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}Z",
             "status": rng.choice(["created", "paid", "packed", "shipped", "delivered"]),
             "items": items,
-            "shipping": {"method": rng.choice(["standard", "express", "pickup"]), "country": rng.choice(["FR", "DE", "NL"])},
+            "shipping": {
+                "method": rng.choice(["standard", "express", "pickup"]),
+                "country": rng.choice(["FR", "DE", "NL"]),
+            },
             "currency": "EUR",
             "total": rng.randrange(100, 90000) / 100,
         }
@@ -115,7 +121,9 @@ def sqlite_bytes(root: str, values: list[bytes], names: list[str]) -> int:
     db = sqlite3.connect(os.path.join(folder, "log.db"), isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
-    db.execute("CREATE TABLE log (offset INTEGER PRIMARY KEY, ts INTEGER NOT NULL, key BLOB NOT NULL, value BLOB NOT NULL)")
+    db.execute(
+        "CREATE TABLE log (offset INTEGER PRIMARY KEY, ts INTEGER NOT NULL, key BLOB NOT NULL, value BLOB NOT NULL)"
+    )
     for first in range(0, len(values), BATCH):
         now = time.time_ns()
         db.execute("BEGIN")

@@ -623,9 +623,10 @@ class Producer(Generic[PushKeyT, PushValueT]):
             self._check_size(len(data) + len(raw_key))
         if headers:  # checked before encoding, so a huge header never gets copied
             self._check_size(len(data) + len(raw_key) + sum(len(name) + byte_count(v) for name, v in headers.items()))
+        compression = self._compression
         attributes = 0
-        if self._compression is not None:
-            data, attributes = self._compression.apply(data)
+        if compression is not None:
+            data, attributes = compression.apply(data)
         if (
             raw_encode_record is None
             or (record := raw_encode_record(data, raw_key, timestamp_ns, headers or None, attributes, tag))
@@ -639,8 +640,8 @@ class Producer(Generic[PushKeyT, PushValueT]):
         lane = self._lanes[partition]
         entry = _cached_tag_entry(tag) or tag_entry(tag)  # its .tagindex entry, from the tag at hand
         offset = lane.try_write_one(record, timestamp_ns, key_hash, entry)
-        if self._compression is not None and self._compression.wants_training:
-            await self._compression.train()
+        if compression is not None and compression.wants_training:
+            await compression.train()
         if offset >= 0:
             self._inline_pushes += 1
             if self._inline_pushes >= _YIELD_EVERY:
