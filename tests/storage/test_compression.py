@@ -216,3 +216,17 @@ async def test_check_reports_a_damaged_dictionary_and_the_records_needing_it(str
     assert result.exit_code == 1
     assert f"{path}: zstd dictionary file {path} is damaged (CRC-32C mismatch)" in result.stdout
     assert "30 compressed records (offsets 0..29) cannot be read: zstd dictionary file" in result.stdout
+
+
+async def test_a_filtering_consumer_reads_compressed_values(stream_path: str) -> None:
+    """A consumer filtering by tag gets the values of the records it selects decompressed."""
+    records = [
+        adiskq.Record(value, key=f"order-{i}", tag="paid" if i % 3 else "created")
+        for i, value in enumerate(EVENTS[:60])
+    ]
+    async with adiskq.Producer(stream_path, compression="zstd", zstd_dictionary=trained_dictionary()) as producer:
+        await producer.push_many(records)
+    with anyio.fail_after(20):
+        async with adiskq.Consumer(stream_path, start="oldest", end="close", tags={"created"}) as consumer:
+            got = [message.value async for message in consumer]
+    assert got == EVENTS[:60:3]
