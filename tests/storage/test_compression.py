@@ -219,14 +219,20 @@ async def test_check_reports_a_damaged_dictionary_and_the_records_needing_it(str
 
 
 async def test_a_filtering_consumer_reads_compressed_values(stream_path: str) -> None:
-    """A consumer filtering by tag gets the values of the records it selects decompressed."""
+    """A consumer filtering by tag gets the values of the records it selects decompressed, dense
+    (read in runs) and rare (read one by one)."""
     records = [
-        adiskq.Record(value, key=f"order-{i}", tag="paid" if i % 3 else "created")
-        for i, value in enumerate(EVENTS[:60])
+        adiskq.Record(value, key=f"order-{i}", tag="paid" if i % 3 else "created", headers={"rare": b""})
+        if i % 400
+        else adiskq.Record(value, key=f"order-{i}", tag="rare")
+        for i, value in enumerate(EVENTS)
     ]
     async with adiskq.Producer(stream_path, compression="zstd", zstd_dictionary=trained_dictionary()) as producer:
         await producer.push_many(records)
     with anyio.fail_after(20):
         async with adiskq.Consumer(stream_path, start="oldest", end="close", tags={"created"}) as consumer:
             got = [message.value async for message in consumer]
-    assert got == EVENTS[:60:3]
+        async with adiskq.Consumer(stream_path, start="oldest", end="close", tags={"rare"}) as consumer:
+            rare = [message.value async for message in consumer]
+    assert got == [value for i, value in enumerate(EVENTS) if i % 400 and not i % 3]
+    assert rare == EVENTS[::400]
