@@ -12,6 +12,7 @@ and the values after it are compressed. Nothing is held back: every push is writ
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Final
 
@@ -65,6 +66,9 @@ class ValueCompression:
         self._samples: list[bytes] | None = None
         self._training = False
         self.compress: object = None
+        # The compiled core's prepared dictionary, which push_many's batch encoder compresses with;
+        # None while training, or where the reference compresses.
+        self.prepared: object = None
         self.wants_training = False
         if version is None:
             self._samples = []
@@ -90,12 +94,8 @@ class ValueCompression:
         dictionaries.need(dictionary_id, 0)
         prepared = dictionaries.compiled.get(dictionary_id)
         if prepared is not None and NATIVE is not None:
-            zstd_compress = NATIVE.zstd_compress
-
-            def compress(value: bytes) -> bytes:
-                return zstd_compress(prepared, value)  # type: ignore[no-any-return]
-
-            self.compress = compress
+            self.compress = functools.partial(NATIVE.zstd_compress, prepared)
+            self.prepared = prepared
         else:
             reference = dictionaries.reference[dictionary_id]
             self.compress = reference.compress

@@ -777,8 +777,10 @@ class Producer(Generic[PushKeyT, PushValueT]):
         """Records (adiskq.Record or bytes), their timestamps, partitions, key hashes and
         ``.tagindex`` entries: in one C loop by the compiled core (the entries left to the segment,
         which takes them from the records in C), or column-wise by ``_encode_columns``."""
-        if COMPILED and keyindex.key_hash is _CRC32 and self._compression is None:
-            encoded = encode_records(items, now, self._partition_count)
+        compression = self._compression
+        prepared = None if compression is None else compression.prepared
+        if COMPILED and keyindex.key_hash is _CRC32 and (compression is None or prepared is not None):
+            encoded = encode_records(items, now, self._partition_count, prepared)
             if encoded is not None:
                 records, stamps, partitions, key_hashes, largest = encoded
                 if largest > self._max_message_bytes:

@@ -152,6 +152,9 @@ int adq_add_iteration_types(PyObject *module);
 /* zstd.c: the value a compressed record's frame holds (NULL, no exception set, when it is not a
  * valid frame of one of `dictionaries`, a dict of prepared dictionaries by id; see zstd.c) */
 PyObject *adq_zstd_decompress(const uint8_t *frame, size_t length, PyObject *dictionaries, size_t limit);
+/* ...and a value (bytes) compressed with a prepared dictionary (a capsule adq_zstd_is_prepared accepts) */
+PyObject *adq_zstd_compress(PyObject *prepared, PyObject *value);
+int adq_zstd_is_prepared(PyObject *candidate);
 
 /* The Python-facing functions, one file each (module.c lists them). */
 PyObject *adq_py_encode_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

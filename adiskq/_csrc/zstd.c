@@ -131,6 +131,8 @@ PyObject *adq_py_zstd_prepare(PyObject *module, PyObject *const *args, Py_ssize_
     return capsule;
 }
 
+int adq_zstd_is_prepared(PyObject *candidate) { return PyCapsule_IsValid(candidate, PREPARED_NAME); }
+
 /* zstd_compress(prepared, value: bytes) -> bytes: one frame stating its content size and the
  * dictionary's id, without a checksum (the record's CRC-32C covers it). */
 PyObject *adq_py_zstd_compress(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -139,12 +141,17 @@ PyObject *adq_py_zstd_compress(PyObject *module, PyObject *const *args, Py_ssize
         PyErr_SetString(PyExc_TypeError, "zstd_compress(prepared dictionary, value: bytes)");
         return NULL;
     }
-    prepared_dictionary *prepared = PyCapsule_GetPointer(args[0], PREPARED_NAME);
-    size_t length = (size_t)PyBytes_GET_SIZE(args[1]);
+    return adq_zstd_compress(args[0], args[1]);
+}
+
+PyObject *adq_zstd_compress(PyObject *capsule, PyObject *value) {
+    prepared_dictionary *prepared = PyCapsule_GetPointer(capsule, PREPARED_NAME);
+    if (prepared == NULL) return NULL;
+    size_t length = (size_t)PyBytes_GET_SIZE(value);
     size_t bound = zstd.compressBound(length);
     PyObject *frame = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bound);
     if (frame == NULL) return NULL;
-    size_t written = zstd.compress_usingCDict(cctx, PyBytes_AS_STRING(frame), bound, PyBytes_AS_STRING(args[1]),
+    size_t written = zstd.compress_usingCDict(cctx, PyBytes_AS_STRING(frame), bound, PyBytes_AS_STRING(value),
                                               length, prepared->cdict);
     if (zstd.isError(written)) {
         Py_DECREF(frame);

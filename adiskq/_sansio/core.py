@@ -235,11 +235,14 @@ if _core is not None:
             return found
         return reference_tags.MatchingRecords._make(found)
 
-    def encode_records(items: list[Record | bytes], now: int, partition_count: int) -> EncodedRecords | None:
+    def encode_records(
+        items: list[Record | bytes], now: int, partition_count: int, prepared: object = None
+    ) -> EncodedRecords | None:
         """push_many's records (adiskq.Record or bytes) encoded, with their timestamps (``now`` where
         they have none), partitions, key hashes and the largest record's size; None where the batch
-        holds something only the producer's Python path takes (a datetime, a bytearray...)."""
-        encoded = _encode_records(items, now, partition_count)
+        holds something only the producer's Python path takes (a datetime, a bytearray...). With
+        ``prepared`` (a dictionary the compiled core prepared) values are stored compressed."""
+        encoded = _encode_records(items, now, partition_count, prepared)
         return None if encoded is NotImplemented else encoded
 
     def place(key: str | bytes, partition_count: int) -> tuple[bytes, int, int]:
@@ -342,7 +345,9 @@ else:
     encode_record = reference.encode_record
     encode_batch = reference.encode_batch
 
-    def encode_records(items: list[Record | bytes], now: int, partition_count: int) -> EncodedRecords | None:
+    def encode_records(
+        items: list[Record | bytes], now: int, partition_count: int, prepared: object = None
+    ) -> EncodedRecords | None:
         return None  # the producer's Python path encodes every batch
 
     def decode_at(

@@ -148,7 +148,7 @@ def targets(files: tuple[int, int]) -> list[Target]:
         Target("fnv1_32", compiled.fnv1_32, (b"abc",)),
         Target("encode_record", compiled.encode_record, (b"v", b"k", 1, {"h": b"x"}, 0, "t")),
         Target("encode_batch", compiled.encode_batch, ([b"v", b"w"], [b"k", b"j"], [1, 2], [None, {}], [None, "t"])),
-        Target("encode_records", compiled.encode_records, ([Record(b"v", key="k"), b"w"], 5, 3)),
+        Target("encode_records", compiled.encode_records, ([Record(b"v", key="k"), b"w"], 5, 3, prepared)),
         Target("decode_at", compiled.decode_at, (record_bytes(), 0, [5, 9, 11], 2**20, {})),
         Target("decode_messages", compiled.decode_messages, (record_bytes(), 0, 10, 3, 2**20, dictionaries)),
         Target("tag_column", compiled.tag_column, (records,)),

@@ -236,3 +236,17 @@ async def test_a_filtering_consumer_reads_compressed_values(stream_path: str) ->
             rare = [message.value async for message in consumer]
     assert got == [value for i, value in enumerate(EVENTS) if i % 400 and not i % 3]
     assert rare == EVENTS[::400]
+
+
+async def test_max_message_bytes_counts_the_value_uncompressed(stream_path: str) -> None:
+    """A value over max_message_bytes is refused by push and push_many even where it compresses
+    far below it: the limit is the message's size, whatever it takes on disk."""
+    async with adiskq.Producer(
+        stream_path, compression="zstd", zstd_dictionary=trained_dictionary(), max_message_bytes=1000
+    ) as producer:
+        with pytest.raises(adiskq.MessageTooLargeError):
+            await producer.push(bytes(2000))
+        with pytest.raises(adiskq.MessageTooLargeError):
+            await producer.push_many([EVENTS[0], bytes(2000)])
+        await producer.push_many([bytes(900), EVENTS[0]])
+    assert await drain(stream_path) == [bytes(900), EVENTS[0]]
