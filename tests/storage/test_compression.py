@@ -250,3 +250,23 @@ async def test_max_message_bytes_counts_the_value_uncompressed(stream_path: str)
             await producer.push_many([EVENTS[0], bytes(2000)])
         await producer.push_many([bytes(900), EVENTS[0]])
     assert await drain(stream_path) == [bytes(900), EVENTS[0]]
+
+
+def test_cli_write_creates_a_compressed_stream(stream_path: str, tmp_path: pathlib.Path) -> None:
+    """`adiskq write --compression zstd` creates a compressed stream (its first 2,000 lines train the
+    dictionary), and `adiskq read` prints every line back."""
+    events = order_events(5000)
+    source = tmp_path / "events.jsonl"
+    source.write_bytes(b"\n".join(events) + b"\n")
+    assert invoke("write", stream_path, os.fspath(source), "--compression", "zstd").exit_code == 0
+    assert json.loads(settings_of(stream_path))["compression"] == "zstd"
+    assert sum(bool(r.attributes & COMPRESSED) for r in stored_records(stream_path)) > 500
+    assert invoke("read", stream_path, "--format", "value").stdout.splitlines() == [e.decode() for e in events]
+
+
+def test_cli_write_compression_on_a_plain_stream_is_refused(stream_path: str) -> None:
+    """`adiskq write --compression zstd` on a stream made without it fails with one line saying why."""
+    assert invoke("write", stream_path, input="plain\n").exit_code == 0
+    result = invoke("write", stream_path, "--compression", "zstd", input="more\n")
+    assert result.exit_code != 0
+    assert "created without compression" in result.stderr
