@@ -14,7 +14,7 @@ from compression_support import order_events, trained_dictionary
 from helpers.cli import invoke
 
 import adiskq
-from adiskq._sansio import codec
+from adiskq._sansio import codec, compression
 from adiskq._sansio.compression import COMPRESSED, DICTIONARY_ID_BASE
 from adiskq._sansio.naming import PARTS_DIR, partition_dir_name
 
@@ -270,3 +270,24 @@ def test_cli_write_compression_on_a_plain_stream_is_refused(stream_path: str) ->
     result = invoke("write", stream_path, "--compression", "zstd", input="more\n")
     assert result.exit_code != 0
     assert "created without compression" in result.stderr
+
+
+class NoLibzstd:
+    """The compiled core where libzstd.so.1 cannot be loaded: zstd_prepare answers None."""
+
+    @staticmethod
+    def zstd_prepare(dictionary: bytes, level: int) -> None:
+        return None
+
+
+async def test_without_libzstd_the_zstd_binding_compresses_and_decompresses(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where libzstd cannot be loaded, values are compressed and read back through the zstandard
+    binding instead, the same bytes in the same records."""
+    monkeypatch.setattr(compression, "NATIVE", NoLibzstd)
+    await push_events(stream_path, EVENTS[:40], zstd_dictionary=trained_dictionary())
+    assert all(record.attributes & COMPRESSED for record in stored_records(stream_path))
+    assert await drain(stream_path) == EVENTS[:40]
+    monkeypatch.undo()
+    assert await drain(stream_path) == EVENTS[:40]
