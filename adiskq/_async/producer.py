@@ -62,6 +62,7 @@ from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_
 from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
 from .cancellation import cancel_check
+from .compressing import ValueCompression, check_dictionary
 from .lane import Batch, Lane, LockNotHeld, Turns
 from .metrics import telemetry
 
@@ -216,6 +217,12 @@ class Producer(Generic[PushKeyT, PushValueT]):
     raises fails the push before anything is written). Without them, values are ``bytes`` and keys
     ``str`` or ``bytes``.
 
+    ``compression="zstd"`` creates the stream compressed (format ``adiskq/3``; refused for a stream
+    made without it): each value is stored as a zstd frame made with the stream's dictionary, trained
+    from the first 2,000 values pushed (stored as they are) or given as ``zstd_dictionary`` (bytes of
+    a zstd dictionary; a new one becomes the stream's next version). Every producer of a compressed
+    stream compresses, and every reader decompresses (``adiskq/_async/compressing.py``).
+
     Leaving ``async with`` (or ``aclose()``) writes every pending push, fsyncs, releases the lock and
     stops the producer's flusher and vacuum threads, also when the surrounding scope is cancelled. A
     closed producer cannot be reopened; using one raises ``ClosedError``.
@@ -239,7 +246,14 @@ class Producer(Generic[PushKeyT, PushValueT]):
         shared: bool = False,
         value_serializer: Callable[[PushValueT], bytes] | None = None,
         key_serializer: Callable[[PushKeyT], bytes | str] | None = None,
+        compression: Literal["zstd"] | None = None,
+        zstd_dictionary: bytes | None = None,
     ) -> None:
+        if compression not in (None, "zstd"):
+            raise InvalidArgumentError(f'compression={compression!r}: give "zstd", or None (the default) for none')
+        if zstd_dictionary is not None and compression is None:
+            raise InvalidArgumentError('zstd_dictionary= is the dictionary of compression="zstd": give both')
+        self._zstd_dictionary = check_dictionary(zstd_dictionary)
         if flush not in ("async", "sync"):
             raise InvalidArgumentError(f'flush={flush!r}: choose "async" (the default) or "sync"')
         positive_seconds("flush_interval", flush_interval)
@@ -273,6 +287,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
             mode=mode,
             shared=shared,
             shared_lock_timeout=float(lock_timeout),
+            compression=compression,
         )
         self.shared = shared
         self._lock_timeout = float(lock_timeout)
@@ -283,6 +298,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         self._partition_count = 0
         self._max_message_bytes = 0
         self._holds_tags = True  # False on a stream whose format has no tags (adiskq/1)
+        self._compression: ValueCompression | None = None  # on a stream created with compression="zstd"
         # key -> (its bytes, its partition, its key index hash), for keys pushed recently.
         self._placement: dict[str | bytes, tuple[bytes, int, int]] = {}
         # Held (in worker threads only) by whatever changes a partition's segments or syncs them:
@@ -394,6 +410,8 @@ class Producer(Generic[PushKeyT, PushValueT]):
                 stream = self._open_writer(interrupt=given_up)
                 try:
                     real = os.path.realpath(stream.path)
+                    if stream.settings.compression is not None:
+                        self._compression = ValueCompression.open(stream.path, stream.mode, self._zstd_dictionary)
                 except BaseException:
                     stream.close()
                     raise
@@ -605,11 +623,16 @@ class Producer(Generic[PushKeyT, PushValueT]):
             self._check_size(len(data) + len(raw_key))
         if headers:  # checked before encoding, so a huge header never gets copied
             self._check_size(len(data) + len(raw_key) + sum(len(name) + byte_count(v) for name, v in headers.items()))
+        compression = self._compression
+        attributes = 0
+        if compression is not None:
+            data, attributes = compression.apply(data)
         if (
             raw_encode_record is None
-            or (record := raw_encode_record(data, raw_key, timestamp_ns, headers or None, 0, tag)) is NotImplemented
+            or (record := raw_encode_record(data, raw_key, timestamp_ns, headers or None, attributes, tag))
+            is NotImplemented
         ):
-            record = encode_record(data, raw_key, timestamp_ns, headers, 0, tag)
+            record = encode_record(data, raw_key, timestamp_ns, headers, attributes, tag)
         if len(record) > self._max_message_bytes:
             self._check_size(len(record))
         if self._disk_guard is not None:
@@ -617,6 +640,8 @@ class Producer(Generic[PushKeyT, PushValueT]):
         lane = self._lanes[partition]
         entry = _cached_tag_entry(tag) or tag_entry(tag)  # its .tagindex entry, from the tag at hand
         offset = lane.try_write_one(record, timestamp_ns, key_hash, entry)
+        if compression is not None and compression.wants_training:
+            await compression.train()
         if offset >= 0:
             self._inline_pushes += 1
             if self._inline_pushes >= _YIELD_EVERY:
@@ -707,6 +732,9 @@ class Producer(Generic[PushKeyT, PushValueT]):
         if large:
             await anyio.lowlevel.checkpoint()  # the writes are the next long step; still nothing written
         self._check_open()
+        if self._compression is not None and self._compression.wants_training:
+            await self._compression.train()
+            self._check_open()
         total_bytes = None
         if self._disk_guard is not None:
             total_bytes = sum(map(len, encoded))
@@ -749,8 +777,10 @@ class Producer(Generic[PushKeyT, PushValueT]):
         """Records (adiskq.Record or bytes), their timestamps, partitions, key hashes and
         ``.tagindex`` entries: in one C loop by the compiled core (the entries left to the segment,
         which takes them from the records in C), or column-wise by ``_encode_columns``."""
-        if COMPILED and keyindex.key_hash is _CRC32:
-            encoded = encode_records(items, now, self._partition_count)
+        compression = self._compression
+        prepared = None if compression is None else compression.prepared
+        if COMPILED and keyindex.key_hash is _CRC32 and (compression is None or prepared is not None):
+            encoded = encode_records(items, now, self._partition_count, prepared)
             if encoded is not None:
                 records, stamps, partitions, key_hashes, largest = encoded
                 if largest > self._max_message_bytes:
@@ -787,9 +817,14 @@ class Producer(Generic[PushKeyT, PushValueT]):
         else:
             stamps = [now if t is None else _timestamp_ns(t) for t in timestamps]
         untagged = tags.count(None) == len(tags)
-        encoded = encode_batch(
-            values, raw_keys, stamps, all_headers if any(all_headers) else None, None if untagged else tags
-        )
+        if self._compression is not None:  # each value compressed (or kept as a training sample)
+            self._check_size(max(map(len, values)))
+            stored, attributes = zip(*map(self._compression.apply, values), strict=True)
+            encoded = list(map(encode_record, stored, raw_keys, stamps, all_headers, attributes, tags))
+        else:
+            encoded = encode_batch(
+                values, raw_keys, stamps, all_headers if any(all_headers) else None, None if untagged else tags
+            )
         self._check_size(max(map(len, encoded)))
         entries = [NO_TAG_ENTRY] * len(tags) if untagged else tag_entries(tags)
         return encoded, stamps, list(partitions), key_hashes, entries

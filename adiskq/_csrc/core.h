@@ -16,6 +16,7 @@
  *             filtering consumer's: which records to read, in which spans)
  *   values.c  adiskq.Record's constructor
  *   append.c  the inline push's two writes (.data, .index) in one call: the only I/O here
+ *   zstd.c    values compressed with a stream's zstd dictionary (libzstd opened at first use)
  *   kafka_decode.c, kafka_encode.c  Kafka's record batch v2 (kafka.h: its varints and fields)
  *   module.c  the Python module: its functions and the objects it is configured with
  *
@@ -43,6 +44,7 @@
 #define ADQ_KEY_AT 22
 #define ADQ_MIN_RECORD_BYTES 24 /* the fixed fields plus header_count */
 #define ADQ_TAGGED 0x01u        /* attributes bit 0: u16 tag_len and the UTF-8 tag follow the key */
+#define ADQ_COMPRESSED 0x02u    /* attributes bit 1: the value is a zstd frame (adiskq/_sansio/compression.py) */
 #define ADQ_MAX_TAG_BYTES 255
 
 static inline uint16_t adq_load_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
@@ -124,6 +126,11 @@ adq_record_status adq_check_record(const uint8_t *buf, size_t limit, size_t pos,
                                    adq_record *record);
 int adq_is_utf8(const uint8_t *text, size_t length);
 
+/* The bytes of a checked record's value (stored: a zstd frame when it is compressed). */
+static inline size_t adq_value_length(const adq_record *record) {
+    return record->size - (record->value_at - (record->key_at - ADQ_KEY_AT));
+}
+
 /* module.c: the types and objects configure() hands over: what decode.c builds Messages with, what
  * encode.c takes Records as and builds Receipts with, and the seed of push_many's random keys. */
 extern PyTypeObject *adq_message_type;
@@ -142,6 +149,13 @@ void adq_message_install(PyTypeObject *type);
 /* iterate.c: the Buffer type (and the Ready awaitable it hands out), added to the module */
 int adq_add_iteration_types(PyObject *module);
 
+/* zstd.c: the value a compressed record's frame holds (NULL, no exception set, when it is not a
+ * valid frame of one of `dictionaries`, a dict of prepared dictionaries by id; see zstd.c) */
+PyObject *adq_zstd_decompress(const uint8_t *frame, size_t length, PyObject *dictionaries, size_t limit);
+/* ...and a value (bytes) compressed with a prepared dictionary (a capsule adq_zstd_is_prepared accepts) */
+PyObject *adq_zstd_compress(PyObject *prepared, PyObject *value);
+int adq_zstd_is_prepared(PyObject *candidate);
+
 /* The Python-facing functions, one file each (module.c lists them). */
 PyObject *adq_py_encode_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
@@ -159,6 +173,8 @@ PyObject *adq_py_tag_column(PyObject *module, PyObject *const *args, Py_ssize_t 
 PyObject *adq_py_matching_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_matching_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_index_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_zstd_prepare(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_zstd_compress(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_append_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -7,6 +7,10 @@
  * instead, and (position, True) when the records end before the buffer does: the caller lets the
  * reference name what is wrong there, so errors and positions are the reference's own.
  *
+ * A compressed record's value is decompressed with the dictionary its frame names, looked up in the
+ * optional last argument (a dict of zstd.c's prepared dictionaries by id); a record whose value will
+ * not decompress, or whose dictionary is not there, answers (position, False) like any damage.
+ *
  * A Message is a tuple (the NamedTuple adiskq.Message, seven fields, the tag last). One without
  * headers holds only ints, bytes, the shared empty headers and a str tag or None, so it can never be
  * part of a reference cycle: it is untracked, and the cyclic GC never walks the millions a batch read
@@ -53,21 +57,25 @@ static PyObject *timestamp_object(last_timestamp *last, long long value) {
     return Py_NewRef(last->object);
 }
 
+/* `value` is the decompressed value of a compressed record (taken over), or NULL to take the stored one. */
 static PyObject *new_message(PyObject *partition, long long offset, const uint8_t *buf, const adq_record *record,
-                             last_timestamp *last) {
+                             last_timestamp *last, PyObject *value) {
     /* Allocated untracked (or reused from the free list, message.c) and filled in place, not by
      * tp_alloc, which zeroes the items and tracks it: only a message with headers (a dict a user may
      * change) is handed to the cyclic GC; one without holds ints, bytes, the shared empty headers and
      * a str tag or None, which form no cycle. */
     PyObject *message = adq_message_new();
-    if (message == NULL) return NULL;
+    if (message == NULL) {
+        Py_XDECREF(value);
+        return NULL;
+    }
     PyObject **item = ((PyTupleObject *)message)->ob_item;
     item[0] = Py_NewRef(partition);
     item[1] = PyLong_FromLongLong(offset);
     item[2] = timestamp_object(last, record->timestamp_ns);
     item[3] = PyBytes_FromStringAndSize((const char *)buf + record->key_at, (Py_ssize_t)record->key_len);
-    Py_ssize_t value_len = (Py_ssize_t)(record->size - (record->value_at - (record->key_at - ADQ_KEY_AT)));
-    item[4] = PyBytes_FromStringAndSize((const char *)buf + record->value_at, value_len);
+    item[4] = value != NULL ? value
+                            : PyBytes_FromStringAndSize((const char *)buf + record->value_at, adq_value_length(record));
     item[5] = record->header_count ? headers_dict(buf, record) : Py_NewRef(adq_empty_headers);
     item[6] = record->has_tag
                   ? PyUnicode_DecodeUTF8((const char *)buf + record->tag_at, (Py_ssize_t)record->tag_len, "strict")
@@ -85,7 +93,8 @@ static PyObject *new_message(PyObject *partition, long long offset, const uint8_
  * offsets[i] when offsets (a tuple: nothing run while decoding can change it) is given. At a record that is not whole and valid, (position,
  * False); when the records end before the buffer does, (position, True): see the top of this file. */
 static PyObject *decode_records(const uint8_t *buf, size_t limit, PyObject *partition, long long first_offset,
-                                PyObject *offsets, Py_ssize_t count, unsigned long long max_record_bytes) {
+                                PyObject *offsets, Py_ssize_t count, unsigned long long max_record_bytes,
+                                PyObject *dictionaries) {
     /* No more records than bytes can hold: a damaged count must not allocate a huge list. */
     Py_ssize_t most = (Py_ssize_t)(limit / ADQ_MIN_RECORD_BYTES);
     PyObject *messages = PyList_New(count <= most ? count : most);
@@ -107,7 +116,17 @@ static PyObject *decode_records(const uint8_t *buf, size_t limit, PyObject *part
                 goto discard;
             }
         }
-        PyObject *message = new_message(partition, offset, buf, &record, &last);
+        PyObject *value = NULL;
+        if (record.attributes & ADQ_COMPRESSED) {
+            /* A value that will not decompress is the record's damage: the reference names it. */
+            value = adq_zstd_decompress(buf + record.value_at, adq_value_length(&record), dictionaries,
+                                        (size_t)max_record_bytes);
+            if (value == NULL) {
+                answer = PyErr_Occurred() ? NULL : Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_False);
+                goto discard;
+            }
+        }
+        PyObject *message = new_message(partition, offset, buf, &record, &last, value);
         if (message == NULL) {
             answer = NULL;
             goto discard;
@@ -124,8 +143,14 @@ discard:
 
 PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "decode_messages takes 5 arguments");
+    if (nargs != 5 && nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "decode_messages takes 5 or 6 arguments");
+        return NULL;
+    }
+    PyObject *dictionaries = nargs == 6 ? args[5] : NULL;
+    if (dictionaries == Py_None) dictionaries = NULL;
+    if (dictionaries != NULL && !PyDict_CheckExact(dictionaries)) {
+        PyErr_SetString(PyExc_TypeError, "decode_messages: dictionaries is a dict or None");
         return NULL;
     }
     if (adq_message_type == NULL) {
@@ -161,7 +186,7 @@ PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_Clear();
         Py_RETURN_NOTIMPLEMENTED;
     }
-    PyObject *answer = decode_records(buf, limit, partition, first_offset, NULL, count, max_record_bytes);
+    PyObject *answer = decode_records(buf, limit, partition, first_offset, NULL, count, max_record_bytes, dictionaries);
     if (view.obj != NULL) PyBuffer_Release(&view);
     return answer;
 }
@@ -172,8 +197,14 @@ PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssi
  * is not whole and valid, or on records that end before the buffer does. */
 PyObject *adq_py_decode_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "decode_at takes 4 arguments");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "decode_at takes 4 or 5 arguments");
+        return NULL;
+    }
+    PyObject *dictionaries = nargs == 5 ? args[4] : NULL;
+    if (dictionaries == Py_None) dictionaries = NULL;
+    if (dictionaries != NULL && !PyDict_CheckExact(dictionaries)) {
+        PyErr_SetString(PyExc_TypeError, "decode_at: dictionaries is a dict or None");
         return NULL;
     }
     if (adq_message_type == NULL) {
@@ -191,7 +222,7 @@ PyObject *adq_py_decode_at(PyObject *module, PyObject *const *args, Py_ssize_t n
     PyObject *offsets = PyList_AsTuple(args[2]);
     if (offsets == NULL) return NULL;
     PyObject *answer = decode_records((const uint8_t *)PyBytes_AS_STRING(args[0]), (size_t)PyBytes_GET_SIZE(args[0]),
-                                      partition, 0, offsets, PyTuple_GET_SIZE(offsets), max_record_bytes);
+                                      partition, 0, offsets, PyTuple_GET_SIZE(offsets), max_record_bytes, dictionaries);
     Py_DECREF(offsets);
     return answer;
 }

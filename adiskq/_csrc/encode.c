@@ -323,15 +323,22 @@ static uint64_t next_random(void) {
     return z ^ (z >> 31);
 }
 
-/* encode_records(items, now, partition_count) -> (records, timestamps, partitions, key_hashes, largest)
- * | NotImplemented: push_many's whole per-record work in one loop. Items are adiskq.Record or bytes
- * (a value alone); a missing timestamp is `now`, a missing key a random one. Anything else (a
- * datetime timestamp, a bytearray value, a Mapping that is not a dict...) is NotImplemented and the
- * producer's Python path takes the batch. `largest` is the size of the largest record. */
+/* encode_records(items, now, partition_count[, prepared]) -> (records, timestamps, partitions,
+ * key_hashes, largest) | NotImplemented: push_many's whole per-record work in one loop. Items are
+ * adiskq.Record or bytes (a value alone); a missing timestamp is `now`, a missing key a random one.
+ * Anything else (a datetime timestamp, a bytearray value, a Mapping that is not a dict...) is
+ * NotImplemented and the producer's Python path takes the batch. With `prepared` (zstd.c's prepared
+ * dictionary, or None) each value is stored compressed (attributes bit 1). `largest` is the size of
+ * the largest record, counting the value uncompressed (what max_message_bytes limits). */
 PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "encode_records takes 3 arguments");
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "encode_records takes 3 or 4 arguments");
+        return NULL;
+    }
+    PyObject *prepared = nargs == 4 && args[3] != Py_None ? args[3] : NULL;
+    if (prepared != NULL && !adq_zstd_is_prepared(prepared)) {
+        PyErr_SetString(PyExc_TypeError, "encode_records: prepared is a prepared zstd dictionary or None");
         return NULL;
     }
     PyObject *items = args[0], *now = args[1];
@@ -373,13 +380,24 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
         } else if (!key_bytes(key, &raw, &key_len)) {
             goto reference;
         }
-        PyObject *record = encode_one(value, raw, key_len, stamp, headers, 0, tag);
+        PyObject *stored = value;
+        if (prepared != NULL) {
+            if (!PyBytes_CheckExact(value)) goto reference;
+            stored = adq_zstd_compress(prepared, value);
+            if (stored == NULL) goto done;
+        }
+        PyObject *record = encode_one(stored, raw, key_len, stamp, headers, prepared ? ADQ_COMPRESSED : 0, tag);
+        Py_ssize_t uncompressed = 0; /* what the value adds to the record when stored as it is */
+        if (stored != value) {
+            uncompressed = PyBytes_GET_SIZE(value) - PyBytes_GET_SIZE(stored);
+            Py_DECREF(stored);
+        }
         if (record == NULL) {
             if (PyErr_Occurred()) goto done;
             goto reference;
         }
         PyList_SET_ITEM(records, i, record);
-        if (PyBytes_GET_SIZE(record) > largest) largest = PyBytes_GET_SIZE(record);
+        if (PyBytes_GET_SIZE(record) + uncompressed > largest) largest = PyBytes_GET_SIZE(record) + uncompressed;
         PyList_SET_ITEM(stamps, i, Py_NewRef(stamp));
         PyObject *partition = PyLong_FromUnsignedLong(adq_fnv1_32(raw, key_len) % (unsigned long)partition_count);
         PyObject *hash = PyLong_FromUnsignedLong(adq_crc32(0, raw, key_len));

@@ -130,6 +130,8 @@ static PyMethodDef methods[] = {
     {"decode_messages", (PyCFunction)(void (*)(void))adq_py_decode_messages, METH_FASTCALL, "see decode.c"},
     {"scan_columns", (PyCFunction)(void (*)(void))adq_py_scan_columns, METH_FASTCALL, "see scan.c"},
     {"next_valid_record", (PyCFunction)(void (*)(void))adq_py_next_valid_record, METH_FASTCALL, "see scan.c"},
+    {"zstd_prepare", (PyCFunction)(void (*)(void))adq_py_zstd_prepare, METH_FASTCALL, "see zstd.c"},
+    {"zstd_compress", (PyCFunction)(void (*)(void))adq_py_zstd_compress, METH_FASTCALL, "see zstd.c"},
     {"append_record", (PyCFunction)(void (*)(void))adq_py_append_record, METH_FASTCALL, "see append.c"},
     {"kafka_decode_records", (PyCFunction)(void (*)(void))adq_py_kafka_decode_records, METH_FASTCALL,
      "see kafka_decode.c"},

@@ -5,7 +5,8 @@ A record, all integers little-endian::
     u32  size          bytes of the whole record, this field included
     u32  crc           CRC-32C (Castagnoli) of every byte after this field
     u8   magic         0xAD
-    u8   attributes    bit 0: the record carries a tag; the other bits are 0 (reserved)
+    u8   attributes    bit 0: the record carries a tag; bit 1: the value is compressed (format 3,
+                       ``compression.py``); the other bits are 0 (reserved)
     i64  timestamp_ns  UTC nanoseconds since the epoch
     u32  key_len       then key_len bytes of key
    [u16  tag_len       then tag_len bytes of UTF-8 tag: only when attributes bit 0 is set]
@@ -20,7 +21,10 @@ Format 2 added the tag behind attributes bit 0, so an untagged record is byte fo
 ``adiskq/2``). The magic byte stays 0xAD for that reason: every record of either version is read by
 the same rules, and recovery's search for the next valid record needs one magic. A reader that
 only knows format 1 would misread a tagged record, so it is the stream's settings format that
-says which readers may open it. A tag is 1 to ``MAX_TAG_BYTES`` (255) bytes of UTF-8.
+says which readers may open it. A tag is 1 to ``MAX_TAG_BYTES`` (255) bytes of UTF-8. Format 3
+(``adiskq/3``, a stream made with ``compression="zstd"``) adds attributes bit 1: the value is one zstd
+frame made with a dictionary kept in the stream's folder (``compression.py`` says how), which readers
+of formats 1 and 2 would hand out as the value, so they refuse the stream by its settings' format.
 
 Decoding follows h11's rule: a buffer that ends early is not an error. ``decode_record`` answers
 ``NEED_MORE`` for every proper prefix of a valid record, and raises ``CorruptRecordError`` (with the
@@ -39,6 +43,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Final, NamedTuple
 
 from .._errors import CorruptRecordError, InvalidArgumentError
+from .compression import COMPRESSED, Dictionaries
 from .native import NATIVE
 from .values import EMPTY_HEADERS, Message
 
@@ -624,12 +629,19 @@ def _decode_uniform(buf: bytes, partition: int, first_offset: int, count: int) -
 
 
 def decode_messages(
-    buf: bytes, partition: int, first_offset: int, count: int, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    buf: bytes,
+    partition: int,
+    first_offset: int,
+    count: int,
+    *,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    dictionaries: Dictionaries | None = None,
 ) -> list[Message]:
     """Exactly ``count`` records that fill ``buf``, as Messages numbered from ``first_offset``.
 
     This is the read hot path: it trusts nothing (size, magic and CRC of every record are checked)
     but avoids every per-record cost it can. Positions in errors count from the start of ``buf``.
+    A compressed record's value is decompressed with the stream's ``dictionaries`` (compression.py).
     """
     limit = len(buf)
     if count >= _UNIFORM_MIN_COUNT and limit <= max_record_bytes:
@@ -655,6 +667,8 @@ def decode_messages(
             # short, a size too small) goes through _decode_one, which says what is wrong.
             if careful or not _plain_and_sound(buf, pos, end, limit, magic, attributes, stored_crc, key_len):
                 timestamp_ns, key, value, headers, end, tag = _decode_one(buf, pos, limit, max_record_bytes)
+                if buf[pos + ATTRIBUTES_AT] & COMPRESSED:
+                    value = _decompressed(dictionaries, value, max_record_bytes, pos)
                 append(new(message_type, (partition, offset, timestamp_ns, key, value, headers, tag)))
             else:
                 key_end = pos + _FIXED_BYTES + key_len
@@ -679,6 +693,17 @@ def decode_messages(
     if pos != limit:
         raise CorruptRecordError("records and index entries disagree about the data's length", position=pos)
     return messages
+
+
+def _decompressed(dictionaries: Dictionaries | None, frame: bytes, limit: int, position: int) -> bytes:
+    """A compressed record's value, or CorruptRecordError when no dictionaries were given."""
+    if dictionaries is None:
+        raise CorruptRecordError(
+            "the record's value is compressed, and this reader was given no zstd dictionaries: read it through "
+            "its stream",
+            position=position,
+        )
+    return dictionaries.decompress(frame, limit, position)
 
 
 def record_key(record: bytes) -> bytes:

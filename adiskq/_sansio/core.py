@@ -27,6 +27,7 @@ from .._errors import CorruptRecordError
 from . import codec as reference
 from . import tags as reference_tags
 from .codec import DEFAULT_MAX_RECORD_BYTES, NEED_MORE, RecordExtent, ScannedRecords
+from .compression import COMPRESSED, Dictionaries, frame_dictionary_id
 from .naming import fnv1_32 as reference_fnv1_32
 from .native import DISABLED, NATIVE
 from .values import EMPTY_HEADERS, Message, Receipt, Record
@@ -105,10 +106,17 @@ def reference_index_entries(
 
 
 def reference_decode_at(
-    buf: bytes, partition: int, offsets: list[int], *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    buf: bytes,
+    partition: int,
+    offsets: list[int],
+    *,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    dictionaries: Dictionaries | None = None,
 ) -> list[Message]:
     """``decode_messages`` of records whose offsets need not follow each other: the i-th gets ``offsets[i]``."""
-    decoded = reference.decode_messages(buf, partition, 0, len(offsets), max_record_bytes=max_record_bytes)
+    decoded = reference.decode_messages(
+        buf, partition, 0, len(offsets), max_record_bytes=max_record_bytes, dictionaries=dictionaries
+    )
     return [message._replace(offset=offset) for message, offset in zip(decoded, offsets, strict=True)]
 
 
@@ -119,11 +127,27 @@ def _reference_decode_messages(
     count: int,
     *,
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    dictionaries: Dictionaries | None = None,
 ) -> list[Message]:
     """The reference's ``decode_messages``, which takes bytes: a view of a mapped segment is copied,
     as ``pread`` would have."""
     data = buf if type(buf) is bytes else bytes(buf)
-    return reference.decode_messages(data, partition, first_offset, count, max_record_bytes=max_record_bytes)
+    return reference.decode_messages(
+        data, partition, first_offset, count, max_record_bytes=max_record_bytes, dictionaries=dictionaries
+    )
+
+
+def _compiled_gains(buf: bytes, position: int, max_record_bytes: int, dictionaries: Dictionaries) -> bool:
+    """Whether the record at ``position``, which the compiled decoder stopped at, is compressed with
+    a dictionary it lacked that is now loaded (so decoding again goes on). Damage raises here."""
+    record = reference.decode_record(buf, position, max_record_bytes=max_record_bytes)
+    if record is NEED_MORE or not record.attributes & COMPRESSED:
+        return False
+    dictionary_id = frame_dictionary_id(record.value)
+    if dictionary_id is None or dictionary_id in dictionaries.compiled:
+        return False
+    dictionaries.need(dictionary_id, position)
+    return dictionary_id in dictionaries.compiled
 
 
 def reference_receipts(partition: int, first_offset: int, count: int) -> list[Receipt]:
@@ -211,11 +235,14 @@ if _core is not None:
             return found
         return reference_tags.MatchingRecords._make(found)
 
-    def encode_records(items: list[Record | bytes], now: int, partition_count: int) -> EncodedRecords | None:
+    def encode_records(
+        items: list[Record | bytes], now: int, partition_count: int, prepared: object = None
+    ) -> EncodedRecords | None:
         """push_many's records (adiskq.Record or bytes) encoded, with their timestamps (``now`` where
         they have none), partitions, key hashes and the largest record's size; None where the batch
-        holds something only the producer's Python path takes (a datetime, a bytearray...)."""
-        encoded = _encode_records(items, now, partition_count)
+        holds something only the producer's Python path takes (a datetime, a bytearray...). With
+        ``prepared`` (a dictionary the compiled core prepared) values are stored compressed."""
+        encoded = _encode_records(items, now, partition_count, prepared)
         return None if encoded is NotImplemented else encoded
 
     def place(key: str | bytes, partition_count: int) -> tuple[bytes, int, int]:
@@ -239,32 +266,60 @@ if _core is not None:
         count: int,
         *,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        dictionaries: Dictionaries | None = None,
     ) -> list[Message]:
         # bytes, or a view of a sealed segment's mapping (SegmentReader.read_span), which the
         # reference gets as bytes: a copy only on the way to an error.
         if type(buf) is not bytes and type(buf) is not memoryview:
-            return _reference_decode_messages(buf, partition, first_offset, count, max_record_bytes=max_record_bytes)
-        decoded = _decode_messages(buf, partition, first_offset, count, max_record_bytes)
+            return _reference_decode_messages(
+                buf, partition, first_offset, count, max_record_bytes=max_record_bytes, dictionaries=dictionaries
+            )
+        compiled = None if dictionaries is None else dictionaries.compiled
+        decoded = _decode_messages(buf, partition, first_offset, count, max_record_bytes, compiled)
         if type(decoded) is list:
             return decoded
         if decoded is NotImplemented:  # a view that is not one contiguous run of bytes
-            return _reference_decode_messages(buf, partition, first_offset, count, max_record_bytes=max_record_bytes)
+            return _reference_decode_messages(
+                buf, partition, first_offset, count, max_record_bytes=max_record_bytes, dictionaries=dictionaries
+            )
         buf = bytes(buf)
         position, all_decoded = decoded
         if all_decoded:
             raise CorruptRecordError("records and index entries disagree about the data's length", position=position)
+        if dictionaries is not None:
+            if _compiled_gains(buf, position, max_record_bytes, dictionaries):
+                return decode_messages(
+                    buf, partition, first_offset, count, max_record_bytes=max_record_bytes, dictionaries=dictionaries
+                )
+            # A value that will not decompress (the reference names why), or a dictionary libzstd
+            # could not take: the reference decodes it with the zstd binding.
+            return _reference_decode_messages(
+                buf, partition, first_offset, count, max_record_bytes=max_record_bytes, dictionaries=dictionaries
+            )
         reference.raise_record_error(buf, position, max_record_bytes)
         raise AssertionError("unreachable")  # pragma: no cover - raise_record_error always raises
 
     def decode_at(
-        buf: bytes, partition: int, offsets: list[int], *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+        buf: bytes,
+        partition: int,
+        offsets: list[int],
+        *,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        dictionaries: Dictionaries | None = None,
     ) -> list[Message]:
-        decoded = _decode_at(buf, partition, offsets, max_record_bytes)
+        compiled = None if dictionaries is None else dictionaries.compiled
+        decoded = _decode_at(buf, partition, offsets, max_record_bytes, compiled)
         if type(decoded) is list:
             return decoded
         position, all_decoded = decoded
         if all_decoded:
             raise CorruptRecordError("records and index entries disagree about the data's length", position=position)
+        if dictionaries is not None:
+            if _compiled_gains(buf, position, max_record_bytes, dictionaries):
+                return decode_at(buf, partition, offsets, max_record_bytes=max_record_bytes, dictionaries=dictionaries)
+            return reference_decode_at(
+                buf, partition, offsets, max_record_bytes=max_record_bytes, dictionaries=dictionaries
+            )
         reference.raise_record_error(buf, position, max_record_bytes)
         raise AssertionError("unreachable")  # pragma: no cover - raise_record_error always raises
 
@@ -290,13 +345,22 @@ else:
     encode_record = reference.encode_record
     encode_batch = reference.encode_batch
 
-    def encode_records(items: list[Record | bytes], now: int, partition_count: int) -> EncodedRecords | None:
+    def encode_records(
+        items: list[Record | bytes], now: int, partition_count: int, prepared: object = None
+    ) -> EncodedRecords | None:
         return None  # the producer's Python path encodes every batch
 
     def decode_at(
-        buf: bytes, partition: int, offsets: list[int], *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+        buf: bytes,
+        partition: int,
+        offsets: list[int],
+        *,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        dictionaries: Dictionaries | None = None,
     ) -> list[Message]:
-        return reference_decode_at(buf, partition, offsets, max_record_bytes=max_record_bytes)
+        return reference_decode_at(
+            buf, partition, offsets, max_record_bytes=max_record_bytes, dictionaries=dictionaries
+        )
 
     receipts = reference_receipts
     place = reference_place

@@ -27,6 +27,7 @@ _NEWEST: Final = (
     "append_record",
     "kafka_decode_batches",
     "kafka_encode_messages",
+    "zstd_prepare",
 )
 
 

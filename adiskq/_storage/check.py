@@ -20,7 +20,7 @@ from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
 from .lock import describe_holder, read_owner
 from .recovery import recover_segment
 from .stream import StreamReader, StreamWriter
-from .verify import Problem, check_groups, check_segment, list_segments
+from .verify import Problem, check_dictionaries, check_groups, check_segment, list_segments
 from .writers import describe_writers, live_writers
 
 __all__ = ["CheckResult", "check_stream", "repair_stream"]
@@ -55,6 +55,7 @@ def check_stream(
         if writers:  # shared producers are writing: their tails are live too
             owner = {"pid": writers[0].pid, "host": writers[0].host, "shared": True, "writers": len(writers)}
     segments, problems = list_segments(stream)
+    problems.extend(check_dictionaries(stream.path))
     sizes = [segment.data_bytes() for segment in segments]
     if on_total is not None:
         on_total(sum(sizes))

@@ -20,6 +20,7 @@ from .._sansio.naming import INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, parse_segment
 from .._sansio.values import Message, PartitionStats, ns_from_datetime
 from . import keyindex
 from .cursors import PartitionCursor
+from .dictionaries import partition_stream_path, stream_dictionaries
 from .files import open_read, read_file
 from .segment import (
     INDEX_ENTRY_BYTES,
@@ -55,6 +56,8 @@ class PartitionReader:
         self.directory = directory
         self.partition = partition
         self.max_record_bytes = max_record_bytes
+        # The stream's zstd dictionaries, loaded when a compressed record first needs one.
+        self.dictionaries = stream_dictionaries(partition_stream_path(directory))
 
     def segment_bases(self) -> list[int]:
         """Base offsets of the segments readers can see (those with an ``.index``), in order."""
@@ -72,7 +75,12 @@ class PartitionReader:
         """A reader of one segment (FileNotFoundError if it was vacuumed); ``sealed``: a later
         segment exists, so its data may be mapped (``SegmentReader.read_span``)."""
         return SegmentReader.open(
-            self.directory, base, self.partition, max_record_bytes=self.max_record_bytes, sealed=sealed
+            self.directory,
+            base,
+            self.partition,
+            max_record_bytes=self.max_record_bytes,
+            sealed=sealed,
+            dictionaries=self.dictionaries,
         )
 
     def bounds(self) -> tuple[int, int]:

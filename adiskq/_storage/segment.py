@@ -45,12 +45,14 @@ from typing import Final, NamedTuple, Self
 from .._errors import CorruptRecordError
 from .._sansio import keyindex as keyindex_format
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES
+from .._sansio.compression import Dictionaries
 from .._sansio.core import decode_at, decode_messages, index_entries, matching_records, tag_column
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, segment_file_name
 from .._sansio.native import NATIVE
 from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from . import keyindex
+from .dictionaries import partition_stream_path, stream_dictionaries
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_append, open_read, pread_exact, write_all, writev_all
 
 __all__ = [
@@ -769,8 +771,11 @@ class SegmentReader:
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         *,
         sealed: bool = False,
+        dictionaries: Dictionaries | None = None,
     ) -> None:
         self.directory = directory
+        # The stream's zstd dictionaries (its partition reader's): what compressed values decompress with.
+        self.dictionaries = dictionaries or stream_dictionaries(partition_stream_path(directory))
         self.base_offset = base_offset
         self.partition = partition
         self._index_fd, self._data_fd = fds
@@ -790,13 +795,14 @@ class SegmentReader:
         *,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         sealed: bool = False,
+        dictionaries: Dictionaries | None = None,
     ) -> Self:
         """Open the segment's ``.index`` then ``.data``; FileNotFoundError if it was vacuumed.
 
         ``sealed`` says a later segment exists, so this one no longer changes and may be mapped.
         """
         fds = open_for_reading(directory, base_offset)
-        return cls(directory, base_offset, partition, fds, max_record_bytes, sealed=sealed)
+        return cls(directory, base_offset, partition, fds, max_record_bytes, sealed=sealed, dictionaries=dictionaries)
 
     @property
     def data_path(self) -> str:
@@ -892,7 +898,14 @@ class SegmentReader:
         entries, count, start, end = located
         data = self.read_span(start, end)
         try:
-            return decode_messages(data, self.partition, offset, count, max_record_bytes=self.max_record_bytes)
+            return decode_messages(
+                data,
+                self.partition,
+                offset,
+                count,
+                max_record_bytes=self.max_record_bytes,
+                dictionaries=self.dictionaries,
+            )
         except CorruptRecordError as error:
             damaged = None if error.position is None else _offset_at(entries, count, offset, start + error.position)
             if damaged is not None and damaged > offset:
@@ -1002,7 +1015,9 @@ class SegmentReader:
         if len(data) != total:  # a short read: the rest, or the error naming the file and position
             data = b"".join(map(self.read_data, positions, sizes))
         try:
-            return decode_at(data, self.partition, offsets, max_record_bytes=self.max_record_bytes)
+            return decode_at(
+                data, self.partition, offsets, max_record_bytes=self.max_record_bytes, dictionaries=self.dictionaries
+            )
         except CorruptRecordError:
             pass
         # A damaged record among them: the messages before it (the caller's next read raises at it).
@@ -1021,7 +1036,12 @@ class SegmentReader:
         found, position, size = INDEX_ENTRY.unpack_from(entries, entry * INDEX_ENTRY_BYTES)
         try:
             (message,) = decode_messages(
-                self.read_data(position, size), self.partition, found, 1, max_record_bytes=self.max_record_bytes
+                self.read_data(position, size),
+                self.partition,
+                found,
+                1,
+                max_record_bytes=self.max_record_bytes,
+                dictionaries=self.dictionaries,
             )
         except CorruptRecordError as error:
             raise error.with_path(self.data_path, position, found) from None
@@ -1030,7 +1050,14 @@ class SegmentReader:
     def _decode_run(self, offset: int, count: int, start: int, end: int) -> list[Message]:
         data = self.read_data(start, end - start)
         try:
-            return decode_messages(data, self.partition, offset, count, max_record_bytes=self.max_record_bytes)
+            return decode_messages(
+                data,
+                self.partition,
+                offset,
+                count,
+                max_record_bytes=self.max_record_bytes,
+                dictionaries=self.dictionaries,
+            )
         except CorruptRecordError:
             # read_messages names the damaged record and delivers the ones before it
             return self.read_messages(offset, count)

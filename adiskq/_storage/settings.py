@@ -8,6 +8,13 @@ and stays format 1 until ``adiskq upgrade`` moves it (``upgrade.py``): a reader 
 format 1 then refuses it rather than misread a tagged record, so the move is a step its owner takes
 once every such reader is gone, never a side effect of opening a producer. A producer refuses a
 tag on a format-1 stream (``require_tags``).
+
+``adiskq/3`` is a stream made with ``compression="zstd"`` (``"compression": "zstd"``): its records may
+hold values compressed with the stream's dictionaries (``adiskq/_sansio/compression.py``). Readers
+of formats 1 and 2 (adiskq before compression) refuse it by this format, with ``NotAStreamError``
+naming a newer adiskq format, instead of handing out compressed bytes as values. A stream gets
+format 3 only when it is created compressed: a producer asking for compression on an older stream is
+refused, since a reader of that stream's older adiskq may have it open.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from .._sansio.values import Retention
 from .files import DEFAULT_FILE_MODE, atomic_write_json, read_json
 
 __all__ = [
+    "COMPRESSED_FORMAT",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_SEGMENT_SIZE_BYTES",
     "FORMAT",
@@ -33,12 +41,15 @@ __all__ = [
     "PartitionCountChange",
     "StreamSettings",
     "load_settings",
+    "require_compression",
     "require_tags",
     "save_settings",
 ]
 
 FORMAT: Final = "adiskq/2"  # what a new stream is, and what `adiskq upgrade` moves an older one to
-READABLE_FORMATS: Final = ("adiskq/1", FORMAT)  # what readers and producers take
+COMPRESSED_FORMAT: Final = "adiskq/3"  # a stream created with compression="zstd"
+READABLE_FORMATS: Final = ("adiskq/1", FORMAT, COMPRESSED_FORMAT)  # what readers and producers take
+COMPRESSIONS: Final = ("zstd",)
 DEFAULT_SEGMENT_SIZE_BYTES: Final = 32 * 2**20
 DEFAULT_MAX_MESSAGE_BYTES: Final = 8 * 2**20
 MIN_SEGMENT_SIZE_BYTES: Final = 1024
@@ -72,11 +83,13 @@ class StreamSettings:
     partition_history: tuple[PartitionCountChange, ...] = ()
     # The stored format: kept as it is by producers; `adiskq upgrade` moves a format-1 stream to FORMAT.
     format: str = FORMAT
+    # "zstd" on a stream created compressed (format 3): producers compress values with its dictionaries.
+    compression: str | None = None
 
     @property
     def holds_tags(self) -> bool:
         """Whether records of this stream may carry a tag (format 2 on)."""
-        return self.format == FORMAT
+        return self.format in (FORMAT, COMPRESSED_FORMAT)
 
     def __post_init__(self) -> None:
         if not _is_int(self.partition_count) or not 1 <= self.partition_count <= MAX_PARTITIONS:
@@ -108,6 +121,8 @@ class StreamSettings:
             "max_message_bytes": self.max_message_bytes,
             "key_index": self.key_index,
         }
+        if self.compression is not None:
+            stored["compression"] = self.compression
         if self.partition_history:
             stored["partition_history"] = [
                 {"partition_count": change.partition_count, "next_offsets": list(change.next_offsets)}
@@ -145,11 +160,22 @@ class StreamSettings:
                     for change in data.get("partition_history", ())
                 ),
                 format=str(stored_format),
+                compression=_stored_compression(data, str(stored_format), path),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise CorruptStreamError(
                 f"{path} is damaged ({error}); restore it from a backup or fix the named key"
             ) from None
+
+
+def _stored_compression(data: Mapping[str, object], stored_format: str, path: str) -> str | None:
+    compression = data.get("compression")
+    if compression is not None and (compression not in COMPRESSIONS or stored_format != COMPRESSED_FORMAT):
+        raise NotAStreamError(
+            os.path.dirname(path),
+            f"settings.json says compression {compression!r} in format {stored_format!r}: a newer adiskq wrote it",
+        )
+    return None if compression is None else str(compression)
 
 
 class AskedSettings(NamedTuple):
@@ -160,9 +186,12 @@ class AskedSettings(NamedTuple):
     retention: Retention | None = None
     max_message_bytes: int | None = None
     key_index: bool | None = None
+    compression: str | None = None  # "zstd": create the stream compressed, or open a compressed one
 
     def applied_to(self, base: StreamSettings) -> StreamSettings:
         """``base`` with what was asked for; InvalidArgumentError if something is out of range."""
+        if self.compression is not None and self.compression not in COMPRESSIONS:
+            raise InvalidArgumentError(f'compression={self.compression!r}: give "zstd", or None for none')
         return dataclasses.replace(
             base,
             partition_count=base.partition_count if self.partition_count is None else self.partition_count,
@@ -171,6 +200,23 @@ class AskedSettings(NamedTuple):
             max_message_bytes=base.max_message_bytes if self.max_message_bytes is None else self.max_message_bytes,
             key_index=base.key_index if self.key_index is None else self.key_index,
         )
+
+
+def require_compression(stored: StreamSettings | None, asked: AskedSettings, stream_path: str) -> StreamSettings | None:
+    """The settings of a new compressed stream when ``asked`` wants compression and there is no stream
+    yet; None when nothing changes; SettingsMismatchError for compression on a stream made without it."""
+    if asked.compression is None:
+        return None
+    if stored is None:
+        return StreamSettings(format=COMPRESSED_FORMAT, compression=asked.compression)
+    if stored.compression != asked.compression:
+        raise SettingsMismatchError(
+            f"stream {stream_path!r} was created without compression (format {stored.format!r}), and an adiskq "
+            "older than compression may be reading it: it would take compressed values for the real ones. "
+            f"Create a new stream with compression={asked.compression!r} (a consumer of this one feeding a producer "
+            "of it copies the messages), or open this one without compression"
+        )
+    return None
 
 
 def require_tags(settings: StreamSettings, stream_path: str) -> None:

@@ -57,7 +57,14 @@ from .lock import OwnerLock
 from .partition_reader import PartitionReader
 from .partition_writer import PartitionWriter
 from .segment import SegmentFileState
-from .settings import AskedSettings, PartitionCountChange, StreamSettings, load_settings, save_settings
+from .settings import (
+    AskedSettings,
+    PartitionCountChange,
+    StreamSettings,
+    load_settings,
+    require_compression,
+    save_settings,
+)
 from .writers import WriterEntry, describe_writers, live_writers
 
 __all__ = [
@@ -250,6 +257,7 @@ class StreamWriter:
         shared: bool = False,
         interrupt: threading.Event | None = None,
         shared_lock_timeout: float | None = None,
+        compression: str | None = None,
     ) -> StreamWriter:
         """Open (or create) the stream for writing; blocks up to ``lock_timeout`` for the lock.
 
@@ -265,7 +273,7 @@ class StreamWriter:
         """
         path = os.path.abspath(os.fspath(path))
         wait_seconds = lock_wait_seconds(lock_timeout if shared_lock_timeout is None else shared_lock_timeout)
-        asked = AskedSettings(partitions, segment_size_bytes, retention, max_message_bytes, key_index)
+        asked = AskedSettings(partitions, segment_size_bytes, retention, max_message_bytes, key_index, compression)
         # Bad arguments are refused before anything on disk is created or touched.
         asked.applied_to(StreamSettings())
         if os.path.lexists(path) and not os.path.isdir(path):
@@ -369,7 +377,7 @@ class StreamWriter:
         # Settings again, now that no other producer can change them.
         cls._refuse_foreign_folder(path)
         stored = load_settings(path)
-        base = stored or StreamSettings()
+        base = require_compression(stored, asked, path) or stored or StreamSettings()
         partitions = asked.partition_count
         if stored is not None and partitions is not None and partitions < stored.partition_count:
             raise SettingsMismatchError(

@@ -11,7 +11,10 @@ What is checked, per partition, segment by segment:
 * every ``.tagindex`` entry: it holds the tag hash of the record (the same allowance for the active
   segment); a segment without one (written before tags) is not a problem: readers that filter by tag
   take the tags of its records from the records;
-* that each segment starts at the offset where the previous one ended, and that no file is missing.
+* that each segment starts at the offset where the previous one ended, and that no file is missing;
+* every compressed record's value decompresses with the dictionary it names, and every dictionary
+  file of the stream is whole (``dictionaries/``): a damaged or missing one is reported once per
+  segment with the offsets of the records that need it.
 
 Each problem carries the file and the byte position, and what can fix it (``Problem.fix``):
 ``"recovery"`` — opening the stream as a producer repairs it (only the last segment of a partition is
@@ -33,14 +36,23 @@ from typing import Final, Literal, TypeAlias
 from .._errors import CorruptRecordError, CorruptStreamError
 from .._sansio import tags as tags_format
 from .._sansio.codec import (
+    ATTRIBUTES_AT,
     DEFAULT_MAX_RECORD_BYTES,
     NEED_MORE,
     RecordExtent,
     decode_record,
 )
-from .._sansio.core import scan_records
+from .._sansio.compression import COMPRESSED, dictionary_file_name
+from .._sansio.core import decode_messages, scan_records
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX
 from . import keyindex
+from .dictionaries import (
+    DICTIONARIES_DIR,
+    dictionary_versions,
+    partition_stream_path,
+    read_dictionary,
+    stream_dictionaries,
+)
 from .files import read_file
 from .offsets import OFFSETS_FILE, group_dir, list_groups, load_offsets
 from .recovery import describe_damaged
@@ -56,7 +68,16 @@ from .segment import (
 from .segment_files import list_segment_files
 from .stream import StreamReader
 
-__all__ = ["Fix", "Problem", "SegmentCheck", "SegmentRef", "check_groups", "check_segment", "list_segments"]
+__all__ = [
+    "Fix",
+    "Problem",
+    "SegmentCheck",
+    "SegmentRef",
+    "check_dictionaries",
+    "check_groups",
+    "check_segment",
+    "list_segments",
+]
 
 Fix: TypeAlias = Literal["recovery", "rebuild", "keyindex"] | None
 
@@ -271,6 +292,7 @@ def check_segment(
     _check_tag_index(found, segment, data, [e.position for e in extents[:entries]], entries, in_flight, index_fix)
     if not segment.is_active:
         _check_key_index(found, segment, entries)
+    _check_compressed_values(found, segment, data, extents[:entries], data_fix)
 
     problems = found.finish()
     if not segment.is_active:
@@ -411,6 +433,53 @@ def _with_repair_plan(
             problem = dataclasses.replace(problem, fix=None)
         adjusted.append(problem)
     return (*adjusted, *plan)
+
+
+def _check_compressed_values(
+    found: _Findings, segment: SegmentRef, data: bytes, extents: list[RecordExtent], data_fix: Fix
+) -> None:
+    """Each compressed record's value decompresses with the dictionary it names. A dictionary that
+    is missing or damaged is one problem naming the records (offsets) that need it."""
+    compressed = [i for i, extent in enumerate(extents) if data[extent.position + ATTRIBUTES_AT] & COMPRESSED]
+    if not compressed:
+        return
+    dictionaries = stream_dictionaries(partition_stream_path(segment.directory))
+    data_path = segment.path(DATA)
+    needing: dict[str, list[int]] = {}  # a dictionary's problem -> offsets of the records needing it
+    for i in compressed:
+        extent = extents[i]
+        record = data[extent.position : extent.position + extent.size]
+        try:
+            decode_messages(record, segment.partition, segment.base + i, 1, dictionaries=dictionaries)
+        except CorruptRecordError as error:
+            found.add(
+                data_path,
+                extent.position,
+                f"the value of offset {segment.base + i} is damaged: {error.reason}",
+                data_fix,
+            )
+        except CorruptStreamError as error:
+            needing.setdefault(str(error), []).append(segment.base + i)
+    for problem, offsets in needing.items():
+        found.add(
+            data_path,
+            None,
+            f"{len(offsets)} compressed records (offsets {offsets[0]}..{offsets[-1]}) cannot be read: {problem}",
+            None,
+        )
+
+
+def check_dictionaries(stream_path: str) -> list[Problem]:
+    """Every dictionary file of the stream reads back whole (a damaged one no record needs yet is
+    still reported: the next producer would compress with it)."""
+    problems = []
+    for version in dictionary_versions(stream_path):
+        try:
+            read_dictionary(stream_path, version)
+        except CorruptStreamError as error:
+            path = os.path.join(stream_path, DICTIONARIES_DIR, dictionary_file_name(version))
+            problems.append(Problem(path, None, str(error)))
+    return problems
 
 
 def _check_key_index(found: _Findings, segment: SegmentRef, entries: int) -> None:

@@ -144,6 +144,7 @@ async def write_messages(
     tally: Tally,
     refuse_writes_above: float = DEFAULT_REFUSE_WRITES_ABOVE,
     shared: bool = False,
+    compression: str | None = None,
 ) -> None:
     """Push every message of the input, in batches, through one producer."""
     import aiofiles
@@ -159,6 +160,7 @@ async def write_messages(
                 lock_timeout=lock_timeout,
                 refuse_writes_above=refuse_writes_above,
                 shared=shared,
+                compression="zstd" if compression == "zstd" else None,
             )
         )
         reader = aiofiles.stdin_bytes if source == "-" else await stack.enter_async_context(aiofiles.open(source, "rb"))
@@ -235,6 +237,11 @@ async def write_messages(
     is_flag=True,
     help="Write beside other shared producers (a service's, other `write --shared` runs) instead of alone.",
 )
+@click.option(
+    "--compression",
+    type=click.Choice(["zstd"]),
+    help="Create the stream compressed: values stored with a zstd dictionary it keeps (see the README).",
+)
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: for a FILE on a terminal).")
 def write(
     path: str,
@@ -249,6 +256,7 @@ def write(
     lock_timeout: float,
     refuse_writes_above: float,
     shared: bool,
+    compression: str | None,
     progress: bool | None,
 ) -> None:
     """Append messages to a stream, one per line, from FILE or stdin.
@@ -263,6 +271,7 @@ def write(
       adiskq write orders --key customer-00 -H type=created < orders.txt
       adiskq write orders --tag created < created.txt
       adiskq write orders --shared < more.txt     # beside a service's shared producers
+      adiskq write events events.jsonl --compression zstd
     """
     import anyio
 
@@ -308,6 +317,7 @@ def write(
                 tally=tally,
                 refuse_writes_above=refuse_writes_above,
                 shared=shared,
+                compression=compression,
             )
         )
     finally:

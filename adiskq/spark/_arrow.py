@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from .._errors import CorruptRecordError
 from .._sansio.codec import (
+    ATTRIBUTES_AT,
     KEY_AT,
     KEY_LENGTH_AT,
     MAGIC_V1,
@@ -43,6 +44,7 @@ from .._sansio.codec import (
     TIMESTAMP_AT,
     decode_record,
 )
+from .._sansio.compression import COMPRESSED, Dictionaries
 from .._sansio.core import crc32c, decode_messages
 from .._sansio.values import Message
 from .._storage.columns import RawRun
@@ -159,8 +161,9 @@ def _headers_array(count: int, rows: Sequence[int], headers: Sequence[dict[str, 
     )
 
 
-def run_to_batch(run: RawRun, *, max_record_bytes: int) -> pa.RecordBatch:
-    """The run as a record batch of ``ARROW_SCHEMA``, every record checked (size, magic, CRC)."""
+def run_to_batch(run: RawRun, *, max_record_bytes: int, dictionaries: Dictionaries | None = None) -> pa.RecordBatch:
+    """The run as a record batch of ``ARROW_SCHEMA``, every record checked (size, magic, CRC), the
+    values of compressed records decompressed with the stream's ``dictionaries``."""
     try:
         return _fast_batch(run, max_record_bytes)
     except _Inconsistent:
@@ -168,7 +171,12 @@ def run_to_batch(run: RawRun, *, max_record_bytes: int) -> pa.RecordBatch:
     # The reference decoder names the bad record; if it finds none, its reading is the one we trust.
     try:
         messages = decode_messages(
-            bytes(run.data), run.partition, run.first_offset, run.message_count, max_record_bytes=max_record_bytes
+            bytes(run.data),
+            run.partition,
+            run.first_offset,
+            run.message_count,
+            max_record_bytes=max_record_bytes,
+            dictionaries=dictionaries,
         )
     except CorruptRecordError as error:
         raise error.with_path(run.data_path, run.data_position) from None
@@ -202,6 +210,8 @@ def _fast_batch(run: RawRun, max_record_bytes: int) -> pa.RecordBatch:
     words = _words(buffer)
     if not np.array_equal(words[rel], sizes) or (buffer[rel + 8] != MAGIC_V1).any():
         raise _Inconsistent
+    if (buffer[rel + ATTRIBUTES_AT] & COMPRESSED).any():
+        raise _Inconsistent  # values to decompress: decode_messages does it, record by record
     key_lengths = words[rel + KEY_LENGTH_AT].astype(np.int64)
     key_ends = rel + _FIXED_BYTES + key_lengths
     ends = rel + sizes

@@ -150,7 +150,7 @@ def read_range(
             if run is None:
                 _taken_back(split, position, fail_on_data_loss)
                 return
-            yield run_to_batch(run, max_record_bytes=DEFAULT_MAX_RECORD_BYTES)
+            yield run_to_batch(run, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, dictionaries=reader.dictionaries)
             position += run.message_count
 
 

@@ -20,11 +20,13 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import pytest
+from compression_support import stream_dictionary
 
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core
 from adiskq._sansio import kafka_codec as kafka_reference
 from adiskq._sansio import tags as reference_tags
+from adiskq._sansio.compression import DICTIONARY_ID_BASE
 from adiskq._sansio.kafka_codec import KafkaBatch, KafkaRecord
 from adiskq._sansio.native import NATIVE
 from adiskq._sansio.values import EMPTY_HEADERS, Message, Receipt, Record
@@ -136,6 +138,8 @@ def targets(files: tuple[int, int]) -> list[Target]:
     buffer = compiled.Buffer(lambda: None)
     buffer.set([1, 2, 3], 1)
     data_fd, index_fd = files
+    prepared = compiled.zstd_prepare(stream_dictionary(), 3)
+    dictionaries = {DICTIONARY_ID_BASE + 1: prepared}
     return [
         Target("configure", compiled.configure, (Message, EMPTY_HEADERS, Record, Receipt, 7)),
         Target("crc32c", compiled.crc32c, (b"abc", 0)),
@@ -144,9 +148,9 @@ def targets(files: tuple[int, int]) -> list[Target]:
         Target("fnv1_32", compiled.fnv1_32, (b"abc",)),
         Target("encode_record", compiled.encode_record, (b"v", b"k", 1, {"h": b"x"}, 0, "t")),
         Target("encode_batch", compiled.encode_batch, ([b"v", b"w"], [b"k", b"j"], [1, 2], [None, {}], [None, "t"])),
-        Target("encode_records", compiled.encode_records, ([Record(b"v", key="k"), b"w"], 5, 3)),
-        Target("decode_at", compiled.decode_at, (record_bytes(), 0, [5, 9, 11], 2**20)),
-        Target("decode_messages", compiled.decode_messages, (record_bytes(), 0, 10, 3, 2**20)),
+        Target("encode_records", compiled.encode_records, ([Record(b"v", key="k"), b"w"], 5, 3, prepared)),
+        Target("decode_at", compiled.decode_at, (record_bytes(), 0, [5, 9, 11], 2**20, {})),
+        Target("decode_messages", compiled.decode_messages, (record_bytes(), 0, 10, 3, 2**20, dictionaries)),
         Target("tag_column", compiled.tag_column, (records,)),
         Target("matching_entries", compiled.matching_entries, (struct.pack("<III", 0, 5, 5), (5,))),
         Target(
@@ -168,6 +172,8 @@ def targets(files: tuple[int, int]) -> list[Target]:
         Target("kafka_encode_records", compiled.kafka_encode_records, (KAFKA_RECORDS, 7)),
         Target("kafka_encode_batch", compiled.kafka_encode_batch, (5, KAFKA_RECORDS, 7, -1, -1, -1, 0)),
         Target("kafka_encode_messages", compiled.kafka_encode_messages, (kafka_messages(), None, 0)),
+        Target("zstd_prepare", compiled.zstd_prepare, (stream_dictionary(), 3)),
+        Target("zstd_compress", compiled.zstd_compress, (prepared, b"value")),
         Target("Buffer", compiled.Buffer, (lambda: None,)),
         Target("Buffer.set", buffer.set, ([1, 2, 3], 1)),
         Target("Buffer.take", buffer.take, (1,)),

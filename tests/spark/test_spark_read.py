@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import os
 
+import anyio
 import pytest
+from compression_support import order_events, trained_dictionary
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.types import BinaryType, IntegerType, LongType, MapType, StringType, TimestampType
 from spark_support import T0_NS, data_files, delete_oldest_segment, fill, write_messages
+
+import adiskq
+from adiskq._sansio.codec import encode_record
+from adiskq._storage.stream import StreamWriter
 
 
 def rows(spark: SparkSession, path: str, **options: str) -> list[tuple[int, int, str]]:
@@ -133,3 +139,20 @@ def test_a_damaged_record_fails_the_read_with_its_file_and_position(spark: Spark
         data.write(bytes([byte[0] ^ 0x40]))
     with pytest.raises(PySparkException, match=f"corrupt record in {path} at byte 0: CRC-32C mismatch"):
         rows(spark, stream_path)
+
+
+def test_a_compressed_stream_reads_back_its_values(spark: SparkSession, stream_path: str) -> None:
+    """Values of a stream made with compression="zstd" arrive decompressed, the plain ones beside them too."""
+    events = order_events(30)
+
+    async def push() -> None:
+        async with adiskq.Producer(stream_path, compression="zstd", zstd_dictionary=trained_dictionary()) as producer:
+            await producer.push_many(events)
+
+    anyio.run(push)
+    plain = StreamWriter.open(stream_path)  # a record written as it is, by the storage layer
+    try:
+        plain.partitions[0].append([encode_record(b"plain", b"k", T0_NS)], [T0_NS])
+    finally:
+        plain.close()
+    assert [value for _, _, value in rows(spark, stream_path)] == [e.decode() for e in events] + ["plain"]

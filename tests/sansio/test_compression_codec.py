@@ -1,0 +1,178 @@
+"""Compressed values: the compiled core's decoder against the reference's, on sound and hostile zstd frames.
+
+Both decode the same records with the same stream dictionaries and must answer alike: the same
+values, or the same error at the same position. A frame that is cut short, states a content size it
+does not hold or one above the record limit, names a dictionary the stream lacks, or carries bytes
+after it, is a damaged record for both, never a value.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+import pytest
+import zstandard
+from compression_support import order_events, stream_dictionary, trained_dictionary
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import adiskq
+from adiskq._sansio import codec as reference
+from adiskq._sansio import core
+from adiskq._sansio.compression import (
+    COMPRESSED,
+    DICTIONARY_ID_BASE,
+    Dictionaries,
+    ReferenceDictionary,
+    encode_dictionary_file,
+    parse_dictionary_file,
+)
+from adiskq._sansio.native import NATIVE
+
+LIMIT = 1 << 20
+
+
+def dictionaries(*versions: int) -> Dictionaries:
+    """A stream's dictionaries holding ``versions`` (1 and 2 are trained from different events); any
+    other version's file is missing."""
+
+    def load(version: int) -> bytes:
+        if version not in versions:
+            raise adiskq.CorruptStreamError(f"dictionary version {version} is missing")
+        return stream_dictionary(version, seed=version)
+
+    return Dictionaries(load)
+
+
+def compress(value: bytes, version: int = 1) -> bytes:
+    return ReferenceDictionary(version, stream_dictionary(version, seed=version), 3).compress(value)
+
+
+def record(frame: bytes) -> bytes:
+    return reference.encode_record(frame, b"key", 5, None, COMPRESSED)
+
+
+def outcome(call: Callable[[], object]) -> object:
+    """What a call returned, or its error as (type, message, position)."""
+    try:
+        return call()
+    except Exception as error:
+        return (type(error).__name__, str(error), getattr(error, "position", None))
+
+
+def both(buf: bytes, *, limit: int = LIMIT, versions: tuple[int, ...] = (1,)) -> tuple[object, object]:
+    """The compiled core's and the reference's decoding of ``buf``, each with its own dictionaries."""
+    count = len(list(reference.scan_records(buf)))
+    compiled = outcome(
+        lambda: core.decode_messages(buf, 0, 0, count, max_record_bytes=limit, dictionaries=dictionaries(*versions))
+    )
+    pure = outcome(
+        lambda: reference.decode_messages(
+            buf, 0, 0, count, max_record_bytes=limit, dictionaries=dictionaries(*versions)
+        )
+    )
+    return compiled, pure
+
+
+EVENT = order_events(3000)[2500]
+FRAME = compress(EVENT)
+# The frame header: magic (4), descriptor (1: single segment, 2-byte dictionary id), dictionary id (2),
+# then the content size's first byte.
+CONTENT_SIZE_AT = 7
+
+
+def with_byte(frame: bytes, at: int, value: int) -> bytes:
+    return frame[:at] + bytes([value]) + frame[at + 1 :]
+
+
+def test_frame_header_is_what_the_format_says() -> None:
+    """A value's frame names the dictionary by its id (32768 + version) and states its content size."""
+    magic, descriptor, dictionary_id = struct.unpack_from("<IBH", FRAME)
+    assert (magic, descriptor & 0x23, dictionary_id) == (0xFD2FB528, 0x22, DICTIONARY_ID_BASE + 1)
+    assert zstandard.get_frame_parameters(FRAME).content_size == len(EVENT)
+
+
+def test_sound_records_decode_alike() -> None:
+    """Compressed and plain records mixed decode to the same messages in both cores, values restored."""
+    events = order_events(40)
+    buf = b"".join(
+        record(compress(value)) if i % 3 else reference.encode_record(value, b"key", 5)
+        for i, value in enumerate(events)
+    )
+    compiled, pure = both(buf)
+    assert compiled == pure
+    assert [message.value for message in compiled] == events  # type: ignore[attr-defined]
+
+
+HOSTILE: dict[str, bytes] = {
+    "cut short by one byte": FRAME[:-1],
+    "cut to its header": FRAME[:8],
+    "content size says one more": with_byte(FRAME, CONTENT_SIZE_AT, (FRAME[CONTENT_SIZE_AT] + 1) % 256),
+    "content size says one less": with_byte(FRAME, CONTENT_SIZE_AT, (FRAME[CONTENT_SIZE_AT] - 1) % 256),
+    "a byte after the frame": FRAME + b"\x00",
+    "two frames": FRAME + FRAME,
+    "no content size": zstandard.ZstdCompressor(
+        dict_data=zstandard.ZstdCompressionDict(stream_dictionary()), write_content_size=False
+    ).compress(EVENT),
+    "no dictionary": zstandard.ZstdCompressor().compress(EVENT),
+    "a dictionary the stream lacks": compress(EVENT, version=2),
+    "raw dictionary content": zstandard.ZstdCompressor(
+        dict_data=zstandard.ZstdCompressionDict(trained_dictionary(), dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+    ).compress(EVENT),
+    "not a frame": b"\x28\xb5\x2f\xfd" + bytes(range(40)),
+    "empty": b"",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_frames_are_damage_in_both_cores(name: str) -> None:
+    """A frame that is not one whole frame of the stream's dictionaries, holding exactly the size it
+    states, is a damaged record (or a missing dictionary) in both cores, with the same error."""
+    buf = reference.encode_record(b"before", b"k", 1) + record(HOSTILE[name])
+    compiled, pure = both(buf)
+    assert compiled == pure
+    assert isinstance(pure, tuple), pure
+    assert pure[0] in ("CorruptRecordError", "CorruptStreamError")
+
+
+def test_content_over_the_record_limit_is_damage() -> None:
+    """A frame stating more bytes than the reader's record limit is refused before decompressing."""
+    buf = record(FRAME)
+    compiled, pure = both(buf, limit=len(EVENT) - 1)
+    assert compiled == pure
+    assert pure == ("CorruptRecordError", pure[1], 0)  # type: ignore[index]
+    assert "content size" in pure[1]  # type: ignore[index]
+
+
+def test_frame_naming_another_stream_dictionary_decodes_alike() -> None:
+    """A frame whose dictionary id was rewritten to another version the stream has (a forgery: the
+    record's CRC-32C was made over it) gets the same answer from both cores."""
+    forged = FRAME[:5] + struct.pack("<H", DICTIONARY_ID_BASE + 2) + FRAME[7:]
+    compiled, pure = both(record(forged), versions=(1, 2))
+    assert compiled == pure
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(max_size=2000), min_size=1, max_size=12))
+def test_values_round_trip_through_both_compressors(values: list[bytes]) -> None:
+    """Any value compressed by either core's compressor decodes to itself in both cores."""
+    frames = [compress(value) for value in values]
+    if NATIVE is not None:
+        prepared = NATIVE.zstd_prepare(stream_dictionary(), 3)
+        frames += [NATIVE.zstd_compress(prepared, value) for value in values]
+        values = values + values
+    compiled, pure = both(b"".join(map(record, frames)))
+    assert compiled == pure
+    assert [message.value for message in pure] == values  # type: ignore[attr-defined]
+
+
+def test_dictionary_file_round_trips_and_refuses_damage() -> None:
+    """A dictionary file reads back; a flipped byte anywhere in it is CorruptStreamError naming the file."""
+    data = encode_dictionary_file(1, stream_dictionary(), core.crc32c)
+    assert parse_dictionary_file(data, 1, "d", core.crc32c) == stream_dictionary()
+    for at in (0, 9, 13, 17, 30, len(data) - 1):
+        with pytest.raises(adiskq.CorruptStreamError, match="zstd dictionary file d is damaged"):
+            parse_dictionary_file(with_byte(data, at, data[at] ^ 0x40), 1, "d", core.crc32c)
+    with pytest.raises(adiskq.CorruptStreamError, match="version 2"):
+        parse_dictionary_file(data, 2, "d", core.crc32c)
