@@ -16,23 +16,13 @@ from typing import Final
 from .._async import wakeup
 from .._async.follower import PartitionFollower
 from .._async.notify import Notifier, get_notifier
-from .._sansio.values import Message
 from ._topics import Topics
 
-__all__ = ["MAX_FETCH_MESSAGES", "FetchSession", "message_bytes"]
+__all__ = ["MAX_FETCH_MESSAGES", "FetchSession"]
 
 # At most this many messages per read, and per record batch of a Fetch answer: bounds the time
 # one read, or one batch's encoding, holds the event loop.
 MAX_FETCH_MESSAGES: Final = 1000
-_RECORD_OVERHEAD: Final = 12  # about what a Kafka record adds to its key and value
-
-
-def message_bytes(message: Message) -> int:
-    """About the size the message takes in a Kafka record batch."""
-    size = len(message.key) + len(message.value) + _RECORD_OVERHEAD
-    if message.headers:
-        size += sum(len(name) + len(value) + 2 for name, value in message.headers.items())
-    return size
 
 
 def _no_skip(partition: int, first: int, last_exclusive: int) -> None:

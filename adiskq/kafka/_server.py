@@ -31,6 +31,7 @@ from ._protocol import (
     decode_request,
     encode_error_response,
     encode_response,
+    frame_payload,
     frame_size,
     parse_header,
     request_schema,
@@ -325,6 +326,8 @@ class KafkaGateway:
         response = await api.handler(RequestContext(core, connection, header), request)
         if response is None:
             return None
+        if isinstance(response, bytes):  # the payload already encoded (Produce, Fetch)
+            return frame_payload(header.correlation_id, header.api_key, header.api_version, response)
         return encode_response(header.correlation_id, response)
 
     def _unsupported(self, api_key: int, api_version: int, correlation_id: int) -> bytes:

@@ -92,3 +92,31 @@ def test_request_over_the_limit_is_refused_before_it_is_read(gateway) -> None:
         size = struct.unpack(">i", receive_exactly(sock, 4))[0]
         assert struct.unpack(">ih", receive_exactly(sock, size)) == (42, 10)
         assert_closed(sock)
+
+
+def test_a_refused_record_is_answered_in_every_produce_version(gateway, topic: str) -> None:
+    """A record with a repeated header gets INVALID_RECORD in Produce v3 (no record-error list) to v9."""
+    import datetime as dt
+    import importlib
+
+    from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
+
+    batch = encode_batch(
+        base_offset=0, records=[KafkaRecord(0, 1, b"k", b"v", [("h", b"1"), ("h", b"2")])], base_timestamp_ms=1
+    )
+    for version in range(3, 10):
+        schema = importlib.import_module(f"kio.schema.produce.v{version}.request")
+        request = schema.ProduceRequest(
+            acks=1,
+            timeout=dt.timedelta(seconds=5),
+            topic_data=(
+                schema.TopicProduceData(
+                    name=TopicName(topic), partition_data=(schema.PartitionProduceData(index=0, records=batch),)
+                ),
+            ),
+        )
+        call(gateway.gateway.port, MetadataRequest(topics=(MetadataRequestTopic(name=TopicName(topic)),)))
+        response = call(gateway.gateway.port, request)
+        (answer,) = response.responses[0].partition_responses
+        assert answer.error_code == 87, version  # INVALID_RECORD
+        assert answer.base_offset == -1

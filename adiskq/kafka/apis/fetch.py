@@ -19,12 +19,12 @@ from kio.schema.errors import ErrorCode
 
 from ..._async.follower import PartitionFollower
 from ..._errors import OffsetOutOfRangeError
-from ..._sansio.values import Message
-from .._fetching import MAX_FETCH_MESSAGES, message_bytes
+from .._fast_responses import FetchedPartition, fetch_response
+from .._fetching import MAX_FETCH_MESSAGES
 from .._records import batch_from_messages
-from .._registry import RequestContext, nested, register, respond
+from .._registry import RequestContext, register
 from .._topics import check_topic_name
-from ._common import NO_THROTTLE, error_code_for
+from ._common import error_code_for
 
 __all__ = ["fetch"]
 
@@ -34,7 +34,7 @@ _NO_LIMIT: Final = 2**31 - 1
 class _Partition:
     """One partition of the request: its follower (or error) and what was read for it."""
 
-    __slots__ = ("budget", "chunks", "error", "follower", "index", "topic")
+    __slots__ = ("batches", "budget", "error", "follower", "index", "topic")
 
     def __init__(self, topic: str, index: int, budget: int) -> None:
         self.topic = topic
@@ -42,11 +42,11 @@ class _Partition:
         self.budget = budget  # bytes it may still take
         self.follower: PartitionFollower | None = None
         self.error = ErrorCode.none
-        self.chunks: list[list[Message]] = []
+        self.batches: list[bytes] = []  # record batches, encoded as they are read
 
 
 @register(1, "Fetch", min_version=4, max_version=12)
-async def fetch(context: RequestContext, request: Any) -> Any:
+async def fetch(context: RequestContext, request: Any) -> bytes:
     """Read every partition asked for; wait for more up to ``max_wait_ms`` if there is too little."""
     gateway = context.gateway
     session = context.connection.fetches
@@ -69,8 +69,8 @@ async def fetch(context: RequestContext, request: Any) -> Any:
             follower = part.follower
             if follower is None or part.budget <= 0 or taken >= response_budget:
                 continue
-            # Chunks of at most MAX_FETCH_MESSAGES, each encoded as one batch with a checkpoint
-            # after it (``_response``), so a large answer never holds the loop for long.
+            # Chunks of at most MAX_FETCH_MESSAGES, each encoded as one record batch at once: the
+            # batch's size is what the budgets count.
             while part.budget > 0 and taken < response_budget:
                 try:
                     messages = follower.read(MAX_FETCH_MESSAGES, min(part.budget, response_budget - taken))
@@ -80,8 +80,9 @@ async def fetch(context: RequestContext, request: Any) -> Any:
                     break
                 if not messages:
                     break
-                size = sum(map(message_bytes, messages))
-                part.chunks.append(messages)
+                batch = batch_from_messages(messages)
+                size = len(batch)
+                part.batches.append(batch)
                 part.budget -= size
                 taken += size
 
@@ -116,11 +117,11 @@ async def fetch(context: RequestContext, request: Any) -> Any:
             followers = [part.follower for part in parts if part.follower is not None]
             if not followers:
                 break
-    return await _response(request, parts)
+    return _response(request, parts)
 
 
-async def _response(request: Any, parts: list[_Partition]) -> Any:
-    by_topic: dict[str, list[Any]] = {}
+def _response(request: Any, parts: list[_Partition]) -> bytes:
+    by_topic: dict[str, list[FetchedPartition]] = {}
     for part in parts:
         high_watermark = log_start = -1
         error = part.error
@@ -130,35 +131,8 @@ async def _response(request: Any, parts: list[_Partition]) -> Any:
             except OSError as failure:
                 error = error_code_for(failure)
         # Empty, never null: librdkafka refuses a null record set (size -1) as a malformed response.
-        batches = []
-        if error == ErrorCode.none:
-            for chunk in part.chunks:
-                batches.append(batch_from_messages(chunk))
-                await anyio.lowlevel.checkpoint()
-        records = b"".join(batches)
+        records = b"".join(part.batches) if error == ErrorCode.none else b""
         by_topic.setdefault(part.topic, []).append(
-            nested(
-                request,
-                "PartitionData",
-                partition_index=part.index,
-                error_code=error,
-                high_watermark=high_watermark,
-                last_stable_offset=high_watermark,
-                log_start_offset=log_start,
-                aborted_transactions=None,
-                preferred_read_replica=-1,
-                records=records,
-            )
+            FetchedPartition(part.index, error, high_watermark, log_start, records)
         )
-    responses = tuple(
-        nested(request, "FetchableTopicResponse", topic=topic, partitions=tuple(partitions))
-        for topic, partitions in by_topic.items()
-    )
-    return respond(
-        request,
-        "FetchResponse",
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        session_id=0,
-        responses=responses,
-    )
+    return fetch_response(request.__version__, list(by_topic.items()))
