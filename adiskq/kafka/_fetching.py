@@ -11,11 +11,15 @@ poll aside, which exists for file systems without inotify).
 
 from __future__ import annotations
 
+import os
+import stat
 from typing import Final
 
 from .._async import wakeup
 from .._async.follower import PartitionFollower
 from .._async.notify import Notifier, get_notifier
+from .._sansio.naming import INDEX
+from .._storage.segment import segment_path
 from ._topics import Topics
 
 __all__ = ["MAX_FETCH_MESSAGES", "FetchSession"]
@@ -38,6 +42,7 @@ class FetchSession:
         self._followers: dict[tuple[str, int], PartitionFollower] = {}
         self._generation = topics.generation
         self._notifier: Notifier | None = None
+        self._oldest: dict[wakeup.PartitionKey, int] = {}  # log start offsets last seen (``log_start``)
 
     @property
     def notifier(self) -> Notifier:
@@ -87,8 +92,26 @@ class FetchSession:
             return False
         return True
 
+    def log_start(self, follower: PartitionFollower) -> int:
+        """The partition's oldest offset, which a Fetch answer carries.
+
+        That is the base of its first segment. Retention deletes segments from the oldest on and
+        writers only add segments after the last, so while the first segment seen is still there it
+        is still the first: one stat instead of listing the partition's folder on every Fetch."""
+        key = follower.key
+        oldest = self._oldest.get(key)
+        if oldest is not None:
+            try:
+                if stat.S_ISREG(os.lstat(segment_path(follower.reader.directory, oldest, INDEX)).st_mode):
+                    return oldest
+            except FileNotFoundError:
+                pass
+        oldest = self._oldest[key] = follower.reader.bounds()[0]
+        return oldest
+
     def close(self) -> None:
         """Close every follower (files, watches, registrations)."""
+        self._oldest.clear()
         followers, self._followers = list(self._followers.values()), {}
         for follower in followers:
             follower.close()

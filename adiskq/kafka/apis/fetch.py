@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 from ..._async.follower import PartitionFollower
 from ..._errors import OffsetOutOfRangeError
 from .._fast_responses import FetchedPartition, fetch_response
-from .._fetching import MAX_FETCH_MESSAGES
+from .._fetching import MAX_FETCH_MESSAGES, FetchSession
 from .._records import batch_from_messages
 from .._registry import RequestContext, register
 from .._topics import check_topic_name
@@ -34,7 +34,7 @@ _NO_LIMIT: Final = 2**31 - 1
 class _Partition:
     """One partition of the request: its follower (or error) and what was read for it."""
 
-    __slots__ = ("batches", "budget", "error", "follower", "index", "topic")
+    __slots__ = ("batches", "budget", "caught_up", "error", "follower", "index", "topic")
 
     def __init__(self, topic: str, index: int, budget: int) -> None:
         self.topic = topic
@@ -43,6 +43,7 @@ class _Partition:
         self.follower: PartitionFollower | None = None
         self.error = ErrorCode.none
         self.batches: list[bytes] = []  # record batches, encoded as they are read
+        self.caught_up = False  # the last read found nothing more: the position is the partition's end
 
 
 @register(1, "Fetch", min_version=4, max_version=12)
@@ -79,7 +80,9 @@ async def fetch(context: RequestContext, request: Any) -> bytes:
                     part.follower = None
                     break
                 if not messages:
+                    part.caught_up = True
                     break
+                part.caught_up = False
                 batch = batch_from_messages(messages)
                 size = len(batch)
                 part.batches.append(batch)
@@ -117,17 +120,20 @@ async def fetch(context: RequestContext, request: Any) -> bytes:
             followers = [part.follower for part in parts if part.follower is not None]
             if not followers:
                 break
-    return _response(request, parts)
+    return _response(request, session, parts)
 
 
-def _response(request: Any, parts: list[_Partition]) -> bytes:
+def _response(request: Any, session: FetchSession, parts: list[_Partition]) -> bytes:
     by_topic: dict[str, list[FetchedPartition]] = {}
     for part in parts:
         high_watermark = log_start = -1
         error = part.error
-        if error == ErrorCode.none and part.follower is not None:
+        follower = part.follower
+        if error == ErrorCode.none and follower is not None:
             try:
-                log_start, high_watermark = part.follower.reader.bounds()
+                # A read that came back empty found the end: no need to look it up again.
+                high_watermark = follower.position if part.caught_up else follower.reader.bounds()[1]
+                log_start = session.log_start(follower)
             except OSError as failure:
                 error = error_code_for(failure)
         # Empty, never null: librdkafka refuses a null record set (size -1) as a malformed response.
