@@ -4,8 +4,8 @@ A connection arms its ``Deadline`` before each wait on its client (the next requ
 timeout; the rest of a frame, or an answer the client does not take: the request timeout) and
 disarms it when the wait returns: two attribute writes, where entering and leaving a deadline scope
 per wait cost tens of microseconds a request. One task (``Deadlines.run``) looks at every armed
-deadline a few times a second and cancels the scope of a connection whose time is up; so a
-deadline fires up to one ``tick`` late, a fraction of a second for timeouts of seconds to minutes.
+deadline once a ``tick`` (a quarter of the shortest timeout, at most a second) and cancels the scope
+of a connection whose time is up; so a deadline fires up to one tick late.
 
 A wait that returns as its deadline is cancelled is not continued: ``disarm`` reports it, and the
 connection stops before awaiting anything else (the cancellation would otherwise land in the next

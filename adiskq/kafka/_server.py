@@ -6,7 +6,8 @@ their own. A connection's requests are answered one at a time, in order, as a Ka
 client pipelines requests and pairs answers by correlation id, in order). A slow or stalled client
 holds only its own task: a frame it does not finish within ``request_timeout`` seconds, or an
 answer it does not take within that time, closes its connection; an idle one is closed after
-``idle_timeout`` seconds, as Kafka's ``connections.max.idle.ms`` does.
+``idle_timeout`` seconds, as Kafka's ``connections.max.idle.ms`` does (both enforced by one watcher
+for all connections, ``_deadlines.py``, up to a quarter of the shorter timeout late).
 """
 
 from __future__ import annotations
