@@ -68,7 +68,10 @@ async def fetch(context: RequestContext, request: Any) -> bytes:
         nonlocal taken
         for part in parts:
             follower = part.follower
-            if follower is None or part.budget <= 0 or taken >= response_budget:
+            if follower is None:
+                continue
+            part.caught_up = False  # known only from this look: data may have come since the last
+            if part.budget <= 0 or taken >= response_budget:
                 continue
             # Chunks of at most MAX_FETCH_MESSAGES, each encoded as one record batch at once: the
             # batch's size is what the budgets count.
@@ -82,7 +85,6 @@ async def fetch(context: RequestContext, request: Any) -> bytes:
                 if not messages:
                     part.caught_up = True
                     break
-                part.caught_up = False
                 batch = batch_from_messages(messages)
                 size = len(batch)
                 part.batches.append(batch)
