@@ -52,16 +52,16 @@ def _closed_within(sock: socket.socket, seconds: float) -> float:
 def test_an_idle_connection_is_closed_after_idle_timeout(short_gateway: KafkaGateway) -> None:
     """A connection that sends nothing is closed once idle_timeout (and at most a tick) has passed."""
     with socket.create_connection(("127.0.0.1", short_gateway.port), timeout=10) as sock:
-        waited = _closed_within(sock, 10 * _TIMEOUT)
-    assert _TIMEOUT * 0.9 <= waited <= 4 * _TIMEOUT
+        waited = _closed_within(sock, 20 * _TIMEOUT)
+    assert _TIMEOUT * 0.9 <= waited <= 8 * _TIMEOUT  # a tick late at most, and room for a busy machine
 
 
 def test_a_request_stuck_mid_frame_is_closed_after_request_timeout(short_gateway: KafkaGateway) -> None:
     """Half a frame, then nothing: the connection is closed after request_timeout."""
     with socket.create_connection(("127.0.0.1", short_gateway.port), timeout=10) as sock:
         sock.sendall(struct.pack(">i", 100) + b"\x00\x12")
-        waited = _closed_within(sock, 10 * _TIMEOUT)
-    assert _TIMEOUT * 0.9 <= waited <= 4 * _TIMEOUT
+        waited = _closed_within(sock, 20 * _TIMEOUT)
+    assert _TIMEOUT * 0.9 <= waited <= 8 * _TIMEOUT  # a tick late at most, and room for a busy machine
 
 
 def test_a_client_that_keeps_asking_outlives_the_timeouts(short_gateway: KafkaGateway) -> None:
