@@ -6,11 +6,13 @@ for the stream's own wake-ups (``_fetching.py``) up to ``max_wait_ms``, then ans
 there is. Limits follow Kafka: ``partition_max_bytes`` per partition and ``max_bytes`` for the
 response, except that the first message is returned whatever its size, so a consumer never stalls
 on a large one. Incremental fetch sessions (KIP-227) are not kept: every response has session id 0,
-which tells the client to send full requests.
+which tells the client to send full requests. From version 13 on, topics are named by their ids
+(``_topic_ids.py``); an id no topic has is answered with UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Final
 
 import anyio
@@ -23,21 +25,25 @@ from ..._sansio.values import Message
 from .._fetching import MAX_FETCH_MESSAGES, message_bytes
 from .._records import batch_from_messages
 from .._registry import RequestContext, nested, register, respond
+from .._topic_ids import TopicIds
 from .._topics import check_topic_name
 from ._common import NO_THROTTLE, error_code_for
 
 __all__ = ["fetch"]
 
 _NO_LIMIT: Final = 2**31 - 1
+_NO_TOPIC_ID: Final = uuid.UUID(int=0)
+_TOPIC_IDS_FROM: Final = 13  # the first version that names topics by id
 
 
 class _Partition:
     """One partition of the request: its follower (or error) and what was read for it."""
 
-    __slots__ = ("budget", "chunks", "error", "follower", "index", "topic")
+    __slots__ = ("budget", "chunks", "error", "follower", "index", "topic", "topic_id")
 
     def __init__(self, topic: str, index: int, budget: int) -> None:
         self.topic = topic
+        self.topic_id = _NO_TOPIC_ID  # its id, as the request named it (version 13 on)
         self.index = index
         self.budget = budget  # bytes it may still take
         self.follower: PartitionFollower | None = None
@@ -45,21 +51,28 @@ class _Partition:
         self.chunks: list[list[Message]] = []
 
 
-@register(1, "Fetch", min_version=4, max_version=12)
+@register(1, "Fetch", min_version=4, max_version=16)
 async def fetch(context: RequestContext, request: Any) -> Any:
     """Read every partition asked for; wait for more up to ``max_wait_ms`` if there is too little."""
     gateway = context.gateway
     session = context.connection.fetches
     response_budget = getattr(request, "max_bytes", _NO_LIMIT) or _NO_LIMIT
     parts: list[_Partition] = []
+    by_id = request.__version__ >= _TOPIC_IDS_FROM
     for topic in request.topics:
+        name = (TopicIds.of(gateway).name_of(topic.topic_id) or "") if by_id else topic.topic
         for asked in topic.partitions:
-            part = _Partition(topic.topic, asked.partition, asked.partition_max_bytes)
-            try:
-                check_topic_name(topic.topic)
-                part.follower = session.follower(topic.topic, asked.partition, asked.fetch_offset)
-            except Exception as error:
-                part.error = error_code_for(error)
+            part = _Partition(name, asked.partition, asked.partition_max_bytes)
+            if by_id:
+                part.topic_id = topic.topic_id
+            if by_id and not name:
+                part.error = ErrorCode.unknown_topic_id
+            else:
+                try:
+                    check_topic_name(name)
+                    part.follower = session.follower(name, asked.partition, asked.fetch_offset)
+                except Exception as error:
+                    part.error = error_code_for(error)
             parts.append(part)
     taken = 0
 
@@ -120,7 +133,7 @@ async def fetch(context: RequestContext, request: Any) -> Any:
 
 
 async def _response(request: Any, parts: list[_Partition]) -> Any:
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[tuple[str, uuid.UUID], list[Any]] = {}
     for part in parts:
         high_watermark = log_start = -1
         error = part.error
@@ -136,7 +149,7 @@ async def _response(request: Any, parts: list[_Partition]) -> Any:
                 batches.append(batch_from_messages(chunk))
                 await anyio.lowlevel.checkpoint()
         records = b"".join(batches)
-        by_topic.setdefault(part.topic, []).append(
+        by_topic.setdefault((part.topic, part.topic_id), []).append(
             nested(
                 request,
                 "PartitionData",
@@ -151,8 +164,8 @@ async def _response(request: Any, parts: list[_Partition]) -> Any:
             )
         )
     responses = tuple(
-        nested(request, "FetchableTopicResponse", topic=topic, partitions=tuple(partitions))
-        for topic, partitions in by_topic.items()
+        nested(request, "FetchableTopicResponse", topic=topic, topic_id=topic_id, partitions=tuple(partitions))
+        for (topic, topic_id), partitions in by_topic.items()
     )
     return respond(
         request,

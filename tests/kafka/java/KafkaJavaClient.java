@@ -1,6 +1,7 @@
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -10,7 +11,9 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -32,12 +35,14 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * <p>Arguments: BOOTSTRAP TOPIC GROUP COMPRESSION COUNT. The AdminClient creates TOPIC (2
  * partitions) and a scratch topic, lists them, describes TOPIC's configs and partitions, deletes
  * the scratch topic and lists again; a producer with the client's defaults (acks=all, idempotent)
- * writes COUNT keyed records with a header; a consumer of GROUP subscribes, polls until it has
- * them all, commits them with commitSync and reads its committed offsets back. Any failure throws,
- * and the JVM exits non-zero.
+ * writes COUNT keyed records with a header, record i stamped at 1,700,000,000,000 ms plus (i *
+ * 7919) % COUNT (out of order); the AdminClient lists each partition's offsets by every spec it
+ * has; a consumer of GROUP subscribes, polls until it has them all, commits them with commitSync
+ * and reads its committed offsets back. Any failure throws, and the JVM exits non-zero.
  */
 public final class KafkaJavaClient {
   private static final long TIMEOUT_SECONDS = 60;
+  private static final long FIRST_TIMESTAMP = 1_700_000_000_000L;
 
   private KafkaJavaClient() {}
 
@@ -52,6 +57,7 @@ public final class KafkaJavaClient {
     common.put("client.id", "adiskq-java-test");
     administer(common, topic);
     produce(common, topic, compression, count);
+    listOffsets(common, topic);
     consume(common, topic, group, count);
   }
 
@@ -102,12 +108,52 @@ public final class KafkaJavaClient {
       for (int i = 0; i < count; i++) {
         List<Header> headers =
             List.of(new RecordHeader("n", Integer.toString(i).getBytes(StandardCharsets.UTF_8)));
-        sent.add(producer.send(new ProducerRecord<>(topic, null, "key-" + i, "value-" + i, headers)));
+        long timestamp = FIRST_TIMESTAMP + (i * 7919L) % count;
+        sent.add(
+            producer.send(
+                new ProducerRecord<>(topic, null, timestamp, "key-" + i, "value-" + i, headers)));
       }
       producer.flush();
       for (Future<RecordMetadata> future : sent) {
         RecordMetadata metadata = future.get(TIMEOUT_SECONDS, TimeUnit.SECONDS);
-        System.out.println("produced " + metadata.partition() + " " + metadata.offset());
+        System.out.println(
+            "produced "
+                + metadata.partition()
+                + " "
+                + metadata.offset()
+                + " "
+                + metadata.timestamp());
+      }
+    }
+  }
+
+  private static void listOffsets(Properties common, String topic) throws Exception {
+    Map<String, OffsetSpec> specs = new LinkedHashMap<>();
+    specs.put("earliest", OffsetSpec.earliest());
+    specs.put("latest", OffsetSpec.latest());
+    specs.put("max-timestamp", OffsetSpec.maxTimestamp());
+    specs.put("earliest-local", OffsetSpec.earliestLocal());
+    specs.put("latest-tiered", OffsetSpec.latestTiered());
+    specs.put("for-timestamp", OffsetSpec.forTimestamp(FIRST_TIMESTAMP + 10));
+    try (Admin admin = Admin.create(common)) {
+      for (int partition = 0; partition < 2; partition++) {
+        TopicPartition tp = new TopicPartition(topic, partition);
+        for (Map.Entry<String, OffsetSpec> spec : specs.entrySet()) {
+          ListOffsetsResultInfo info =
+              admin
+                  .listOffsets(Map.of(tp, spec.getValue()))
+                  .partitionResult(tp)
+                  .get(TIMEOUT_SECONDS, TimeUnit.SECONDS);
+          System.out.println(
+              "offsets "
+                  + partition
+                  + " "
+                  + spec.getKey()
+                  + " "
+                  + info.offset()
+                  + " "
+                  + info.timestamp());
+        }
       }
     }
   }
