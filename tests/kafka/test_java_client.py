@@ -2,7 +2,8 @@
 
 One run of ``java/KafkaJavaClient.java`` per client version: the AdminClient creates, lists,
 describes and deletes topics; a producer with the client's defaults (acks=all, idempotent) writes
-keyed records with a header, compressed; a consumer group subscribes, polls and commits. The
+keyed records with a header, compressed; the AdminClient lists offsets; a consumer group
+subscribes, polls and commits; the AdminClient describes the group and its offsets. The
 gateway must answer every request the client sends: a request it does not serve fails the test.
 """
 
@@ -57,8 +58,9 @@ def test_java_client_admin_produce_and_group_consume(
     versions_sent: dict[int, set[int]],
 ) -> None:
     """The Java client creates, lists, describes and deletes topics, produces idempotently with
-    acks=all, lists offsets by every spec (the largest timestamp among them), and a group consumer
-    reads every record and commits its offsets, in the newest versions, none refused."""
+    acks=all, lists offsets by every spec (the largest timestamp among them), a group consumer reads
+    every record and commits its offsets, and the AdminClient lists, describes the group and its
+    offsets: in the newest versions, none refused."""
     version, cp = java_client
     topic = f"java-{version.replace('.', '-')}-{gateway.backend}"
     with caplog.at_level(logging.INFO, logger="adiskq.kafka"):
@@ -106,3 +108,8 @@ def test_java_client_admin_produce_and_group_consume(
         assert int(offset) in produced[int(partition)]
     committed = {int(p): int(o) for p, o in (line.split()[1:] for line in lines if line.startswith("committed "))}
     assert committed == {partition: len(offsets) for partition, offsets in produced.items()}
+    assert "group true 0" in lines  # listed, and no member left once the consumer closed
+    group_offsets = {
+        int(p): int(o) for p, o in (line.split()[1:] for line in lines if line.startswith("group-offset "))
+    }
+    assert group_offsets == committed

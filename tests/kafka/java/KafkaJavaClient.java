@@ -11,6 +11,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
@@ -38,7 +39,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * writes COUNT keyed records with a header, record i stamped at 1,700,000,000,000 ms plus (i *
  * 7919) % COUNT (out of order); the AdminClient lists each partition's offsets by every spec it
  * has; a consumer of GROUP subscribes, polls until it has them all, commits them with commitSync
- * and reads its committed offsets back. Any failure throws, and the JVM exits non-zero.
+ * and reads its committed offsets back, then leaves; the AdminClient lists and describes the group
+ * and lists its offsets. Any failure throws, and the JVM exits non-zero.
  */
 public final class KafkaJavaClient {
   private static final long TIMEOUT_SECONDS = 60;
@@ -59,6 +61,7 @@ public final class KafkaJavaClient {
     produce(common, topic, compression, count);
     listOffsets(common, topic);
     consume(common, topic, group, count);
+    describeGroup(common, group);
   }
 
   private static void administer(Properties common, String topic) throws Exception {
@@ -154,6 +157,30 @@ public final class KafkaJavaClient {
                   + " "
                   + info.timestamp());
         }
+      }
+    }
+  }
+
+  private static void describeGroup(Properties common, String group) throws Exception {
+    try (Admin admin = Admin.create(common)) {
+      boolean listed =
+          admin.listConsumerGroups().all().get(TIMEOUT_SECONDS, TimeUnit.SECONDS).stream()
+              .anyMatch(listing -> listing.groupId().equals(group));
+      ConsumerGroupDescription description =
+          admin
+              .describeConsumerGroups(List.of(group))
+              .all()
+              .get(TIMEOUT_SECONDS, TimeUnit.SECONDS)
+              .get(group);
+      System.out.println("group " + listed + " " + description.members().size());
+      Map<TopicPartition, OffsetAndMetadata> offsets =
+          admin
+              .listConsumerGroupOffsets(group)
+              .partitionsToOffsetAndMetadata()
+              .get(TIMEOUT_SECONDS, TimeUnit.SECONDS);
+      for (Map.Entry<TopicPartition, OffsetAndMetadata> entry : offsets.entrySet()) {
+        System.out.println(
+            "group-offset " + entry.getKey().partition() + " " + entry.getValue().offset());
       }
     }
   }
