@@ -20,11 +20,13 @@ GROWTH_BOUND_KIB = 4 * 1024  # what the peak RSS may still grow once warm, in al
 
 
 async def rounds(gateway: GatewayProcess, topic: str) -> list[int]:
-    """50 producers and 50 consumers, all connected at once, for ROUNDS rounds: in each, producer i
+    """50 idempotent producers and 50 consumers, all connected at once, for ROUNDS rounds: in each, producer i
     writes RECORDS records to partition i while consumer i reads them back. The gateway's peak RSS
     (KiB) after each round."""
     bootstrap = gateway.bootstrap
-    producers = [AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0) for _ in range(PAIRS)]
+    producers = [
+        AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, enable_idempotence=True) for _ in range(PAIRS)
+    ]
     consumers = [
         AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=200)
         for _ in range(PAIRS)
