@@ -7,34 +7,40 @@ exactly the bytes kio writes for the same response (``tests/kafka/test_fast_resp
 them for every version the gateway serves). The payloads, after the response header, from Kafka's
 ``ProduceResponse.json`` and ``FetchResponse.json``; ``[X]`` is an array of X, big-endian integers::
 
-    ProduceResponse v3..v9
+    ProduceResponse v3..v11
         [topic]          name: string; [partition]
             partition    index: i32, error_code: i16, base_offset: i64, log_append_time_ms: i64 (-1),
                          log_start_offset: i64 (v5+), [record_error] (v8+), error_message (v8+)
             record_error batch_index: i32, batch_index_error_message: nullable string
         throttle_time_ms: i32
 
-    FetchResponse v4..v12
+    FetchResponse v4..v16
         throttle_time_ms: i32, error_code: i16 (v7+), session_id: i32 (v7+)
-        [topic]          topic: string; [partition]
+        [topic]          topic: string (v4..v12) | topic_id: uuid, 16 bytes (v13+); [partition]
             partition    partition_index: i32, error_code: i16, high_watermark: i64,
                          last_stable_offset: i64, log_start_offset: i64 (v5+),
                          aborted_transactions: nullable array (always null here),
                          preferred_read_replica: i32 (v11+), records: nullable bytes
 
-Flexible versions (Produce v9, Fetch v12) write strings, arrays and bytes in their compact forms
-(an unsigned varint of length + 1, 0 for null) and end every structure with its tagged fields (none
-here: one 0 byte).
+Flexible versions (Produce v9+, Fetch v12+) write strings, arrays and bytes in their compact forms
+(an unsigned varint of length + 1, 0 for null) and end every structure with its tagged fields: one
+0 byte, none written. The tagged fields those versions define all tell a client where a partition's
+leader moved (Produce v10+: a partition's ``CurrentLeader`` and the response's ``NodeEndpoints``;
+Fetch v12+: ``DivergingEpoch``, ``CurrentLeader`` and ``SnapshotId``, v16+: ``NodeEndpoints``), and
+are left out at their defaults: this single broker leads every partition, for one epoch, and never
+answers NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH, which is when Kafka fills them in.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 __all__ = [
     "FETCH_FLEXIBLE",
+    "FETCH_TOPIC_IDS",
     "PRODUCE_FLEXIBLE",
     "FetchedPartition",
     "ProducedPartition",
@@ -44,6 +50,7 @@ __all__ = [
 
 PRODUCE_FLEXIBLE: Final = 9  # the first Produce version with compact fields and tagged fields
 FETCH_FLEXIBLE: Final = 12  # the same for Fetch
+FETCH_TOPIC_IDS: Final = 13  # the first Fetch version naming topics by id instead of by name
 
 _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
@@ -140,14 +147,18 @@ def produce_response(version: int, topics: Sequence[tuple[str, Sequence[Produced
     return b"".join(out)
 
 
-def fetch_response(version: int, topics: Sequence[tuple[str, Sequence[FetchedPartition]]]) -> bytes:
+def fetch_response(version: int, topics: Sequence[tuple[str | uuid.UUID, Sequence[FetchedPartition]]]) -> bytes:
     """The FetchResponse payload (no header) of ``version`` for each topic's partitions, in order;
-    throttle time 0, no error, session id 0 (no incremental fetch session)."""
+    throttle time 0, no error, session id 0 (no incremental fetch session). A topic is given by
+    name up to version 12 and by id from version 13 (FETCH_TOPIC_IDS), as the request named it."""
     flexible = version >= FETCH_FLEXIBLE
+    by_id = version >= FETCH_TOPIC_IDS
     out = [_FETCH_TOP.pack(0, 0, 0) if version >= 7 else _I32.pack(0)]
     out.append(_array_length(len(topics), flexible))
-    for name, partitions in topics:
-        out.append(_string(name, flexible))
+    for topic, partitions in topics:
+        if isinstance(topic, uuid.UUID) != by_id:
+            raise TypeError(f"Fetch v{version} names a topic by {'id' if by_id else 'name'}, not {topic!r}")
+        out.append(topic.bytes if isinstance(topic, uuid.UUID) else _string(topic, flexible))
         out.append(_array_length(len(partitions), flexible))
         for partition in partitions:
             out.append(

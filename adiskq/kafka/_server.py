@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from .._errors import ClosedError, InvalidArgumentError
 from . import apis as _apis  # registers every handler
+from ._accepting import ResilientListener, connection_limit
 from ._core import Connection, GatewayCore
 from ._deadlines import Deadline, Deadlines
 from ._framing import RECEIVE_BYTES, Frames, FrameTooLargeError
@@ -172,10 +173,10 @@ class KafkaGateway:
         except BaseException:
             self._state = "closed"
             raise
-        listener: anyio.abc.Listener[Any] = tcp_listener
+        listener: anyio.abc.Listener[Any] = ResilientListener(tcp_listener, connection_limit())
         if ssl_context is not None:
             listener = GatewayTLSListener(
-                tcp_listener, ssl_context, standard_compatible=False, handshake_timeout=self.request_timeout
+                listener, ssl_context, standard_compatible=False, handshake_timeout=self.request_timeout
             )
         port = self._port = int(tcp_listener.extra(anyio.abc.SocketAttribute.local_port))  # noqa: S610 (anyio, not Django)
         host, advertised_port = self.advertised or (self._client_host(), port)

@@ -4,6 +4,7 @@ every version the gateway serves (random fields: names, offsets, error codes, me
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from typing import Any
 
 import pytest
@@ -11,7 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from adiskq.kafka._fast_responses import FetchedPartition, ProducedPartition, fetch_response, produce_response
+from adiskq.kafka._fast_responses import (
+    FETCH_TOPIC_IDS,
+    FetchedPartition,
+    ProducedPartition,
+    fetch_response,
+    produce_response,
+)
 from adiskq.kafka._protocol import encode_response, frame_payload
 from adiskq.kafka._registry import API_TABLE, _class_of
 
@@ -93,11 +100,12 @@ def test_produce_response_is_kios_bytes(
 
 
 @pytest.mark.parametrize("version", range(API_TABLE[1].min_version, API_TABLE[1].max_version + 1))
-@given(topics=st.lists(st.tuples(_NAMES, st.lists(_FETCHED, max_size=3)), max_size=3), correlation_id=_I32)
+@given(topics=st.lists(st.tuples(_NAMES, st.uuids(), st.lists(_FETCHED, max_size=3)), max_size=3), correlation_id=_I32)
 def test_fetch_response_is_kios_bytes(
-    version: int, topics: list[tuple[str, list[FetchedPartition]]], correlation_id: int
+    version: int, topics: list[tuple[str, uuid.UUID, list[FetchedPartition]]], correlation_id: int
 ) -> None:
-    """Every Fetch version: the written response frame equals kio's for the same fields."""
+    """Every Fetch version: the written response frame equals kio's for the same fields (topics by
+    name up to v12, by id from v13)."""
     expected = _kio(
         1,
         version,
@@ -111,6 +119,7 @@ def test_fetch_response_is_kios_bytes(
                 version,
                 "FetchableTopicResponse",
                 topic=name,
+                topic_id=topic_id,
                 partitions=tuple(
                     _kio(
                         1,
@@ -128,8 +137,17 @@ def test_fetch_response_is_kios_bytes(
                     for part in partitions
                 ),
             )
-            for name, partitions in topics
+            for name, topic_id, partitions in topics
         ),
     )
-    got = frame_payload(correlation_id, 1, version, fetch_response(version, topics))
+    named = [(topic_id if version >= FETCH_TOPIC_IDS else name, partitions) for name, topic_id, partitions in topics]
+    got = frame_payload(correlation_id, 1, version, fetch_response(version, named))
     assert got == encode_response(correlation_id, expected)
+
+
+@pytest.mark.parametrize("version", [12, 13])
+def test_fetch_response_refuses_a_topic_named_the_other_way(version: int) -> None:
+    """A topic given by id to Fetch v12, or by name to v13, is a TypeError, not a malformed answer."""
+    topic: str | uuid.UUID = uuid.uuid4() if version < FETCH_TOPIC_IDS else "t"
+    with pytest.raises(TypeError, match=f"Fetch v{version} names a topic by"):
+        fetch_response(version, [(topic, [])])

@@ -27,7 +27,7 @@ def test_api_versions_lists_exactly_the_registered_ranges(gateway) -> None:
     response = call(gateway.gateway.port, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     got = {entry.api_key: (entry.min_version, entry.max_version) for entry in response.api_keys}
     assert got == {api.key: (api.min_version, api.max_version) for api in API_TABLE.values()}
-    assert got[0] == (3, 9)  # Produce
+    assert got[0] == (3, 11)  # Produce
 
 
 def test_api_versions_in_an_unknown_version_answers_v0_with_the_ranges(gateway) -> None:
@@ -95,7 +95,7 @@ def test_request_over_the_limit_is_refused_before_it_is_read(gateway) -> None:
 
 
 def test_a_refused_record_is_answered_in_every_produce_version(gateway, topic: str) -> None:
-    """A record with a repeated header gets INVALID_RECORD in Produce v3 (no record-error list) to v9."""
+    """A record with a repeated header gets INVALID_RECORD in Produce v3 (no record-error list) to v11."""
     import datetime as dt
     import importlib
 
@@ -104,7 +104,7 @@ def test_a_refused_record_is_answered_in_every_produce_version(gateway, topic: s
     batch = encode_batch(
         base_offset=0, records=[KafkaRecord(0, 1, b"k", b"v", [("h", b"1"), ("h", b"2")])], base_timestamp_ms=1
     )
-    for version in range(3, 10):
+    for version in range(3, 12):
         schema = importlib.import_module(f"kio.schema.produce.v{version}.request")
         request = schema.ProduceRequest(
             acks=1,

@@ -6,11 +6,13 @@ for the stream's own wake-ups (``_fetching.py``) up to ``max_wait_ms``, then ans
 there is. Limits follow Kafka: ``partition_max_bytes`` per partition and ``max_bytes`` for the
 response, except that the first message is returned whatever its size, so a consumer never stalls
 on a large one. Incremental fetch sessions (KIP-227) are not kept: every response has session id 0,
-which tells the client to send full requests.
+which tells the client to send full requests. From version 13 on, topics are named by their ids
+(``_topic_ids.py``); an id no topic has is answered with UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Final
 
 import anyio
@@ -23,12 +25,14 @@ from .._fast_responses import FetchedPartition, fetch_response
 from .._fetching import MAX_FETCH_MESSAGES, FetchSession
 from .._records import batch_from_messages
 from .._registry import RequestContext, register
+from .._topic_ids import TopicIds
 from .._topics import check_topic_name
 from ._common import error_code_for
 
 __all__ = ["fetch"]
 
 _NO_LIMIT: Final = 2**31 - 1
+_TOPIC_IDS_FROM: Final = 13  # the first version that names topics by id
 
 
 class _Partition:
@@ -36,8 +40,8 @@ class _Partition:
 
     __slots__ = ("batches", "budget", "caught_up", "error", "follower", "index", "topic")
 
-    def __init__(self, topic: str, index: int, budget: int) -> None:
-        self.topic = topic
+    def __init__(self, topic: str | uuid.UUID, index: int, budget: int) -> None:
+        self.topic = topic  # as the request named it: by name, or by id from version 13 on
         self.index = index
         self.budget = budget  # bytes it may still take
         self.follower: PartitionFollower | None = None
@@ -46,21 +50,26 @@ class _Partition:
         self.caught_up = False  # the last read found nothing more: the position is the partition's end
 
 
-@register(1, "Fetch", min_version=4, max_version=12)
+@register(1, "Fetch", min_version=4, max_version=16)
 async def fetch(context: RequestContext, request: Any) -> bytes:
     """Read every partition asked for; wait for more up to ``max_wait_ms`` if there is too little."""
     gateway = context.gateway
     session = context.connection.fetches
     response_budget = getattr(request, "max_bytes", _NO_LIMIT) or _NO_LIMIT
     parts: list[_Partition] = []
+    by_id = request.__version__ >= _TOPIC_IDS_FROM
     for topic in request.topics:
+        name = (TopicIds.of(gateway).name_of(topic.topic_id) or "") if by_id else topic.topic
         for asked in topic.partitions:
-            part = _Partition(topic.topic, asked.partition, asked.partition_max_bytes)
-            try:
-                check_topic_name(topic.topic)
-                part.follower = session.follower(topic.topic, asked.partition, asked.fetch_offset)
-            except Exception as error:
-                part.error = error_code_for(error)
+            part = _Partition(topic.topic_id if by_id else name, asked.partition, asked.partition_max_bytes)
+            if by_id and not name:
+                part.error = ErrorCode.unknown_topic_id
+            else:
+                try:
+                    check_topic_name(name)
+                    part.follower = session.follower(name, asked.partition, asked.fetch_offset)
+                except Exception as error:
+                    part.error = error_code_for(error)
             parts.append(part)
     taken = 0
 
@@ -126,7 +135,7 @@ async def fetch(context: RequestContext, request: Any) -> bytes:
 
 
 def _response(request: Any, session: FetchSession, parts: list[_Partition]) -> bytes:
-    by_topic: dict[str, list[FetchedPartition]] = {}
+    by_topic: dict[str | uuid.UUID, list[FetchedPartition]] = {}
     for part in parts:
         high_watermark = log_start = -1
         error = part.error

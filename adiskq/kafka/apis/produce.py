@@ -37,7 +37,7 @@ class _Refused(Exception):
         self.record_index = record_index
 
 
-@register(0, "Produce", min_version=3, max_version=9)
+@register(0, "Produce", min_version=3, max_version=11)
 async def produce(context: RequestContext, request: Any) -> bytes | None:
     """Append each partition's batches; the first offset (or an error) per partition."""
     answers = []
