@@ -144,6 +144,24 @@ class PartitionReader:
             return base + list(map(timestamp_ns.__le__, stamps)).index(True)
         return self.bounds()[1]
 
+    def newest_time(self) -> tuple[int, int] | None:
+        """``(offset, timestamp_ns)`` of the message with the largest timestamp (the first of those
+        that share it), or None when the partition holds no message. Timestamps need not be in order,
+        so this reads every segment's time index (8 bytes a message)."""
+        newest: tuple[int, int] | None = None
+        for base in self.segment_bases():
+            raw = read_file(segment_path(self.directory, base, TIMEINDEX))
+            if raw is None:
+                continue  # vacuumed meanwhile
+            committed = entry_count(self.directory, base)
+            stamps = timestamps(raw[: committed * TIMEINDEX_ENTRY_BYTES])
+            if len(stamps) < committed:  # the active segment's last time entries are still buffered
+                stamps.extend(self._record_timestamps(base, base + len(stamps), base + committed))
+            if stamps and (newest is None or max(stamps) > newest[1]):
+                top = max(stamps)
+                newest = (base + stamps.index(top), top)
+        return newest
+
     # -- lookup by key ---------------------------------------------------------------------------
 
     def find(

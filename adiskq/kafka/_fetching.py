@@ -11,28 +11,22 @@ poll aside, which exists for file systems without inotify).
 
 from __future__ import annotations
 
+import os
+import stat
 from typing import Final
 
 from .._async import wakeup
 from .._async.follower import PartitionFollower
 from .._async.notify import Notifier, get_notifier
-from .._sansio.values import Message
+from .._sansio.naming import INDEX
+from .._storage.segment import segment_path
 from ._topics import Topics
 
-__all__ = ["MAX_FETCH_MESSAGES", "FetchSession", "message_bytes"]
+__all__ = ["MAX_FETCH_MESSAGES", "FetchSession"]
 
 # At most this many messages per read, and per record batch of a Fetch answer: bounds the time
 # one read, or one batch's encoding, holds the event loop.
 MAX_FETCH_MESSAGES: Final = 1000
-_RECORD_OVERHEAD: Final = 12  # about what a Kafka record adds to its key and value
-
-
-def message_bytes(message: Message) -> int:
-    """About the size the message takes in a Kafka record batch."""
-    size = len(message.key) + len(message.value) + _RECORD_OVERHEAD
-    if message.headers:
-        size += sum(len(name) + len(value) + 2 for name, value in message.headers.items())
-    return size
 
 
 def _no_skip(partition: int, first: int, last_exclusive: int) -> None:
@@ -48,6 +42,7 @@ class FetchSession:
         self._followers: dict[tuple[str, int], PartitionFollower] = {}
         self._generation = topics.generation
         self._notifier: Notifier | None = None
+        self._oldest: dict[wakeup.PartitionKey, int] = {}  # log start offsets last seen (``log_start``)
 
     @property
     def notifier(self) -> Notifier:
@@ -97,8 +92,26 @@ class FetchSession:
             return False
         return True
 
+    def log_start(self, follower: PartitionFollower) -> int:
+        """The partition's oldest offset, which a Fetch answer carries.
+
+        That is the base of its first segment. Retention deletes segments from the oldest on and
+        writers only add segments after the last, so while the first segment seen is still there it
+        is still the first: one stat instead of listing the partition's folder on every Fetch."""
+        key = follower.key
+        oldest = self._oldest.get(key)
+        if oldest is not None:
+            try:
+                if stat.S_ISREG(os.lstat(segment_path(follower.reader.directory, oldest, INDEX)).st_mode):
+                    return oldest
+            except FileNotFoundError:
+                pass
+        oldest = self._oldest[key] = follower.reader.bounds()[0]
+        return oldest
+
     def close(self) -> None:
         """Close every follower (files, watches, registrations)."""
+        self._oldest.clear()
         followers, self._followers = list(self._followers.values()), {}
         for follower in followers:
             follower.close()

@@ -8,19 +8,24 @@ not written again. A batch whose first sequence is not the next one is refused w
 OUT_OF_ORDER_SEQUENCE_NUMBER (the client then knows a batch is missing); an epoch older than the one
 seen, with INVALID_PRODUCER_EPOCH. The table is in memory: producer ids start at the clock's
 microseconds when the gateway starts, so an id from before a restart is never handed out again, and
-its first batch after the restart starts its state afresh.
+its first batch after the restart starts its state afresh. A producer that has written nothing for a
+day is forgotten the same way, as Kafka forgets it after ``producer.id.expiration.ms`` (a day): so
+the table holds the producers of the last day, not every producer that ever wrote.
 """
 
 from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Callable
 from typing import Final, NamedTuple
 
 __all__ = ["Duplicate", "ProducerIds", "SequenceError", "Sequences"]
 
 _KEPT_BATCHES: Final = 5  # Kafka's max.in.flight for idempotence: the retries a broker must recognise
 _SEQUENCE_WRAP: Final = 2**31
+_EXPIRE_AFTER_SECONDS: Final = 24 * 3600.0  # Kafka's producer.id.expiration.ms
+_SWEEPS_PER_EXPIRY: Final = 24  # how often the table is swept for forgotten producers, per expiry
 
 
 class Duplicate(NamedTuple):
@@ -44,10 +49,11 @@ class _Written(NamedTuple):
 
 
 class _State:
-    __slots__ = ("batches", "epoch")
+    __slots__ = ("batches", "epoch", "last_write")
 
-    def __init__(self, epoch: int) -> None:
+    def __init__(self, epoch: int, now: float) -> None:
         self.epoch = epoch
+        self.last_write = now
         self.batches: collections.deque[_Written] = collections.deque(maxlen=_KEPT_BATCHES)
 
 
@@ -64,10 +70,20 @@ class ProducerIds:
 
 
 class Sequences:
-    """Per producer and partition: the epoch and the last batches written."""
+    """Per producer and partition: the epoch and the last batches written, for a day after the
+    last (``expire_after`` seconds of ``clock``)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, expire_after: float = _EXPIRE_AFTER_SECONDS, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._states: dict[tuple[str, int, int], _State] = {}
+        self._expire_after = expire_after
+        self._clock = clock
+        self._next_sweep = clock() + expire_after / _SWEEPS_PER_EXPIRY
+
+    def __len__(self) -> int:
+        """How many (topic, partition, producer) states are kept."""
+        return len(self._states)
 
     def check(
         self, topic: str, partition: int, producer_id: int, epoch: int, first: int, count: int
@@ -101,10 +117,21 @@ class Sequences:
     ) -> None:
         """Remember a batch that was written at ``base_offset``."""
         key = (topic, partition, producer_id)
+        now = self._clock()
         state = self._states.get(key)
         if state is None or state.epoch != epoch:
-            state = self._states[key] = _State(epoch)
+            state = self._states[key] = _State(epoch, now)
+        state.last_write = now
         state.batches.append(_Written(first, (first + count - 1) % _SEQUENCE_WRAP, base_offset))
+        if now >= self._next_sweep:
+            self._forget_idle(now)
+
+    def _forget_idle(self, now: float) -> None:
+        """Drop the states of producers that wrote nothing for ``expire_after`` seconds."""
+        oldest_kept = now - self._expire_after
+        for key in [key for key, state in self._states.items() if state.last_write < oldest_kept]:
+            del self._states[key]
+        self._next_sweep = now + self._expire_after / _SWEEPS_PER_EXPIRY
 
     def forget_topic(self, topic: str) -> None:
         """Drop every state of a deleted topic."""

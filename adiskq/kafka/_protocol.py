@@ -40,6 +40,7 @@ __all__ = [
     "decode_request",
     "encode_error_response",
     "encode_response",
+    "frame_payload",
     "frame_size",
     "parse_header",
     "request_schema",
@@ -51,6 +52,8 @@ FRAME_PREFIX: Final = 4  # the i32 size in front of every frame
 _FIXED: Final = struct.Struct(">hhih")
 _SIZE: Final = struct.Struct(">i")
 _ERROR_FRAME: Final = struct.Struct(">iih")  # size, correlation id, error code
+_PLAIN_HEADER: Final = struct.Struct(">ii")  # size, correlation id
+_FLEXIBLE_HEADER: Final = struct.Struct(">iiB")  # size, correlation id, no tagged fields
 
 
 class ProtocolError(ValueError):
@@ -189,6 +192,19 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
     _SIZE.pack_into(frame, 0, len(frame) - FRAME_PREFIX)
     del frame
     return buffer.getvalue()
+
+
+@functools.cache
+def _flexible_response_header(api_key: int, api_version: int) -> bool:
+    return bool(response_schema(api_key, api_version).__header_schema__.__flexible__)
+
+
+def frame_payload(correlation_id: int, api_key: int, api_version: int, payload: bytes) -> bytes:
+    """A whole response frame around a payload already encoded (``_fast_responses.py``): size, the
+    header that API and version take, the payload."""
+    if _flexible_response_header(api_key, api_version):
+        return _FLEXIBLE_HEADER.pack(len(payload) + 5, correlation_id, 0) + payload
+    return _PLAIN_HEADER.pack(len(payload) + 4, correlation_id) + payload
 
 
 def encode_error_response(correlation_id: int, error_code: int) -> bytes:

@@ -12,11 +12,13 @@ How a handler is written and registered (one module per API under ``adiskq/kafka
         # version does not have, so one handler serves every version.
         return respond(request, "HeartbeatResponse", throttle_time=0, error_code=ErrorCode.none)
 
-A handler returns the response payload, or None when the request takes no response (Produce with
-acks=0). ``context.gateway`` is the gateway's shared state (``GatewayCore``: the root folder, topics,
-writers, options), ``context.connection`` this connection's (``Connection``: its peer, and ``state``,
-a dict a handler may keep per-connection things in, such as a SASL exchange), ``context.header`` the
-request header (client id, correlation id). The module is then imported in
+A handler returns the response payload (a kio dataclass), or that payload already encoded as bytes
+(Produce and Fetch, whose answers ``_fast_responses.py`` writes without kio), or None when the
+request takes no response (Produce with acks=0). ``context.gateway`` is the gateway's shared state
+(``GatewayCore``: the root folder, topics, writers, options), ``context.connection`` this
+connection's (``Connection``: its peer, and ``state``, a dict a handler may keep per-connection
+things in, such as a SASL exchange), ``context.header`` the request header (client id, correlation
+id). The module is then imported in
 ``adiskq/kafka/apis/__init__.py``. Advertise a version only when a test with a real client proves it:
 ApiVersions answers exactly the ranges registered here.
 """

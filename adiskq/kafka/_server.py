@@ -6,7 +6,8 @@ their own. A connection's requests are answered one at a time, in order, as a Ka
 client pipelines requests and pairs answers by correlation id, in order). A slow or stalled client
 holds only its own task: a frame it does not finish within ``request_timeout`` seconds, or an
 answer it does not take within that time, closes its connection; an idle one is closed after
-``idle_timeout`` seconds, as Kafka's ``connections.max.idle.ms`` does.
+``idle_timeout`` seconds, as Kafka's ``connections.max.idle.ms`` does (both enforced by one watcher
+for all connections, ``_deadlines.py``, up to a quarter of the shorter timeout late).
 """
 
 from __future__ import annotations
@@ -18,20 +19,21 @@ from typing import Any, Final, Literal, Self
 
 import anyio
 import anyio.abc
-from anyio.streams.buffered import BufferedByteReceiveStream
 from kio.schema.errors import ErrorCode
 
 from .._errors import ClosedError, InvalidArgumentError
 from . import apis as _apis  # registers every handler
+from ._accepting import ResilientListener, connection_limit
 from ._core import Connection, GatewayCore
+from ._deadlines import Deadline, Deadlines
+from ._framing import RECEIVE_BYTES, Frames, FrameTooLargeError
 from ._options import GroupOptions, SecurityOptions
 from ._protocol import (
-    FRAME_PREFIX,
     ProtocolError,
     decode_request,
     encode_error_response,
     encode_response,
-    frame_size,
+    frame_payload,
     parse_header,
     request_schema,
 )
@@ -115,6 +117,7 @@ class KafkaGateway:
         self._port: int | None = None
         self._state: Literal["new", "serving", "closed"] = "new"
         self._core: GatewayCore | None = None
+        self._deadlines: Deadlines | None = None
         self._stop = anyio.Event()
         self._task_group: anyio.abc.TaskGroup | None = None
 
@@ -170,10 +173,10 @@ class KafkaGateway:
         except BaseException:
             self._state = "closed"
             raise
-        listener: anyio.abc.Listener[Any] = tcp_listener
+        listener: anyio.abc.Listener[Any] = ResilientListener(tcp_listener, connection_limit())
         if ssl_context is not None:
             listener = GatewayTLSListener(
-                tcp_listener, ssl_context, standard_compatible=False, handshake_timeout=self.request_timeout
+                listener, ssl_context, standard_compatible=False, handshake_timeout=self.request_timeout
             )
         port = self._port = int(tcp_listener.extra(anyio.abc.SocketAttribute.local_port))  # noqa: S610 (anyio, not Django)
         host, advertised_port = self.advertised or (self._client_host(), port)
@@ -186,6 +189,7 @@ class KafkaGateway:
             advertised_host=host,
             advertised_port=advertised_port,
         )
+        deadlines = self._deadlines = Deadlines(min(self.request_timeout, self.idle_timeout))
         groups = self.groups.install(core)
         self.security.install(core, sasl)
         try:
@@ -198,6 +202,13 @@ class KafkaGateway:
                         await groups.run()
 
                 connections.start_soon(run_timers)
+                watching = anyio.CancelScope()
+
+                async def watch_deadlines() -> None:
+                    with watching:
+                        await deadlines.run()
+
+                connections.start_soon(watch_deadlines)
 
                 async def accept() -> None:
                     with accepting:
@@ -214,10 +225,8 @@ class KafkaGateway:
                 groups.coordinator.close()
                 core.closing = True
                 core.wake_fetches()
-                for connection in list(core.connections):
-                    idle = connection.state.get("idle_scope")
-                    if isinstance(idle, anyio.CancelScope):
-                        idle.cancel()
+                deadlines.end_idle()
+                watching.cancel()
                 connections.cancel_scope.deadline = anyio.current_time() + _SHUTDOWN_GRACE_SECONDS
         finally:
             self._state = "closed"
@@ -236,8 +245,9 @@ class KafkaGateway:
     # -- one connection --------------------------------------------------------------------------
 
     async def _serve_connection(self, stream: anyio.abc.ByteStream) -> None:
-        core = self._core
+        core, deadlines = self._core, self._deadlines
         assert core is not None
+        assert deadlines is not None
         try:
             address = stream.extra(anyio.abc.SocketAttribute.remote_address)  # noqa: S610 (anyio, not Django)
             peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
@@ -245,43 +255,14 @@ class KafkaGateway:
             peer = "?"
         connection = Connection.open(peer, core.topics)
         core.connections.add(connection)
-        receiver = BufferedByteReceiveStream(stream)
+        deadline = deadlines.watch()
         try:
-            while not core.closing:
-                # A deadline scope costs tens of µs: a request already in the buffer (a client
-                # pipelining) is taken without one; only a wait for the network gets one.
-                if len(receiver.buffer) >= FRAME_PREFIX:
-                    prefix = await receiver.receive_exactly(FRAME_PREFIX)
-                else:
-                    with anyio.CancelScope() as idle:
-                        connection.state["idle_scope"] = idle
-                        idle.deadline = anyio.current_time() + self.idle_timeout
-                        prefix = await receiver.receive_exactly(FRAME_PREFIX)
-                    connection.state.pop("idle_scope", None)
-                    if idle.cancelled_caught:
-                        break  # idle too long, or the gateway is closing
-                size = frame_size(prefix)
-                if size > self.max_request_bytes:
-                    await self._refuse_large(stream, receiver, size, peer)
-                    break
-                if len(receiver.buffer) >= size:
-                    message = await receiver.receive_exactly(size)
-                else:
-                    with anyio.fail_after(self.request_timeout):
-                        message = await receiver.receive_exactly(size)
-                if raw_sasl_expected(connection):  # after a version-0 SaslHandshake: a bare token
-                    answer = raw_sasl_answer(core, connection, message)
-                else:
-                    answer = await self._answer(connection, message)
-                if answer is not None:
-                    with anyio.fail_after(self.request_timeout):
-                        await stream.send(answer)
-                if should_close(connection):
-                    break  # a failed authentication: answered, then closed, as Kafka does
+            with deadline.scope:
+                await self._serve_requests(stream, connection, deadline)
+            if deadline.expired == "stalled":
+                logger.info("adiskq: Kafka client %s stalled for %.0f s; connection closed", peer, self.request_timeout)
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the client went away
-        except TimeoutError:
-            logger.info("adiskq: Kafka client %s stalled for %.0f s; connection closed", peer, self.request_timeout)
         except Unauthenticated as error:
             logger.info("adiskq: Kafka client %s: %s; connection closed", peer, error)
         except ProtocolError as error:
@@ -291,13 +272,47 @@ class KafkaGateway:
         except Exception:
             logger.exception("adiskq: Kafka client %s: a request failed; connection closed", peer)
         finally:
+            deadlines.forget(deadline)
             core.connections.discard(connection)
             connection.close()
             with anyio.CancelScope(shield=True):
                 await stream.aclose()
 
+    async def _serve_requests(self, stream: anyio.abc.ByteStream, connection: Connection, deadline: Deadline) -> None:
+        """Answer the connection's requests in order until it closes, stalls, idles out, fails to
+        authenticate, or the gateway closes. One receive serves every request it brought (a client
+        pipelining); only waits on the client are under a deadline, never a request's handling."""
+        core = self._core
+        assert core is not None
+        frames = Frames(self.max_request_bytes)
+        while not core.closing:
+            try:
+                message = frames.next_frame()
+            except FrameTooLargeError as too_large:
+                await self._refuse_large(stream, frames, deadline, too_large.size, connection.peer)
+                return
+            if message is None:
+                idle = frames.empty
+                deadline.arm(self.idle_timeout if idle else self.request_timeout, idle=idle)
+                data = await stream.receive(RECEIVE_BYTES)
+                if deadline.disarm():
+                    return  # idle too long, stalled mid-frame, or the gateway is closing
+                frames.feed(data)
+                continue
+            if raw_sasl_expected(connection):  # after a version-0 SaslHandshake: a bare token
+                answer = raw_sasl_answer(core, connection, message)
+            else:
+                answer = await self._answer(connection, message)
+            if answer is not None:
+                deadline.arm(self.request_timeout, idle=False)
+                await stream.send(answer)
+                if deadline.disarm():
+                    return
+            if should_close(connection):
+                return  # a failed authentication: answered, then closed, as Kafka does
+
     async def _refuse_large(
-        self, stream: anyio.abc.ByteStream, receiver: BufferedByteReceiveStream, size: int, peer: str
+        self, stream: anyio.abc.ByteStream, frames: Frames, deadline: Deadline, size: int, peer: str
     ) -> None:
         """Answer a request over ``max_request_bytes`` from its header alone, without reading it."""
         logger.warning(
@@ -306,10 +321,14 @@ class KafkaGateway:
             size,
             self.max_request_bytes,
         )
-        with anyio.move_on_after(self.request_timeout):
-            head = await receiver.receive_exactly(8)  # api key, version, correlation id
-            correlation_id = int.from_bytes(head[4:8], "big", signed=True)
-            await stream.send(encode_error_response(correlation_id, _MESSAGE_TOO_LARGE))
+        deadline.arm(self.request_timeout, idle=False)
+        while (head := frames.refusal_head()) is None:
+            frames.feed(await stream.receive(RECEIVE_BYTES))
+            if deadline.expired:
+                return
+        correlation_id = int.from_bytes(head[4:8], "big", signed=True)
+        await stream.send(encode_error_response(correlation_id, _MESSAGE_TOO_LARGE))
+        deadline.disarm()
 
     async def _answer(self, connection: Connection, message: bytes) -> bytes | None:
         """The response frame for one request frame (None: the request takes no response)."""
@@ -325,6 +344,8 @@ class KafkaGateway:
         response = await api.handler(RequestContext(core, connection, header), request)
         if response is None:
             return None
+        if isinstance(response, bytes):  # the payload already encoded (Produce, Fetch)
+            return frame_payload(header.correlation_id, header.api_key, header.api_version, response)
         return encode_response(header.correlation_id, response)
 
     def _unsupported(self, api_key: int, api_version: int, correlation_id: int) -> bytes:

@@ -120,3 +120,56 @@ def test_offset_past_the_end_is_out_of_range(gateway, topic: str) -> None:
     answer = _fetch(gateway, topic, 5, min_bytes=1, max_wait_ms=30_000)
     assert answer.error_code.value == 1
     assert answer.records == b""
+
+
+def test_fetch_reports_the_partitions_bounds_as_retention_moves_them(gateway, topic: str) -> None:
+    """On one connection, Fetches answer the high watermark and the log start offset of the moment,
+    before and after retention deleted the oldest segments."""
+    import datetime as dt
+    import io
+    import socket
+    import struct
+
+    import anyio
+    from conftest import receive_exactly
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.schema.fetch.v12.response import FetchResponse
+    from kio.schema.types import TopicName
+    from kio.serial import entity_reader, entity_writer
+
+    import adiskq
+
+    path = gateway.path(topic)
+
+    async def write(count: int, vacuum: bool = False) -> None:
+        async with adiskq.Producer(path, segment_size_bytes=4096) as producer:
+            await producer.push_many([adiskq.Record(b"v" * 100, key=b"k%d" % i) for i in range(count)])
+            if vacuum:
+                await producer.vacuum(adiskq.Retention(max_bytes=4096))
+
+    def fetch(sock: socket.socket, offset: int) -> tuple[int, int, int]:
+        body = io.BytesIO()
+        partition = FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+        request = FetchRequest(
+            max_wait=dt.timedelta(0),
+            min_bytes=0,
+            topics=(FetchTopic(topic=TopicName(topic), partitions=(partition,)),),
+            forgotten_topics_data=(),
+        )
+        entity_writer(FetchRequest)(body, request)
+        message = struct.pack(">hhih", 1, 12, 3, 1) + b"t\0" + body.getvalue()
+        sock.sendall(struct.pack(">i", len(message)) + message)
+        payload = receive_exactly(sock, struct.unpack(">i", receive_exactly(sock, 4))[0])
+        answer = entity_reader(FetchResponse)(payload, 5)[0].responses[0].partitions[0]
+        assert answer.error_code.value == 0
+        return answer.high_watermark, answer.log_start_offset, answer.records.count(b"v" * 100)
+
+    anyio.run(write, 100)
+    with socket.create_connection(("127.0.0.1", gateway.gateway.port), timeout=10) as sock:
+        assert fetch(sock, 0) == (100, 0, 100)
+        assert fetch(sock, 100) == (100, 0, 0)
+        anyio.run(write, 100, True)
+        oldest = adiskq.stats(path).partitions[0].oldest_offset
+        assert oldest > 0
+        assert fetch(sock, 200) == (200, oldest, 0)
+        assert fetch(sock, 150) == (200, oldest, 50)

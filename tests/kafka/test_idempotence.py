@@ -12,6 +12,7 @@ from kio.schema.types import TopicName
 
 from adiskq import stats
 from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
+from adiskq.kafka._idempotence import Duplicate, Sequences
 
 
 def _init_producer(port: int, topic: str) -> tuple[int, int]:
@@ -69,3 +70,22 @@ def test_gap_and_old_epoch_are_refused(gateway, topic: str) -> None:
     assert _produce(port, topic, producer_id, epoch + 1, 5, 1)[0] == 45
     assert _produce(port, topic, producer_id, epoch, 1, 1)[0] == 47
     assert stats(gateway.path(topic)).message_count == 1
+
+
+def test_a_producer_idle_for_a_day_is_forgotten() -> None:
+    """A producer that wrote nothing for a day is forgotten (as Kafka's producer.id.expiration.ms
+    does), so producers coming and going do not grow the table without end; one still writing is
+    kept, and still has its retries recognised."""
+    now = [0.0]
+    sequences = Sequences(clock=lambda: now[0])
+    for producer in range(100):  # short-lived producers, one batch each
+        sequences.written("t", 0, producer, 0, 0, 5, base_offset=5 * producer)
+    sequences.written("t", 0, 1000, 0, 0, 5, base_offset=500)
+    now[0] = 23 * 3600.0
+    sequences.written("t", 0, 1000, 0, 5, 5, base_offset=505)  # still writing
+    assert len(sequences) == 101
+    now[0] = 25 * 3600.0
+    sequences.written("t", 1, 2000, 0, 0, 1, base_offset=0)  # any write sweeps, at most once an hour
+    assert len(sequences) == 2
+    assert sequences.check("t", 0, 1000, 0, 5, 5) == Duplicate(505)
+    assert sequences.check("t", 0, 7, 0, 0, 5) is None  # forgotten: its batch is new, as after a restart

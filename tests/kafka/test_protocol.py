@@ -27,7 +27,7 @@ def test_api_versions_lists_exactly_the_registered_ranges(gateway) -> None:
     response = call(gateway.gateway.port, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     got = {entry.api_key: (entry.min_version, entry.max_version) for entry in response.api_keys}
     assert got == {api.key: (api.min_version, api.max_version) for api in API_TABLE.values()}
-    assert got[0] == (3, 9)  # Produce
+    assert got[0] == (3, 11)  # Produce
 
 
 def test_api_versions_in_an_unknown_version_answers_v0_with_the_ranges(gateway) -> None:
@@ -92,3 +92,31 @@ def test_request_over_the_limit_is_refused_before_it_is_read(gateway) -> None:
         size = struct.unpack(">i", receive_exactly(sock, 4))[0]
         assert struct.unpack(">ih", receive_exactly(sock, size)) == (42, 10)
         assert_closed(sock)
+
+
+def test_a_refused_record_is_answered_in_every_produce_version(gateway, topic: str) -> None:
+    """A record with a repeated header gets INVALID_RECORD in Produce v3 (no record-error list) to v11."""
+    import datetime as dt
+    import importlib
+
+    from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
+
+    batch = encode_batch(
+        base_offset=0, records=[KafkaRecord(0, 1, b"k", b"v", [("h", b"1"), ("h", b"2")])], base_timestamp_ms=1
+    )
+    for version in range(3, 12):
+        schema = importlib.import_module(f"kio.schema.produce.v{version}.request")
+        request = schema.ProduceRequest(
+            acks=1,
+            timeout=dt.timedelta(seconds=5),
+            topic_data=(
+                schema.TopicProduceData(
+                    name=TopicName(topic), partition_data=(schema.PartitionProduceData(index=0, records=batch),)
+                ),
+            ),
+        )
+        call(gateway.gateway.port, MetadataRequest(topics=(MetadataRequestTopic(name=TopicName(topic)),)))
+        response = call(gateway.gateway.port, request)
+        (answer,) = response.responses[0].partition_responses
+        assert answer.error_code == 87, version  # INVALID_RECORD
+        assert answer.base_offset == -1

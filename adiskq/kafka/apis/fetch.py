@@ -6,11 +6,13 @@ for the stream's own wake-ups (``_fetching.py``) up to ``max_wait_ms``, then ans
 there is. Limits follow Kafka: ``partition_max_bytes`` per partition and ``max_bytes`` for the
 response, except that the first message is returned whatever its size, so a consumer never stalls
 on a large one. Incremental fetch sessions (KIP-227) are not kept: every response has session id 0,
-which tells the client to send full requests.
+which tells the client to send full requests. From version 13 on, topics are named by their ids
+(``_topic_ids.py``); an id no topic has is answered with UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Final
 
 import anyio
@@ -19,47 +21,55 @@ from kio.schema.errors import ErrorCode
 
 from ..._async.follower import PartitionFollower
 from ..._errors import OffsetOutOfRangeError
-from ..._sansio.values import Message
-from .._fetching import MAX_FETCH_MESSAGES, message_bytes
+from .._fast_responses import FetchedPartition, fetch_response
+from .._fetching import MAX_FETCH_MESSAGES, FetchSession
 from .._records import batch_from_messages
-from .._registry import RequestContext, nested, register, respond
+from .._registry import RequestContext, register
+from .._topic_ids import TopicIds
 from .._topics import check_topic_name
-from ._common import NO_THROTTLE, error_code_for
+from ._common import error_code_for
 
 __all__ = ["fetch"]
 
 _NO_LIMIT: Final = 2**31 - 1
+_TOPIC_IDS_FROM: Final = 13  # the first version that names topics by id
 
 
 class _Partition:
     """One partition of the request: its follower (or error) and what was read for it."""
 
-    __slots__ = ("budget", "chunks", "error", "follower", "index", "topic")
+    __slots__ = ("batches", "budget", "caught_up", "error", "follower", "index", "topic")
 
-    def __init__(self, topic: str, index: int, budget: int) -> None:
-        self.topic = topic
+    def __init__(self, topic: str | uuid.UUID, index: int, budget: int) -> None:
+        self.topic = topic  # as the request named it: by name, or by id from version 13 on
         self.index = index
         self.budget = budget  # bytes it may still take
         self.follower: PartitionFollower | None = None
         self.error = ErrorCode.none
-        self.chunks: list[list[Message]] = []
+        self.batches: list[bytes] = []  # record batches, encoded as they are read
+        self.caught_up = False  # the last read found nothing more: the position is the partition's end
 
 
-@register(1, "Fetch", min_version=4, max_version=12)
-async def fetch(context: RequestContext, request: Any) -> Any:
+@register(1, "Fetch", min_version=4, max_version=16)
+async def fetch(context: RequestContext, request: Any) -> bytes:
     """Read every partition asked for; wait for more up to ``max_wait_ms`` if there is too little."""
     gateway = context.gateway
     session = context.connection.fetches
     response_budget = getattr(request, "max_bytes", _NO_LIMIT) or _NO_LIMIT
     parts: list[_Partition] = []
+    by_id = request.__version__ >= _TOPIC_IDS_FROM
     for topic in request.topics:
+        name = (TopicIds.of(gateway).name_of(topic.topic_id) or "") if by_id else topic.topic
         for asked in topic.partitions:
-            part = _Partition(topic.topic, asked.partition, asked.partition_max_bytes)
-            try:
-                check_topic_name(topic.topic)
-                part.follower = session.follower(topic.topic, asked.partition, asked.fetch_offset)
-            except Exception as error:
-                part.error = error_code_for(error)
+            part = _Partition(topic.topic_id if by_id else name, asked.partition, asked.partition_max_bytes)
+            if by_id and not name:
+                part.error = ErrorCode.unknown_topic_id
+            else:
+                try:
+                    check_topic_name(name)
+                    part.follower = session.follower(name, asked.partition, asked.fetch_offset)
+                except Exception as error:
+                    part.error = error_code_for(error)
             parts.append(part)
     taken = 0
 
@@ -67,10 +77,13 @@ async def fetch(context: RequestContext, request: Any) -> Any:
         nonlocal taken
         for part in parts:
             follower = part.follower
-            if follower is None or part.budget <= 0 or taken >= response_budget:
+            if follower is None:
                 continue
-            # Chunks of at most MAX_FETCH_MESSAGES, each encoded as one batch with a checkpoint
-            # after it (``_response``), so a large answer never holds the loop for long.
+            part.caught_up = False  # known only from this look: data may have come since the last
+            if part.budget <= 0 or taken >= response_budget:
+                continue
+            # Chunks of at most MAX_FETCH_MESSAGES, each encoded as one record batch at once: the
+            # batch's size is what the budgets count.
             while part.budget > 0 and taken < response_budget:
                 try:
                     messages = follower.read(MAX_FETCH_MESSAGES, min(part.budget, response_budget - taken))
@@ -79,9 +92,11 @@ async def fetch(context: RequestContext, request: Any) -> Any:
                     part.follower = None
                     break
                 if not messages:
+                    part.caught_up = True
                     break
-                size = sum(map(message_bytes, messages))
-                part.chunks.append(messages)
+                batch = batch_from_messages(messages)
+                size = len(batch)
+                part.batches.append(batch)
                 part.budget -= size
                 taken += size
 
@@ -116,49 +131,25 @@ async def fetch(context: RequestContext, request: Any) -> Any:
             followers = [part.follower for part in parts if part.follower is not None]
             if not followers:
                 break
-    return await _response(request, parts)
+    return _response(request, session, parts)
 
 
-async def _response(request: Any, parts: list[_Partition]) -> Any:
-    by_topic: dict[str, list[Any]] = {}
+def _response(request: Any, session: FetchSession, parts: list[_Partition]) -> bytes:
+    by_topic: dict[str | uuid.UUID, list[FetchedPartition]] = {}
     for part in parts:
         high_watermark = log_start = -1
         error = part.error
-        if error == ErrorCode.none and part.follower is not None:
+        follower = part.follower
+        if error == ErrorCode.none and follower is not None:
             try:
-                log_start, high_watermark = part.follower.reader.bounds()
+                # A read that came back empty found the end: no need to look it up again.
+                high_watermark = follower.position if part.caught_up else follower.reader.bounds()[1]
+                log_start = session.log_start(follower)
             except OSError as failure:
                 error = error_code_for(failure)
         # Empty, never null: librdkafka refuses a null record set (size -1) as a malformed response.
-        batches = []
-        if error == ErrorCode.none:
-            for chunk in part.chunks:
-                batches.append(batch_from_messages(chunk))
-                await anyio.lowlevel.checkpoint()
-        records = b"".join(batches)
+        records = b"".join(part.batches) if error == ErrorCode.none else b""
         by_topic.setdefault(part.topic, []).append(
-            nested(
-                request,
-                "PartitionData",
-                partition_index=part.index,
-                error_code=error,
-                high_watermark=high_watermark,
-                last_stable_offset=high_watermark,
-                log_start_offset=log_start,
-                aborted_transactions=None,
-                preferred_read_replica=-1,
-                records=records,
-            )
+            FetchedPartition(part.index, error, high_watermark, log_start, records)
         )
-    responses = tuple(
-        nested(request, "FetchableTopicResponse", topic=topic, partitions=tuple(partitions))
-        for topic, partitions in by_topic.items()
-    )
-    return respond(
-        request,
-        "FetchResponse",
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        session_id=0,
-        responses=responses,
-    )
+    return fetch_response(request.__version__, list(by_topic.items()))

@@ -2,8 +2,12 @@
 
 Timestamp -2 asks for the earliest offset still kept, -1 for the latest (the next offset to be
 written); a time in milliseconds for the first message stamped at or after it, found through the
-partition's time index (Kafka answers offset -1 when there is none). Version 7's -3 (the offset of
-the largest timestamp) is not offered.
+partition's time index (Kafka answers offset -1 when there is none). From version 7, -3 asks for
+the message with the largest timestamp (the first of those sharing it; timestamps need not be in
+order, so this reads the partition's whole time index); from version 8, -4 for the earliest offset
+kept locally, which is the earliest (no tiered storage); from version 9, -5 for the latest offset in
+tiered storage, which is none: offset -1, as Kafka answers without tiered storage. Version 10's
+timeout (for tiered storage) has nothing to wait for.
 """
 
 from __future__ import annotations
@@ -20,12 +24,16 @@ __all__ = ["list_offsets"]
 
 _LATEST: Final = -1
 _EARLIEST: Final = -2
+_MAX_TIMESTAMP: Final = -3  # version 7 on
+_EARLIEST_LOCAL: Final = -4  # version 8 on
+_LATEST_TIERED: Final = -5  # version 9 on
 
 
-@register(2, "ListOffsets", min_version=1, max_version=6)
+@register(2, "ListOffsets", min_version=1, max_version=10)
 async def list_offsets(context: RequestContext, request: Any) -> Any:
     """The offset each partition's timestamp names."""
     topics = context.gateway.topics
+    version = request.__version__
     answers = []
     for topic in request.topics:
         partitions = []
@@ -38,8 +46,14 @@ async def list_offsets(context: RequestContext, request: Any) -> Any:
                 oldest, next_offset = reader.bounds()
                 if asked.timestamp == _LATEST:
                     offset = next_offset
-                elif asked.timestamp == _EARLIEST:
+                elif asked.timestamp == _EARLIEST or (asked.timestamp == _EARLIEST_LOCAL and version >= 8):
                     offset = oldest
+                elif asked.timestamp == _MAX_TIMESTAMP and version >= 7:
+                    newest = reader.newest_time()
+                    if newest is not None:
+                        offset, timestamp_ms = newest[0], newest[1] // 1_000_000
+                elif asked.timestamp == _LATEST_TIERED and version >= 9:
+                    pass  # no tiered storage: offset -1
                 elif asked.timestamp >= 0:
                     found = reader.offset_for_time(asked.timestamp * 1_000_000)
                     if found < next_offset:

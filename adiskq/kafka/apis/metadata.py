@@ -24,7 +24,7 @@ __all__ = ["metadata"]
 logger = logging.getLogger("adiskq.kafka")
 
 
-@register(3, "Metadata", min_version=0, max_version=12)
+@register(3, "Metadata", min_version=0, max_version=13)
 async def metadata(context: RequestContext, request: Any) -> Any:
     """The broker list (this gateway) and the topics asked for (all when none is named)."""
     gateway = context.gateway
@@ -48,6 +48,7 @@ async def metadata(context: RequestContext, request: Any) -> Any:
         cluster_id=CLUSTER_ID,
         controller_id=NODE_ID,
         topics=tuple(answers),
+        error_code=ErrorCode.none,  # v13+
     )
 
 

@@ -17,11 +17,12 @@ import anyio
 from kio.schema.errors import ErrorCode
 
 from ..._sansio.kafka_batch import KafkaBatch, KafkaBatchError, KafkaCorruptBatchError, decode_batches
+from .._fast_responses import ProducedPartition, produce_response
 from .._idempotence import Duplicate, SequenceError
 from .._records import RecordRefusedError, records_from_batches
-from .._registry import RequestContext, nested, register, respond
+from .._registry import RequestContext, register
 from .._topics import check_topic_name
-from ._common import NO_THROTTLE, error_code_for
+from ._common import error_code_for
 
 __all__ = ["produce"]
 
@@ -36,8 +37,8 @@ class _Refused(Exception):
         self.record_index = record_index
 
 
-@register(0, "Produce", min_version=3, max_version=9)
-async def produce(context: RequestContext, request: Any) -> Any:
+@register(0, "Produce", min_version=3, max_version=11)
+async def produce(context: RequestContext, request: Any) -> bytes | None:
     """Append each partition's batches; the first offset (or an error) per partition."""
     answers = []
     for topic in request.topic_data:
@@ -45,52 +46,25 @@ async def produce(context: RequestContext, request: Any) -> Any:
             await _produce_partition(context, request, topic.name, data.index, data.records)
             for data in topic.partition_data
         ]
-        answers.append(nested(request, "TopicProduceResponse", name=topic.name, partition_responses=tuple(partitions)))
+        answers.append((topic.name, partitions))
     if request.acks == 0:
         return None
-    return respond(request, "ProduceResponse", responses=tuple(answers), throttle_time=NO_THROTTLE)
+    return produce_response(request.__version__, answers)
 
 
 async def _produce_partition(
     context: RequestContext, request: Any, topic: str, partition: int, data: bytes | None
-) -> Any:
+) -> ProducedPartition:
     try:
         if request.transactional_id is not None:
             raise _Refused(ErrorCode.transactional_id_not_found, "this broker has no transactions")
         base_offset = await _append(context, topic, partition, data)
     except _Refused as refused:
-        record_errors: tuple[Any, ...] = ()
+        record_error = None
         if refused.record_index is not None:
-            record_errors = (
-                nested(
-                    request,
-                    "BatchIndexAndErrorMessage",
-                    batch_index=refused.record_index,
-                    batch_index_error_message=refused.message,
-                ),
-            )
-        return nested(
-            request,
-            "PartitionProduceResponse",
-            index=partition,
-            error_code=refused.code,
-            base_offset=-1,
-            log_append_time=None,
-            log_start_offset=-1,
-            record_errors=record_errors,
-            error_message=refused.message,
-        )
-    return nested(
-        request,
-        "PartitionProduceResponse",
-        index=partition,
-        error_code=ErrorCode.none,
-        base_offset=base_offset,
-        log_append_time=None,
-        log_start_offset=-1,
-        record_errors=(),
-        error_message=None,
-    )
+            record_error = (refused.record_index, refused.message)
+        return ProducedPartition(partition, refused.code, -1, record_error, refused.message)
+    return ProducedPartition(partition, ErrorCode.none, base_offset)
 
 
 async def _append(context: RequestContext, topic: str, partition: int, data: bytes | None) -> int:
