@@ -47,6 +47,16 @@ def matching_records(
     /,
 ) -> tuple[list[int], list[int], list[int], int, int] | int | NotImplementedType: ...
 def place(key: str | bytes, partition_count: int, /) -> tuple[bytes, int, int] | NotImplementedType: ...
+def encode_push(
+    value: object,
+    key: object,
+    timestamp_ns: int,
+    headers: Mapping[str, bytes] | None,
+    tag: str | None,
+    partition_count: int,
+    max_message_bytes: int,
+    /,
+) -> tuple[bytes, int, int] | NotImplementedType: ...
 def index_entries(
     first_offset: int, start: int, records: Sequence[bytes], timestamps: Sequence[int], /
 ) -> tuple[bytes, bytes, int] | NotImplementedType: ...

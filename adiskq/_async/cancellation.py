@@ -22,7 +22,8 @@ import asyncio
 import functools
 import math
 import sys
-from collections.abc import Callable
+import types
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
 import anyio
@@ -100,6 +101,25 @@ def cancel_check() -> Callable[[], bool]:
     would raise a cancellation. Call it from a task of the loop it was made in."""
     check = _trio_check() if running_on_trio() else _asyncio_check()
     return check if check is not None else scope_cancelled
+
+
+@types.coroutine
+def _asyncio_turn() -> Generator[None, None, None]:
+    """A bare yield: asyncio's task runs again at the loop's next turn (``asyncio.sleep(0)``
+    without its two coroutines). A cancellation of the task is delivered here."""
+    yield
+
+
+def loop_turn() -> Callable[[], Awaitable[None]]:
+    """For the running event loop: let the loop's other tasks run once, at the least cost. On
+    asyncio a cancellation of the task may be delivered there, on Trio none is (its
+    ``cancel_shielded_checkpoint``: Trio's cancellable ``checkpoint`` enters a cancel scope); the
+    caller checks for one first (``cancel_check``) and writes nothing before the turn."""
+    if running_on_trio():
+        import trio
+
+        return trio.lowlevel.cancel_shielded_checkpoint
+    return _asyncio_turn
 
 
 def running_on_trio() -> bool:

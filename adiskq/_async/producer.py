@@ -47,6 +47,7 @@ from .._sansio.core import (
     encode_records,
     fnv1_32,
     place,
+    raw_encode_push,
     raw_encode_record,
     raw_place,
     receipts,
@@ -61,7 +62,7 @@ from .._storage.segment import PartlyCommittedError
 from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings, require_tags
 from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
-from .cancellation import cancel_check
+from .cancellation import cancel_check, loop_turn
 from .compressing import ValueCompression, check_dictionary
 from .lane import Batch, Lane, LockNotHeld, Turns
 from .metrics import telemetry
@@ -314,6 +315,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         self._splits_done: anyio.Event | None = None
         # Whether the pushing task's cancel scope is cancelled; made for the event loop on opening.
         self._cancel_pending: Callable[[], bool] = _never_cancelled
+        self._loop_turn: Callable[[], Awaitable[None]] = anyio.lowlevel.cancel_shielded_checkpoint
         self._turns: Turns | None = None
         for name, given in (("value_serializer", value_serializer), ("key_serializer", key_serializer)):
             if given is not None and not callable(given):
@@ -335,6 +337,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         if self._state != "new":
             raise ClosedError("a Producer is opened once; create a new one to write again")
         self._cancel_pending = cancel_check()
+        self._loop_turn = loop_turn()
         self._state = "open"
         # The opener thread leaves the stream here, so a cancellation that lands as the thread
         # returns (anyio delivers it at that checkpoint, dropping the result) can still close it:
@@ -571,6 +574,37 @@ class Producer(Generic[PushKeyT, PushValueT]):
         push_many: Callable[..., Awaitable[list[Receipt]]] = Producer.push_many
         return await push_many(self, stored)
 
+    def _encode_push(
+        self, value: object, key: object, timestamp_ns: int, headers: Mapping[str, bytes] | None, tag: str | None
+    ) -> tuple[bytes, int, int]:
+        """A push's record, partition and key index hash where the compiled core's one call
+        (``encode_push``) does not take them: the pure-Python core, a replaced key hash, input that
+        is not plain (a bytearray, a Mapping that is not a dict, a datetime...), a record over
+        ``max_message_bytes``. The same work step by step, with the reference's errors."""
+        if raw_place is not None and (type(key) is str or type(key) is bytes) and keyindex.key_hash is _CRC32:
+            placed = raw_place(key, self._partition_count)
+            raw_key, partition, key_hash = placed if placed is not NotImplemented else self._place(key)
+        else:
+            placed = self._placement.get(key) if type(key) is str else None
+            raw_key, partition, key_hash = placed if placed is not None else self._place(key)
+        data = value if type(value) is bytes else _value_bytes(value)
+        if len(data) + len(raw_key) > self._max_message_bytes:
+            self._check_size(len(data) + len(raw_key))
+        if headers:  # checked before encoding, so a huge header never gets copied
+            self._check_size(len(data) + len(raw_key) + sum(len(name) + byte_count(v) for name, v in headers.items()))
+        attributes = 0
+        if self._compression is not None:
+            data, attributes = self._compression.apply(data)
+        if (
+            raw_encode_record is None
+            or (record := raw_encode_record(data, raw_key, timestamp_ns, headers or None, attributes, tag))
+            is NotImplemented
+        ):
+            record = encode_record(data, raw_key, timestamp_ns, headers, attributes, tag)
+        if len(record) > self._max_message_bytes:
+            self._check_size(len(record))
+        return record, partition, key_hash
+
     async def push(
         self,
         value: PushValueT,
@@ -605,48 +639,43 @@ class Producer(Generic[PushKeyT, PushValueT]):
         """
         if self._cancel_pending():  # push is a checkpoint; its inline path never yields, so it asks
             await anyio.lowlevel.checkpoint_if_cancelled()
+        if self._inline_pushes >= _YIELD_EVERY:
+            # Other tasks get their turn before this push writes anything, so no shield is needed
+            # (entering and leaving anyio's cost more than the turn of the loop itself): a
+            # cancellation the turn delivers (asyncio's) leaves nothing written.
+            self._inline_pushes = 0
+            await self._loop_turn()
         if self._state != "open":
             self._check_open()
         if tag is not None and not self._holds_tags:
             self._refuse_tags()
-        if raw_place is not None and (type(key) is str or type(key) is bytes) and keyindex.key_hash is _CRC32:
-            placed = raw_place(key, self._partition_count)
-            raw_key, partition, key_hash = placed if placed is not NotImplemented else self._place(key)
-        else:
-            placed = self._placement.get(key) if type(key) is str else None
-            raw_key, partition, key_hash = placed if placed is not None else self._place(key)
         timestamp_ns = time.time_ns() if timestamp is None else _timestamp_ns(timestamp)
-        # type() rather than isinstance(): a few dozen instructions less a push. (mypy narrows a
-        # type variable by isinstance only; without a serializer the value is bytes here.)
-        data: bytes = value if type(value) is bytes else _value_bytes(value)  # type: ignore[assignment]
-        if len(data) + len(raw_key) > self._max_message_bytes:
-            self._check_size(len(data) + len(raw_key))
-        if headers:  # checked before encoding, so a huge header never gets copied
-            self._check_size(len(data) + len(raw_key) + sum(len(name) + byte_count(v) for name, v in headers.items()))
         compression = self._compression
-        attributes = 0
-        if compression is not None:
-            data, attributes = compression.apply(data)
         if (
-            raw_encode_record is None
-            or (record := raw_encode_record(data, raw_key, timestamp_ns, headers or None, attributes, tag))
+            raw_encode_push is None
+            or compression is not None  # compressing is the step by step path's
+            or keyindex.key_hash is not _CRC32
+            or (
+                encoded := raw_encode_push(
+                    value, key, timestamp_ns, headers, tag, self._partition_count, self._max_message_bytes
+                )
+            )
             is NotImplemented
         ):
-            record = encode_record(data, raw_key, timestamp_ns, headers, attributes, tag)
-        if len(record) > self._max_message_bytes:
-            self._check_size(len(record))
-        if self._disk_guard is not None:
-            self._disk_guard.admit(len(record))
+            encoded = self._encode_push(value, key, timestamp_ns, headers, tag)
+        record, partition, key_hash = encoded
+        guard = self._disk_guard
+        if guard is not None:  # guard.admit(len(record)), spelled out
+            guard.budget_bytes -= len(record)
+            if guard.budget_bytes < 0:
+                guard.over_budget(len(record))
         lane = self._lanes[partition]
         entry = _cached_tag_entry(tag) or tag_entry(tag)  # its .tagindex entry, from the tag at hand
         offset = lane.try_write_one(record, timestamp_ns, key_hash, entry)
         if compression is not None and compression.wants_training:
             await compression.train()
         if offset >= 0:
-            self._inline_pushes += 1
-            if self._inline_pushes >= _YIELD_EVERY:
-                self._inline_pushes = 0
-                await anyio.lowlevel.cancel_shielded_checkpoint()
+            self._inline_pushes += 1  # the push after the _YIELD_EVERY-th yields first
             return _new_receipt(Receipt, (partition, offset))
         while True:
             if lane.needs_lock:  # a shared producer waits for the partition's lock before joining a batch

@@ -165,6 +165,7 @@ PyObject *adq_py_record_new(PyObject *module, PyObject *const *args, Py_ssize_t 
 PyObject *adq_py_sorted_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_install_record_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_encode_push(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_decode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_decode_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_scan_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

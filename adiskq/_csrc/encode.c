@@ -1,7 +1,7 @@
 /* Records from values, keys, timestamps and headers: the reference's encode_record and encode_batch,
  * plus encode_records (push_many's batch: keys placed on partitions and hashed for the key index in
- * the same loop), receipts, place (one push's key) and index_entries (a batch's .index and
- * .timeindex entries).
+ * the same loop), receipts, place (one push's key), encode_push (one push's key placed and its record
+ * encoded in one call) and index_entries (a batch's .index and .timeindex entries).
  *
  * Anything these do not take plainly (a value that is not bytes, a timestamp out of range, headers
  * that are not a dict of str to bytes, too many of them...) makes them return NotImplemented: the
@@ -135,6 +135,11 @@ static int key_bytes(PyObject *key, const uint8_t **raw, size_t *length) {
 
 static PyObject *not_implemented(void) { Py_RETURN_NOTIMPLEMENTED; }
 
+/* A key's partition: FNV-1 32 of its bytes modulo the count (0 without hashing when there is one). */
+static unsigned long partition_of(const uint8_t *key, size_t key_len, long partition_count) {
+    return partition_count == 1 ? 0 : adq_fnv1_32(key, key_len) % (unsigned long)partition_count;
+}
+
 /* encode_record(value, key, timestamp_ns, headers, attributes, tag) -> bytes | NotImplemented */
 PyObject *adq_py_encode_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -244,7 +249,7 @@ PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs
                                                  : PyBytes_FromStringAndSize((const char *)key, (Py_ssize_t)key_len);
     if (raw == NULL) return NULL;
     /* A tuple filled by hand: Py_BuildValue parses its format on every call, which cost more than the hashes. */
-    PyObject *partition = PyLong_FromUnsignedLong(adq_fnv1_32(key, key_len) % (unsigned long)partition_count);
+    PyObject *partition = PyLong_FromUnsignedLong(partition_of(key, key_len, partition_count));
     PyObject *hash = PyLong_FromUnsignedLong(adq_crc32(0, key, key_len));
     PyObject *result = partition != NULL && hash != NULL ? PyTuple_New(3) : NULL;
     if (result == NULL) {
@@ -254,6 +259,64 @@ PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     PyTuple_SET_ITEM(result, 0, raw);
+    PyTuple_SET_ITEM(result, 1, partition);
+    PyTuple_SET_ITEM(result, 2, hash);
+    return result;
+}
+
+static uint64_t next_random(void);
+
+/* encode_push(value, key, timestamp_ns, headers, tag, partition_count, max_message_bytes)
+ *     -> (record, partition, key hash) | NotImplemented
+ * One push's whole encoding: its key placed and hashed (as place() does; None is a random key, as in
+ * encode_records) and its record encoded (as encode_record() does, attributes 0). NotImplemented for
+ * anything not plain, and for a record over max_message_bytes, which is refused before a byte of it
+ * is copied: the producer's Python path then encodes it, or raises the reference's error. */
+PyObject *adq_py_encode_push(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "encode_push takes 7 arguments");
+        return NULL;
+    }
+    long partition_count = PyLong_AsLong(args[5]);
+    if (partition_count <= 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "partition_count must be positive");
+        return NULL;
+    }
+    long long max_bytes = PyLong_AsLongLong(args[6]);
+    if (max_bytes == -1 && PyErr_Occurred()) return NULL;
+    PyObject *value = args[0], *headers = args[3], *tag = args[4];
+    const uint8_t *key;
+    size_t key_len;
+    uint8_t random_key[8];
+    if (args[1] == Py_None) {
+        adq_store_u64(random_key, next_random());
+        key = random_key;
+        key_len = 8;
+    } else if (!key_bytes(args[1], &key, &key_len)) {
+        return not_implemented();
+    }
+    if (!PyBytes_CheckExact(value)) return not_implemented();
+    /* The size as encode_one counts it, so an oversized record is refused before it is built. */
+    int64_t header_bytes = headers_size(headers);
+    const char *raw_tag;
+    Py_ssize_t tag_len;
+    if (header_bytes < 0 || !tag_bytes(tag, &raw_tag, &tag_len)) return not_implemented();
+    uint64_t size = ADQ_KEY_AT + (uint64_t)key_len + (raw_tag == NULL ? 0 : 2 + (uint64_t)tag_len) +
+                    (uint64_t)header_bytes + (uint64_t)PyBytes_GET_SIZE(value);
+    if (max_bytes < 0 || size > (uint64_t)max_bytes) return not_implemented();
+    PyObject *record = encode_one(value, key, key_len, args[2], headers, 0, tag);
+    if (record == NULL) return PyErr_Occurred() ? NULL : not_implemented();
+    PyObject *partition = PyLong_FromUnsignedLong(partition_of(key, key_len, partition_count));
+    PyObject *hash = PyLong_FromUnsignedLong(adq_crc32(0, key, key_len));
+    PyObject *result = partition != NULL && hash != NULL ? PyTuple_New(3) : NULL;
+    if (result == NULL) {
+        Py_DECREF(record);
+        Py_XDECREF(partition);
+        Py_XDECREF(hash);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, record);
     PyTuple_SET_ITEM(result, 1, partition);
     PyTuple_SET_ITEM(result, 2, hash);
     return result;
@@ -399,7 +462,7 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
         PyList_SET_ITEM(records, i, record);
         if (PyBytes_GET_SIZE(record) + uncompressed > largest) largest = PyBytes_GET_SIZE(record) + uncompressed;
         PyList_SET_ITEM(stamps, i, Py_NewRef(stamp));
-        PyObject *partition = PyLong_FromUnsignedLong(adq_fnv1_32(raw, key_len) % (unsigned long)partition_count);
+        PyObject *partition = PyLong_FromUnsignedLong(partition_of(raw, key_len, partition_count));
         PyObject *hash = PyLong_FromUnsignedLong(adq_crc32(0, raw, key_len));
         if (partition == NULL || hash == NULL) {
             Py_XDECREF(partition);

@@ -126,6 +126,7 @@ static PyMethodDef methods[] = {
     {"install_record_call", (PyCFunction)(void (*)(void))adq_py_install_record_call, METH_FASTCALL, "see values.c"},
     {"sorted_key_values", (PyCFunction)(void (*)(void))adq_py_sorted_key_values, METH_FASTCALL, "see keysort.c"},
     {"place", (PyCFunction)(void (*)(void))adq_py_place, METH_FASTCALL, "see encode.c"},
+    {"encode_push", (PyCFunction)(void (*)(void))adq_py_encode_push, METH_FASTCALL, "see encode.c"},
     {"index_entries", (PyCFunction)(void (*)(void))adq_py_index_entries, METH_FASTCALL, "see encode.c"},
     {"decode_messages", (PyCFunction)(void (*)(void))adq_py_decode_messages, METH_FASTCALL, "see decode.c"},
     {"scan_columns", (PyCFunction)(void (*)(void))adq_py_scan_columns, METH_FASTCALL, "see scan.c"},

@@ -68,6 +68,8 @@ COMPILED: Final = _core is not None
 # frame between): they answer NotImplemented where the wrappers below run the reference.
 raw_place: Final = _core.place if _core is not None else None
 raw_encode_record: Final = _core.encode_record if _core is not None else None
+# One push's placement and encoding in one call (reference_encode_push is its reference form).
+raw_encode_push: Final = _core.encode_push if _core is not None else None
 # The sealed key index's sort (keysort.c), for keyindex.py, whose reference form it answers
 # NotImplemented to: None without the compiled core.
 raw_sorted_key_values: Final = _core.sorted_key_values if _core is not None else None
@@ -88,6 +90,22 @@ def reference_place(key: str | bytes, partition_count: int) -> tuple[bytes, int,
     """One key's bytes, partition and key index hash."""
     raw = reference.utf8(key, "key") if isinstance(key, str) else bytes(key)
     return raw, reference_fnv1_32(raw) % partition_count, zlib.crc32(raw)
+
+
+def reference_encode_push(
+    value: bytes,
+    key: str | bytes,
+    timestamp_ns: int,
+    headers: Mapping[str, bytes] | None,
+    tag: str | None,
+    partition_count: int,
+    max_message_bytes: int,
+) -> tuple[bytes, int, int] | None:
+    """One push's record, partition and key index hash (``place`` and ``encode_record`` in one);
+    None when the record would be over ``max_message_bytes``."""
+    raw, partition, key_hash = reference_place(key, partition_count)
+    record = reference.encode_record(value, raw, timestamp_ns, headers, 0, tag)
+    return None if len(record) > max_message_bytes else (record, partition, key_hash)
 
 
 def reference_index_entries(

@@ -53,32 +53,40 @@ class DiskGuard:
     every call measures again, so writing resumes with the first call after space is freed.
     """
 
-    __slots__ = ("_budget_bytes", "_measure", "level", "path")
+    __slots__ = ("_measure", "budget_bytes", "level", "path")
 
     def __init__(self, path: str, level: float, *, measure: Callable[[str], DiskUsage] = disk_usage) -> None:
         self.path = path
         self.level = level
         self._measure = measure
-        self._budget_bytes = -1  # measure at the first write
+        self.budget_bytes = -1  # measure at the first write
 
     def admit(self, size_bytes: int) -> None:
-        """Let a write of ``size_bytes`` through, or raise ``DiskUsageRefusedError`` (nothing written)."""
-        self._budget_bytes -= size_bytes
-        if self._budget_bytes < 0:
-            self.measure()
-            self._budget_bytes -= size_bytes  # this write is the first to spend the new budget
+        """Let a write of ``size_bytes`` through, or raise ``DiskUsageRefusedError`` (nothing written).
+
+        A caller on a hot path may spell it out (``push`` does, a call less): subtract from
+        ``budget_bytes``, and call ``over_budget`` when that leaves it below 0."""
+        self.budget_bytes -= size_bytes
+        if self.budget_bytes < 0:
+            self.over_budget(size_bytes)
+
+    def over_budget(self, size_bytes: int) -> None:
+        """``admit``'s measurement, once a write of ``size_bytes`` has spent the budget: a new
+        budget, which this write is the first to spend, or ``DiskUsageRefusedError``."""
+        self.measure()
+        self.budget_bytes -= size_bytes
 
     def forget(self) -> None:
         """Others may have written since the last measurement (a shared producer's new turn): the
         next write measures again."""
-        self._budget_bytes = -1
+        self.budget_bytes = -1
 
     def measure(self) -> DiskUsage:
         """Measure usage now; ``DiskUsageRefusedError`` at or above the level."""
         usage = self._measure(self.path)
         allowed = self.level * usage.total_bytes
         if usage.total_bytes <= 0 or usage.used_bytes >= allowed:
-            self._budget_bytes = -1  # refused: the next write measures again
+            self.budget_bytes = -1  # refused: the next write measures again
             raise DiskUsageRefusedError(self.path, self.level, usage.used_bytes, usage.total_bytes)
-        self._budget_bytes = min(MEASURE_EVERY_BYTES, int(allowed - usage.used_bytes) // _HEADROOM_SHARE)
+        self.budget_bytes = min(MEASURE_EVERY_BYTES, int(allowed - usage.used_bytes) // _HEADROOM_SHARE)
         return usage

@@ -457,6 +457,30 @@ async def test_cancelled_pushes_are_all_or_nothing(stream_path: str) -> None:
         assert set(written) == returned
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # Trio has no cancellation but its scopes'
+async def test_a_push_loop_cancelled_by_asyncio_itself_wrote_exactly_the_pushes_that_returned(stream_path: str) -> None:
+    """asyncio's own ``task.cancel()`` reaches a task pushing in a tight loop where the loop gives
+    other tasks their turn (every 32 pushes): the push it lands in raises and was not written, so the
+    stream holds exactly the messages whose push returned a receipt."""
+    returned: list[adiskq.Receipt] = []
+    async with adiskq.Producer(stream_path, partitions=1) as producer:
+
+        async def pusher(round_: int) -> None:
+            for i in range(10_000):
+                receipt = await producer.push(b"%d-%d" % (round_, i), key=b"k")
+                returned.append(receipt)
+
+        for round_ in range(10):
+            task = asyncio.ensure_future(pusher(round_))
+            for _ in range(1 + round_ % 3):
+                await asyncio.sleep(0)  # the pusher runs until it gives the loop a turn
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+    written = read_all(stream_path)[0]
+    assert [(m.partition, m.offset) for m in written] == [tuple(receipt) for receipt in returned]
+
+
 class HeldFsync:
     """``SegmentWriter.sync`` held, once ``hold()`` is called, until ``let_go`` is set; ``started`` is
     set when one is held (waited for from a thread: the sync runs in a worker thread)."""

@@ -163,6 +163,7 @@ def targets(files: tuple[int, int]) -> list[Target]:
         Target("install_record_call", compiled.install_record_call, (Plain,)),
         Target("sorted_key_values", compiled.sorted_key_values, (struct.pack("<4I", 9, 8, 7, 6), 20, 10, 1, True)),
         Target("place", compiled.place, ("key", 4)),
+        Target("encode_push", compiled.encode_push, (b"v", "key", 1, {"h": b"x"}, "t", 4, 2**20)),
         Target("index_entries", compiled.index_entries, (0, 0, records, [1, 2])),
         Target("scan_columns", compiled.scan_columns, (record_bytes(), 0, 2**20)),
         Target("next_valid_record", compiled.next_valid_record, (record_bytes(), 1, 2**20)),

@@ -265,6 +265,60 @@ def test_encode_records_places_hashes_and_encodes_as_the_reference(
     assert largest == max(map(len, records), default=0)
 
 
+@given(
+    st.one_of(values, st.just(bytearray(b"not bytes"))),
+    st.one_of(st.text(max_size=20), st.binary(max_size=20)),
+    timestamps,
+    st.one_of(st.none(), headers),
+    st.one_of(tags, st.text(min_size=250, max_size=300)),
+    st.integers(min_value=1, max_value=16),
+    st.integers(min_value=0, max_value=600),
+)
+def test_encode_push_places_and_encodes_as_the_reference(
+    value: bytes,
+    key: str | bytes,
+    timestamp_ns: int,
+    hdrs: dict[str, bytes] | None,
+    tag: str | None,
+    partition_count: int,
+    max_bytes: int,
+) -> None:
+    """One push's record, partition and key hash are the reference's; what it does not take plainly
+    (an error, a record over the limit) it leaves to the producer's Python path."""
+    if not core.COMPILED:
+        assert core.raw_encode_push is None  # the producer's Python path encodes every push
+        return
+    assert core.raw_encode_push is not None
+    encoded = core.raw_encode_push(value, key, timestamp_ns, hdrs, tag, partition_count, max_bytes)
+    expected = outcome(
+        lambda: core.reference_encode_push(value, key, timestamp_ns, hdrs, tag, partition_count, max_bytes)
+    )
+    if encoded is NotImplemented:  # the producer converts a bytearray value itself
+        refused = expected is None or (isinstance(expected, tuple) and isinstance(expected[0], str))
+        assert refused or type(value) is not bytes, expected
+    else:
+        assert encoded == expected
+
+
+def test_encode_push_gives_a_keyless_push_a_random_key() -> None:
+    """A push without a key gets 8 random bytes as its key, placed and hashed as any key is."""
+    if not core.COMPILED:
+        assert core.raw_encode_push is None
+        return
+    assert core.raw_encode_push is not None
+    seen = set()
+    for _ in range(50):
+        encoded = core.raw_encode_push(b"v", None, 7, None, None, 5, 2**20)
+        assert encoded is not NotImplemented
+        record, partition, key_hash = encoded
+        (message,) = reference.decode_messages(record, 0, 0, 1)
+        assert len(message.key) == 8
+        assert (partition, key_hash) == (reference_fnv1_32(message.key) % 5, zlib.crc32(message.key))
+        assert record == reference.encode_record(b"v", message.key, 7, None)
+        seen.add(message.key)
+    assert len(seen) == 50
+
+
 def test_encode_records_fills_in_missing_timestamps_and_keys() -> None:
     encoded = core.encode_records([b"plain", Record(b"v")], 1234, 4)
     if not core.COMPILED:

@@ -31,6 +31,12 @@ def one_round() -> None:
     encoded = core.encode_records([Record(VALUE, key="k", headers={"h": b"x"})] * 1000, 7, 4)
     assert encoded is None or len(encoded[0]) == 1000
     core.receipts(0, 0, 1000)
+    if core.raw_encode_push is not None:  # one push's encoding: plain, keyless, tagged, refused, too large
+        for key in keys[:200]:
+            core.raw_encode_push(VALUE, key, 7, None, None, 4, 2**20)
+            core.raw_encode_push(VALUE, None, 7, {"h": b"x"}, "t", 1, 2**20)
+            core.raw_encode_push(bytearray(VALUE), key, 7, None, None, 4, 2**20)
+            core.raw_encode_push(VALUE, key, 7, None, None, 4, 10)
     with_headers = core.encode_batch([VALUE] * 1000, keys[:1000], stamps[:1000], [{"type": b"x", "n": b"1"}] * 1000)
     assert len(core.decode_messages(b"".join(with_headers), 0, 0, 1000)) == 1000
     damaged = buffer[:5000] + b"\xff" + buffer[5001:6000]
