@@ -18,10 +18,16 @@ The probes wrap functions from outside (nothing in adiskq knows), so they add a 
 own (~1 µs a probe). Messages that no inotify wake-up brought (found on the second look) are left out.
 
     python benchmarks/wakeup_breakdown.py [--backend asyncio|trio] [--producer-backend asyncio|trio] [--count 2000]
-                                          [--cpus apart|same]
+                                          [--cpus apart|same] [--calls]
 
 ``--cpus`` pins the two processes as ``bench_wakeup.py --cpus`` does (apart: consumer on CPU 0,
 producer on CPU 1; same: both on CPU 1): whether the woken consumer waits for the producer's CPU.
+
+``--calls`` times nothing: it counts the consumer's function calls (Python and built-in, under
+``sys.setprofile``) from the return of the event loop's ``epoll`` wait that follows the waiter's
+arming to the message's delivery, per message, by whose code they are: adiskq's, the event loop's
+(asyncio, Trio, anyio, selectors), built-ins. Unlike the times, the counts do not move with the
+machine's load: a change to the wake-up's way shows in them on a busy machine too.
 """
 
 from __future__ import annotations
@@ -104,6 +110,63 @@ def consume(folder: str, count: int, backend: str) -> None:
         json.dump(log, file)
 
 
+CALL_GROUPS = ("adiskq", "event-loop", "built-in", "total")
+
+
+def _group_of(filename: str) -> str:
+    return "adiskq" if f"{os.sep}adiskq{os.sep}" in filename else "event-loop"
+
+
+def count_calls(folder: str, count: int, backend: str) -> None:
+    """The consumer, counting its calls from the epoll return after each arming to each delivery."""
+    from adiskq._async import wakeup
+
+    arm_code = wakeup.Waiter.arm.__code__
+    delivered_code = bench_wakeup.latency_of.__code__
+    armed = counting = False
+    current = dict.fromkeys(CALL_GROUPS, 0)
+    per_message: list[dict[str, int]] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal armed, counting, current
+        if event == "call":
+            code = frame.f_code
+            if code is arm_code:
+                armed, counting = True, False
+            elif code is delivered_code:
+                if counting:
+                    per_message.append(current)
+                armed = counting = False
+            elif counting:
+                current[_group_of(code.co_filename)] += 1
+                current["total"] += 1
+        elif event == "c_call" and counting:
+            current["built-in"] += 1
+            current["total"] += 1
+        elif event == "c_return" and armed and getattr(arg, "__name__", "") == "poll":  # the loop's epoll wait
+            armed, counting = False, True
+            current = dict.fromkeys(CALL_GROUPS, 0)
+
+    sys.setprofile(profile)
+    try:
+        bench_wakeup.consume(f"adiskq-{backend}", folder, count)
+    finally:
+        sys.setprofile(None)
+    with open(os.path.join(folder, "calls.json"), "w") as file:
+        json.dump(per_message, file)
+
+
+def print_calls(backend: str, per_message: list[dict[str, int]]) -> int:
+    print(f"adiskq {backend}: calls from the epoll return to the message, {len(per_message)} messages woken:")
+    if not per_message:
+        return 1
+    print(f"  {'by':<12} {'median':>7} {'min':>5}")
+    for group in CALL_GROUPS:
+        column = [calls[group] for calls in per_message]
+        print(f"  {group:<12} {statistics.median(column):7.0f} {min(column):5d}")
+    return 0
+
+
 def stages(index_times: list[int], log: list[tuple[str, int]]) -> list[list[int]]:
     """Per message brought by a wake-up: the ns spent in each stage."""
     rows = []
@@ -137,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--count", type=int, default=2_000)
     parser.add_argument("--cpus", choices=sorted(bench_wakeup.PLACEMENTS), help="pin the consumer and the producer")
+    parser.add_argument("--calls", action="store_true", help="count the consumer's calls on the way instead of timing")
     parser.add_argument("--role", nargs=2, metavar=("ROLE", "FOLDER"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.role:
@@ -144,14 +208,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.cpus is not None:
             consumer_cpu, producer_cpu = bench_wakeup.PLACEMENTS[args.cpus]
             os.sched_setaffinity(0, {consumer_cpu if role == "consume" else producer_cpu})
-        (produce if role == "produce" else consume)(folder, args.count, args.backend)
+        if role == "produce":
+            produce(folder, args.count, args.backend)
+        else:
+            (count_calls if args.calls else consume)(folder, args.count, args.backend)
         return 0
     folder = tempfile.mkdtemp(prefix="adiskq-breakdown-")
     try:
         bench_wakeup.prepare("adiskq-" + args.backend, folder)
         me = os.path.abspath(__file__)
         pinned = [] if args.cpus is None else ["--cpus", args.cpus]
-        common = ["--backend", args.backend, "--count", str(args.count), *pinned]
+        common = ["--backend", args.backend, "--count", str(args.count), *pinned, *(["--calls"] if args.calls else [])]
         consumer = subprocess.Popen([sys.executable, me, *common, "--role", "consume", folder])
         producing = ["--backend", args.producer_backend or args.backend, "--count", str(args.count), *pinned]
         producer = subprocess.Popen([sys.executable, me, *producing, "--role", "produce", folder])
@@ -163,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
                 if child.poll() is None:
                     child.kill()
                     child.wait()
+        if args.calls:
+            with open(os.path.join(folder, "calls.json")) as file:
+                per_message: list[dict[str, int]] = json.load(file)
+            return print_calls(args.backend, per_message[bench_wakeup.WARMUP :])
         with open(os.path.join(folder, "producer.json")) as file:
             index_times: list[int] = json.load(file)
         with open(os.path.join(folder, "consumer.json")) as file:

@@ -100,6 +100,9 @@ class Consumer(_Reader[KeyT, ValueT]):
         check_on_data_loss(on_data_loss)
         positive_seconds("poll_interval", poll_interval, optional=True)
         self._tag_filter = TagFilter.of(tags)
+        # Its hooks have work on every turn only with tags (a long stretch without one yields);
+        # else ``_after_wait`` acts after a wait that timed out alone.
+        self._hooks_every_turn = self._tag_filter is not None
         self._decoder = MessageDecoder.of(key_deserializer, value_deserializer)
         self.path = os.fspath(path)
         self.partition = partition

@@ -18,7 +18,7 @@ wake-up costs one loop dispatch and one task step. On Trio one of the waiting ta
 waiting task of its run; when it is the only one waiting, it takes the wake-up at once and the
 events are read before a consumer arms again (``read_unread``), off the message's way.
 Trio's waits have no cancel scope each: their deadlines are kept by one system task per run
-(``trio_deadlines.py``), as asyncio's are by loop timers.
+(``trio_deadlines.py``), as asyncio's are by one loop timer per waiter (``asyncio_deadlines.py``).
 asyncinotify makes the instance and the watches; the events are read with ``os.read`` and parsed
 here, ten times cheaper than its reader (``benchmarks/wakeup_breakdown.py`` times each step).
 
@@ -39,11 +39,13 @@ import os
 import struct
 import threading
 import weakref
-from typing import Final
+from collections.abc import Coroutine
+from typing import Any, Final
 
 import anyio
 import anyio.lowlevel
 
+from .asyncio_deadlines import AsyncioDeadline
 from .trio_deadlines import TrioDeadlines
 from .wakeup import Waiter
 
@@ -208,18 +210,18 @@ class Notifier:
 
     # -- waiting ---------------------------------------------------------------------------------
 
-    async def wait(self, waiter: Waiter, max_seconds: float, *, kernel: bool = True) -> None:
+    def wait(self, waiter: Waiter, max_seconds: float, *, kernel: bool = True) -> Coroutine[Any, Any, None]:
         """Sleep until ``waiter`` is woken, or ``max_seconds`` pass; ``waiter`` must be armed.
 
         ``kernel=False``: the waiter has no inotify watch (its producer wakes it directly), so it
-        never takes the reading of the descriptor.
+        never takes the reading of the descriptor. Not a coroutine itself but the loop's own wait,
+        returned to be awaited: one frame less for a wake-up to resume.
         """
         reads = kernel and self._inotify is not None and not self.closed
         loop = waiter.asyncio_loop
         if loop is not None:
-            await self._wait_in_asyncio(waiter, loop, max_seconds, reads)
-        else:
-            await self._wait_in_trio(waiter, max_seconds, reads)
+            return self._wait_in_asyncio(waiter, loop, max_seconds, reads)
+        return self._wait_in_trio(waiter, max_seconds, reads)
 
     async def _wait_in_trio(self, waiter: Waiter, max_seconds: float, reads: bool) -> None:
         """``wait`` on Trio: one waiting task of the run reads the descriptor for all of them.
@@ -303,23 +305,28 @@ class Notifier:
         loop's own dispatch and one task step. It goes once an event finds no task of the loop
         waiting. A cancelled wait ends as any asyncio await does.
         """
+        # The wait is on the waiter's future itself: one wake or nudge ends it, and the caller
+        # disarms (or arms again) before it waits again.
+        event = waiter.event
+        if not isinstance(event, asyncio.Future):
+            return  # not armed: nothing to wait for
         # The deadline is a loop timer that nudges the waiter (ending the wait without a wake-up),
-        # not a cancel scope: entering and leaving one costs more than the rest of the wake-up.
-        deadline = loop.call_later(max_seconds, waiter.nudge)
+        # not a cancel scope: entering and leaving one costs more than the rest of the wake-up. The
+        # timer is the waiter's, kept from one wait to the next: a wake-up has none to cancel.
+        deadline = waiter.asyncio_deadline
+        if deadline is None:
+            deadline = waiter.asyncio_deadline = AsyncioDeadline(loop)
+        deadline.start(waiter, max_seconds)
         if not reads:
-            try:
-                await waiter.wait_event()
-            finally:
-                deadline.cancel()
+            await event
             return
         listener = self._asyncio_listeners.get(loop)
         if listener is None:
             listener = self._listen_in(loop)
         listener.waiting += 1
         try:
-            await waiter.wait_event()
+            await event
         finally:
-            deadline.cancel()
             listener.waiting -= 1
 
     def _listen_in(self, loop: asyncio.AbstractEventLoop) -> _AsyncioListener:

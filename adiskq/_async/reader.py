@@ -67,6 +67,10 @@ class _Reader(Generic[KeyT, ValueT]):
     _reading: bool  # a task is in _next_batch (one reads at a time)
     path: str
     wait_for_stream: bool = False  # reading waits for a missing stream instead of raising
+    # Whether ``_before_look`` and ``_after_wait`` may have work on every turn of the read-or-wait
+    # loop (``_after_wait`` is called after every wait that timed out regardless). A reader whose
+    # hooks have none goes from a wake-up to its read without two coroutine calls.
+    _hooks_every_turn: bool = True
 
     def __init__(self) -> None:
         # The last batch read, which ``async for`` hands out a message at a time.
@@ -176,9 +180,10 @@ class _Reader(Generic[KeyT, ValueT]):
         """
         waiter = self._waiter
         while True:
-            if self.closed:
+            if self._state == "closed":
                 raise ClosedError(self._closed_while_reading)
-            await self._before_look()
+            if self._hooks_every_turn:
+                await self._before_look()
             messages = self._read_some(max_messages)
             if messages or self._all_done():
                 return messages
@@ -196,7 +201,8 @@ class _Reader(Generic[KeyT, ValueT]):
                 timed_out = not waiter.fired
             finally:
                 waiter.disarm()
-            await self._after_wait(timed_out)
+            if timed_out or self._hooks_every_turn:
+                await self._after_wait(timed_out)
 
     async def aclose(self) -> None:
         raise NotImplementedError

@@ -22,6 +22,8 @@ from typing import Final, Protocol
 
 import anyio.lowlevel
 
+from .asyncio_deadlines import AsyncioDeadline
+
 __all__ = ["PartitionKey", "Waiter", "notify", "notify_others", "register", "unregister"]
 
 PartitionKey = tuple[str, int]
@@ -60,7 +62,17 @@ class Waiter:
     a wake-up pays for on its way to the task.
     """
 
-    __slots__ = ("_call_soon", "_thread", "_token", "asyncio_loop", "event", "expired", "fired", "interrupt")
+    __slots__ = (
+        "_call_soon",
+        "_thread",
+        "_token",
+        "asyncio_deadline",
+        "asyncio_loop",
+        "event",
+        "expired",
+        "fired",
+        "interrupt",
+    )
 
     def __init__(self) -> None:
         self.event: _Event | asyncio.Future[None] | None = None
@@ -69,6 +81,8 @@ class Waiter:
         # Set while this task waits for the inotify descriptor on Trio: ends that wait (notify.py)
         self.interrupt: Callable[[], object] | None = None
         self.asyncio_loop: asyncio.AbstractEventLoop | None = None  # the loop it waits in, on asyncio
+        # The deadline of its waits in that loop (notify.py), made at its first wait there
+        self.asyncio_deadline: AsyncioDeadline | None = None
         self._token: object = None  # the event loop it waits in (asyncio loop or Trio token)
         self._thread = 0
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
@@ -81,6 +95,7 @@ class Waiter:
             self._thread = threading.get_ident()
             self._call_soon = _threadsafe_caller(token)
             self.asyncio_loop = token if isinstance(token, asyncio.AbstractEventLoop) else None
+            self.asyncio_deadline = None  # a timer of the last loop's, if any, finds it gone and ends
         self.event = self._new_event()
         self.fired = False
         self.expired = False

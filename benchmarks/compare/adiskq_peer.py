@@ -1,8 +1,9 @@
 """adiskq through its public API, on asyncio: one partition, so the log is one total order like the peers'.
 
 The original workloads push without a key, as a user with one partition would; the ``*_keyed`` ones
-(issue 16) give every message its own 12-byte key, as order ids and user ids are, and count opening
-and closing the producer or consumer in the timed span. ``flush="async"`` for the fast workloads,
+give every message its own 12-byte key, as order ids and user ids are, build each message (and for
+``push_many`` each ``Record``) in the timed loop, and count opening and closing the producer or
+consumer in the timed span. ``flush="async"`` for the fast workloads,
 ``flush="sync"`` (fsync before the push returns, concurrent pushes sharing one fsync) for the durable
 ones. The peer named ``adiskq-py`` runs this same module with ``ADISKQ_NO_EXTENSIONS=1`` in its
 environment (set by bench_compare.py), which selects the pure-Python core.
@@ -21,12 +22,15 @@ import adiskq
 from .common import (
     BATCH_SIZE,
     CONCURRENCY,
+    KEYED_LATENCY_INTERVAL_S,
     LATENCY_INTERVAL_S,
     VALUES,
     Outcome,
     key,
     latency_of,
+    message_value,
     stamped_value,
+    task_numbers,
     values,
 )
 
@@ -116,22 +120,24 @@ async def latency_produce(path: str, count: int) -> None:
             await producer.push(stamped_value())
 
 
-# The distinct-key workloads (issue 16): opening and closing are inside the timed span.
+# The distinct-key workloads: every message's key and value built in the timed loop, opening and
+# closing inside the timed span.
 
 
 async def single_keyed(path: str, count: int) -> Outcome:
     started = time.perf_counter()
     async with _producer(path) as producer:
         push = producer.push
-        for number, value in enumerate(values(count)):
-            await push(value, key=key(number))
+        for number in range(count):
+            await push(message_value(number), key=key(number))
     return Outcome(time.perf_counter() - started)
 
 
 async def _push_keyed_batches(producer: adiskq.Producer, count: int) -> None:
+    """``push_many`` of 1,000 ``Record``s at a time, each Record, key and value built for its batch."""
     record = adiskq.Record
     for first in range(0, count // BATCH_SIZE * BATCH_SIZE, BATCH_SIZE):
-        await producer.push_many([record(value, key(first + i)) for i, value in enumerate(VALUES)])
+        await producer.push_many([record(message_value(n), key(n)) for n in range(first, first + BATCH_SIZE)])
 
 
 async def batch_keyed(path: str, count: int) -> Outcome:
@@ -142,17 +148,14 @@ async def batch_keyed(path: str, count: int) -> Outcome:
 
 
 async def durable32_keyed(path: str, count: int) -> Outcome:
-    per_task = count // CONCURRENCY
-
-    async def pusher(producer: adiskq.Producer, task: int) -> None:
-        first = task * per_task
-        for number, value in enumerate(values(per_task), first):
-            await producer.push(value, key=key(number))
+    async def pusher(producer: adiskq.Producer, numbers: range) -> None:
+        for number in numbers:
+            await producer.push(message_value(number), key=key(number))
 
     started = time.perf_counter()
     async with _producer(path, flush="sync") as producer, anyio.create_task_group() as group:
-        for task in range(CONCURRENCY):
-            group.start_soon(pusher, producer, task)
+        for numbers in task_numbers(count):
+            group.start_soon(pusher, producer, numbers)
     return Outcome(time.perf_counter() - started)
 
 
@@ -174,6 +177,9 @@ async def read_keyed(path: str, count: int) -> Outcome:
     return Outcome(seconds)
 
 
+read_keyed_long = read_keyed  # the same reading of a log ten times longer (bench_compare.py's counts)
+
+
 async def read_keyed_batches(path: str, count: int) -> Outcome:
     """``batches()`` of up to 1,000 over the same keyed log."""
     await _write_keyed(path, count)
@@ -188,7 +194,7 @@ async def latency_keyed_produce(path: str, count: int) -> None:
     async with _producer(path) as producer:
         started = time.monotonic()
         for i in range(count):
-            delay = started + i * LATENCY_INTERVAL_S - time.monotonic()
+            delay = started + i * KEYED_LATENCY_INTERVAL_S - time.monotonic()
             if delay > 0:
                 await anyio.sleep(delay)
             await producer.push(stamped_value(), key=key(i))

@@ -20,6 +20,7 @@ VALUES = tuple(_random.randbytes(100) for _ in range(BATCH_SIZE))
 VALUE_TEXTS = tuple(_random.randbytes(50).hex() for _ in range(BATCH_SIZE))  # 100 characters, for litequeue
 CONCURRENCY = 32  # producers in the durable workload, each acknowledged only after fsync
 LATENCY_INTERVAL_S = 0.001  # the latency producer pushes one message a millisecond
+KEYED_LATENCY_INTERVAL_S = 0.0005  # the keyed latency workload's producer: 2,000 messages a second
 POLL_INTERVAL_S = 0.001  # how often a polling consumer (the SQLite-based peers) looks for new rows
 FAST_POLL_INTERVAL_S = 0.0001  # SQLite's poll in the keyed latency workload: latency bought with CPU
 
@@ -68,6 +69,28 @@ def key(number: int) -> bytes:
     return b"ord-%08d" % number
 
 
+_BODIES = tuple(random_value[:88] for random_value in VALUES)
+
+
+def message_value(number: int) -> bytes:
+    """The ``number``-th keyed message's 100-byte value, built afresh as a caller's loop builds one:
+    88 random bytes (cycling through 1,000) and the number in 12 digits. The keyed workloads call
+    ``key`` and ``message_value`` inside their timed loops, for every peer alike."""
+    return _BODIES[number % BATCH_SIZE] + b"%012d" % number
+
+
+def task_numbers(count: int, tasks: int = CONCURRENCY) -> list[range]:
+    """``count`` message numbers split among ``tasks`` producers as evenly as they go (10,000 among 32:
+    16 tasks of 313 and 16 of 312), each task its own run of numbers."""
+    share, rest = divmod(count, tasks)
+    ranges, first = [], 0
+    for task in range(tasks):
+        size = share + (task < rest)
+        ranges.append(range(first, first + size))
+        first += size
+    return ranges
+
+
 def texts(count: int) -> Iterator[str]:
     """``count`` 100-character texts, cycling through VALUE_TEXTS."""
     return itertools.islice(itertools.cycle(VALUE_TEXTS), count)
@@ -92,11 +115,11 @@ def latency_of_text(value: str) -> int:
     return now_ns() - int(value[:20])
 
 
-def paced(count: int, push: Callable[[], object]) -> None:
-    """Call ``push`` ``count`` times, one every LATENCY_INTERVAL_S on an absolute schedule."""
+def paced(count: int, push: Callable[[], object], interval_s: float = LATENCY_INTERVAL_S) -> None:
+    """Call ``push`` ``count`` times, one every ``interval_s`` on an absolute schedule."""
     started = time.monotonic()
     for i in range(count):
-        delay = started + i * LATENCY_INTERVAL_S - time.monotonic()
+        delay = started + i * interval_s - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         push()

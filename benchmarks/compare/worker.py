@@ -35,13 +35,15 @@ PEERS = {
 # What a peer's process gets in its environment beyond the benchmark's own.
 PEER_ENVIRONMENT = {"adiskq-py": {"ADISKQ_NO_EXTENSIONS": "1"}, "adiskq-trio": {"ADISKQ_BENCH_BACKEND": "trio"}}
 KEYLESS_WORKLOADS = ("single", "batch", "durable32", "read", "latency")
-# Issue 16's table: a distinct 12-byte key per message, opening and closing counted. Only the peers
-# whose module defines a workload run it (persist-queue and litequeue are queues without keys).
+# The distinct-key table: a distinct 12-byte key per message, each message built in the timed loop,
+# opening and closing counted. Only the peers whose module defines a workload run it (persist-queue
+# and litequeue are queues without keys; Redis does not read back the long log).
 KEYED_WORKLOADS = (
     "single_keyed",
     "batch_keyed",
     "durable32_keyed",
     "read_keyed",
+    "read_keyed_long",
     "read_keyed_batches",
     "latency_keyed",
 )

@@ -17,7 +17,7 @@ from _consumer_support import Writer
 from helpers.blocked import wait_all_tasks_blocked
 
 import adiskq
-from adiskq._async import notify
+from adiskq._async import notify, wakeup
 from adiskq._sansio.naming import PARTS_DIR, partition_dir_name
 
 pytestmark = pytest.mark.anyio
@@ -564,3 +564,35 @@ async def test_two_paths_to_one_stream_wake_both_consumers_and_the_one_left(stre
                     await wait_all_tasks_blocked()
                     writer.append([b"left"])
             assert got[-1] == b"left"
+
+
+async def test_a_wait_ends_at_its_own_deadline_whatever_the_waits_before_it() -> None:
+    """A wait not woken ends at its own deadline, neither before nor long after, whether the wait
+    before it was longer (woken early) or shorter (woken at once, its time still to come)."""
+    notifier = notify.get_notifier()
+    waiter = wakeup.Waiter()
+
+    async def wait(seconds: float, *, woken: bool) -> float:
+        """Seconds a wait of at most ``seconds`` took; ``woken``: another task wakes it once it sleeps."""
+        waiter.arm()
+        started = anyio.current_time()
+        try:
+            async with anyio.create_task_group() as tg:
+                if woken:
+
+                    async def wake_when_asleep() -> None:
+                        await wait_all_tasks_blocked()
+                        waiter.wake()
+
+                    tg.start_soon(wake_when_asleep)
+                await notifier.wait(waiter, seconds)
+            assert waiter.fired == woken
+        finally:
+            waiter.disarm()
+        return anyio.current_time() - started
+
+    with anyio.fail_after(30):
+        assert await wait(60, woken=True) < 30
+        assert 0.29 <= await wait(0.3, woken=False) < 10  # its deadline before the last wait's
+        assert await wait(0.05, woken=True) < 10
+        assert 0.29 <= await wait(0.3, woken=False) < 10  # the last wait's deadline passes during it

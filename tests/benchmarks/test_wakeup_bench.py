@@ -41,6 +41,23 @@ def test_the_wakeup_breakdown_runs(backend: str, producer_backend: str | None) -
         assert f"→ {stage}" in result.stdout
 
 
+def test_the_wakeup_breakdown_counts_the_calls_on_the_way() -> None:
+    """wakeup_breakdown.py --calls counts the consumer's calls from the epoll return to the message,
+    by whose code they are, instead of timing the stages."""
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "wakeup_breakdown.py"), "--backend", "asyncio", "--calls", "--count", "300"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("adiskq asyncio: calls from the epoll return to the message")
+    rows = {line.split()[0]: int(line.split()[1]) for line in result.stdout.splitlines()[2:]}
+    assert set(rows) == {"adiskq", "event-loop", "built-in", "total"}
+    assert 0 < rows["adiskq"] < rows["total"]
+
+
 def test_the_wakeup_benchmark_runs_a_baseline_beside(tmp_path: pathlib.Path) -> None:
     """bench_wakeup.py --baseline runs another tree's adiskq right after each adiskq peer, in the same run."""
     result = subprocess.run(
