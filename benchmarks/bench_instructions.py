@@ -14,7 +14,10 @@ Paths (100-byte values, a distinct 12-byte key per record): ``encode`` (a batch 
 (a buffer of records to Messages), ``scan`` (recovery's scan of a buffer), ``memcpy`` (copying the
 same bytes: the physical floor), ``batches`` (W4 of ``bench_compare.py --keyed``: a log of N records
 in one partition read back with ``Consumer.batches(max_messages=1000)`` on asyncio, the consumer's
-opening and closing counted, and each batch dropped as the next arrives, as a reading loop drops it).
+opening and closing counted, and each batch dropped as the next arrives, as a reading loop drops it),
+``async_for`` (W4's ``async for message in consumer`` over the same log, a default ``Consumer`` with
+``end="close"``, its opening and closing counted: the consumer's modules are imported before the count,
+so it is the reading and what opening a consumer costs in a process that has opened one before).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ PATHS = {
     "scan": "core.scan_columns(buffer)",
     "memcpy": "bytes(bytearray(buffer))",
     "batches": "anyio.run(read, folder)",
+    "async_for": "anyio.run(read_each, folder)",
 }
 
 # What a path needs beyond SETUP, run before the path and before its "pass" alike.
@@ -73,6 +77,15 @@ anyio.run(write, empty, 0)
 anyio.run(read, empty)  # what a consumer imports, imported before the count
 """,
 }
+PATH_SETUP["async_for"] = (
+    PATH_SETUP["batches"]
+    + """
+async def read_each(folder):
+    async with adiskq.Consumer(folder, end="close") as consumer:
+        async for message in consumer:
+            pass
+"""
+)
 
 CORES = {"compiled": {}, "python": {"ADISKQ_NO_EXTENSIONS": "1"}}
 

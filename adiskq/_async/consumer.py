@@ -5,7 +5,9 @@ cache, then decoding with a CRC check per record (~1 µs a message); they run on
 thread, because a hop to a worker thread costs more than the read (and decoding holds the GIL
 anyway). A read is capped in messages and bytes, so it holds the loop for well under a millisecond
 with the default batch (benchmarks/RESULTS.md has the figures). When caught up, the consumer waits for a wake-up:
-from a producer in its own process (``wakeup.notify``), from inotify, or from a slow poll.
+from a producer in its own process (``wakeup.notify``), from inotify, or from a slow poll; all of
+that is set up at the first wait, so opening a consumer costs a look at the settings and at each
+partition's segments, and a consumer that reads to its end without waiting never touches inotify.
 
 Cancellation: a read either returns messages or consumes nothing — the wait comes before the read,
 and nothing awaits between the read and handing its messages over — so a cancelled ``__anext__``
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import anyio.lowlevel
@@ -29,9 +31,11 @@ from .._storage.stream import StreamReader
 from . import wakeup
 from .arguments import Start, check_on_data_loss, check_start, positive_seconds
 from .follower import OnDataLoss, PartitionFollower, producer_is_in_this_process
-from .notify import Notifier, get_notifier
 from .reader import _Reader
 from .settings_watch import SettingsWatch
+
+if TYPE_CHECKING:
+    from .notify import Notifier
 
 __all__ = ["Consumer", "End", "OnDataLoss", "Start"]
 
@@ -136,17 +140,17 @@ class Consumer(_Reader[KeyT, ValueT]):
         if self._state == "open":
             return
         stream = StreamReader.open(self.path)
-        notifier = self._notifier = get_notifier()
         self._stream = stream
         try:
             if self.partition is not None:
                 stream.partition(self.partition)  # InvalidArgumentError for one the stream lacks
-                self._follow(stream, notifier, self.partition, self.start)
+                self._follow(stream, self.partition, self.start)
             else:
                 if self.end == "wait":
-                    self._settings = SettingsWatch(stream, notifier, self._waiter, on_events=True)
+                    # Watched from the first wait on (``_prepare_wait``).
+                    self._settings = SettingsWatch(stream, None, self._waiter, on_events=True)
                 for partition in range(stream.partition_count):
-                    self._follow(stream, notifier, partition, self.start)
+                    self._follow(stream, partition, self.start)
         except BaseException:
             self._release()
             # Forgotten, so that the next read opens afresh (and fails again, or reads).
@@ -155,14 +159,20 @@ class Consumer(_Reader[KeyT, ValueT]):
             raise
         self._state = "open"
 
-    def _follow(self, stream: StreamReader, notifier: Notifier, partition: int, start: Start) -> None:
+    def _follow(self, stream: StreamReader, partition: int, start: Start) -> None:
         reader = stream.partition(partition)
-        position = reader.offset_of(start)
+        oldest, next_offset = reader.bounds()  # one look at the segments serves each use below
+        if start == "oldest":
+            position = oldest
+        elif start == "newest":
+            position = next_offset
+        else:
+            position = reader.offset_of(start)
         end: int | None
         if self.end == "wait":
             end = None
         elif self.end == "close":
-            end = max(position, reader.bounds()[1])
+            end = max(position, next_offset)
         else:
             end = int(self.end)
         follower = PartitionFollower(
@@ -171,11 +181,12 @@ class Consumer(_Reader[KeyT, ValueT]):
             position=position,
             end=end,
             on_data_loss=self.on_data_loss,
-            notifier=notifier,
+            notifier=self._notifier,  # None before the first wait: the follower takes it then
             waiter=self._waiter,
             on_skip=self._on_skip,
             tag_filter=self._tag_filter,
             decoder=self._decoder,
+            next_offset=next_offset,
         )
         self._order.append(follower)
         self._single = follower if len(self._order) == 1 else None
@@ -192,9 +203,8 @@ class Consumer(_Reader[KeyT, ValueT]):
         count = settings.stream.partition_count
         if count <= len(self._order):
             return False
-        assert self._notifier is not None
         for partition in range(len(self._order), count):
-            self._follow(settings.stream, self._notifier, partition, "oldest")  # all of it is new
+            self._follow(settings.stream, partition, "oldest")  # all of it is new
         return True
 
     async def aclose(self) -> None:
@@ -261,6 +271,7 @@ class Consumer(_Reader[KeyT, ValueT]):
         directly, or there is no inotify and it polls); None before it opens."""
         if not self._order:
             return None
+        self._wait_notifier()
         return any(follower.uses_inotify for follower in self._order)
 
     # -- reading ---------------------------------------------------------------------------------
@@ -286,6 +297,8 @@ class Consumer(_Reader[KeyT, ValueT]):
         return self._settings is None and all(follower.done for follower in self._order)
 
     def _prepare_wait(self) -> object:
+        if self._settings is not None:
+            self._settings.watch_with(self._wait_notifier())
         single = self._single
         if single is not None:
             return single.prepare_wait()
@@ -301,8 +314,7 @@ class Consumer(_Reader[KeyT, ValueT]):
         return any(f.moved_since(base) for f, base in zip(self._order, bases, strict=False))
 
     def _wait_seconds(self) -> float:
-        assert self._notifier is not None
-        return self.poll_interval or self._notifier.poll_seconds
+        return self.poll_interval or self._wait_notifier().poll_seconds
 
     def _waits_on_kernel(self) -> bool:
         # Beside a producer of this process, which wakes it directly, the consumer does not read the

@@ -4,6 +4,11 @@ Shared by ``Consumer`` and ``ConsumerGroup``. A follower never awaits: the reade
 (``reader.py``) does. When caught up it watches the ``.index`` of the segment it reads and the
 partition's folder (for the next segment) with inotify, unless the partition's producer runs in this
 process: that producer wakes it directly after every commit (``wakeup.py``).
+
+The wake-ups are set up at the first wait (``prepare_wait``), not when the follower is made: a
+reader that reads a backlog to its end never loads inotify's bindings, reads the stream's ``owner``
+file or adds and removes a watch (``inotify_rm_watch`` alone takes ~0.1 ms). Nothing is missed by
+setting up late: the wait loop looks at the partition again after ``prepare_wait`` and before it sleeps.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from .._errors import DeserializationError, OffsetOutOfRangeError
 from .._sansio.decoding import MessageDecoder
@@ -24,7 +29,9 @@ from .._storage.lock import owner_text
 from .._storage.segment import segment_path
 from .._storage.stream import StreamReader
 from . import wakeup
-from .notify import Notifier, Watch
+
+if TYPE_CHECKING:
+    from .notify import Notifier, Watch
 
 __all__ = ["MAX_READ_BYTES", "OnDataLoss", "PartitionFollower", "producer_is_in_this_process"]
 
@@ -42,6 +49,14 @@ MAX_SCAN_OFFSETS: Final = 65_536
 _SCAN_STEP: Final = 8192
 _INDEX_SUFFIX: Final = "." + INDEX
 _HOST: Final = socket.gethostname()
+
+
+def process_notifier() -> Notifier:
+    """The process's notifier (``notify.py``), imported at the first wait rather than with the
+    readers: its inotify bindings (ctypes, a library search) take ~10 ms to import."""
+    from .notify import get_notifier
+
+    return get_notifier()
 
 
 def producer_is_in_this_process(stream_path: str) -> bool:
@@ -70,14 +85,18 @@ class PartitionFollower:
         position: int,
         end: int | None,
         on_data_loss: OnDataLoss,
-        notifier: Notifier,
+        notifier: Notifier | None,
         waiter: wakeup.Waiter,
         on_skip: Callable[[int, int, int], None],
         tag_filter: TagFilter | None = None,
         decoder: MessageDecoder | None = None,
+        next_offset: int | None = None,
     ) -> None:
+        """``notifier``: the one to watch with (None: the process's, taken at the first wait);
+        ``next_offset``: the partition's next offset, when the caller has just looked it up."""
         reader = stream.partition(partition)
-        _, next_offset = reader.bounds()
+        if next_offset is None:
+            _, next_offset = reader.bounds()
         if position > next_offset:
             raise OffsetOutOfRangeError(
                 f"offset {position} of partition {partition} is not written yet (the next offset is "
@@ -88,7 +107,7 @@ class PartitionFollower:
             )
         self.partition = partition
         self.reader = reader
-        self.key: wakeup.PartitionKey = (stream.real_path, partition)
+        self._stream = stream
         self.position = position
         self.end = end
         self.on_data_loss = on_data_loss
@@ -96,7 +115,9 @@ class PartitionFollower:
         self._cursor: PartitionCursor = reader.cursor(position)
         self._notifier = notifier
         self._waiter = waiter
-        wakeup.register(self.key, waiter)
+        # The wake-ups (set up at the first wait): the in-process registration under ``key``, and
+        # the watches, unless the producer is in this process (``local``).
+        self.key: wakeup.PartitionKey | None = None
         self._stream_path = stream.path
         self._folder_watch: Watch | None = None
         self._index_watch: Watch | None = None
@@ -107,21 +128,35 @@ class PartitionFollower:
         # A filtered read stopped at MAX_SCAN_OFFSETS with more to look at: read again before waiting.
         self.more_to_scan = False
         self._scan_step = 0  # offsets a filtered read looks at (see _read_tagged)
-        self.choose_wakeups()
 
     @property
     def uses_inotify(self) -> bool:
-        """True when this partition relies on inotify to be woken."""
-        return not self.local and self._notifier.uses_inotify
+        """True when this partition relies on inotify to be woken (its wake-ups are set up to tell)."""
+        notifier = self._set_up_wakeups()
+        return not self.local and notifier.uses_inotify
+
+    def _set_up_wakeups(self) -> Notifier:
+        """Register for in-process wake-ups and choose the watches, the first time; the notifier."""
+        notifier = self._notifier
+        if notifier is None:
+            notifier = self._notifier = process_notifier()
+        if self.key is None and not self.closed:
+            self.key = (self._stream.real_path, self.partition)
+            wakeup.register(self.key, self._waiter)
+            self._choose_wakeups(notifier, None)
+        return notifier
 
     def choose_wakeups(self, local: bool | None = None) -> None:
         """Watch the partition with inotify unless its producer is in this process (``local``, when
         the caller has just looked for all the stream's partitions)."""
+        self._choose_wakeups(self._set_up_wakeups(), local)
+
+    def _choose_wakeups(self, notifier: Notifier, local: bool | None) -> None:
         self.local = producer_is_in_this_process(self._stream_path) if local is None else local
         if self.local:
             self._drop_watches()
-        elif self._folder_watch is None:
-            self._folder_watch = self._notifier.watch(self.reader.directory, self._waiter, folder_suffix=_INDEX_SUFFIX)
+        elif self._folder_watch is None and not self.closed:
+            self._folder_watch = notifier.watch(self.reader.directory, self._waiter, folder_suffix=_INDEX_SUFFIX)
 
     @property
     def done(self) -> bool:
@@ -238,13 +273,13 @@ class PartitionFollower:
 
     def prepare_wait(self) -> int | None:
         """Watch the ``.index`` of the segment being read; returns that segment's base offset."""
+        notifier = self._set_up_wakeups()
         base = self._cursor.segment_base
         if self.local:
             return base
         path = None if base is None else segment_path(self.reader.directory, base, INDEX)
         current = self._index_watch
         if current is None or current.path != path:
-            notifier = self._notifier
             if current is not None:
                 notifier.unwatch(current, self._waiter)
                 self._index_watch = None
@@ -264,11 +299,13 @@ class PartitionFollower:
             return
         self.closed = True
         self._cursor.close()
-        wakeup.unregister(self.key, self._waiter)
+        if self.key is not None:
+            wakeup.unregister(self.key, self._waiter)
         self._drop_watches()
 
     def _drop_watches(self) -> None:
         for watch in (self._index_watch, self._folder_watch):
             if watch is not None:
+                assert self._notifier is not None  # a watch was made with it
                 self._notifier.unwatch(watch, self._waiter)
         self._index_watch = self._folder_watch = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import collections.abc
 from collections.abc import AsyncIterator, Callable
 from types import TracebackType
-from typing import Final, Generic, Literal, Self
+from typing import TYPE_CHECKING, Final, Generic, Literal, Self
 
 import anyio
 import anyio.lowlevel
@@ -19,9 +19,11 @@ from .._storage.stream import StreamReader
 from . import wakeup
 from .arguments import check_max_messages
 from .buffered import new_buffer
+from .follower import process_notifier
 from .metrics import telemetry
-from .notify import Notifier, get_notifier
-from .stream_wait import wait_for_stream
+
+if TYPE_CHECKING:
+    from .notify import Notifier
 
 __all__ = ["DEFAULT_BATCH_MESSAGES", "_Reader"]
 
@@ -61,7 +63,7 @@ class _Reader(Generic[KeyT, ValueT]):
     # "new" until the first open succeeds, "open" while reading is possible, "closed" for good.
     _state: Literal["new", "open", "closed"]
     _waiter: wakeup.Waiter
-    _notifier: Notifier | None
+    _notifier: Notifier | None  # taken at the first wait (or by the subclass as it opens)
     _reading: bool  # a task is in _next_batch (one reads at a time)
     path: str
     wait_for_stream: bool = False  # reading waits for a missing stream instead of raising
@@ -129,6 +131,13 @@ class _Reader(Generic[KeyT, ValueT]):
         """How long to sleep at most (the poll that backs inotify up, or sooner work)."""
         raise NotImplementedError
 
+    def _wait_notifier(self) -> Notifier:
+        """The notifier this reader waits with: the process's, taken the first time it is needed."""
+        notifier = self._notifier
+        if notifier is None:
+            notifier = self._notifier = process_notifier()
+        return notifier
+
     def _waits_on_kernel(self) -> bool:
         """Whether an inotify event may be what wakes this reader."""
         return True
@@ -170,8 +179,6 @@ class _Reader(Generic[KeyT, ValueT]):
         before the sleep starts), and a commit before the arm is found by the second look.
         """
         waiter = self._waiter
-        notifier = self._notifier
-        assert notifier is not None
         while True:
             if self._state == "closed":
                 raise ClosedError(self._closed_while_reading)
@@ -180,6 +187,7 @@ class _Reader(Generic[KeyT, ValueT]):
             messages = self._read_some(max_messages)
             if messages or self._all_done():
                 return messages
+            notifier = self._wait_notifier()  # first needed here: a reader that never waits never loads it
             mark = self._prepare_wait()
             notifier.read_unread()  # events a wake-up left queued: none is for this waiter any more
             waiter.arm()
@@ -215,9 +223,11 @@ class _Reader(Generic[KeyT, ValueT]):
                 except StreamNotFoundError:
                     if self.closed:
                         raise
+                from .stream_wait import wait_for_stream  # imports the notifier: not needed otherwise
+
                 await wait_for_stream(
                     self.path,
-                    notifier=get_notifier(),
+                    notifier=self._wait_notifier(),
                     waiter=self._waiter,
                     exists=self._stream_exists,
                     closed=lambda: self.closed,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from .._sansio.naming import SETTINGS_FILE
 from .._storage.stream import StreamReader
 from . import wakeup
-from .notify import Notifier, Watch
+
+if TYPE_CHECKING:
+    from .notify import Notifier, Watch
 
 __all__ = ["SettingsWatch"]
 
@@ -36,19 +39,34 @@ class SettingsWatch:
 
     ``on_events``: ``changed()`` looks at the file only after the watch fired (or when asked to,
     ``force=True``, after a poll's timeout): a consumer's wait then costs no ``stat``.
+
+    ``notifier`` None: the watch is made later, by ``watch_with`` (a consumer's first wait). The
+    file's signature is taken now and the first ``changed()`` compares with it, so a replacement
+    between the two is noticed.
     """
 
     def __init__(
-        self, stream: StreamReader, notifier: Notifier, waiter: wakeup.Waiter, *, on_events: bool = False
+        self, stream: StreamReader, notifier: Notifier | None, waiter: wakeup.Waiter, *, on_events: bool = False
     ) -> None:
         self.stream = stream
         self._path = os.path.join(stream.path, SETTINGS_FILE)
         self._signature = self._stat()
-        self._notifier = notifier
+        self._notifier: Notifier | None = None
         self._noting = _NotingWaiter(waiter) if on_events else None
         # The watch wakes the noting stand-in, which wakes the reader's waiter.
         self._waiter: wakeup.Waiter = waiter if self._noting is None else self._noting  # type: ignore[assignment]
-        self._watch: Watch | None = notifier.watch(stream.path, self._waiter, folder_suffix=SETTINGS_FILE)
+        self._watch: Watch | None = None
+        self._closed = False
+        if notifier is not None:
+            self.watch_with(notifier)
+
+    def watch_with(self, notifier: Notifier) -> None:
+        """Watch the file with ``notifier`` (once; nothing after ``close``)."""
+        if self._notifier is None and not self._closed:
+            self._notifier = notifier
+            self._watch = notifier.watch(self.stream.path, self._waiter, folder_suffix=SETTINGS_FILE)
+            if self._noting is not None:
+                self._noting.noted = True  # a replacement before the watch began shows at the next look
 
     def _stat(self) -> tuple[int, int, int] | None:
         try:
@@ -73,6 +91,7 @@ class SettingsWatch:
 
     def close(self) -> None:
         """Drop the watch; closing twice is harmless."""
-        if self._watch is not None:
+        self._closed = True
+        if self._watch is not None and self._notifier is not None:
             self._notifier.unwatch(self._watch, self._waiter)
             self._watch = None

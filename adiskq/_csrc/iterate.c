@@ -6,7 +6,12 @@
  * (the am_send slot, no StopIteration raised and caught) and never suspends, as the pure-Python
  * reader's buffered path never did. With nothing buffered, or once closed, __anext__ returns
  * what `refill()` returns instead: the reader's coroutine that reads (or waits for) the next batch,
- * raises ClosedError or StopAsyncIteration, and calls set() with the new batch. */
+ * raises ClosedError or StopAsyncIteration, and calls set() with the new batch.
+ *
+ * `async for` drops each Ready as soon as it gave its message, before it asks for the next: one
+ * spare Ready is kept when it is freed and handed out again, so a step allocates nothing of its own
+ * (an allocation and a free were ~60 of the ~1,370 instructions a message read with `async for`
+ * cost, callgrind). A Ready still held elsewhere (a task made of __anext__) is simply not the spare. */
 #include "core.h"
 
 typedef struct {
@@ -14,9 +19,52 @@ typedef struct {
     PyObject *value; /* given once by the first send; NULL after */
 } Ready;
 
+#if defined(Py_REF_DEBUG) || defined(Py_TRACE_REFS) || defined(Py_GIL_DISABLED)
+#define KEEP_SPARE 0 /* reusing an object there is more than setting its reference count */
+#else
+#define KEEP_SPARE 1
+static Ready *spare = NULL; /* a freed Ready, kept for the next step (the GIL guards it) */
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h> /* the spare is poisoned: a use after free is still caught */
+#define POISON_SPARE(op) ASAN_POISON_MEMORY_REGION((op), sizeof(Ready))
+#define UNPOISON_SPARE(op) ASAN_UNPOISON_MEMORY_REGION((op), sizeof(Ready))
+#else
+#define POISON_SPARE(op) ((void)0)
+#define UNPOISON_SPARE(op) ((void)0)
+#endif
+
 static void ready_dealloc(Ready *self) {
-    Py_XDECREF(self->value);
+    Py_CLEAR(self->value); /* may run a __del__, which may free or take the spare meanwhile */
+#if KEEP_SPARE
+    if (spare == NULL) {
+        spare = self;
+        POISON_SPARE(self);
+        return;
+    }
+#endif
     PyObject_Free(self);
+}
+
+static PyTypeObject ReadyType;
+
+static Ready *ready_new(PyObject *value) {
+    Ready *ready;
+#if KEEP_SPARE
+    if (spare != NULL) {
+        ready = spare;
+        spare = NULL;
+        UNPOISON_SPARE(ready);
+        Py_SET_REFCNT(ready, 1); /* a static type: no type reference to take again */
+    } else
+#endif
+    {
+        ready = PyObject_New(Ready, &ReadyType);
+        if (ready == NULL) return NULL;
+    }
+    ready->value = Py_NewRef(value);
+    return ready;
 }
 
 static PyObject *ready_await(PyObject *self) { return Py_NewRef(self); }
@@ -106,9 +154,8 @@ static PyObject *buffer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
 static PyObject *buffer_anext(PyObject *op) {
     Buffer *self = (Buffer *)op;
     if (!self->closed && self->index < PyList_GET_SIZE(self->items)) {
-        Ready *ready = PyObject_New(Ready, &ReadyType);
+        Ready *ready = ready_new(PyList_GET_ITEM(self->items, self->index));
         if (ready == NULL) return NULL;
-        ready->value = Py_NewRef(PyList_GET_ITEM(self->items, self->index));
         self->index++;
         return (PyObject *)ready;
     }

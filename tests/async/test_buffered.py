@@ -120,3 +120,21 @@ async def test_the_next_message_can_be_read_in_a_task_while_messages_are_buffere
             tg.start_soon(consumer.__anext__)
         assert consumer.position == 2
         assert (await anext(consumer)).value == b"c"
+
+
+async def test_a_step_awaited_while_another_is_outstanding_gives_its_own_message(kind: str) -> None:
+    """``__anext__`` awaitables held at once (tasks made of them) each give their own message, in
+    the order they are awaited, also where a step's awaitable object is reused once dropped."""
+
+    async def refill() -> Message:
+        raise StopAsyncIteration
+
+    buffer = make(kind, refill)
+    buffer.set(messages(4))
+    first = buffer.__anext__()
+    assert (await first).offset == 0
+    del first  # dropped: the next step may reuse it
+    second, third = buffer.__anext__(), buffer.__anext__()
+    assert (await second).offset == 1
+    assert (await third).offset == 2
+    assert [m.offset async for m in buffer] == [3]

@@ -64,6 +64,15 @@ async def test_all_consumers_share_one_inotify_instance(stream_path: str) -> Non
                 await consumer.aclose()
 
 
+async def wait_once(consumer: adiskq.Consumer) -> None:
+    """Let ``consumer`` wait for a message (which sets up its wake-ups), then stop it waiting."""
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consumer.__anext__)
+            await wait_all_tasks_blocked()
+            tg.cancel_scope.cancel()
+
+
 async def test_watches_are_shared_and_released(stream_path: str) -> None:
     """Consumers of one partition share its folder watch; the last one to close removes it."""
     with Writer(stream_path):
@@ -73,10 +82,29 @@ async def test_watches_are_shared_and_released(stream_path: str) -> None:
     consumers = [adiskq.Consumer(stream_path) for _ in range(5)]
     for consumer in consumers:
         await consumer.__aenter__()
+        await wait_once(consumer)
     assert notifier._by_path[folder].refs == 5
     for consumer in consumers:
         await consumer.aclose()
     assert folder not in notifier._by_path
+
+
+async def test_a_consumer_that_reads_to_its_end_without_waiting_watches_nothing(stream_path: str) -> None:
+    """A consumer that reads what is there and closes adds no watch: its wake-ups are set up when it first waits."""
+    with Writer(stream_path, partitions=2, notify=False) as writer:
+        writer.append([b"a"], partition=0)
+        writer.append([b"b"], partition=1)
+        notifier = notify.get_notifier()
+        async with adiskq.Consumer(stream_path, end="close") as consumer:
+            assert sorted([m.value async for m in consumer]) == [b"a", b"b"]
+            assert notifier._by_path == {}
+        async with adiskq.Consumer(stream_path) as consumer:
+            assert sorted([(await consumer.__anext__()).value for _ in range(2)]) == [b"a", b"b"]
+            assert notifier._by_path == {}
+            await wait_once(consumer)
+            # the stream folder (settings.json), and each partition's folder and .index file
+            assert len(notifier._by_path) == 5
+        assert notifier._by_path == {}
 
 
 async def test_reading_is_handed_over_when_the_reader_is_woken(stream_path: str) -> None:
@@ -423,8 +451,9 @@ async def test_removed_watches_leave_nothing_behind(stream_path: str) -> None:
         notifier = notify.get_notifier()
         assert notifier._inotify is not None
         for _ in range(20):
-            async with adiskq.Consumer(stream_path, end="close") as consumer:
-                assert [m.value async for m in consumer] == [b"x"]
+            async with adiskq.Consumer(stream_path) as consumer:
+                assert (await consumer.__anext__()).value == b"x"
+                await wait_once(consumer)
                 assert notifier._by_wd
         notifier.dispatch()  # the kernel's IN_IGNORED events for the removed watches
         assert notifier._by_path == {}
