@@ -42,7 +42,7 @@ class FetchSession:
         self._followers: dict[tuple[str, int], PartitionFollower] = {}
         self._generation = topics.generation
         self._notifier: Notifier | None = None
-        self._oldest: dict[wakeup.PartitionKey, int] = {}  # log start offsets last seen (``log_start``)
+        self._oldest: dict[str, int] = {}  # log start offsets last seen (``log_start``), by partition folder
 
     @property
     def notifier(self) -> Notifier:
@@ -98,7 +98,7 @@ class FetchSession:
         That is the base of its first segment. Retention deletes segments from the oldest on and
         writers only add segments after the last, so while the first segment seen is still there it
         is still the first: one stat instead of listing the partition's folder on every Fetch."""
-        key = follower.key
+        key = follower.reader.directory
         oldest = self._oldest.get(key)
         if oldest is not None:
             try:
