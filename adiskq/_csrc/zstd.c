@@ -10,7 +10,13 @@
  *
  * A prepared dictionary is a capsule holding its ZSTD_DDict and ZSTD_CDict (digested once) and its id.
  * One decompression context and one compression context serve every call: they are used only with the
- * GIL held. */
+ * GIL held. *
+ * Values are compressed with ZSTD_compress_usingCDict. The stable API's other way, a compression
+ * context per dictionary given small-input parameters (ZSTD_CCtx_setParameter: level, window, hash
+ * and chain logs of 10 to 15) and the dictionary once (ZSTD_CCtx_loadDictionary), then ZSTD_compress2
+ * per value, costs more under callgrind, not less: about 12,100 instructions a 262-byte JSON value
+ * against 11,400 (libzstd 1.5.4, level 3, same 54.6 bytes a value); its per-frame cost is the
+ * block's match search and entropy coding, not table resets. */
 #include <dlfcn.h>
 
 #include "core.h"
