@@ -17,6 +17,12 @@ from hypothesis import settings
 # default failed cases that passed alone).
 settings.register_profile("sanitize", deadline=None)
 
+# pytest-xdist's workers (scripts/test runs the suite on two) are given COLUMNS=80 and LINES=24 for
+# their own output. The command line's tables, written to a pipe or file, keep their natural width
+# unless COLUMNS says otherwise: the tests judge them as a user's pipe gets them, on one worker or many.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
+
 if TYPE_CHECKING:
     from helpers.faults import DiskFaults
     from pyspark.sql import SparkSession
