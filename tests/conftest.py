@@ -14,14 +14,31 @@ from hypothesis import settings
 
 # scripts/sanitize runs the property tests under AddressSanitizer, several times slower than a plain
 # run: there a case's time says nothing about the code, so no deadline (on a busy machine the 200 ms
-# default failed cases that passed alone).
-settings.register_profile("sanitize", deadline=None)
+# default failed cases that passed alone), and half the examples (the plain run tries every 100).
+settings.register_profile("sanitize", deadline=None, max_examples=50)
 
 # pytest-xdist's workers (scripts/test runs the suite on two) are given COLUMNS=80 and LINES=24 for
 # their own output. The command line's tables, written to a pipe or file, keep their natural width
 # unless COLUMNS says otherwise: the tests judge them as a user's pipe gets them, on one worker or many.
 os.environ.pop("COLUMNS", None)
 os.environ.pop("LINES", None)
+
+# The folders whose files take longest (processes killed and restarted, a JVM, real clients) run first:
+# scripts/test hands whole files to two workers in the order collected, and a long file taken last
+# leaves one worker running alone at the end.
+_LONG_FIRST = ("torture", "spark", "kafka", "examples", "benchmarks", "fuzz")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Collected tests, the long-running folders' first, each file's in its own order."""
+
+    def rank(item: pytest.Item) -> int:
+        parts = pathlib.Path(str(item.path)).parts
+        folder = parts[parts.index("tests") + 1] if "tests" in parts[:-1] else ""
+        return _LONG_FIRST.index(folder) if folder in _LONG_FIRST else len(_LONG_FIRST)
+
+    items.sort(key=rank)
+
 
 if TYPE_CHECKING:
     from helpers.faults import DiskFaults
