@@ -126,18 +126,23 @@ class PartitionReader:
         oldest, next_offset = self.bounds()
         return oldest if position == "oldest" else next_offset
 
+    def _committed_timestamps(self, base: int) -> Sequence[int]:
+        """The timestamps of the segment's committed messages (those its index covers), in offset
+        order; empty when the segment was vacuumed meanwhile."""
+        raw = read_file(segment_path(self.directory, base, TIMEINDEX))
+        if raw is None:
+            return []
+        committed = entry_count(self.directory, base)
+        stamps = timestamps(raw[: committed * TIMEINDEX_ENTRY_BYTES])
+        if len(stamps) < committed:  # the active segment's last time entries are still buffered
+            stamps.extend(self._record_timestamps(base, base + len(stamps), base + committed))
+        return stamps
+
     def offset_for_time(self, timestamp_ns: int) -> int:
         """The first offset whose timestamp is at or after ``timestamp_ns``; the next offset if none."""
         bases = self.segment_bases()
         for base in bases:
-            raw = read_file(segment_path(self.directory, base, TIMEINDEX))
-            if raw is None:
-                continue  # vacuumed meanwhile
-            # Only entries the index already covers are committed.
-            committed = entry_count(self.directory, base)
-            stamps = timestamps(raw[: committed * TIMEINDEX_ENTRY_BYTES])
-            if len(stamps) < committed:  # the active segment's last time entries are still buffered
-                stamps.extend(self._record_timestamps(base, base + len(stamps), base + committed))
+            stamps = self._committed_timestamps(base)
             if not stamps or max(stamps) < timestamp_ns:
                 continue
             # The first entry at or after the time, found in C (timestamps need not be in order).
@@ -150,13 +155,7 @@ class PartitionReader:
         so this reads every segment's time index (8 bytes a message)."""
         newest: tuple[int, int] | None = None
         for base in self.segment_bases():
-            raw = read_file(segment_path(self.directory, base, TIMEINDEX))
-            if raw is None:
-                continue  # vacuumed meanwhile
-            committed = entry_count(self.directory, base)
-            stamps = timestamps(raw[: committed * TIMEINDEX_ENTRY_BYTES])
-            if len(stamps) < committed:  # the active segment's last time entries are still buffered
-                stamps.extend(self._record_timestamps(base, base + len(stamps), base + committed))
+            stamps = self._committed_timestamps(base)
             if stamps and (newest is None or max(stamps) > newest[1]):
                 top = max(stamps)
                 newest = (base + stamps.index(top), top)

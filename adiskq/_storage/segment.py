@@ -889,6 +889,13 @@ class SegmentReader:
             end = last_position + last_size
         return entries[: count * INDEX_ENTRY_BYTES], count, start, end
 
+    def _decode(self, data: bytes | memoryview, offset: int, count: int) -> list[Message]:
+        """``count`` records in ``data`` from ``offset`` on, checked and decoded (values decompressed
+        with this segment's dictionaries)."""
+        return decode_messages(
+            data, self.partition, offset, count, max_record_bytes=self.max_record_bytes, dictionaries=self.dictionaries
+        )
+
     def read_messages(self, offset: int, max_count: int, max_bytes: int | None = None) -> list[Message]:
         """Up to ``max_count`` messages from ``offset`` on (at least one if any, then ``max_bytes``),
         every record checked (see ``locate`` for the index entries)."""
@@ -898,14 +905,7 @@ class SegmentReader:
         entries, count, start, end = located
         data = self.read_span(start, end)
         try:
-            return decode_messages(
-                data,
-                self.partition,
-                offset,
-                count,
-                max_record_bytes=self.max_record_bytes,
-                dictionaries=self.dictionaries,
-            )
+            return self._decode(data, offset, count)
         except CorruptRecordError as error:
             damaged = None if error.position is None else _offset_at(entries, count, offset, start + error.position)
             if damaged is not None and damaged > offset:
@@ -1050,14 +1050,7 @@ class SegmentReader:
     def _decode_run(self, offset: int, count: int, start: int, end: int) -> list[Message]:
         data = self.read_data(start, end - start)
         try:
-            return decode_messages(
-                data,
-                self.partition,
-                offset,
-                count,
-                max_record_bytes=self.max_record_bytes,
-                dictionaries=self.dictionaries,
-            )
+            return self._decode(data, offset, count)
         except CorruptRecordError:
             # read_messages names the damaged record and delivers the ones before it
             return self.read_messages(offset, count)
