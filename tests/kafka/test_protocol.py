@@ -13,6 +13,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.types import TopicName
 
+from adiskq.kafka._protocol import request_schema, response_schema
 from adiskq.kafka._registry import API_TABLE
 
 
@@ -20,6 +21,17 @@ def assert_closed(sock: socket.socket) -> None:
     """The gateway closed the connection (a reset counts: it closed with unread bytes pending)."""
     with contextlib.suppress(ConnectionResetError):
         assert sock.recv(1) == b""
+
+
+def test_every_registered_version_has_kios_request_and_response_schemas() -> None:
+    """Each API and version the gateway advertises has a request and a response schema to decode and encode it."""
+    missing = [
+        (api.name, version)
+        for api in API_TABLE.values()
+        for version in range(api.min_version, api.max_version + 1)
+        if request_schema(api.key, version) is None or response_schema(api.key, version) is None
+    ]
+    assert missing == []
 
 
 def test_api_versions_lists_exactly_the_registered_ranges(gateway) -> None:
