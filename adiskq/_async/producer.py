@@ -800,6 +800,41 @@ class Producer(Generic[PushKeyT, PushValueT]):
             if turns is not None:
                 turns.pushing -= 1
 
+    def _push_to_partition_now(self, partition: int, records: list[Record]) -> list[Receipt] | None:
+        """``_push_to_partition`` without awaiting: the records written and committed now, on the
+        loop thread, when the partition's lane may take them inline (a ``flush="async"`` stream, no
+        batch in flight, no roll due, the lock at hand); None when they must wait, and then nothing
+        was written or counted. For a server answering from its socket callbacks (the Kafka gateway),
+        which has no turn of the loop to give before its answer: it returns to the loop right after.
+        Raises what ``_push_to_partition`` raises; ``PartialWriteError`` when the index write failed
+        after its first records were committed."""
+        self._check_open()
+        if not 0 <= partition < self._partition_count:
+            raise InvalidArgumentError(
+                f"stream {self.path!r} has partitions 0..{self._partition_count - 1}; there is no partition {partition}"
+            )
+        if not records:
+            return []
+        lane = self._lanes[partition]
+        if lane.sync_flush:  # answered after the fsync, which is a batch's, off the loop thread
+            return None
+        encoded, stamps, _, key_hashes, entries = self._encode(list(records), time.time_ns())
+        total_bytes = sum(map(len, encoded))
+        if not lane.can_write_inline(total_bytes):
+            return None
+        if self._disk_guard is not None:
+            self._disk_guard.admit(total_bytes)
+        try:
+            first = lane.write_inline(encoded, stamps, key_hashes, None if entries is None else b"".join(entries))
+        except PartlyCommittedError as error:
+            if error.committed == 0:
+                raise
+            placed: list[Receipt | None] = [None] * len(encoded)
+            _place_receipts(placed, range(error.committed), partition, error.first_offset)
+            raise PartialWriteError(error, placed) from error
+        made: list[Receipt] = receipts(partition, first, len(encoded))
+        return made
+
     def _encode(
         self, items: list[Record | bytes], now: int
     ) -> tuple[list[bytes], list[int], list[int], list[int], list[bytes] | None]:

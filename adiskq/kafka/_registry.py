@@ -12,6 +12,11 @@ How a handler is written and registered (one module per API under ``adiskq/kafka
         # version does not have, so one handler serves every version.
         return respond(request, "HeartbeatResponse", throttle_time=0, error_code=ErrorCode.none)
 
+A hot request (Produce, Fetch) also has a synchronous handler, registered with ``answers_now``: it
+answers at once from the connection's socket callback when it can (a write that needs no wait, a
+Fetch that has data), or returns ``Later``, whose ``finish`` the connection's task awaits for the
+rest (a long poll, a write behind an fsync). Its awaited handler does both in turn.
+
 A handler returns the response payload (a kio dataclass), or that payload already encoded as bytes
 (Produce and Fetch, whose answers ``_fast_responses.py`` writes without kio), or None when the
 request takes no response (Produce with acks=0). ``context.gateway`` is the gateway's shared state
@@ -29,14 +34,25 @@ import dataclasses
 import functools
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ._protocol import RequestHeader, response_schema
 
 if TYPE_CHECKING:
     from ._core import Connection, GatewayCore
 
-__all__ = ["API_TABLE", "Api", "Handler", "RequestContext", "nested", "register", "respond"]
+__all__ = [
+    "API_TABLE",
+    "Api",
+    "Handler",
+    "Later",
+    "NowHandler",
+    "RequestContext",
+    "answers_now",
+    "nested",
+    "register",
+    "respond",
+]
 
 
 @dataclasses.dataclass(slots=True)
@@ -51,6 +67,19 @@ class RequestContext:
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 
 
+class Later:
+    """A request a synchronous handler could not answer at once: ``finish()`` answers it (the
+    connection's task awaits it, before the connection's next request)."""
+
+    __slots__ = ("finish",)
+
+    def __init__(self, finish: Callable[[], Awaitable[Any]]) -> None:
+        self.finish = finish
+
+
+NowHandler = Callable[[RequestContext, Any], Any]  # the answer, or Later
+
+
 class Api(NamedTuple):
     """One API the gateway answers, in versions ``min_version..max_version``."""
 
@@ -59,6 +88,7 @@ class Api(NamedTuple):
     min_version: int
     max_version: int
     handler: Handler
+    now: NowHandler | None = None  # answers without awaiting when it can (``answers_now``)
 
 
 API_TABLE: dict[int, Api] = {}
@@ -74,6 +104,19 @@ def register(key: int, name: str, *, min_version: int, max_version: int) -> Call
             raise ValueError(f"API key {key} is registered twice ({API_TABLE[key].name} and {name})")
         API_TABLE[key] = Api(key, name, min_version, max_version, handler)
         return handler
+
+    return add
+
+
+_Now = TypeVar("_Now", bound=NowHandler)
+
+
+def answers_now(key: int) -> Callable[[_Now], _Now]:
+    """Register the synchronous handler of an API registered already (see the module's docstring)."""
+
+    def add(now: _Now) -> _Now:
+        API_TABLE[key] = API_TABLE[key]._replace(now=now)
+        return now
 
     return add
 

@@ -30,6 +30,7 @@ from ._framing import RECEIVE_BYTES, Frames, FrameTooLargeError
 from ._options import GroupOptions, SecurityOptions
 from ._protocol import (
     ProtocolError,
+    RequestHeader,
     decode_request,
     encode_error_response,
     encode_response,
@@ -37,7 +38,7 @@ from ._protocol import (
     parse_header,
     request_schema,
 )
-from ._registry import API_TABLE, RequestContext, respond
+from ._registry import API_TABLE, Later, RequestContext, respond
 from ._security import GatewayTLSListener, may_handle, raw_sasl_answer, raw_sasl_expected, should_close
 
 __all__ = ["DEFAULT_MAX_REQUEST_BYTES", "KafkaGateway"]
@@ -332,6 +333,12 @@ class KafkaGateway:
 
     async def _answer(self, connection: Connection, message: bytes) -> bytes | None:
         """The response frame for one request frame (None: the request takes no response)."""
+        answer = self._answer_now(connection, message)
+        return await answer.finish() if isinstance(answer, Later) else answer
+
+    def _answer_now(self, connection: Connection, message: bytes) -> bytes | Later | None:
+        """The response frame for one request frame, if it can be answered without waiting (None:
+        the request takes no response); otherwise ``Later``, which the connection's task finishes."""
         core = self._core
         assert core is not None
         header, at = parse_header(message)
@@ -341,12 +348,23 @@ class KafkaGateway:
         if not may_handle(core, connection, header.api_key):
             raise Unauthenticated(f"{api.name} before SASL authentication")
         request = decode_request(header, message, at)
-        response = await api.handler(RequestContext(core, connection, header), request)
-        if response is None:
-            return None
-        if isinstance(response, bytes):  # the payload already encoded (Produce, Fetch)
-            return frame_payload(header.correlation_id, header.api_key, header.api_version, response)
-        return encode_response(header.correlation_id, response)
+        context = RequestContext(core, connection, header)
+        if api.now is None:
+            handler = api.handler
+
+            async def handle() -> bytes | None:
+                return _frame(header, await handler(context, request))
+
+            return Later(handle)
+        response = api.now(context, request)
+        if isinstance(response, Later):
+            finish = response.finish
+
+            async def go_on() -> bytes | None:
+                return _frame(header, await finish())
+
+            return Later(go_on)
+        return _frame(header, response)
 
     def _unsupported(self, api_key: int, api_version: int, correlation_id: int) -> bytes:
         """Kafka's answer to a request it does not serve in that version: UNSUPPORTED_VERSION; for
@@ -362,6 +380,15 @@ class KafkaGateway:
         name = API_TABLE[api_key].name if api_key in API_TABLE else f"API key {api_key}"
         logger.info("adiskq: a Kafka client sent %s version %d, which the gateway does not serve", name, api_version)
         return encode_error_response(correlation_id, _UNSUPPORTED_VERSION)
+
+
+def _frame(header: RequestHeader, response: Any) -> bytes | None:
+    """A handler's answer as a response frame (None: the request takes no response)."""
+    if response is None:
+        return None
+    if isinstance(response, bytes):  # the payload already encoded (Produce, Fetch)
+        return frame_payload(header.correlation_id, header.api_key, header.api_version, response)
+    return encode_response(header.correlation_id, response)
 
 
 class Unauthenticated(Exception):

@@ -116,6 +116,10 @@ class Topics:
             lock = self._locks[name] = anyio.Lock()
         return lock
 
+    def open_writer(self, name: str) -> Producer | None:
+        """The gateway's producer of the topic if it is open already (None: ``writer`` opens it)."""
+        return self._writers.get(name)
+
     async def writer(self, name: str, *, create_partitions: int | None = None) -> Producer:
         """The gateway's producer of the topic, opened on first use.
 

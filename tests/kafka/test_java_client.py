@@ -40,7 +40,13 @@ def versions_sent(monkeypatch: pytest.MonkeyPatch) -> dict[int, set[int]]:
             sent[request.__api_key__].add(request.__version__)
             return await handler(context, request)
 
-        monkeypatch.setitem(API_TABLE, key, api._replace(handler=recording))
+        def recording_now(context: Any, request: Any, now: Any = api.now) -> Any:
+            sent[request.__api_key__].add(request.__version__)
+            return now(context, request)
+
+        monkeypatch.setitem(
+            API_TABLE, key, api._replace(handler=recording, now=None if api.now is None else recording_now)
+        )
     return sent
 
 

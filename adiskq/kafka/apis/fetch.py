@@ -24,7 +24,7 @@ from ..._errors import OffsetOutOfRangeError
 from .._fast_responses import FetchedPartition, fetch_response
 from .._fetching import MAX_FETCH_MESSAGES, FetchSession
 from .._records import batch_from_messages
-from .._registry import RequestContext, register
+from .._registry import Later, RequestContext, answers_now, register
 from .._topic_ids import TopicIds
 from .._topics import check_topic_name
 from ._common import error_code_for
@@ -53,40 +53,67 @@ class _Partition:
 @register(1, "Fetch", min_version=4, max_version=16)
 async def fetch(context: RequestContext, request: Any) -> bytes:
     """Read every partition asked for; wait for more up to ``max_wait_ms`` if there is too little."""
-    gateway = context.gateway
-    session = context.connection.fetches
-    response_budget = getattr(request, "max_bytes", _NO_LIMIT) or _NO_LIMIT
-    parts: list[_Partition] = []
-    by_id = request.__version__ >= _TOPIC_IDS_FROM
-    for topic in request.topics:
-        name = (TopicIds.of(gateway).name_of(topic.topic_id) or "") if by_id else topic.topic
-        for asked in topic.partitions:
-            part = _Partition(topic.topic_id if by_id else name, asked.partition, asked.partition_max_bytes)
-            if by_id and not name:
-                part.error = ErrorCode.unknown_topic_id
-            else:
-                try:
-                    check_topic_name(name)
-                    part.follower = session.follower(name, asked.partition, asked.fetch_offset)
-                except Exception as error:
-                    part.error = error_code_for(error)
-            parts.append(part)
-    taken = 0
+    answer = fetch_now(context, request)
+    if isinstance(answer, Later):
+        finished: bytes = await answer.finish()
+        return finished
+    return answer
 
-    def read_all() -> None:
-        nonlocal taken
-        for part in parts:
+
+@answers_now(1)
+def fetch_now(context: RequestContext, request: Any) -> bytes | Later:
+    """The same, without a task when the answer needs no wait: the data is there (``min_bytes`` of
+    it), or the client does not wait (``max_wait_ms`` 0); otherwise ``Later`` goes on from what
+    was read, in the connection's task."""
+    job = _FetchJob(context, request)
+    job.read_all()
+    if job.must_wait():
+        return Later(job.finish)
+    return job.response()
+
+
+class _FetchJob:
+    """One Fetch request: its partitions, what was read of each, the budget left."""
+
+    __slots__ = ("_context", "_request", "_response_budget", "parts", "taken")
+
+    def __init__(self, context: RequestContext, request: Any) -> None:
+        self._context = context
+        self._request = request
+        gateway = context.gateway
+        session = context.connection.fetches
+        self._response_budget = getattr(request, "max_bytes", _NO_LIMIT) or _NO_LIMIT
+        self.parts: list[_Partition] = []
+        self.taken = 0
+        by_id = request.__version__ >= _TOPIC_IDS_FROM
+        for topic in request.topics:
+            name = (TopicIds.of(gateway).name_of(topic.topic_id) or "") if by_id else topic.topic
+            for asked in topic.partitions:
+                part = _Partition(topic.topic_id if by_id else name, asked.partition, asked.partition_max_bytes)
+                if by_id and not name:
+                    part.error = ErrorCode.unknown_topic_id
+                else:
+                    try:
+                        check_topic_name(name)
+                        part.follower = session.follower(name, asked.partition, asked.fetch_offset)
+                    except Exception as error:
+                        part.error = error_code_for(error)
+                self.parts.append(part)
+
+    def read_all(self) -> None:
+        response_budget = self._response_budget
+        for part in self.parts:
             follower = part.follower
             if follower is None:
                 continue
             part.caught_up = False  # known only from this look: data may have come since the last
-            if part.budget <= 0 or taken >= response_budget:
+            if part.budget <= 0 or self.taken >= response_budget:
                 continue
             # Chunks of at most MAX_FETCH_MESSAGES, each encoded as one record batch at once: the
             # batch's size is what the budgets count.
-            while part.budget > 0 and taken < response_budget:
+            while part.budget > 0 and self.taken < response_budget:
                 try:
-                    messages = follower.read(MAX_FETCH_MESSAGES, min(part.budget, response_budget - taken))
+                    messages = follower.read(MAX_FETCH_MESSAGES, min(part.budget, response_budget - self.taken))
                 except OffsetOutOfRangeError:
                     part.error = ErrorCode.offset_out_of_range
                     part.follower = None
@@ -98,21 +125,40 @@ async def fetch(context: RequestContext, request: Any) -> bytes:
                 size = len(batch)
                 part.batches.append(batch)
                 part.budget -= size
-                taken += size
+                self.taken += size
 
-    read_all()
-    followers = [part.follower for part in parts if part.follower is not None]
-    wait_seconds = request.max_wait.total_seconds()
-    if taken < request.min_bytes and wait_seconds > 0 and followers and not gateway.closing:
-        deadline = anyio.current_time() + wait_seconds
+    def followers(self) -> list[PartitionFollower]:
+        return [part.follower for part in self.parts if part.follower is not None]
+
+    def must_wait(self) -> bool:
+        """True when the first look found too little and the client waits for more."""
+        request = self._request
+        return (
+            self.taken < request.min_bytes
+            and request.max_wait.total_seconds() > 0
+            and bool(self.followers())
+            and not self._context.gateway.closing
+        )
+
+    def response(self) -> bytes:
+        return _response(self._request, self._context.connection.fetches, self.parts)
+
+    async def finish(self) -> bytes:
+        """The long poll: wait for the stream's wake-ups until ``min_bytes`` are there or
+        ``max_wait_ms`` has passed since the first look, then answer."""
+        gateway = self._context.gateway
+        session = self._context.connection.fetches
+        min_bytes = self._request.min_bytes
+        deadline = anyio.current_time() + self._request.max_wait.total_seconds()
+        followers = self.followers()
         waiter = session.waiter
         while True:
             marks = [follower.prepare_wait() for follower in followers]
             session.notifier.read_unread()
             waiter.arm()
             try:
-                read_all()  # the look after arming: a write before the arm is found here
-                if taken >= request.min_bytes or gateway.closing:
+                self.read_all()  # the look after arming: a write before the arm is found here
+                if self.taken >= min_bytes or gateway.closing:
                     break
                 if any(f.moved_since(mark) for f, mark in zip(followers, marks, strict=True)):
                     continue  # a new segment to watch before sleeping
@@ -123,15 +169,15 @@ async def fetch(context: RequestContext, request: Any) -> bytes:
             finally:
                 waiter.disarm()
             if woken:
-                read_all()
-                if taken >= request.min_bytes or gateway.closing:
+                self.read_all()
+                if self.taken >= min_bytes or gateway.closing:
                     break
             if anyio.current_time() >= deadline:
                 break
-            followers = [part.follower for part in parts if part.follower is not None]
+            followers = self.followers()
             if not followers:
                 break
-    return _response(request, session, parts)
+        return self.response()
 
 
 def _response(request: Any, session: FetchSession, parts: list[_Partition]) -> bytes:

@@ -6,6 +6,12 @@ the first offset. acks=0 gets no answer; acks=1 and acks=all are answered once t
 which on a ``flush="sync"`` stream is after the fsync. Batches of idempotent producers (producer id
 set) pass the sequence check first (``_idempotence.py``): a retry is answered with its first
 offset and not written again, a gap is refused with OUT_OF_ORDER_SEQUENCE_NUMBER.
+
+A partition is written at once, without awaiting (``produce_now``), when the topic's producer can
+take its records inline: that is the common case of a ``flush="async"`` gateway. A partition that
+has to wait (the producer not open yet, a stream flushed with fsync, a write in flight) and those
+after it are written by the connection's task, in order; acks=all on ``flush="sync"`` is therefore
+still answered after the fsync.
 """
 
 from __future__ import annotations
@@ -16,11 +22,13 @@ from typing import Any
 import anyio
 from kio.schema.errors import ErrorCode
 
+from ..._async.producer import Producer
 from ..._sansio.kafka_batch import KafkaBatch, KafkaBatchError, KafkaCorruptBatchError, decode_batches
+from ..._sansio.values import Record
 from .._fast_responses import ProducedPartition, produce_response
 from .._idempotence import Duplicate, SequenceError
 from .._records import RecordRefusedError, records_from_batches
-from .._registry import RequestContext, register
+from .._registry import Later, RequestContext, answers_now, register
 from .._topics import check_topic_name
 from ._common import error_code_for
 
@@ -40,35 +48,118 @@ class _Refused(Exception):
 @register(0, "Produce", min_version=3, max_version=11)
 async def produce(context: RequestContext, request: Any) -> bytes | None:
     """Append each partition's batches; the first offset (or an error) per partition."""
-    answers = []
-    for topic in request.topic_data:
-        partitions = [
-            await _produce_partition(context, request, topic.name, data.index, data.records)
-            for data in topic.partition_data
+    answer = produce_now(context, request)
+    if isinstance(answer, Later):
+        finished: bytes | None = await answer.finish()
+        return finished
+    return answer
+
+
+@answers_now(0)
+def produce_now(context: RequestContext, request: Any) -> bytes | Later | None:
+    """The same, without a task when every partition can be written at once (the usual case on a
+    ``flush="async"`` gateway); otherwise the partitions written so far are kept and ``Later``
+    finishes the rest in the connection's task."""
+    job = _ProduceJob(context, request)
+    if job.run_now():
+        return job.response()
+    return Later(job.finish)
+
+
+class _ProduceJob:
+    """One Produce request's partitions, answered in order: as many at once as can be, the rest awaited."""
+
+    __slots__ = ("_context", "_parts", "_request", "_results", "_waiting")
+
+    def __init__(self, context: RequestContext, request: Any) -> None:
+        self._context = context
+        self._request = request
+        self._parts = [
+            (topic.name, data.index, data.records) for topic in request.topic_data for data in topic.partition_data
         ]
-        answers.append((topic.name, partitions))
-    if request.acks == 0:
-        return None
-    return produce_response(request.__version__, answers)
+        self._results: list[ProducedPartition] = []
+        self._waiting: _Waiting | None = None  # what the first partition not answered has decoded
+
+    def run_now(self) -> bool:
+        """Answer partitions until one has to wait; True when all are answered."""
+        parts, results = self._parts, self._results
+        while len(results) < len(parts):
+            topic, partition, data = parts[len(results)]
+            result = _produce_partition_now(self._context, self._request, topic, partition, data)
+            if isinstance(result, _Waiting):
+                self._waiting = result
+                return False
+            results.append(result)
+        return True
+
+    async def finish(self) -> bytes | None:
+        """Answer the partitions left (the first of them has to wait), then the response."""
+        parts, results = self._parts, self._results
+        while len(results) < len(parts):
+            topic, partition, data = parts[len(results)]
+            waiting, self._waiting = self._waiting, None
+            results.append(await _produce_partition(self._context, self._request, topic, partition, data, waiting))
+            self.run_now()
+        return self.response()
+
+    def response(self) -> bytes | None:
+        if self._request.acks == 0:
+            return None
+        answers: dict[str, list[ProducedPartition]] = {}
+        for (topic, _, _), result in zip(self._parts, self._results, strict=True):
+            answers.setdefault(topic, []).append(result)
+        return produce_response(self._request.__version__, list(answers.items()))
+
+
+def _produce_partition_now(
+    context: RequestContext, request: Any, topic: str, partition: int, data: bytes | None
+) -> ProducedPartition | _Waiting:
+    """One partition's answer if it can be given at once; what it has decoded, to go on in the
+    connection's task, if it has to wait (nothing was written then)."""
+    try:
+        if request.transactional_id is not None:
+            raise _Refused(ErrorCode.transactional_id_not_found, "this broker has no transactions")
+        base_offset = _append_now(context, topic, partition, data)
+    except _Refused as refused:
+        return _refusal(partition, refused)
+    if isinstance(base_offset, _Waiting):
+        return base_offset
+    return ProducedPartition(partition, ErrorCode.none, base_offset)
 
 
 async def _produce_partition(
-    context: RequestContext, request: Any, topic: str, partition: int, data: bytes | None
+    context: RequestContext, request: Any, topic: str, partition: int, data: bytes | None, waiting: _Waiting | None
 ) -> ProducedPartition:
     try:
         if request.transactional_id is not None:
             raise _Refused(ErrorCode.transactional_id_not_found, "this broker has no transactions")
-        base_offset = await _append(context, topic, partition, data)
+        batches = _checked_batches(context, topic, partition, data) if waiting is None else waiting.batches
+        base_offset = await _append(context, topic, partition, batches, None if waiting is None else waiting.records)
     except _Refused as refused:
-        record_error = None
-        if refused.record_index is not None:
-            record_error = (refused.record_index, refused.message)
-        return ProducedPartition(partition, refused.code, -1, record_error, refused.message)
+        return _refusal(partition, refused)
     return ProducedPartition(partition, ErrorCode.none, base_offset)
 
 
-async def _append(context: RequestContext, topic: str, partition: int, data: bytes | None) -> int:
-    """Write the batches; their first offset. _Refused with Kafka's error code otherwise."""
+def _refusal(partition: int, refused: _Refused) -> ProducedPartition:
+    record_error = None
+    if refused.record_index is not None:
+        record_error = (refused.record_index, refused.message)
+    return ProducedPartition(partition, refused.code, -1, record_error, refused.message)
+
+
+class _Waiting:
+    """A partition that has to wait for its write: its batches, and their records once mapped."""
+
+    __slots__ = ("batches", "records")
+
+    def __init__(self, batches: list[KafkaBatch], records: list[Record] | None) -> None:
+        self.batches = batches
+        self.records = records
+
+
+def _checked_batches(context: RequestContext, topic: str, partition: int, data: bytes | None) -> list[KafkaBatch]:
+    """The partition's record batches, decoded; _Refused with Kafka's error code for a topic or
+    partition that is not there, or batches that do not decode."""
     topics = context.gateway.topics
     try:
         check_topic_name(topic)
@@ -90,8 +181,42 @@ async def _append(context: RequestContext, topic: str, partition: int, data: byt
         raise _Refused(ErrorCode.invalid_record, str(error)) from None
     if not batches:
         raise _Refused(ErrorCode.invalid_record, "the request holds no record batch for this partition")
+    return batches
+
+
+def _append_now(context: RequestContext, topic: str, partition: int, data: bytes | None) -> int | _Waiting:
+    """Write the batches now if the topic's producer can take them at once; their first offset.
+    ``_Waiting`` (nothing written) otherwise: the topic's producer is not open yet, the stream
+    flushes with fsync, a write is in flight, another request holds the partition's sequence lock."""
+    batches = _checked_batches(context, topic, partition, data)
+    producer = context.gateway.topics.open_writer(topic)
     if batches[0].producer_id < 0:
-        return await _write(context, topic, partition, batches)
+        records = _records(batches)
+        if producer is None:
+            return _Waiting(batches, records)
+        first = _push_now(producer, topic, partition, records)
+        return _Waiting(batches, records) if first is None else first
+    # Idempotent: the sequence check, the write and its record happen in this one step, so no
+    # other request can come between them; a request of several batches goes the awaited way.
+    if producer is None or len(batches) != 1 or _sequence_lock(context, topic, partition).locked():
+        return _Waiting(batches, None)
+    batch = batches[0]
+    verdict = _check_sequence(context, topic, partition, batch)
+    if isinstance(verdict, Duplicate):
+        return verdict.base_offset
+    first = _push_now(producer, topic, partition, _records([batch]))
+    if first is None:
+        return _Waiting(batches, None)  # checked again under the lock, once it can be written
+    _sequence_written(context, topic, partition, batch, first)
+    return first
+
+
+async def _append(
+    context: RequestContext, topic: str, partition: int, batches: list[KafkaBatch], records: list[Record] | None
+) -> int:
+    """Write the batches; their first offset. _Refused with Kafka's error code otherwise."""
+    if batches[0].producer_id < 0:
+        return await _write(context, topic, partition, batches, records)
     # Idempotent: check, write and remember under one lock per partition, batch by batch.
     lock = _sequence_lock(context, topic, partition)
     async with lock:
@@ -113,29 +238,56 @@ def _sequence_lock(context: RequestContext, topic: str, partition: int) -> anyio
     return lock
 
 
-async def _write_idempotent(context: RequestContext, topic: str, partition: int, batch: KafkaBatch) -> int:
-    sequences = context.gateway.sequences
+def _check_sequence(context: RequestContext, topic: str, partition: int, batch: KafkaBatch) -> Duplicate | None:
     count = batch.last_offset_delta + 1
     try:
-        verdict = sequences.check(topic, partition, batch.producer_id, batch.producer_epoch, batch.base_sequence, count)
+        return context.gateway.sequences.check(
+            topic, partition, batch.producer_id, batch.producer_epoch, batch.base_sequence, count
+        )
     except SequenceError as error:
         raise _Refused(ErrorCode(error.code), str(error)) from None
-    if isinstance(verdict, Duplicate):
-        return verdict.base_offset
-    base_offset = await _write(context, topic, partition, [batch])
-    sequences.written(
+
+
+def _sequence_written(context: RequestContext, topic: str, partition: int, batch: KafkaBatch, base_offset: int) -> None:
+    count = batch.last_offset_delta + 1
+    context.gateway.sequences.written(
         topic, partition, batch.producer_id, batch.producer_epoch, batch.base_sequence, count, base_offset
     )
+
+
+async def _write_idempotent(context: RequestContext, topic: str, partition: int, batch: KafkaBatch) -> int:
+    verdict = _check_sequence(context, topic, partition, batch)
+    if isinstance(verdict, Duplicate):
+        return verdict.base_offset
+    base_offset = await _write(context, topic, partition, [batch], None)
+    _sequence_written(context, topic, partition, batch, base_offset)
     return base_offset
 
 
-async def _write(context: RequestContext, topic: str, partition: int, batches: list[KafkaBatch]) -> int:
+def _records(batches: list[KafkaBatch]) -> list[Record]:
     try:
         records = records_from_batches(batches)
     except RecordRefusedError as error:
         raise _Refused(ErrorCode.invalid_record, str(error), error.index) from None
     if not records:
         raise _Refused(ErrorCode.invalid_record, "the record batch holds no records")
+    return records
+
+
+def _push_now(producer: Producer, topic: str, partition: int, records: list[Record]) -> int | None:
+    try:
+        receipts = producer._push_to_partition_now(partition, records)
+    except Exception as error:
+        logger.warning("adiskq: produce to %s-%d failed: %s", topic, partition, error)
+        raise _Refused(error_code_for(error), str(error)) from None
+    return None if receipts is None else receipts[0].offset
+
+
+async def _write(
+    context: RequestContext, topic: str, partition: int, batches: list[KafkaBatch], records: list[Record] | None
+) -> int:
+    if records is None:
+        records = _records(batches)
     try:
         producer = await context.gateway.topics.writer(topic)
         receipts = await producer._push_to_partition(partition, records)
