@@ -17,9 +17,12 @@ The loop here logs, waits a moment when out of resources, and accepts again.
 
 from __future__ import annotations
 
+import asyncio
 import errno
+import functools
 import logging
 import resource
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -52,8 +55,13 @@ class ResilientListener(anyio.abc.Listener[anyio.abc.SocketStream]):
     """The TCP listener (one socket, or several: ``MultiListener``) served by accept loops that keep
     at most ``limit`` connections open (None: no limit) and outlive the errors of one accept."""
 
-    def __init__(self, listener: anyio.abc.Listener[anyio.abc.SocketStream], limit: int | None) -> None:
+    def __init__(
+        self, listener: anyio.abc.Listener[anyio.abc.SocketStream], limit: int | None, *, raw_sockets: bool = False
+    ) -> None:
         self.listener = listener
+        # Hand the handler the accepted socket itself, not an AnyIO stream (asyncio only: the
+        # gateway serves it with a protocol of its own, ``_asyncio_transport.py``).
+        self.raw_sockets = raw_sockets
         nested = listener.listeners if isinstance(listener, MultiListener) else [listener]
         self._sockets: Sequence[anyio.abc.Listener[anyio.abc.SocketStream]] = nested
         self.limit = limit
@@ -81,6 +89,9 @@ class ResilientListener(anyio.abc.Listener[anyio.abc.SocketStream]):
         task_group: anyio.abc.TaskGroup,
     ) -> None:
         accept = getattr(listener, "accept")  # noqa: B009 (anyio's socket listeners have it; Listener does not say so)
+        if self.raw_sockets:
+            listening = listener.extra(anyio.abc.SocketAttribute.raw_socket)  # noqa: S610 (anyio, not Django)
+            accept = functools.partial(_accept_socket, listening)
         refused = 0  # accepts refused for want of descriptors since the last one that succeeded
         while True:
             await self._take_slot()
@@ -135,6 +146,12 @@ class ResilientListener(anyio.abc.Listener[anyio.abc.SocketStream]):
     def _give_slot(self) -> None:
         if self._slots is not None:
             self._slots.release()
+
+
+async def _accept_socket(listening: socket.socket) -> socket.socket:
+    """One accepted connection's socket (asyncio: the running loop's accept)."""
+    client, _address = await asyncio.get_running_loop().sock_accept(listening)
+    return client
 
 
 async def _accept(accept: Callable[[], Any]) -> anyio.abc.SocketStream:

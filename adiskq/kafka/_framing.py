@@ -40,6 +40,11 @@ class Frames:
         """True between requests: nothing of a next frame has arrived."""
         return not self._buffer
 
+    @property
+    def buffered_bytes(self) -> int:
+        """How many bytes are received and not yet taken as frames."""
+        return len(self._buffer)
+
     def feed(self, data: bytes) -> None:
         """Add received bytes."""
         self._buffer += data

@@ -12,18 +12,22 @@ for all connections, ``_deadlines.py``, up to a quarter of the shorter timeout l
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import socket
 from types import TracebackType
 from typing import Any, Final, Literal, Self
 
 import anyio
 import anyio.abc
+import sniffio
 from kio.schema.errors import ErrorCode
 
 from .._errors import ClosedError, InvalidArgumentError
 from . import apis as _apis  # registers every handler
 from ._accepting import ResilientListener, connection_limit
+from ._asyncio_transport import ConnectionProtocol
 from ._core import Connection, GatewayCore
 from ._deadlines import Deadline, Deadlines
 from ._framing import RECEIVE_BYTES, Frames, FrameTooLargeError
@@ -174,7 +178,9 @@ class KafkaGateway:
         except BaseException:
             self._state = "closed"
             raise
-        listener: anyio.abc.Listener[Any] = ResilientListener(tcp_listener, connection_limit())
+        # Plain TCP on asyncio: served from the socket's callbacks (``_asyncio_transport.py``).
+        raw_sockets = ssl_context is None and sniffio.current_async_library() == "asyncio"
+        listener: anyio.abc.Listener[Any] = ResilientListener(tcp_listener, connection_limit(), raw_sockets=raw_sockets)
         if ssl_context is not None:
             listener = GatewayTLSListener(
                 listener, ssl_context, standard_compatible=False, handshake_timeout=self.request_timeout
@@ -245,21 +251,32 @@ class KafkaGateway:
 
     # -- one connection --------------------------------------------------------------------------
 
-    async def _serve_connection(self, stream: anyio.abc.ByteStream) -> None:
+    async def _serve_connection(self, stream: anyio.abc.ByteStream | socket.socket) -> None:
         core, deadlines = self._core, self._deadlines
         assert core is not None
         assert deadlines is not None
-        try:
-            address = stream.extra(anyio.abc.SocketAttribute.remote_address)  # noqa: S610 (anyio, not Django)
-            peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
-        except (OSError, TypeError, anyio.TypedAttributeLookupError):
-            peer = "?"
+        peer = _peer_of(stream)
         connection = Connection.open(peer, core.topics)
         core.connections.add(connection)
         deadline = deadlines.watch()
+        protocol: ConnectionProtocol | None = None
         try:
             with deadline.scope:
-                await self._serve_requests(stream, connection, deadline)
+                if isinstance(stream, socket.socket):
+                    protocol = ConnectionProtocol(
+                        core,
+                        connection,
+                        deadline,
+                        self._answer_now,
+                        max_request_bytes=self.max_request_bytes,
+                        request_timeout=self.request_timeout,
+                        idle_timeout=self.idle_timeout,
+                    )
+                    served = protocol
+                    await asyncio.get_running_loop().connect_accepted_socket(lambda: served, stream)
+                    await protocol.run()
+                else:
+                    await self._serve_requests(stream, connection, deadline)
             if deadline.expired == "stalled":
                 logger.info("adiskq: Kafka client %s stalled for %.0f s; connection closed", peer, self.request_timeout)
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -276,8 +293,14 @@ class KafkaGateway:
             deadlines.forget(deadline)
             core.connections.discard(connection)
             connection.close()
-            with anyio.CancelScope(shield=True):
-                await stream.aclose()
+            if isinstance(stream, socket.socket):
+                if protocol is not None and protocol.connected:
+                    protocol.close(abort=deadline.expired is not None)
+                else:
+                    stream.close()  # no transport took it
+            else:
+                with anyio.CancelScope(shield=True):
+                    await stream.aclose()
 
     async def _serve_requests(self, stream: anyio.abc.ByteStream, connection: Connection, deadline: Deadline) -> None:
         """Answer the connection's requests in order until it closes, stalls, idles out, fails to
@@ -380,6 +403,18 @@ class KafkaGateway:
         name = API_TABLE[api_key].name if api_key in API_TABLE else f"API key {api_key}"
         logger.info("adiskq: a Kafka client sent %s version %d, which the gateway does not serve", name, api_version)
         return encode_error_response(correlation_id, _UNSUPPORTED_VERSION)
+
+
+def _peer_of(stream: anyio.abc.ByteStream | socket.socket) -> str:
+    """The client's address as ``host:port``, for the log ("?" when it cannot be told)."""
+    try:
+        if isinstance(stream, socket.socket):
+            address = stream.getpeername()
+        else:
+            address = stream.extra(anyio.abc.SocketAttribute.remote_address)  # noqa: S610 (anyio, not Django)
+    except (OSError, TypeError, anyio.TypedAttributeLookupError):
+        return "?"
+    return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
 
 
 def _frame(header: RequestHeader, response: Any) -> bytes | None:
