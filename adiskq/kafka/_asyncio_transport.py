@@ -39,7 +39,7 @@ __all__ = ["READ_AHEAD_BYTES", "WRITE_HIGH_BYTES", "ConnectionProtocol"]
 
 logger = logging.getLogger("adiskq.kafka")
 
-WRITE_HIGH_BYTES: Final = 4 << 20  # answers not yet taken by the client, before answering stops
+WRITE_HIGH_BYTES: Final = 256 << 10  # answers not yet taken by the client, before answering stops
 READ_AHEAD_BYTES: Final = 1 << 20  # bytes of later requests read while one waits in the task
 _MESSAGE_TOO_LARGE: Final = 10
 
