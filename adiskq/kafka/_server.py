@@ -8,6 +8,11 @@ holds only its own task: a frame it does not finish within ``request_timeout`` s
 answer it does not take within that time, closes its connection; an idle one is closed after
 ``idle_timeout`` seconds, as Kafka's ``connections.max.idle.ms`` does (both enforced by one watcher
 for all connections, ``_deadlines.py``, up to a quarter of the shorter timeout late).
+
+Two transports under the same connection task: plain TCP on asyncio is served from the socket's
+callbacks (``_asyncio_transport.py``), which answer Produce and Fetch in place when they need no
+wait and hand the rest to the task; TLS, and every connection on Trio, go through AnyIO's streams
+(``_serve_requests``). Both answer through ``_answer_now``.
 """
 
 from __future__ import annotations
