@@ -77,6 +77,7 @@ class ConnectionProtocol(asyncio.Protocol):
         self._writing_paused = False
         self._reading_paused = False
         self._refusing: int | None = None  # the size of a frame over max_request_bytes, being refused
+        self._eof = False  # the client will send nothing more
 
     # -- asyncio's callbacks ---------------------------------------------------------------------
 
@@ -96,8 +97,11 @@ class ConnectionProtocol(asyncio.Protocol):
         self._pump()
 
     def eof_received(self) -> bool:
-        self._stop()
-        return False  # let the transport close
+        # The client has sent its last request: answer every whole one received, then close (the
+        # answers still go out on the half-open connection, as the stream path sends them).
+        self._eof = True
+        self._pump()
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop()
@@ -190,6 +194,9 @@ class ConnectionProtocol(asyncio.Protocol):
                     )
                     continue
                 if message is None:
+                    if self._eof:
+                        self._stop()
+                        return
                     idle = frames.empty
                     self._deadline.arm(self._idle_timeout if idle else self._request_timeout, idle=idle)
                     self._resume_reading()

@@ -72,6 +72,18 @@ def test_a_waiting_fetch_keeps_the_answers_after_it_in_order(gateway: RunningGat
         assert time.monotonic() - started >= 0.25  # the first answer came after its wait
 
 
+def test_a_client_that_stops_sending_still_gets_every_answer(gateway: RunningGateway, topic: str) -> None:
+    """Requests, then the client's end shut for writing while a Fetch waits: each is answered, then it closes."""
+    with socket.create_connection(("127.0.0.1", gateway.gateway.port), timeout=10) as sock:
+        metadata_v1 = struct.pack(">i", 1) + struct.pack(">h", len(topic)) + topic.encode()  # creates the topic
+        sock.sendall(_frame(3, 1, 1, metadata_v1))
+        assert _answers(sock, 1) == [1]
+        sock.sendall(_frame(1, 4, 2, _fetch_body(topic, 0, 300)) + _frame(18, 0, 3))
+        sock.shutdown(socket.SHUT_WR)
+        assert _answers(sock, 2) == [2, 3]
+        assert sock.recv(1) == b""
+
+
 @pytest.fixture(params=["asyncio", "trio"])
 def short_gateway(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaGateway]:
     """A gateway whose idle and request timeouts are half a second, over a topic "big" holding one
