@@ -132,3 +132,22 @@ def test_a_refused_record_is_answered_in_every_produce_version(gateway, topic: s
         (answer,) = response.responses[0].partition_responses
         assert answer.error_code == 87, version  # INVALID_RECORD
         assert answer.base_offset == -1
+
+
+def test_a_produce_naming_a_topic_twice_is_answered_per_entry(gateway, topic: str) -> None:
+    """A Produce listing the same topic in two entries gets two topic entries back, in order, each with its offsets."""
+    import datetime as dt
+
+    from kio.schema.produce.v3.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+    from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
+
+    batch = encode_batch(base_offset=0, records=[KafkaRecord(0, 1, b"k", b"v", [])], base_timestamp_ms=1)
+    entry = TopicProduceData(name=TopicName(topic), partition_data=(PartitionProduceData(index=0, records=batch),))
+    call(gateway.gateway.port, MetadataRequest(topics=(MetadataRequestTopic(name=TopicName(topic)),)))
+    response = call(
+        gateway.gateway.port, ProduceRequest(acks=1, timeout=dt.timedelta(seconds=5), topic_data=(entry, entry))
+    )
+    assert [(answer.name, len(answer.partition_responses)) for answer in response.responses] == [(topic, 1), (topic, 1)]
+    offsets = [answer.partition_responses[0].base_offset for answer in response.responses]
+    assert offsets == [0, 1]

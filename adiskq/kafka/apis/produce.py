@@ -103,12 +103,19 @@ class _ProduceJob:
         return self.response()
 
     def response(self) -> bytes | None:
-        if self._request.acks == 0:
+        """The answer: one entry per topic entry of the request, in its order (a topic named twice
+        is answered twice), each with its partitions' results."""
+        request = self._request
+        if request.acks == 0:
             return None
-        answers: dict[str, list[ProducedPartition]] = {}
-        for (topic, _, _), result in zip(self._parts, self._results, strict=True):
-            answers.setdefault(topic, []).append(result)
-        return produce_response(self._request.__version__, list(answers.items()))
+        results = self._results
+        answers = []
+        at = 0
+        for topic in request.topic_data:
+            count = len(topic.partition_data)
+            answers.append((topic.name, results[at : at + count]))
+            at += count
+        return produce_response(request.__version__, answers)
 
 
 def _produce_partition_now(
