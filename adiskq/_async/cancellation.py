@@ -81,19 +81,29 @@ def _current_task_finder(loop: asyncio.AbstractEventLoop) -> Callable[[], asynci
 
 
 def _trio_check() -> Callable[[], bool] | None:
-    """Trio keeps the answer itself: the task's ``_cancel_status.effectively_cancelled``."""
+    """Trio keeps the answer itself: the task's ``_cancel_status.effectively_cancelled``. The task
+    is read where ``current_task()`` reads it (the run's thread-local context), a Python call less
+    a push; through ``current_task()`` where that is not found as expected."""
     import trio
 
     task = trio.lowlevel.current_task()
     status = getattr(task, "_cancel_status", None)
     if not isinstance(getattr(status, "effectively_cancelled", None), bool):
         return None  # pragma: no cover - a Trio that renamed it
-    current_task = trio.lowlevel.current_task
+    run_context: Any = getattr(sys.modules.get("trio._core._run"), "GLOBAL_RUN_CONTEXT", None)
+    if run_context is not None and getattr(run_context, "task", None) is task:
 
-    def cancel_pending() -> bool:
+        def cancel_pending() -> bool:
+            cancelled: bool = run_context.task._cancel_status.effectively_cancelled
+            return cancelled
+
+        return cancel_pending
+    current_task = trio.lowlevel.current_task  # pragma: no cover - as above
+
+    def cancel_pending_slower() -> bool:  # pragma: no cover - as above
         return current_task()._cancel_status.effectively_cancelled
 
-    return cancel_pending
+    return cancel_pending_slower
 
 
 def cancel_check() -> Callable[[], bool]:

@@ -22,6 +22,20 @@
  * while a write was retried). When the record went in whole and its entry did not (or only partly),
  * the exception's `index_entry` attribute is True: the caller then cuts .index back as well as .data.
  * Nothing is cut back here.
+ *
+ *   append_one(write, data_fd, index_fd, record, offset, position,
+ *              timestamp_ns, time_buffer, tag_entry, tag_buffer, key_hash, key_buffer) -> None
+ *
+ * append_record, and once both writes are made, the record's buffered entries noted as
+ * SegmentWriter.append_one notes them (segment.py's append_one_reference is this function's reference):
+ * its .timeindex entry (u64 offset | i64 timestamp_ns, little-endian: segment.py's TIMEINDEX_ENTRY, "<Qq")
+ * appended to the list time_buffer, tag_entry (the 4 bytes of its .tagindex entry) to the list
+ * tag_buffer, and key_hash (its key index entry, a u32) to the list key_buffer unless that is None.
+ * Every argument is checked (TypeError for a wrong type; ValueError for a tag entry of another size;
+ * OverflowError for a key hash, offset, position or timestamp out of its field's range) before the first
+ * write, so a call that raises before writing leaves the files and the lists as they were. On a failed
+ * write the lists are left as they were and the error is append_record's. A single push's append in one
+ * call from Python.
  */
 #include "core.h"
 
@@ -121,21 +135,18 @@ static int load_real_write(void) {
     return real_write == NULL ? -1 : 0;
 }
 
-PyObject *adq_py_append_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
-    if (nargs != 6 || !PyBytes_CheckExact(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "append_record(write, data_fd, index_fd, record: bytes, offset, position)");
-        return NULL;
-    }
-    if (load_real_write() < 0) return NULL;
+/* The two writes of append_record's arguments (args[0:6], checked but for the record's type); 0 when
+ * made, -1 with the exception set (marked with index_entry when the record went in whole). */
+static int append_checked(PyObject *const *args) {
+    if (load_real_write() < 0) return -1;
     int data_fd = fd_of(args[1]);
-    if (data_fd < 0) return NULL;
+    if (data_fd < 0) return -1;
     int index_fd = fd_of(args[2]);
-    if (index_fd < 0) return NULL;
+    if (index_fd < 0) return -1;
     unsigned long long offset = PyLong_AsUnsignedLongLong(args[4]);
-    if (offset == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    if (offset == (unsigned long long)-1 && PyErr_Occurred()) return -1;
     unsigned long long position = PyLong_AsUnsignedLongLong(args[5]);
-    if (position == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    if (position == (unsigned long long)-1 && PyErr_Occurred()) return -1;
     PyObject *record = args[3];
     Py_ssize_t size = PyBytes_GET_SIZE(record);
 
@@ -149,7 +160,7 @@ PyObject *adq_py_append_record(PyObject *module, PyObject *const *args, Py_ssize
         {index_fd, args[2], (const char *)entry, INDEX_ENTRY_BYTES, 0},
     };
     int failed = make_writes(args[0], writes, 2);
-    if (failed == 0) return NULL;
+    if (failed == 0) return -1;
     if (failed == 1) {
         /* Marked whatever the exception (an OSError, or a KeyboardInterrupt a signal handler raised
          * while a write was retried): the caller cuts back on any. */
@@ -158,7 +169,64 @@ PyObject *adq_py_append_record(PyObject *module, PyObject *const *args, Py_ssize
         PyErr_NormalizeException(&type, &value, &traceback);
         if (value != NULL && PyObject_SetAttrString(value, "index_entry", Py_True) < 0) PyErr_Clear();
         PyErr_Restore(type, value, traceback);
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *adq_py_append_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 6 || !PyBytes_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "append_record(write, data_fd, index_fd, record: bytes, offset, position)");
         return NULL;
     }
+    if (append_checked(args) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+#define TIMEINDEX_ENTRY_BYTES 16
+#define TAG_ENTRY_BYTES 4
+
+PyObject *adq_py_append_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 12 || !PyBytes_CheckExact(args[3]) || !PyLong_Check(args[4]) || !PyLong_Check(args[5]) ||
+        !PyLong_Check(args[6]) || !PyList_CheckExact(args[7]) || !PyBytes_CheckExact(args[8]) ||
+        !PyList_CheckExact(args[9]) || !PyLong_CheckExact(args[10]) ||
+        (args[11] != Py_None && !PyList_CheckExact(args[11]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "append_one(write, data_fd, index_fd, record: bytes, offset: int, position: int, "
+                        "timestamp_ns: int, time_buffer: list, tag_entry: bytes, tag_buffer: list, key_hash: int, "
+                        "key_buffer: list | None)");
+        return NULL;
+    }
+    if (PyBytes_GET_SIZE(args[8]) != TAG_ENTRY_BYTES) {
+        PyErr_SetString(PyExc_ValueError, "append_one: a .tagindex entry is 4 bytes");
+        return NULL;
+    }
+    unsigned long long key_hash = PyLong_AsUnsignedLongLong(args[10]);
+    if ((key_hash == (unsigned long long)-1 && PyErr_Occurred()) || key_hash > 0xFFFFFFFFull) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_OverflowError, "append_one: a key index entry is a u32");
+        return NULL;
+    }
+    unsigned long long offset = PyLong_AsUnsignedLongLong(args[4]);
+    if (offset == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    if (PyLong_AsUnsignedLongLong(args[5]) == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    long long timestamp_ns = PyLong_AsLongLong(args[6]);
+    if (timestamp_ns == -1 && PyErr_Occurred()) return NULL;
+    PyObject *time_entry = PyBytes_FromStringAndSize(NULL, TIMEINDEX_ENTRY_BYTES);
+    if (time_entry == NULL) return NULL;
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(time_entry);
+    adq_store_u64(out, offset);
+    adq_store_u64(out + 8, (uint64_t)timestamp_ns);
+    if (append_checked(args) < 0) {
+        Py_DECREF(time_entry);
+        return NULL;
+    }
+    /* Written: the entries are noted in the order the reference notes them. */
+    int noted = PyList_Append(args[7], time_entry);
+    Py_DECREF(time_entry);
+    if (noted < 0 || PyList_Append(args[9], args[8]) < 0) return NULL;
+    if (args[11] != Py_None && PyList_Append(args[11], args[10]) < 0) return NULL;
     Py_RETURN_NONE;
 }

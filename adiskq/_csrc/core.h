@@ -15,7 +15,7 @@
  *   tags.c    the tag column (.tagindex entries) of a batch of records, and the scans of one (the
  *             filtering consumer's: which records to read, in which spans)
  *   values.c  adiskq.Record's constructor
- *   append.c  the inline push's two writes (.data, .index) in one call: the only I/O here
+ *   append.c  the inline push's two writes (.data, .index) in one call, and its buffered entries: the only I/O here
  *   zstd.c    values compressed with a stream's zstd dictionary (libzstd opened at first use)
  *   kafka_decode.c, kafka_encode.c  Kafka's record batch v2 (kafka.h: its varints and fields)
  *   module.c  the Python module: its functions and the objects it is configured with
@@ -177,5 +177,6 @@ PyObject *adq_py_index_entries(PyObject *module, PyObject *const *args, Py_ssize
 PyObject *adq_py_zstd_prepare(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_zstd_compress(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_append_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_append_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

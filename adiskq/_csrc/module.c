@@ -134,6 +134,7 @@ static PyMethodDef methods[] = {
     {"zstd_prepare", (PyCFunction)(void (*)(void))adq_py_zstd_prepare, METH_FASTCALL, "see zstd.c"},
     {"zstd_compress", (PyCFunction)(void (*)(void))adq_py_zstd_compress, METH_FASTCALL, "see zstd.c"},
     {"append_record", (PyCFunction)(void (*)(void))adq_py_append_record, METH_FASTCALL, "see append.c"},
+    {"append_one", (PyCFunction)(void (*)(void))adq_py_append_one, METH_FASTCALL, "see append.c"},
     {"kafka_decode_records", (PyCFunction)(void (*)(void))adq_py_kafka_decode_records, METH_FASTCALL,
      "see kafka_decode.c"},
     {"kafka_decode_batches", (PyCFunction)(void (*)(void))adq_py_kafka_decode_batches, METH_FASTCALL,

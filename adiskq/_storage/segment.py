@@ -83,6 +83,8 @@ _TAGGED: Final = 0x01  # the record's attributes bit that says it carries a tag
 _ATTRIBUTES_AT: Final = 9
 # How many time and key index entries single pushes buffer (a global, not an attribute, on the hot path).
 BUFFERED_ENTRIES: Final = keyindex_format.TAIL_BUFFER_ENTRIES
+# A single push below this many buffered entries writes none of them (its record and .index entry only).
+_INLINE_ENTRIES: Final = BUFFERED_ENTRIES - 1
 _JOIN_MAX_BYTES: Final = 1 << 20
 TIMEINDEX_ENTRY_BYTES: Final = TIMEINDEX_ENTRY.size
 _TAG_OF: Final = operator.itemgetter(6)  # Message.tag
@@ -120,6 +122,56 @@ def _write_through(write: Callable[[int, bytes], int], fd: int, data: bytes) -> 
 
 
 append_record: Final = NATIVE.append_record if NATIVE is not None else append_record_reference
+
+
+def append_one_reference(
+    write: Callable[[int, bytes], int],
+    data_fd: int,
+    index_fd: int,
+    record: bytes,
+    offset: int,
+    position: int,
+    timestamp_ns: int,
+    time_buffer: list[bytes],
+    tag_entry: bytes,
+    tag_buffer: list[bytes],
+    key_hash: int,
+    key_buffer: list[int] | None,
+) -> None:
+    """``append_record``, then the record's buffered entries noted: its ``.timeindex`` entry on
+    ``time_buffer``, ``tag_entry`` on ``tag_buffer``, ``key_hash`` on ``key_buffer`` (unless None).
+    The reference of the compiled core's ``append_one`` (adiskq/_csrc/append.c, which says the
+    contract): every argument checked before the first write, the lists untouched by a failed one."""
+    if not (
+        type(record) is bytes
+        and isinstance(offset, int)
+        and isinstance(position, int)
+        and isinstance(timestamp_ns, int)
+        and type(time_buffer) is list
+        and type(tag_entry) is bytes
+        and type(tag_buffer) is list
+        and type(key_hash) is int
+        and (key_buffer is None or type(key_buffer) is list)
+    ):
+        raise TypeError(
+            "append_one(write, data_fd, index_fd, record: bytes, offset: int, position: int, timestamp_ns: int, "
+            "time_buffer: list, tag_entry: bytes, tag_buffer: list, key_hash: int, key_buffer: list | None)"
+        )
+    if len(tag_entry) != TAG_ENTRY_BYTES:
+        raise ValueError("append_one: a .tagindex entry is 4 bytes")
+    if not 0 <= key_hash <= 0xFFFFFFFF:
+        raise OverflowError("append_one: a key index entry is a u32")
+    if not (0 <= offset < 2**64 and 0 <= position < 2**64 and -(2**63) <= timestamp_ns < 2**63):
+        raise OverflowError("append_one: an offset, position or timestamp out of its field's range")
+    time_entry = TIMEINDEX_ENTRY.pack(offset, timestamp_ns)
+    append_record_reference(write, data_fd, index_fd, record, offset, position)
+    time_buffer.append(time_entry)
+    tag_buffer.append(tag_entry)
+    if key_buffer is not None:
+        key_buffer.append(key_hash)
+
+
+append_one: Final = NATIVE.append_one if NATIVE is not None else append_one_reference
 
 
 def count_within(entries: bytes | memoryview, count: int, start: int, max_bytes: int) -> int:
@@ -541,18 +593,27 @@ class SegmentWriter:
         time_buffer = self._time_buffer
         if tag_entry is None:  # also before any write: once the .index entry is in, nothing may fail
             tag_entry = tag_column([record]) if record[_ATTRIBUTES_AT] & _TAGGED else _NO_TAG_ENTRY
-        if len(time_buffer) < BUFFERED_ENTRIES - 1:  # no buffered entries due: the record, then its entry
+        if len(time_buffer) < _INLINE_ENTRIES:  # no buffered entries due: the record, its entry, noted
             try:
-                append_record(os.write, self._data_fd, self._index_fd, record, offset, start)
+                append_one(
+                    os.write,
+                    self._data_fd,
+                    self._index_fd,
+                    record,
+                    offset,
+                    start,
+                    timestamp_ns,
+                    time_buffer,
+                    tag_entry,
+                    self._tag_buffer,
+                    hash_value,
+                    key_buffer,
+                )
             except BaseException as error:
                 if getattr(error, "index_entry", False):
                     self._cut_back(self._index_fd, (offset - self.base_offset) * INDEX_ENTRY_BYTES)
                 self._cut_back(self._data_fd, start)
                 raise
-            time_buffer.append(TIMEINDEX_ENTRY.pack(offset, timestamp_ns))
-            self._tag_buffer.append(tag_entry)
-            if key_buffer is not None:
-                key_buffer.append(hash_value)
             self.data_size = start + size
             self.next_offset = offset + 1
             return offset

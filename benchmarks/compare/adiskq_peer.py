@@ -19,6 +19,12 @@ import anyio
 
 import adiskq
 
+# The async classes load on first use (adiskq/__init__.py). They are loaded here, with this module, as
+# sqlite_peer loads sqlite3 with its own: a service imports what it uses before it serves, so no
+# workload's timed span holds an import (which compiles adiskq's modules from source where
+# PYTHONDONTWRITEBYTECODE is set, and on Trio also imports asyncio, which the producer's modules use).
+from adiskq import Consumer, Producer
+
 from .common import (
     BATCH_SIZE,
     CONCURRENCY,
@@ -35,8 +41,8 @@ from .common import (
 )
 
 
-def _producer(path: str, flush: Literal["async", "sync"] = "async") -> adiskq.Producer:
-    return adiskq.Producer(path, partitions=1, flush=flush)
+def _producer(path: str, flush: Literal["async", "sync"] = "async") -> Producer:
+    return Producer(path, partitions=1, flush=flush)
 
 
 async def single(path: str, count: int) -> Outcome:
@@ -48,7 +54,7 @@ async def single(path: str, count: int) -> Outcome:
         return Outcome(time.perf_counter() - started)
 
 
-async def _push_batches(producer: adiskq.Producer, count: int) -> None:
+async def _push_batches(producer: Producer, count: int) -> None:
     records = [adiskq.Record(value) for value in VALUES]
     for _ in range(count // BATCH_SIZE):
         await producer.push_many(records)
@@ -80,7 +86,7 @@ async def _read_batches(path: str, count: int) -> Outcome:
     """Read the whole log back with ``batches()`` of up to 1,000, the consumer's opening counted."""
     seen = 0
     started = time.perf_counter()
-    async with adiskq.Consumer(path, partition=0, start="oldest", end="close") as consumer:
+    async with Consumer(path, partition=0, start="oldest", end="close") as consumer:
         async for messages in consumer.batches(max_messages=BATCH_SIZE):
             seen += len(messages)
     seconds = time.perf_counter() - started
@@ -101,7 +107,7 @@ async def latency_prepare(path: str) -> None:
 
 async def latency_consume(path: str, count: int, ready: Callable[[], None]) -> Outcome:
     latencies: list[int] = []
-    async with adiskq.Consumer(path, partition=0, start="oldest", end="wait") as consumer:
+    async with Consumer(path, partition=0, start="oldest", end="wait") as consumer:
         ready()
         async for message in consumer:
             latencies.append(latency_of(message.value))
@@ -133,7 +139,7 @@ async def single_keyed(path: str, count: int) -> Outcome:
     return Outcome(time.perf_counter() - started)
 
 
-async def _push_keyed_batches(producer: adiskq.Producer, count: int) -> None:
+async def _push_keyed_batches(producer: Producer, count: int) -> None:
     """``push_many`` of 1,000 ``Record``s at a time, each Record, key and value built for its batch."""
     record = adiskq.Record
     for first in range(0, count // BATCH_SIZE * BATCH_SIZE, BATCH_SIZE):
@@ -148,7 +154,7 @@ async def batch_keyed(path: str, count: int) -> Outcome:
 
 
 async def durable32_keyed(path: str, count: int) -> Outcome:
-    async def pusher(producer: adiskq.Producer, numbers: range) -> None:
+    async def pusher(producer: Producer, numbers: range) -> None:
         for number in numbers:
             await producer.push(message_value(number), key=key(number))
 
@@ -169,7 +175,7 @@ async def read_keyed(path: str, count: int) -> Outcome:
     await _write_keyed(path, count)
     seen = 0
     started = time.perf_counter()
-    async with adiskq.Consumer(path, partition=0, start="oldest", end="close") as consumer:
+    async with Consumer(path, partition=0, start="oldest", end="close") as consumer:
         async for _ in consumer:
             seen += 1
     seconds = time.perf_counter() - started

@@ -168,6 +168,11 @@ def targets(files: tuple[int, int]) -> list[Target]:
         Target("scan_columns", compiled.scan_columns, (record_bytes(), 0, 2**20)),
         Target("next_valid_record", compiled.next_valid_record, (record_bytes(), 1, 2**20)),
         Target("append_record", compiled.append_record, (os.write, data_fd, index_fd, records[0], 0, 0)),
+        Target(
+            "append_one",
+            compiled.append_one,
+            (os.write, data_fd, index_fd, records[0], 0, 0, 7, [], bytes(4), [], 9, []),
+        ),
         Target("kafka_decode_batches", compiled.kafka_decode_batches, (kafka_batch(), 2**20, KafkaRecord, KafkaBatch)),
         Target("kafka_decode_records", compiled.kafka_decode_records, (*kafka_records(), 7, KafkaRecord)),
         Target("kafka_encode_records", compiled.kafka_encode_records, (KAFKA_RECORDS, 7)),

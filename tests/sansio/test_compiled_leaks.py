@@ -13,7 +13,7 @@ from helpers.memory import growth_over
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core
 from adiskq._sansio.values import Record
-from adiskq._storage.segment import append_record
+from adiskq._storage.segment import append_one, append_record
 
 ROUND = 100_000
 VALUE = bytes(range(100))
@@ -48,7 +48,7 @@ def one_round() -> None:
 
 
 def appends() -> None:
-    """append_record by write(2), through a replaced write, and failing at the entry."""
+    """append_record and append_one by write(2), through a replaced write, and failing at the entry."""
     calls = 0
 
     def failing_entry(fd: int, data: bytes) -> int:
@@ -65,6 +65,13 @@ def appends() -> None:
             append_record(lambda fd, data: os.write(fd, data), sink, sink, VALUE, offset, offset * 100)
             with contextlib.suppress(OSError):
                 append_record(failing_entry, sink, sink, VALUE, offset, offset * 100)
+            times: list[bytes] = []
+            tags: list[bytes] = []
+            append_one(os.write, sink, sink, VALUE, offset, 0, offset, times, b"tags", tags, 7, [])
+            with contextlib.suppress(OSError):
+                append_one(failing_entry, sink, sink, VALUE, offset, 0, offset, times, b"tags", tags, 7, None)
+            with contextlib.suppress(OverflowError):
+                append_one(os.write, sink, sink, VALUE, offset, 0, offset, times, b"tags", tags, -1, None)
     finally:
         os.close(sink)
 

@@ -1,9 +1,11 @@
-"""The inline push's two writes: the compiled ``append_record`` against its reference.
+"""The inline push's two writes: the compiled ``append_record`` and ``append_one`` against their references.
 
 ``adiskq/_csrc/append.c`` writes a record to ``.data`` and its entry to ``.index`` in one call (the one
-I/O of the compiled core). Both it and ``segment.append_record_reference`` must leave the same bytes in
-the files, make the same ``write`` calls when a test replaces ``os.write`` (short writes, errors), and
-fail the same way, marking an error that came after the record went in with ``index_entry``.
+I/O of the compiled core); ``append_one`` also notes the record's buffered entries in the segment's
+lists. Each and its reference (``segment.append_record_reference``, ``segment.append_one_reference``)
+must leave the same bytes in the files and the lists, make the same ``write`` calls when a test
+replaces ``os.write`` (short writes, errors), and fail the same way, marking an error that came after
+the record went in with ``index_entry``.
 The compiled module is imported directly, so this runs under either core.
 """
 
@@ -23,10 +25,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adiskq import _compiled
-from adiskq._storage.segment import INDEX_ENTRY, append_record_reference
+from adiskq._storage.segment import INDEX_ENTRY, TIMEINDEX_ENTRY, append_one_reference, append_record_reference
 
 Append = Callable[..., None]
 BOTH: list[tuple[str, Append]] = [("compiled", _compiled.append_record), ("reference", append_record_reference)]
+BOTH_ONE: list[tuple[str, Append]] = [("compiled", _compiled.append_one), ("reference", append_one_reference)]
 
 
 class ScriptedWrite:
@@ -236,3 +239,126 @@ def test_an_exception_from_the_signal_handler_fails_the_write(
         append(os.write, write_end, index_fd, b"abc", 0, 0)
     assert not getattr(caught.value, "index_entry", False)  # the record's write failed, not its entry
     assert (tmp_path / f"{name}.index").read_bytes() == b""
+
+
+# append_one: a record, its .index entry, and its buffered entries noted.
+
+Appended = tuple[bytes, int, int, int, bytes, int]  # record, offset, position, timestamp_ns, tag entry, key hash
+
+
+def _run_one(
+    tmp_path: pathlib.Path, name: str, append: Append, write: Any, records: list[Appended], keys: bool
+) -> tuple[object, bytes, bytes, list[bytes], list[bytes], list[int] | None]:
+    """Append each with ``append_one``; the error (as ``_run``), the two files and the three lists."""
+    data_fd, index_fd = _files(tmp_path, name)
+    times: list[bytes] = []
+    tags: list[bytes] = []
+    hashes: list[int] | None = [] if keys else None
+    outcome: object = None
+    try:
+        for record, offset, position, stamp, tag, key_hash in records:
+            append(write, data_fd, index_fd, record, offset, position, stamp, times, tag, tags, key_hash, hashes)
+    except BaseException as error:
+        outcome = (type(error).__name__, getattr(error, "errno", None), getattr(error, "index_entry", False))
+    finally:
+        os.close(data_fd)
+        os.close(index_fd)
+    data = (tmp_path / f"{name}.data").read_bytes()
+    return outcome, data, (tmp_path / f"{name}.index").read_bytes(), times, tags, hashes
+
+
+appended_lists = st.lists(
+    st.tuples(
+        st.binary(min_size=1, max_size=200),
+        st.integers(0, 2**64 - 1),
+        st.integers(0, 2**64 - 1),
+        st.integers(-(2**63), 2**63 - 1),
+        st.binary(min_size=4, max_size=4),
+        st.integers(0, 2**32 - 1),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(records=appended_lists, keys=st.booleans())
+def test_append_one_writes_and_notes_the_same(
+    tmp_path_factory: pytest.TempPathFactory, records: list[Appended], keys: bool
+) -> None:
+    """Both write the record then its entry, and note its time, tag and key entries in that order."""
+    tmp_path = tmp_path_factory.mktemp("append_one")
+    for name, append in BOTH_ONE:
+        error, data, index, times, tags, hashes = _run_one(tmp_path, name, append, os.write, records, keys)
+        assert error is None
+        assert data == b"".join(r[0] for r in records)
+        assert index == b"".join(INDEX_ENTRY.pack(r[1], r[2], len(r[0])) for r in records)
+        assert times == [TIMEINDEX_ENTRY.pack(r[1], r[3]) for r in records]
+        assert tags == [r[4] for r in records]
+        assert hashes == ([r[5] for r in records] if keys else None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=appended_lists, plan=plans, keys=st.booleans())
+def test_append_one_fails_like_its_reference(
+    tmp_path_factory: pytest.TempPathFactory, records: list[Appended], plan: dict[int, Any], keys: bool
+) -> None:
+    """Through a replaced ``os.write`` both make the same calls, fail the same way, and note only
+    the records whose two writes were made."""
+    tmp_path = tmp_path_factory.mktemp("append_one")
+    seen = []
+    for name, append in BOTH_ONE:
+        write = ScriptedWrite(plan)
+        seen.append((*_run_one(tmp_path, name, append, write, records, keys), [len(d) for _, d in write.calls]))
+    assert seen[0] == seen[1]
+
+
+GOOD: tuple[Any, ...] = (b"abc", 3, 10, 99, b"\x01\x02\x03\x04", 7)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {0: "text"},  # a record that is not bytes
+        {0: bytearray(b"abc")},
+        {1: -1},  # an offset out of u64
+        {1: 2**64},
+        {1: 1.0},
+        {2: -5},  # a position out of u64
+        {2: "0"},
+        {3: 2**63},  # a timestamp out of i64
+        {3: -(2**63) - 1},
+        {3: None},
+        {4: b"\x00" * 3},  # a tag entry that is not 4 bytes
+        {4: "tags"},
+        {5: -1},  # a key hash out of u32
+        {5: 2**32},
+        {5: True},
+        {5: 7.0},
+    ],
+)
+def test_append_one_refuses_what_its_reference_refuses(tmp_path: pathlib.Path, change: dict[int, Any]) -> None:
+    """A bad argument raises the same error from both, before anything is written or noted."""
+    arguments = list(GOOD)
+    for at, value in change.items():
+        arguments[at] = value
+    seen = []
+    for name, append in BOTH_ONE:
+        seen.append(_run_one(tmp_path, name, append, os.write, [tuple(arguments)], keys=True))  # type: ignore[list-item]
+    assert seen[0] == seen[1]
+    assert seen[0][0] is not None
+    assert seen[0][1:] == (b"", b"", [], [], [])
+
+
+@pytest.mark.parametrize(("name", "append"), BOTH_ONE)
+def test_append_one_refuses_buffers_that_are_not_lists(tmp_path: pathlib.Path, name: str, append: Append) -> None:
+    """Buffers of another type (a tuple, a bytearray) are refused before anything is written."""
+    data_fd, index_fd = _files(tmp_path, name)
+    try:
+        for times, tags, hashes in (((), [], []), ([], bytearray(), []), ([], [], ())):
+            with pytest.raises(TypeError):
+                append(os.write, data_fd, index_fd, b"abc", 0, 0, 0, times, bytes(4), tags, 0, hashes)
+    finally:
+        os.close(data_fd)
+        os.close(index_fd)
+    assert (tmp_path / f"{name}.data").read_bytes() == b""
