@@ -84,7 +84,7 @@ Timestamp: TypeAlias = dt.datetime | int | None
 # starve other tasks (consumers in this process, the flusher) while staying cheap (~0.1 µs a push).
 _YIELD_EVERY: Final = 32
 # The pure-Python core caches the placement of recently pushed keys (FNV-1 in Python costs ~1 µs a
-# key). Each entry holds its key, a tuple and two ints (~170 bytes): 4,096 of them are ~0.7 MiB at
+# key). Each entry holds its key, a tuple and two ints (~180 bytes): 4,096 of them are ~0.7 MiB at
 # most, where a process pushing distinct keys (order ids) would otherwise keep every key it pushed.
 _PLACEMENT_CACHE_SIZE: Final = 4_096
 # push_many encodes this many records between yields, so a big batch never stalls the loop for long.
