@@ -36,18 +36,18 @@ from ._sansio.values import SegmentRepair as SegmentRepair
 from ._sansio.values import StreamStats as StreamStats
 from ._sansio.values import VacuumReport as VacuumReport
 from ._sansio.values import WriterInfo as WriterInfo
-from ._storage.api import find as find
-from ._storage.api import offset_for_time as offset_for_time
-from ._storage.api import read as read
-from ._storage.api import stats as stats
-from ._storage.group_api import delete_group as delete_group
-from ._storage.group_api import lag as lag
-from ._storage.group_api import reset_offsets as reset_offsets
 
 if TYPE_CHECKING:
     from ._async.consumer import Consumer as Consumer
     from ._async.group import ConsumerGroup as ConsumerGroup
     from ._async.producer import Producer as Producer
+    from ._storage.api import find as find
+    from ._storage.api import offset_for_time as offset_for_time
+    from ._storage.api import read as read
+    from ._storage.api import stats as stats
+    from ._storage.group_api import delete_group as delete_group
+    from ._storage.group_api import lag as lag
+    from ._storage.group_api import reset_offsets as reset_offsets
 
 __version__ = "0.2.0.dev0"
 
@@ -55,12 +55,21 @@ __version__ = "0.2.0.dev0"
 # ADISKQ_NO_EXTENSIONS=1 or in a source checkout nobody built, where the pure-Python core runs.
 compiled: bool = _core.COMPILED
 
-# The async classes load on first use: scripts, the CLI and Spark workers that only use the
-# synchronous API then never import anyio or asyncio (about 90 ms of start-up).
+# The classes and functions load on first use, each with only the modules it needs: scripts, the
+# CLI and Spark workers that only use the synchronous API never import anyio or asyncio (about
+# 90 ms of start-up), and a process that only produces never loads the read, stats and group paths
+# (about 1 MiB of code and the compression modules shutil brings).
 _LAZY = {
     "Consumer": "._async.consumer",
     "ConsumerGroup": "._async.group",
     "Producer": "._async.producer",
+    "delete_group": "._storage.group_api",
+    "find": "._storage.api",
+    "lag": "._storage.group_api",
+    "offset_for_time": "._storage.api",
+    "read": "._storage.api",
+    "reset_offsets": "._storage.group_api",
+    "stats": "._storage.api",
 }
 
 

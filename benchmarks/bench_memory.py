@@ -7,8 +7,9 @@ Each figure is the peak resident memory (VmHWM) of a fresh process, medians of `
   Trio, SQLite WAL autocommit as a script runs it (no event loop), and the same SQLite workload in a
   process that has imported asyncio (or Trio) first, as the FastAPI, asyncio or Trio service adiskq is
   for has;
-* imports alone: the interpreter, ``anyio`` (every worker has it), ``asyncio``, ``trio``, ``adiskq``
-  (which brings anyio; the event loop comes with ``anyio.run``).
+* imports alone: the interpreter, ``anyio`` (every worker has it), ``ssl`` (OpenSSL: asyncio, anyio's
+  asyncio backend and Trio each import it), ``asyncio``, ``trio``, ``adiskq`` (the event loop comes
+  with ``anyio.run``).
 
     python benchmarks/bench_memory.py               # 192,000 messages, 5 runs
     python benchmarks/bench_memory.py --quick       # seconds; tests/benchmarks/test_memory_bench.py
@@ -44,6 +45,7 @@ BASELINES = {
 IMPORTS = {
     "python": "pass",
     "import anyio": "import anyio",
+    "import ssl": "import ssl",  # asyncio, anyio's asyncio backend and Trio each import it
     "import asyncio": "import asyncio",
     "import asyncio, anyio": "import asyncio, anyio",
     "import trio": "import trio",

@@ -11,10 +11,11 @@ timer's replaces it; that cancel is before the sleep, off the wake-up's way.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
+    import asyncio
+
     from .wakeup import Waiter
 
 __all__ = ["AsyncioDeadline"]

@@ -1,6 +1,5 @@
 """Cancellation for the producer: is one waiting for the running task (asked without awaiting
-anything), and a wait that no cancellation cuts short (``SteadfastFuture``: a push waiting for its
-batch, on asyncio).
+anything)? (The wait no cancellation cuts short, on asyncio, is ``steadfast.SteadfastFuture``.)
 
 ``push`` must raise if its task's cancel scope was cancelled before it started (it is a checkpoint),
 but a push that goes inline never yields, so the question is asked on every push: through anyio's
@@ -18,15 +17,17 @@ anyio's public answer in every arrangement of scopes.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import math
 import sys
 import types
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 def scope_cancelled() -> bool:
@@ -38,6 +39,8 @@ def scope_cancelled() -> bool:
 def _asyncio_check() -> Callable[[], bool] | None:
     """anyio's asyncio backend keeps each task's innermost scope in ``_task_states[task]``; a scope
     is cancelled when ``_cancel_called``, and a shielded one stops the walk outwards."""
+    import asyncio  # the loop is asyncio's, so asyncio is imported already
+
     try:
         from anyio._backends._asyncio import CancelScope, TaskState, _task_states
     except ImportError:  # pragma: no cover - an anyio that moved them
@@ -74,6 +77,8 @@ def _current_task_finder(loop: asyncio.AbstractEventLoop) -> Callable[[], asynci
     """``asyncio.current_task`` for one loop, minus its cost: without the loop it calls
     ``get_running_loop()`` (a ``getpid`` system call), and on Python 3.11 it is a Python function
     around ``_current_tasks.get(loop)``, which is called directly where it gives the same task."""
+    import asyncio
+
     tasks = getattr(asyncio.tasks, "_current_tasks", None)
     if isinstance(tasks, dict) and tasks.get(loop) is asyncio.current_task():
         return functools.partial(tasks.get, loop)
@@ -142,20 +147,3 @@ def running_on_trio() -> bool:
     except RuntimeError:
         return False
     return True
-
-
-class SteadfastFuture(asyncio.Future[None]):
-    """A future whose waiters cancellation cannot cut short: ``cancel()`` refuses.
-
-    A task cancelled while it awaits one (by asyncio's own ``task.cancel()`` or an anyio scope, which
-    cancels the same way) is marked and gets its ``CancelledError`` only once the future is done
-    (asyncio's ``Task.cancel`` cancels the awaited future if it can, and marks the task otherwise).
-    So a push waiting for its batch learns the batch's outcome before any cancellation, and a batch's
-    waiters cannot cancel the future they share. anyio's scopes do the same for their own
-    cancellations only, at several times the cost of this wait (a scope entered and exited a push).
-    """
-
-    __slots__ = ()
-
-    def cancel(self, msg: Any | None = None) -> bool:
-        return False

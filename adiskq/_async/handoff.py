@@ -25,8 +25,6 @@ variables: pass only calls that need none.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
 import os
 import threading
@@ -36,9 +34,11 @@ from typing import TYPE_CHECKING, Final, NoReturn, TypeVar
 import anyio
 import anyio.to_thread
 
-from .cancellation import SteadfastFuture, scope_cancelled
+from .cancellation import scope_cancelled
 
 if TYPE_CHECKING:
+    import concurrent.futures
+
     import outcome
     import trio.lowlevel
 
@@ -57,6 +57,8 @@ def _worker_pool() -> concurrent.futures.ThreadPoolExecutor:
     global _pool
     pool = _pool
     if pool is None:
+        import concurrent.futures  # asyncio imported it already
+
         with _pool_lock:
             if _pool is None:
                 _pool = concurrent.futures.ThreadPoolExecutor(_WORKERS, thread_name_prefix="adiskq-worker")
@@ -93,6 +95,10 @@ async def run_in_thread(function: Callable[[], T], limiter: anyio.CapacityLimite
 
 
 async def _run_on_asyncio(function: Callable[[], T]) -> T:
+    import asyncio  # the loop is asyncio's, so asyncio is imported already (Trio never imports it)
+
+    from .steadfast import SteadfastFuture
+
     loop = asyncio.get_running_loop()
     call = loop.run_in_executor(_worker_pool(), function)
     ended = SteadfastFuture(loop=loop)

@@ -47,7 +47,6 @@ code that used it by more.
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import functools
 import logging
@@ -65,13 +64,17 @@ from .._storage.flocks import SHARED_LOCK_TIMEOUT_SECONDS, FileLock
 from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError
 from . import wakeup
-from .cancellation import SteadfastFuture, running_on_trio
+from .cancellation import running_on_trio
 from .handoff import cannot_abort, run_in_thread
 from .lock_waits import take_lock
 from .wakeup import waiters_of
 
 if TYPE_CHECKING:
+    import asyncio
+
     import trio.lowlevel
+
+    from .steadfast import SteadfastFuture
 
 __all__ = ["INLINE_MAX_BYTES", "Batch", "Lane", "LockNotHeld", "Turns", "explain_disk_error"]
 
@@ -165,6 +168,8 @@ class Batch:
     async def wait(self) -> None:
         """Wait until the batch is finished; unlike a push's wait, this one can be cancelled."""
         if self.waiter is not None:
+            import asyncio  # a waiter is a future on asyncio only
+
             await asyncio.shield(self.waiter)
         else:
             assert self.done is not None
@@ -337,12 +342,22 @@ class Lane:
         self._on_trio = running_on_trio()
         self._trio_lowlevel: ModuleType | None = None  # trio.lowlevel, for the followers' wait
         self._loop: asyncio.AbstractEventLoop | None = None  # asyncio's, where batches get a task each
+        # asyncio's: the future a batch's pushes wait for, and the cancellation that wait may meet
+        # (none on Trio, which then never imports asyncio).
+        self._steadfast: type[SteadfastFuture] | None = None
+        self._asyncio_cancelled: tuple[type[BaseException], ...] = ()
         if self._on_trio:
             import trio.lowlevel
 
             self._trio_lowlevel = trio.lowlevel
         else:
+            import asyncio
+
+            from .steadfast import SteadfastFuture
+
             self._loop = asyncio.get_running_loop()
+            self._steadfast = SteadfastFuture
+            self._asyncio_cancelled = (asyncio.CancelledError,)
         # Whether the pushing task's anyio cancel scope is cancelled (the producer's check)
         self._cancel_pending = cancel_pending
         # Shared producers: the partition's lock, how to run the release at the loop's next turn,
@@ -568,7 +583,8 @@ class Lane:
             return Batch()  # Trio: its first push leads it (complete)
         # asyncio: a task leads it, which nothing cancels (the module's docstring says why). It starts
         # at the loop's next turn, after the pushes already runnable had their chance to join.
-        batch = Batch(SteadfastFuture(loop=loop))
+        assert self._steadfast is not None
+        batch = Batch(self._steadfast(loop=loop))
         batch.leader = loop.create_task(self._lead(batch))
         return batch
 
@@ -580,7 +596,7 @@ class Lane:
             # asyncio: the batch's task leads it; a cancellation waits for the batch to finish.
             try:
                 await waiter
-            except asyncio.CancelledError:
+            except self._asyncio_cancelled:
                 if not self._cancel_pending():
                     raise  # asyncio's own task.cancel(): it cannot be delivered again, so now
                 # An anyio scope's: anyio delivers it again at the caller's next checkpoint, and

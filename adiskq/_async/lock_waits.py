@@ -9,7 +9,6 @@ nobody waits for it: a stopped holder costs a thread, never a lock held by nobod
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import time
@@ -36,6 +35,8 @@ def _thread_safe_call_soon() -> Callable[[Callable[[], None]], None]:
                 token.run_sync_soon(callback)
 
         return call_trio
+    import asyncio  # the loop is asyncio's, so asyncio is imported already (Trio never imports it)
+
     loop = asyncio.get_running_loop()
 
     def call_asyncio(callback: Callable[[], None]) -> None:

@@ -11,7 +11,6 @@ on the event loop; small page-cache writes do, where they cost less than a hand-
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import functools
 import itertools
@@ -62,7 +61,7 @@ from .._storage.segment import PartlyCommittedError
 from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings, require_tags
 from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
-from .cancellation import cancel_check, loop_turn
+from .cancellation import cancel_check, loop_turn, running_on_trio
 from .compressing import ValueCompression, check_dictionary
 from .lane import Batch, Lane, LockNotHeld, Turns
 from .metrics import telemetry
@@ -84,7 +83,10 @@ Timestamp: TypeAlias = dt.datetime | int | None
 # An inline push yields to the event loop once in this many pushes, so a tight push loop cannot
 # starve other tasks (consumers in this process, the flusher) while staying cheap (~0.1 µs a push).
 _YIELD_EVERY: Final = 32
-_PLACEMENT_CACHE_SIZE: Final = 65_536
+# The pure-Python core caches the placement of recently pushed keys (FNV-1 in Python costs ~1 µs a
+# key). Each entry holds its key, a tuple and two ints (~180 bytes): 4,096 of them are ~0.7 MiB at
+# most, where a process pushing distinct keys (order ids) would otherwise keep every key it pushed.
+_PLACEMENT_CACHE_SIZE: Final = 4_096
 # push_many encodes this many records between yields, so a big batch never stalls the loop for long.
 _ENCODE_CHUNK: Final = 256
 # The compiled core encodes a record in ~0.1 µs, so its chunks are larger for the same time on the loop.
@@ -166,12 +168,13 @@ class _Periodic:
 
 def _loop_scheduler() -> Callable[[Callable[[], None]], None]:
     """How to run a callback at the running event loop's next turn (asyncio's or Trio's)."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        import trio  # only under Trio, which is then imported already
+    if running_on_trio():
+        import trio
 
         return trio.lowlevel.current_trio_token().run_sync_soon
+    import asyncio  # the loop is asyncio's, so asyncio is imported already (Trio never imports it)
+
+    loop = asyncio.get_running_loop()
 
     def call_soon(callback: Callable[[], None]) -> None:
         loop.call_soon(callback)

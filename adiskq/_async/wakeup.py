@@ -14,15 +14,18 @@ attribute test per waiter).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import sys
 import threading
 from collections.abc import Callable, Hashable
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import anyio.lowlevel
 
-from .asyncio_deadlines import AsyncioDeadline
+if TYPE_CHECKING:
+    import asyncio
+
+    from .asyncio_deadlines import AsyncioDeadline
 
 __all__ = ["PartitionKey", "Waiter", "notify", "notify_others", "register", "unregister"]
 
@@ -32,6 +35,18 @@ PartitionKey = tuple[str, int]
 # wakes waiters of one process directly (a group's members: ("group", stream, name)).
 _waiters: dict[Hashable, list[Waiter]] = {}
 _registry_lock = threading.Lock()
+
+
+class _NoFuture:
+    """What no waiter's event is: asyncio's Future stands in its place once asyncio is in use."""
+
+
+# asyncio's Future, once a waiter has armed in an asyncio loop: only then can a waiter's event be
+# one, and a process on Trio never imports asyncio. (The type checker is shown asyncio's.)
+if TYPE_CHECKING:
+    _asyncio_future = asyncio.Future
+else:
+    _asyncio_future = _NoFuture
 
 
 class _TrioToken(Protocol):
@@ -46,10 +61,24 @@ class _Event(Protocol):
     async def wait(self) -> None: ...
 
 
+def _asyncio_loop(native_token: object) -> asyncio.AbstractEventLoop | None:
+    """``native_token`` if it is an asyncio event loop (never while asyncio is not imported)."""
+    global _asyncio_future
+    module = sys.modules.get("asyncio")
+    if module is None:
+        return None
+    loop_type: type[asyncio.AbstractEventLoop] = module.AbstractEventLoop
+    if not isinstance(native_token, loop_type):
+        return None
+    _asyncio_future = module.Future
+    return native_token
+
+
 def _threadsafe_caller(native_token: object) -> Callable[[Callable[[], object]], object]:
     """A function that runs a callback soon in the event loop of ``native_token``, from any thread."""
-    if isinstance(native_token, asyncio.AbstractEventLoop):
-        return native_token.call_soon_threadsafe
+    loop = _asyncio_loop(native_token)
+    if loop is not None:
+        return loop.call_soon_threadsafe
     token: _TrioToken = native_token  # type: ignore[assignment]  # Trio's TrioToken
     return token.run_sync_soon
 
@@ -94,7 +123,7 @@ class Waiter:
             self._token = token
             self._thread = threading.get_ident()
             self._call_soon = _threadsafe_caller(token)
-            self.asyncio_loop = token if isinstance(token, asyncio.AbstractEventLoop) else None
+            self.asyncio_loop = _asyncio_loop(token)
             self.asyncio_deadline = None  # a timer of the last loop's, if any, finds it gone and ends
         self.event = self._new_event()
         self.fired = False
@@ -152,7 +181,7 @@ class Waiter:
         event = self.event
         if event is None:
             return
-        if isinstance(event, asyncio.Future):
+        if isinstance(event, _asyncio_future):
             await event
         else:
             await event.wait()
@@ -166,7 +195,7 @@ class Waiter:
 
 
 def _set_event(event: _Event | asyncio.Future[None]) -> None:
-    if isinstance(event, asyncio.Future):
+    if isinstance(event, _asyncio_future):
         if not event.done():  # done: set before, or cancelled with its waiting task
             event.set_result(None)
     else:
