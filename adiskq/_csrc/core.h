@@ -150,8 +150,14 @@ void adq_message_install(PyTypeObject *type);
 int adq_add_iteration_types(PyObject *module);
 
 /* zstd.c: the value a compressed record's frame holds (NULL, no exception set, when it is not a
- * valid frame of one of `dictionaries`, a dict of prepared dictionaries by id; see zstd.c) */
-PyObject *adq_zstd_decompress(const uint8_t *frame, size_t length, PyObject *dictionaries, size_t limit);
+ * valid frame of one of `dictionaries`, a dict of prepared dictionaries by id; see zstd.c). `last`
+ * starts zeroed for each decoding call and keeps the dictionary found last. */
+typedef struct {
+    unsigned id;
+    void *prepared;
+} adq_zstd_last;
+PyObject *adq_zstd_decompress(const uint8_t *frame, size_t length, PyObject *dictionaries, size_t limit,
+                              adq_zstd_last *last);
 /* ...and a value (bytes) compressed with a prepared dictionary (a capsule adq_zstd_is_prepared accepts) */
 PyObject *adq_zstd_compress(PyObject *prepared, PyObject *value);
 int adq_zstd_is_prepared(PyObject *candidate);

@@ -102,6 +102,7 @@ static PyObject *decode_records(const uint8_t *buf, size_t limit, PyObject *part
     size_t pos = 0;
     adq_record record;
     last_timestamp last = {NULL, 0};
+    adq_zstd_last last_dictionary = {0, NULL};
     PyObject *answer = messages;
     for (Py_ssize_t i = 0; i < count; i++) {
         if (i >= most || adq_check_record(buf, limit, pos, max_record_bytes, &record) != ADQ_RECORD_OK) {
@@ -120,7 +121,7 @@ static PyObject *decode_records(const uint8_t *buf, size_t limit, PyObject *part
         if (record.attributes & ADQ_COMPRESSED) {
             /* A value that will not decompress is the record's damage: the reference names it. */
             value = adq_zstd_decompress(buf + record.value_at, adq_value_length(&record), dictionaries,
-                                        (size_t)max_record_bytes);
+                                        (size_t)max_record_bytes, &last_dictionary);
             if (value == NULL) {
                 answer = PyErr_Occurred() ? NULL : Py_BuildValue("(nO)", (Py_ssize_t)pos, Py_False);
                 goto discard;

@@ -10,13 +10,21 @@
  *
  * A prepared dictionary is a capsule holding its ZSTD_DDict and ZSTD_CDict (digested once) and its id.
  * One decompression context and one compression context serve every call: they are used only with the
- * GIL held. *
- * Values are compressed with ZSTD_compress_usingCDict. The stable API's other way, a compression
- * context per dictionary given small-input parameters (ZSTD_CCtx_setParameter: level, window, hash
- * and chain logs of 10 to 15) and the dictionary once (ZSTD_CCtx_loadDictionary), then ZSTD_compress2
- * per value, costs more under callgrind, not less: about 12,100 instructions a 262-byte JSON value
- * against 11,400 (libzstd 1.5.4, level 3, same 54.6 bytes a value); its per-frame cost is the
- * block's match search and entropy coding, not table resets. */
+ * GIL held.
+ *
+ * A record stores its frame without zstd's 4-byte magic number (compression.py): compress drops the
+ * magic libzstd writes, and decompress puts it back in front (a copy of a few dozen bytes) so that
+ * only stable functions are called, rather than the experimental ZSTD_d_format parameter. The frame's
+ * header and block headers are read here, once (read_frame), which also proves it one whole frame.
+ *
+ * Values are compressed with ZSTD_compress_usingCDict. Measured under callgrind on 263-byte JSON
+ * values with a 16 KiB dictionary (libzstd 1.5.4), its other ways cost more, not less: a context given
+ * the dictionary with ZSTD_CCtx_refCDict and ZSTD_compress2 (with ZSTD_c_forceAttachDict, which
+ * changes nothing: a small input attaches the dictionary already), 10,950 instructions a value against
+ * 10,360; small-input parameters given with ZSTD_CCtx_loadDictionary, about 12,100. No level from -5
+ * to 4 costs much less (8,600 to 10,400) without frames growing (level 1: 0.3 bytes smaller, 4% fewer
+ * instructions; -1: 13 bytes larger), and levels 5 and up cost two to sixty times more for no smaller
+ * frames. Its per-frame cost is the block's match search and entropy coding, not table resets. */
 #include <dlfcn.h>
 
 #include "core.h"
@@ -25,8 +33,6 @@ typedef struct ZSTD_DCtx_s ZSTD_DCtx;
 typedef struct ZSTD_CCtx_s ZSTD_CCtx;
 typedef struct ZSTD_DDict_s ZSTD_DDict;
 typedef struct ZSTD_CDict_s ZSTD_CDict;
-#define ZSTD_CONTENTSIZE_UNKNOWN (0ULL - 1)
-#define ZSTD_CONTENTSIZE_ERROR (0ULL - 2)
 
 static struct {
     unsigned (*isError)(size_t);
@@ -37,9 +43,6 @@ static struct {
     ZSTD_CDict *(*createCDict)(const void *, size_t, int);
     size_t (*freeCDict)(ZSTD_CDict *);
     unsigned (*getDictID_fromDict)(const void *, size_t);
-    unsigned (*getDictID_fromFrame)(const void *, size_t);
-    unsigned long long (*getFrameContentSize)(const void *, size_t);
-    size_t (*findFrameCompressedSize)(const void *, size_t);
     size_t (*decompress_usingDDict)(ZSTD_DCtx *, void *, size_t, const void *, size_t, const ZSTD_DDict *);
     size_t (*compress_usingCDict)(ZSTD_CCtx *, void *, size_t, const void *, size_t, const ZSTD_CDict *);
     size_t (*compressBound)(size_t);
@@ -64,9 +67,6 @@ static int load_zstd(void) {
     ZSTD_SYMBOL(createCDict, "ZSTD_createCDict")
     ZSTD_SYMBOL(freeCDict, "ZSTD_freeCDict")
     ZSTD_SYMBOL(getDictID_fromDict, "ZSTD_getDictID_fromDict")
-    ZSTD_SYMBOL(getDictID_fromFrame, "ZSTD_getDictID_fromFrame")
-    ZSTD_SYMBOL(getFrameContentSize, "ZSTD_getFrameContentSize")
-    ZSTD_SYMBOL(findFrameCompressedSize, "ZSTD_findFrameCompressedSize")
     ZSTD_SYMBOL(decompress_usingDDict, "ZSTD_decompress_usingDDict")
     ZSTD_SYMBOL(compress_usingCDict, "ZSTD_compress_usingCDict")
     ZSTD_SYMBOL(compressBound, "ZSTD_compressBound")
@@ -139,8 +139,35 @@ PyObject *adq_py_zstd_prepare(PyObject *module, PyObject *const *args, Py_ssize_
 
 int adq_zstd_is_prepared(PyObject *candidate) { return PyCapsule_IsValid(candidate, PREPARED_NAME); }
 
+/* A scratch buffer kept between calls (used with the GIL held): compress writes a frame there before
+ * the value's bytes are made at their size, and decompress puts the magic number back in front of a
+ * stored frame there. Buffers over SCRATCH_KEPT bytes are freed after the call. */
+#define SCRATCH_KEPT 65536
+static uint8_t *scratch = NULL;
+static size_t scratch_size = 0;
+
+static uint8_t *scratch_of(size_t size) {
+    if (size <= scratch_size) return scratch;
+    uint8_t *grown = PyMem_Realloc(scratch, size);
+    if (grown == NULL) return NULL;
+    scratch = grown;
+    scratch_size = size;
+    return scratch;
+}
+
+static void scratch_trim(void) {
+    if (scratch_size > SCRATCH_KEPT) {
+        PyMem_Free(scratch);
+        scratch = NULL;
+        scratch_size = 0;
+    }
+}
+
+static const uint8_t frame_magic[4] = {0x28, 0xB5, 0x2F, 0xFD}; /* 0xFD2FB528, little-endian */
+
 /* zstd_compress(prepared, value: bytes) -> bytes: one frame stating its content size and the
- * dictionary's id, without a checksum (the record's CRC-32C covers it). */
+ * dictionary's id, without a checksum (the record's CRC-32C covers it), stored without its 4-byte
+ * magic number (the record's attributes already say it is a frame). */
 PyObject *adq_py_zstd_compress(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 2 || !PyCapsule_IsValid(args[0], PREPARED_NAME) || !PyBytes_Check(args[1])) {
@@ -155,45 +182,91 @@ PyObject *adq_zstd_compress(PyObject *capsule, PyObject *value) {
     if (prepared == NULL) return NULL;
     size_t length = (size_t)PyBytes_GET_SIZE(value);
     size_t bound = zstd.compressBound(length);
-    PyObject *frame = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bound);
-    if (frame == NULL) return NULL;
-    size_t written = zstd.compress_usingCDict(cctx, PyBytes_AS_STRING(frame), bound, PyBytes_AS_STRING(value),
-                                              length, prepared->cdict);
-    if (zstd.isError(written)) {
-        Py_DECREF(frame);
+    uint8_t *out = scratch_of(bound);
+    if (out == NULL) return PyErr_NoMemory();
+    size_t written =
+        zstd.compress_usingCDict(cctx, out, bound, PyBytes_AS_STRING(value), length, prepared->cdict);
+    PyObject *frame = NULL;
+    if (zstd.isError(written) || written < sizeof frame_magic || memcmp(out, frame_magic, sizeof frame_magic))
         PyErr_SetString(PyExc_ValueError, "libzstd could not compress the value");
-        return NULL;
-    }
-    if (_PyBytes_Resize(&frame, (Py_ssize_t)written) < 0) return NULL;
+    else
+        frame = PyBytes_FromStringAndSize((const char *)out + sizeof frame_magic,
+                                          (Py_ssize_t)(written - sizeof frame_magic));
+    scratch_trim();
     return frame;
+}
+
+/* What a stored frame (RFC 8878 without its magic number) says of itself, read from its header and
+ * block headers: 1 when it is one whole frame that names a dictionary and states its content size,
+ * its blocks (and checksum, when it has one) ending exactly where the value ends; 0 otherwise. The
+ * reference's read_frame (compression.py) makes the same checks. */
+static int read_frame(const uint8_t *frame, size_t length, unsigned *id, unsigned long long *size) {
+    static const uint8_t id_bytes[4] = {0, 1, 2, 4};
+    if (length < 1) return 0;
+    unsigned descriptor = frame[0];
+    if (descriptor & 0x08) return 0; /* the reserved bit */
+    unsigned single_segment = (descriptor >> 5) & 1, size_flag = descriptor >> 6;
+    size_t size_bytes = size_flag == 0 ? single_segment : (size_t)1 << size_flag;
+    size_t at = 2 - single_segment; /* the descriptor, and the window descriptor unless single segment */
+    size_t id_length = id_bytes[descriptor & 3];
+    if (size_bytes == 0 || length < at + id_length + size_bytes) return 0;
+    *id = 0;
+    for (size_t i = 0; i < id_length; i++) *id |= (unsigned)frame[at + i] << (8 * i);
+    at += id_length;
+    *size = 0;
+    for (size_t i = 0; i < size_bytes; i++) *size |= (unsigned long long)frame[at + i] << (8 * i);
+    if (size_bytes == 2) *size += 256;
+    at += size_bytes;
+    for (;;) {
+        if (length - at < 3) return 0;
+        uint32_t header = (uint32_t)frame[at] | (uint32_t)frame[at + 1] << 8 | (uint32_t)frame[at + 2] << 16;
+        at += 3;
+        unsigned type = (header >> 1) & 3;
+        size_t stored = type == 1 ? 1 : header >> 3; /* an RLE block stores one byte */
+        if (type == 3 || length - at < stored) return 0;
+        at += stored;
+        if (header & 1) break; /* the last block */
+    }
+    if (descriptor & 0x04) { /* a content checksum */
+        if (length - at < 4) return 0;
+        at += 4;
+    }
+    return at == length;
 }
 
 /* The value a record's frame holds, or NULL without an exception set when the frame is not one whole
  * frame of this stream's dictionaries stating a content size of at most `limit` and holding exactly
  * that many bytes (the caller lets the reference name what is wrong). NULL with an exception set is
  * an allocation failure. `dictionaries` maps dictionary ids to prepared dictionaries (a dict), or is
- * NULL. */
-PyObject *adq_zstd_decompress(const uint8_t *frame, size_t length, PyObject *dictionaries, size_t limit) {
+ * NULL; `last` keeps the one found last, for the records after it in the same call. */
+PyObject *adq_zstd_decompress(const uint8_t *frame, size_t length, PyObject *dictionaries, size_t limit,
+                              adq_zstd_last *last) {
     if (dictionaries == NULL || zstd_state != 1) return NULL;
-    unsigned id = zstd.getDictID_fromFrame(frame, length);
-    if (id == 0) return NULL;
-    PyObject *key = PyLong_FromUnsignedLong(id);
-    if (key == NULL) return NULL;
-    PyObject *capsule = PyDict_GetItemWithError(dictionaries, key);
-    Py_DECREF(key);
-    if (capsule == NULL || !PyCapsule_IsValid(capsule, PREPARED_NAME)) return NULL;
-    prepared_dictionary *prepared = PyCapsule_GetPointer(capsule, PREPARED_NAME);
-    if (prepared->id != id) return NULL;
-    unsigned long long size = zstd.getFrameContentSize(frame, length);
-    if (size == ZSTD_CONTENTSIZE_UNKNOWN || size == ZSTD_CONTENTSIZE_ERROR || size > limit) return NULL;
-    if (zstd.findFrameCompressedSize(frame, length) != length) return NULL; /* one frame, whole, nothing after */
-    PyObject *value = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
-    if (value == NULL) return NULL;
-    size_t made = zstd.decompress_usingDDict(dctx, PyBytes_AS_STRING(value), (size_t)size, frame, length,
-                                             prepared->ddict);
-    if (zstd.isError(made) || made != size) {
-        Py_DECREF(value);
-        return NULL;
+    unsigned id;
+    unsigned long long size;
+    if (!read_frame(frame, length, &id, &size) || id == 0 || size > limit) return NULL;
+    prepared_dictionary *prepared = last->prepared;
+    if (prepared == NULL || last->id != id) {
+        PyObject *key = PyLong_FromUnsignedLong(id);
+        if (key == NULL) return NULL;
+        PyObject *capsule = PyDict_GetItemWithError(dictionaries, key);
+        Py_DECREF(key);
+        if (capsule == NULL || !PyCapsule_IsValid(capsule, PREPARED_NAME)) return NULL;
+        prepared = PyCapsule_GetPointer(capsule, PREPARED_NAME);
+        if (prepared->id != id) return NULL;
+        last->id = id;
+        last->prepared = prepared;
     }
+    uint8_t *whole = scratch_of(sizeof frame_magic + length);
+    if (whole == NULL) return PyErr_NoMemory();
+    memcpy(whole, frame_magic, sizeof frame_magic);
+    memcpy(whole + sizeof frame_magic, frame, length);
+    PyObject *value = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (value != NULL) {
+        size_t made = zstd.decompress_usingDDict(dctx, PyBytes_AS_STRING(value), (size_t)size, whole,
+                                                 sizeof frame_magic + length, prepared->ddict);
+        if (zstd.isError(made) || made != size) Py_CLEAR(value);
+    }
+    scratch_trim();
     return value;
 }

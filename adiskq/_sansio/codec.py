@@ -23,8 +23,9 @@ the same rules, and recovery's search for the next valid record needs one magic.
 only knows format 1 would misread a tagged record, so it is the stream's settings format that
 says which readers may open it. A tag is 1 to ``MAX_TAG_BYTES`` (255) bytes of UTF-8. Format 3
 (``adiskq/3``, a stream made with ``compression="zstd"``) adds attributes bit 1: the value is one zstd
-frame made with a dictionary kept in the stream's folder (``compression.py`` says how), which readers
-of formats 1 and 2 would hand out as the value, so they refuse the stream by its settings' format.
+frame, without its magic number, made with a dictionary kept in the stream's folder
+(``compression.py`` says how), which readers of formats 1 and 2 would hand out as the value, so
+they refuse the stream by its settings' format.
 
 Decoding follows h11's rule: a buffer that ends early is not an error. ``decode_record`` answers
 ``NEED_MORE`` for every proper prefix of a valid record, and raises ``CorruptRecordError`` (with the

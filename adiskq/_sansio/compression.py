@@ -1,13 +1,17 @@
 """Values compressed with a stream's zstd dictionary: the record's side and the dictionary file's, no I/O.
 
 A compressed record (format ``adiskq/3``) sets attributes bit 1 (``COMPRESSED``) and stores as its
-value one zstd frame (RFC 8878) made with one of the stream's dictionaries. Everything else in the
+value one zstd frame (RFC 8878) made with one of the stream's dictionaries, without the frame's
+4-byte magic number (zstd's "magicless" frame: the record's attribute already says what the bytes
+are; put the magic ``28 B5 2F FD`` back in front and any zstd reads it). Everything else in the
 record (key, tag, headers, timestamp, CRC-32C over the stored bytes) is as ``codec.py`` says. The
 frame says which dictionary it needs: its header carries the dictionary's id, and a stream's
 dictionary of version ``n`` has id ``DICTIONARY_ID_BASE + n`` (32768 on, the range zstd leaves to
 users; 2 bytes in the frame header). The frame must also state its content size (at most the
-reader's record limit), hold that many bytes exactly, and be the whole value: anything else is a
-damaged record, never a shorter or longer value.
+reader's record limit), hold that many bytes exactly, and be the whole value (its last block, and
+its checksum when it has one, end where the value ends): anything else is a damaged record, never a
+shorter or longer value. For a value of 263 bytes the frame's own bytes are 8: the descriptor
+(1), the dictionary id (2), the content size (2) and one block header (3).
 
 A dictionary file, ``dictionaries/zstd-NNNNNNNN.dict`` in the stream's folder (NNNNNNNN its version,
 decimal, from 1), all integers little-endian::
@@ -33,7 +37,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Final
+from typing import Final, NamedTuple
 
 from .._errors import CorruptRecordError, CorruptStreamError, InvalidArgumentError
 from .native import NATIVE
@@ -50,6 +54,7 @@ __all__ = [
     "frame_dictionary_id",
     "import_zstandard",
     "parse_dictionary_file",
+    "read_frame",
     "with_dictionary_id",
 ]
 
@@ -60,12 +65,12 @@ ZSTD_DICTIONARY_MAGIC: Final = 0xEC30A437
 # zstd's level for values: 3 (its default) compresses ~250-byte JSON a tenth smaller than 1 does, for
 # little more time with a prepared dictionary.
 DEFAULT_LEVEL: Final = 3
-_FRAME_MAGIC: Final = 0xFD2FB528
+_FRAME_MAGIC: Final = b"\x28\xb5\x2f\xfd"  # 0xFD2FB528: written by zstd, not stored in a record
 _FILE_MAGIC: Final = b"ADQZDICT"
 DICTIONARY_FILE_HEADER: Final = struct.Struct("<8sIII")  # magic, version, length, crc
 _U32 = struct.Struct("<I")
-_CONTENT_SIZE_BYTES: Final = (0, 2, 4, 8)  # by the Frame_Content_Size_flag
 _DICT_ID_BYTES: Final = (0, 1, 2, 4)  # by the Dictionary_ID_flag
+_BLOCK_HEADER: Final = 3
 
 
 def import_zstandard() -> object:
@@ -131,18 +136,55 @@ def parse_dictionary_file(data: bytes, version: int, path: str, crc32c: object) 
     return dictionary
 
 
-def frame_dictionary_id(value: bytes | memoryview) -> int | None:
-    """The dictionary id a zstd frame's header names (0 for none), or None when the bytes do not
-    start with a whole zstd frame header."""
-    if len(value) < 6 or _U32.unpack_from(value, 0)[0] != _FRAME_MAGIC:
+class FrameHeader(NamedTuple):
+    """What a stored frame's header says, and whether its blocks end where the value ends."""
+
+    dictionary_id: int  # 0: it names none
+    content_size: int | None  # None: not stated
+    whole: bool  # its blocks (and checksum, when it has one) end exactly at the value's end
+
+
+def read_frame(value: bytes | memoryview) -> FrameHeader | None:
+    """The header of a stored (magicless) zstd frame and whether the frame is whole, or None when the
+    bytes do not start with a frame header (too short, or its reserved bit set)."""
+    if len(value) < 1 or value[0] & 0x08:
         return None
-    descriptor = value[4]
+    descriptor = value[0]
     single_segment = (descriptor >> 5) & 1
+    size_flag = descriptor >> 6
+    size_bytes = single_segment if size_flag == 0 else 1 << size_flag
+    at = 2 - single_segment  # the descriptor, then a window descriptor unless single segment
     id_bytes = _DICT_ID_BYTES[descriptor & 3]
-    at = 5 + (0 if single_segment else 1)
-    if len(value) < at + id_bytes:
+    if len(value) < at + id_bytes + size_bytes:
         return None
-    return int.from_bytes(value[at : at + id_bytes], "little")
+    dictionary_id = int.from_bytes(value[at : at + id_bytes], "little")
+    at += id_bytes
+    content_size: int | None = None
+    if size_bytes:
+        content_size = int.from_bytes(value[at : at + size_bytes], "little") + (256 if size_bytes == 2 else 0)
+    at += size_bytes
+    whole = False
+    while len(value) - at >= _BLOCK_HEADER:
+        header = int.from_bytes(value[at : at + _BLOCK_HEADER], "little")
+        at += _BLOCK_HEADER
+        block_type = (header >> 1) & 3
+        stored = 1 if block_type == 1 else header >> 3  # an RLE block stores one byte
+        if block_type == 3 or len(value) - at < stored:
+            break
+        at += stored
+        if header & 1:  # the last block
+            if descriptor & 0x04:  # a content checksum follows
+                at += 4
+            whole = at == len(value)
+            break
+    return FrameHeader(dictionary_id, content_size, whole)
+
+
+def frame_dictionary_id(value: bytes | memoryview) -> int | None:
+    """The dictionary id a stored zstd frame's header names (0 for none), or None when the bytes do
+    not start with a frame header."""
+    header = read_frame(value)
+    return None if header is None else header.dictionary_id
 
 
 class ReferenceDictionary:
@@ -165,27 +207,20 @@ class ReferenceDictionary:
         self._decompressor = zstd.ZstdDecompressor(dict_data=data)
 
     def compress(self, value: bytes) -> bytes:
-        """``value`` as one zstd frame with this dictionary, its content size stated."""
+        """``value`` as one zstd frame with this dictionary, its content size stated, stored without
+        its magic number."""
         frame: bytes = self._compressor.compress(value)
-        return frame
+        if frame[:4] != _FRAME_MAGIC:  # pragma: no cover - zstd writes every frame with it
+            raise ValueError("zstandard wrote a frame without zstd's magic number")
+        return frame[4:]
 
-    def decompress(self, frame: bytes, limit: int, position: int) -> bytes:
-        """The value a record's frame holds; CorruptRecordError (at ``position``) unless the frame is
-        whole, states a content size of at most ``limit`` and holds exactly that many bytes."""
+    def decompress(self, frame: bytes, size: int, position: int) -> bytes:
+        """The value a stored frame holds, whose header was checked to state ``size`` and whose blocks
+        end where it ends; CorruptRecordError (at ``position``) unless it holds exactly ``size`` bytes."""
         import zstandard as zstd
 
         try:
-            parameters = zstd.get_frame_parameters(frame)
-        except zstd.ZstdError as error:
-            raise CorruptRecordError(f"compressed value is not a zstd frame ({error})", position=position) from None
-        size = parameters.content_size
-        if size == zstd.CONTENTSIZE_UNKNOWN or size == zstd.CONTENTSIZE_ERROR or size > limit:
-            raise CorruptRecordError(
-                "compressed value's zstd frame does not state a content size within the record limit",
-                position=position,
-            )
-        try:
-            value = self._decompressor.decompress(frame, max_output_size=size, allow_extra_data=False)
+            value = self._decompressor.decompress(_FRAME_MAGIC + frame, max_output_size=size, allow_extra_data=False)
         except zstd.ZstdError as error:
             raise CorruptRecordError(f"compressed value does not decompress ({error})", position=position) from None
         if len(value) != size:
@@ -234,14 +269,26 @@ class Dictionaries:
 
     def decompress(self, frame: bytes, limit: int, position: int) -> bytes:
         """The value a compressed record holds (the reference's way), every check made."""
-        dictionary_id = frame_dictionary_id(frame)
-        if dictionary_id is None:
+        header = read_frame(frame)
+        if header is None:
             raise CorruptRecordError("compressed value is not a zstd frame", position=position)
+        dictionary_id = header.dictionary_id
         self.need(dictionary_id, position)
+        size = header.content_size
+        if size is None or size > limit:
+            raise CorruptRecordError(
+                "compressed value's zstd frame does not state a content size within the record limit",
+                position=position,
+            )
+        if not header.whole:
+            raise CorruptRecordError(
+                "compressed value is not one whole zstd frame (its blocks end before or after the value)",
+                position=position,
+            )
         reference = self.reference.get(dictionary_id)
         if reference is None:  # ready for the compiled core only: make the reference's too
             reference = ReferenceDictionary(
                 dictionary_id - DICTIONARY_ID_BASE, self._load(dictionary_id - DICTIONARY_ID_BASE), self.level
             )
             self.reference[dictionary_id] = reference
-        return reference.decompress(frame, limit, position)
+        return reference.decompress(frame, size, position)

@@ -77,9 +77,16 @@ def both(buf: bytes, *, limit: int = LIMIT, versions: tuple[int, ...] = (1,)) ->
 
 EVENT = order_events(3000)[2500]
 FRAME = compress(EVENT)
-# The frame header: magic (4), descriptor (1: single segment, 2-byte dictionary id), dictionary id (2),
-# then the content size's first byte.
-CONTENT_SIZE_AT = 7
+# The stored frame's header: descriptor (1: single segment, 2-byte dictionary id, 2-byte content size),
+# dictionary id (2), then the content size's first byte (no magic number: the record says what it is).
+CONTENT_SIZE_AT = 3
+MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def stored(frame: bytes) -> bytes:
+    """A frame zstandard wrote, as a record stores it (without its magic number)."""
+    assert frame[:4] == MAGIC
+    return frame[4:]
 
 
 def with_byte(frame: bytes, at: int, value: int) -> bytes:
@@ -87,10 +94,28 @@ def with_byte(frame: bytes, at: int, value: int) -> bytes:
 
 
 def test_frame_header_is_what_the_format_says() -> None:
-    """A value's frame names the dictionary by its id (32768 + version) and states its content size."""
-    magic, descriptor, dictionary_id = struct.unpack_from("<IBH", FRAME)
-    assert (magic, descriptor & 0x23, dictionary_id) == (0xFD2FB528, 0x22, DICTIONARY_ID_BASE + 1)
-    assert zstandard.get_frame_parameters(FRAME).content_size == len(EVENT)
+    """A value's frame is stored without zstd's magic number, names the dictionary by its id
+    (32768 + version), states its content size, and is 8 bytes of header and block header."""
+    descriptor, dictionary_id, content_size = struct.unpack_from("<BHH", FRAME)
+    assert (descriptor, dictionary_id, content_size + 256) == (0x62, DICTIONARY_ID_BASE + 1, len(EVENT))
+    assert zstandard.get_frame_parameters(MAGIC + FRAME).content_size == len(EVENT)
+    block_size = int.from_bytes(FRAME[5:8], "little") >> 3
+    assert len(FRAME) == 5 + 3 + block_size
+
+
+def test_compiled_and_reference_compressors_store_the_same_layout() -> None:
+    """The compiled core's frames are stored like the reference's: no magic number, the same header."""
+    if NATIVE is None:
+        pytest.fail("the compiled core is not built")
+    prepared = NATIVE.zstd_prepare(stream_dictionary(), 3)
+    frame = NATIVE.zstd_compress(prepared, EVENT)
+    assert frame[:5] == FRAME[:5]
+    assert (
+        zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(stream_dictionary())).decompress(
+            MAGIC + frame
+        )
+        == EVENT
+    )
 
 
 def test_sound_records_decode_alike() -> None:
@@ -112,15 +137,24 @@ HOSTILE: dict[str, bytes] = {
     "content size says one less": with_byte(FRAME, CONTENT_SIZE_AT, (FRAME[CONTENT_SIZE_AT] - 1) % 256),
     "a byte after the frame": FRAME + b"\x00",
     "two frames": FRAME + FRAME,
-    "no content size": zstandard.ZstdCompressor(
-        dict_data=zstandard.ZstdCompressionDict(stream_dictionary()), write_content_size=False
-    ).compress(EVENT),
-    "no dictionary": zstandard.ZstdCompressor().compress(EVENT),
+    "no content size": stored(
+        zstandard.ZstdCompressor(
+            dict_data=zstandard.ZstdCompressionDict(stream_dictionary()), write_content_size=False
+        ).compress(EVENT)
+    ),
+    "no dictionary": stored(zstandard.ZstdCompressor().compress(EVENT)),
     "a dictionary the stream lacks": compress(EVENT, version=2),
-    "raw dictionary content": zstandard.ZstdCompressor(
-        dict_data=zstandard.ZstdCompressionDict(trained_dictionary(), dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-    ).compress(EVENT),
-    "not a frame": b"\x28\xb5\x2f\xfd" + bytes(range(40)),
+    "raw dictionary content": stored(
+        zstandard.ZstdCompressor(
+            dict_data=zstandard.ZstdCompressionDict(trained_dictionary(), dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+        ).compress(EVENT)
+    ),
+    "the magic number kept": MAGIC + FRAME,
+    "the reserved bit set": with_byte(FRAME, 0, FRAME[0] | 0x08),
+    "a checksum flagged but missing": with_byte(FRAME, 0, FRAME[0] | 0x04),
+    "a block of the reserved type": with_byte(FRAME, 5, FRAME[5] | 0x06),
+    "the last block not marked last": with_byte(FRAME, 5, FRAME[5] & 0xFE),
+    "not a frame": bytes(range(40)),
     "empty": b"",
 }
 
@@ -148,7 +182,7 @@ def test_content_over_the_record_limit_is_damage() -> None:
 def test_frame_naming_another_stream_dictionary_decodes_alike() -> None:
     """A frame whose dictionary id was rewritten to another version the stream has (a forgery: the
     record's CRC-32C was made over it) gets the same answer from both cores."""
-    forged = FRAME[:5] + struct.pack("<H", DICTIONARY_ID_BASE + 2) + FRAME[7:]
+    forged = FRAME[:1] + struct.pack("<H", DICTIONARY_ID_BASE + 2) + FRAME[3:]
     compiled, pure = both(record(forged), versions=(1, 2))
     assert compiled == pure
 
@@ -165,6 +199,17 @@ def test_values_round_trip_through_both_compressors(values: list[bytes]) -> None
     compiled, pure = both(b"".join(map(record, frames)))
     assert compiled == pure
     assert [message.value for message in pure] == values  # type: ignore[attr-defined]
+
+
+def test_frame_with_a_checksum_decodes_alike() -> None:
+    """A frame carrying zstd's content checksum (not what adiskq writes, but a valid frame) decodes to
+    its value in both cores."""
+    checked = zstandard.ZstdCompressor(
+        dict_data=zstandard.ZstdCompressionDict(stream_dictionary(1, seed=1)), write_checksum=True
+    ).compress(EVENT)
+    compiled, pure = both(record(stored(checked)))
+    assert compiled == pure
+    assert [message.value for message in pure] == [EVENT]  # type: ignore[attr-defined]
 
 
 def test_dictionary_file_round_trips_and_refuses_damage() -> None:

@@ -46,7 +46,7 @@ def settings_of(stream_path: str) -> bytes:
 
 def frame_version(record: codec.DecodedRecord) -> int:
     """The dictionary version a compressed record's frame names."""
-    (dictionary_id,) = struct.unpack_from("<H", record.value, 5)
+    (dictionary_id,) = struct.unpack_from("<H", record.value, 1)
     return int(dictionary_id) - DICTIONARY_ID_BASE
 
 
