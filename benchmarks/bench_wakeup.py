@@ -1,8 +1,9 @@
 """Cross-process wake-up latency: adiskq beside the kernel's floor and SQLite polling, in one run.
 
-A producer process writes one 100-byte message a millisecond (``--interval``), stamped with CLOCK_MONOTONIC (shared
-by every process of the machine) just before it is handed over; a consumer process waiting at the end
-takes it, and its latency is the time it holds the message minus the stamp. Each (peer, run) runs in
+A producer process writes one 100-byte message a millisecond (or every ``--interval`` µs), stamped
+with CLOCK_MONOTONIC (shared by every process of the machine) just before it is handed over; a
+consumer process waiting at the end takes it, and its latency is the time it holds the message minus
+the stamp. Each (peer, run) runs in
 two fresh processes. Peers:
 
 * ``adiskq-asyncio``, ``adiskq-trio``: ``Producer(flush="async")``, one partition; ``async for`` over
@@ -39,7 +40,7 @@ should be at most 0.65x of it and its p99 at most 1x.
     python benchmarks/bench_wakeup.py --quick         # one short run: checks that it all works
     python benchmarks/bench_wakeup.py --baseline /tmp/before   # adds the code in /tmp/before/adiskq
     python benchmarks/bench_wakeup.py --cpus apart    # consumer and producer pinned to CPUs 0 and 1
-    python benchmarks/bench_wakeup.py --interval 500  # 2,000 messages a second, as bench_compare.py's W5
+    python benchmarks/bench_wakeup.py --interval 500  # 2,000 messages a second, as bench_compare.py's latency_keyed
     python benchmarks/bench_wakeup.py --co-runner idle-class   # no CPU ever idle
 """
 
