@@ -3,8 +3,7 @@
 A producer process writes one 100-byte message a millisecond (or every ``--interval`` µs), stamped
 with CLOCK_MONOTONIC (shared by every process of the machine) just before it is handed over; a
 consumer process waiting at the end takes it, and its latency is the time it holds the message minus
-the stamp. Each (peer, run) runs in
-two fresh processes. Peers:
+the stamp. Each (peer, run) runs in two fresh processes. Peers:
 
 * ``adiskq-asyncio``, ``adiskq-trio``: ``Producer(flush="async")``, one partition; ``async for`` over
   a ``Consumer`` at the end (``end="wait"``), producer and consumer on the same backend;
