@@ -143,3 +143,23 @@ def test_the_wakeup_benchmark_runs_the_floors_in_c_at_an_interval_beside_a_co_ru
         p50, p90, p99 = (float(figure) for figure in rows[peer])
         assert 0 < p50 <= p90 <= p99
     assert os.listdir(tmp_path) == []
+
+
+def test_the_wakeup_breakdown_warms_up_by_messages_not_by_wakeups() -> None:
+    """wakeup_breakdown.py leaves out the first messages of a run, and keeps every later message a
+    wake-up brought, however few wake-ups the run had (on a busy machine most messages are found
+    without one)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    import wakeup_breakdown
+
+    index_times: list[int] = []
+    log: list[tuple[str, int]] = []
+    for n in range(10):  # message n stamped at 1000n, its index written 10 ns later
+        stamp = 1000 * n
+        index_times.append(stamp + 10)
+        if n % 3 == 0:  # every third message came by a wake-up; the others by the look before sleeping
+            log += [("woken", stamp + 20), ("events read", stamp + 30), ("read starts", stamp + 40)]
+            log += [("data read", stamp + 50), ("decoded", stamp + 60), ("delivered", stamp + 70)]
+        log.append(("stamp", stamp))
+    rows = wakeup_breakdown.stages(index_times, log, warmup=2)
+    assert rows == [[10, 10, 10, 10, 10, 10, 10]] * 3  # messages 3, 6 and 9
