@@ -1,9 +1,9 @@
 """Cross-process wake-up latency: adiskq beside the kernel's floor and SQLite polling, in one run.
 
-A producer process writes one 100-byte message a millisecond, stamped with CLOCK_MONOTONIC (shared
-by every process of the machine) just before it is handed over; a consumer process waiting at the end
-takes it, and its latency is the time it holds the message minus the stamp. Each (peer, run) runs in
-two fresh processes. Peers:
+A producer process writes one 100-byte message a millisecond (or every ``--interval`` µs), stamped
+with CLOCK_MONOTONIC (shared by every process of the machine) just before it is handed over; a
+consumer process waiting at the end takes it, and its latency is the time it holds the message minus
+the stamp. Each (peer, run) runs in two fresh processes. Peers:
 
 * ``adiskq-asyncio``, ``adiskq-trio``: ``Producer(flush="async")``, one partition; ``async for`` over
   a ``Consumer`` at the end (``end="wait"``), producer and consumer on the same backend;
@@ -13,7 +13,15 @@ two fresh processes. Peers:
   (``anyio.wait_readable`` on the inotify descriptor): the floor of an async reader;
 * ``pipe``: the writer writes the message into a FIFO the reader blocks on: a wake-up without a file;
 * ``sqlite-100us``, ``sqlite-1ms``: SQLite (WAL, ``synchronous=NORMAL``) inserts, and a reader
-  polling for new rows every 100 µs or 1 ms (``time.sleep``; Linux adds its 50 µs timer slack).
+  polling for new rows every 100 µs or 1 ms (``time.sleep``; Linux adds its 50 µs timer slack);
+* ``c-inotify-blocking``, ``c-poll-100us``: the floors without Python (``wake_floor.c``, compiled with
+  the system's ``cc`` for the run): a blocking ``read`` of inotify, and a ``pread`` every 100 µs
+  (named in ``--peers`` only: the default leaves them out).
+
+``--co-runner busy`` runs one more process beside every peer, a busy loop at normal priority: a CPU
+that is never idle, taken from the peers. ``--co-runner idle-class`` runs one busy loop per CPU in
+the ``SCHED_IDLE`` class: any other task preempts it at once, so it takes (almost) no time from the
+peers, but no CPU ever goes idle (on a VM: no vCPU halts, so none has to be woken by the host).
 
 With ``--cpus apart`` the consumer runs on CPU 0 and the producer on CPU 1, and with ``--cpus same``
 both on CPU 1, for every peer alike (``sched_setaffinity``): what the kernel's choice of CPU for the
@@ -31,6 +39,8 @@ should be at most 0.65x of it and its p99 at most 1x.
     python benchmarks/bench_wakeup.py --quick         # one short run: checks that it all works
     python benchmarks/bench_wakeup.py --baseline /tmp/before   # adds the code in /tmp/before/adiskq
     python benchmarks/bench_wakeup.py --cpus apart    # consumer and producer pinned to CPUs 0 and 1
+    python benchmarks/bench_wakeup.py --interval 500  # 2,000 messages a second, as bench_compare.py's latency_keyed
+    python benchmarks/bench_wakeup.py --co-runner idle-class   # no CPU ever idle
 """
 
 from __future__ import annotations
@@ -63,7 +73,13 @@ PEERS = (
     "pipe",
     "sqlite-100us",
     "sqlite-1ms",
+    "c-inotify-blocking",
+    "c-poll-100us",
 )
+# The c-* peers: wake_floor.c's reader mode and its arguments (the writer is the same for both)
+C_READERS = {"c-inotify-blocking": ["block"], "c-poll-100us": ["poll", "100000"]}
+DEFAULT_PEERS = tuple(peer for peer in PEERS if peer not in C_READERS)  # the c-* peers need a compiler: asked for
+CO_RUNNERS = ("busy", "idle-class")
 YARDSTICK = "sqlite-100us"
 MESSAGE_BYTES = 100  # stamped_value()'s size
 WARMUP = 50  # samples dropped at the start of every run (first file opens, caches)
@@ -71,6 +87,7 @@ _IN_MODIFY = 0x2
 _IN_CLOEXEC = 0o2000000
 _IN_NONBLOCK = 0o4000
 _CPU_VARIABLE = "BENCH_WAKEUP_CPU"  # a role process pins itself to this CPU (--cpus)
+_INTERVAL_VARIABLE = "BENCH_WAKEUP_INTERVAL_US"  # the producer's time between two messages (--interval)
 # --cpus: (the consumer's CPU, the producer's CPU)
 PLACEMENTS = {"apart": (0, 1), "same": (1, 1)}
 
@@ -78,8 +95,14 @@ PLACEMENTS = {"apart": (0, 1), "same": (1, 1)}
 # -- the producers ---------------------------------------------------------------------------------
 
 
+def _interval_s() -> float:
+    """The producer's time between two messages: ``--interval``, carried to the role processes."""
+    return int(os.environ.get(_INTERVAL_VARIABLE, round(LATENCY_INTERVAL_S * 1e6))) / 1e6
+
+
 def produce(peer: str, folder: str, count: int) -> None:
     wait_for_file(os.path.join(folder, "ready"))
+    interval_s = _interval_s()
     if peer.startswith("adiskq-"):
         import anyio
 
@@ -89,7 +112,7 @@ def produce(peer: str, folder: str, count: int) -> None:
             async with adiskq.Producer(os.path.join(folder, "stream"), partitions=1, flush="async") as producer:
                 started = time.monotonic()
                 for i in range(count):
-                    delay = started + i * LATENCY_INTERVAL_S - time.monotonic()
+                    delay = started + i * interval_s - time.monotonic()
                     if delay > 0:
                         await anyio.sleep(delay)
                     await producer.push(stamped_value())
@@ -97,15 +120,15 @@ def produce(peer: str, folder: str, count: int) -> None:
         anyio.run(main, backend=peer.removeprefix("adiskq-"))
     elif peer.startswith("inotify-"):
         fd = os.open(os.path.join(folder, "file"), os.O_WRONLY | os.O_APPEND)
-        paced(count, lambda: os.write(fd, stamped_value()))
+        paced(count, lambda: os.write(fd, stamped_value()), interval_s)
         os.close(fd)
     elif peer == "pipe":
         fd = os.open(os.path.join(folder, "fifo"), os.O_WRONLY)
-        paced(count, lambda: os.write(fd, stamped_value()))
+        paced(count, lambda: os.write(fd, stamped_value()), interval_s)
         os.close(fd)
     else:
         db = _sqlite(folder)
-        paced(count, lambda: db.execute("INSERT INTO log (value) VALUES (?)", (stamped_value(),)))
+        paced(count, lambda: db.execute("INSERT INTO log (value) VALUES (?)", (stamped_value(),)), interval_s)
         db.close()
 
 
@@ -235,12 +258,75 @@ def consume(peer: str, folder: str, count: int) -> list[int]:
 # -- the run ---------------------------------------------------------------------------------------
 
 
+def compile_floor(root: str) -> str:
+    """``wake_floor.c`` built into ``root``; the path of the program."""
+    program = os.path.join(root, "wake_floor")
+    source = os.path.join(HERE, "wake_floor.c")
+    subprocess.run(["cc", "-O2", "-o", program, source], check=True)
+    return program
+
+
+def _run_c_peer(peer: str, program: str, folder: str, count: int, cpus: tuple[int, int] | None) -> list[int]:
+    """One run of a c-* peer: ``wake_floor``'s reader, then its writer once the reader watches."""
+    path = os.path.join(folder, "file")
+    open(path, "wb").close()
+
+    def pinned(cpu: int | None) -> Any:
+        return None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
+
+    children: list[subprocess.Popen[str]] = []
+    try:
+        consumer = subprocess.Popen(
+            [program, *C_READERS[peer][:1], path, str(count), *C_READERS[peer][1:]],
+            stdout=subprocess.PIPE,
+            text=True,
+            preexec_fn=pinned(None if cpus is None else cpus[0]),
+        )
+        children.append(consumer)
+        wait_for_file(path + ".ready")
+        interval_ns = str(round(_interval_s() * 1e9))
+        producer = subprocess.Popen(
+            [program, "write", path, str(count), interval_ns], preexec_fn=pinned(None if cpus is None else cpus[1])
+        )
+        children.append(producer)
+        output, _ = consumer.communicate(timeout=120)
+        if producer.wait(timeout=60) != 0 or consumer.returncode != 0:
+            raise RuntimeError(f"{peer}: writer exited {producer.returncode}, reader {consumer.returncode}")
+        latencies: list[int] = json.loads(output)
+        return latencies[WARMUP:]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+
+def start_co_runners(kind: str) -> list[subprocess.Popen[str]]:
+    """``--co-runner``: one busy loop at normal priority, or one per CPU in the SCHED_IDLE class."""
+    loop = "while True: pass"
+    if kind == "busy":
+        return [subprocess.Popen([sys.executable, "-c", loop])]
+    idle = f"import os; os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)); {loop}"
+    return [subprocess.Popen([sys.executable, "-c", idle]) for _ in os.sched_getaffinity(0)]
+
+
 def run_once(
-    peer: str, count: int, root: str, baseline: str | None = None, cpus: tuple[int, int] | None = None
+    peer: str,
+    count: int,
+    root: str,
+    baseline: str | None = None,
+    cpus: tuple[int, int] | None = None,
+    floor_program: str | None = None,
 ) -> list[int]:
     """One run of ``peer``: a consumer and a producer process (pinned to ``cpus``, the consumer's
     then the producer's, if given); the consumer's latencies in ns."""
     folder = tempfile.mkdtemp(prefix=f"{peer}-", dir=root)
+    if peer in C_READERS:
+        assert floor_program is not None
+        try:
+            return _run_c_peer(peer, floor_program, folder, count, cpus)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
     env = dict(os.environ)
     if peer.startswith("baseline-"):
         assert baseline is not None
@@ -286,7 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one run of 200 messages: checks that it all works")
     parser.add_argument("--runs", type=int, default=5, help="runs per peer (medians are reported)")
     parser.add_argument("--count", type=int, default=2_000, help="messages per run")
-    parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of: " + ", ".join(PEERS))
+    parser.add_argument(
+        "--peers", default=",".join(DEFAULT_PEERS), help="comma-separated subset of: " + ", ".join(PEERS)
+    )
     parser.add_argument("--dir", default=None, help="where the runs' files go (default: a temp folder)")
     parser.add_argument("--baseline", default=None, help="a folder with another adiskq package to run beside")
     parser.add_argument("--json", default=None, help="also write every run's percentiles to this file")
@@ -295,6 +383,15 @@ def main(argv: list[str] | None = None) -> int:
         choices=sorted(PLACEMENTS),
         default=None,
         help="pin consumer and producer to CPUs 0 and 1, or both to 1",
+    )
+    parser.add_argument(
+        "--co-runner", choices=CO_RUNNERS, default=None, help="a busy loop beside the peers (see above)"
+    )
+    parser.add_argument(
+        "--interval",
+        type=int,
+        default=round(LATENCY_INTERVAL_S * 1e6),
+        help="µs between two messages (default 1,000; 500 is the comparison's 2,000 msg/s workload)",
     )
     parser.add_argument("--role", nargs=4, metavar=("ROLE", "PEER", "FOLDER", "COUNT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -324,6 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs < 1 or args.count <= WARMUP:
         parser.error(f"--runs must be at least 1 and --count above {WARMUP}")
     runs, count = (1, 200) if args.quick else (args.runs, args.count)
+    if args.interval < 1:
+        parser.error("--interval must be at least 1 µs")
+    os.environ[_INTERVAL_VARIABLE] = str(args.interval)  # the role processes inherit it
     cpus = None if args.cpus is None else PLACEMENTS[args.cpus]
     if cpus is not None and not set(cpus) <= os.sched_getaffinity(0):
         parser.error(
@@ -332,23 +432,36 @@ def main(argv: list[str] | None = None) -> int:
 
     figures: dict[str, list[tuple[float, float, float]]] = {peer: [] for peer in peers}
     with tempfile.TemporaryDirectory(prefix="adiskq-wakeup-", dir=args.dir) as root:
-        for run in range(runs):
-            for peer in peers:  # peers interleaved, so the machine's drift touches all alike
-                ordered = sorted(run_once(peer, count, root, args.baseline, cpus))
-                row = (percentile(ordered, 0.5), percentile(ordered, 0.9), percentile(ordered, 0.99))
-                figures[peer].append(row)
-                print(f"run {run + 1}/{runs}  {peer:<17} p50 {row[0]:8.1f}  p99 {row[2]:8.1f} µs", file=sys.stderr)
+        floor_program = None
+        if any(peer in C_READERS for peer in peers):
+            if shutil.which("cc") is None:
+                parser.error("the c-* peers need a C compiler (cc): install one, or leave them out of --peers")
+            floor_program = compile_floor(root)
+        co_runners = [] if args.co_runner is None else start_co_runners(args.co_runner)
+        try:
+            for run in range(runs):
+                for peer in peers:  # peers interleaved, so the machine's drift touches all alike
+                    ordered = sorted(run_once(peer, count, root, args.baseline, cpus, floor_program))
+                    row = (percentile(ordered, 0.5), percentile(ordered, 0.9), percentile(ordered, 0.99))
+                    figures[peer].append(row)
+                    print(f"run {run + 1}/{runs}  {peer:<18} p50 {row[0]:8.1f}  p99 {row[2]:8.1f} µs", file=sys.stderr)
+        finally:
+            for co_runner in co_runners:
+                co_runner.kill()
+                co_runner.wait()
     summary = {peer: tuple(statistics.median(r[i] for r in rows) for i in range(3)) for peer, rows in figures.items()}
     placement = "" if cpus is None else f", consumer and producer on CPUs {cpus[0]} and {cpus[1]}"
+    placement += "" if args.co_runner is None else f", co-runner: {args.co_runner}"
     print(
-        f"cross-process latency, one message a ms, {count - WARMUP:,} samples a run, medians of {runs} run(s)"
+        f"cross-process latency, one message every {args.interval:,} µs, {count - WARMUP:,} samples a run,"
+        f" medians of {runs} run(s)"
         f"{placement}, µs"
     )
-    print(f"{'peer':<17} {'p50':>8} {'p90':>8} {'p99':>8}   ratio to {YARDSTICK} p50 / p99")
+    print(f"{'peer':<18} {'p50':>8} {'p90':>8} {'p99':>8}   ratio to {YARDSTICK} p50 / p99")
     base = summary.get(YARDSTICK)
     for peer, (p50, p90, p99) in summary.items():
         ratios = "" if base is None else f"   {p50 / base[0]:.2f}x / {p99 / base[2]:.2f}x"
-        print(f"{peer:<17} {p50:8.1f} {p90:8.1f} {p99:8.1f}{ratios}")
+        print(f"{peer:<18} {p50:8.1f} {p90:8.1f} {p99:8.1f}{ratios}")
     if base is not None:
         print(f"target for adiskq: p50 <= {0.65 * base[0]:.1f} µs (0.65x), p99 <= {base[2]:.1f} µs (1x)")
     if args.json:

@@ -126,16 +126,18 @@ def count_calls(folder: str, count: int, backend: str) -> None:
     armed = counting = False
     current = dict.fromkeys(CALL_GROUPS, 0)
     per_message: list[dict[str, int]] = []
+    delivered = 0  # messages handed over so far: the first WARMUP are left out, woken or not
 
     def profile(frame: Any, event: str, arg: Any) -> None:
-        nonlocal armed, counting, current
+        nonlocal armed, counting, current, delivered
         if event == "call":
             code = frame.f_code
             if code is arm_code:
                 armed, counting = True, False
             elif code is delivered_code:
-                if counting:
+                if counting and delivered >= bench_wakeup.WARMUP:
                     per_message.append(current)
+                delivered += 1
                 armed = counting = False
             elif counting:
                 current[_group_of(code.co_filename)] += 1
@@ -167,8 +169,12 @@ def print_calls(backend: str, per_message: list[dict[str, int]]) -> int:
     return 0
 
 
-def stages(index_times: list[int], log: list[tuple[str, int]]) -> list[list[int]]:
-    """Per message brought by a wake-up: the ns spent in each stage."""
+def stages(index_times: list[int], log: list[tuple[str, int]], warmup: int = 0) -> list[list[int]]:
+    """Per message brought by a wake-up, from message ``warmup`` on: the ns spent in each stage.
+
+    The warm-up is counted in messages, not in wake-ups: on a busy machine most messages are found
+    by the look before sleeping, and the first ``warmup`` wake-ups may come from anywhere in the run.
+    """
     rows = []
     current: dict[str, int] = {}
     delivered = 0
@@ -176,7 +182,7 @@ def stages(index_times: list[int], log: list[tuple[str, int]]) -> list[list[int]
         if name == "stamp":
             n = delivered
             delivered += 1
-            if n < len(index_times) and all(s in current for s in STAGES[1:]):
+            if warmup <= n < len(index_times) and all(s in current for s in STAGES[1:]):
                 marks = [t, index_times[n], *(current[s] for s in STAGES[1:])]
                 if marks == sorted(marks):
                     rows.append([b - a for a, b in itertools.pairwise(marks)])
@@ -233,12 +239,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.calls:
             with open(os.path.join(folder, "calls.json")) as file:
                 per_message: list[dict[str, int]] = json.load(file)
-            return print_calls(args.backend, per_message[bench_wakeup.WARMUP :])
+            return print_calls(args.backend, per_message)
         with open(os.path.join(folder, "producer.json")) as file:
             index_times: list[int] = json.load(file)
         with open(os.path.join(folder, "consumer.json")) as file:
             log = [tuple(entry) for entry in json.load(file)]
-        rows = stages(index_times, log)[bench_wakeup.WARMUP :]  # type: ignore[arg-type]
+        rows = stages(index_times, log, bench_wakeup.WARMUP)  # type: ignore[arg-type]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     producing = f" (producer on {args.producer_backend})" if args.producer_backend else ""

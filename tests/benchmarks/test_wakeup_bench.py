@@ -112,3 +112,54 @@ def test_the_wakeup_benchmark_pins_its_processes(tmp_path: pathlib.Path) -> None
     assert "consumer and producer on CPUs 0 and 1" in result.stdout
     rows = [line.split()[0] for line in result.stdout.splitlines()[2:] if line and not line.startswith("target")]
     assert rows == ["adiskq-asyncio", "pipe"]
+
+
+@pytest.mark.parametrize("co_runner", ["idle-class", "busy"])
+def test_the_wakeup_benchmark_runs_the_floors_in_c_at_an_interval_beside_a_co_runner(
+    tmp_path: pathlib.Path, co_runner: str
+) -> None:
+    """bench_wakeup.py builds and runs the C floors, paces the producers at --interval, and runs its
+    --co-runner beside the peers, saying so."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "bench_wakeup.py"),
+            "--quick",
+            "--peers=c-inotify-blocking,c-poll-100us,pipe,sqlite-100us",
+            "--interval=500",
+            f"--co-runner={co_runner}",
+            f"--dir={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"one message every 500 µs, 150 samples a run, medians of 1 run(s), co-runner: {co_runner}" in result.stdout
+    rows = {line.split()[0]: line.split()[1:4] for line in result.stdout.splitlines()[2:] if line}
+    assert {"c-inotify-blocking", "c-poll-100us", "pipe", "sqlite-100us"} <= set(rows)
+    for peer in ("c-inotify-blocking", "c-poll-100us"):
+        p50, p90, p99 = (float(figure) for figure in rows[peer])
+        assert 0 < p50 <= p90 <= p99
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_wakeup_breakdown_warms_up_by_messages_not_by_wakeups() -> None:
+    """wakeup_breakdown.py leaves out the first messages of a run, and keeps every later message a
+    wake-up brought, however few wake-ups the run had (on a busy machine most messages are found
+    without one)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    import wakeup_breakdown
+
+    index_times: list[int] = []
+    log: list[tuple[str, int]] = []
+    for n in range(10):  # message n stamped at 1000n, its index written 10 ns later
+        stamp = 1000 * n
+        index_times.append(stamp + 10)
+        if n % 3 == 0:  # every third message came by a wake-up; the others by the look before sleeping
+            log += [("woken", stamp + 20), ("events read", stamp + 30), ("read starts", stamp + 40)]
+            log += [("data read", stamp + 50), ("decoded", stamp + 60), ("delivered", stamp + 70)]
+        log.append(("stamp", stamp))
+    rows = wakeup_breakdown.stages(index_times, log, warmup=2)
+    assert rows == [[10, 10, 10, 10, 10, 10, 10]] * 3  # messages 3, 6 and 9
