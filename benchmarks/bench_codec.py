@@ -1,6 +1,6 @@
 """Nanoseconds per record of the codec alone, beside the physical limit of copying the same bytes.
 
-Issue 16 measures the per-record work apart from I/O and the async layer: ``encode_batch`` (values,
+This measures the per-record work apart from I/O and the async layer: ``encode_batch`` (values,
 keys and timestamps to record bytes) and ``decode_messages`` (record bytes to checked ``Message``s) of
 ``adiskq._sansio.core`` (the compiled core, or the reference with ADISKQ_NO_EXTENSIONS=1), on
 batches of 1,000 records with 100-byte values and distinct 12-byte keys.
@@ -41,7 +41,7 @@ from adiskq._sansio.core import decode_messages, encode_batch  # noqa: E402  (th
 
 
 def core_name() -> str:
-    """What runs: ``adiskq.compiled`` where the package has it (issue 16's switch), else "python"."""
+    """What runs: ``adiskq.compiled`` where the package has it (the switch between the cores), else "python"."""
     if hasattr(adiskq, "compiled"):
         return f"adiskq.compiled = {adiskq.compiled!r}"
     return "python (adiskq.compiled is not defined: only the pure-Python core exists)"

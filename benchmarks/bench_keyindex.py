@@ -1,4 +1,4 @@
-"""The key index (issue 10): what it costs the producer, and how fast ``adiskq.find`` looks a key up.
+"""The key index: what it costs the producer, and how fast ``adiskq.find`` looks a key up.
 
 Ingest, index on vs off, in the same run (runs alternate, medians of ``--runs``):
 

@@ -1,4 +1,4 @@
-"""Peak memory of W1's process (issue 16: "≤ SQLite + 3 MiB"), and where it goes.
+"""Peak memory of W1's process (target: "≤ SQLite + 3 MiB"), and where it goes.
 
 Each figure is the peak resident memory (VmHWM) of a fresh process, medians of ``--runs``:
 

@@ -1,6 +1,6 @@
 """Storage layer alone: append and sequential read in messages/s, beside SQLite in the same run.
 
-Workload (issue 2): 100-byte values, 12-byte keys, batches of 1,000 messages, one partition.
+Workload: 100-byte values, 12-byte keys, batches of 1,000 messages, one partition.
 
 * ``append``: ``PartitionWriter.append`` of already-encoded records (the storage write path: data,
   then time index, then index, one write each), and ``encode+append`` with ``encode_batch`` timed too.
@@ -77,7 +77,7 @@ def adiskq_append(
     directory: str, encoded: list[tuple[list[bytes], list[int]]], *, key_hashes: list[list[int]] | None = None
 ) -> float:
     """Append pre-encoded batches. Without ``key_hashes`` the key index is off (the storage layer as
-    issue 2 specified it); with them it is on, fed the hashes the producer computes once per key."""
+    first specified); with them it is on, fed the hashes the producer computes once per key."""
     writer, _ = PartitionWriter.open(directory, 0, segment_size_bytes=32 * 2**20, key_index=key_hashes is not None)
 
     def run() -> int:

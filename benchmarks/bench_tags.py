@@ -1,4 +1,4 @@
-"""Tags (issue 18): a tag-filtered consumer against an unfiltered one that checks ``msg.tag`` in
+"""Tags: a tag-filtered consumer against an unfiltered one that checks ``msg.tag`` in
 Python, and what tags cost the producer. Both cores in the same run (the compiled one, then the
 pure-Python reference with ``ADISKQ_NO_EXTENSIONS=1``, each in its own process).
 

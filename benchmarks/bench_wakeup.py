@@ -32,7 +32,7 @@ commit), ``baseline-asyncio`` and ``baseline-trio`` run that code too, interleav
 before/after comparison in one run.
 
 Prints p50 / p90 / p99 in µs (medians over runs; the first WARMUP samples of each run are dropped
-for every peer alike) and each peer's ratio to ``sqlite-100us``, the issue's yardstick: adiskq's p50
+for every peer alike) and each peer's ratio to ``sqlite-100us``, the target's yardstick: adiskq's p50
 should be at most 0.65x of it and its p99 at most 1x.
 
     python benchmarks/bench_wakeup.py                 # 5 runs of 2,000 messages, ~2 minutes

@@ -355,7 +355,7 @@ class Notifier:
 
         The events are read straight from the descriptor and parsed here: asyncinotify's reader
         builds an ``IntFlag``, a ctypes struct, a ``Path`` and an object per event, and costs ~30 µs
-        a wake-up (benchmarks/RESULTS.md, issue 16), a quarter of a cross-process wake-up.
+        a wake-up (benchmarks/RESULTS.md), a quarter of a cross-process wake-up.
         """
         inotify = self._inotify
         if inotify is None:

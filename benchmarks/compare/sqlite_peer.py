@@ -8,7 +8,7 @@ fastest way to drive SQLite; an async service would add a thread hop per call.
 The ``*_keyed`` workloads use a table with a key column, ``(offset INTEGER PRIMARY KEY, ts, key,
 value)``, give every row its own 12-byte key, build each row's key and value in the timed loop, and
 count connecting and closing in the timed span.
-The key column has no index (a plain table, as the issue's peer is).
+The key column has no index (a plain table, as the target's peer is).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Group commits after a power cut (issue 14): a stored commit past the partition's end is moved back."""
+"""Group commits after a power cut: a stored commit past the partition's end is moved back."""
 
 from __future__ import annotations
 

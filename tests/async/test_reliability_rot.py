@@ -1,4 +1,4 @@
-"""Rot inside committed data (issue 14, bug 6): recovery keeps every record, readers raise at the damage
+"""Rot inside committed data: recovery keeps every record, readers raise at the damage
 and read on past it when asked to."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Write-path faults that once lost or retracted data: each test pins one fix (issue 14)."""
+"""Write-path faults that once lost or retracted data: each test pins one fix."""
 
 from __future__ import annotations
 
