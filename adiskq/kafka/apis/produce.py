@@ -16,10 +16,10 @@ from typing import Any
 import anyio
 from kio.schema.errors import ErrorCode
 
-from ..._sansio.kafka_batch import KafkaBatch, KafkaBatchError, KafkaCorruptBatchError, decode_batches
+from ..._sansio.kafka_batch import KafkaBatch, KafkaBatchError, KafkaCorruptBatchError
 from .._fast_responses import ProducedPartition, produce_response
 from .._idempotence import Duplicate, SequenceError
-from .._records import RecordRefusedError, records_from_batches
+from .._records import RecordRefusedError, decode_produce, records_from_batches, write_records
 from .._registry import RequestContext, register
 from .._topics import check_topic_name
 from ._common import error_code_for
@@ -83,7 +83,7 @@ async def _append(context: RequestContext, topic: str, partition: int, data: byt
     if not data:
         raise _Refused(ErrorCode.invalid_record, "the request holds no record batch for this partition")
     try:
-        batches = decode_batches(data)
+        batches = decode_produce(data)
     except KafkaCorruptBatchError as error:
         raise _Refused(ErrorCode.corrupt_message, str(error)) from None
     except KafkaBatchError as error:
@@ -138,7 +138,7 @@ async def _write(context: RequestContext, topic: str, partition: int, batches: l
         raise _Refused(ErrorCode.invalid_record, "the record batch holds no records")
     try:
         producer = await context.gateway.topics.writer(topic)
-        receipts = await producer._push_to_partition(partition, records)
+        receipts = await write_records(producer, partition, records)
     except Exception as error:
         logger.warning("adiskq: produce to %s-%d failed: %s", topic, partition, error)
         raise _Refused(error_code_for(error), str(error)) from None
