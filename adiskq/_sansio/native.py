@@ -28,6 +28,7 @@ _NEWEST: Final = (
     "kafka_decode_batches",
     "kafka_encode_messages",
     "zstd_prepare",
+    "kafka_stored_records",
 )
 
 
