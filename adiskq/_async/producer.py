@@ -777,31 +777,76 @@ class Producer(Generic[PushKeyT, PushValueT]):
         """``push_many`` with every record written to ``partition``, whatever its key: for writers
         that choose the partition themselves (a Kafka client, through the Kafka gateway). The
         records are one partition's share, so they are written whole or not at all."""
+
+        async def write() -> list[Receipt]:
+            encoded, stamps, _, key_hashes, entries = self._encode(list(records), time.time_ns())
+            return await self._write_share(partition, encoded, stamps, key_hashes, entries)
+
+        return await self._to_partition(partition, len(records), write)
+
+    def _check_partition(self, partition: int) -> None:
+        """Raises unless the producer is open and ``partition`` is one of the stream's."""
+        self._check_open()
+        if not 0 <= partition < self._partition_count:
+            raise InvalidArgumentError(
+                f"stream {self.path!r} has partitions 0..{self._partition_count - 1}; there is no partition {partition}"
+            )
+
+    @property
+    def _takes_encoded(self) -> bool:
+        """Whether records encoded elsewhere (``codec.encode_record``'s bytes, keys hashed by
+        ``keyindex.key_hash``) are stored as they are: not on a stream that compresses its values."""
+        return self._compression is None and keyindex.key_hash is _CRC32
+
+    async def _push_encoded_to_partition(
+        self, partition: int, records: list[bytes], timestamps: list[int], key_hashes: list[int], largest: int
+    ) -> list[Receipt]:
+        """``_push_to_partition`` of records already encoded (untagged, uncompressed: only when
+        ``_takes_encoded``), with their timestamps, key hashes and the size of the largest: offsets
+        and index entries are assigned and written as for any push. For the Kafka gateway, which
+        encodes a Produce's records straight from the request (``_sansio/kafka_mapping.py``)."""
+        if not self._takes_encoded:
+            raise InvalidArgumentError(f"stream {self.path!r} compresses its values: push Records to it")
+
+        async def write() -> list[Receipt]:
+            if largest > self._max_message_bytes:
+                self._check_size(largest)
+            return await self._write_share(partition, records, timestamps, key_hashes, None)
+
+        return await self._to_partition(partition, len(records), write)
+
+    async def _to_partition(
+        self, partition: int, count: int, write: Callable[[], Awaitable[list[Receipt]]]
+    ) -> list[Receipt]:
+        """The checks and bookkeeping of a write of ``count`` records to one partition around ``write``."""
         turns = self._turns
         if turns is not None:
             turns.pushing += 1
         try:
             if self._cancel_pending():
                 await anyio.lowlevel.checkpoint_if_cancelled()
-            self._check_open()
-            if not 0 <= partition < self._partition_count:
-                raise InvalidArgumentError(
-                    f"stream {self.path!r} has partitions 0..{self._partition_count - 1}; "
-                    f"there is no partition {partition}"
-                )
-            if not records:
+            self._check_partition(partition)
+            if not count:
                 await anyio.lowlevel.cancel_shielded_checkpoint()
                 return []
-            encoded, stamps, _, key_hashes, entries = self._encode(list(records), time.time_ns())
-            total_bytes = sum(map(len, encoded))
-            if self._disk_guard is not None:
-                self._disk_guard.admit(total_bytes)
-            return await self._write_shares(
-                encoded, stamps, [partition] * len(encoded), key_hashes, total_bytes, entries
-            )
+            return await write()
         finally:
             if turns is not None:
                 turns.pushing -= 1
+
+    async def _write_share(
+        self,
+        partition: int,
+        encoded: list[bytes],
+        stamps: list[int],
+        key_hashes: list[int],
+        entries: list[bytes] | None,
+    ) -> list[Receipt]:
+        """One partition's share, encoded, written whole (the disk guard admits it first)."""
+        total_bytes = sum(map(len, encoded))
+        if self._disk_guard is not None:
+            self._disk_guard.admit(total_bytes)
+        return await self._write_shares(encoded, stamps, [partition] * len(encoded), key_hashes, total_bytes, entries)
 
     def _push_to_partition_now(self, partition: int, records: list[Record]) -> list[Receipt] | None:
         """``_push_to_partition`` without awaiting: the records written and committed now, on the
@@ -811,17 +856,48 @@ class Producer(Generic[PushKeyT, PushValueT]):
         which has no turn of the loop to give before its answer: it returns to the loop right after.
         Raises what ``_push_to_partition`` raises; ``PartialWriteError`` when the index write failed
         after its first records were committed."""
-        self._check_open()
-        if not 0 <= partition < self._partition_count:
-            raise InvalidArgumentError(
-                f"stream {self.path!r} has partitions 0..{self._partition_count - 1}; there is no partition {partition}"
-            )
+        lane = self._inline_lane(partition)
         if not records:
             return []
-        lane = self._lanes[partition]
-        if lane.sync_flush:  # answered after the fsync, which is a batch's, off the loop thread
+        if lane is None:
             return None
         encoded, stamps, _, key_hashes, entries = self._encode(list(records), time.time_ns())
+        return self._write_share_now(lane, partition, encoded, stamps, key_hashes, entries)
+
+    def _push_encoded_to_partition_now(
+        self, partition: int, records: list[bytes], timestamps: list[int], key_hashes: list[int], largest: int
+    ) -> list[Receipt] | None:
+        """``_push_encoded_to_partition`` without awaiting, as ``_push_to_partition_now``: the
+        records written now, or None (nothing written) when they must wait."""
+        if not self._takes_encoded:
+            raise InvalidArgumentError(f"stream {self.path!r} compresses its values: push Records to it")
+        lane = self._inline_lane(partition)
+        if not records:
+            return []
+        if lane is None:
+            return None
+        if largest > self._max_message_bytes:
+            self._check_size(largest)
+        return self._write_share_now(lane, partition, records, timestamps, key_hashes, None)
+
+    def _inline_lane(self, partition: int) -> Lane | None:
+        """``partition``'s lane if its writes may be answered without awaiting; None on a stream
+        flushed with fsync (answered after the fsync, which is a batch's, off the loop thread)."""
+        self._check_partition(partition)
+        lane = self._lanes[partition]
+        return None if lane.sync_flush else lane
+
+    def _write_share_now(
+        self,
+        lane: Lane,
+        partition: int,
+        encoded: list[bytes],
+        stamps: list[int],
+        key_hashes: list[int],
+        entries: list[bytes] | None,
+    ) -> list[Receipt] | None:
+        """``_write_share`` on the loop thread, if ``lane`` can take the share inline now (no batch
+        in flight, no roll due, the lock at hand); None, with nothing written or admitted, if not."""
         total_bytes = sum(map(len, encoded))
         if not lane.can_write_inline(total_bytes):
             return None

@@ -18,6 +18,7 @@
  *   append.c  the inline push's two writes (.data, .index) in one call, and its buffered entries: the only I/O here
  *   zstd.c    values compressed with a stream's zstd dictionary (libzstd opened at first use)
  *   kafka_decode.c, kafka_encode.c  Kafka's record batch v2 (kafka.h: its varints and fields)
+ *   kafka_store.c  a Kafka batch's records as adiskq's stored records, without Python objects between
  *   module.c  the Python module: its functions and the objects it is configured with
  *
  * The record layout (all integers little-endian; the reference's docstring is the full text):

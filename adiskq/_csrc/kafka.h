@@ -3,6 +3,7 @@
  *   kafka_decode.c  a Produce request's batches and a batch's records (uncompressed bytes)
  *   kafka_encode.c  a batch (and a compressed batch's records section) from KafkaRecords, or from
  *                   stored Messages
+ *   kafka_store.c   a batch's records section straight to adiskq's stored records (a Produce's write)
  *
  * The format, every check and every error message are the pure-Python reference's
  * (adiskq/_sansio/kafka_codec.py). These functions never raise for bad Kafka bytes or unusual
@@ -104,5 +105,6 @@ PyObject *adq_py_kafka_decode_batches(PyObject *module, PyObject *const *args, P
 PyObject *adq_py_kafka_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_kafka_encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_kafka_encode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_kafka_stored_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

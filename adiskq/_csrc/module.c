@@ -145,6 +145,8 @@ static PyMethodDef methods[] = {
      "see kafka_encode.c"},
     {"kafka_encode_messages", (PyCFunction)(void (*)(void))adq_py_kafka_encode_messages, METH_FASTCALL,
      "see kafka_encode.c"},
+    {"kafka_stored_records", (PyCFunction)(void (*)(void))adq_py_kafka_stored_records, METH_FASTCALL,
+     "see kafka_store.c"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -29,6 +29,7 @@ _NEWEST: Final = (
     "kafka_encode_messages",
     "zstd_prepare",
     "append_one",
+    "kafka_stored_records",
 )
 
 

@@ -1,6 +1,7 @@
 """Kafka records <-> adiskq messages: what a Produce stores and what a Fetch hands back.
 
-The mapping, exact in both directions:
+The mapping, exact in both directions (its rules are written, and applied, in
+``adiskq/_sansio/kafka_mapping.py``):
 
 - offsets are the partition's offsets; a Kafka timestamp in milliseconds is stored as
   ``ms * 1_000_000`` nanoseconds and read back as ``ns // 1_000_000`` (so a Kafka record round-trips
@@ -12,22 +13,44 @@ The mapping, exact in both directions:
 - headers keep their order. adiskq headers are a mapping, so a record that repeats a header name, or
   has a null header value, or uses the reserved name is refused (INVALID_RECORD, with a message
   saying which) rather than merged or changed.
+
+A Produce's batches are decoded straight to the bytes adiskq stores (``decode_produce``: one
+compiled call a batch, no ``KafkaRecord`` or ``Record`` a message) and written as they are
+(``write_records``). A request off that path (a record the mapping refuses, damaged bytes, a
+LogAppendTime batch) is decoded step by step instead, which names the fault.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final, TypeAlias, cast
 
-from .._sansio.kafka_batch import KafkaBatch, encode_batch_from_messages
-from .._sansio.values import Message, Record
+from .._sansio.codec import NEED_MORE, decode_record
+from .._sansio.kafka_batch import KafkaBatch, KafkaRecord, decode_batches, encode_batch_from_messages
+from .._sansio.kafka_codec import LOG_APPEND_TIME
+from .._sansio.kafka_codec import decode_batches as decode_batches_with
+from .._sansio.kafka_mapping import NULLS_HEADER, MappingRefusedError, StoredRecords, record_fields, stored_records
+from .._sansio.values import Message, Receipt, Record
 
-__all__ = ["NULLS_HEADER", "RecordRefusedError", "batch_from_messages", "records_from_batches"]
+if TYPE_CHECKING:
+    from .._async.producer import Producer
 
-NULLS_HEADER: Final = "adiskq.kafka.null"
-_TIMESTAMP_LOG_APPEND: Final = 0x08  # batch attributes bit 3: the broker stamps the records
-_NULL_TEXT: Final = {(True, False): b"key", (False, True): b"value", (True, True): b"key,value"}
+__all__ = [
+    "NULLS_HEADER",
+    "RecordRefusedError",
+    "ToWrite",
+    "batch_from_messages",
+    "decode_produce",
+    "records_from_batches",
+    "write_records",
+    "write_records_now",
+]
+
+_TIMESTAMP_LOG_APPEND: Final = LOG_APPEND_TIME  # batch attributes bit 3: the broker stamps the records
+
+# What a Produce writes to one partition: records encoded already, or Records to encode.
+ToWrite: TypeAlias = StoredRecords | list[Record]
 
 
 class RecordRefusedError(ValueError):
@@ -38,40 +61,92 @@ class RecordRefusedError(ValueError):
         self.index = index
 
 
-def records_from_batches(batches: Sequence[KafkaBatch]) -> list[Record]:
-    """The adiskq records for a Produce request's batches (one partition's), in order."""
+class _OffThePlainPath(Exception):
+    """A batch's records need the step by step decoding (which names what is wrong with them)."""
+
+
+def decode_produce(data: bytes | bytearray | memoryview) -> list[KafkaBatch]:
+    """A Produce request's batches for one partition, as ``decode_batches`` checks them (and with
+    its errors), each one's records left as ``StoredRecords`` when it took the compiled path."""
+    now_ns = time.time_ns()
+
+    def stored(buf: bytes, pos: int, end: int, count: int, base_timestamp_ms: int, where: str) -> list[KafkaRecord]:
+        found = stored_records(buf, pos, end, count, base_timestamp_ms, now_ns)
+        if found is None:
+            raise _OffThePlainPath
+        return cast(list[KafkaRecord], found)  # carried in the batch's records field, read by records_from_batches
+
+    try:
+        batches = decode_batches_with(data, records_decoder=stored)
+    except _OffThePlainPath:
+        return decode_batches(data)
+    if any(batch.attributes & _TIMESTAMP_LOG_APPEND for batch in batches):
+        return decode_batches(data)  # the time of the write for every record: the step by step path
+    return batches
+
+
+def records_from_batches(batches: Sequence[KafkaBatch]) -> ToWrite:
+    """What to write for a Produce request's batches (one partition's), in order.
+
+    Raises RecordRefusedError for a record the mapping refuses."""
+    found: list[object] = [batch.records for batch in batches]
+    if all(isinstance(records, StoredRecords) for records in found):
+        stored = cast(list[StoredRecords], found)
+        if len(stored) == 1:
+            return stored[0]
+        return StoredRecords(
+            [record for part in stored for record in part.records],
+            [stamp for part in stored for stamp in part.timestamps],
+            [key_hash for part in stored for key_hash in part.key_hashes],
+            max(part.largest for part in stored),
+        )
     records: list[Record] = []
     now_ns = time.time_ns()
     index = 0
     for batch in batches:
         log_append = bool(batch.attributes & _TIMESTAMP_LOG_APPEND)
         for record in batch.records:
-            headers: dict[str, bytes] | None = None
-            if record.headers:
-                headers = {}
-                for name, value in record.headers:
-                    if value is None:
-                        raise RecordRefusedError(
-                            f"header {name!r} has a null value; adiskq stores header values as bytes: send b'' instead",
-                            index,
-                        )
-                    if name in headers:
-                        raise RecordRefusedError(
-                            f"header {name!r} is repeated; adiskq keeps one value per header name: "
-                            "send each name once (join the values, or number the names)",
-                            index,
-                        )
-                    if name == NULLS_HEADER:
-                        raise RecordRefusedError(f"header {NULLS_HEADER!r} is reserved by the gateway", index)
-                    headers[name] = value
-            key, value = record.key, record.value
-            if key is None or value is None:
-                headers = headers or {}
-                headers[NULLS_HEADER] = _NULL_TEXT[key is None, value is None]
-            timestamp_ns = now_ns if log_append or record.timestamp_ms < 0 else record.timestamp_ms * 1_000_000
-            records.append(Record(b"" if value is None else value, b"" if key is None else key, headers, timestamp_ns))
+            try:
+                value, key, headers, timestamp_ns = record_fields(record, now_ns, log_append)
+            except MappingRefusedError as error:
+                raise RecordRefusedError(str(error), index) from None
+            records.append(Record(value, key, headers, timestamp_ns))
             index += 1
     return records
+
+
+async def write_records(producer: Producer[str | bytes, bytes], partition: int, records: ToWrite) -> list[Receipt]:
+    """Write one partition's share, whole or not at all; its receipts."""
+    if not isinstance(records, StoredRecords):
+        return await producer._push_to_partition(partition, records)
+    if producer._takes_encoded:
+        return await producer._push_encoded_to_partition(
+            partition, records.records, records.timestamps, records.key_hashes, records.largest
+        )
+    return await producer._push_to_partition(partition, _as_records(records))
+
+
+def write_records_now(producer: Producer[str | bytes, bytes], partition: int, records: ToWrite) -> list[Receipt] | None:
+    """``write_records`` without awaiting: the receipts if the partition could take the share at
+    once (``Producer._push_to_partition_now``), None (nothing written) if it has to wait."""
+    if not isinstance(records, StoredRecords):
+        return producer._push_to_partition_now(partition, records)
+    if producer._takes_encoded:
+        return producer._push_encoded_to_partition_now(
+            partition, records.records, records.timestamps, records.key_hashes, records.largest
+        )
+    return producer._push_to_partition_now(partition, _as_records(records))
+
+
+def _as_records(records: StoredRecords) -> list[Record]:
+    """The records' fields, to be encoded as any push's (for a stream that compresses its values)."""
+    return [_as_record(record) for record in records.records]
+
+
+def _as_record(stored: bytes) -> Record:
+    decoded = decode_record(stored)
+    assert decoded is not NEED_MORE
+    return Record(decoded.value, decoded.key, dict(decoded.headers) or None, decoded.timestamp_ns)
 
 
 def batch_from_messages(messages: Sequence[Message]) -> bytes:

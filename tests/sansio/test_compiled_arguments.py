@@ -175,6 +175,11 @@ def targets(files: tuple[int, int]) -> list[Target]:
         ),
         Target("kafka_decode_batches", compiled.kafka_decode_batches, (kafka_batch(), 2**20, KafkaRecord, KafkaBatch)),
         Target("kafka_decode_records", compiled.kafka_decode_records, (*kafka_records(), 7, KafkaRecord)),
+        Target(
+            "kafka_stored_records",
+            compiled.kafka_stored_records,
+            (*kafka_records(), 7, 1_000_000_000, "adiskq.kafka.null"),
+        ),
         Target("kafka_encode_records", compiled.kafka_encode_records, (KAFKA_RECORDS, 7)),
         Target("kafka_encode_batch", compiled.kafka_encode_batch, (5, KAFKA_RECORDS, 7, -1, -1, -1, 0)),
         Target("kafka_encode_messages", compiled.kafka_encode_messages, (kafka_messages(), None, 0)),

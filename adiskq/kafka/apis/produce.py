@@ -23,11 +23,17 @@ import anyio
 from kio.schema.errors import ErrorCode
 
 from ..._async.producer import Producer
-from ..._sansio.kafka_batch import KafkaBatch, KafkaBatchError, KafkaCorruptBatchError, decode_batches
-from ..._sansio.values import Record
+from ..._sansio.kafka_batch import KafkaBatch, KafkaBatchError, KafkaCorruptBatchError
 from .._fast_responses import ProducedPartition, produce_response
 from .._idempotence import Duplicate, SequenceError
-from .._records import RecordRefusedError, records_from_batches
+from .._records import (
+    RecordRefusedError,
+    ToWrite,
+    decode_produce,
+    records_from_batches,
+    write_records,
+    write_records_now,
+)
 from .._registry import Later, RequestContext, answers_now, register
 from .._topics import check_topic_name
 from ._common import error_code_for
@@ -159,7 +165,7 @@ class _Waiting:
 
     __slots__ = ("batches", "records")
 
-    def __init__(self, batches: list[KafkaBatch], records: list[Record] | None) -> None:
+    def __init__(self, batches: list[KafkaBatch], records: ToWrite | None) -> None:
         self.batches = batches
         self.records = records
 
@@ -181,7 +187,7 @@ def _checked_batches(context: RequestContext, topic: str, partition: int, data: 
     if not data:
         raise _Refused(ErrorCode.invalid_record, "the request holds no record batch for this partition")
     try:
-        batches = decode_batches(data)
+        batches = decode_produce(data)
     except KafkaCorruptBatchError as error:
         raise _Refused(ErrorCode.corrupt_message, str(error)) from None
     except KafkaBatchError as error:
@@ -219,7 +225,7 @@ def _append_now(context: RequestContext, topic: str, partition: int, data: bytes
 
 
 async def _append(
-    context: RequestContext, topic: str, partition: int, batches: list[KafkaBatch], records: list[Record] | None
+    context: RequestContext, topic: str, partition: int, batches: list[KafkaBatch], records: ToWrite | None
 ) -> int:
     """Write the batches; their first offset. _Refused with Kafka's error code otherwise."""
     if batches[0].producer_id < 0:
@@ -271,7 +277,7 @@ async def _write_idempotent(context: RequestContext, topic: str, partition: int,
     return base_offset
 
 
-def _records(batches: list[KafkaBatch]) -> list[Record]:
+def _records(batches: list[KafkaBatch]) -> ToWrite:
     try:
         records = records_from_batches(batches)
     except RecordRefusedError as error:
@@ -281,9 +287,9 @@ def _records(batches: list[KafkaBatch]) -> list[Record]:
     return records
 
 
-def _push_now(producer: Producer, topic: str, partition: int, records: list[Record]) -> int | None:
+def _push_now(producer: Producer, topic: str, partition: int, records: ToWrite) -> int | None:
     try:
-        receipts = producer._push_to_partition_now(partition, records)
+        receipts = write_records_now(producer, partition, records)
     except Exception as error:
         logger.warning("adiskq: produce to %s-%d failed: %s", topic, partition, error)
         raise _Refused(error_code_for(error), str(error)) from None
@@ -291,13 +297,13 @@ def _push_now(producer: Producer, topic: str, partition: int, records: list[Reco
 
 
 async def _write(
-    context: RequestContext, topic: str, partition: int, batches: list[KafkaBatch], records: list[Record] | None
+    context: RequestContext, topic: str, partition: int, batches: list[KafkaBatch], records: ToWrite | None
 ) -> int:
     if records is None:
         records = _records(batches)
     try:
         producer = await context.gateway.topics.writer(topic)
-        receipts = await producer._push_to_partition(partition, records)
+        receipts = await write_records(producer, partition, records)
     except Exception as error:
         logger.warning("adiskq: produce to %s-%d failed: %s", topic, partition, error)
         raise _Refused(error_code_for(error), str(error)) from None

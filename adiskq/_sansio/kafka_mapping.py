@@ -1,0 +1,137 @@
+"""Kafka records as adiskq's stored records, and the rules between the two: no I/O.
+
+The mapping, exact in both directions (the Kafka gateway's, ``adiskq/kafka/_records.py``):
+
+- a Kafka timestamp in milliseconds is stored as ``ms * 1_000_000`` nanoseconds; a negative one (no
+  timestamp), or any in a batch stamped LogAppendTime, is stored as the time of the write;
+- keys and values are bytes on both sides. Kafka also has null: a null key or value is stored as
+  empty bytes plus the header ``NULLS_HEADER`` whose value names which were null (``key``,
+  ``value`` or ``key,value``), added after the record's own headers;
+- headers keep their order. A record that repeats a header name, or has a null header value, or
+  uses the reserved name is refused (``MappingRefusedError``) rather than merged or changed.
+
+``stored_records`` is the pure-Python reference of the compiled ``kafka_stored_records``
+(``adiskq/_csrc/kafka_store.c``): a Kafka batch's records section (uncompressed) straight to the
+bytes adiskq's encoder writes for them (``codec.encode_record``), with their timestamps and key
+hashes (``keyindex.key_hash``), so a Produce writes them without building a ``KafkaRecord`` or a
+``Record`` a message. Both answer None for anything off the plain path (bytes the Kafka decoder
+refuses, a record the mapping refuses or the encoder cannot store, a record with more than
+``MAX_PLAIN_HEADERS`` headers); the caller then takes the step by step path, whose errors name the
+fault.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Callable
+from typing import Final
+
+from .._errors import InvalidArgumentError
+from .codec import encode_record
+from .kafka_codec import KafkaBatchError, KafkaRecord, decode_records
+from .native import NATIVE
+
+__all__ = [
+    "MAX_PLAIN_HEADERS",
+    "NULLS_HEADER",
+    "MappingRefusedError",
+    "StoredRecords",
+    "record_fields",
+    "stored_records",
+    "stored_records_reference",
+]
+
+NULLS_HEADER: Final = "adiskq.kafka.null"
+# Records with more headers than this are left to the step by step path (the compiled check for a
+# repeated name compares each name with those before it).
+MAX_PLAIN_HEADERS: Final = 64
+_NULL_TEXT: Final = {(True, False): b"key", (False, True): b"value", (True, True): b"key,value"}
+
+
+class MappingRefusedError(ValueError):
+    """A Kafka record adiskq cannot store exactly; the message says why and what to send instead."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoredRecords:
+    """Records as adiskq stores them: what ``Producer._push_encoded_to_partition`` writes."""
+
+    records: list[bytes]  # each as codec.encode_record makes it
+    timestamps: list[int]  # nanoseconds, one a record
+    key_hashes: list[int]  # keyindex.key_hash of each stored key
+    largest: int  # bytes of the largest record (0 for none)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+def record_fields(
+    record: KafkaRecord, now_ns: int, log_append: bool
+) -> tuple[bytes, bytes, dict[str, bytes] | None, int]:
+    """The stored value, key, headers and timestamp (ns) of one Kafka record, by the rules above."""
+    headers: dict[str, bytes] | None = None
+    if record.headers:
+        headers = {}
+        for name, value in record.headers:
+            if value is None:
+                raise MappingRefusedError(
+                    f"header {name!r} has a null value; adiskq stores header values as bytes: send b'' instead"
+                )
+            if name in headers:
+                raise MappingRefusedError(
+                    f"header {name!r} is repeated; adiskq keeps one value per header name: "
+                    "send each name once (join the values, or number the names)"
+                )
+            if name == NULLS_HEADER:
+                raise MappingRefusedError(f"header {NULLS_HEADER!r} is reserved by the gateway")
+            headers[name] = value
+    key, value = record.key, record.value
+    if key is None or value is None:
+        headers = headers or {}
+        headers[NULLS_HEADER] = _NULL_TEXT[key is None, value is None]
+    timestamp_ns = now_ns if log_append or record.timestamp_ms < 0 else record.timestamp_ms * 1_000_000
+    return b"" if value is None else value, b"" if key is None else key, headers, timestamp_ns
+
+
+def stored_records_reference(
+    buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base_timestamp_ms: int, now_ns: int
+) -> StoredRecords | None:
+    """The ``count`` records filling ``buf[pos:end]`` (a CreateTime batch's), as adiskq stores
+    them; None off the plain path (see the module's docstring), or for a negative count."""
+    if count < 0:
+        return None
+    try:
+        kafka_records = decode_records(bytes(buf), pos, end, count, base_timestamp_ms, "")
+    except KafkaBatchError:
+        return None
+    records: list[bytes] = []
+    timestamps: list[int] = []
+    key_hashes: list[int] = []
+    for record in kafka_records:
+        if len(record.headers) > MAX_PLAIN_HEADERS:
+            return None
+        try:
+            value, key, headers, timestamp_ns = record_fields(record, now_ns, False)
+            records.append(encode_record(value, key, timestamp_ns, headers))
+        except (MappingRefusedError, InvalidArgumentError):
+            return None
+        timestamps.append(timestamp_ns)
+        key_hashes.append(zlib.crc32(key))
+    return StoredRecords(records, timestamps, key_hashes, max(map(len, records), default=0))
+
+
+def _compiled_stored_records(
+    buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base_timestamp_ms: int, now_ns: int
+) -> StoredRecords | None:
+    assert NATIVE is not None
+    found: tuple[list[bytes], list[int], list[int], int] | None = NATIVE.kafka_stored_records(
+        buf, pos, end, count, base_timestamp_ms, now_ns, NULLS_HEADER
+    )
+    return None if found is None else StoredRecords(*found)
+
+
+# The compiled core's when it is built, the reference's otherwise.
+stored_records: Final[Callable[[bytes | bytearray | memoryview, int, int, int, int, int], StoredRecords | None]] = (
+    stored_records_reference if NATIVE is None else _compiled_stored_records
+)
