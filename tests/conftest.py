@@ -16,6 +16,11 @@ from hypothesis import settings
 # run: there a case's time says nothing about the code, so no deadline (on a busy machine the 200 ms
 # default failed cases that passed alone), and half the examples (the plain run tries every 100).
 settings.register_profile("sanitize", deadline=None, max_examples=50)
+# Everywhere else no deadline either: the suite judges behaviour, never time (benchmarks do), and
+# on two cores shared with the suite's other worker a case that takes 200 ms says nothing either.
+# (`--hypothesis-profile=sanitize` on the command line still takes its place.)
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 # pytest-xdist's workers (scripts/test runs the suite on two) are given COLUMNS=80 and LINES=24 for
 # their own output. The command line's tables, written to a pipe or file, keep their natural width
