@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import zstandard
 from compression_support import order_events, stream_dictionary
 from helpers.memory import growth_over
-from test_compression_codec import HOSTILE, LIMIT, record
+from test_compression_codec import EVENT, FRAME, HOSTILE, LIMIT, MAGIC, record
 
 from adiskq._sansio.compression import DICTIONARY_ID_BASE
 from adiskq._sansio.native import NATIVE
@@ -16,6 +17,15 @@ from adiskq._sansio.native import NATIVE
 # The compiled module itself (scripts/test runs this file only where it is built).
 compiled: Any = NATIVE
 EVENTS = order_events(1000)
+
+
+def test_compiled_and_reference_compressors_store_the_same_layout() -> None:
+    """The compiled core's frames are stored like the reference's: no magic number, the same header."""
+    prepared = compiled.zstd_prepare(stream_dictionary(), 3)
+    frame = compiled.zstd_compress(prepared, EVENT)
+    assert frame[:5] == FRAME[:5]
+    dictionary = zstandard.ZstdCompressionDict(stream_dictionary())
+    assert zstandard.ZstdDecompressor(dict_data=dictionary).decompress(MAGIC + frame) == EVENT
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))

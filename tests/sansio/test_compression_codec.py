@@ -103,21 +103,6 @@ def test_frame_header_is_what_the_format_says() -> None:
     assert len(FRAME) == 5 + 3 + block_size
 
 
-def test_compiled_and_reference_compressors_store_the_same_layout() -> None:
-    """The compiled core's frames are stored like the reference's: no magic number, the same header."""
-    if NATIVE is None:
-        pytest.fail("the compiled core is not built")
-    prepared = NATIVE.zstd_prepare(stream_dictionary(), 3)
-    frame = NATIVE.zstd_compress(prepared, EVENT)
-    assert frame[:5] == FRAME[:5]
-    assert (
-        zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(stream_dictionary())).decompress(
-            MAGIC + frame
-        )
-        == EVENT
-    )
-
-
 def test_sound_records_decode_alike() -> None:
     """Compressed and plain records mixed decode to the same messages in both cores, values restored."""
     events = order_events(40)
