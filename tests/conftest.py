@@ -14,8 +14,8 @@ from hypothesis import settings
 
 # scripts/sanitize runs the property tests under AddressSanitizer, several times slower than a plain
 # run: there a case's time says nothing about the code, so no deadline (on a busy machine the 200 ms
-# default failed cases that passed alone), and half the examples (the plain run tries every 100).
-settings.register_profile("sanitize", deadline=None, max_examples=50)
+# default failed cases that passed alone), and a third of the examples (the plain run tries 100).
+settings.register_profile("sanitize", deadline=None, max_examples=30)
 # Everywhere else no deadline either: the suite judges behaviour, never time (benchmarks do), and
 # on two cores shared with the suite's other worker a case that takes 200 ms says nothing either.
 # (`--hypothesis-profile=sanitize` on the command line still takes its place.)
