@@ -28,11 +28,17 @@ MEMBER_SCRIPT = os.path.join(os.path.dirname(__file__), "group_member.py")
 
 @contextlib.contextmanager
 def running_gateway(
-    root: str, backend: str, *, port: int = 0, security: SecurityOptions | None = None, partitions: int = 4
+    root: str,
+    backend: str,
+    *,
+    port: int = 0,
+    security: SecurityOptions | None = None,
+    partitions: int = 4,
+    groups: GroupOptions = TEST_GROUPS,
 ) -> Iterator[KafkaGateway]:
     """A gateway serving ``root`` in a thread (its own event loop on ``backend``) for the block."""
     with start_blocking_portal(backend=backend) as portal:
-        gateway = KafkaGateway(root, port=port, partitions=partitions, groups=TEST_GROUPS, security=security)
+        gateway = KafkaGateway(root, port=port, partitions=partitions, groups=groups, security=security)
         with portal.wrap_async_context_manager(gateway):
             yield gateway
 
