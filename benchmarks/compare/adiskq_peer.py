@@ -22,7 +22,7 @@ import adiskq
 # The async classes load on first use (adiskq/__init__.py). They are loaded here, with this module, as
 # sqlite_peer loads sqlite3 with its own: a service imports what it uses before it serves, so no
 # workload's timed span holds an import (which compiles adiskq's modules from source where
-# PYTHONDONTWRITEBYTECODE is set, and on Trio also imports asyncio, which the producer's modules use).
+# PYTHONDONTWRITEBYTECODE is set).
 from adiskq import Consumer, Producer
 
 from .common import (
