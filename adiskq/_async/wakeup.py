@@ -37,18 +37,6 @@ _waiters: dict[Hashable, list[Waiter]] = {}
 _registry_lock = threading.Lock()
 
 
-class _NoFuture:
-    """What no waiter's event is: asyncio's Future stands in its place once asyncio is in use."""
-
-
-# asyncio's Future, once a waiter has armed in an asyncio loop: only then can a waiter's event be
-# one, and a process on Trio never imports asyncio. (The type checker is shown asyncio's.)
-if TYPE_CHECKING:
-    _asyncio_future = asyncio.Future
-else:
-    _asyncio_future = _NoFuture
-
-
 class _TrioToken(Protocol):
     def run_sync_soon(self, sync_fn: Callable[[], object]) -> None: ...
 
@@ -62,16 +50,13 @@ class _Event(Protocol):
 
 
 def _asyncio_loop(native_token: object) -> asyncio.AbstractEventLoop | None:
-    """``native_token`` if it is an asyncio event loop (never while asyncio is not imported)."""
-    global _asyncio_future
+    """``native_token`` if it is an asyncio event loop (never while asyncio is not imported: a
+    process on Trio never imports it)."""
     module = sys.modules.get("asyncio")
     if module is None:
         return None
     loop_type: type[asyncio.AbstractEventLoop] = module.AbstractEventLoop
-    if not isinstance(native_token, loop_type):
-        return None
-    _asyncio_future = module.Future
-    return native_token
+    return native_token if isinstance(native_token, loop_type) else None
 
 
 def _threadsafe_caller(native_token: object) -> Callable[[Callable[[], object]], object]:
@@ -150,9 +135,7 @@ class Waiter:
 
     def _set(self) -> None:
         self.fired = True
-        event = self.event
-        if event is not None:
-            _set_event(event)
+        self._set_event()
         interrupt = self.interrupt
         if interrupt is not None:  # it is reading inotify for its loop: stop that
             interrupt()
@@ -172,34 +155,35 @@ class Waiter:
 
     def nudge(self) -> None:
         """Wake the waiting task without marking the wait done (same thread only)."""
-        event = self.event
-        if event is not None:
-            _set_event(event)
+        self._set_event()
 
     async def wait_event(self) -> None:
         """Sleep until ``wake`` or ``nudge``; re-arms the event after a nudge."""
         event = self.event
         if event is None:
             return
-        if isinstance(event, _asyncio_future):
-            await event
+        if self.asyncio_loop is not None:  # the event is that loop's future (``_new_event``)
+            await event  # type: ignore[misc]
         else:
-            await event.wait()
+            await event.wait()  # type: ignore[union-attr]
         if not self.fired:
             self.event = self._new_event()
+
+    def _set_event(self) -> None:
+        event = self.event
+        if event is None:
+            return
+        if self.asyncio_loop is not None:  # the event is that loop's future (``_new_event``)
+            future: asyncio.Future[None] = event  # type: ignore[assignment]
+            if not future.done():  # done: set before, or cancelled with its waiting task
+                future.set_result(None)
+        else:
+            event.set()  # type: ignore[union-attr]
 
     def disarm(self) -> None:
         """The wait is over; later wakes are ignored until the next ``arm``."""
         self.fired = True
         self.event = None
-
-
-def _set_event(event: _Event | asyncio.Future[None]) -> None:
-    if isinstance(event, _asyncio_future):
-        if not event.done():  # done: set before, or cancelled with its waiting task
-            event.set_result(None)
-    else:
-        event.set()
 
 
 # The waiters of a key, if any: what a hot path asks before calling notify() (the dict is never
