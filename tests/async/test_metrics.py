@@ -14,6 +14,7 @@ import textwrap
 from typing import Any
 
 import pytest
+from helpers.snippets import run_snippet
 from paths import ROOT_DIR
 
 PROBE = os.path.join(ROOT_DIR, "tests", "helpers", "otel_probe.py")
@@ -124,16 +125,7 @@ def test_without_opentelemetry_nothing_is_imported_hooked_or_recorded(stream_pat
     """Without the package, with ADISKQ_METRICS=off, or installed but not used by the program, no
     OpenTelemetry module is loaded, no push or read is wrapped, and messages carry no trace headers."""
     env = {**os.environ, "ADISKQ_METRICS": "off" if how == "off" else "on"}
-    done = subprocess.run(
-        [sys.executable, "-c", WITHOUT, stream_path, how, backend],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["[]", "[]", "{}"]
+    assert run_snippet(WITHOUT, stream_path, how, backend, env=env).split() == ["[]", "[]", "{}"]
 
 
 UNSET = textwrap.dedent(
@@ -160,8 +152,4 @@ UNSET = textwrap.dedent(
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_installed_but_unused_opentelemetry_costs_nothing(stream_path: str, backend: str) -> None:
     """With the package installed but no meter or tracer provider set, nothing is wrapped and no header added."""
-    done = subprocess.run(
-        [sys.executable, "-c", UNSET, stream_path, backend], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["[]", "{}"]
+    assert run_snippet(UNSET, stream_path, backend).split() == ["[]", "{}"]

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from helpers.snippets import run_snippet
 
 # A program that runs its event loop once without adiskq (what the loop itself imports), then imports
 # adiskq, pushes one keyed message, and prints the modules that loaded since.
@@ -60,15 +59,7 @@ NOT_FOR_PRODUCING = (
 
 
 def _modules_one_push_loads(stream_path: str, backend: str) -> set[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", PUSH_ONE, stream_path, backend],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return set(done.stdout.split())
+    return set(run_snippet(PUSH_ONE, stream_path, backend).split())
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])

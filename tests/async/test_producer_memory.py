@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from helpers.snippets import run_snippet
 
 # Pushes 1,000 keys (the producer's buffers and caches warm), then starts tracing allocations and
 # pushes 20,000 more distinct keys: what is still allocated at the end is what those keys left behind.
@@ -44,14 +43,5 @@ def test_distinct_keys_leave_no_growing_cache_behind(stream_path: str, backend: 
     env.pop("ADISKQ_NO_EXTENSIONS", None)
     if core == "python":
         env["ADISKQ_NO_EXTENSIONS"] = "1"
-    done = subprocess.run(
-        [sys.executable, "-c", PUSH_DISTINCT_KEYS, stream_path, backend],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    left_bytes = int(done.stdout)
+    left_bytes = int(run_snippet(PUSH_DISTINCT_KEYS, stream_path, backend, env=env, timeout=120))
     assert left_bytes < 1.5 * 2**20, f"{left_bytes / 2**20:.1f} MiB still allocated after 20,000 distinct keys"
