@@ -266,6 +266,23 @@ def compile_floor(root: str) -> str:
     return program
 
 
+def _latencies(peer: str, consumer: subprocess.Popen[str], producer: subprocess.Popen[str]) -> list[int]:
+    """The latencies the consumer printed, past the warm-up, once both ends exited well."""
+    output, _ = consumer.communicate(timeout=120)
+    if producer.wait(timeout=60) != 0 or consumer.returncode != 0:
+        raise RuntimeError(f"{peer}: producer exited {producer.returncode}, consumer {consumer.returncode}")
+    latencies: list[int] = json.loads(output)
+    return latencies[WARMUP:]
+
+
+def _end(children: list[subprocess.Popen[str]]) -> None:
+    """A run that failed or hung leaves no process behind."""
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
 def _run_c_peer(peer: str, program: str, folder: str, count: int, cpus: tuple[int, int] | None) -> list[int]:
     """One run of a c-* peer: ``wake_floor``'s reader, then its writer once the reader watches."""
     path = os.path.join(folder, "file")
@@ -289,16 +306,9 @@ def _run_c_peer(peer: str, program: str, folder: str, count: int, cpus: tuple[in
             [program, "write", path, str(count), interval_ns], preexec_fn=pinned(None if cpus is None else cpus[1])
         )
         children.append(producer)
-        output, _ = consumer.communicate(timeout=120)
-        if producer.wait(timeout=60) != 0 or consumer.returncode != 0:
-            raise RuntimeError(f"{peer}: writer exited {producer.returncode}, reader {consumer.returncode}")
-        latencies: list[int] = json.loads(output)
-        return latencies[WARMUP:]
+        return _latencies(peer, consumer, producer)
     finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+        _end(children)
 
 
 def start_co_runners(kind: str) -> list[subprocess.Popen[str]]:
@@ -350,16 +360,9 @@ def run_once(
             [sys.executable, me, "--role", "produce", peer, folder, str(count)], text=True, env=producer_env
         )
         children.append(producer)
-        output, _ = consumer.communicate(timeout=120)
-        if producer.wait(timeout=60) != 0 or consumer.returncode != 0:
-            raise RuntimeError(f"{peer}: producer exited {producer.returncode}, consumer {consumer.returncode}")
-        latencies: list[int] = json.loads(output)
-        return latencies[WARMUP:]
+        return _latencies(peer, consumer, producer)
     finally:
-        for child in children:  # a run that failed or hung leaves no process behind
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+        _end(children)
         shutil.rmtree(folder, ignore_errors=True)
 
 
