@@ -14,6 +14,12 @@ from paths import ROOT_DIR
 BENCHMARKS = pathlib.Path(ROOT_DIR) / "benchmarks"
 
 
+def bench_wakeup(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """``benchmarks/bench_wakeup.py`` run with ``args``, its output captured."""
+    command = [sys.executable, str(BENCHMARKS / "bench_wakeup.py"), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+
+
 def test_the_wakeup_benchmark_runs_in_quick_mode(tmp_path: pathlib.Path) -> None:
     """bench_wakeup.py --quick runs every peer and prints its percentiles, its ratio and the target."""
     result = run_quick("bench_wakeup.py", "--dir", str(tmp_path), timeout=240)
@@ -60,20 +66,7 @@ def test_the_wakeup_breakdown_counts_the_calls_on_the_way() -> None:
 
 def test_the_wakeup_benchmark_runs_a_baseline_beside(tmp_path: pathlib.Path) -> None:
     """bench_wakeup.py --baseline runs another tree's adiskq right after each adiskq peer, in the same run."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(BENCHMARKS / "bench_wakeup.py"),
-            "--quick",
-            "--peers=adiskq-trio,pipe",
-            f"--baseline={ROOT_DIR}",
-            f"--dir={tmp_path}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    result = bench_wakeup("--quick", "--peers=adiskq-trio,pipe", f"--baseline={ROOT_DIR}", f"--dir={tmp_path}")
     assert result.returncode == 0, result.stderr
     rows = [line.split()[0] for line in result.stdout.splitlines()[2:] if line and not line.startswith("target")]
     assert rows == ["adiskq-trio", "baseline-trio", "pipe"]
@@ -81,33 +74,14 @@ def test_the_wakeup_benchmark_runs_a_baseline_beside(tmp_path: pathlib.Path) -> 
 
 def test_the_wakeup_benchmark_refuses_a_baseline_without_adiskq(tmp_path: pathlib.Path) -> None:
     """--baseline must name a folder holding an adiskq package."""
-    result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "bench_wakeup.py"), "--quick", f"--baseline={tmp_path}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = bench_wakeup("--quick", f"--baseline={tmp_path}", timeout=60)
     assert result.returncode == 2
     assert "no adiskq package there" in result.stderr
 
 
 def test_the_wakeup_benchmark_pins_its_processes(tmp_path: pathlib.Path) -> None:
     """bench_wakeup.py --cpus apart runs the consumer and the producer on CPUs 0 and 1, and says so."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(BENCHMARKS / "bench_wakeup.py"),
-            "--quick",
-            "--peers=adiskq-asyncio,pipe",
-            "--cpus=apart",
-            f"--dir={tmp_path}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    result = bench_wakeup("--quick", "--peers=adiskq-asyncio,pipe", "--cpus=apart", f"--dir={tmp_path}")
     assert result.returncode == 0, result.stderr
     assert "consumer and producer on CPUs 0 and 1" in result.stdout
     rows = [line.split()[0] for line in result.stdout.splitlines()[2:] if line and not line.startswith("target")]
@@ -120,20 +94,12 @@ def test_the_wakeup_benchmark_runs_the_floors_in_c_at_an_interval_beside_a_co_ru
 ) -> None:
     """bench_wakeup.py builds and runs the C floors, paces the producers at --interval, and runs its
     --co-runner beside the peers, saying so."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(BENCHMARKS / "bench_wakeup.py"),
-            "--quick",
-            "--peers=c-inotify-blocking,c-poll-100us,pipe,sqlite-100us",
-            "--interval=500",
-            f"--co-runner={co_runner}",
-            f"--dir={tmp_path}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
+    result = bench_wakeup(
+        "--quick",
+        "--peers=c-inotify-blocking,c-poll-100us,pipe,sqlite-100us",
+        "--interval=500",
+        f"--co-runner={co_runner}",
+        f"--dir={tmp_path}",
     )
     assert result.returncode == 0, result.stderr
     assert f"one message every 500 µs, 150 samples a run, medians of 1 run(s), co-runner: {co_runner}" in result.stdout
