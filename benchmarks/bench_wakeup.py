@@ -316,8 +316,17 @@ def start_co_runners(kind: str) -> list[subprocess.Popen[str]]:
     loop = "while True: pass"
     if kind == "busy":
         return [subprocess.Popen([sys.executable, "-c", loop])]
-    idle = f"import os; os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)); {loop}"
+    # A compound statement cannot follow "; " on one line: the loop gets a line of its own.
+    idle = f"import os\nos.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n{loop}"
     return [subprocess.Popen([sys.executable, "-c", idle]) for _ in os.sched_getaffinity(0)]
+
+
+def check_co_runners(co_runners: list[subprocess.Popen[str]]) -> None:
+    """A co-runner that exited did not run beside the run just measured: its figures would be
+    reported as the co-runner's when they are not."""
+    for co_runner in co_runners:
+        if co_runner.poll() is not None:
+            raise RuntimeError(f"a co-runner exited ({co_runner.returncode}) during the run: its figures are void")
 
 
 def run_once(
@@ -448,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
                     row = (percentile(ordered, 0.5), percentile(ordered, 0.9), percentile(ordered, 0.99))
                     figures[peer].append(row)
                     print(f"run {run + 1}/{runs}  {peer:<18} p50 {row[0]:8.1f}  p99 {row[2]:8.1f} µs", file=sys.stderr)
+                    check_co_runners(co_runners)
         finally:
             for co_runner in co_runners:
                 co_runner.kill()
