@@ -11,8 +11,13 @@ poll aside, which exists for file systems without inotify).
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Callable
 from typing import Final
+
+import anyio
+import anyio.lowlevel
 
 from .._async import wakeup
 from .._async.follower import PartitionFollower
@@ -43,6 +48,7 @@ class FetchSession:
         self._notifier: Notifier | None = None
         # The log start offset last seen (``log_start``) and its segment's index path, by partition folder
         self._oldest: dict[str, tuple[int, str]] = {}
+        self._event_loop: tuple[object, Callable[[], float]] | None = None  # see ``event_loop``
 
     @property
     def notifier(self) -> Notifier:
@@ -50,6 +56,18 @@ class FetchSession:
         if self._notifier is None:
             self._notifier = get_notifier()
         return self._notifier
+
+    def event_loop(self) -> tuple[object, Callable[[], float]]:
+        """The event loop the connection is served in (its native token, which ``Waiter.arm``
+        takes) and its clock (``anyio.current_time``'s), looked up on the first long poll: each
+        lookup through anyio costs more than the rest of a long poll's own work, and a
+        connection stays in one loop."""
+        found = self._event_loop
+        if found is None:
+            token = anyio.lowlevel.current_token().native_token
+            clock = token.time if isinstance(token, asyncio.AbstractEventLoop) else anyio.current_time
+            found = self._event_loop = (token, clock)
+        return found
 
     def follower(self, topic: str, partition: int, offset: int) -> PartitionFollower:
         """A follower of the partition positioned at ``offset``.
