@@ -239,7 +239,8 @@ def gateway_cpu_per_round_trip(
     consumer's Fetch, sent when it read the last trip's messages, waits in the gateway's long poll
     and is answered when that Produce lands: 2.0 requests a trip (a Produce, a Fetch), counted.
     Without it (``linger.ms`` 0), each produce() call may go out as a Produce of its own while the
-    last is in flight, and the consumer fetches whatever has arrived: 2.7-3.3 requests a trip.
+    last is in flight, and the consumer fetches whatever has arrived: 2.1-4.7 requests a trip,
+    more the less busy the machine (librdkafka's thread then sends sooner), and the CPU with them.
     Every request either client sends during the trips is counted (from librdkafka's statistics),
     whatever its type, and the gateway's CPU is its process's (user + system) over all of them.
     """
