@@ -13,7 +13,10 @@ Values are 100 bytes with distinct keys. The gateway runs as ``adiskq serve`` in
 - end to end: one message every 0.5 ms (2,000 msg/s) from a librdkafka producer (linger.ms=0) to a
   librdkafka consumer, on the wall clock of this one process; beside library push -> consumer;
 - gateway CPU per round trip: the gateway process's CPU time (user + system) over many round trips
-  of one small batch (10 messages produced and acknowledged, then fetched), per round trip;
+  of one small batch (10 messages produced as one Produce and acknowledged, then fetched by a
+  Fetch waiting in the long poll), per round trip, with the requests a trip took, counted by type
+  from librdkafka's statistics; beside it the same 10 messages produced with ``linger.ms=0`` (a
+  Produce per ``produce()`` call while one is in flight), the benchmark's trip before 2026-11-28;
 - the protocol layer alone, in this process: kio's decode of a Produce request holding a 1,000-record
   batch, and the encode of the Fetch response holding it (the gateway's own, and kio's, which it
   used before), next to the record batch codec's share.
@@ -197,28 +200,92 @@ def native_latency(path: str, seconds: float) -> list[float]:
     return anyio.run(run)
 
 
-def gateway_cpu_per_round_trip(bootstrap: str, topic: str, process: subprocess.Popen[bytes], trips: int) -> float:
-    """Gateway CPU microseconds per round trip of a 10-message batch (produce, ack, fetch)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1})
+class RequestCounts:
+    """The requests a librdkafka client has sent, by type, from its statistics (``stats_cb``)."""
+
+    def __init__(self) -> None:
+        self.latest: dict[str, int] = {}
+        self.emitted = 0  # statistics received so far
+
+    def config(self) -> dict[str, Any]:
+        return {"statistics.interval.ms": 50, "stats_cb": self._received}
+
+    def _received(self, text: str) -> None:
+        counts: dict[str, int] = {}
+        for broker in json.loads(text)["brokers"].values():
+            for name, count in broker.get("req", {}).items():
+                counts[name] = counts.get(name, 0) + count
+        self.latest = counts
+        self.emitted += 1
+
+    def fresh(self, poll: Any) -> dict[str, int]:
+        """The counts of a report made after this call (``poll`` serves the client's callbacks)."""
+        seen = self.emitted
+        deadline = time.monotonic() + 10
+        while self.emitted < seen + 2 and time.monotonic() < deadline:  # the next report may be under way
+            poll(0.01)
+        return dict(self.latest)
+
+
+def gateway_cpu_per_round_trip(
+    bootstrap: str, topic: str, process: subprocess.Popen[bytes], trips: int, *, one_batch: bool = True
+) -> tuple[float, dict[str, float]]:
+    """Gateway CPU microseconds per round trip of 10 messages, and the requests a trip took, by type.
+
+    A trip: a librdkafka producer (acks=1) produces 10 messages of 100 bytes and flush()es; a
+    librdkafka consumer (assigned, ``fetch.wait.max.ms`` 100) consumes those 10. With ``one_batch``
+    (the requirement's "round trip of a small batch") the producer's ``linger.ms`` is longer than a
+    trip, so the 10 messages wait in its queue until flush() sends them as one Produce; the
+    consumer's Fetch, sent when it read the last trip's messages, waits in the gateway's long poll
+    and is answered when that Produce lands: 2.0 requests a trip (a Produce, a Fetch), counted.
+    Without it (``linger.ms`` 0), each produce() call may go out as a Produce of its own while the
+    last is in flight, and the consumer fetches whatever has arrived: 2.1-4.7 requests a trip,
+    more the less busy the machine (librdkafka's thread then sends sooner), and the CPU with them.
+    Every request either client sends during the trips is counted (from librdkafka's statistics),
+    whatever its type, and the gateway's CPU is its process's (user + system) over all of them.
+    """
+    counts = RequestCounts(), RequestCounts()
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 60_000 if one_batch else 0, "acks": 1, **counts[0].config()}
+    )
     producer.list_topics(topic, timeout=10)
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "trips", "fetch.wait.max.ms": 100, "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "trips",
+            "fetch.wait.max.ms": 100,
+            "enable.auto.commit": False,
+            **counts[1].config(),
+        }
     )
     high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
     consumer.assign([TopicPartition(topic, 0, high)])
-    gateway = psutil.Process(process.pid)
-    before = gateway.cpu_times()
-    for trip in range(trips):
+
+    def trip(number: int) -> None:
         for i in range(10):
-            producer.produce(topic, VALUE, b"%d-%d" % (trip, i), partition=0)
+            producer.produce(topic, VALUE, b"%d-%d" % (number, i), partition=0)
         producer.flush(10)
         got = 0
         while got < 10:
             got += sum(1 for m in consumer.consume(10, 1.0) if m.error() is None)
+
+    for number in range(10):  # connections made, the consumer's first Fetch in the long poll
+        trip(number)
+    sent_before = counts[0].fresh(producer.poll), counts[1].fresh(consumer.poll)
+    gateway = psutil.Process(process.pid)
+    before = gateway.cpu_times()
+    for number in range(trips):
+        trip(number)
     after = gateway.cpu_times()
+    sent_after = counts[0].fresh(producer.poll), counts[1].fresh(consumer.poll)
     consumer.close()
     used = (after.user - before.user) + (after.system - before.system)
-    return used / trips * 1e6
+    requests: dict[str, float] = {}
+    for old, new in zip(sent_before, sent_after, strict=True):
+        for name, count in new.items():
+            if count > old.get(name, 0):
+                requests[name] = requests.get(name, 0) + (count - old.get(name, 0)) / trips
+    return used / trips * 1e6, requests
 
 
 def protocol_layer() -> dict[str, float]:
@@ -325,7 +392,13 @@ def main(argv: list[str] | None = None) -> int:
         results["kafka_e2e_p50_us"] = statistics.median(latency)
         results["kafka_e2e_p99_us"] = statistics.quantiles(latency, n=100)[98]
         print(f"{time.strftime('%H:%M:%S')} measuring gateway_cpu_per_round_trip_us ...", file=sys.stderr, flush=True)
-        results["gateway_cpu_per_round_trip_us"] = gateway_cpu_per_round_trip(bootstrap, "trips", process, trips)
+        cpu, requests = gateway_cpu_per_round_trip(bootstrap, "trips", process, trips)
+        results["gateway_cpu_per_round_trip_us"] = cpu
+        results["round_trip_requests"] = sum(requests.values())
+        results.update({f"round_trip_requests_{name}": count for name, count in requests.items()})
+        cpu, requests = gateway_cpu_per_round_trip(bootstrap, "trips-unbatched", process, trips, one_batch=False)
+        results["gateway_cpu_per_unbatched_trip_us"] = cpu
+        results["unbatched_trip_requests"] = sum(requests.values())
     finally:
         process.terminate()
         process.wait(30)
@@ -356,8 +429,18 @@ def main(argv: list[str] | None = None) -> int:
     for label, kafka, native, target in rows:
         ratio = results[kafka] / results[native]
         print(f"{label:38} {results[kafka]:>14,.0f} {results[native]:>12,.0f} {ratio:>6.2f}x  {target}")
+    by_type = ", ".join(
+        f"{name[len('round_trip_requests_') :]} {count:.2f}"
+        for name, count in sorted(results.items())
+        if name.startswith("round_trip_requests_")
+    )
     print(
-        f"{'gateway CPU per round trip of 10 messages (µs)':52} {results['gateway_cpu_per_round_trip_us']:>12,.0f}  ≤ 100"
+        f"{'gateway CPU per round trip of a 10-message batch (µs)':52} {results['gateway_cpu_per_round_trip_us']:>12,.0f}"
+        f"  ≤ 100  ({results['round_trip_requests']:.2f} requests a trip: {by_type})"
+    )
+    print(
+        f"{'  the same 10 messages produced with linger.ms=0 (µs)':52} "
+        f"{results['gateway_cpu_per_unbatched_trip_us']:>12,.0f}  ({results['unbatched_trip_requests']:.2f} requests a trip)"
     )
     print(
         "protocol layer, 1,000-record batch (µs): kio Produce decode "

@@ -101,9 +101,14 @@ class Waiter:
         self._thread = 0
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
 
-    def arm(self) -> None:
-        """Ready for one wait; call from the waiting task, before the last check for data."""
-        token = anyio.lowlevel.current_token().native_token
+    def arm(self, token: object = None) -> None:
+        """Ready for one wait; call from the waiting task, before the last check for data.
+
+        ``token``: the running event loop's native token (``anyio.lowlevel.current_token()
+        .native_token``) when the caller knows it already; looking it up costs more than the rest
+        of the arming."""
+        if token is None:
+            token = anyio.lowlevel.current_token().native_token
         if token is not self._token:  # first wait, or a wait in another event loop than the last
             self._token = token
             self._thread = threading.get_ident()

@@ -71,6 +71,7 @@ class SegmentCursor(Generic[_Segment]):
         self.partition = partition
         self.position = offset
         self._segment: _Segment | None = None
+        self._next_index: tuple[int, str] = (-1, "")  # a position, and the index path of a segment there
 
     def __enter__(self) -> Self:
         return self
@@ -99,10 +100,20 @@ class SegmentCursor(Generic[_Segment]):
 
     def _done_with(self, segment: _Segment) -> bool:
         """Caught up with ``segment``: True (it is closed) when reading goes on in the next one,
-        which has started, or after vacuum deleted this one under us (reopening finds out where)."""
-        next_started = self.position != segment.base_offset and os.path.exists(
-            segment_path(self.partition.directory, self.position, INDEX)
-        )
+        which has started, or after vacuum deleted this one under us (reopening finds out where).
+
+        A caught-up reader asks this on every read that finds nothing, at the same position until
+        more is written: the path is made once a position, and looked up with ``access``, which
+        answers a bool where a failed ``stat`` raises (and ``exists`` catches) an exception."""
+        position = self.position
+        if position == segment.base_offset:
+            next_started = False
+        else:
+            at, path = self._next_index
+            if at != position:
+                path = segment_path(self.partition.directory, position, INDEX)
+                self._next_index = (position, path)
+            next_started = os.access(path, os.F_OK)
         if not (next_started or segment.is_deleted()):
             return False
         self.close()

@@ -172,7 +172,9 @@ class ConnectionProtocol(asyncio.Protocol):
             if self._frames.buffered_bytes > READ_AHEAD_BYTES:
                 self._pause_reading()
             return
-        frames, connection, core = self._frames, self._connection, self._core
+        frames, connection, core, answer_now = self._frames, self._connection, self._core, self._answer_now
+        state, transport = connection.state, self._transport
+        assert transport is not None  # data comes after connection_made
         try:
             while True:
                 if core.closing:
@@ -202,17 +204,21 @@ class ConnectionProtocol(asyncio.Protocol):
                     self._resume_reading()
                     return
                 answer: bytes | Later | None
-                if raw_sasl_expected(connection):  # after a version-0 SaslHandshake: a bare token
+                # ``state`` stays empty unless SASL keeps something there: then its two questions.
+                if state and raw_sasl_expected(connection):  # after a version-0 SaslHandshake: a bare token
                     answer = raw_sasl_answer(core, connection, message)
                 else:
-                    answer = self._answer_now(connection, message)
-                if isinstance(answer, Later):
+                    answer = answer_now(connection, message)
+                if type(answer) is bytes:
+                    if not transport.is_closing():
+                        transport.write(answer)
+                elif isinstance(answer, Later):
                     self._pending = answer
                     self._wakeup.set()
                     return
-                if answer is not None:
+                elif answer is not None:
                     self._write(answer)
-                if should_close(connection):
+                if state and should_close(connection):
                     self._stop()
                     return
                 if self._writing_paused:

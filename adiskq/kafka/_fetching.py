@@ -11,9 +11,13 @@ poll aside, which exists for file systems without inotify).
 
 from __future__ import annotations
 
+import asyncio
 import os
-import stat
+from collections.abc import Callable
 from typing import Final
+
+import anyio
+import anyio.lowlevel
 
 from .._async import wakeup
 from .._async.follower import PartitionFollower
@@ -42,7 +46,9 @@ class FetchSession:
         self._followers: dict[tuple[str, int], PartitionFollower] = {}
         self._generation = topics.generation
         self._notifier: Notifier | None = None
-        self._oldest: dict[str, int] = {}  # log start offsets last seen (``log_start``), by partition folder
+        # The log start offset last seen (``log_start``) and its segment's index path, by partition folder
+        self._oldest: dict[str, tuple[int, str]] = {}
+        self._event_loop: tuple[object, Callable[[], float]] | None = None  # see ``event_loop``
 
     @property
     def notifier(self) -> Notifier:
@@ -50,6 +56,18 @@ class FetchSession:
         if self._notifier is None:
             self._notifier = get_notifier()
         return self._notifier
+
+    def event_loop(self) -> tuple[object, Callable[[], float]]:
+        """The event loop the connection is served in (its native token, which ``Waiter.arm``
+        takes) and its clock (``anyio.current_time``'s), looked up on the first long poll: each
+        lookup through anyio costs more than the rest of a long poll's own work, and a
+        connection stays in one loop."""
+        found = self._event_loop
+        if found is None:
+            token = anyio.lowlevel.current_token().native_token
+            clock = token.time if isinstance(token, asyncio.AbstractEventLoop) else anyio.current_time
+            found = self._event_loop = (token, clock)
+        return found
 
     def follower(self, topic: str, partition: int, offset: int) -> PartitionFollower:
         """A follower of the partition positioned at ``offset``.
@@ -97,16 +115,15 @@ class FetchSession:
 
         That is the base of its first segment. Retention deletes segments from the oldest on and
         writers only add segments after the last, so while the first segment seen is still there it
-        is still the first: one stat instead of listing the partition's folder on every Fetch."""
-        key = follower.reader.directory
-        oldest = self._oldest.get(key)
-        if oldest is not None:
-            try:
-                if stat.S_ISREG(os.lstat(segment_path(follower.reader.directory, oldest, INDEX)).st_mode):
-                    return oldest
-            except FileNotFoundError:
-                pass
-        oldest = self._oldest[key] = follower.reader.bounds()[0]
+        is still the first: one look for its index file instead of listing the partition's folder on
+        every Fetch. The look is ``access``, whose answer is a bool: a ``stat`` builds a result object
+        (times as floats) that cost more than the rest of the look; the path is kept with the offset."""
+        directory = follower.reader.directory
+        seen = self._oldest.get(directory)
+        if seen is not None and os.access(seen[1], os.F_OK):
+            return seen[0]
+        oldest = follower.reader.bounds()[0]
+        self._oldest[directory] = (oldest, segment_path(directory, oldest, INDEX))
         return oldest
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ as soon as its four bytes are in, so a request over the limit is refused before 
 
 from __future__ import annotations
 
+import struct
 from typing import Final
 
 from ._protocol import FRAME_PREFIX, frame_size
@@ -16,6 +17,8 @@ __all__ = ["RECEIVE_BYTES", "FrameTooLargeError", "Frames"]
 
 RECEIVE_BYTES: Final = 1 << 20  # at most this much per receive: a large Produce in a few calls
 _HEAD_AFTER_SIZE: Final = 8  # api key, api version, correlation id: enough to refuse a request
+_SIZE: Final = struct.Struct(">i")
+_SMALLEST_FRAME: Final = FRAME_PREFIX + 10  # the size and the fixed part of a request header
 
 
 class FrameTooLargeError(Exception):
@@ -29,24 +32,36 @@ class FrameTooLargeError(Exception):
 class Frames:
     """The bytes received and not yet taken as frames."""
 
-    __slots__ = ("_buffer", "_max_bytes")
+    __slots__ = ("_buffer", "_max_bytes", "_whole")
 
     def __init__(self, max_bytes: int) -> None:
         self._buffer = bytearray()
         self._max_bytes = max_bytes
+        # A receive that brought exactly one whole frame, nothing buffered before it (the usual
+        # case of a client awaiting each answer): kept as received, so the frame's message is one
+        # copy of it instead of a pass through the buffer (an append, two slices, a delete).
+        self._whole: bytes | None = None
 
     @property
     def empty(self) -> bool:
         """True between requests: nothing of a next frame has arrived."""
-        return not self._buffer
+        return self._whole is None and not self._buffer
 
     @property
     def buffered_bytes(self) -> int:
         """How many bytes are received and not yet taken as frames."""
-        return len(self._buffer)
+        return len(self._buffer) + (0 if self._whole is None else len(self._whole))
 
     def feed(self, data: bytes) -> None:
         """Add received bytes."""
+        if self._whole is None and not self._buffer and len(data) >= _SMALLEST_FRAME:
+            size = _SIZE.unpack_from(data)[0]
+            if len(data) == FRAME_PREFIX + size and size <= self._max_bytes:
+                self._whole = data
+                return
+        if self._whole is not None:  # (a receive after a whole frame not taken yet: keep the order)
+            self._buffer += self._whole
+            self._whole = None
         self._buffer += data
 
     def next_frame(self) -> bytes | None:
@@ -54,6 +69,10 @@ class Frames:
 
         ProtocolError for a size shorter than a request header; FrameTooLargeError for one over the
         limit (the frame is not read; ``refusal_head`` waits for its first bytes)."""
+        whole = self._whole
+        if whole is not None:
+            self._whole = None
+            return whole[FRAME_PREFIX:]
         buffer = self._buffer
         if len(buffer) < FRAME_PREFIX:
             return None
@@ -70,6 +89,7 @@ class Frames:
     def refusal_head(self) -> bytes | None:
         """The api key, version and correlation id of the frame too large to read, once they are in
         (None until then): enough to answer it with an error."""
+        assert self._whole is None  # a frame over the limit is never kept whole
         if len(self._buffer) < FRAME_PREFIX + _HEAD_AFTER_SIZE:
             return None
         return bytes(self._buffer[FRAME_PREFIX : FRAME_PREFIX + _HEAD_AFTER_SIZE])

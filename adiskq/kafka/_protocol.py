@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import io
 import struct
+from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
@@ -54,6 +55,9 @@ _SIZE: Final = struct.Struct(">i")
 _ERROR_FRAME: Final = struct.Struct(">iih")  # size, correlation id, error code
 _PLAIN_HEADER: Final = struct.Struct(">ii")  # size, correlation id
 _FLEXIBLE_HEADER: Final = struct.Struct(">iiB")  # size, correlation id, no tagged fields
+
+
+_new_header = tuple.__new__
 
 
 class ProtocolError(ValueError):
@@ -95,7 +99,8 @@ def parse_header(message: bytes) -> tuple[RequestHeader, int]:
         at = end
     elif client_id_len != -1:
         raise ProtocolError(f"client id length {client_id_len} is neither -1 (null) nor a length")
-    return RequestHeader(api_key, api_version, correlation_id, client_id), at
+    # tuple.__new__ straight: the named tuple's own __new__ is a Python function, one frame more.
+    return _new_header(RequestHeader, (api_key, api_version, correlation_id, client_id)), at
 
 
 def _read_uvarint(data: bytes, at: int) -> tuple[int, int]:
@@ -115,6 +120,8 @@ def _read_uvarint(data: bytes, at: int) -> tuple[int, int]:
 
 def _skip_tagged_fields(data: bytes, at: int) -> int:
     """Skip a header's tagged fields (none is known to this broker in a request header)."""
+    if at < len(data) and data[at] == 0:
+        return at + 1  # none: what every client sends
     count, at = _read_uvarint(data, at)
     for _ in range(count):
         _, at = _read_uvarint(data, at)
@@ -163,21 +170,42 @@ def decode_request(header: RequestHeader, message: bytes, at: int) -> Any:
 
     ``at`` is where ``parse_header`` stopped. ProtocolError when the bytes are not that request.
     """
-    schema = request_schema(header.api_key, header.api_version)
+    decoder = _decoders.get(header[0] << 16 | header[1])  # api key and version, as the header's first i32
+    if decoder is None:
+        decoder = _decoder(header.api_key, header.api_version)
+    return decoder(header, message, at)
+
+
+Decoder = Callable[[RequestHeader, bytes, int], Any]
+_decoders: dict[int, Decoder] = {}
+
+
+def _decoder(api_key: int, api_version: int) -> Decoder:
+    """The decoding of one API version's requests: its schema, reader and header kind looked up once
+    (a request's own work is then the reader's call)."""
+    schema = request_schema(api_key, api_version)
     if schema is None:
-        raise ProtocolError(f"no request schema for API key {header.api_key} version {header.api_version}")
-    if schema.__header_schema__.__flexible__:
-        at = _skip_tagged_fields(message, at)
-    try:
-        request, size = _reader(schema)(message, at)
-    except Exception as error:  # kio raises what its readers meet: struct, Unicode, value errors
-        raise ProtocolError(
-            f"API key {header.api_key} version {header.api_version}: the request does not parse ({error})"
-        ) from None
-    # Bytes after the payload are ignored, as Kafka ignores them: librdkafka 2.x sends three
-    # after a Metadata v12 request for every topic.
-    del size
-    return request
+        raise ProtocolError(f"no request schema for API key {api_key} version {api_version}")
+    reader = _reader(schema)
+    flexible = bool(schema.__header_schema__.__flexible__)
+
+    def decode(header: RequestHeader, message: bytes, at: int) -> Any:
+        if flexible:
+            at = _skip_tagged_fields(message, at)
+        try:
+            request, size = reader(message, at)
+        except Exception as error:  # kio raises what its readers meet: struct, Unicode, value errors
+            raise ProtocolError(
+                f"API key {header.api_key} version {header.api_version}: the request does not parse ({error})"
+            ) from None
+        # Bytes after the payload are ignored, as Kafka ignores them: librdkafka 2.x sends three
+        # after a Metadata v12 request for every topic.
+        del size
+        return request
+
+    if 0 <= api_key < 1 << 15 and 0 <= api_version < 1 << 16:
+        _decoders[api_key << 16 | api_version] = decode
+    return decode
 
 
 def encode_response(correlation_id: int, response: Any) -> bytes:
@@ -194,15 +222,18 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
     return buffer.getvalue()
 
 
-@functools.cache
-def _flexible_response_header(api_key: int, api_version: int) -> bool:
-    return bool(response_schema(api_key, api_version).__header_schema__.__flexible__)
+_flexible_responses: dict[tuple[int, int], bool] = {}
 
 
 def frame_payload(correlation_id: int, api_key: int, api_version: int, payload: bytes) -> bytes:
     """A whole response frame around a payload already encoded (``_fast_responses.py``): size, the
     header that API and version take, the payload."""
-    if _flexible_response_header(api_key, api_version):
+    flexible = _flexible_responses.get((api_key, api_version))
+    if flexible is None:
+        flexible = _flexible_responses[api_key, api_version] = bool(
+            response_schema(api_key, api_version).__header_schema__.__flexible__
+        )
+    if flexible:
         return _FLEXIBLE_HEADER.pack(len(payload) + 5, correlation_id, 0) + payload
     return _PLAIN_HEADER.pack(len(payload) + 4, correlation_id) + payload
 

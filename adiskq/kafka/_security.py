@@ -78,7 +78,7 @@ def sasl_server(gateway: GatewayCore, connection: Connection) -> SaslServer | No
 
 def may_handle(gateway: GatewayCore, connection: Connection, api_key: int) -> bool:
     """May this connection's request be answered? False: close the connection instead."""
-    if api_key in PRE_AUTH_API_KEYS:
+    if api_key in PRE_AUTH_API_KEYS or _KEY not in gateway.extensions:  # allowed before, or SASL off
         return True
     server = sasl_server(gateway, connection)
     return server is None or server.authenticated

@@ -28,4 +28,8 @@ def test_quick_mode_measures_the_gateway_beside_the_library(tmp_path: pathlib.Pa
         assert figures[name] > 0, name
     assert 0 < figures["kafka_e2e_p50_us"] <= figures["kafka_e2e_p99_us"]
     assert figures["gateway_cpu_per_round_trip_us"] > 0
+    assert figures["gateway_cpu_per_unbatched_trip_us"] > 0
+    # A trip's requests are counted: at least its Produce and its Fetch.
+    assert figures["round_trip_requests_Produce"] >= 1
+    assert figures["round_trip_requests_Fetch"] >= 1
     assert "Kafka gateway" in done.stdout

@@ -15,8 +15,6 @@ from __future__ import annotations
 import uuid
 from typing import Any, Final
 
-import anyio
-import anyio.lowlevel
 from kio.schema.errors import ErrorCode
 
 from ..._async.follower import PartitionFollower
@@ -149,20 +147,21 @@ class _FetchJob:
         gateway = self._context.gateway
         session = self._context.connection.fetches
         min_bytes = self._request.min_bytes
-        deadline = anyio.current_time() + self._request.max_wait.total_seconds()
+        loop, clock = session.event_loop()
+        deadline = clock() + self._request.max_wait.total_seconds()
         followers = self.followers()
         waiter = session.waiter
         while True:
             marks = [follower.prepare_wait() for follower in followers]
             session.notifier.read_unread()
-            waiter.arm()
+            waiter.arm(loop)
             try:
                 self.read_all()  # the look after arming: a write before the arm is found here
                 if self.taken >= min_bytes or gateway.closing:
                     break
                 if any(f.moved_since(mark) for f, mark in zip(followers, marks, strict=True)):
                     continue  # a new segment to watch before sleeping
-                left = deadline - anyio.current_time()
+                left = deadline - clock()
                 if left <= 0:
                     break
                 woken = await session.wait(followers, left)
@@ -172,7 +171,7 @@ class _FetchJob:
                 self.read_all()
                 if self.taken >= min_bytes or gateway.closing:
                     break
-            if anyio.current_time() >= deadline:
+            if clock() >= deadline:
                 break
             followers = self.followers()
             if not followers:
