@@ -61,6 +61,7 @@ class StoredRecords:
     timestamps: list[int]  # nanoseconds, one a record
     key_hashes: list[int]  # keyindex.key_hash of each stored key
     largest: int  # bytes of the largest record (0 for none)
+    total: int  # bytes of all the records: what the write takes
 
     def __len__(self) -> int:
         return len(self.records)
@@ -118,14 +119,15 @@ def stored_records_reference(
             return None
         timestamps.append(timestamp_ns)
         key_hashes.append(zlib.crc32(key))
-    return StoredRecords(records, timestamps, key_hashes, max(map(len, records), default=0))
+    sizes = list(map(len, records))
+    return StoredRecords(records, timestamps, key_hashes, max(sizes, default=0), sum(sizes))
 
 
 def _compiled_stored_records(
     buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base_timestamp_ms: int, now_ns: int
 ) -> StoredRecords | None:
     assert NATIVE is not None
-    found: tuple[list[bytes], list[int], list[int], int] | None = NATIVE.kafka_stored_records(
+    found: tuple[list[bytes], list[int], list[int], int, int] | None = NATIVE.kafka_stored_records(
         buf, pos, end, count, base_timestamp_ms, now_ns, NULLS_HEADER
     )
     return None if found is None else StoredRecords(*found)
