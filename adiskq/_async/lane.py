@@ -536,9 +536,14 @@ class Lane:
         return offset
 
     def write_inline(
-        self, records: list[bytes], timestamps: list[int], key_hashes: list[int], tagindex: bytes | None = None
+        self,
+        records: list[bytes],
+        timestamps: list[int],
+        key_hashes: list[int] | bytes,
+        tagindex: bytes | None = None,
     ) -> int:
-        """Write and commit records now; returns the first offset.
+        """Write and commit records now (their key hashes as ints, or packed as the key index stores
+        them); returns the first offset.
 
         Raises ``PartlyCommittedError`` when only the first records were committed.
         """

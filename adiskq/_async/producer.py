@@ -804,18 +804,19 @@ class Producer(Generic[PushKeyT, PushValueT]):
         partition: int,
         records: list[bytes],
         timestamps: list[int],
-        key_hashes: list[int],
+        key_hashes: bytes,
         largest: int,
         total_bytes: int,
     ) -> int:
         """``_push_to_partition`` of records already encoded (untagged, uncompressed: only when
-        ``_takes_encoded``), with their timestamps, key hashes, the size of the largest and of all:
-        offsets and index entries are assigned and written as for any push. Returns the first
-        record's offset (the rest follow it: one partition's share gets contiguous offsets), not a
-        receipt a record, which would cost more than the write. For the Kafka gateway, which
-        encodes a Produce's records straight from the request (``_sansio/kafka_mapping.py``) and
-        answers with the first offset (-1 for no records). Raises as ``_push_to_partition``;
-        ``PartialWriteError`` (with its receipts) when only the first records were committed."""
+        ``_takes_encoded``), with their timestamps, key hashes (packed as the key index stores them,
+        ``keyindex.pack_hashes``), the size of the largest and of all: offsets and index entries are
+        assigned and written as for any push. Returns the first record's offset (the rest follow
+        it: one partition's share gets contiguous offsets), not a receipt a record, which would cost
+        more than the write. For the Kafka gateway, which encodes a Produce's records straight from
+        the request (``_sansio/kafka_mapping.py``) and answers with the first offset (-1 for no
+        records). Raises as ``_push_to_partition``; ``PartialWriteError`` (with its receipts) when
+        only the first records were committed."""
         if not self._takes_encoded:
             raise InvalidArgumentError(f"stream {self.path!r} compresses its values: push Records to it")
 
@@ -825,9 +826,17 @@ class Producer(Generic[PushKeyT, PushValueT]):
             if self._disk_guard is not None:
                 self._disk_guard.admit(total_bytes)
             count = len(records)
-            written = await self._write_shares_at(
-                records, timestamps, [partition] * count, key_hashes, total_bytes, None
+            lane = self._lanes[partition]
+            first = self._write_share_first_now(
+                lane, partition, records, timestamps, key_hashes, None, total_bytes, admitted=True
             )
+            if first is not None:  # written inline, the packed key hashes as they are
+                await anyio.lowlevel.cancel_shielded_checkpoint()  # written: the call must return
+                return first
+            # A batch (written off the loop's thread, or after the one in flight) joins others' records
+            # and their key hashes as ints.
+            hashes: list[int] = keyindex.unpack_hashes(key_hashes).tolist()
+            written = await self._write_shares_at(records, timestamps, [partition] * count, hashes, total_bytes, None)
             return written[0][2]
 
         return await self._to_partition(partition, len(records), write, -1)
@@ -887,7 +896,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         partition: int,
         records: list[bytes],
         timestamps: list[int],
-        key_hashes: list[int],
+        key_hashes: bytes,
         largest: int,
         total_bytes: int,
     ) -> int | None:
@@ -937,14 +946,18 @@ class Producer(Generic[PushKeyT, PushValueT]):
         partition: int,
         encoded: list[bytes],
         stamps: list[int],
-        key_hashes: list[int],
+        key_hashes: list[int] | bytes,
         entries: list[bytes] | None,
         total_bytes: int,
+        *,
+        admitted: bool = False,
     ) -> int | None:
-        """``_write_share_now`` of a share of ``total_bytes``, answering the first record's offset."""
+        """``_write_share_now`` of a share of ``total_bytes``, answering the first record's offset
+        (its key hashes as ints, or packed as the key index stores them; ``admitted``: the disk
+        guard has admitted the share already)."""
         if not lane.can_write_inline(total_bytes):
             return None
-        if self._disk_guard is not None:
+        if self._disk_guard is not None and not admitted:
             self._disk_guard.admit(total_bytes)
         try:
             return lane.write_inline(encoded, stamps, key_hashes, None if entries is None else b"".join(entries))

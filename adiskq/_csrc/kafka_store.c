@@ -6,13 +6,15 @@
  *     -> (records, timestamps, key_hashes, largest, total) | None
  *     the `count` records filling buf[pos:end] (uncompressed, of a CreateTime batch), each as the
  *     bytes encode_record writes for its stored value, key, headers and timestamp, its timestamp in
- *     nanoseconds and the CRC-32 of its stored key (the key index's hash); `largest` the size of the
- *     largest record, `total` the size of them all (what the write takes: summed here, where each
- *     size is at hand, not by a Python loop over the records). None for anything off the plain path: bytes the Kafka decoder refuses, a record
- *     the mapping refuses (a null header value, a repeated header name, the reserved `nulls_header`
- *     as a name), one the encoder cannot store (a timestamp past 64 bits of nanoseconds, a header
- *     name over 65535 bytes), or one of more than MAX_PLAIN_HEADERS headers. The caller then takes
- *     the step by step path, whose errors say what is wrong.
+ *     nanoseconds; `key_hashes` the CRC-32 of each stored key (the key index's hash) as the key
+ *     index stores them, a u32 little-endian each (keyindex.pack_hashes: no int object a record,
+ *     and the column is written as it is); `largest` the size of the largest record, `total` the
+ *     size of them all (what the write takes: summed here, where each size is at hand, not by a
+ *     Python loop over the records). None for anything off the plain path: bytes the Kafka decoder
+ *     refuses, a record the mapping refuses (a null header value, a repeated header name, the
+ *     reserved `nulls_header` as a name), one the encoder cannot store (a timestamp past 64 bits of
+ *     nanoseconds, a header name over 65535 bytes), or one of more than MAX_PLAIN_HEADERS headers.
+ *     The caller then takes the step by step path, whose errors say what is wrong.
  *
  * No KafkaRecord, key or value object is made: each record is parsed into positions in `buf`, then
  * written once into a bytes object of its exact size. */
@@ -151,7 +153,7 @@ static PyObject *stored_section(const uint8_t *buf, size_t pos, size_t end, int6
     }
     PyObject *records = PyList_New((Py_ssize_t)count);
     PyObject *timestamps = PyList_New((Py_ssize_t)count);
-    PyObject *hashes = PyList_New((Py_ssize_t)count);
+    PyObject *hashes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 4);
     PyObject *result = NULL, *timestamp = NULL;
     parsed_record *record = PyMem_Malloc(sizeof(parsed_record));
     if (records == NULL || timestamps == NULL || hashes == NULL || record == NULL) {
@@ -186,9 +188,8 @@ static PyObject *stored_section(const uint8_t *buf, size_t pos, size_t end, int6
         }
         PyList_SET_ITEM(timestamps, i, Py_NewRef(timestamp));
         const uint8_t *key = record->key_null ? (const uint8_t *)"" : buf + record->key.at;
-        PyObject *hash = PyLong_FromUnsignedLong(adq_crc32(0, key, record->key_null ? 0 : record->key.length));
-        if (hash == NULL) goto done;
-        PyList_SET_ITEM(hashes, i, hash);
+        adq_store_u32((uint8_t *)PyBytes_AS_STRING(hashes) + 4 * i,
+                      adq_crc32(0, key, record->key_null ? 0 : record->key.length));
     }
     if (pos != end) {
         *plain = 0;

@@ -97,7 +97,7 @@ def records_from_batches(batches: Sequence[KafkaBatch]) -> ToWrite:
         return StoredRecords(
             [record for part in stored for record in part.records],
             [stamp for part in stored for stamp in part.timestamps],
-            [key_hash for part in stored for key_hash in part.key_hashes],
+            b"".join([part.key_hashes for part in stored]),
             max(part.largest for part in stored),
             sum(part.total for part in stored),
         )
