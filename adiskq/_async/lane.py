@@ -125,6 +125,7 @@ class Batch:
         "leader",
         "led",
         "records",
+        "size_bytes",
         "tagindex",
         "timestamps",
         "waiter",
@@ -132,6 +133,7 @@ class Batch:
 
     def __init__(self, waiter: SteadfastFuture | None = None) -> None:
         self.records: list[bytes] = []
+        self.size_bytes = 0  # of the records (whether the commit goes to a worker thread)
         self.timestamps: list[int] = []
         self.key_hashes: list[int] = []  # for the key index: its hash of each record's key
         # The records' .tagindex entries as the pushes computed them; None once a push did not
@@ -534,9 +536,14 @@ class Lane:
         return offset
 
     def write_inline(
-        self, records: list[bytes], timestamps: list[int], key_hashes: list[int], tagindex: bytes | None = None
+        self,
+        records: list[bytes],
+        timestamps: list[int],
+        key_hashes: list[int] | bytes,
+        tagindex: bytes | None = None,
     ) -> int:
-        """Write and commit records now; returns the first offset.
+        """Write and commit records now (their key hashes as ints, or packed as the key index stores
+        them); returns the first offset.
 
         Raises ``PartlyCommittedError`` when only the first records were committed.
         """
@@ -556,16 +563,22 @@ class Lane:
     # -- batches ---------------------------------------------------------------------------------
 
     def enqueue(
-        self, records: list[bytes], timestamps: list[int], key_hashes: list[int], tagindex: bytes | None = None
+        self,
+        records: list[bytes],
+        timestamps: list[int],
+        key_hashes: list[int],
+        tagindex: bytes | None = None,
+        size_bytes: int = -1,
     ) -> tuple[Batch, int]:
         """Join the open batch with a run of records (and their ``.tagindex`` entries, if the caller
-        has them); returns it and the run's place in it.
+        has them, and their size in bytes, if it has summed it); returns it and the run's place in it.
 
         The caller must then ``await complete(batch)`` with no checkpoint in between.
         """
         batch = self._open
         if batch is None:
             batch = self._open = self._new_batch()
+        batch.size_bytes += sum(map(len, records)) if size_bytes < 0 else size_bytes
         start = len(batch.records)
         batch.records.extend(records)
         batch.timestamps.extend(timestamps)
@@ -733,7 +746,7 @@ class Lane:
                     raise
                 batch.first_offset = pending.first_offset
                 writer.write_entries(pending)
-            elif sum(map(len, batch.records)) > INLINE_MAX_BYTES:
+            elif batch.size_bytes > INLINE_MAX_BYTES:
                 batch.first_offset = await run_in_thread(
                     functools.partial(writer.append, batch.records, batch.timestamps, batch.key_hashes, tagindex),
                     self._limiter,

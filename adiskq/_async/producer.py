@@ -92,6 +92,7 @@ _ENCODE_CHUNK: Final = 256
 # The compiled core encodes a record in ~0.1 µs, so its chunks are larger for the same time on the loop.
 _COMPILED_ENCODE_CHUNK: Final = 4096
 _LOCK_RETRY_SECONDS: Final = 0.05
+_Written = TypeVar("_Written")  # what a write to one partition answers: receipts, or the first offset
 _new_receipt = tuple.__new__
 # The key index's hash, which the compiled core computes itself (zlib's CRC-32); where a test has
 # replaced keyindex.key_hash, the producer calls the replacement instead.
@@ -683,7 +684,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         while True:
             if lane.needs_lock:  # a shared producer waits for the partition's lock before joining a batch
                 await self._take_lock(lane)
-            batch, slot = lane.enqueue([record], [timestamp_ns], [key_hash], entry)
+            batch, slot = lane.enqueue([record], [timestamp_ns], [key_hash], entry, len(record))
             try:
                 first = await lane.complete(batch, slot)
             except LockNotHeld:
@@ -782,7 +783,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
             encoded, stamps, _, key_hashes, entries = self._encode(list(records), time.time_ns())
             return await self._write_share(partition, encoded, stamps, key_hashes, entries)
 
-        return await self._to_partition(partition, len(records), write)
+        return await self._to_partition(partition, len(records), write, [])
 
     def _check_partition(self, partition: int) -> None:
         """Raises unless the producer is open and ``partition`` is one of the stream's."""
@@ -799,26 +800,52 @@ class Producer(Generic[PushKeyT, PushValueT]):
         return self._compression is None and keyindex.key_hash is _CRC32
 
     async def _push_encoded_to_partition(
-        self, partition: int, records: list[bytes], timestamps: list[int], key_hashes: list[int], largest: int
-    ) -> list[Receipt]:
+        self,
+        partition: int,
+        records: list[bytes],
+        timestamps: list[int],
+        key_hashes: bytes,
+        largest: int,
+        total_bytes: int,
+    ) -> int:
         """``_push_to_partition`` of records already encoded (untagged, uncompressed: only when
-        ``_takes_encoded``), with their timestamps, key hashes and the size of the largest: offsets
-        and index entries are assigned and written as for any push. For the Kafka gateway, which
-        encodes a Produce's records straight from the request (``_sansio/kafka_mapping.py``)."""
+        ``_takes_encoded``), with their timestamps, key hashes (packed as the key index stores them,
+        ``keyindex.pack_hashes``), the size of the largest and of all: offsets and index entries are
+        assigned and written as for any push. Returns the first record's offset (the rest follow
+        it: one partition's share gets contiguous offsets), not a receipt a record, which would cost
+        more than the write. For the Kafka gateway, which encodes a Produce's records straight from
+        the request (``_sansio/kafka_mapping.py``) and answers with the first offset (-1 for no
+        records). Raises as ``_push_to_partition``; ``PartialWriteError`` (with its receipts) when
+        only the first records were committed."""
         if not self._takes_encoded:
             raise InvalidArgumentError(f"stream {self.path!r} compresses its values: push Records to it")
 
-        async def write() -> list[Receipt]:
+        async def write() -> int:
             if largest > self._max_message_bytes:
                 self._check_size(largest)
-            return await self._write_share(partition, records, timestamps, key_hashes, None)
+            if self._disk_guard is not None:
+                self._disk_guard.admit(total_bytes)
+            count = len(records)
+            lane = self._lanes[partition]
+            first = self._write_share_first_now(
+                lane, partition, records, timestamps, key_hashes, None, total_bytes, admitted=True
+            )
+            if first is not None:  # written inline, the packed key hashes as they are
+                await anyio.lowlevel.cancel_shielded_checkpoint()  # written: the call must return
+                return first
+            # A batch (written off the loop's thread, or after the one in flight) joins others' records
+            # and their key hashes as ints.
+            hashes: list[int] = keyindex.unpack_hashes(key_hashes).tolist()
+            written = await self._write_shares_at(records, timestamps, [partition] * count, hashes, total_bytes, None)
+            return written[0][2]
 
-        return await self._to_partition(partition, len(records), write)
+        return await self._to_partition(partition, len(records), write, -1)
 
     async def _to_partition(
-        self, partition: int, count: int, write: Callable[[], Awaitable[list[Receipt]]]
-    ) -> list[Receipt]:
-        """The checks and bookkeeping of a write of ``count`` records to one partition around ``write``."""
+        self, partition: int, count: int, write: Callable[[], Awaitable[_Written]], nothing: _Written
+    ) -> _Written:
+        """The checks and bookkeeping of a write of ``count`` records to one partition around
+        ``write``; ``nothing`` is the answer when there are no records."""
         turns = self._turns
         if turns is not None:
             turns.pushing += 1
@@ -828,7 +855,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
             self._check_partition(partition)
             if not count:
                 await anyio.lowlevel.cancel_shielded_checkpoint()
-                return []
+                return nothing
             return await write()
         finally:
             if turns is not None:
@@ -865,20 +892,27 @@ class Producer(Generic[PushKeyT, PushValueT]):
         return self._write_share_now(lane, partition, encoded, stamps, key_hashes, entries)
 
     def _push_encoded_to_partition_now(
-        self, partition: int, records: list[bytes], timestamps: list[int], key_hashes: list[int], largest: int
-    ) -> list[Receipt] | None:
-        """``_push_encoded_to_partition`` without awaiting, as ``_push_to_partition_now``: the
-        records written now, or None (nothing written) when they must wait."""
+        self,
+        partition: int,
+        records: list[bytes],
+        timestamps: list[int],
+        key_hashes: bytes,
+        largest: int,
+        total_bytes: int,
+    ) -> int | None:
+        """``_push_encoded_to_partition`` without awaiting, as ``_push_to_partition_now``: the first
+        record's offset once written now (-1 for no records), or None (nothing written) when they
+        must wait."""
         if not self._takes_encoded:
             raise InvalidArgumentError(f"stream {self.path!r} compresses its values: push Records to it")
         lane = self._inline_lane(partition)
         if not records:
-            return []
+            return -1
         if lane is None:
             return None
         if largest > self._max_message_bytes:
             self._check_size(largest)
-        return self._write_share_now(lane, partition, records, timestamps, key_hashes, None)
+        return self._write_share_first_now(lane, partition, records, timestamps, key_hashes, None, total_bytes)
 
     def _inline_lane(self, partition: int) -> Lane | None:
         """``partition``'s lane if its writes may be answered without awaiting; None on a stream
@@ -898,21 +932,41 @@ class Producer(Generic[PushKeyT, PushValueT]):
     ) -> list[Receipt] | None:
         """``_write_share`` on the loop thread, if ``lane`` can take the share inline now (no batch
         in flight, no roll due, the lock at hand); None, with nothing written or admitted, if not."""
-        total_bytes = sum(map(len, encoded))
+        first = self._write_share_first_now(
+            lane, partition, encoded, stamps, key_hashes, entries, sum(map(len, encoded))
+        )
+        if first is None:
+            return None
+        made: list[Receipt] = receipts(partition, first, len(encoded))
+        return made
+
+    def _write_share_first_now(
+        self,
+        lane: Lane,
+        partition: int,
+        encoded: list[bytes],
+        stamps: list[int],
+        key_hashes: list[int] | bytes,
+        entries: list[bytes] | None,
+        total_bytes: int,
+        *,
+        admitted: bool = False,
+    ) -> int | None:
+        """``_write_share_now`` of a share of ``total_bytes``, answering the first record's offset
+        (its key hashes as ints, or packed as the key index stores them; ``admitted``: the disk
+        guard has admitted the share already)."""
         if not lane.can_write_inline(total_bytes):
             return None
-        if self._disk_guard is not None:
+        if self._disk_guard is not None and not admitted:
             self._disk_guard.admit(total_bytes)
         try:
-            first = lane.write_inline(encoded, stamps, key_hashes, None if entries is None else b"".join(entries))
+            return lane.write_inline(encoded, stamps, key_hashes, None if entries is None else b"".join(entries))
         except PartlyCommittedError as error:
             if error.committed == 0:
                 raise
             placed: list[Receipt | None] = [None] * len(encoded)
             _place_receipts(placed, range(error.committed), partition, error.first_offset)
             raise PartialWriteError(error, placed) from error
-        made: list[Receipt] = receipts(partition, first, len(encoded))
-        return made
 
     def _encode(
         self, items: list[Record | bytes], now: int
@@ -983,6 +1037,24 @@ class Producer(Generic[PushKeyT, PushValueT]):
     ) -> list[Receipt]:
         """Write each partition's share of a batch; receipts in the batch's order (``total_bytes``,
         the batch's size if already summed, spares summing a one-partition batch again)."""
+        written = await self._write_shares_at(encoded, stamps, partitions, key_hashes, total_bytes, tag_entries)
+        receipts: list[Receipt | None] = [None] * len(encoded)
+        for positions, partition, first in written:
+            _place_receipts(receipts, positions, partition, first)
+        return receipts  # type: ignore[return-value]  # every entry is set when nothing failed
+
+    async def _write_shares_at(
+        self,
+        encoded: list[bytes],
+        stamps: list[int],
+        partitions: Sequence[int],
+        key_hashes: list[int],
+        total_bytes: int | None = None,
+        tag_entries: list[bytes] | None = None,
+    ) -> list[tuple[Sequence[int], int, int]]:
+        """``_write_shares`` without the receipts: where each share went (its positions in the
+        batch, its partition, its first offset). Raises the failure when nothing was written, and
+        ``PartialWriteError`` with the receipts of what was when part of it was."""
         count = len(encoded)
         shares: Mapping[int, Sequence[int]]
         if self._partition_count == 1 or len(set(partitions)) == 1:  # one share (a set of 1,000 costs 1%)
@@ -996,7 +1068,6 @@ class Producer(Generic[PushKeyT, PushValueT]):
                 else:
                     share.append(position)
             shares = lists
-        receipts: list[Receipt | None] = [None] * count
         written: list[tuple[Sequence[int], int, int]] = []  # positions, partition, first offset
         waiting: list[tuple[Lane, int, Sequence[int], Batch, int]] = []
         failure: BaseException | None = None
@@ -1036,7 +1107,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
                         break
                     written.append((positions, partition, first))
                 else:
-                    batch, start = lane.enqueue(share_records, share_stamps, share_hashes, share_tags)
+                    batch, start = lane.enqueue(share_records, share_stamps, share_hashes, share_tags, share_bytes)
                     waiting.append((lane, partition, positions, batch, start))
         finally:
             self._splitting -= split
@@ -1071,15 +1142,16 @@ class Producer(Generic[PushKeyT, PushValueT]):
                 failure = await self._write_share_again(
                     lane, partition, positions, encoded, stamps, key_hashes, tag_entries, written
                 )
-        for positions, partition, first in written:
-            _place_receipts(receipts, positions, partition, first)
         if failure is not None:
             if not written:
                 raise failure  # nothing was written: the call failed whole
+            receipts: list[Receipt | None] = [None] * count
+            for positions, partition, first in written:
+                _place_receipts(receipts, positions, partition, first)
             raise PartialWriteError(failure, receipts) from failure
         if count > _ENCODE_CHUNK:
             await anyio.lowlevel.cancel_shielded_checkpoint()  # and the caller's next step is its own
-        return receipts  # type: ignore[return-value]  # every entry is set when nothing failed
+        return written
 
     async def _write_share_again(
         self,

@@ -3,15 +3,18 @@
  * core.h adiskq's record layout).
  *
  * kafka_stored_records(buf, pos, end, count, base_timestamp_ms, now_ns, nulls_header)
- *     -> (records, timestamps, key_hashes, largest) | None
+ *     -> (records, timestamps, key_hashes, largest, total) | None
  *     the `count` records filling buf[pos:end] (uncompressed, of a CreateTime batch), each as the
  *     bytes encode_record writes for its stored value, key, headers and timestamp, its timestamp in
- *     nanoseconds and the CRC-32 of its stored key (the key index's hash); `largest` the size of the
- *     largest record. None for anything off the plain path: bytes the Kafka decoder refuses, a record
- *     the mapping refuses (a null header value, a repeated header name, the reserved `nulls_header`
- *     as a name), one the encoder cannot store (a timestamp past 64 bits of nanoseconds, a header
- *     name over 65535 bytes), or one of more than MAX_PLAIN_HEADERS headers. The caller then takes
- *     the step by step path, whose errors say what is wrong.
+ *     nanoseconds; `key_hashes` the CRC-32 of each stored key (the key index's hash) as the key
+ *     index stores them, a u32 little-endian each (keyindex.pack_hashes: no int object a record,
+ *     and the column is written as it is); `largest` the size of the largest record, `total` the
+ *     size of them all (what the write takes: summed here, where each size is at hand, not by a
+ *     Python loop over the records). None for anything off the plain path: bytes the Kafka decoder
+ *     refuses, a record the mapping refuses (a null header value, a repeated header name, the
+ *     reserved `nulls_header` as a name), one the encoder cannot store (a timestamp past 64 bits of
+ *     nanoseconds, a header name over 65535 bytes), or one of more than MAX_PLAIN_HEADERS headers.
+ *     The caller then takes the step by step path, whose errors say what is wrong.
  *
  * No KafkaRecord, key or value object is made: each record is parsed into positions in `buf`, then
  * written once into a bytes object of its exact size. */
@@ -140,7 +143,7 @@ static PyObject *stored_record(const uint8_t *buf, const parsed_record *record, 
     return bytes;
 }
 
-/* The four results of a plain section, or NULL: *plain 0 when it is not plain (no exception set). */
+/* The five results of a plain section, or NULL: *plain 0 when it is not plain (no exception set). */
 static PyObject *stored_section(const uint8_t *buf, size_t pos, size_t end, int64_t count, int64_t base_timestamp_ms,
                                 int64_t now_ns, const char *nulls_name, size_t nulls_length, int *plain) {
     /* every record takes at least 7 bytes: a larger count cannot be right, and is not allocated for */
@@ -150,7 +153,7 @@ static PyObject *stored_section(const uint8_t *buf, size_t pos, size_t end, int6
     }
     PyObject *records = PyList_New((Py_ssize_t)count);
     PyObject *timestamps = PyList_New((Py_ssize_t)count);
-    PyObject *hashes = PyList_New((Py_ssize_t)count);
+    PyObject *hashes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 4);
     PyObject *result = NULL, *timestamp = NULL;
     parsed_record *record = PyMem_Malloc(sizeof(parsed_record));
     if (records == NULL || timestamps == NULL || hashes == NULL || record == NULL) {
@@ -158,7 +161,7 @@ static PyObject *stored_section(const uint8_t *buf, size_t pos, size_t end, int6
         goto done;
     }
     int64_t last_ns = 0;
-    size_t largest = 0;
+    size_t largest = 0, total = 0;
     for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
         if (pos >= end ||
             parse_record(buf, &pos, end, base_timestamp_ms, nulls_name, nulls_length, record) < 0) {
@@ -173,7 +176,9 @@ static PyObject *stored_section(const uint8_t *buf, size_t pos, size_t end, int6
         PyObject *stored = stored_record(buf, record, timestamp_ns, nulls_name, nulls_length, plain);
         if (stored == NULL) goto done;
         PyList_SET_ITEM(records, i, stored);
-        if ((size_t)PyBytes_GET_SIZE(stored) > largest) largest = (size_t)PyBytes_GET_SIZE(stored);
+        size_t stored_size = (size_t)PyBytes_GET_SIZE(stored);
+        if (stored_size > largest) largest = stored_size;
+        total += stored_size; /* a few times the bytes of buf at most: no overflow */
         /* records of one millisecond (most of a batch a client lingered over) share one int */
         if (timestamp == NULL || timestamp_ns != last_ns) {
             PyObject *object = PyLong_FromLongLong(timestamp_ns);
@@ -183,15 +188,14 @@ static PyObject *stored_section(const uint8_t *buf, size_t pos, size_t end, int6
         }
         PyList_SET_ITEM(timestamps, i, Py_NewRef(timestamp));
         const uint8_t *key = record->key_null ? (const uint8_t *)"" : buf + record->key.at;
-        PyObject *hash = PyLong_FromUnsignedLong(adq_crc32(0, key, record->key_null ? 0 : record->key.length));
-        if (hash == NULL) goto done;
-        PyList_SET_ITEM(hashes, i, hash);
+        adq_store_u32((uint8_t *)PyBytes_AS_STRING(hashes) + 4 * i,
+                      adq_crc32(0, key, record->key_null ? 0 : record->key.length));
     }
     if (pos != end) {
         *plain = 0;
         goto done;
     }
-    result = Py_BuildValue("(OOOn)", records, timestamps, hashes, (Py_ssize_t)largest);
+    result = Py_BuildValue("(OOOnn)", records, timestamps, hashes, (Py_ssize_t)largest, (Py_ssize_t)total);
 done: /* a list's unset items are NULL, which its dealloc skips */
     Py_XDECREF(timestamp);
     PyMem_Free(record);

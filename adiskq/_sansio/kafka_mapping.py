@@ -13,11 +13,11 @@ The mapping, exact in both directions (the Kafka gateway's, ``adiskq/kafka/_reco
 ``stored_records`` is the pure-Python reference of the compiled ``kafka_stored_records``
 (``adiskq/_csrc/kafka_store.c``): a Kafka batch's records section (uncompressed) straight to the
 bytes adiskq's encoder writes for them (``codec.encode_record``), with their timestamps and key
-hashes (``keyindex.key_hash``), so a Produce writes them without building a ``KafkaRecord`` or a
-``Record`` a message. Both answer None for anything off the plain path (bytes the Kafka decoder
-refuses, a record the mapping refuses or the encoder cannot store, a record with more than
-``MAX_PLAIN_HEADERS`` headers); the caller then takes the step by step path, whose errors name the
-fault.
+hashes (``keyindex.key_hash``, packed as the key index stores them), so a Produce writes them
+without building a ``KafkaRecord`` or a ``Record`` a message. Both answer None for anything off
+the plain path (bytes the Kafka decoder refuses, a record the mapping refuses or the encoder cannot
+store, a record with more than ``MAX_PLAIN_HEADERS`` headers); the caller then takes the step by
+step path, whose errors name the fault.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Final
 from .._errors import InvalidArgumentError
 from .codec import encode_record
 from .kafka_codec import KafkaBatchError, KafkaRecord, decode_records
+from .keyindex import pack_hashes
 from .native import NATIVE
 
 __all__ = [
@@ -59,8 +60,9 @@ class StoredRecords:
 
     records: list[bytes]  # each as codec.encode_record makes it
     timestamps: list[int]  # nanoseconds, one a record
-    key_hashes: list[int]  # keyindex.key_hash of each stored key
+    key_hashes: bytes  # keyindex.key_hash of each stored key, as the key index stores it (keyindex.pack_hashes)
     largest: int  # bytes of the largest record (0 for none)
+    total: int  # bytes of all the records: what the write takes
 
     def __len__(self) -> int:
         return len(self.records)
@@ -118,14 +120,15 @@ def stored_records_reference(
             return None
         timestamps.append(timestamp_ns)
         key_hashes.append(zlib.crc32(key))
-    return StoredRecords(records, timestamps, key_hashes, max(map(len, records), default=0))
+    sizes = list(map(len, records))
+    return StoredRecords(records, timestamps, pack_hashes(key_hashes), max(sizes, default=0), sum(sizes))
 
 
 def _compiled_stored_records(
     buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base_timestamp_ms: int, now_ns: int
 ) -> StoredRecords | None:
     assert NATIVE is not None
-    found: tuple[list[bytes], list[int], list[int], int] | None = NATIVE.kafka_stored_records(
+    found: tuple[list[bytes], list[int], bytes, int, int] | None = NATIVE.kafka_stored_records(
         buf, pos, end, count, base_timestamp_ms, now_ns, NULLS_HEADER
     )
     return None if found is None else StoredRecords(*found)

@@ -191,7 +191,7 @@ class PartitionWriter:
         self,
         records: Sequence[bytes],
         timestamps: Sequence[int],
-        key_hashes: Sequence[int] | None = None,
+        key_hashes: Sequence[int] | bytes | None = None,
         tagindex: bytes | None = None,
     ) -> int:
         """Append and commit a batch (rolling first if the active segment is full)."""

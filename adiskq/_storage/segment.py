@@ -433,12 +433,13 @@ class SegmentWriter:
         self,
         records: Sequence[bytes],
         timestamps: Sequence[int],
-        key_hashes: Sequence[int] | None = None,
+        key_hashes: Sequence[int] | bytes | None = None,
         tagindex: bytes | None = None,
     ) -> PendingBatch:
         """Append the records to ``.data`` only; their index entries wait for ``write_entries``.
 
-        ``key_hashes`` (``keyindex_format.key_hash`` of each record's key) spares cutting the keys out of
+        ``key_hashes`` (``keyindex_format.key_hash`` of each record's key, as ints or already packed
+        as the key index stores them, ``keyindex_format.pack_hashes``) spares cutting the keys out of
         the records again when the stream keeps a key index, and ``tagindex`` (their ``.tagindex``
         entries, computed where the tags were at hand) the tags.
         """
@@ -448,6 +449,11 @@ class SegmentWriter:
         first_offset = self.next_offset
         start = self.data_size
         count = len(records)
+        if type(key_hashes) is bytes and len(key_hashes) != count * keyindex_format.ENTRY_BYTES:
+            raise ValueError(
+                f"{len(key_hashes)} bytes of packed key hashes for {count} records: give one "
+                f"{keyindex_format.ENTRY_BYTES}-byte entry a record"
+            )
         if count == 1:
             size = len(records[0])
             index_bytes = INDEX_ENTRY.pack(first_offset, start, size)
@@ -475,8 +481,13 @@ class SegmentWriter:
         keyindex_bytes = b""
         key_buffer = self._key_buffer
         if key_buffer is not None:
-            hashes = keyindex_format.record_key_hashes(records) if key_hashes is None else key_hashes
-            keyindex_bytes = keyindex_format.pack_hashes(itertools.chain(key_buffer, hashes) if key_buffer else hashes)
+            if type(key_hashes) is bytes:  # packed already: the single pushes' buffered entries go first
+                keyindex_bytes = keyindex_format.pack_hashes(key_buffer) + key_hashes if key_buffer else key_hashes
+            else:
+                hashes = keyindex_format.record_key_hashes(records) if key_hashes is None else key_hashes
+                keyindex_bytes = keyindex_format.pack_hashes(
+                    itertools.chain(key_buffer, hashes) if key_buffer else hashes
+                )
         pending = PendingBatch(
             first_offset, count, start, end, index_bytes, timeindex_bytes, keyindex_bytes, tagindex_bytes
         )
@@ -564,7 +575,7 @@ class SegmentWriter:
         self,
         records: Sequence[bytes],
         timestamps: Sequence[int],
-        key_hashes: Sequence[int] | None = None,
+        key_hashes: Sequence[int] | bytes | None = None,
         tagindex: bytes | None = None,
     ) -> int:
         """Append and commit the records; returns the offset of the first."""

@@ -82,7 +82,8 @@ class Frames:
         end = FRAME_PREFIX + size
         if len(buffer) < end:
             return None
-        message = bytes(buffer[FRAME_PREFIX:end])
+        with memoryview(buffer) as view:  # one copy of the frame (a bytearray slice and bytes() made two)
+            message = view[FRAME_PREFIX:end].tobytes()
         del buffer[:end]  # from the front of a bytearray: no copy of what follows
         return message
 

@@ -31,7 +31,7 @@ from .._sansio.kafka_batch import KafkaBatch, KafkaRecord, decode_batches, encod
 from .._sansio.kafka_codec import LOG_APPEND_TIME
 from .._sansio.kafka_codec import decode_batches as decode_batches_with
 from .._sansio.kafka_mapping import NULLS_HEADER, MappingRefusedError, StoredRecords, record_fields, stored_records
-from .._sansio.values import Message, Receipt, Record
+from .._sansio.values import Message, Record
 
 if TYPE_CHECKING:
     from .._async.producer import Producer
@@ -97,8 +97,9 @@ def records_from_batches(batches: Sequence[KafkaBatch]) -> ToWrite:
         return StoredRecords(
             [record for part in stored for record in part.records],
             [stamp for part in stored for stamp in part.timestamps],
-            [key_hash for part in stored for key_hash in part.key_hashes],
+            b"".join([part.key_hashes for part in stored]),
             max(part.largest for part in stored),
+            sum(part.total for part in stored),
         )
     records: list[Record] = []
     now_ns = time.time_ns()
@@ -115,27 +116,30 @@ def records_from_batches(batches: Sequence[KafkaBatch]) -> ToWrite:
     return records
 
 
-async def write_records(producer: Producer[str | bytes, bytes], partition: int, records: ToWrite) -> list[Receipt]:
-    """Write one partition's share, whole or not at all; its receipts."""
+async def write_records(producer: Producer[str | bytes, bytes], partition: int, records: ToWrite) -> int:
+    """Write one partition's share, whole or not at all; the offset of its first record (the rest
+    follow it). Raises what the producer's push raises (``PartialWriteError``: part was written)."""
     if not isinstance(records, StoredRecords):
-        return await producer._push_to_partition(partition, records)
+        return (await producer._push_to_partition(partition, records))[0].offset
     if producer._takes_encoded:
         return await producer._push_encoded_to_partition(
-            partition, records.records, records.timestamps, records.key_hashes, records.largest
+            partition, records.records, records.timestamps, records.key_hashes, records.largest, records.total
         )
-    return await producer._push_to_partition(partition, _as_records(records))
+    return (await producer._push_to_partition(partition, _as_records(records)))[0].offset
 
 
-def write_records_now(producer: Producer[str | bytes, bytes], partition: int, records: ToWrite) -> list[Receipt] | None:
-    """``write_records`` without awaiting: the receipts if the partition could take the share at
-    once (``Producer._push_to_partition_now``), None (nothing written) if it has to wait."""
+def write_records_now(producer: Producer[str | bytes, bytes], partition: int, records: ToWrite) -> int | None:
+    """``write_records`` without awaiting: the first record's offset if the partition could take the
+    share at once (``Producer._push_to_partition_now``), None (nothing written) if it has to wait."""
     if not isinstance(records, StoredRecords):
-        return producer._push_to_partition_now(partition, records)
-    if producer._takes_encoded:
+        receipts = producer._push_to_partition_now(partition, records)
+    elif producer._takes_encoded:
         return producer._push_encoded_to_partition_now(
-            partition, records.records, records.timestamps, records.key_hashes, records.largest
+            partition, records.records, records.timestamps, records.key_hashes, records.largest, records.total
         )
-    return producer._push_to_partition_now(partition, _as_records(records))
+    else:
+        receipts = producer._push_to_partition_now(partition, _as_records(records))
+    return None if receipts is None else receipts[0].offset
 
 
 def _as_records(records: StoredRecords) -> list[Record]:

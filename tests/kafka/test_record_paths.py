@@ -108,8 +108,7 @@ async def test_a_stream_that_compresses_stores_the_same_messages(tmp_path: objec
     found = records_from_batches(decode_produce(request_of([r for r in RECORDS if r.timestamp_ms >= 0][:2])))
     assert isinstance(found, StoredRecords)
     async with adiskq.Producer(path, compression="zstd") as producer:
-        receipts = await write_records(producer, 0, found)
-    assert [receipt.offset for receipt in receipts] == [0, 1]
+        assert await write_records(producer, 0, found) == 0  # the first record's offset
     async with adiskq.Consumer(path, 0, end="close") as consumer:
         messages = [message async for message in consumer]
     assert [(m.key, m.value, dict(m.headers), m.timestamp_ns) for m in messages] == [
@@ -128,9 +127,7 @@ async def test_records_decoded_straight_are_written_at_once(tmp_path: object, co
     assert isinstance(found, StoredRecords)
     async with adiskq.Producer(path, compression=compression) as producer:
         await write_records(producer, 0, found)  # the first write takes the stream's lock
-        receipts = write_records_now(producer, 0, found)
-    assert receipts is not None
-    assert [receipt.offset for receipt in receipts] == [2, 3]
+        assert write_records_now(producer, 0, found) == 2  # the first record's offset
     async with adiskq.Consumer(path, 0, end="close") as consumer:
         messages = [message async for message in consumer]
     assert [(m.key, m.value, dict(m.headers), m.timestamp_ns) for m in messages[2:]] == [
@@ -151,3 +148,40 @@ async def test_records_decoded_straight_wait_for_the_fsync(tmp_path: object) -> 
         assert write_records_now(producer, 0, found) is None
     async with adiskq.Consumer(path, 0, end="close") as consumer:
         assert [message.offset async for message in consumer] == [0, 1]
+
+
+@pytest.mark.anyio
+async def test_records_decoded_straight_are_written_without_a_receipt_a_record(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway answers a Produce with its first offset alone: writing its records, inline, at once
+    or as a batch too large for the loop's thread, builds no receipt a record (which cost more than
+    the write itself), and the messages are stored in order all the same."""
+    from adiskq._async import producer as producer_module
+    from adiskq._async.lane import INLINE_MAX_BYTES
+
+    built: list[int] = []
+    real_receipts = producer_module.receipts
+
+    def counting_receipts(partition: int, first_offset: int, count: int) -> list[object]:
+        built.append(count)
+        return real_receipts(partition, first_offset, count)
+
+    monkeypatch.setattr(producer_module, "receipts", counting_receipts)
+    small = [KafkaRecord(i, 1_700_000_000_000, b"k%d" % i, b"v", []) for i in range(3)]
+    large = [KafkaRecord(i, 1_700_000_000_000, b"k%d" % i, b"v" * 100, []) for i in range(3000)]
+    found_small = records_from_batches(decode_produce(request_of(small)))
+    found_large = records_from_batches(decode_produce(request_of(large)))
+    assert isinstance(found_small, StoredRecords)
+    assert isinstance(found_large, StoredRecords)
+    assert found_large.total > INLINE_MAX_BYTES  # written from a worker thread, as a batch
+    path = f"{tmp_path}/stream"
+    async with adiskq.Producer(path) as producer:
+        assert await write_records(producer, 0, found_small) == 0
+        assert write_records_now(producer, 0, found_small) == 3
+        assert await write_records(producer, 0, found_large) == 6
+        assert write_records_now(producer, 0, found_small) == 3006
+    assert built == []
+    async with adiskq.Consumer(path, 0, end="close") as consumer:
+        keys = [message.key async for message in consumer]
+    assert keys == [b"k0", b"k1", b"k2"] * 2 + [b"k%d" % i for i in range(3000)] + [b"k0", b"k1", b"k2"]

@@ -53,7 +53,7 @@ def compare(section: bytes, count: int, base_timestamp_ms: int = 0, pos: int = 0
     if want is None:
         assert got is None
     else:
-        assert got == (want.records, want.timestamps, want.key_hashes, want.largest)
+        assert got == (want.records, want.timestamps, want.key_hashes, want.largest, want.total)
     return want
 
 
@@ -163,7 +163,7 @@ def test_a_section_inside_a_larger_buffer_is_read_in_place() -> None:
     framed = b"\x01" * 9 + section + b"\x02" * 4
     want = stored_records_reference(section, 0, len(section), 1, 0, NOW)
     assert want is not None
-    expected = (want.records, want.timestamps, want.key_hashes, want.largest)
+    expected = (want.records, want.timestamps, want.key_hashes, want.largest, want.total)
     for buf in (framed, memoryview(framed), bytearray(framed)):
         assert _compiled.kafka_stored_records(buf, 9, 9 + len(section), 1, 0, NOW, NULLS_HEADER) == expected
 

@@ -38,6 +38,35 @@ def test_a_batch_writes_one_entry_per_message(tmp_path: object) -> None:
     writer.close()
 
 
+def test_a_batch_with_packed_hashes_writes_them_after_the_buffered_ones(tmp_path: object) -> None:
+    """Hashes passed packed as the key index stores them (the Kafka gateway's) are written as they
+    are, after the entries single pushes left buffered, one entry per message."""
+    directory = str(tmp_path)
+    writer = SegmentWriter.create(directory, 0)
+    writer.append_one(encode_record(b"v", b"k", 0), 0, key_hash=99)
+    batch = fields(10)
+    writer.append(*encode(batch), key_hashes=keyindex_format.pack_hashes(range(10)))
+    assert column(directory) == [99, *range(10)]
+    writer.append(*encode(fields(2)), key_hashes=keyindex_format.pack_hashes([5, 6]))
+    assert column(directory) == [99, *range(10), 5, 6]
+    writer.close()
+
+
+def test_packed_hashes_of_another_count_are_refused_and_write_nothing(tmp_path: object) -> None:
+    """A packed column that is not one entry a record would misplace every key after it: refused
+    (ValueError) before anything is written."""
+    directory = str(tmp_path)
+    writer = SegmentWriter.create(directory, 0)
+    with pytest.raises(ValueError, match="one 4-byte entry a record"):
+        writer.append(*encode(fields(3)), key_hashes=keyindex_format.pack_hashes([1, 2]))
+    assert writer.next_offset == 0
+    assert writer.data_size == 0
+    assert os.path.getsize(os.path.join(directory, f"{0:020d}.data")) == 0
+    writer.append(*encode(fields(2)), key_hashes=keyindex_format.pack_hashes([1, 2]))
+    assert column(directory) == [1, 2]
+    writer.close()
+
+
 def test_a_batch_without_hashes_gets_its_keys_hashed(tmp_path: object) -> None:
     """A writer that passes no hashes (Spark, tests) gets each record's key hashed from the record."""
     directory = str(tmp_path)

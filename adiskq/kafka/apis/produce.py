@@ -289,11 +289,10 @@ def _records(batches: list[KafkaBatch]) -> ToWrite:
 
 def _push_now(producer: Producer, topic: str, partition: int, records: ToWrite) -> int | None:
     try:
-        receipts = write_records_now(producer, partition, records)
+        return write_records_now(producer, partition, records)
     except Exception as error:
         logger.warning("adiskq: produce to %s-%d failed: %s", topic, partition, error)
         raise _Refused(error_code_for(error), str(error)) from None
-    return None if receipts is None else receipts[0].offset
 
 
 async def _write(
@@ -303,8 +302,7 @@ async def _write(
         records = _records(batches)
     try:
         producer = await context.gateway.topics.writer(topic)
-        receipts = await write_records(producer, partition, records)
+        return await write_records(producer, partition, records)
     except Exception as error:
         logger.warning("adiskq: produce to %s-%d failed: %s", topic, partition, error)
         raise _Refused(error_code_for(error), str(error)) from None
-    return receipts[0].offset
