@@ -22,8 +22,7 @@ from kio.schema.errors import ErrorCode
 from ..._async.follower import PartitionFollower
 from ..._errors import OffsetOutOfRangeError
 from .._fast_responses import FetchedPartition, fetch_response
-from .._fetching import MAX_FETCH_MESSAGES, FetchSession
-from .._records import batch_from_messages
+from .._fetching import FetchSession, read_batch
 from .._registry import Later, RequestContext, answers_now, register
 from .._topic_ids import TopicIds
 from .._topics import check_topic_name
@@ -109,19 +108,18 @@ class _FetchJob:
             part.caught_up = False  # known only from this look: data may have come since the last
             if part.budget <= 0 or self.taken >= response_budget:
                 continue
-            # Chunks of at most MAX_FETCH_MESSAGES, each encoded as one record batch at once: the
+            # Chunks of at most MAX_STORED_RECORDS, each encoded as one record batch at once: the
             # batch's size is what the budgets count.
             while part.budget > 0 and self.taken < response_budget:
                 try:
-                    messages = follower.read(MAX_FETCH_MESSAGES, min(part.budget, response_budget - self.taken))
+                    batch = read_batch(follower, min(part.budget, response_budget - self.taken))
                 except OffsetOutOfRangeError:
                     part.error = ErrorCode.offset_out_of_range
                     part.follower = None
                     break
-                if not messages:
+                if batch is None:
                     part.caught_up = True
                     break
-                batch = batch_from_messages(messages)
                 size = len(batch)
                 part.batches.append(batch)
                 part.budget -= size
