@@ -33,12 +33,15 @@ def test_quick_mode_measures_the_gateway_beside_the_library(tmp_path: pathlib.Pa
 
 
 def assert_fetch_context(figures: dict[str, float], printed: str) -> None:
-    """The fetch's context is measured and printed: kcat's read, and the Fetch requests librdkafka sent."""
+    """The fetch's context is measured and printed: the default-settings consumer's read, kcat's, and
+    the Fetch requests librdkafka sent."""
+    assert figures["kafka_fetch_default_msgs"] > 0
     assert figures["kcat_fetch_msgs"] > 0
     assert figures["kcat_fetch_client_us"] > 0
     assert figures["kafka_fetch_requests"] >= 1
     assert figures["kafka_fetch_response_kib"] > 0
     assert "fetch by kcat" in printed
+    assert "default queue settings" in printed
     assert "Fetch requests" in printed
 
 
