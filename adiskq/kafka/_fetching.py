@@ -35,15 +35,18 @@ MAX_FETCH_MESSAGES: Final = 1000
 MAX_STORED_RECORDS: Final = 8192
 
 
-def read_batch(follower: PartitionFollower, max_bytes: int) -> bytes | None:
-    """The partition's next records (up to MAX_STORED_RECORDS, and ``max_bytes`` of stored records
-    but at least one) as one Kafka record batch, the follower moved past them; None when caught up.
+def read_batch(
+    follower: PartitionFollower, max_bytes: int, max_count: int = MAX_STORED_RECORDS
+) -> tuple[bytes, int] | None:
+    """The partition's next records (up to ``max_count``, and ``max_bytes`` of stored records but
+    at least one) as one Kafka record batch, and how many records it holds, the follower moved past
+    them; None when caught up.
 
     The stored records go straight to the batch (``batch_from_stored``: no Message a record). A run
     off that path (a damaged record, a value whose dictionary is not loaded yet, a record that
     repeats a header name) is read as Messages instead (up to MAX_FETCH_MESSAGES), as every reader
     reads it: damage raises the error that names it, after the records before it are answered."""
-    run = follower.peek_stored(MAX_STORED_RECORDS, max_bytes)
+    run = follower.peek_stored(max_count, max_bytes)
     if run is None:
         return None
     batch = batch_from_stored(
@@ -56,10 +59,10 @@ def read_batch(follower: PartitionFollower, max_bytes: int) -> bytes | None:
     )
     if batch is not None:
         follower.skip(run.record_count)
-        return batch
+        return batch, run.record_count
     del run  # (a view of a mapped segment: let go of it before the segment may be closed)
-    messages = follower.read(MAX_FETCH_MESSAGES, max_bytes)
-    return batch_from_messages(messages) if messages else None
+    messages = follower.read(min(max_count, MAX_FETCH_MESSAGES), max_bytes)
+    return (batch_from_messages(messages), len(messages)) if messages else None
 
 
 def _no_skip(partition: int, first: int, last_exclusive: int) -> None:

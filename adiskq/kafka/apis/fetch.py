@@ -22,7 +22,7 @@ from kio.schema.errors import ErrorCode
 from ..._async.follower import PartitionFollower
 from ..._errors import OffsetOutOfRangeError
 from .._fast_responses import PiecesOfRecords, fetch_response_pieces
-from .._fetching import FetchSession, read_batch
+from .._fetching import MAX_STORED_RECORDS, FetchSession, read_batch
 from .._registry import Later, RequestContext, answers_now, register
 from .._topic_ids import TopicIds
 from .._topics import check_topic_name
@@ -110,20 +110,27 @@ class _FetchJob:
                 continue
             # Chunks of at most MAX_STORED_RECORDS, each encoded as one record batch at once: the
             # batch's size is what the budgets count.
+            max_count = MAX_STORED_RECORDS
             while part.budget > 0 and self.taken < response_budget:
+                limit = min(part.budget, response_budget - self.taken)
                 try:
-                    batch = read_batch(follower, min(part.budget, response_budget - self.taken))
+                    read = read_batch(follower, limit, max_count)
                 except OffsetOutOfRangeError:
                     part.error = ErrorCode.offset_out_of_range
                     part.follower = None
                     break
-                if batch is None:
+                if read is None:
                     part.caught_up = True
                     break
+                batch, records = read
                 size = len(batch)
                 part.batches.append(batch)
                 part.budget -= size
                 self.taken += size
+                # The next chunk fills what is left of the budget (the stored records are larger than
+                # their Kafka records): as many records as that holds at this chunk's size a record,
+                # and some more, so that its index entries are read for them and not for thousands.
+                max_count = min(MAX_STORED_RECORDS, max(0, limit - size) // max(1, size // records) + 16)
 
     def followers(self) -> list[PartitionFollower]:
         return [part.follower for part in self.parts if part.follower is not None]
