@@ -24,12 +24,26 @@ from adiskq._storage import segment
 VALUE = b"v" * 100
 
 
-def write(path: str, count: int, *, headers: dict[str, bytes] | None = None) -> None:
-    """``count`` records with distinct keys, pushed by a library producer."""
+def write(
+    path: str,
+    count: int,
+    *,
+    headers: dict[str, bytes] | None = None,
+    segment_size_bytes: int | None = None,
+    per_push: int = 10_000,
+) -> None:
+    """``count`` records with distinct keys, pushed by a library producer ``per_push`` at a time (a
+    segment rolls between pushes)."""
 
     async def push() -> None:
-        async with adiskq.Producer(path, partitions=1) as producer:
-            await producer.push_many([adiskq.Record(VALUE, key=b"key-%05d" % i, headers=headers) for i in range(count)])
+        async with adiskq.Producer(path, partitions=1, segment_size_bytes=segment_size_bytes) as producer:
+            for first in range(0, count, per_push):
+                await producer.push_many(
+                    [
+                        adiskq.Record(VALUE, key=b"key-%05d" % i, headers=headers)
+                        for i in range(first, min(count, first + per_push))
+                    ]
+                )
 
     anyio.run(push)
 
@@ -59,6 +73,19 @@ def test_a_partition_share_goes_out_as_one_batch(gateway, topic: str) -> None:
     assert [(batch.base_offset, len(batch.records)) for batch in batches] == [(0, 5000)]
     assert [record.key for record in batches[0].records] == [b"key-%05d" % i for i in range(5000)]
     assert answer.high_watermark == 5000
+
+
+def test_a_fetch_reads_on_across_segments(gateway, topic: str) -> None:
+    """Records spread over many small segments come back in one Fetch, in order, one batch a
+    segment's run at most, none skipped or repeated at a segment's end."""
+    write(gateway.path(topic), 400, segment_size_bytes=4096, per_push=20)
+    answer = fetch(gateway, topic, 0)
+    batches = decode_batches(answer.records)
+    assert len(batches) > 1
+    offsets = [batch.base_offset + record.offset_delta for batch in batches for record in batch.records]
+    keys = [record.key for batch in batches for record in batch.records]
+    assert offsets == list(range(400))
+    assert keys == [b"key-%05d" % i for i in range(400)]
 
 
 def test_plain_records_are_served_without_decoding_messages(
