@@ -88,6 +88,25 @@ def test_a_fetch_reads_on_across_segments(gateway, topic: str) -> None:
     assert keys == [b"key-%05d" % i for i in range(400)]
 
 
+def test_an_offset_retention_deleted_is_out_of_range(gateway, topic: str) -> None:
+    """A Fetch at an offset retention deleted answers OFFSET_OUT_OF_RANGE with no records; one at
+    the oldest offset left reads from there."""
+    path = gateway.path(topic)
+    write(path, 400, segment_size_bytes=4096, per_push=20)
+
+    async def vacuum() -> None:
+        async with adiskq.Producer(path) as producer:
+            await producer.vacuum(adiskq.Retention(max_bytes=8192))
+
+    anyio.run(vacuum)
+    answer = fetch(gateway, topic, 0)
+    assert (answer.error_code.value, answer.records) == (1, b"")
+    oldest = adiskq.stats(path).partitions[0].oldest_offset
+    assert oldest > 0
+    batches = decode_batches(fetch(gateway, topic, oldest).records)
+    assert batches[0].base_offset == oldest
+
+
 def test_plain_records_are_served_without_decoding_messages(
     gateway, topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

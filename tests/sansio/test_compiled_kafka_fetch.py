@@ -145,6 +145,17 @@ def test_repeated_or_too_many_headers_are_none_in_both() -> None:
     assert compare(plain + codec.encode_record(b"v", b"k", 1, most), 0, 2) is not None
 
 
+@pytest.mark.parametrize("limit", [0, 23, 24, 60, 61])
+def test_a_record_over_max_record_bytes_is_none_in_both(limit: int) -> None:
+    """A record larger than ``max_record_bytes`` is damage to both, as to every reader."""
+    record = codec.encode_record(b"v" * 30, b"k", 1)  # 61 bytes
+    want = batch_from_stored_reference(
+        record, 0, 1, max_record_bytes=limit, dictionaries=None, nulls_header=NULLS_HEADER
+    )
+    assert _compiled.kafka_batch_from_stored(record, 0, 1, limit, None, NULLS_HEADER, 0) == want
+    assert (want is None) == (limit < len(record))
+
+
 def test_a_value_whose_dictionary_is_not_ready_is_none() -> None:
     """A compressed value without its prepared dictionary: None from the compiled function, so the
     Messages' path loads the dictionary and decodes it."""
