@@ -29,7 +29,7 @@ __all__ = ["MAX_FETCH_MESSAGES", "FetchSession", "read_batch"]
 # At most this many messages per read, and per record batch of a Fetch answer: bounds the time
 # one read, or one batch's encoding, holds the event loop.
 MAX_FETCH_MESSAGES: Final = 1000
-# The same for records that go straight to a batch (~50 ns a record, no Message): a client's default
+# The same for records that go straight to a batch (~0.1 µs a record, no Message): a client's default
 # share of a partition (max.partition.fetch.bytes, 1 MiB) of 100-byte values is one batch, which the
 # response then carries without joining batches.
 MAX_STORED_RECORDS: Final = 8192
@@ -45,7 +45,8 @@ def read_batch(
     The stored records go straight to the batch (``batch_from_stored``: no Message a record). A run
     off that path (a damaged record, a value whose dictionary is not loaded yet, a record that
     repeats a header name) is read as Messages instead (up to MAX_FETCH_MESSAGES), as every reader
-    reads it: damage raises the error that names it, after the records before it are answered."""
+    reads it: that read returns the records before a damaged one, and the read that reaches it
+    raises the error that names it."""
     run = follower.peek_stored(max_count, max_bytes)
     if run is None:
         return None
