@@ -2,14 +2,18 @@
 
     python benchmarks/bench_kafka.py            # 200,000 messages, 5 s of latency samples
     python benchmarks/bench_kafka.py --quick    # small sizes, for the test that keeps this working
+    python benchmarks/bench_kafka.py --only fetch   # the fetch figures alone
 
 Values are 100 bytes with distinct keys. The gateway runs as ``adiskq serve`` in a process of its own
 (``--flush async``), the client in this one: both share the machine's cores. Figures:
 
 - produce: a librdkafka producer (linger.ms=5, acks=1) sending N messages to one partition, to the
   last delivery report; beside ``Producer.push_many`` of the same messages in batches of 1,000;
-- fetch: a librdkafka consumer reading the N messages from offset 0; beside a library ``Consumer``
-  reading them with ``batches()``;
+- fetch: a librdkafka consumer tuned for throughput (``THROUGHPUT_SETTINGS``) reading the N messages
+  from offset 0; beside a library ``Consumer`` reading them with ``batches()``. Context lines: the CPU a message of the client's main thread
+  (confluent-kafka's Message objects), of librdkafka's threads and of the gateway, the Fetch requests
+  sent, the same consumer with librdkafka's default queue settings, and kcat (librdkafka in C)
+  reading the same messages;
 - end to end: one message every 0.5 ms (2,000 msg/s) from a librdkafka producer (linger.ms=0) to a
   librdkafka consumer, on the wall clock of this one process; beside library push -> consumer;
 - gateway CPU per round trip: the gateway process's CPU time (user + system) over many round trips
@@ -34,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -76,19 +81,99 @@ def kafka_produce(bootstrap: str, topic: str, count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
-def kafka_fetch(bootstrap: str, topic: str, count: int) -> float:
-    """Messages per second of a librdkafka consumer reading ``count`` messages from offset 0."""
+def thread_cpu_seconds() -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of this process, by native thread id."""
+    return {thread.id: thread.user_time + thread.system_time for thread in psutil.Process().threads()}
+
+
+def process_cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+# What a user tuning a librdkafka consumer for throughput sets. With librdkafka's defaults (2.4 on),
+# a partition whose local queue holds queued.min.messages (100,000) is not fetched again for
+# fetch.queue.backoff.ms (1 s): the application drains the queue in a fraction of that, then waits.
+THROUGHPUT_SETTINGS: dict[str, object] = {"queued.min.messages": 1_000_000, "fetch.queue.backoff.ms": 10}
+
+
+def kafka_fetch(
+    bootstrap: str, topic: str, count: int, gateway: psutil.Process, settings: dict[str, object] | None = None
+) -> dict[str, float]:
+    """Messages per second of a librdkafka consumer (``settings`` added to its configuration) reading
+    ``count`` messages from offset 0, and where the CPU went, per message: the gateway's, this
+    process's main thread (confluent-kafka's Message objects and this loop) and librdkafka's own
+    threads (the broker thread parses the Fetch responses); with the Fetch requests librdkafka sent
+    and the bytes it received a request."""
+    statistics_seen: list[str] = []
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False, "fetch.max.bytes": 52428800}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52428800,
+            "statistics.interval.ms": 1000,  # the Fetch requests' count and bytes, read after the run
+            "stats_cb": statistics_seen.append,
+            **(settings or {}),
+        }
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
+    main_thread = threading.get_native_id()
+    threads_before, gateway_before = thread_cpu_seconds(), process_cpu_seconds(gateway)
     got = 0
     started = time.perf_counter()
     while got < count:
         got += sum(1 for m in consumer.consume(10_000, 0.1) if m.error() is None)
     elapsed = time.perf_counter() - started
+    threads_after, gateway_after = thread_cpu_seconds(), process_cpu_seconds(gateway)
+    seen = len(statistics_seen)
+    deadline = time.monotonic() + 3
+    while len(statistics_seen) == seen and time.monotonic() < deadline:
+        consumer.poll(0.1)
     consumer.close()
-    return count / elapsed
+    used = {thread: seconds - threads_before.get(thread, 0.0) for thread, seconds in threads_after.items()}
+    main = used.pop(main_thread, 0.0)
+    brokers = json.loads(statistics_seen[-1])["brokers"].values() if statistics_seen else []
+    requests = sum(broker["req"].get("Fetch", 0) for broker in brokers)
+    received = sum(broker["rxbytes"] for broker in brokers)
+    return {
+        "kafka_fetch_msgs": count / elapsed,
+        "kafka_fetch_client_main_us": main / count * 1e6,
+        "kafka_fetch_client_librdkafka_us": sum(used.values()) / count * 1e6,
+        "kafka_fetch_gateway_us": (gateway_after - gateway_before) / count * 1e6,
+        "kafka_fetch_requests": requests,
+        "kafka_fetch_response_kib": received / max(requests, 1) / 1024,
+    }
+
+
+def warm_fetch(bootstrap: str, topic: str) -> None:
+    """One message read by a librdkafka consumer: what a gateway does once in its life (loading the
+    protocol schemas of the client's Fetch version, opening the topic's reader) is not timed."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "warm", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    while not [m for m in consumer.consume(1, 1.0) if m.error() is None]:
+        pass
+    consumer.close()
+
+
+def kcat_fetch(bootstrap: str, topic: str, count: int, gateway: psutil.Process) -> dict[str, float]:
+    """The same read by kcat (librdkafka in C, no Python: what the gateway serves a client whose own
+    cost per message is small), to the ``count``-th message: messages per second from its start
+    (connection and metadata included) and the CPU per message of kcat and of the gateway."""
+    command = ["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-c", str(count), "-q"]
+    gateway_before = process_cpu_seconds(gateway)
+    started = time.perf_counter()
+    kcat = subprocess.Popen([*command, "-f", ""], stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(kcat.pid, 0)
+    elapsed = time.perf_counter() - started
+    gateway_after = process_cpu_seconds(gateway)
+    if status != 0:
+        raise RuntimeError(f"kcat failed (wait status {status})")
+    return {
+        "kcat_fetch_msgs": count / elapsed,
+        "kcat_fetch_client_us": (usage.ru_utime + usage.ru_stime) / count * 1e6,
+        "kcat_fetch_gateway_us": (gateway_after - gateway_before) / count * 1e6,
+    }
 
 
 def native_produce(path: str, count: int) -> float:
@@ -373,20 +458,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny counts: checks that everything works")
     parser.add_argument("--out", default=None, help="write the figures as kafka.json here")
+    parser.add_argument("--only", choices=["fetch"], help="fetch alone: the gateway's, kcat's and the library's")
     args = parser.parse_args(argv)
     count = 2_000 if args.quick else 200_000
+    if args.only == "fetch":
+        return fetch_only(count, args.out)
     seconds = 0.25 if args.quick else 5.0
     # The kernel counts CPU time in 10 ms ticks: quick mode still makes enough trips to pass a few.
     trips = 40 if args.quick else 500
     root = tempfile.mkdtemp(prefix="adiskq-bench-kafka-")
     process, port = start_gateway(root)
     bootstrap = f"127.0.0.1:{port}"
+    gateway = psutil.Process(process.pid)
     results: dict[str, float] = {}
     try:
         print(f"{time.strftime('%H:%M:%S')} measuring kafka_produce_msgs ...", file=sys.stderr, flush=True)
         results["kafka_produce_msgs"] = kafka_produce(bootstrap, "bench", count)
         print(f"{time.strftime('%H:%M:%S')} measuring kafka_fetch_msgs ...", file=sys.stderr, flush=True)
-        results["kafka_fetch_msgs"] = kafka_fetch(bootstrap, "bench", count)
+        warm_fetch(bootstrap, "bench")
+        results.update(kafka_fetch(bootstrap, "bench", count, gateway, THROUGHPUT_SETTINGS))
+        results["kafka_fetch_default_msgs"] = kafka_fetch(bootstrap, "bench", count, gateway)["kafka_fetch_msgs"]
+        print(f"{time.strftime('%H:%M:%S')} measuring kcat_fetch_msgs ...", file=sys.stderr, flush=True)
+        results.update(kcat_fetch(bootstrap, "bench", count, gateway))
         print(f"{time.strftime('%H:%M:%S')} measuring latency = kafka_latency ...", file=sys.stderr, flush=True)
         latency = kafka_latency(bootstrap, "latency", seconds)
         results["kafka_e2e_p50_us"] = statistics.median(latency)
@@ -442,6 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'  the same 10 messages produced with linger.ms=0 (µs)':52} "
         f"{results['gateway_cpu_per_unbatched_trip_us']:>12,.0f}  ({results['unbatched_trip_requests']:.2f} requests a trip)"
     )
+    _print_fetch_context(results, count)
     print(
         "protocol layer, 1,000-record batch (µs): kio Produce decode "
         f"{results['kio_produce_decode_us']:.0f}, Fetch encode {results['fetch_encode_us']:.0f} "
@@ -450,6 +544,67 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.out:
         with open(os.path.join(args.out, "kafka.json"), "w") as file:
+            json.dump(results, file, indent=2)
+    return 0
+
+
+def _print_fetch_context(results: dict[str, float], count: int) -> None:
+    """Where the fetch's CPU went (its target counts a Python client's and the gateway's together),
+    and kcat's read of the same messages: the gateway serving a client without Python's cost."""
+    print(
+        f"fetch with librdkafka's default queue settings: {results['kafka_fetch_default_msgs']:,.0f} msg/s "
+        "(the table's consumer sets queued.min.messages=1000000, fetch.queue.backoff.ms=10)"
+    )
+    print(
+        f"fetch, CPU a message (µs): confluent-kafka client {results['kafka_fetch_client_main_us']:.2f} in its "
+        f"main thread (Message objects) + {results['kafka_fetch_client_librdkafka_us']:.2f} in librdkafka's threads, "
+        f"gateway {results['kafka_fetch_gateway_us']:.2f}; {results['kafka_fetch_requests']:.0f} Fetch requests "
+        f"for {count:,} messages, ~{results['kafka_fetch_response_kib']:,.0f} KiB received a request"
+    )
+    print(
+        f"fetch by kcat (librdkafka in C, from its start): {results['kcat_fetch_msgs']:,.0f} msg/s, CPU a message "
+        f"(µs): kcat {results['kcat_fetch_client_us']:.2f}, gateway {results['kcat_fetch_gateway_us']:.2f}"
+    )
+
+
+def fetch_only(count: int, out: str | None) -> int:
+    """``--only fetch``: the gateway's fetch figures (its messages produced through it first), and
+    the library's ``batches()`` read of as many messages beside them."""
+    root = tempfile.mkdtemp(prefix="adiskq-bench-kafka-")
+    process, port = start_gateway(root)
+    bootstrap = f"127.0.0.1:{port}"
+    gateway = psutil.Process(process.pid)
+    try:
+        kafka_produce(bootstrap, "bench", count)
+        print(f"{time.strftime('%H:%M:%S')} measuring kafka_fetch_msgs ...", file=sys.stderr, flush=True)
+        warm_fetch(bootstrap, "bench")
+        results = kafka_fetch(bootstrap, "bench", count, gateway, THROUGHPUT_SETTINGS)
+        results["kafka_fetch_default_msgs"] = kafka_fetch(bootstrap, "bench", count, gateway)["kafka_fetch_msgs"]
+        print(f"{time.strftime('%H:%M:%S')} measuring kcat_fetch_msgs ...", file=sys.stderr, flush=True)
+        results.update(kcat_fetch(bootstrap, "bench", count, gateway))
+    finally:
+        process.terminate()
+        process.wait(30)
+        assert process.stderr is not None
+        process.stderr.close()
+        shutil.rmtree(root)
+    native_root = tempfile.mkdtemp(prefix="adiskq-bench-native-")
+    try:
+        path = os.path.join(native_root, "bench")
+        native_produce(path, count)
+        print(f"{time.strftime('%H:%M:%S')} measuring native_fetch_msgs ...", file=sys.stderr, flush=True)
+        results["native_fetch_msgs"] = native_fetch(path, count)
+    finally:
+        shutil.rmtree(native_root)
+    ratio = results["kafka_fetch_msgs"] / results["native_fetch_msgs"]
+    print(f"{'':38} {'Kafka gateway':>14} {'library':>12} {'ratio':>7}  target (gateway)")
+    print(
+        f"{'fetch (msg/s)':38} {results['kafka_fetch_msgs']:>14,.0f} {results['native_fetch_msgs']:>12,.0f} "
+        f"{ratio:>6.2f}x  ≥ 1,000,000"
+    )
+    _print_fetch_context(results, count)
+    if out:
+        with open(os.path.join(out, "kafka.json"), "w") as file:
             json.dump(results, file, indent=2)
     return 0
 

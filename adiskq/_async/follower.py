@@ -26,7 +26,7 @@ from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from .._storage.cursors import PartitionCursor
 from .._storage.lock import owner_text
-from .._storage.segment import segment_path
+from .._storage.segment import StoredRun, segment_path
 from .._storage.stream import StreamReader
 from . import wakeup
 
@@ -186,6 +186,31 @@ class PartitionFollower:
             if self.decoder is not None and messages:
                 return self._decoded(messages, self.decoder)
             return messages
+
+    def peek_stored(self, max_count: int, max_bytes: int = MAX_READ_BYTES) -> StoredRun | None:
+        """The stored bytes of the records ``read`` would return next, undecoded, without moving the
+        position (``skip`` moves it once they are used; ``read`` decodes the same records instead);
+        None when caught up or done. For a follower without a tag filter or deserializers, whose
+        records are its messages one for one."""
+        if self.tag_filter is not None or self.decoder is not None:
+            raise ValueError("peek_stored reads a follower without a tag filter or deserializers")
+        while True:
+            end = self.end
+            if end is not None:
+                if self.position >= end:
+                    return None
+                max_count = min(max_count, end - self.position)
+            try:
+                return self._cursor.peek_stored(max_count, max_bytes)
+            except OffsetOutOfRangeError as error:
+                if error.oldest_offset is None:
+                    raise
+                self._data_lost(error.oldest_offset)
+
+    def skip(self, count: int) -> None:
+        """Move past ``count`` records that ``peek_stored`` returned."""
+        self._cursor.skip(count)
+        self.position += count
 
     def _decoded(self, messages: list[Message], decoder: MessageDecoder) -> list[Message]:
         """The messages through the reader's deserializers; at the first that fails, the ones before

@@ -19,6 +19,7 @@
  *   zstd.c    values compressed with a stream's zstd dictionary (libzstd opened at first use)
  *   kafka_decode.c, kafka_encode.c  Kafka's record batch v2 (kafka.h: its varints and fields)
  *   kafka_store.c  a Kafka batch's records as adiskq's stored records, without Python objects between
+ *   kafka_fetch.c  adiskq's stored records as one Kafka batch (a Fetch's answer), the same way back
  *   module.c  the Python module: its functions and the objects it is configured with
  *
  * The record layout (all integers little-endian; the reference's docstring is the full text):

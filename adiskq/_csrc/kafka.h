@@ -4,6 +4,7 @@
  *   kafka_encode.c  a batch (and a compressed batch's records section) from KafkaRecords, or from
  *                   stored Messages
  *   kafka_store.c   a batch's records section straight to adiskq's stored records (a Produce's write)
+ *   kafka_fetch.c   adiskq's stored records straight to one batch (a Fetch's answer)
  *
  * The format, every check and every error message are the pure-Python reference's
  * (adiskq/_sansio/kafka_codec.py). These functions never raise for bad Kafka bytes or unusual
@@ -106,5 +107,6 @@ PyObject *adq_py_kafka_encode_records(PyObject *module, PyObject *const *args, P
 PyObject *adq_py_kafka_encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_kafka_encode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_kafka_stored_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_kafka_batch_from_stored(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

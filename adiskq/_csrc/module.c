@@ -147,6 +147,8 @@ static PyMethodDef methods[] = {
      "see kafka_encode.c"},
     {"kafka_stored_records", (PyCFunction)(void (*)(void))adq_py_kafka_stored_records, METH_FASTCALL,
      "see kafka_store.c"},
+    {"kafka_batch_from_stored", (PyCFunction)(void (*)(void))adq_py_kafka_batch_from_stored, METH_FASTCALL,
+     "see kafka_fetch.c"},
     {NULL, NULL, 0, NULL},
 };
 

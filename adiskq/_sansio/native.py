@@ -30,6 +30,7 @@ _NEWEST: Final = (
     "zstd_prepare",
     "append_one",
     "kafka_stored_records",
+    "kafka_batch_from_stored",
 )
 
 

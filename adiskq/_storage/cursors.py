@@ -15,7 +15,7 @@ from .._errors import OffsetOutOfRangeError
 from .._sansio.naming import INDEX
 from .._sansio.tags import TagFilter
 from .._sansio.values import Message
-from .segment import SegmentReader, segment_path
+from .segment import SegmentReader, StoredRun, segment_path
 
 if TYPE_CHECKING:
     from .partition_reader import PartitionReader
@@ -143,6 +143,22 @@ class PartitionCursor(SegmentCursor[SegmentReader]):
             if not self._done_with(segment):
                 break
         return []
+
+    def peek_stored(self, max_count: int = 1000, max_bytes: int | None = None) -> StoredRun | None:
+        """The stored bytes of the records ``read`` would return next (``SegmentReader.read_stored``),
+        without moving the position: ``skip`` moves it once they are used, or ``read`` decodes the
+        same records instead. None when caught up."""
+        while (segment := self._current()) is not None:
+            run = segment.read_stored(self.position, max_count, max_bytes)
+            if run is not None:
+                return run
+            if not self._done_with(segment):
+                break
+        return None
+
+    def skip(self, count: int) -> None:
+        """Move past ``count`` records that ``peek_stored`` returned."""
+        self.position += count
 
     def read_tagged(
         self, max_count: int, max_scan: int, tag_filter: TagFilter, max_bytes: int | None = None

@@ -68,6 +68,7 @@ __all__ = [
     "SegmentFileState",
     "SegmentReader",
     "SegmentWriter",
+    "StoredRun",
     "count_within",
     "entry_columns",
     "open_for_reading",
@@ -96,6 +97,20 @@ _TAG_FD_NONE: Final = -2  # the segment has no .tagindex
 MAX_RECORD_BYTES_EVER: Final = 2**32 - 1
 # Reads larger than this are first checked against the size of .data (one fstat).
 TRUST_READ_BYTES: Final = 16 * 2**20
+
+
+class StoredRun(NamedTuple):
+    """``record_count`` records from ``first_offset`` on as ``.data`` stores them, undecoded (their index
+    entries checked, the records not yet): what a reader that re-encodes records whole (the Kafka
+    gateway's Fetch) takes instead of Messages; ``max_record_bytes`` and ``dictionaries`` are what the
+    segment's own decoding checks and decompresses them with."""
+
+    first_offset: int
+    record_count: int
+    # A view of the segment's mapping for a sealed segment (valid while the run is referenced), or bytes.
+    data: bytes | memoryview
+    max_record_bytes: int
+    dictionaries: Dictionaries
 
 
 def append_record_reference(
@@ -984,6 +999,16 @@ class SegmentReader:
                 # The messages before the damaged one are delivered; the read that reaches it raises.
                 return self.read_messages(offset, damaged - offset)
             raise error.with_path(self.data_path, start, damaged) from None
+
+    def read_stored(self, offset: int, max_count: int, max_bytes: int | None = None) -> StoredRun | None:
+        """The stored bytes of up to ``max_count`` records from ``offset`` on (at least one if any,
+        then ``max_bytes``), as ``read_messages`` would decode them; None when there is no record at
+        ``offset`` yet. The caller checks the records (``read_messages`` names any damage)."""
+        located = self.locate(offset, max_count, max_bytes)
+        if located is None:
+            return None
+        _, count, start, end = located
+        return StoredRun(offset, count, self.read_span(start, end), self.max_record_bytes, self.dictionaries)
 
     def read_tagged(
         self, offset: int, max_count: int, max_scan: int, tag_filter: TagFilter, max_bytes: int | None = None

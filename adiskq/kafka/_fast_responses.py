@@ -43,8 +43,10 @@ __all__ = [
     "FETCH_TOPIC_IDS",
     "PRODUCE_FLEXIBLE",
     "FetchedPartition",
+    "PiecesOfRecords",
     "ProducedPartition",
     "fetch_response",
+    "fetch_response_pieces",
     "produce_response",
 ]
 
@@ -84,6 +86,16 @@ class FetchedPartition(NamedTuple):
     high_watermark: int
     log_start_offset: int
     records: bytes
+
+
+class PiecesOfRecords(NamedTuple):
+    """``FetchedPartition`` with its record batches unjoined (none: an empty list)."""
+
+    partition: int
+    error_code: int
+    high_watermark: int
+    log_start_offset: int
+    records: list[bytes]
 
 
 def _uvarint(value: int) -> bytes:
@@ -151,6 +163,15 @@ def fetch_response(version: int, topics: Sequence[tuple[str | uuid.UUID, Sequenc
     """The FetchResponse payload (no header) of ``version`` for each topic's partitions, in order;
     throttle time 0, no error, session id 0 (no incremental fetch session). A topic is given by
     name up to version 12 and by id from version 13 (FETCH_TOPIC_IDS), as the request named it."""
+    return b"".join(fetch_response_pieces(version, topics))
+
+
+def fetch_response_pieces(
+    version: int, topics: Sequence[tuple[str | uuid.UUID, Sequence[FetchedPartition | PiecesOfRecords]]]
+) -> list[bytes]:
+    """``fetch_response``'s payload as its pieces, unjoined: the gateway joins them once, into the
+    response frame (``frame_payload``), so a megabyte of records is copied once on its way out. A
+    partition's records may be given as their pieces too (its record batches)."""
     flexible = version >= FETCH_FLEXIBLE
     by_id = version >= FETCH_TOPIC_IDS
     out = [_FETCH_TOP.pack(0, 0, 0) if version >= 7 else _I32.pack(0)]
@@ -172,12 +193,17 @@ def fetch_response(version: int, topics: Sequence[tuple[str | uuid.UUID, Sequenc
             if version >= 11:
                 out.append(_NO_READ_REPLICA)
             records = partition.records
-            out.append(_uvarint(len(records) + 1) if flexible else _I32.pack(len(records)))
-            out.append(records)
+            if isinstance(records, bytes):
+                out.append(_uvarint(len(records) + 1) if flexible else _I32.pack(len(records)))
+                out.append(records)
+            else:
+                size = sum(map(len, records))
+                out.append(_uvarint(size + 1) if flexible else _I32.pack(size))
+                out.extend(records)
             if flexible:
                 out.append(_NO_TAGS)
         if flexible:
             out.append(_NO_TAGS)
     if flexible:
         out.append(_NO_TAGS)
-    return b"".join(out)
+    return out

@@ -22,15 +22,52 @@ import anyio.lowlevel
 from .._async import wakeup
 from .._async.follower import PartitionFollower
 from .._async.notify import Notifier, get_notifier
+from .._sansio.kafka_stored_batch import batch_from_stored
 from .._sansio.naming import INDEX
 from .._storage.segment import segment_path
+from ._records import NULLS_HEADER, batch_from_messages
 from ._topics import Topics
 
-__all__ = ["MAX_FETCH_MESSAGES", "FetchSession"]
+__all__ = ["MAX_FETCH_MESSAGES", "FetchSession", "read_batch"]
 
 # At most this many messages per read, and per record batch of a Fetch answer: bounds the time
 # one read, or one batch's encoding, holds the event loop.
 MAX_FETCH_MESSAGES: Final = 1000
+# The same for records that go straight to a batch (~0.1 µs a record, no Message): a client's default
+# share of a partition (max.partition.fetch.bytes, 1 MiB) of 100-byte values is one batch, which the
+# response then carries without joining batches.
+MAX_STORED_RECORDS: Final = 8192
+
+
+def read_batch(
+    follower: PartitionFollower, max_bytes: int, max_count: int = MAX_STORED_RECORDS
+) -> tuple[bytes, int] | None:
+    """The partition's next records (up to ``max_count``, and ``max_bytes`` of stored records but
+    at least one) as one Kafka record batch, and how many records it holds, the follower moved past
+    them; None when caught up.
+
+    The stored records go straight to the batch (``batch_from_stored``: no Message a record). A run
+    off that path (a damaged record, a value whose dictionary is not loaded yet, a record that
+    repeats a header name) is read as Messages instead (up to MAX_FETCH_MESSAGES), as every reader
+    reads it: that read returns the records before a damaged one, and the read that reaches it
+    raises the error that names it."""
+    run = follower.peek_stored(max_count, max_bytes)
+    if run is None:
+        return None
+    batch = batch_from_stored(
+        run.data,
+        run.first_offset,
+        run.record_count,
+        max_record_bytes=run.max_record_bytes,
+        dictionaries=run.dictionaries,
+        nulls_header=NULLS_HEADER,
+    )
+    if batch is not None:
+        follower.skip(run.record_count)
+        return batch, run.record_count
+    del run  # (a view of a mapped segment: let go of it before the segment may be closed)
+    messages = follower.read(min(max_count, MAX_FETCH_MESSAGES), max_bytes)
+    return (batch_from_messages(messages), len(messages)) if messages else None
 
 
 def _no_skip(partition: int, first: int, last_exclusive: int) -> None:

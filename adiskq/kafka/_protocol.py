@@ -225,17 +225,23 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
 _flexible_responses: dict[tuple[int, int], bool] = {}
 
 
-def frame_payload(correlation_id: int, api_key: int, api_version: int, payload: bytes) -> bytes:
+def frame_payload(correlation_id: int, api_key: int, api_version: int, payload: bytes | list[bytes]) -> bytes:
     """A whole response frame around a payload already encoded (``_fast_responses.py``): size, the
-    header that API and version take, the payload."""
+    header that API and version take, the payload. A payload given as its pieces (a Fetch's: its
+    record batches among them) is joined once, into the frame."""
     flexible = _flexible_responses.get((api_key, api_version))
     if flexible is None:
         flexible = _flexible_responses[api_key, api_version] = bool(
             response_schema(api_key, api_version).__header_schema__.__flexible__
         )
+    size = len(payload) if isinstance(payload, bytes) else sum(map(len, payload))
     if flexible:
-        return _FLEXIBLE_HEADER.pack(len(payload) + 5, correlation_id, 0) + payload
-    return _PLAIN_HEADER.pack(len(payload) + 4, correlation_id) + payload
+        header = _FLEXIBLE_HEADER.pack(size + 5, correlation_id, 0)
+    else:
+        header = _PLAIN_HEADER.pack(size + 4, correlation_id)
+    if isinstance(payload, bytes):
+        return header + payload
+    return b"".join([header, *payload])
 
 
 def encode_error_response(correlation_id: int, error_code: int) -> bytes:

@@ -426,7 +426,7 @@ def _frame(header: RequestHeader, response: Any) -> bytes | None:
     """A handler's answer as a response frame (None: the request takes no response)."""
     if response is None:
         return None
-    if isinstance(response, bytes):  # the payload already encoded (Produce, Fetch)
+    if isinstance(response, bytes | list):  # the payload already encoded (Produce), or its pieces (Fetch)
         return frame_payload(header.correlation_id, header.api_key, header.api_version, response)
     return encode_response(header.correlation_id, response)
 

@@ -33,3 +33,37 @@ def test_quick_mode_measures_the_gateway_beside_the_library(tmp_path: pathlib.Pa
     assert figures["round_trip_requests_Produce"] >= 1
     assert figures["round_trip_requests_Fetch"] >= 1
     assert "Kafka gateway" in done.stdout
+    assert_fetch_context(figures, done.stdout)
+
+
+def assert_fetch_context(figures: dict[str, float], printed: str) -> None:
+    """The fetch's context is measured and printed: the default-settings consumer's read, kcat's, and
+    the Fetch requests librdkafka sent."""
+    assert figures["kafka_fetch_default_msgs"] > 0
+    assert figures["kcat_fetch_msgs"] > 0
+    assert figures["kcat_fetch_client_us"] > 0
+    assert figures["kafka_fetch_requests"] >= 1
+    assert figures["kafka_fetch_response_kib"] > 0
+    assert "fetch by kcat" in printed
+    assert "default queue settings" in printed
+    assert "Fetch requests" in printed
+
+
+@pytest.mark.timeout(120)
+def test_only_fetch_measures_the_fetch_alone(tmp_path: pathlib.Path) -> None:
+    """``--only fetch`` measures the gateway's fetch, kcat's and the library's, and nothing else."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/bench_kafka.py", "--quick", "--only", "fetch", "--out", str(tmp_path)],
+        cwd=ROOT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads((tmp_path / "kafka.json").read_text())
+    assert figures["kafka_fetch_msgs"] > 0
+    assert figures["native_fetch_msgs"] > 0
+    assert "kafka_produce_msgs" not in figures
+    assert "kafka_e2e_p50_us" not in figures
+    assert_fetch_context(figures, done.stdout)

@@ -1,8 +1,9 @@
 """A coverage-guided fuzzer (atheris, libFuzzer's engine) over the compiled core's parsers.
 
 Each input is a buffer of bytes from disk, as a damaged or hostile ``.data`` file would hold: the
-compiled decoder, scan and search for the next valid record must answer exactly as the pure-Python
-reference does (the same messages, the same error at the same position) and never crash. Coverage
+compiled decoder, scan, search for the next valid record and Kafka record batch of stored records
+(a Fetch's) must answer exactly as the pure-Python reference does (the same messages, the same error
+at the same position, the same batch or None) and never crash. Coverage
 guides the search through the reference's Python (atheris instruments it; gcc, which builds the
 core, has no libFuzzer instrumentation), so inputs reach every check the C mirrors.
 
@@ -20,10 +21,13 @@ import sys
 
 import atheris
 
-with atheris.instrument_imports(include=["adiskq._sansio.codec"]):
+with atheris.instrument_imports(include=["adiskq._sansio.codec", "adiskq._sansio.kafka_stored_batch"]):
     from adiskq._sansio import codec as reference
+    from adiskq._sansio.kafka_stored_batch import batch_from_stored_reference
 
 from adiskq._sansio import core
+from adiskq._sansio.kafka_mapping import NULLS_HEADER
+from adiskq._sansio.native import NATIVE
 
 _LIMITS = (reference.DEFAULT_MAX_RECORD_BYTES, 24, 64, 512)
 
@@ -45,7 +49,8 @@ def _seeded(data: bytes) -> bytes:
     if not data or data[0] & 1 == 0:
         return data
     records = b"".join(
-        reference.encode_record(data[i : i + 7], data[i : i + 3], i) for i in range(0, min(len(data), 40), 7)
+        reference.encode_record(data[i : i + 7], data[i : i + 3], i, {NULLS_HEADER: b"key"} if i % 14 else None)
+        for i in range(0, min(len(data), 40), 7)
     )
     return records + data[1:]
 
@@ -53,7 +58,7 @@ def _seeded(data: bytes) -> bytes:
 def test_one_input(raw: bytes) -> None:
     if len(raw) < 3:
         return
-    what, count, limit_choice = raw[0] % 3, raw[1] % 8, raw[2] % len(_LIMITS)
+    what, count, limit_choice = raw[0] % 4, raw[1] % 8, raw[2] % len(_LIMITS)
     data = _seeded(raw[3:])
     limit = _LIMITS[limit_choice]
     if what == 0:
@@ -63,10 +68,18 @@ def test_one_input(raw: bytes) -> None:
         start = struct.unpack_from("<B", raw, 1)[0] % (len(data) + 1)
         got = _outcome(lambda: core.scan_columns(data, start, max_record_bytes=limit))
         want = _outcome(lambda: reference.scan_columns(data, start, max_record_bytes=limit))
-    else:
+    elif what == 2:
         start = raw[1] % (len(data) + 1)
         got = core.next_valid_record(data, start, max_record_bytes=limit)
         want = reference.next_valid_record(data, start, max_record_bytes=limit)
+    else:
+        if raw[1] & 0x80 and len(raw) > 3 and raw[3] & 1:  # seeded: sometimes the valid records alone
+            data = data[: len(data) - (len(raw) - 4)]
+        records = max(1, count)
+        got = NATIVE.kafka_batch_from_stored(data, 10, records, limit, None, NULLS_HEADER, 0)
+        want = batch_from_stored_reference(
+            data, 10, records, max_record_bytes=limit, dictionaries=None, nulls_header=NULLS_HEADER
+        )
     if got != want:
         raise AssertionError(f"compiled {got!r} != reference {want!r} for {raw!r}")
 

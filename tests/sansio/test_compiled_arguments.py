@@ -183,6 +183,11 @@ def targets(files: tuple[int, int]) -> list[Target]:
         Target("kafka_encode_records", compiled.kafka_encode_records, (KAFKA_RECORDS, 7)),
         Target("kafka_encode_batch", compiled.kafka_encode_batch, (5, KAFKA_RECORDS, 7, -1, -1, -1, 0)),
         Target("kafka_encode_messages", compiled.kafka_encode_messages, (kafka_messages(), None, 0)),
+        Target(
+            "kafka_batch_from_stored",
+            compiled.kafka_batch_from_stored,
+            (record_bytes(), 10, 3, 2**20, {DICTIONARY_ID_BASE + 1: prepared}, "adiskq.kafka.null", 0),
+        ),
         Target("zstd_prepare", compiled.zstd_prepare, (stream_dictionary(), 3)),
         Target("zstd_compress", compiled.zstd_compress, (prepared, b"value")),
         Target("Buffer", compiled.Buffer, (lambda: None,)),

@@ -1,20 +1,26 @@
-"""The compiled Kafka codec leaks no references: a million records encoded, decoded and mapped to
-adiskq's stored records (and tens of thousands of damaged batches refused, and arguments refused)
-leave the process's memory where it was."""
+"""The compiled Kafka codec leaks no references: a million records encoded, decoded, mapped to
+adiskq's stored records and back to batches (and tens of thousands of damaged batches refused, and
+arguments refused) leave the process's memory where it was."""
 
 from __future__ import annotations
 
 import contextlib
 
+from compression_support import stream_dictionary
 from helpers.memory import growth_over
 
 from adiskq import _compiled
+from adiskq._sansio.codec import encode_record
+from adiskq._sansio.compression import COMPRESSED, DICTIONARY_ID_BASE
 from adiskq._sansio.kafka_batch import KafkaBatch, KafkaBatchError, KafkaRecord, decode_batches, encode_batch
 from adiskq._sansio.kafka_mapping import NULLS_HEADER
 
 ROUND = 100_000
 PER_BATCH = 1000
 VALUE = bytes(range(100))
+compressed = encode_record(b"\x00" * 20, b"k", 1, None, COMPRESSED)  # a "frame" no dictionary holds
+PREPARED = _compiled.zstd_prepare(stream_dictionary(), 3)
+PACKED = encode_record(_compiled.zstd_compress(PREPARED, VALUE), b"k", 1, None, COMPRESSED) * 100
 
 
 def one_round() -> None:
@@ -33,6 +39,10 @@ def one_round() -> None:
         found = _compiled.kafka_stored_records(data, start + 61, start + size, PER_BATCH, 1, 1, NULLS_HEADER)
         stored += len(found[0])
     assert stored == ROUND
+    # ...and stored records straight back to batches (a Fetch's plain path), and runs it refuses.
+    run = b"".join(found[0])
+    for start in range(0, ROUND, PER_BATCH):
+        assert _compiled.kafka_batch_from_stored(run, start, PER_BATCH, 2**20, None, NULLS_HEADER, 0)
     assert decode_batches(encode_batch(base_offset=0, records=with_headers, base_timestamp_ms=0))[0].records
     assert decode_batches(encode_batch(base_offset=0, records=records[:50], base_timestamp_ms=0, compression=4))
     refused = encode_batch(
@@ -53,6 +63,16 @@ def one_round() -> None:
         # Records refused part way (a repeated header name in the 50th): those made before are let go of.
         assert _compiled.kafka_stored_records(refused, 61, len(refused), 50, 0, 1, NULLS_HEADER) is None
         assert _compiled.kafka_stored_records(data, 61, 61 + 5000, 50, 0, 1, NULLS_HEADER) is None
+        # A run refused part way (a damaged last record; a compressed value with no dictionary).
+        assert _compiled.kafka_batch_from_stored(run[:-1], 0, 100, 2**20, None, NULLS_HEADER, 0) is None
+        assert (
+            _compiled.kafka_batch_from_stored(run[: 50 * len(found[0][0])] + compressed, 0, 51, 2**20, {}, None, 0)
+            is None
+        )
+        with contextlib.suppress(ValueError):
+            _compiled.kafka_batch_from_stored(run, -1, 1, 2**20, None, NULLS_HEADER, 0)
+        # Compressed values, decompressed into the batch.
+        assert _compiled.kafka_batch_from_stored(PACKED, 0, 100, 2**20, {DICTIONARY_ID_BASE + 1: PREPARED}, None, 0)
         surrogate = [records[1], records[2]._replace(headers=[("\ud800", None)])]
         assert _compiled.kafka_encode_records(surrogate, 0) is NotImplemented
 

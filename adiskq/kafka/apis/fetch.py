@@ -19,9 +19,8 @@ from kio.schema.errors import ErrorCode
 
 from ..._async.follower import PartitionFollower
 from ..._errors import OffsetOutOfRangeError
-from .._fast_responses import FetchedPartition, fetch_response
-from .._fetching import MAX_FETCH_MESSAGES, FetchSession
-from .._records import batch_from_messages
+from .._fast_responses import PiecesOfRecords, fetch_response_pieces
+from .._fetching import MAX_STORED_RECORDS, FetchSession, read_batch
 from .._registry import Later, RequestContext, answers_now, register
 from .._topic_ids import TopicIds
 from .._topics import check_topic_name
@@ -49,17 +48,17 @@ class _Partition:
 
 
 @register(1, "Fetch", min_version=4, max_version=16)
-async def fetch(context: RequestContext, request: Any) -> bytes:
+async def fetch(context: RequestContext, request: Any) -> list[bytes]:
     """Read every partition asked for; wait for more up to ``max_wait_ms`` if there is too little."""
     answer = fetch_now(context, request)
     if isinstance(answer, Later):
-        finished: bytes = await answer.finish()
+        finished: list[bytes] = await answer.finish()
         return finished
     return answer
 
 
 @answers_now(1)
-def fetch_now(context: RequestContext, request: Any) -> bytes | Later:
+def fetch_now(context: RequestContext, request: Any) -> list[bytes] | Later:
     """The same, without a task when the answer needs no wait: the data is there (``min_bytes`` of
     it), or the client does not wait (``max_wait_ms`` 0); otherwise ``Later`` goes on from what
     was read, in the connection's task."""
@@ -107,23 +106,29 @@ class _FetchJob:
             part.caught_up = False  # known only from this look: data may have come since the last
             if part.budget <= 0 or self.taken >= response_budget:
                 continue
-            # Chunks of at most MAX_FETCH_MESSAGES, each encoded as one record batch at once: the
+            # Chunks of at most MAX_STORED_RECORDS, each encoded as one record batch at once: the
             # batch's size is what the budgets count.
+            max_count = MAX_STORED_RECORDS
             while part.budget > 0 and self.taken < response_budget:
+                limit = min(part.budget, response_budget - self.taken)
                 try:
-                    messages = follower.read(MAX_FETCH_MESSAGES, min(part.budget, response_budget - self.taken))
+                    read = read_batch(follower, limit, max_count)
                 except OffsetOutOfRangeError:
                     part.error = ErrorCode.offset_out_of_range
                     part.follower = None
                     break
-                if not messages:
+                if read is None:
                     part.caught_up = True
                     break
-                batch = batch_from_messages(messages)
+                batch, records = read
                 size = len(batch)
                 part.batches.append(batch)
                 part.budget -= size
                 self.taken += size
+                # The next chunk fills what is left of the budget (the stored records are larger than
+                # their Kafka records): as many records as that holds at this chunk's size a record,
+                # and some more, so that its index entries are read for them and not for thousands.
+                max_count = min(MAX_STORED_RECORDS, max(0, limit - size) // max(1, size // records) + 16)
 
     def followers(self) -> list[PartitionFollower]:
         return [part.follower for part in self.parts if part.follower is not None]
@@ -138,10 +143,10 @@ class _FetchJob:
             and not self._context.gateway.closing
         )
 
-    def response(self) -> bytes:
+    def response(self) -> list[bytes]:
         return _response(self._request, self._context.connection.fetches, self.parts)
 
-    async def finish(self) -> bytes:
+    async def finish(self) -> list[bytes]:
         """The long poll: wait for the stream's wake-ups until ``min_bytes`` are there or
         ``max_wait_ms`` has passed since the first look, then answer."""
         gateway = self._context.gateway
@@ -179,8 +184,9 @@ class _FetchJob:
         return self.response()
 
 
-def _response(request: Any, session: FetchSession, parts: list[_Partition]) -> bytes:
-    by_topic: dict[str | uuid.UUID, list[FetchedPartition]] = {}
+def _response(request: Any, session: FetchSession, parts: list[_Partition]) -> list[bytes]:
+    """The response payload's pieces: the record batches among them, joined once into the frame."""
+    by_topic: dict[str | uuid.UUID, list[PiecesOfRecords]] = {}
     for part in parts:
         high_watermark = log_start = -1
         error = part.error
@@ -193,8 +199,8 @@ def _response(request: Any, session: FetchSession, parts: list[_Partition]) -> b
             except OSError as failure:
                 error = error_code_for(failure)
         # Empty, never null: librdkafka refuses a null record set (size -1) as a malformed response.
-        records = b"".join(part.batches) if error == ErrorCode.none else b""
+        records = part.batches if error == ErrorCode.none else []
         by_topic.setdefault(part.topic, []).append(
-            FetchedPartition(part.index, error, high_watermark, log_start, records)
+            PiecesOfRecords(part.index, error, high_watermark, log_start, records)
         )
-    return fetch_response(request.__version__, list(by_topic.items()))
+    return fetch_response_pieces(request.__version__, list(by_topic.items()))
