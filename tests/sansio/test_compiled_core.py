@@ -254,7 +254,7 @@ def test_encode_records_places_hashes_and_encodes_as_the_reference(
         assert encoded is None  # the producer's Python path encodes every batch
         return
     assert encoded is not None
-    records, stamps, partitions, hashes, largest = encoded
+    records, stamps, partitions, hashes, largest, total = encoded
     raw_keys = [k.encode() if isinstance(k, str) else k for _, k, _, _, _ in batch]
     assert records == [
         reference.encode_record(v, raw, t, h, 0, tag) for (v, _, t, h, tag), raw in zip(batch, raw_keys, strict=True)
@@ -263,6 +263,7 @@ def test_encode_records_places_hashes_and_encodes_as_the_reference(
     assert partitions == [reference_fnv1_32(raw) % partition_count for raw in raw_keys]
     assert hashes == list(map(zlib.crc32, raw_keys))
     assert largest == max(map(len, records), default=0)
+    assert total == sum(map(len, records))
 
 
 @given(
@@ -325,7 +326,7 @@ def test_encode_records_fills_in_missing_timestamps_and_keys() -> None:
         assert encoded is None
         return
     assert encoded is not None
-    records, stamps, partitions, hashes, _ = encoded
+    records, stamps, partitions, hashes, _, _ = encoded
     assert stamps == [1234, 1234]
     for record, partition, key_hash in zip(records, partitions, hashes, strict=True):
         decoded = reference.decode_record(record)
@@ -333,6 +334,30 @@ def test_encode_records_fills_in_missing_timestamps_and_keys() -> None:
         assert len(decoded.key) == 8  # a random key, as go-diskq gives keyless messages
         assert partition == reference_fnv1_32(decoded.key) % 4
         assert key_hash == zlib.crc32(decoded.key)
+
+
+def test_encode_records_takes_a_now_out_of_range_only_where_no_record_needs_it() -> None:
+    """A ``now`` that does not fit in an i64 is no record's timestamp when each brings its own; one
+    without a timestamp leaves the batch to the producer's Python path (which raises its error)."""
+    now = 2**63
+    encoded = core.encode_records([Record(b"v", key=b"k", timestamp=5), Record(b"w", timestamp=6)], now, 1)
+    if not core.COMPILED:
+        assert encoded is None
+        return
+    assert encoded is not None
+    assert encoded[0] == [reference.encode_record(b"v", b"k", 5), encoded[0][1]]
+    assert encoded[1] == [5, 6]
+    assert core.encode_records([Record(b"v", timestamp=5), Record(b"w")], now, 1) is None
+
+
+def test_encode_records_lists_are_left_out_of_the_gc() -> None:
+    """push_many's columns of bytes and ints are never walked by the cyclic GC's collections."""
+    encoded = core.encode_records([Record(b"v", key="k", headers={"h": b"x"}, timestamp=3), b"w"], 7, 4)
+    if not core.COMPILED:
+        assert encoded is None
+        return
+    assert encoded is not None
+    assert not any(map(gc.is_tracked, encoded[:4]))
 
 
 @pytest.mark.parametrize(
