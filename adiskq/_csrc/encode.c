@@ -555,9 +555,7 @@ PyObject *adq_py_receipts(PyObject *module, PyObject *const *args, Py_ssize_t na
     if (list == NULL) return NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *offset = wide ? wide_offset(args[1], i) : PyLong_FromLongLong(first + i);
-        /* Allocated untracked and filled whole (tp_alloc would zero, track, and leave it to untrack):
-         * two ints never form a cycle. */
-        PyObject *receipt = offset == NULL ? NULL : (PyObject *)PyObject_GC_NewVar(PyTupleObject, adq_receipt_type, 2);
+        PyObject *receipt = offset == NULL ? NULL : adq_receipt_new(); /* untracked, filled here */
         if (receipt == NULL) {
             Py_XDECREF(offset);
             Py_DECREF(list);

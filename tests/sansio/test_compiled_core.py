@@ -391,6 +391,49 @@ def test_receipts_are_the_references(partition: int, first: int, count: int) -> 
     assert all(type(receipt) is Receipt for receipt in made)
 
 
+def test_receipts_of_a_dropped_batch_are_reused_whole_by_the_next() -> None:
+    """push_many's receipts come from the ones the caller dropped, each a whole, fresh Receipt, and
+    making them starts no collection of the cyclic GC (whose young generation counts allocations)."""
+    core.receipts(3, 10, 500).clear()  # the caller drops a batch's receipts
+    gc.disable()  # the count below still moves with each allocation; no collection resets it
+    try:
+        before = gc.get_count()[0]
+        again = core.receipts(4, 2**63 - 50, 100)  # past 2**63 - 1 too (summed as Python ints)
+        allocated = gc.get_count()[0] - before
+    finally:
+        gc.enable()
+    if core.COMPILED:
+        assert allocated <= 1  # the list; the receipts came from the free list
+    assert again == [(4, 2**63 - 50 + i) for i in range(100)]
+    assert [hash(receipt) for receipt in again] == [hash((4, 2**63 - 50 + i)) for i in range(100)]
+    assert not any(map(gc.is_tracked, again)) or not core.COMPILED
+
+
+def test_receipts_built_by_hand_and_by_a_subclass_are_freed_as_tuples() -> None:
+    """Receipt(...), a subclass's instances and receipts holding other objects free as any tuple does."""
+
+    class Numbered(Receipt):
+        __slots__ = ()
+
+    class Noted(Receipt):
+        pass
+
+    freed: list[str] = []
+
+    class Watched(int):
+        def __del__(self) -> None:
+            freed.append("offset")
+
+    for _ in range(3):
+        built = [Receipt(1, 2), Numbered(3, 4), Noted(5, 6), Receipt(7, Watched(8))]
+        built[2].note = built  # type: ignore[attr-defined]  # a cycle only the GC frees
+        assert gc.is_tracked(built[0])
+        del built
+        gc.collect()
+    assert freed == ["offset"] * 3
+    assert core.receipts(0, 0, 3) == [(0, 0), (0, 1), (0, 2)]
+
+
 # -- decoding and scanning -------------------------------------------------------------------------
 
 
