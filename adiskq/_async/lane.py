@@ -52,7 +52,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Final
 
@@ -534,7 +534,7 @@ class Lane:
         return offset
 
     def write_inline(
-        self, records: list[bytes], timestamps: list[int], key_hashes: list[int], tagindex: bytes | None = None
+        self, records: list[bytes], timestamps: list[int], key_hashes: Sequence[int], tagindex: bytes | None = None
     ) -> int:
         """Write and commit records now; returns the first offset.
 
@@ -556,7 +556,7 @@ class Lane:
     # -- batches ---------------------------------------------------------------------------------
 
     def enqueue(
-        self, records: list[bytes], timestamps: list[int], key_hashes: list[int], tagindex: bytes | None = None
+        self, records: list[bytes], timestamps: list[int], key_hashes: Sequence[int], tagindex: bytes | None = None
     ) -> tuple[Batch, int]:
         """Join the open batch with a run of records (and their ``.tagindex`` entries, if the caller
         has them); returns it and the run's place in it.

@@ -20,7 +20,7 @@ import random
 import threading
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableSequence, Sequence
 from types import TracebackType
 from typing import Final, Generic, Literal, Self, TypeAlias
 
@@ -761,7 +761,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
             encoded += more_encoded
             stamps += more_stamps
             partitions += more_partitions
-            key_hashes += more_hashes
+            key_hashes.extend(more_hashes)  # an array("I") from the compiled core, a list from the Python path
             entries = None if entries is None or more_entries is None else entries + more_entries
             total_bytes += more_bytes
         if large:
@@ -930,13 +930,16 @@ class Producer(Generic[PushKeyT, PushValueT]):
         """Records (adiskq.Record or bytes), their timestamps, partitions, key hashes and
         ``.tagindex`` entries: in one C loop by the compiled core (the entries left to the segment,
         which takes them from the records in C), or column-wise by ``_encode_columns``."""
-        return self._encode_sized(items, now)[:5]
+        records, stamps, partitions, key_hashes, entries, _ = self._encode_sized(items, now)
+        return records, stamps, partitions, list(key_hashes), entries
 
     def _encode_sized(
         self, items: list[Record | bytes], now: int
-    ) -> tuple[list[bytes], list[int], list[int], list[int], list[bytes] | None, int]:
+    ) -> tuple[list[bytes], list[int], list[int], MutableSequence[int], list[bytes] | None, int]:
         """``_encode``, and the records' size in all (summed where they were made: a second pass
-        over a batch's records in Python was about a tenth of push_many's own work)."""
+        over a batch's records in Python was about a tenth of push_many's own work). The key hashes
+        are the compiled core's ``array("I")`` (written as the key index's column without an int a
+        record) or a list."""
         compression = self._compression
         prepared = None if compression is None else compression.prepared
         if COMPILED and keyindex.key_hash is _CRC32 and (compression is None or prepared is not None):
@@ -994,7 +997,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         encoded: list[bytes],
         stamps: list[int],
         partitions: Sequence[int],
-        key_hashes: list[int],
+        key_hashes: Sequence[int],
         total_bytes: int | None = None,
         tag_entries: list[bytes] | None = None,
     ) -> list[Receipt]:
@@ -1105,7 +1108,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         positions: Sequence[int],
         encoded: list[bytes],
         stamps: list[int],
-        key_hashes: list[int],
+        key_hashes: Sequence[int],
         tag_entries: list[bytes] | None,
         written: list[tuple[Sequence[int], int, int]],
     ) -> Exception | None:

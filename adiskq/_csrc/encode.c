@@ -408,7 +408,11 @@ static uint64_t next_random(void) {
 }
 
 /* encode_records(items, now, partition_count[, prepared]) -> (records, timestamps, partitions,
- * key_hashes, largest, total) | NotImplemented: push_many's whole per-record work in one loop. Items are
+ * key_hashes, largest, total) | NotImplemented: push_many's whole per-record work in one loop.
+ * key_hashes are bytes: each record's key index hash as a u32 in the host's order (what
+ * array.array("I") holds; adiskq/_sansio/core.py makes it one), not a list of ints: the segment
+ * writes them as the key index's column, and an int a record, made here and taken apart again by
+ * the column's packing, was an eighth of push_many's own work. Items are
  * adiskq.Record or bytes (a value alone); a missing timestamp is `now`, a missing key a random one.
  * Anything else (a datetime timestamp, a bytearray value, a Mapping that is not a dict...) is
  * NotImplemented and the producer's Python path takes the batch. With `prepared` (zstd.c's prepared
@@ -417,7 +421,7 @@ static uint64_t next_random(void) {
  * records' size as stored (what the batch adds to .data: the disk guard admits it, the lane decides by
  * it whether the batch is written inline).
  *
- * The four lists are left out of the cyclic GC: they hold bytes and ints only, and are the producer's
+ * The three lists are left out of the cyclic GC: they hold bytes and ints only, and are the producer's
  * own until the batch is written (never handed to a caller), so they can never be part of a reference
  * cycle; tracked, every collection a batch's allocations start walks their thousands of items. */
 PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -441,7 +445,8 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
     Py_ssize_t count = PyList_GET_SIZE(items);
     PyObject *result = NULL;
     PyObject *records = PyList_New(count), *stamps = PyList_New(count);
-    PyObject *partitions = PyList_New(count), *hashes = PyList_New(count);
+    PyObject *partitions = PyList_New(count);
+    PyObject *hashes = count > PY_SSIZE_T_MAX / 4 ? PyErr_NoMemory() : PyBytes_FromStringAndSize(NULL, count * 4);
     Py_ssize_t largest = 0, total = 0;
     if (records == NULL || stamps == NULL || partitions == NULL || hashes == NULL) goto done;
     if (!still_of_length(&items, 1, count)) goto reference;
@@ -500,19 +505,14 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
         if (PyBytes_GET_SIZE(record) + uncompressed > largest) largest = PyBytes_GET_SIZE(record) + uncompressed;
         PyList_SET_ITEM(stamps, i, Py_NewRef(stamp));
         PyObject *partition = PyLong_FromUnsignedLong(partition_of(raw, key_len, partition_count));
-        PyObject *hash = PyLong_FromUnsignedLong(adq_crc32(0, raw, key_len));
-        if (partition == NULL || hash == NULL) {
-            Py_XDECREF(partition);
-            Py_XDECREF(hash);
-            goto done;
-        }
+        if (partition == NULL) goto done;
         PyList_SET_ITEM(partitions, i, partition);
-        PyList_SET_ITEM(hashes, i, hash);
+        uint32_t hash = adq_crc32(0, raw, key_len);
+        memcpy(PyBytes_AS_STRING(hashes) + 4 * i, &hash, 4); /* the host's order, as array("I") */
     }
     PyObject_GC_UnTrack(records);
     PyObject_GC_UnTrack(stamps);
     PyObject_GC_UnTrack(partitions);
-    PyObject_GC_UnTrack(hashes);
     result = Py_BuildValue("(OOOOnn)", records, stamps, partitions, hashes, largest, total);
     goto done;
 reference:

@@ -261,7 +261,7 @@ def test_encode_records_places_hashes_and_encodes_as_the_reference(
     ]
     assert stamps == [t for _, _, t, _, _ in batch]
     assert partitions == [reference_fnv1_32(raw) % partition_count for raw in raw_keys]
-    assert hashes == list(map(zlib.crc32, raw_keys))
+    assert list(hashes) == list(map(zlib.crc32, raw_keys))
     assert largest == max(map(len, records), default=0)
     assert total == sum(map(len, records))
 
@@ -357,7 +357,7 @@ def test_encode_records_lists_are_left_out_of_the_gc() -> None:
         assert encoded is None
         return
     assert encoded is not None
-    assert not any(map(gc.is_tracked, encoded[:4]))
+    assert not any(map(gc.is_tracked, encoded[:3]))  # the key hashes are an array("I"): no items to walk
 
 
 @pytest.mark.parametrize(
