@@ -411,9 +411,8 @@ static uint64_t next_random(void) {
  * key_hashes, largest, total) | NotImplemented: push_many's whole per-record work in one loop.
  * key_hashes are bytes: each record's key index hash as a u32 in the host's order (what
  * array.array("I") holds; adiskq/_sansio/core.py makes it one), not a list of ints: the segment
- * writes them as the key index's column, and an int a record, made here and taken apart again by
- * the column's packing, was an eighth of push_many's own work. Items are
- * adiskq.Record or bytes (a value alone); a missing timestamp is `now`, a missing key a random one.
+ * writes them as the key index's column (an int a record, made here for the column's packing to take
+ * apart again, was a sixth of push_many's own work). Items are adiskq.Record or bytes (a value alone); a missing timestamp is `now`, a missing key a random one.
  * Anything else (a datetime timestamp, a bytearray value, a Mapping that is not a dict...) is
  * NotImplemented and the producer's Python path takes the batch. With `prepared` (zstd.c's prepared
  * dictionary, or None) each value is stored compressed (attributes bit 1). `largest` is the size of
