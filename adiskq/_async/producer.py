@@ -752,7 +752,8 @@ class Producer(Generic[PushKeyT, PushValueT]):
             # each chunk (and the caller's own work before this call ends a step of its own).
             # Nothing is written yet, so a cancellation here leaves no trace.
             await self._turn_before_writing()
-        encoded, stamps, partitions, key_hashes, entries, total_bytes = self._encode_sized(items[:chunk], now)
+        first_chunk = items if len(items) <= chunk else items[:chunk]  # no copy of a batch of one chunk
+        encoded, stamps, partitions, key_hashes, entries, total_bytes = self._encode_sized(first_chunk, now)
         for start in range(chunk, len(items), chunk):
             await self._turn_before_writing()
             more_encoded, more_stamps, more_partitions, more_hashes, more_entries, more_bytes = self._encode_sized(
@@ -1016,7 +1017,6 @@ class Producer(Generic[PushKeyT, PushValueT]):
                 else:
                     share.append(position)
             shares = lists
-        receipts: list[Receipt | None] = [None] * count
         written: list[tuple[Sequence[int], int, int]] = []  # positions, partition, first offset
         waiting: list[tuple[Lane, int, Sequence[int], Batch, int]] = []
         failure: BaseException | None = None
@@ -1091,15 +1091,22 @@ class Producer(Generic[PushKeyT, PushValueT]):
                 failure = await self._write_share_again(
                     lane, partition, positions, encoded, stamps, key_hashes, tag_entries, written
                 )
-        for positions, partition, first in written:
-            _place_receipts(receipts, positions, partition, first)
-        if failure is not None:
-            if not written:
-                raise failure  # nothing was written: the call failed whole
-            raise PartialWriteError(failure, receipts) from failure
+        made: list[Receipt]
+        if failure is None and len(written) == 1:  # one share, the whole batch: its receipts as made
+            _, partition, first = written[0]
+            made = receipts(partition, first, count)
+        else:
+            placed: list[Receipt | None] = [None] * count
+            for positions, partition, first in written:
+                _place_receipts(placed, positions, partition, first)
+            if failure is not None:
+                if not written:
+                    raise failure  # nothing was written: the call failed whole
+                raise PartialWriteError(failure, placed) from failure
+            made = placed  # type: ignore[assignment]  # every entry is set when nothing failed
         if count > _ENCODE_CHUNK:
             await self._shielded_turn()  # and the caller's next step is its own (shielded: written)
-        return receipts  # type: ignore[return-value]  # every entry is set when nothing failed
+        return made
 
     async def _write_share_again(
         self,
