@@ -92,7 +92,7 @@ static PyObject *encode_at(PyObject *value, const uint8_t *key, size_t key_len, 
     const char *raw_tag;
     Py_ssize_t tag_len;
     if (!tag_bytes(tag, &raw_tag, &tag_len)) return NULL;
-    int64_t header_bytes = headers_size(headers);
+    int64_t header_bytes = headers == Py_None ? 2 : headers_size(headers); /* most records have none */
     if (header_bytes < 0) return NULL;
     uint64_t tag_field = raw_tag == NULL ? 0 : 2 + (uint64_t)tag_len;
     uint64_t size =
@@ -442,7 +442,7 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
     }
     if (!PyList_CheckExact(items) || !PyLong_CheckExact(now) || adq_record_type == NULL) return not_implemented();
     Py_ssize_t count = PyList_GET_SIZE(items);
-    PyObject *result = NULL;
+    PyObject *result = NULL, *zero = NULL;
     PyObject *records = PyList_New(count), *stamps = PyList_New(count);
     PyObject *partitions = PyList_New(count);
     PyObject *hashes = count > PY_SSIZE_T_MAX / 4 ? PyErr_NoMemory() : PyBytes_FromStringAndSize(NULL, count * 4);
@@ -452,6 +452,8 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
     /* `now` converted once: most records take it (an int out of range leaves them to the reference). */
     long long now_ns = 0;
     int now_fits = timestamp_of(now, &now_ns);
+    zero = PyLong_FromLong(0); /* CPython's cached small int */
+    if (zero == NULL) goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *item = PyList_GET_ITEM(items, i);
         PyObject *value, *key = Py_None, *headers = Py_None, *stamp = Py_None, *tag = Py_None;
@@ -503,7 +505,9 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
         total += PyBytes_GET_SIZE(record);
         if (PyBytes_GET_SIZE(record) + uncompressed > largest) largest = PyBytes_GET_SIZE(record) + uncompressed;
         PyList_SET_ITEM(stamps, i, Py_NewRef(stamp));
-        PyObject *partition = PyLong_FromUnsignedLong(partition_of(raw, key_len, partition_count));
+        /* One partition: every record's is the same 0 (one lookup of the cached int for the batch). */
+        PyObject *partition = partition_count == 1 ? Py_NewRef(zero)
+                                                   : PyLong_FromUnsignedLong(partition_of(raw, key_len, partition_count));
         if (partition == NULL) goto done;
         PyList_SET_ITEM(partitions, i, partition);
         uint32_t hash = adq_crc32(0, raw, key_len);
@@ -521,6 +525,7 @@ done:
     Py_XDECREF(stamps);
     Py_XDECREF(partitions);
     Py_XDECREF(hashes);
+    Py_XDECREF(zero);
     return result;
 }
 
