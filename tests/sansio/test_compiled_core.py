@@ -262,6 +262,7 @@ def test_encode_records_places_hashes_and_encodes_as_the_reference(
     assert stamps == [t for _, _, t, _, _ in batch]
     assert partitions == [reference_fnv1_32(raw) % partition_count for raw in raw_keys]
     assert list(hashes) == list(map(zlib.crc32, raw_keys))
+    assert keyindex.pack_hashes(hashes) == keyindex.pack_hashes(list(map(zlib.crc32, raw_keys)))  # the column's bytes
     assert largest == max(map(len, records), default=0)
     assert total == sum(map(len, records))
 
