@@ -52,7 +52,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Final
 
@@ -539,7 +539,7 @@ class Lane:
         self,
         records: list[bytes],
         timestamps: list[int],
-        key_hashes: list[int] | bytes,
+        key_hashes: Sequence[int] | bytes,
         tagindex: bytes | None = None,
     ) -> int:
         """Write and commit records now (their key hashes as ints, or packed as the key index stores
@@ -566,7 +566,7 @@ class Lane:
         self,
         records: list[bytes],
         timestamps: list[int],
-        key_hashes: list[int],
+        key_hashes: Sequence[int],
         tagindex: bytes | None = None,
         size_bytes: int = -1,
     ) -> tuple[Batch, int]:

@@ -20,7 +20,7 @@ import random
 import threading
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableSequence, Sequence
 from types import TracebackType
 from typing import Final, Generic, Literal, Self, TypeAlias
 
@@ -61,7 +61,7 @@ from .._storage.segment import PartlyCommittedError
 from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings, require_tags
 from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
-from .cancellation import cancel_check, loop_turn, running_on_trio
+from .cancellation import cancel_check, loop_turn, running_on_trio, shielded_turn
 from .compressing import ValueCompression, check_dictionary
 from .lane import Batch, Lane, LockNotHeld, Turns
 from .metrics import telemetry
@@ -320,6 +320,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         # Whether the pushing task's cancel scope is cancelled; made for the event loop on opening.
         self._cancel_pending: Callable[[], bool] = _never_cancelled
         self._loop_turn: Callable[[], Awaitable[None]] = anyio.lowlevel.cancel_shielded_checkpoint
+        self._shielded_turn: Callable[[], Awaitable[None]] = anyio.lowlevel.cancel_shielded_checkpoint
         self._turns: Turns | None = None
         for name, given in (("value_serializer", value_serializer), ("key_serializer", key_serializer)):
             if given is not None and not callable(given):
@@ -342,6 +343,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
             raise ClosedError("a Producer is opened once; create a new one to write again")
         self._cancel_pending = cancel_check()
         self._loop_turn = loop_turn()
+        self._shielded_turn = shielded_turn()
         self._state = "open"
         # The opener thread leaves the stream here, so a cancellation that lands as the thread
         # returns (anyio delivers it at that checkpoint, dropping the result) can still close it:
@@ -741,7 +743,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         if not self._holds_tags and any(isinstance(item, Record) and item.tag is not None for item in items):
             self._refuse_tags()
         if not items:
-            await anyio.lowlevel.cancel_shielded_checkpoint()
+            await self._shielded_turn()
             return []
         now = time.time_ns()
         large = len(items) > _ENCODE_CHUNK
@@ -750,29 +752,38 @@ class Producer(Generic[PushKeyT, PushValueT]):
             # Encoding a large batch is CPU work on the loop thread: let other tasks run before
             # each chunk (and the caller's own work before this call ends a step of its own).
             # Nothing is written yet, so a cancellation here leaves no trace.
-            await anyio.lowlevel.checkpoint()
-        encoded, stamps, partitions, key_hashes, entries = self._encode(items[:chunk], now)
+            await self._turn_before_writing()
+        first_chunk = items if len(items) <= chunk else items[:chunk]  # no copy of a batch of one chunk
+        encoded, stamps, partitions, key_hashes, entries, total_bytes = self._encode_sized(first_chunk, now)
         for start in range(chunk, len(items), chunk):
-            await anyio.lowlevel.checkpoint()
-            more_encoded, more_stamps, more_partitions, more_hashes, more_entries = self._encode(
+            await self._turn_before_writing()
+            more_encoded, more_stamps, more_partitions, more_hashes, more_entries, more_bytes = self._encode_sized(
                 items[start : start + chunk], now
             )
             encoded += more_encoded
             stamps += more_stamps
             partitions += more_partitions
-            key_hashes += more_hashes
+            key_hashes.extend(more_hashes)  # an array("I") from the compiled core, a list from the Python path
             entries = None if entries is None or more_entries is None else entries + more_entries
+            total_bytes += more_bytes
         if large:
-            await anyio.lowlevel.checkpoint()  # the writes are the next long step; still nothing written
+            await self._turn_before_writing()  # the writes are the next long step; still nothing written
         self._check_open()
         if self._compression is not None and self._compression.wants_training:
             await self._compression.train()
             self._check_open()
-        total_bytes = None
         if self._disk_guard is not None:
-            total_bytes = sum(map(len, encoded))
             self._disk_guard.admit(total_bytes)  # the whole batch, before any of it is written
         return await self._write_shares(encoded, stamps, partitions, key_hashes, total_bytes, entries)
+
+    async def _turn_before_writing(self) -> None:
+        """``anyio.lowlevel.checkpoint()`` for a call that has written nothing yet, at the cost of
+        the loop's turn alone (anyio's checkpoint cost a third more on asyncio): a cancellation
+        waiting is raised, then other tasks run once (a cancellation the turn delivers, asyncio's,
+        leaves nothing written either)."""
+        if self._cancel_pending():
+            await anyio.lowlevel.checkpoint_if_cancelled()
+        await self._loop_turn()
 
     async def _push_to_partition(self, partition: int, records: list[Record]) -> list[Receipt]:
         """``push_many`` with every record written to ``partition``, whatever its key: for writers
@@ -974,18 +985,28 @@ class Producer(Generic[PushKeyT, PushValueT]):
         """Records (adiskq.Record or bytes), their timestamps, partitions, key hashes and
         ``.tagindex`` entries: in one C loop by the compiled core (the entries left to the segment,
         which takes them from the records in C), or column-wise by ``_encode_columns``."""
+        records, stamps, partitions, key_hashes, entries, _ = self._encode_sized(items, now)
+        return records, stamps, partitions, list(key_hashes), entries
+
+    def _encode_sized(
+        self, items: list[Record | bytes], now: int
+    ) -> tuple[list[bytes], list[int], list[int], MutableSequence[int], list[bytes] | None, int]:
+        """``_encode``, and the records' size in all (summed where they were made: a second pass
+        over a batch's records in Python was about a tenth of push_many's own work). The key hashes
+        are the compiled core's ``array("I")`` (written as the key index's column without an int a
+        record) or a list."""
         compression = self._compression
         prepared = None if compression is None else compression.prepared
         if COMPILED and keyindex.key_hash is _CRC32 and (compression is None or prepared is not None):
             encoded = encode_records(items, now, self._partition_count, prepared)
             if encoded is not None:
-                records, stamps, partitions, key_hashes, largest = encoded
+                records, stamps, partitions, key_hashes, largest, total_bytes = encoded
                 if largest > self._max_message_bytes:
                     self._check_size(largest)
-                return records, stamps, partitions, key_hashes, None
+                return records, stamps, partitions, key_hashes, None, total_bytes
         plain = [item if type(item) is Record else _as_record(item) for item in items]
         columns = self._encode_columns(plain, now)
-        return columns[0], columns[1], list(columns[2]), list(columns[3]), columns[4]
+        return columns[0], columns[1], list(columns[2]), list(columns[3]), columns[4], sum(map(len, columns[0]))
 
     def _encode_columns(
         self, items: list[Record], now: int
@@ -1031,24 +1052,28 @@ class Producer(Generic[PushKeyT, PushValueT]):
         encoded: list[bytes],
         stamps: list[int],
         partitions: Sequence[int],
-        key_hashes: list[int],
+        key_hashes: Sequence[int],
         total_bytes: int | None = None,
         tag_entries: list[bytes] | None = None,
     ) -> list[Receipt]:
         """Write each partition's share of a batch; receipts in the batch's order (``total_bytes``,
         the batch's size if already summed, spares summing a one-partition batch again)."""
         written = await self._write_shares_at(encoded, stamps, partitions, key_hashes, total_bytes, tag_entries)
-        receipts: list[Receipt | None] = [None] * len(encoded)
+        if len(written) == 1:  # one share, the whole batch: its receipts as made
+            _, partition, first = written[0]
+            made: list[Receipt] = receipts(partition, first, len(encoded))
+            return made
+        placed: list[Receipt | None] = [None] * len(encoded)
         for positions, partition, first in written:
-            _place_receipts(receipts, positions, partition, first)
-        return receipts  # type: ignore[return-value]  # every entry is set when nothing failed
+            _place_receipts(placed, positions, partition, first)
+        return placed  # type: ignore[return-value]  # every entry is set when nothing failed
 
     async def _write_shares_at(
         self,
         encoded: list[bytes],
         stamps: list[int],
         partitions: Sequence[int],
-        key_hashes: list[int],
+        key_hashes: Sequence[int],
         total_bytes: int | None = None,
         tag_entries: list[bytes] | None = None,
     ) -> list[tuple[Sequence[int], int, int]]:
@@ -1080,7 +1105,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
             for partition, positions in shares.items():
                 if split and written and not waiting:  # a queued share is led before any yield
                     # Shielded: some shares are written, so this push_many must finish.
-                    await anyio.lowlevel.cancel_shielded_checkpoint()
+                    await self._shielded_turn()
                 share_tags = None
                 if len(positions) == count:
                     share_records, share_stamps, share_hashes = encoded, stamps, key_hashes
@@ -1116,7 +1141,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         if not waiting and failure is None:
             # Written: other tasks get a turn before the receipts are built (a step of its own for
             # a large batch). Shielded: a push that wrote must return.
-            await anyio.lowlevel.cancel_shielded_checkpoint()
+            await self._shielded_turn()
         # Every queued share is led to its end, even after a failure: a share left queued would
         # never be led, so closing would wait for it forever and a later push to that partition
         # would commit it behind this call's back.
@@ -1145,12 +1170,12 @@ class Producer(Generic[PushKeyT, PushValueT]):
         if failure is not None:
             if not written:
                 raise failure  # nothing was written: the call failed whole
-            receipts: list[Receipt | None] = [None] * count
+            placed: list[Receipt | None] = [None] * count
             for positions, partition, first in written:
-                _place_receipts(receipts, positions, partition, first)
-            raise PartialWriteError(failure, receipts) from failure
+                _place_receipts(placed, positions, partition, first)
+            raise PartialWriteError(failure, placed) from failure
         if count > _ENCODE_CHUNK:
-            await anyio.lowlevel.cancel_shielded_checkpoint()  # and the caller's next step is its own
+            await self._shielded_turn()  # and the caller's next step is its own (shielded: written)
         return written
 
     async def _write_share_again(
@@ -1160,7 +1185,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         positions: Sequence[int],
         encoded: list[bytes],
         stamps: list[int],
-        key_hashes: list[int],
+        key_hashes: Sequence[int],
         tag_entries: list[bytes] | None,
         written: list[tuple[Sequence[int], int, int]],
     ) -> Exception | None:

@@ -9,6 +9,7 @@
  *   encode.c  records (and batches of them) from values, keys, timestamps and headers
  *   decode.c  Messages from a buffer of records, the read hot path
  *   message.c Message objects: allocated untracked, and kept on a free list when freed
+ *   receipt.c Receipt objects (push_many's): the same
  *   scan.c    recovery's and check's scans: the valid records of a buffer, and the next valid one
  *   iterate.c `async for` over the last batch read: a message a step without running Python
  *   keysort.c the sealed key index's sorted column (a radix sort)
@@ -147,6 +148,12 @@ extern uint64_t adq_random_state;
 #define ADQ_MESSAGE_FIELDS 7
 PyObject *adq_message_new(void);
 void adq_message_install(PyTypeObject *type);
+
+/* receipt.c: a Receipt of two slots, left for the caller to fill (untracked, reference count 1), and
+ * configure()'s installation of the Receipt type, which gives it the dealloc that keeps a free list
+ * of them. */
+PyObject *adq_receipt_new(void);
+void adq_receipt_install(PyTypeObject *type);
 
 /* iterate.c: the Buffer type (and the Ready awaitable it hands out), added to the module */
 int adq_add_iteration_types(PyObject *module);

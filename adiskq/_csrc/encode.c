@@ -70,22 +70,29 @@ static int tag_bytes(PyObject *tag, const char **raw, Py_ssize_t *length) {
     return *length >= 1 && *length <= ADQ_MAX_TAG_BYTES;
 }
 
-/* One record as a new bytes object; NULL with no exception set means "not plain: use the reference".
- * `tag` is None or a str: a tagged record sets attributes bit 0 and carries u16 tag_len and the tag
- * right after the key. */
-static PyObject *encode_one(PyObject *value, const uint8_t *key, size_t key_len, PyObject *timestamp,
-                            PyObject *headers, int attributes, PyObject *tag) {
-    if (!PyBytes_CheckExact(value) || !PyLong_CheckExact(timestamp)) return NULL;
+/* A timestamp as an i64 in *timestamp_ns: 1 for an int that fits, 0 for anything else (the
+ * reference takes it, or raises its own error). */
+static int timestamp_of(PyObject *timestamp, long long *timestamp_ns) {
+    if (!PyLong_CheckExact(timestamp)) return 0;
+    int overflow;
+    *timestamp_ns = PyLong_AsLongLongAndOverflow(timestamp, &overflow);
+    if (overflow || (*timestamp_ns == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* One record as a new bytes object, its timestamp already an i64; NULL with no exception set means
+ * "not plain: use the reference". `tag` is None or a str: a tagged record sets attributes bit 0 and
+ * carries u16 tag_len and the tag right after the key. */
+static PyObject *encode_at(PyObject *value, const uint8_t *key, size_t key_len, long long timestamp_ns,
+                           PyObject *headers, int attributes, PyObject *tag) {
+    if (!PyBytes_CheckExact(value)) return NULL;
     const char *raw_tag;
     Py_ssize_t tag_len;
     if (!tag_bytes(tag, &raw_tag, &tag_len)) return NULL;
-    int overflow;
-    long long timestamp_ns = PyLong_AsLongLongAndOverflow(timestamp, &overflow);
-    if (overflow || (timestamp_ns == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return NULL;
-    }
-    int64_t header_bytes = headers_size(headers);
+    int64_t header_bytes = headers == Py_None ? 2 : headers_size(headers); /* most records have none */
     if (header_bytes < 0) return NULL;
     uint64_t tag_field = raw_tag == NULL ? 0 : 2 + (uint64_t)tag_len;
     uint64_t size =
@@ -110,6 +117,14 @@ static PyObject *encode_one(PyObject *value, const uint8_t *key, size_t key_len,
     memcpy(at, PyBytes_AS_STRING(value), (size_t)PyBytes_GET_SIZE(value));
     adq_store_u32(out + ADQ_CRC_AT, adq_crc32c(0, out + ADQ_MAGIC_AT, (size_t)size - ADQ_MAGIC_AT));
     return record;
+}
+
+/* encode_at with the timestamp as the Python int it was given. */
+static PyObject *encode_one(PyObject *value, const uint8_t *key, size_t key_len, PyObject *timestamp,
+                            PyObject *headers, int attributes, PyObject *tag) {
+    long long timestamp_ns;
+    if (!PyBytes_CheckExact(value) || !timestamp_of(timestamp, &timestamp_ns)) return NULL;
+    return encode_at(value, key, key_len, timestamp_ns, headers, attributes, tag);
 }
 
 /* A key's bytes: a bytes object's own, or a str's UTF-8 (cached in the str); 0 when not plain. */
@@ -343,6 +358,9 @@ PyObject *adq_py_index_entries(PyObject *module, PyObject *const *args, Py_ssize
     if (index == NULL || timeindex == NULL) goto done;
     uint8_t *entry = (uint8_t *)PyBytes_AS_STRING(index);
     uint8_t *time_entry = (uint8_t *)PyBytes_AS_STRING(timeindex);
+    /* A batch's records mostly share one timestamp object (the call's): converted once for a run of it. */
+    PyObject *converted = NULL;
+    long long timestamp_ns = 0;
     for (Py_ssize_t i = 0; i < count; i++, offset++) {
         PyObject *record = PySequence_Fast_GET_ITEM(seq[0], i);
         PyObject *stamp = PySequence_Fast_GET_ITEM(seq[1], i);
@@ -350,11 +368,14 @@ PyObject *adq_py_index_entries(PyObject *module, PyObject *const *args, Py_ssize
             result = not_implemented();
             goto done;
         }
-        int overflow;
-        long long timestamp_ns = PyLong_AsLongLongAndOverflow(stamp, &overflow);
-        if (overflow) {
-            result = not_implemented();
-            goto done;
+        if (stamp != converted) {
+            int overflow;
+            timestamp_ns = PyLong_AsLongLongAndOverflow(stamp, &overflow);
+            if (overflow) {
+                result = not_implemented();
+                goto done;
+            }
+            converted = stamp; /* borrowed: the sequence holds it, and no Python code runs in this loop */
         }
         unsigned long long size = (unsigned long long)PyBytes_GET_SIZE(record);
         adq_store_u64(entry, offset);
@@ -387,12 +408,21 @@ static uint64_t next_random(void) {
 }
 
 /* encode_records(items, now, partition_count[, prepared]) -> (records, timestamps, partitions,
- * key_hashes, largest) | NotImplemented: push_many's whole per-record work in one loop. Items are
- * adiskq.Record or bytes (a value alone); a missing timestamp is `now`, a missing key a random one.
+ * key_hashes, largest, total) | NotImplemented: push_many's whole per-record work in one loop.
+ * key_hashes are bytes: each record's key index hash as a u32 in the host's order (what
+ * array.array("I") holds; adiskq/_sansio/core.py makes it one), not a list of ints: the segment
+ * writes them as the key index's column (an int a record, made here for the column's packing to take
+ * apart again, was a sixth of push_many's own work). Items are adiskq.Record or bytes (a value alone); a missing timestamp is `now`, a missing key a random one.
  * Anything else (a datetime timestamp, a bytearray value, a Mapping that is not a dict...) is
  * NotImplemented and the producer's Python path takes the batch. With `prepared` (zstd.c's prepared
  * dictionary, or None) each value is stored compressed (attributes bit 1). `largest` is the size of
- * the largest record, counting the value uncompressed (what max_message_bytes limits). */
+ * the largest record, counting the value uncompressed (what max_message_bytes limits); `total` the
+ * records' size as stored (what the batch adds to .data: the disk guard admits it, the lane decides by
+ * it whether the batch is written inline).
+ *
+ * The three lists are left out of the cyclic GC: they hold bytes and ints only, and are the producer's
+ * own until the batch is written (never handed to a caller), so they can never be part of a reference
+ * cycle; tracked, every collection a batch's allocations start walks their thousands of items. */
 PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 3 && nargs != 4) {
@@ -412,12 +442,18 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
     }
     if (!PyList_CheckExact(items) || !PyLong_CheckExact(now) || adq_record_type == NULL) return not_implemented();
     Py_ssize_t count = PyList_GET_SIZE(items);
-    PyObject *result = NULL;
+    PyObject *result = NULL, *zero = NULL;
     PyObject *records = PyList_New(count), *stamps = PyList_New(count);
-    PyObject *partitions = PyList_New(count), *hashes = PyList_New(count);
-    Py_ssize_t largest = 0;
+    PyObject *partitions = PyList_New(count);
+    PyObject *hashes = count > PY_SSIZE_T_MAX / 4 ? PyErr_NoMemory() : PyBytes_FromStringAndSize(NULL, count * 4);
+    Py_ssize_t largest = 0, total = 0;
     if (records == NULL || stamps == NULL || partitions == NULL || hashes == NULL) goto done;
     if (!still_of_length(&items, 1, count)) goto reference;
+    /* `now` converted once: most records take it (an int out of range leaves them to the reference). */
+    long long now_ns = 0;
+    int now_fits = timestamp_of(now, &now_ns);
+    zero = PyLong_FromLong(0); /* CPython's cached small int */
+    if (zero == NULL) goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *item = PyList_GET_ITEM(items, i);
         PyObject *value, *key = Py_None, *headers = Py_None, *stamp = Py_None, *tag = Py_None;
@@ -432,7 +468,13 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
         } else {
             goto reference;
         }
-        if (stamp == Py_None) stamp = now;
+        long long timestamp_ns = now_ns;
+        if (stamp == Py_None) {
+            stamp = now;
+            if (!now_fits) goto reference;
+        } else if (!timestamp_of(stamp, &timestamp_ns)) {
+            goto reference;
+        }
         const uint8_t *raw;
         size_t key_len;
         uint8_t random_key[8];
@@ -449,7 +491,7 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
             stored = adq_zstd_compress(prepared, value);
             if (stored == NULL) goto done;
         }
-        PyObject *record = encode_one(stored, raw, key_len, stamp, headers, prepared ? ADQ_COMPRESSED : 0, tag);
+        PyObject *record = encode_at(stored, raw, key_len, timestamp_ns, headers, prepared ? ADQ_COMPRESSED : 0, tag);
         Py_ssize_t uncompressed = 0; /* what the value adds to the record when stored as it is */
         if (stored != value) {
             uncompressed = PyBytes_GET_SIZE(value) - PyBytes_GET_SIZE(stored);
@@ -460,19 +502,21 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
             goto reference;
         }
         PyList_SET_ITEM(records, i, record);
+        total += PyBytes_GET_SIZE(record);
         if (PyBytes_GET_SIZE(record) + uncompressed > largest) largest = PyBytes_GET_SIZE(record) + uncompressed;
         PyList_SET_ITEM(stamps, i, Py_NewRef(stamp));
-        PyObject *partition = PyLong_FromUnsignedLong(partition_of(raw, key_len, partition_count));
-        PyObject *hash = PyLong_FromUnsignedLong(adq_crc32(0, raw, key_len));
-        if (partition == NULL || hash == NULL) {
-            Py_XDECREF(partition);
-            Py_XDECREF(hash);
-            goto done;
-        }
+        /* One partition: every record's is the same 0 (one lookup of the cached int for the batch). */
+        PyObject *partition = partition_count == 1 ? Py_NewRef(zero)
+                                                   : PyLong_FromUnsignedLong(partition_of(raw, key_len, partition_count));
+        if (partition == NULL) goto done;
         PyList_SET_ITEM(partitions, i, partition);
-        PyList_SET_ITEM(hashes, i, hash);
+        uint32_t hash = adq_crc32(0, raw, key_len);
+        memcpy(PyBytes_AS_STRING(hashes) + 4 * i, &hash, 4); /* the host's order, as array("I") */
     }
-    result = Py_BuildValue("(OOOOn)", records, stamps, partitions, hashes, largest);
+    PyObject_GC_UnTrack(records);
+    PyObject_GC_UnTrack(stamps);
+    PyObject_GC_UnTrack(partitions);
+    result = Py_BuildValue("(OOOOnn)", records, stamps, partitions, hashes, largest, total);
     goto done;
 reference:
     result = not_implemented();
@@ -481,6 +525,7 @@ done:
     Py_XDECREF(stamps);
     Py_XDECREF(partitions);
     Py_XDECREF(hashes);
+    Py_XDECREF(zero);
     return result;
 }
 
@@ -514,9 +559,7 @@ PyObject *adq_py_receipts(PyObject *module, PyObject *const *args, Py_ssize_t na
     if (list == NULL) return NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *offset = wide ? wide_offset(args[1], i) : PyLong_FromLongLong(first + i);
-        /* Allocated untracked and filled whole (tp_alloc would zero, track, and leave it to untrack):
-         * two ints never form a cycle. */
-        PyObject *receipt = offset == NULL ? NULL : (PyObject *)PyObject_GC_NewVar(PyTupleObject, adq_receipt_type, 2);
+        PyObject *receipt = offset == NULL ? NULL : adq_receipt_new(); /* untracked, filled here */
         if (receipt == NULL) {
             Py_XDECREF(offset);
             Py_DECREF(list);

@@ -36,7 +36,7 @@ static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t n
     adq_message_install((PyTypeObject *)args[0]);
     Py_XSETREF(adq_empty_headers, Py_NewRef(args[1]));
     Py_XSETREF(adq_record_type, (PyTypeObject *)Py_NewRef(args[2]));
-    Py_XSETREF(adq_receipt_type, (PyTypeObject *)Py_NewRef(args[3]));
+    adq_receipt_install((PyTypeObject *)args[3]);
     adq_random_state = seed;
     Py_RETURN_NONE;
 }

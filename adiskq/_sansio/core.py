@@ -16,6 +16,7 @@ nothing but setuptools and the compiler every Python install already expects.
 
 from __future__ import annotations
 
+import array
 import itertools
 import random
 import zlib
@@ -176,7 +177,7 @@ def reference_receipts(partition: int, first_offset: int, count: int) -> list[Re
 
 _new_tuple = tuple.__new__
 
-EncodedRecords: TypeAlias = tuple[list[bytes], list[int], list[int], list[int], int]
+EncodedRecords: TypeAlias = "tuple[list[bytes], list[int], list[int], array.array[int], int, int]"
 
 
 # -- the compiled forms, each falling back to the reference for what it does not take -------------
@@ -259,9 +260,15 @@ if _core is not None:
         """push_many's records (adiskq.Record or bytes) encoded, with their timestamps (``now`` where
         they have none), partitions, key hashes and the largest record's size; None where the batch
         holds something only the producer's Python path takes (a datetime, a bytearray...). With
-        ``prepared`` (a dictionary the compiled core prepared) values are stored compressed."""
+        ``prepared`` (a dictionary the compiled core prepared) values are stored compressed. The
+        last two items: the largest record's size (its value counted uncompressed) and the records'
+        size in all, as stored. The key hashes come as an ``array("I")``: the key index's column as
+        it is written (the compiled core packs them; no int is made per record)."""
         encoded = _encode_records(items, now, partition_count, prepared)
-        return None if encoded is NotImplemented else encoded
+        if encoded is NotImplemented:
+            return None
+        records, stamps, partitions, packed_hashes, largest, total = encoded
+        return records, stamps, partitions, array.array("I", packed_hashes), largest, total
 
     def place(key: str | bytes, partition_count: int) -> tuple[bytes, int, int]:
         placed = _place(key, partition_count)

@@ -110,7 +110,9 @@ if array.array("I").itemsize != ENTRY_BYTES:  # pragma: no cover - every platfor
 
 def pack_hashes(hashes: Iterable[int]) -> bytes:
     """Hash column entries for these key hashes."""
-    if type(hashes) is list:
+    if type(hashes) is array.array and hashes.typecode == "I":  # the compiled encoder's: the column already
+        column = hashes if _LITTLE_ENDIAN else array.array("I", hashes)  # a copy to byteswap, not the caller's
+    elif type(hashes) is list:
         column = array.array("I")
         column.fromlist(hashes)  # ~20% faster than array("I", a_list)
     else:

@@ -829,6 +829,49 @@ async def test_a_cancelled_large_push_many_is_all_or_nothing(stream_path: str) -
     assert outcomes == {True, False}  # both sides of the cut were reached
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # asyncio's own task.cancel()
+async def test_a_large_push_many_cancelled_by_asyncio_is_all_or_nothing_and_the_cancellation_arrives(
+    stream_path: str,
+) -> None:
+    """``task.cancel()`` at any of a large push_many's turns: it wrote all its records and returned
+    them, the ``CancelledError`` following at the caller's next checkpoint, or it wrote none."""
+    outcomes: set[str] = set()
+    expected = 0
+    async with adiskq.Producer(stream_path, partitions=1) as producer:
+        for turns in range(8):
+            returned: list[adiskq.Receipt] = []
+            cancelled_after_return: list[bool] = []
+
+            async def push(
+                returned: list[adiskq.Receipt] = returned, after: list[bool] = cancelled_after_return
+            ) -> None:
+                returned.extend(await producer.push_many(LARGE_BATCH))
+                try:
+                    await asyncio.sleep(0)
+                except asyncio.CancelledError:
+                    after.append(True)
+                    raise
+
+            task = asyncio.ensure_future(push())
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            if not task.cancel():  # past every turn of the call and the one after it
+                await task
+                expected += len(returned)
+                break
+            with anyio.fail_after(10):
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            if returned:
+                assert cancelled_after_return == [True]  # delivered at its next checkpoint, not lost
+                outcomes.add("written")
+            else:
+                outcomes.add("not written")
+            expected += len(returned)
+            assert adiskq.stats(stream_path).message_count == expected
+    assert outcomes == {"written", "not written"}  # both sides of the cut were reached
+
+
 async def test_recovery_report_is_available_after_open(stream_path: str) -> None:
     """A producer exposes what opening repaired (nothing, for a fresh stream)."""
     async with adiskq.Producer(stream_path) as producer:

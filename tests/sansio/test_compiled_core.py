@@ -254,15 +254,17 @@ def test_encode_records_places_hashes_and_encodes_as_the_reference(
         assert encoded is None  # the producer's Python path encodes every batch
         return
     assert encoded is not None
-    records, stamps, partitions, hashes, largest = encoded
+    records, stamps, partitions, hashes, largest, total = encoded
     raw_keys = [k.encode() if isinstance(k, str) else k for _, k, _, _, _ in batch]
     assert records == [
         reference.encode_record(v, raw, t, h, 0, tag) for (v, _, t, h, tag), raw in zip(batch, raw_keys, strict=True)
     ]
     assert stamps == [t for _, _, t, _, _ in batch]
     assert partitions == [reference_fnv1_32(raw) % partition_count for raw in raw_keys]
-    assert hashes == list(map(zlib.crc32, raw_keys))
+    assert list(hashes) == list(map(zlib.crc32, raw_keys))
+    assert keyindex.pack_hashes(hashes) == keyindex.pack_hashes(list(map(zlib.crc32, raw_keys)))  # the column's bytes
     assert largest == max(map(len, records), default=0)
+    assert total == sum(map(len, records))
 
 
 @given(
@@ -325,7 +327,7 @@ def test_encode_records_fills_in_missing_timestamps_and_keys() -> None:
         assert encoded is None
         return
     assert encoded is not None
-    records, stamps, partitions, hashes, _ = encoded
+    records, stamps, partitions, hashes, _, _ = encoded
     assert stamps == [1234, 1234]
     for record, partition, key_hash in zip(records, partitions, hashes, strict=True):
         decoded = reference.decode_record(record)
@@ -333,6 +335,30 @@ def test_encode_records_fills_in_missing_timestamps_and_keys() -> None:
         assert len(decoded.key) == 8  # a random key, as go-diskq gives keyless messages
         assert partition == reference_fnv1_32(decoded.key) % 4
         assert key_hash == zlib.crc32(decoded.key)
+
+
+def test_encode_records_takes_a_now_out_of_range_only_where_no_record_needs_it() -> None:
+    """A ``now`` that does not fit in an i64 is no record's timestamp when each brings its own; one
+    without a timestamp leaves the batch to the producer's Python path (which raises its error)."""
+    now = 2**63
+    encoded = core.encode_records([Record(b"v", key=b"k", timestamp=5), Record(b"w", timestamp=6)], now, 1)
+    if not core.COMPILED:
+        assert encoded is None
+        return
+    assert encoded is not None
+    assert encoded[0] == [reference.encode_record(b"v", b"k", 5), encoded[0][1]]
+    assert encoded[1] == [5, 6]
+    assert core.encode_records([Record(b"v", timestamp=5), Record(b"w")], now, 1) is None
+
+
+def test_encode_records_lists_are_left_out_of_the_gc() -> None:
+    """push_many's columns of bytes and ints are never walked by the cyclic GC's collections."""
+    encoded = core.encode_records([Record(b"v", key="k", headers={"h": b"x"}, timestamp=3), b"w"], 7, 4)
+    if not core.COMPILED:
+        assert encoded is None
+        return
+    assert encoded is not None
+    assert not any(map(gc.is_tracked, encoded[:3]))  # the key hashes are an array("I"): no items to walk
 
 
 @pytest.mark.parametrize(
@@ -364,6 +390,49 @@ def test_receipts_are_the_references(partition: int, first: int, count: int) -> 
     made = core.receipts(partition, first, count)
     assert made == core.reference_receipts(partition, first, count)
     assert all(type(receipt) is Receipt for receipt in made)
+
+
+def test_receipts_of_a_dropped_batch_are_reused_whole_by_the_next() -> None:
+    """push_many's receipts come from the ones the caller dropped, each a whole, fresh Receipt, and
+    making them starts no collection of the cyclic GC (whose young generation counts allocations)."""
+    core.receipts(3, 10, 500).clear()  # the caller drops a batch's receipts
+    gc.disable()  # the count below still moves with each allocation; no collection resets it
+    try:
+        before = gc.get_count()[0]
+        again = core.receipts(4, 2**63 - 50, 100)  # past 2**63 - 1 too (summed as Python ints)
+        allocated = gc.get_count()[0] - before
+    finally:
+        gc.enable()
+    if core.COMPILED:
+        assert allocated <= 1  # the list; the receipts came from the free list
+    assert again == [(4, 2**63 - 50 + i) for i in range(100)]
+    assert [hash(receipt) for receipt in again] == [hash((4, 2**63 - 50 + i)) for i in range(100)]
+    assert not any(map(gc.is_tracked, again)) or not core.COMPILED
+
+
+def test_receipts_built_by_hand_and_by_a_subclass_are_freed_as_tuples() -> None:
+    """Receipt(...), a subclass's instances and receipts holding other objects free as any tuple does."""
+
+    class Numbered(Receipt):
+        __slots__ = ()
+
+    class Noted(Receipt):
+        pass
+
+    freed: list[str] = []
+
+    class Watched(int):
+        def __del__(self) -> None:
+            freed.append("offset")
+
+    for _ in range(3):
+        built = [Receipt(1, 2), Numbered(3, 4), Noted(5, 6), Receipt(7, Watched(8))]
+        built[2].note = built  # type: ignore[attr-defined]  # a cycle only the GC frees
+        assert gc.is_tracked(built[0])
+        del built
+        gc.collect()
+    assert freed == ["offset"] * 3
+    assert core.receipts(0, 0, 3) == [(0, 0), (0, 1), (0, 2)]
 
 
 # -- decoding and scanning -------------------------------------------------------------------------

@@ -30,6 +30,9 @@ def one_round() -> None:
     assert len(scanned.positions) == ROUND
     encoded = core.encode_records([Record(VALUE, key="k", headers={"h": b"x"})] * 1000, 7, 4)
     assert encoded is None or len(encoded[0]) == 1000
+    # a batch left to the Python path after 999 records were encoded (the last one's timestamp is out of range)
+    stamped = [Record(VALUE, key=b"k", timestamp=5)] * 999 + [Record(VALUE, timestamp=2**70)]
+    assert core.encode_records(stamped, 7, 4) is None
     core.receipts(0, 0, 1000)
     if core.raw_encode_push is not None:  # one push's encoding: plain, keyless, tagged, refused, too large
         for key in keys[:200]:

@@ -3,6 +3,7 @@ properties every column must have."""
 
 from __future__ import annotations
 
+import array
 import zlib
 
 import pytest
@@ -25,6 +26,8 @@ COLUMNS = [
 def test_a_hash_column_is_one_little_endian_u32_per_message(hashes: list[int], column: bytes) -> None:
     """pack_hashes writes the table's bytes, unpack_hashes reads them back."""
     assert keyindex.pack_hashes(hashes) == column
+    assert keyindex.pack_hashes(array.array("I", hashes)) == column  # as the compiled encoder hands them over
+    assert keyindex.pack_hashes(iter(hashes)) == column
     assert keyindex.unpack_hashes(column).tolist() == hashes
 
 
