@@ -10,6 +10,7 @@
  *   decode.c  Messages from a buffer of records, the read hot path
  *   message.c Message objects: allocated untracked, and kept on a free list when freed
  *   receipt.c Receipt objects (push_many's): the same
+ *   named_tuple.c what those two share: the NamedTuple layout their free lists take, its ordinary dealloc
  *   scan.c    recovery's and check's scans: the valid records of a buffer, and the next valid one
  *   iterate.c `async for` over the last batch read: a message a step without running Python
  *   keysort.c the sealed key index's sorted column (a radix sort)
@@ -154,6 +155,10 @@ void adq_message_install(PyTypeObject *type);
  * of them. */
 PyObject *adq_receipt_new(void);
 void adq_receipt_install(PyTypeObject *type);
+
+/* named_tuple.c: what message.c's and receipt.c's free lists share. */
+int adq_plain_named_tuple(PyTypeObject *type);
+void adq_named_tuple_free(PyObject *self, destructor dealloc);
 
 /* iterate.c: the Buffer type (and the Ready awaitable it hands out), added to the module */
 int adq_add_iteration_types(PyObject *module);

@@ -67,10 +67,10 @@ PyObject *adq_message_new(void) {
  * cleared the subclass's own slots), and must then do what tuple's dealloc would, plus the release
  * of the instance's reference to its heap type that subtype_dealloc leaves to a heap base's dealloc. */
 static void message_dealloc(PyObject *self) {
+#if FREE_MESSAGES
     PyTypeObject *type = Py_TYPE(self);
     Py_ssize_t size = Py_SIZE(self);
     PyObject **items = ((PyTupleObject *)self)->ob_item;
-#if FREE_MESSAGES
     if (type == adq_message_type && size == ADQ_MESSAGE_FIELDS && !PyObject_GC_IsTracked(self)) {
         /* Untracked: it holds ints, bytes, a str or None and the shared empty headers (or what a
          * user gave Message(), all of it untracked too), so no deep chain of deallocs starts here.
@@ -93,12 +93,7 @@ static void message_dealloc(PyObject *self) {
         return;
     }
 #endif
-    PyObject_GC_UnTrack(self);
-    Py_TRASHCAN_BEGIN(self, message_dealloc)
-    for (Py_ssize_t i = 0; i < size; i++) Py_CLEAR(items[i]);
-    type->tp_free(self);
-    Py_DECREF(type);
-    Py_TRASHCAN_END
+    adq_named_tuple_free(self, message_dealloc);
 }
 
 /* Free the Messages on the free list (before another type becomes the Message type). */
@@ -121,9 +116,5 @@ static void drain(void) {
 void adq_message_install(PyTypeObject *type) {
     drain();
     Py_XSETREF(adq_message_type, (PyTypeObject *)Py_NewRef(type));
-    int plain = type->tp_base == &PyTuple_Type && (type->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
-                type->tp_basicsize == PyTuple_Type.tp_basicsize && type->tp_itemsize == PyTuple_Type.tp_itemsize &&
-                type->tp_dictoffset == 0 && type->tp_weaklistoffset == 0 && type->tp_finalize == NULL &&
-                type->tp_del == NULL && type->tp_free == PyObject_GC_Del;
-    if (plain) type->tp_dealloc = message_dealloc;
+    if (adq_plain_named_tuple(type)) type->tp_dealloc = message_dealloc;
 }

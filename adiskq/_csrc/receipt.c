@@ -62,10 +62,10 @@ PyObject *adq_receipt_new(void) {
  * for the tuple part of a subclass's instance, and then does what tuple's dealloc would, plus the
  * release of the instance's reference to its heap type. */
 static void receipt_dealloc(PyObject *self) {
+#if FREE_RECEIPTS
     PyTypeObject *type = Py_TYPE(self);
     Py_ssize_t size = Py_SIZE(self);
     PyObject **items = ((PyTupleObject *)self)->ob_item;
-#if FREE_RECEIPTS
     if (type == adq_receipt_type && size == FIELDS && !PyObject_GC_IsTracked(self)) {
         Py_XDECREF(items[0]);
         Py_XDECREF(items[1]);
@@ -80,12 +80,7 @@ static void receipt_dealloc(PyObject *self) {
         return;
     }
 #endif
-    PyObject_GC_UnTrack(self);
-    Py_TRASHCAN_BEGIN(self, receipt_dealloc)
-    for (Py_ssize_t i = 0; i < size; i++) Py_CLEAR(items[i]);
-    type->tp_free(self);
-    Py_DECREF(type);
-    Py_TRASHCAN_END
+    adq_named_tuple_free(self, receipt_dealloc);
 }
 
 /* Free the Receipts on the free list (before another type becomes the Receipt type). */
@@ -108,9 +103,5 @@ static void drain(void) {
 void adq_receipt_install(PyTypeObject *type) {
     drain();
     Py_XSETREF(adq_receipt_type, (PyTypeObject *)Py_NewRef(type));
-    int plain = type->tp_base == &PyTuple_Type && (type->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
-                type->tp_basicsize == PyTuple_Type.tp_basicsize && type->tp_itemsize == PyTuple_Type.tp_itemsize &&
-                type->tp_dictoffset == 0 && type->tp_weaklistoffset == 0 && type->tp_finalize == NULL &&
-                type->tp_del == NULL && type->tp_free == PyObject_GC_Del;
-    if (plain) type->tp_dealloc = receipt_dealloc;
+    if (adq_plain_named_tuple(type)) type->tp_dealloc = receipt_dealloc;
 }
