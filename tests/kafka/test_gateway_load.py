@@ -2,8 +2,8 @@
 flat round after round of 100 concurrent clients producing and fetching.
 
 What is watched is the memory the gateway holds between rounds (VmRSS), as a trend: the median of the
-last rounds against the median of the first rounds once warm. One round's figure moves by a few MiB
-without any growth (how many requests happen to be in flight at once, where the allocator put them),
+last rounds against the median of the first rounds once warm. One round's figure can move by a few
+MiB without any growth (how many requests happen to be in flight at once, where the allocator put them),
 and the peak (VmHWM) is the maximum of those moves, so it keeps creeping up with the number of rounds
 even when nothing is kept; a median over several rounds does not, while memory kept a request or a
 round raises every round after it.
