@@ -35,7 +35,7 @@ from ._accepting import ResilientListener, connection_limit
 from ._asyncio_transport import ConnectionProtocol
 from ._core import Connection, GatewayCore
 from ._deadlines import Deadline, Deadlines
-from ._framing import RECEIVE_BYTES, Frames, FrameTooLargeError
+from ._framing import Frames, FrameTooLargeError
 from ._options import GroupOptions, SecurityOptions
 from ._protocol import (
     ProtocolError,
@@ -323,7 +323,7 @@ class KafkaGateway:
             if message is None:
                 idle = frames.empty
                 deadline.arm(self.idle_timeout if idle else self.request_timeout, idle=idle)
-                data = await stream.receive(RECEIVE_BYTES)
+                data = await stream.receive(frames.receive_bytes())
                 if deadline.disarm():
                     return  # idle too long, stalled mid-frame, or the gateway is closing
                 frames.feed(data)
@@ -352,7 +352,7 @@ class KafkaGateway:
         )
         deadline.arm(self.request_timeout, idle=False)
         while (head := frames.refusal_head()) is None:
-            frames.feed(await stream.receive(RECEIVE_BYTES))
+            frames.feed(await stream.receive(frames.receive_bytes()))
             if deadline.expired:
                 return
         correlation_id = int.from_bytes(head[4:8], "big", signed=True)
