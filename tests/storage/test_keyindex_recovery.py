@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 
 import pytest
-from paths import ROOT_DIR
+from crash_support import run_and_kill
 from storage_helpers import snapshot
 from unprivileged import as_nobody
 
@@ -19,7 +16,6 @@ from adiskq._storage import keyindex
 from adiskq._storage.partition_reader import PartitionReader
 from adiskq._storage.stream import StreamWriter
 
-ROOT = ROOT_DIR
 KEYS = [b"alpha", b"beta", b"gamma", b"delta", b"epsilon"]
 
 
@@ -250,34 +246,12 @@ def test_turning_the_key_index_off_removes_the_active_one(stream_path: str) -> N
 # -- a real crash ----------------------------------------------------------------------------------
 
 
-def run_and_kill(path: str, round_: int, lines: int) -> list[str]:
-    """Start a pushing producer, read ``lines`` receipts, SIGKILL it; all receipts it printed."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.helpers.keyed_producer", path, str(round_)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert child.stdout is not None
-    receipts: list[str] = []
-    try:
-        assert child.stdout.readline().strip() == "open"
-        while len(receipts) < lines:
-            line = child.stdout.readline()
-            assert line, "the producer exited early"
-            receipts.append(line)
-    finally:
-        child.send_signal(signal.SIGKILL)
-        rest, _ = child.communicate(timeout=30)
-    return receipts + [line + "\n" for line in rest.split("\n")[:-1]]
-
-
 def test_lookups_are_complete_after_a_sigkill_and_a_reopen(stream_path: str) -> None:
     """Kill a producer mid-stream, repeatedly: every acknowledged message is found by its key."""
     keys = [f"key-{i}".encode() for i in range(7)]
     acknowledged: dict[bytes, set[tuple[int, int]]] = {key: set() for key in keys}
     for round_, lines in enumerate([150, 37, 420, 5]):
-        for line in run_and_kill(stream_path, round_, lines):
+        for line in run_and_kill("tests.helpers.keyed_producer", [stream_path, str(round_)], lines):
             partition, offset, key, _ = line.split()
             acknowledged[key.encode()].add((int(partition), int(offset)))
         # Before any recovery, a reader copes with whatever the kill left.
