@@ -842,7 +842,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
                 lane, partition, records, timestamps, key_hashes, None, total_bytes, admitted=True
             )
             if first is not None:  # written inline, the packed key hashes as they are
-                await anyio.lowlevel.cancel_shielded_checkpoint()  # written: the call must return
+                await self._shielded_turn()  # written: the call must return (the cancellation comes after)
                 return first
             # A batch (written off the loop's thread, or after the one in flight) joins others' records
             # and their key hashes as ints.
