@@ -86,6 +86,9 @@ class FetchSession:
         # The log start offset last seen (``log_start``) and its segment's index path, by partition folder
         self._oldest: dict[str, tuple[int, str]] = {}
         self._event_loop: tuple[object, Callable[[], float]] | None = None  # see ``event_loop``
+        # The connection's last Fetch waited in the long poll: its next arms before its first look
+        # (a consumer that has caught up keeps waiting, Fetch after Fetch).
+        self.waits = False
 
     @property
     def notifier(self) -> Notifier:
@@ -105,6 +108,11 @@ class FetchSession:
             clock = token.time if isinstance(token, asyncio.AbstractEventLoop) else anyio.current_time
             found = self._event_loop = (token, clock)
         return found
+
+    def known_event_loop(self) -> tuple[object, Callable[[], float]] | None:
+        """``event_loop``'s answer once a long poll has looked it up; None before (the lookup goes
+        through sniffio, which finds no library from a protocol callback, outside a task)."""
+        return self._event_loop
 
     def follower(self, topic: str, partition: int, offset: int) -> PartitionFollower:
         """A follower of the partition positioned at ``offset``.

@@ -173,3 +173,72 @@ def test_fetch_reports_the_partitions_bounds_as_retention_moves_them(gateway, to
         assert oldest > 0
         assert fetch(sock, 200) == (200, oldest, 0)
         assert fetch(sock, 150) == (200, oldest, 50)
+
+
+def test_long_polls_one_after_another_on_one_connection_are_each_woken(gateway, topic: str) -> None:
+    """On one connection, Fetch after Fetch waits at the end and is answered as soon as a message is
+    written, whether another process writes it (inotify) or a Kafka Produce to the gateway (its own
+    producer's wake-up); the last, with nothing written, answers empty after its max_wait_ms."""
+    import datetime as dt
+    import io
+    import socket
+    import struct
+
+    from conftest import receive_exactly
+    from kafka_support import produce_all
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.schema.fetch.v12.response import FetchResponse
+    from kio.schema.types import TopicName
+    from kio.serial import entity_reader, entity_writer
+
+    path = gateway.path(topic)
+    push_from_another_process(path, "first")  # the topic, with offset 0
+
+    def send_fetch(sock: socket.socket, offset: int, max_wait_ms: int) -> None:
+        body = io.BytesIO()
+        partition = FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+        request = FetchRequest(
+            max_wait=dt.timedelta(milliseconds=max_wait_ms),
+            min_bytes=1,
+            topics=(FetchTopic(topic=TopicName(topic), partitions=(partition,)),),
+            forgotten_topics_data=(),
+        )
+        entity_writer(FetchRequest)(body, request)
+        message = struct.pack(">hhih", 1, 12, 3, 1) + b"t\0" + body.getvalue()
+        sock.sendall(struct.pack(">i", len(message)) + message)
+
+    def answer(sock: socket.socket) -> tuple[int, bytes]:
+        payload = receive_exactly(sock, struct.unpack(">i", receive_exactly(sock, 4))[0])
+        partition = entity_reader(FetchResponse)(payload, 5)[0].responses[0].partitions[0]
+        assert partition.error_code.value == 0
+        return partition.high_watermark, partition.records
+
+    def wait_until_parked(waiting: int) -> None:
+        deadline = time.monotonic() + 30
+        while _long_polls(gateway) <= waiting:
+            assert time.monotonic() < deadline, "the Fetch never waited"
+            time.sleep(0.005)
+
+    writes = [
+        lambda: push_from_another_process(path, "second"),
+        lambda: push_from_another_process(path, "third"),
+        lambda: produce_all(gateway.bootstrap, topic, [(b"k", b"fourth", [], 1_700_000_000_000)]),
+        lambda: produce_all(gateway.bootstrap, topic, [(b"k", b"fifth", [], 1_700_000_000_000)]),
+    ]
+    with socket.create_connection(("127.0.0.1", gateway.gateway.port), timeout=60) as sock:
+        values = [b"second", b"third", b"fourth", b"fifth"]
+        for offset, (write, value) in enumerate(zip(writes, values, strict=True), start=1):
+            waiting = _long_polls(gateway)
+            send_fetch(sock, offset, max_wait_ms=60_000)
+            wait_until_parked(waiting)
+            written = time.monotonic()
+            write()
+            high_watermark, records = answer(sock)
+            assert time.monotonic() - written < 20  # far below the 60 s long poll
+            assert high_watermark == offset + 1
+            assert value in records
+        started = time.monotonic()
+        send_fetch(sock, 5, max_wait_ms=300)
+        high_watermark, records = answer(sock)
+        assert time.monotonic() - started >= 0.29
+        assert (high_watermark, records) == (5, b"")

@@ -63,8 +63,21 @@ def fetch_now(context: RequestContext, request: Any) -> list[bytes] | Later:
     it), or the client does not wait (``max_wait_ms`` 0); otherwise ``Later`` goes on from what
     was read, in the connection's task."""
     job = _FetchJob(context, request)
+    session = context.connection.fetches
+    known = session.known_event_loop() if session.waits else None
+    if known is not None and job.may_wait():
+        # The last Fetch waited, so this one likely will: arm before the first look, which then
+        # serves as the look after arming too (one read of the partition's end fewer).
+        job.arm(known[0])
+        job.read_all()
+        if job.must_wait():
+            return Later(job.finish)
+        job.disarm()
+        session.waits = False
+        return job.response()
     job.read_all()
     if job.must_wait():
+        session.waits = True
         return Later(job.finish)
     return job.response()
 
@@ -72,7 +85,7 @@ def fetch_now(context: RequestContext, request: Any) -> list[bytes] | Later:
 class _FetchJob:
     """One Fetch request: its partitions, what was read of each, the budget left."""
 
-    __slots__ = ("_context", "_request", "_response_budget", "parts", "taken")
+    __slots__ = ("_context", "_marks", "_request", "_response_budget", "parts", "taken")
 
     def __init__(self, context: RequestContext, request: Any) -> None:
         self._context = context
@@ -82,6 +95,8 @@ class _FetchJob:
         self._response_budget = getattr(request, "max_bytes", _NO_LIMIT) or _NO_LIMIT
         self.parts: list[_Partition] = []
         self.taken = 0
+        # The followers armed for and each one's segment then (``arm``), until the wait takes them
+        self._marks: tuple[list[PartitionFollower], list[int | None]] | None = None
         by_id = request.__version__ >= _TOPIC_IDS_FROM
         for topic in request.topics:
             name = (TopicIds.of(gateway).name_of(topic.topic_id) or "") if by_id else topic.topic
@@ -133,8 +148,8 @@ class _FetchJob:
     def followers(self) -> list[PartitionFollower]:
         return [part.follower for part in self.parts if part.follower is not None]
 
-    def must_wait(self) -> bool:
-        """True when the first look found too little and the client waits for more."""
+    def may_wait(self) -> bool:
+        """True when the client waits for data it does not have yet (and the gateway is not closing)."""
         request = self._request
         return (
             self.taken < request.min_bytes
@@ -142,6 +157,24 @@ class _FetchJob:
             and bool(self.followers())
             and not self._context.gateway.closing
         )
+
+    def must_wait(self) -> bool:
+        """True when the first look found too little and the client waits for more."""
+        return self.may_wait()
+
+    def arm(self, loop: object) -> None:
+        """Ready the wake-ups of every partition and arm the waiter: any write from now on wakes
+        the wait, so the look that follows is the last one before sleeping."""
+        followers = self.followers()
+        marks = [follower.prepare_wait() for follower in followers]
+        session = self._context.connection.fetches
+        session.notifier.read_unread()
+        session.waiter.arm(loop)
+        self._marks = (followers, marks)
+
+    def disarm(self) -> None:
+        self._marks = None
+        self._context.connection.fetches.waiter.disarm()
 
     def response(self) -> list[bytes]:
         return _response(self._request, self._context.connection.fetches, self.parts)
@@ -154,14 +187,20 @@ class _FetchJob:
         min_bytes = self._request.min_bytes
         loop, clock = session.event_loop()
         deadline = clock() + self._request.max_wait.total_seconds()
-        followers = self.followers()
         waiter = session.waiter
+        armed, self._marks = self._marks, None
         while True:
-            marks = [follower.prepare_wait() for follower in followers]
-            session.notifier.read_unread()
-            waiter.arm(loop)
+            looked = armed is not None  # armed before the first look (``fetch_now``): that was the look
+            if armed is not None:
+                (followers, marks), armed = armed, None
+            else:
+                followers = self.followers()
+                marks = [follower.prepare_wait() for follower in followers]
+                session.notifier.read_unread()
+                waiter.arm(loop)
             try:
-                self.read_all()  # the look after arming: a write before the arm is found here
+                if not looked:
+                    self.read_all()  # the look after arming: a write before the arm is found here
                 if self.taken >= min_bytes or gateway.closing:
                     break
                 if any(f.moved_since(mark) for f, mark in zip(followers, marks, strict=True)):
@@ -178,8 +217,7 @@ class _FetchJob:
                     break
             if clock() >= deadline:
                 break
-            followers = self.followers()
-            if not followers:
+            if not self.followers():
                 break
         return self.response()
 
