@@ -149,6 +149,8 @@ static PyMethodDef methods[] = {
      "see kafka_store.c"},
     {"kafka_batch_from_stored", (PyCFunction)(void (*)(void))adq_py_kafka_batch_from_stored, METH_FASTCALL,
      "see kafka_fetch.c"},
+    {"kafka_fetch_answer", (PyCFunction)(void (*)(void))adq_py_kafka_fetch_answer, METH_FASTCALL,
+     "see kafka_fetch_answer.c"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -18,8 +18,9 @@ Fetch that has data), or returns ``Later``, whose ``finish`` the connection's ta
 rest (a long poll, a write behind an fsync). Its awaited handler does both in turn.
 
 A handler returns the response payload (a kio dataclass), or that payload already encoded as bytes
-(Produce and Fetch, whose answers ``_fast_responses.py`` writes without kio), or None when the
-request takes no response (Produce with acks=0). ``context.gateway`` is the gateway's shared state
+(Produce, whose answer ``_fast_responses.py`` writes without kio), or the whole response frame
+(``ResponseFrame``: Fetch's, written by one compiled call), or None when the request takes no
+response (Produce with acks=0). ``context.gateway`` is the gateway's shared state
 (``GatewayCore``: the root folder, topics, writers, options), ``context.connection`` this
 connection's (``Connection``: its peer, and ``state``, a dict a handler may keep per-connection
 things in, such as a SASL exchange), ``context.header`` the request header (client id, correlation
@@ -48,6 +49,7 @@ __all__ = [
     "Later",
     "NowHandler",
     "RequestContext",
+    "ResponseFrame",
     "answers_now",
     "nested",
     "register",
@@ -78,6 +80,16 @@ class Later:
 
 
 NowHandler = Callable[[RequestContext, Any], Any]  # the answer, or Later
+
+
+class ResponseFrame:
+    """A handler's answer written whole, the frame's size and response header included (Fetch's,
+    ``kafka_fetch_answer``): sent as it is."""
+
+    __slots__ = ("frame",)
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame = frame
 
 
 class Api(NamedTuple):

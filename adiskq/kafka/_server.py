@@ -47,7 +47,7 @@ from ._protocol import (
     parse_header,
     request_schema,
 )
-from ._registry import API_TABLE, Later, RequestContext, respond
+from ._registry import API_TABLE, Later, RequestContext, ResponseFrame, respond
 from ._security import GatewayTLSListener, may_handle, raw_sasl_answer, raw_sasl_expected, should_close
 
 __all__ = ["DEFAULT_MAX_REQUEST_BYTES", "KafkaGateway"]
@@ -426,6 +426,9 @@ def _frame(header: RequestHeader, response: Any) -> bytes | None:
     """A handler's answer as a response frame (None: the request takes no response)."""
     if response is None:
         return None
+    if type(response) is ResponseFrame:  # written whole (Fetch)
+        frame: bytes = response.frame
+        return frame
     if isinstance(response, bytes | list):  # the payload already encoded (Produce), or its pieces (Fetch)
         return frame_payload(header.correlation_id, header.api_key, header.api_version, response)
     return encode_response(header.correlation_id, response)

@@ -19,9 +19,9 @@ from kio.schema.errors import ErrorCode
 
 from ..._async.follower import PartitionFollower
 from ..._errors import OffsetOutOfRangeError
-from .._fast_responses import PiecesOfRecords, fetch_response_pieces
-from .._fetching import MAX_STORED_RECORDS, FetchSession, read_batch
-from .._registry import Later, RequestContext, answers_now, register
+from ..._sansio.kafka_fetch_answer import fetch_answer
+from .._fetching import MAX_STORED_RECORDS, read_batch
+from .._registry import Later, RequestContext, ResponseFrame, answers_now, register
 from .._topic_ids import TopicIds
 from .._topics import check_topic_name
 from ._common import error_code_for
@@ -48,17 +48,17 @@ class _Partition:
 
 
 @register(1, "Fetch", min_version=4, max_version=16)
-async def fetch(context: RequestContext, request: Any) -> list[bytes]:
+async def fetch(context: RequestContext, request: Any) -> ResponseFrame:
     """Read every partition asked for; wait for more up to ``max_wait_ms`` if there is too little."""
     answer = fetch_now(context, request)
     if isinstance(answer, Later):
-        finished: list[bytes] = await answer.finish()
+        finished: ResponseFrame = await answer.finish()
         return finished
     return answer
 
 
 @answers_now(1)
-def fetch_now(context: RequestContext, request: Any) -> list[bytes] | Later:
+def fetch_now(context: RequestContext, request: Any) -> ResponseFrame | Later:
     """The same, without a task when the answer needs no wait: the data is there (``min_bytes`` of
     it), or the client does not wait (``max_wait_ms`` 0); otherwise ``Later`` goes on from what
     was read, in the connection's task."""
@@ -176,10 +176,10 @@ class _FetchJob:
         self._marks = None
         self._context.connection.fetches.waiter.disarm()
 
-    def response(self) -> list[bytes]:
-        return _response(self._request, self._context.connection.fetches, self.parts)
+    def response(self) -> ResponseFrame:
+        return _response(self._context, self._request, self.parts)
 
-    async def finish(self) -> list[bytes]:
+    async def finish(self) -> ResponseFrame:
         """The long poll: wait for the stream's wake-ups until ``min_bytes`` are there or
         ``max_wait_ms`` has passed since the first look, then answer."""
         gateway = self._context.gateway
@@ -222,9 +222,10 @@ class _FetchJob:
         return self.response()
 
 
-def _response(request: Any, session: FetchSession, parts: list[_Partition]) -> list[bytes]:
-    """The response payload's pieces: the record batches among them, joined once into the frame."""
-    by_topic: dict[str | uuid.UUID, list[PiecesOfRecords]] = {}
+def _response(context: RequestContext, request: Any, parts: list[_Partition]) -> ResponseFrame:
+    """The response frame, written whole by one compiled call (the record batches copied once, into it)."""
+    session = context.connection.fetches
+    by_topic: dict[str | uuid.UUID, list[tuple[int, int, int, int, list[bytes]]]] = {}
     for part in parts:
         high_watermark = log_start = -1
         error = part.error
@@ -238,7 +239,11 @@ def _response(request: Any, session: FetchSession, parts: list[_Partition]) -> l
                 error = error_code_for(failure)
         # Empty, never null: librdkafka refuses a null record set (size -1) as a malformed response.
         records = part.batches if error == ErrorCode.none else []
-        by_topic.setdefault(part.topic, []).append(
-            PiecesOfRecords(part.index, error, high_watermark, log_start, records)
-        )
-    return fetch_response_pieces(request.__version__, list(by_topic.items()))
+        partitions = by_topic.get(part.topic)
+        if partitions is None:
+            partitions = by_topic[part.topic] = []
+        partitions.append((part.index, error, high_watermark, log_start, records))
+    topics = [
+        (topic.bytes if isinstance(topic, uuid.UUID) else topic, partitions) for topic, partitions in by_topic.items()
+    ]
+    return ResponseFrame(fetch_answer(context.header.correlation_id, request.__version__, topics))
