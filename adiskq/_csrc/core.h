@@ -23,6 +23,7 @@
  *   kafka_store.c  a Kafka batch's records as adiskq's stored records, without Python objects between
  *   kafka_fetch.c  adiskq's stored records as one Kafka batch (a Fetch's answer), the same way back
  *   kafka_fetch_answer.c  a whole Fetch response frame around those batches
+ *   kafka_fetch_request.c  what a Fetch request asks for, read from its payload
  *   module.c  the Python module: its functions and the objects it is configured with
  *
  * The record layout (all integers little-endian; the reference's docstring is the full text):

@@ -151,6 +151,8 @@ static PyMethodDef methods[] = {
      "see kafka_fetch.c"},
     {"kafka_fetch_answer", (PyCFunction)(void (*)(void))adq_py_kafka_fetch_answer, METH_FASTCALL,
      "see kafka_fetch_answer.c"},
+    {"kafka_fetch_request", (PyCFunction)(void (*)(void))adq_py_kafka_fetch_request, METH_FASTCALL,
+     "see kafka_fetch_request.c"},
     {NULL, NULL, 0, NULL},
 };
 

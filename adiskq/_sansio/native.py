@@ -32,6 +32,7 @@ _NEWEST: Final = (
     "kafka_stored_records",
     "kafka_batch_from_stored",
     "kafka_fetch_answer",
+    "kafka_fetch_request",
 )
 
 

@@ -36,8 +36,10 @@ from kio.serial import entity_reader, entity_writer
 
 __all__ = [
     "FRAME_PREFIX",
+    "FastReader",
     "ProtocolError",
     "RequestHeader",
+    "add_fast_reader",
     "decode_request",
     "encode_error_response",
     "encode_response",
@@ -180,6 +182,24 @@ Decoder = Callable[[RequestHeader, bytes, int], Any]
 _decoders: dict[int, Decoder] = {}
 
 
+class FastReader(NamedTuple):
+    """A hand-written reader of one API's requests, for its handler: ``read(message, at, version)``
+    answers the request in the handler's own shape, or None for bytes it does not take (kio then
+    reads them, raising the error that names a fault, and ``from_kio`` turns what kio read into
+    that shape)."""
+
+    read: Callable[[bytes, int, int], Any]
+    from_kio: Callable[[Any], Any]
+
+
+_fast_readers: dict[int, FastReader] = {}
+
+
+def add_fast_reader(api_key: int, reader: FastReader) -> None:
+    """Read the requests of ``api_key`` with ``reader`` (before the first of them is decoded)."""
+    _fast_readers[api_key] = reader
+
+
 def _decoder(api_key: int, api_version: int) -> Decoder:
     """The decoding of one API version's requests: its schema, reader and header kind looked up once
     (a request's own work is then the reader's call)."""
@@ -188,10 +208,15 @@ def _decoder(api_key: int, api_version: int) -> Decoder:
         raise ProtocolError(f"no request schema for API key {api_key} version {api_version}")
     reader = _reader(schema)
     flexible = bool(schema.__header_schema__.__flexible__)
+    fast = _fast_readers.get(api_key)
 
     def decode(header: RequestHeader, message: bytes, at: int) -> Any:
         if flexible:
             at = _skip_tagged_fields(message, at)
+        if fast is not None:
+            request = fast.read(message, at, api_version)
+            if request is not None:
+                return request
         try:
             request, size = reader(message, at)
         except Exception as error:  # kio raises what its readers meet: struct, Unicode, value errors
@@ -201,7 +226,7 @@ def _decoder(api_key: int, api_version: int) -> Decoder:
         # Bytes after the payload are ignored, as Kafka ignores them: librdkafka 2.x sends three
         # after a Metadata v12 request for every topic.
         del size
-        return request
+        return request if fast is None else fast.from_kio(request)
 
     if 0 <= api_key < 1 << 15 and 0 <= api_version < 1 << 16:
         _decoders[api_key << 16 | api_version] = decode

@@ -8,8 +8,6 @@ an id not remembered, or whose topic is gone, lists the root again (a topic crea
 
 from __future__ import annotations
 
-import uuid
-
 from ._core import GatewayCore
 
 __all__ = ["TopicIds"]
@@ -22,7 +20,7 @@ class TopicIds:
 
     def __init__(self, gateway: GatewayCore) -> None:
         self._gateway = gateway
-        self._names: dict[uuid.UUID, str] = {}
+        self._names: dict[bytes, str] = {}  # by the id's 16 bytes
 
     @staticmethod
     def of(gateway: GatewayCore) -> TopicIds:
@@ -32,11 +30,12 @@ class TopicIds:
             table = gateway.extensions[_KEY] = TopicIds(gateway)
         return table
 
-    def name_of(self, topic_id: uuid.UUID) -> str | None:
-        """The name of the topic with that id, or None when no topic under the root has it."""
+    def name_of(self, topic_id: bytes) -> str | None:
+        """The name of the topic with that id (its 16 bytes, as a Fetch carries it), or None when no
+        topic under the root has it."""
         topics = self._gateway.topics
         name = self._names.get(topic_id)
         if name is None or not topics.exists(name):
-            self._names = {self._gateway.topic_id(known): known for known in topics.names()}
+            self._names = {self._gateway.topic_id(known).bytes: known for known in topics.names()}
             name = self._names.get(topic_id)
         return name

@@ -23,10 +23,12 @@ UNKNOWN_TOPIC_ID = 100
 INVALID_REQUEST = 42
 
 
-def fetch_by_id(port: int, topic_id: uuid.UUID) -> Any:
-    """A Fetch v16 of partition 0 of the topic with that id, from offset 0, answered at once."""
+def fetch_by_id(port: int, topic_id: uuid.UUID, cluster_id: str | None = None) -> Any:
+    """A Fetch v16 of partition 0 of the topic with that id, from offset 0, answered at once (with
+    ``cluster_id``: that tagged field too)."""
     partition = FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
     request = FetchRequest(
+        cluster_id=cluster_id,
         max_wait=dt.timedelta(0),
         min_bytes=0,
         topics=(FetchTopic(topic_id=topic_id, partitions=(partition,)),),
@@ -55,6 +57,20 @@ def test_fetch_by_an_unknown_topic_id_answers_unknown_topic_id(gateway, topic: s
     ((response,),) = [known.responses]
     assert response.topic_id == GatewayCore.topic_id(topic)
     assert [(p.error_code, p.high_watermark) for p in response.partitions] == [(0, 0)]
+
+
+def test_a_fetch_with_a_tagged_field_is_answered_as_one_without(gateway, topic: str) -> None:
+    """A Fetch v16 carrying a tagged field (the cluster id a broker's Fetch names) reads the topic as
+    the same Fetch without it does, and an unknown id in it still gets UNKNOWN_TOPIC_ID."""
+    create(gateway.gateway.port, topic)
+    with_tag = fetch_by_id(gateway.gateway.port, GatewayCore.topic_id(topic), cluster_id="adiskq")
+    without = fetch_by_id(gateway.gateway.port, GatewayCore.topic_id(topic))
+    assert with_tag == without
+    ((response,),) = [with_tag.responses]
+    assert [(p.error_code, p.high_watermark) for p in response.partitions] == [(0, 0)]
+    stranger = uuid.uuid4()
+    ((response,),) = [fetch_by_id(gateway.gateway.port, stranger, cluster_id="adiskq").responses]
+    assert (response.topic_id, [p.error_code for p in response.partitions]) == (stranger, [UNKNOWN_TOPIC_ID])
 
 
 def test_newer_offset_specs_on_an_empty_partition_and_in_an_older_version(gateway, topic: str) -> None:

@@ -135,3 +135,21 @@ def test_wrong_argument_count_is_a_type_error() -> None:
     """The compiled call takes exactly three arguments."""
     with pytest.raises(TypeError):
         _compiled.kafka_fetch_answer(0, 12)
+
+
+def _answer_many() -> None:
+    """100,000 frames written and arguments refused."""
+    topics = [(b"0123456789abcdef", [(0, 0, 110, 0, [b"x" * 1000, b"y" * 100]), (1, 3, -1, -1, [])])]
+    bad = [(b"0123456789abcdef", [(0, 0, 110, 0, [b"x", "not bytes"])])]
+    for _ in range(50_000):
+        assert len(_compiled.kafka_fetch_answer(7, 16, topics)) > 1100
+        with pytest.raises(TypeError):
+            _compiled.kafka_fetch_answer(7, 16, bad)
+
+
+def test_answering_leaves_memory_flat() -> None:
+    """A million frames written or refused grow memory by less than 4 MiB."""
+    from helpers.memory import growth_over
+
+    grown = growth_over(_answer_many, rounds=10)
+    assert grown < 4 * 2**20, f"memory grew by {grown / 2**20:.1f} MiB"

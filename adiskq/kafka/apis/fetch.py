@@ -8,19 +8,24 @@ response, except that the first message is returned whatever its size, so a cons
 on a large one. Incremental fetch sessions (KIP-227) are not kept: every response has session id 0,
 which tells the client to send full requests. From version 13 on, topics are named by their ids
 (``_topic_ids.py``); an id no topic has is answered with UNKNOWN_TOPIC_ID.
+
+A request is read by one compiled call (``kafka_fetch_request``: the fields used here, no kio
+dataclass a topic and partition) and answered by another (``kafka_fetch_answer``: the whole frame).
 """
 
 from __future__ import annotations
 
-import uuid
-from typing import Any, Final
+import datetime as dt
+from typing import Any, Final, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
 from ..._async.follower import PartitionFollower
 from ..._errors import OffsetOutOfRangeError
 from ..._sansio.kafka_fetch_answer import fetch_answer
+from ..._sansio.kafka_fetch_request import fetch_request
 from .._fetching import MAX_STORED_RECORDS, read_batch
+from .._protocol import FastReader, add_fast_reader
 from .._registry import Later, RequestContext, ResponseFrame, answers_now, register
 from .._topic_ids import TopicIds
 from .._topics import check_topic_name
@@ -30,6 +35,48 @@ __all__ = ["fetch"]
 
 _NO_LIMIT: Final = 2**31 - 1
 _TOPIC_IDS_FROM: Final = 13  # the first version that names topics by id
+_MILLISECOND: Final = dt.timedelta(milliseconds=1)
+
+
+class FetchAsked(NamedTuple):
+    """What a Fetch request asks for (the fields the gateway uses; ``kafka_fetch_request``'s)."""
+
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    # (topic, [(partition, fetch_offset, partition_max_bytes)]); a topic by name, or by its id's
+    # 16 bytes from version 13 on
+    topics: list[tuple[str | bytes, list[tuple[int, int, int]]]]
+    version: int
+
+
+_new_asked = tuple.__new__
+
+
+def _read(message: bytes, at: int, version: int) -> FetchAsked | None:
+    asked = fetch_request(message, at, version)
+    return None if asked is None else _new_asked(FetchAsked, (*asked, version))
+
+
+def _from_kio(request: Any) -> FetchAsked:
+    """A request kio read (bytes ``kafka_fetch_request`` does not take, such as one with a tagged field)."""
+    by_id = request.__version__ >= _TOPIC_IDS_FROM
+    return FetchAsked(
+        request.max_wait // _MILLISECOND,
+        request.min_bytes,
+        getattr(request, "max_bytes", _NO_LIMIT),
+        [
+            (
+                (bytes(16) if topic.topic_id is None else topic.topic_id.bytes) if by_id else topic.topic,
+                [(asked.partition, asked.fetch_offset, asked.partition_max_bytes) for asked in topic.partitions],
+            )
+            for topic in request.topics
+        ],
+        request.__version__,
+    )
+
+
+add_fast_reader(1, FastReader(_read, _from_kio))
 
 
 class _Partition:
@@ -37,7 +84,7 @@ class _Partition:
 
     __slots__ = ("batches", "budget", "caught_up", "error", "follower", "index", "topic")
 
-    def __init__(self, topic: str | uuid.UUID, index: int, budget: int) -> None:
+    def __init__(self, topic: str | bytes, index: int, budget: int) -> None:
         self.topic = topic  # as the request named it: by name, or by id from version 13 on
         self.index = index
         self.budget = budget  # bytes it may still take
@@ -48,7 +95,7 @@ class _Partition:
 
 
 @register(1, "Fetch", min_version=4, max_version=16)
-async def fetch(context: RequestContext, request: Any) -> ResponseFrame:
+async def fetch(context: RequestContext, request: FetchAsked) -> ResponseFrame:
     """Read every partition asked for; wait for more up to ``max_wait_ms`` if there is too little."""
     answer = fetch_now(context, request)
     if isinstance(answer, Later):
@@ -58,7 +105,7 @@ async def fetch(context: RequestContext, request: Any) -> ResponseFrame:
 
 
 @answers_now(1)
-def fetch_now(context: RequestContext, request: Any) -> ResponseFrame | Later:
+def fetch_now(context: RequestContext, request: FetchAsked) -> ResponseFrame | Later:
     """The same, without a task when the answer needs no wait: the data is there (``min_bytes`` of
     it), or the client does not wait (``max_wait_ms`` 0); otherwise ``Later`` goes on from what
     was read, in the connection's task."""
@@ -87,27 +134,27 @@ class _FetchJob:
 
     __slots__ = ("_context", "_marks", "_request", "_response_budget", "parts", "taken")
 
-    def __init__(self, context: RequestContext, request: Any) -> None:
+    def __init__(self, context: RequestContext, request: FetchAsked) -> None:
         self._context = context
         self._request = request
         gateway = context.gateway
         session = context.connection.fetches
-        self._response_budget = getattr(request, "max_bytes", _NO_LIMIT) or _NO_LIMIT
+        self._response_budget = request.max_bytes or _NO_LIMIT
         self.parts: list[_Partition] = []
         self.taken = 0
         # The followers armed for and each one's segment then (``arm``), until the wait takes them
         self._marks: tuple[list[PartitionFollower], list[int | None]] | None = None
-        by_id = request.__version__ >= _TOPIC_IDS_FROM
-        for topic in request.topics:
-            name = (TopicIds.of(gateway).name_of(topic.topic_id) or "") if by_id else topic.topic
-            for asked in topic.partitions:
-                part = _Partition(topic.topic_id if by_id else name, asked.partition, asked.partition_max_bytes)
+        by_id = request.version >= _TOPIC_IDS_FROM
+        for topic, partitions in request.topics:
+            name = (TopicIds.of(gateway).name_of(topic) or "") if isinstance(topic, bytes) else topic
+            for partition, fetch_offset, partition_max_bytes in partitions:
+                part = _Partition(topic, partition, partition_max_bytes)
                 if by_id and not name:
                     part.error = ErrorCode.unknown_topic_id
                 else:
                     try:
                         check_topic_name(name)
-                        part.follower = session.follower(name, asked.partition, asked.fetch_offset)
+                        part.follower = session.follower(name, partition, fetch_offset)
                     except Exception as error:
                         part.error = error_code_for(error)
                 self.parts.append(part)
@@ -153,7 +200,7 @@ class _FetchJob:
         request = self._request
         return (
             self.taken < request.min_bytes
-            and request.max_wait.total_seconds() > 0
+            and request.max_wait_ms > 0
             and bool(self.followers())
             and not self._context.gateway.closing
         )
@@ -186,7 +233,7 @@ class _FetchJob:
         session = self._context.connection.fetches
         min_bytes = self._request.min_bytes
         loop, clock = session.event_loop()
-        deadline = clock() + self._request.max_wait.total_seconds()
+        deadline = clock() + self._request.max_wait_ms / 1000
         waiter = session.waiter
         armed, self._marks = self._marks, None
         while True:
@@ -222,10 +269,10 @@ class _FetchJob:
         return self.response()
 
 
-def _response(context: RequestContext, request: Any, parts: list[_Partition]) -> ResponseFrame:
+def _response(context: RequestContext, request: FetchAsked, parts: list[_Partition]) -> ResponseFrame:
     """The response frame, written whole by one compiled call (the record batches copied once, into it)."""
     session = context.connection.fetches
-    by_topic: dict[str | uuid.UUID, list[tuple[int, int, int, int, list[bytes]]]] = {}
+    by_topic: dict[str | bytes, list[tuple[int, int, int, int, list[bytes]]]] = {}
     for part in parts:
         high_watermark = log_start = -1
         error = part.error
@@ -243,7 +290,4 @@ def _response(context: RequestContext, request: Any, parts: list[_Partition]) ->
         if partitions is None:
             partitions = by_topic[part.topic] = []
         partitions.append((part.index, error, high_watermark, log_start, records))
-    topics = [
-        (topic.bytes if isinstance(topic, uuid.UUID) else topic, partitions) for topic, partitions in by_topic.items()
-    ]
-    return ResponseFrame(fetch_answer(context.header.correlation_id, request.__version__, topics))
+    return ResponseFrame(fetch_answer(context.header.correlation_id, request.version, list(by_topic.items())))
