@@ -6,11 +6,13 @@ for a small Produce or Fetch. On asyncio the gateway therefore serves a plain TC
 an ``asyncio.Protocol``: ``data_received`` feeds the framing (``_framing.py``) and answers each
 whole request at once when its handler can (``answers_now`` in ``_registry.py``: a Produce the
 producer writes inline, a Fetch with data at hand), writing the answer to the transport in the same
-callback. A request that has to wait (a long poll, an fsync, a group join, anything without a
-synchronous handler) is handed to the connection's task, which the gateway still runs per
-connection (so deadlines, shutdown and the connection cap stay as they are); the callbacks take no
-further request until the task has answered it, so answers keep the requests' order, as Kafka
-requires.
+callback. A Fetch whose long poll waits for a producer of this process is parked (``Later.park``):
+its wake-up answers it from a loop callback too, without the task's turns. Any other request that
+has to wait (a long poll on inotify, an fsync, a group join, anything without a synchronous
+handler), and a parked Fetch that a wake-up left short of ``min_bytes``, is handed to the
+connection's task, which the gateway still runs per connection (so deadlines, shutdown and the
+connection cap stay as they are); the callbacks take no further request until the parked request
+or the task has answered, so answers keep the requests' order, as Kafka requires.
 
 Back-pressure: a client that does not read its answers fills the transport's write buffer past
 ``WRITE_HIGH_BYTES``; the connection then stops answering and reading (the request timeout runs,
@@ -72,6 +74,8 @@ class ConnectionProtocol(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._wakeup = asyncio.Event()  # the task has something to do (a request, or to stop)
         self._pending: Later | None = None  # the request the task is answering
+        # Set while a request waits parked (``Later.park``): calls that wait off
+        self._parked_off: Callable[[], None] | None = None
         self._failure: Exception | None = None  # what the callbacks raised: the task raises it
         self._stopped = False  # no more requests: closed by the client, failed, or to be closed
         self._writing_paused = False
@@ -151,6 +155,7 @@ class ConnectionProtocol(asyncio.Protocol):
         """Close the transport: at once (``abort``: a stalled client), or once what is written has
         gone out (at most ``request_timeout`` more)."""
         self._stopped = True
+        self._unpark()
         transport = self._transport
         if transport is None or transport.is_closing():
             return
@@ -168,7 +173,7 @@ class ConnectionProtocol(asyncio.Protocol):
         is left (then wait for the client, under its deadline), or the connection must stop."""
         if self._stopped or self._writing_paused:
             return
-        if self._pending is not None:
+        if self._pending is not None or self._parked_off is not None:
             if self._frames.buffered_bytes > READ_AHEAD_BYTES:
                 self._pause_reading()
             return
@@ -213,6 +218,11 @@ class ConnectionProtocol(asyncio.Protocol):
                     if not transport.is_closing():
                         transport.write(answer)
                 elif isinstance(answer, Later):
+                    park = answer.park
+                    if park is not None:
+                        self._parked_off = park(self._parked_answer, self._hand_on, self._parked_failed)
+                        if self._parked_off is not None:
+                            return  # the wake-up answers it (``_parked_answer``), off the task
                     self._pending = answer
                     self._wakeup.set()
                     return
@@ -226,6 +236,37 @@ class ConnectionProtocol(asyncio.Protocol):
         except Exception as error:  # the task raises it, for the gateway's logging
             self._failure = error
             self._stop()
+
+    # -- a request parked without the task (``Later.park``): the loop calls one of these -----------
+
+    def _parked_answer(self, answer: bytes | None) -> None:
+        self._parked_off = None
+        if self._stopped:
+            return
+        if answer is not None:
+            self._write(answer)
+        if self._connection.state and should_close(self._connection):
+            self._stop()
+            return
+        self._pump()
+
+    def _hand_on(self, rest: Later) -> None:
+        """The parked request goes on waiting in the task (a wake-up brought too little)."""
+        self._parked_off = None
+        if self._stopped:
+            return
+        self._pending = rest
+        self._wakeup.set()
+
+    def _parked_failed(self, error: Exception) -> None:
+        self._parked_off = None
+        self._failure = error
+        self._stop()
+
+    def _unpark(self) -> None:
+        off, self._parked_off = self._parked_off, None
+        if off is not None:
+            off()
 
     def _refuse(self) -> None:
         """Answer the frame over the limit from its header alone (once that is in), then stop."""
@@ -244,6 +285,7 @@ class ConnectionProtocol(asyncio.Protocol):
 
     def _stop(self) -> None:
         self._stopped = True
+        self._unpark()
         self._wakeup.set()
 
     def _pause_reading(self) -> None:

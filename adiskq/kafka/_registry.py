@@ -48,6 +48,7 @@ __all__ = [
     "Handler",
     "Later",
     "NowHandler",
+    "Park",
     "RequestContext",
     "ResponseFrame",
     "answers_now",
@@ -71,12 +72,24 @@ Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 
 class Later:
     """A request a synchronous handler could not answer at once: ``finish()`` answers it (the
-    connection's task awaits it, before the connection's next request)."""
+    connection's task awaits it, before the connection's next request).
 
-    __slots__ = ("finish",)
+    ``park``, when set (a Fetch waiting on asyncio for its first wake-up), lets a connection served
+    from callbacks wait without its task: ``park(answer, go_on, fail)`` registers the wait and
+    returns the function that calls it off (None when this wait cannot be parked: ``finish``
+    then). On the wake-up, the loop calls exactly one of ``answer(frame)`` (the answer),
+    ``go_on(later)`` (the rest is the task's: a wait for more) and ``fail(error)``."""
 
-    def __init__(self, finish: Callable[[], Awaitable[Any]]) -> None:
+    __slots__ = ("finish", "park")
+
+    def __init__(self, finish: Callable[[], Awaitable[Any]], park: Park | None = None) -> None:
         self.finish = finish
+        self.park = park
+
+
+Park = Callable[
+    [Callable[[Any], None], Callable[[Later], None], Callable[[Exception], None]], Callable[[], None] | None
+]
 
 
 NowHandler = Callable[[RequestContext, Any], Any]  # the answer, or Later

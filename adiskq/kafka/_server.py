@@ -21,6 +21,7 @@ import asyncio
 import logging
 import os
 import socket
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Final, Literal, Self
 
@@ -386,12 +387,7 @@ class KafkaGateway:
             return Later(handle)
         response = api.now(context, request)
         if isinstance(response, Later):
-            finish = response.finish
-
-            async def go_on() -> bytes | None:
-                return _frame(header, await finish())
-
-            return Later(go_on)
+            return _framed(header, response)
         return _frame(header, response)
 
     def _unsupported(self, api_key: int, api_version: int, correlation_id: int) -> bytes:
@@ -432,6 +428,28 @@ def _frame(header: RequestHeader, response: Any) -> bytes | None:
     if isinstance(response, bytes | list):  # the payload already encoded (Produce), or its pieces (Fetch)
         return frame_payload(header.correlation_id, header.api_key, header.api_version, response)
     return encode_response(header.correlation_id, response)
+
+
+def _framed(header: RequestHeader, later: Later) -> Later:
+    """``later``, answering response frames (and so does the rest a parked wait hands on)."""
+    finish = later.finish
+
+    async def go_on() -> bytes | None:
+        return _frame(header, await finish())
+
+    park = later.park
+    if park is None:
+        return Later(go_on)
+    parked = park
+
+    def park_framed(
+        answer: Callable[[bytes | None], None], hand_on: Callable[[Later], None], fail: Callable[[Exception], None]
+    ) -> Callable[[], None] | None:
+        return parked(
+            lambda response: answer(_frame(header, response)), lambda rest: hand_on(_framed(header, rest)), fail
+        )
+
+    return Later(go_on, park_framed)
 
 
 class Unauthenticated(Exception):

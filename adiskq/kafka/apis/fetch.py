@@ -16,10 +16,12 @@ dataclass a topic and partition) and answered by another (``kafka_fetch_answer``
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Final, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 
 from kio.schema.errors import ErrorCode
 
+from ..._async.asyncio_deadlines import AsyncioDeadline
 from ..._async.follower import PartitionFollower
 from ..._errors import OffsetOutOfRangeError
 from ..._sansio.kafka_fetch_answer import fetch_answer
@@ -30,6 +32,9 @@ from .._registry import Later, RequestContext, ResponseFrame, answers_now, regis
 from .._topic_ids import TopicIds
 from .._topics import check_topic_name
 from ._common import error_code_for
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["fetch"]
 
@@ -118,7 +123,7 @@ def fetch_now(context: RequestContext, request: FetchAsked) -> ResponseFrame | L
         job.arm(known[0])
         job.read_all()
         if job.must_wait():
-            return Later(job.finish)
+            return Later(job.finish, job.park)
         job.disarm()
         session.waits = False
         return job.response()
@@ -132,7 +137,7 @@ def fetch_now(context: RequestContext, request: FetchAsked) -> ResponseFrame | L
 class _FetchJob:
     """One Fetch request: its partitions, what was read of each, the budget left."""
 
-    __slots__ = ("_context", "_marks", "_request", "_response_budget", "parts", "taken")
+    __slots__ = ("_context", "_deadline", "_marks", "_parked", "_request", "_response_budget", "parts", "taken")
 
     def __init__(self, context: RequestContext, request: FetchAsked) -> None:
         self._context = context
@@ -144,6 +149,9 @@ class _FetchJob:
         self.taken = 0
         # The followers armed for and each one's segment then (``arm``), until the wait takes them
         self._marks: tuple[list[PartitionFollower], list[int | None]] | None = None
+        self._deadline: float | None = None  # when the long poll ends, on the loop's clock, once known
+        # While parked (``park``): where the wake-up goes; None once it went, or the wait was called off
+        self._parked: tuple[Callable[[Any], None], Callable[[Later], None], Callable[[Exception], None]] | None = None
         by_id = request.version >= _TOPIC_IDS_FROM
         for topic, partitions in request.topics:
             name = (TopicIds.of(gateway).name_of(topic) or "") if isinstance(topic, bytes) else topic
@@ -226,6 +234,75 @@ class _FetchJob:
     def response(self) -> ResponseFrame:
         return _response(self._context, self._request, self.parts)
 
+    def park(
+        self,
+        answer: Callable[[ResponseFrame], None],
+        go_on: Callable[[Later], None],
+        fail: Callable[[Exception], None],
+    ) -> Callable[[], None] | None:
+        """Wait for the first wake-up without a task (``Later.park``): on asyncio, armed before
+        the first look, every partition woken by its producer in this process (no inotify to
+        read). The wait's future calls ``_woken``, which answers, or hands the rest of the long
+        poll to the task (``go_on``: a wake-up that brought less than ``min_bytes``). The deadline
+        is the waiter's loop timer, as ``Notifier.wait``'s on asyncio (capped at the backup poll).
+        Returns the function that calls the wait off; None when this wait cannot be parked."""
+        marks = self._marks
+        session = self._context.connection.fetches
+        waiter = session.waiter
+        loop = waiter.asyncio_loop
+        if marks is None or loop is None or waiter.event is None:
+            return None
+        future = cast("asyncio.Future[None]", waiter.event)  # (a waiter's event on asyncio)
+        if future.done():
+            return None  # woken already: the task reads at once
+        followers, bases = marks
+        if any(f.uses_inotify or f.moved_since(base) for f, base in zip(followers, bases, strict=True)):
+            return None
+        self._marks = None
+        deadline = self._deadline = loop.time() + self._request.max_wait_ms / 1000
+        timer = waiter.asyncio_deadline
+        if timer is None:
+            timer = waiter.asyncio_deadline = AsyncioDeadline(loop)
+        timer.start(waiter, min(deadline - loop.time(), session.notifier.poll_seconds))
+        self._parked = (answer, go_on, fail)
+        future.add_done_callback(self._woken)
+        return self._call_off
+
+    def _call_off(self) -> None:
+        """The connection is closing: nothing is answered, the waiter is left (no wake-up ends up here)."""
+        if self._parked is not None:
+            self._parked = None
+            self._context.connection.fetches.waiter.disarm()
+
+    def _woken(self, _: object) -> None:
+        """The parked wait ended (a wake-up, the deadline, the backup poll): as ``finish`` goes on."""
+        parked, self._parked = self._parked, None
+        if parked is None:
+            return  # called off
+        answer, go_on, fail = parked
+        session = self._context.connection.fetches
+        waiter = session.waiter
+        woken = waiter.fired
+        waiter.disarm()
+        try:
+            gateway = self._context.gateway
+            if woken:
+                self.read_all()
+                if self.taken >= self._request.min_bytes or gateway.closing:
+                    answer(self.response())
+                    return
+            else:
+                for follower in self.followers():
+                    follower.choose_wakeups()  # a producer may have come or gone meanwhile
+            assert self._deadline is not None
+            if waiter.asyncio_loop is None or waiter.asyncio_loop.time() >= self._deadline or not self.followers():
+                answer(self.response())
+                return
+        except Exception as error:  # the connection's task raises it, for the gateway's logging
+            fail(error)
+            return
+        go_on(Later(self.finish))
+
     async def finish(self) -> ResponseFrame:
         """The long poll: wait for the stream's wake-ups until ``min_bytes`` are there or
         ``max_wait_ms`` has passed since the first look, then answer."""
@@ -233,7 +310,9 @@ class _FetchJob:
         session = self._context.connection.fetches
         min_bytes = self._request.min_bytes
         loop, clock = session.event_loop()
-        deadline = clock() + self._request.max_wait_ms / 1000
+        deadline = self._deadline
+        if deadline is None:
+            deadline = clock() + self._request.max_wait_ms / 1000
         waiter = session.waiter
         armed, self._marks = self._marks, None
         while True:
