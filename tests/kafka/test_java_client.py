@@ -37,11 +37,11 @@ def versions_sent(monkeypatch: pytest.MonkeyPatch) -> dict[int, set[int]]:
     for key, api in list(API_TABLE.items()):
 
         async def recording(context: Any, request: Any, handler: Any = api.handler) -> Any:
-            sent[request.__api_key__].add(request.__version__)
+            sent[context.header.api_key].add(context.header.api_version)
             return await handler(context, request)
 
         def recording_now(context: Any, request: Any, now: Any = api.now) -> Any:
-            sent[request.__api_key__].add(request.__version__)
+            sent[context.header.api_key].add(context.header.api_version)
             return now(context, request)
 
         monkeypatch.setitem(
