@@ -35,6 +35,27 @@ from adiskq._sansio.values import EMPTY_HEADERS, Message, Receipt, Record
 compiled: Any = NATIVE
 
 
+# A Fetch v12 payload naming two topics (two partitions, then one), a forgotten topic and a rack.
+FETCH_REQUEST = (
+    struct.pack(">iiiibii", -1, 500, 1, 1 << 20, 0, 0, -1)
+    + b"\x03"
+    + b"\x02a"
+    + b"\x03"
+    + struct.pack(">iiqiqi", 0, -1, 5, -1, -1, 1 << 20)
+    + b"\x00"
+    + struct.pack(">iiqiqi", 1, -1, 6, -1, -1, 1 << 20)
+    + b"\x00\x00"
+    + b"\x02b"
+    + b"\x02"
+    + struct.pack(">iiqiqi", 0, -1, 7, -1, -1, 1 << 20)
+    + b"\x00\x00"
+    + b"\x02\x02c\x02"
+    + struct.pack(">i", 3)
+    + b"\x00"
+    + b"\x05rack\x00"
+)
+
+
 class Evil:
     """An int-like object whose ``__index__`` empties a list as it is read (a sequence that changes
     under the caller's feet), then answers -1."""
@@ -188,6 +209,12 @@ def targets(files: tuple[int, int]) -> list[Target]:
             compiled.kafka_batch_from_stored,
             (record_bytes(), 10, 3, 2**20, {DICTIONARY_ID_BASE + 1: prepared}, "adiskq.kafka.null", 0),
         ),
+        Target(
+            "kafka_fetch_answer",
+            compiled.kafka_fetch_answer,
+            (7, 16, [(b"0123456789abcdef", [(0, 0, 10, 0, [kafka_batch()]), (1, 3, -1, -1, [])])]),
+        ),
+        Target("kafka_fetch_request", compiled.kafka_fetch_request, (FETCH_REQUEST, 0, 12)),
         Target("zstd_prepare", compiled.zstd_prepare, (stream_dictionary(), 3)),
         Target("zstd_compress", compiled.zstd_compress, (prepared, b"value")),
         Target("Buffer", compiled.Buffer, (lambda: None,)),
