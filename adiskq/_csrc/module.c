@@ -149,6 +149,7 @@ static PyMethodDef methods[] = {
      "see kafka_store.c"},
     {"kafka_batch_from_stored", (PyCFunction)(void (*)(void))adq_py_kafka_batch_from_stored, METH_FASTCALL,
      "see kafka_fetch.c"},
+    {"place_run_entries", (PyCFunction)(void (*)(void))adq_py_place_run_entries, METH_FASTCALL, "see run_entries.c"},
     {NULL, NULL, 0, NULL},
 };
 

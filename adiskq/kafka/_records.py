@@ -14,10 +14,11 @@ The mapping, exact in both directions (its rules are written, and applied, in
   has a null header value, or uses the reserved name is refused (INVALID_RECORD, with a message
   saying which) rather than merged or changed.
 
-A Produce's batches are decoded straight to the bytes adiskq stores (``decode_produce``: one
-compiled call a batch, no ``KafkaRecord`` or ``Record`` a message) and written as they are
-(``write_records``). A request off that path (a record the mapping refuses, damaged bytes, a
-LogAppendTime batch) is decoded step by step instead, which names the fault.
+A Produce's batches are decoded straight to the bytes adiskq stores and their index entries
+(``decode_produce``: one compiled call a batch, no ``KafkaRecord``, ``Record`` or bytes object a
+message) and written as they are (``write_records``). A request off that path (a record the
+mapping refuses, damaged bytes, a LogAppendTime batch) is decoded step by step instead, which names
+the fault.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .._sansio.kafka_batch import KafkaBatch, KafkaRecord, decode_batches, encod
 from .._sansio.kafka_codec import LOG_APPEND_TIME
 from .._sansio.kafka_codec import decode_batches as decode_batches_with
 from .._sansio.kafka_mapping import NULLS_HEADER, MappingRefusedError, StoredRecords, record_fields, stored_records
+from .._sansio.run_entries import place_run_entries, run_records
 from .._sansio.values import Message, Record
 
 if TYPE_CHECKING:
@@ -94,13 +96,7 @@ def records_from_batches(batches: Sequence[KafkaBatch]) -> ToWrite:
         stored = cast(list[StoredRecords], found)
         if len(stored) == 1:
             return stored[0]
-        return StoredRecords(
-            [record for part in stored for record in part.records],
-            [stamp for part in stored for stamp in part.timestamps],
-            b"".join([part.key_hashes for part in stored]),
-            max(part.largest for part in stored),
-            sum(part.total for part in stored),
-        )
+        return _joined(stored)
     records: list[Record] = []
     now_ns = time.time_ns()
     index = 0
@@ -116,14 +112,35 @@ def records_from_batches(batches: Sequence[KafkaBatch]) -> ToWrite:
     return records
 
 
+def _joined(runs: list[StoredRecords]) -> StoredRecords:
+    """One run of several, in order (a request with more than one batch for a partition): each
+    run's entries placed after the records before it."""
+    index: list[bytes] = []
+    timeindex: list[bytes] = []
+    count = position = 0
+    for run in runs:
+        placed_index, placed_timeindex = place_run_entries(run.data, run.index, run.timeindex, count, position)
+        index.append(placed_index)
+        timeindex.append(placed_timeindex)
+        count += len(run)
+        position += run.total
+    return StoredRecords(
+        b"".join([run.data for run in runs]),
+        b"".join(index),
+        b"".join(timeindex),
+        b"".join([run.key_hashes for run in runs]),
+        max(run.largest for run in runs),
+    )
+
+
 async def write_records(producer: Producer[str | bytes, bytes], partition: int, records: ToWrite) -> int:
     """Write one partition's share, whole or not at all; the offset of its first record (the rest
     follow it). Raises what the producer's push raises (``PartialWriteError``: part was written)."""
     if not isinstance(records, StoredRecords):
         return (await producer._push_to_partition(partition, records))[0].offset
     if producer._takes_encoded:
-        return await producer._push_encoded_to_partition(
-            partition, records.records, records.timestamps, records.key_hashes, records.largest, records.total
+        return await producer._push_run_to_partition(
+            partition, records.data, records.index, records.timeindex, records.key_hashes, records.largest
         )
     return (await producer._push_to_partition(partition, _as_records(records)))[0].offset
 
@@ -134,8 +151,8 @@ def write_records_now(producer: Producer[str | bytes, bytes], partition: int, re
     if not isinstance(records, StoredRecords):
         receipts = producer._push_to_partition_now(partition, records)
     elif producer._takes_encoded:
-        return producer._push_encoded_to_partition_now(
-            partition, records.records, records.timestamps, records.key_hashes, records.largest, records.total
+        return producer._push_run_to_partition_now(
+            partition, records.data, records.index, records.timeindex, records.key_hashes, records.largest
         )
     else:
         receipts = producer._push_to_partition_now(partition, _as_records(records))
@@ -144,7 +161,7 @@ def write_records_now(producer: Producer[str | bytes, bytes], partition: int, re
 
 def _as_records(records: StoredRecords) -> list[Record]:
     """The records' fields, to be encoded as any push's (for a stream that compresses its values)."""
-    return [_as_record(record) for record in records.records]
+    return [_as_record(record) for record in run_records(records.data, records.index)]
 
 
 def _as_record(stored: bytes) -> Record:
