@@ -159,13 +159,15 @@ static void write_stored_record(uint8_t *out, uint64_t size, const uint8_t *buf,
     adq_store_u32(out + ADQ_CRC_AT, adq_crc32c(0, out + ADQ_MAGIC_AT, (size_t)size - ADQ_MAGIC_AT));
 }
 
-/* The five results of a plain section, or NULL: *plain 0 when it is not plain (no exception set).
+/* The five results of a plain section, as a tuple (of `type`, a tuple subclass, unless NULL), or NULL:
+ * *plain 0 when it is not plain (no exception set).
  *
  * The records go into one bytes object, made large enough for records without headers at the start
  * (each stored record of no header is at most ADQ_MIN_RECORD_BYTES + the null marker's header
  * larger than its Kafka bytes), grown when headers need more, and cut to its size at the end. */
-static PyObject *stored_section(const uint8_t *buf, size_t pos, size_t end, int64_t count, int64_t base_timestamp_ms,
-                                int64_t now_ns, const char *nulls_name, size_t nulls_length, int *plain) {
+PyObject *kq_stored_section(const uint8_t *buf, size_t pos, size_t end, int64_t count, int64_t base_timestamp_ms,
+                            int64_t now_ns, const char *nulls_name, size_t nulls_length, PyTypeObject *type,
+                            int *plain) {
     /* every record takes at least 7 bytes: a larger count cannot be right, and is not allocated for */
     if (count < 0 || (uint64_t)count > (end - pos) / (KQ_MIN_RECORD_BODY + 1)) {
         *plain = 0;
@@ -237,7 +239,16 @@ static PyObject *stored_section(const uint8_t *buf, size_t pos, size_t end, int6
         goto done;
     }
     if (_PyBytes_Resize(&data, (Py_ssize_t)total) < 0) goto done;
-    result = Py_BuildValue("(OOOOn)", data, index, timeindex, hashes, (Py_ssize_t)largest);
+    PyObject *largest_object = PyLong_FromSize_t(largest);
+    if (largest_object == NULL) goto done;
+    result = type == NULL ? PyTuple_New(5) : type->tp_alloc(type, 5);
+    if (result == NULL) {
+        Py_DECREF(largest_object);
+        goto done;
+    }
+    PyObject *fields[5] = {data, index, timeindex, hashes, largest_object};
+    for (int i = 0; i < 5; i++) PyTuple_SET_ITEM(result, i, fields[i]);
+    data = index = timeindex = hashes = NULL; /* the tuple's now */
 done:
     PyMem_Free(record);
     Py_XDECREF(data); /* NULL after a failed resize, which freed it */
@@ -286,8 +297,8 @@ PyObject *adq_py_kafka_stored_records(PyObject *module, PyObject *const *args, P
         return NULL;
     }
     int plain = 1;
-    PyObject *result = stored_section(view.buf, (size_t)pos, (size_t)end, count, base_timestamp_ms, now_ns, nulls_name,
-                                      (size_t)nulls_length, &plain);
+    PyObject *result = kq_stored_section(view.buf, (size_t)pos, (size_t)end, count, base_timestamp_ms, now_ns,
+                                         nulls_name, (size_t)nulls_length, NULL, &plain);
     PyBuffer_Release(&view);
     if (result == NULL && !plain && !PyErr_Occurred()) Py_RETURN_NONE;
     return result;

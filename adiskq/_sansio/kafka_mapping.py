@@ -23,11 +23,10 @@ caller then takes the step by step path, whose errors name the fault.
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 import zlib
 from collections.abc import Callable
-from typing import Final
+from typing import Final, NamedTuple
 
 from .._errors import InvalidArgumentError
 from .codec import encode_record
@@ -57,19 +56,21 @@ class MappingRefusedError(ValueError):
     """A Kafka record adiskq cannot store exactly; the message says why and what to send instead."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class StoredRecords:
+class StoredRecords(NamedTuple):
     """A run of records as adiskq stores them (``run_entries.py``): what
-    ``Producer._push_run_to_partition`` writes."""
+    ``Producer._push_run_to_partition`` writes. A tuple, so the compiled decoder builds it as it
+    builds a batch (``kafka_decode_batches``)."""
 
     data: bytes  # the records back to back, each as codec.encode_record makes it
-    index: bytes  # their .index entries, numbered from offset 0 at position 0
-    timeindex: bytes  # their .timeindex entries (timestamps in nanoseconds), numbered from 0
+    index_entries: bytes  # their .index entries, numbered from offset 0 at position 0
+    time_entries: bytes  # their .timeindex entries (timestamps in nanoseconds), numbered from 0
     key_hashes: bytes  # keyindex.key_hash of each stored key, as the key index stores them (keyindex.pack_hashes)
     largest: int  # bytes of the largest record (0 for none)
 
-    def __len__(self) -> int:
-        return len(self.index) // INDEX_ENTRY_BYTES
+    @property
+    def record_count(self) -> int:
+        """How many records."""
+        return len(self.index_entries) // INDEX_ENTRY_BYTES
 
     @property
     def total(self) -> int:
@@ -150,7 +151,7 @@ def _compiled_stored_records(
     found: tuple[bytes, bytes, bytes, bytes, int] | None = NATIVE.kafka_stored_records(
         buf, pos, end, count, base_timestamp_ms, now_ns, NULLS_HEADER
     )
-    return None if found is None else StoredRecords(*found)
+    return None if found is None else tuple.__new__(StoredRecords, found)
 
 
 # The compiled core's when it is built, the reference's otherwise.

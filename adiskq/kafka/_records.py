@@ -24,14 +24,15 @@ the fault.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, TypeAlias, cast
 
 from .._sansio.codec import NEED_MORE, decode_record
 from .._sansio.kafka_batch import KafkaBatch, KafkaRecord, decode_batches, encode_batch_from_messages
-from .._sansio.kafka_codec import LOG_APPEND_TIME
+from .._sansio.kafka_codec import DEFAULT_MAX_BYTES, LOG_APPEND_TIME
 from .._sansio.kafka_codec import decode_batches as decode_batches_with
 from .._sansio.kafka_mapping import NULLS_HEADER, MappingRefusedError, StoredRecords, record_fields, stored_records
+from .._sansio.native import NATIVE
 from .._sansio.run_entries import place_run_entries, run_records
 from .._sansio.values import Message, Record
 
@@ -44,6 +45,7 @@ __all__ = [
     "ToWrite",
     "batch_from_messages",
     "decode_produce",
+    "decode_produce_reference",
     "records_from_batches",
     "write_records",
     "write_records_now",
@@ -69,11 +71,32 @@ class _OffThePlainPath(Exception):
 
 def decode_produce(data: bytes | bytearray | memoryview) -> list[KafkaBatch]:
     """A Produce request's batches for one partition, as ``decode_batches`` checks them (and with
-    its errors), each one's records left as ``StoredRecords`` when it took the compiled path."""
+    its errors), each one's records left as ``StoredRecords`` when it took the compiled path.
+
+    Uncompressed CreateTime batches of plain records are decoded whole by one compiled call
+    (``kafka_decode_batches`` with a run of stored records a batch); anything else by
+    ``decode_produce_reference``, its reference."""
     now_ns = time.time_ns()
+    if NATIVE is not None and type(data) is bytes:
+        batches: list[KafkaBatch] | None = NATIVE.kafka_decode_batches(
+            data, DEFAULT_MAX_BYTES, KafkaRecord, KafkaBatch, now_ns, NULLS_HEADER, StoredRecords
+        )
+        if batches is not None:
+            return batches
+    return decode_produce_reference(data, now_ns)
+
+
+def decode_produce_reference(
+    data: bytes | bytearray | memoryview,
+    now_ns: int,
+    to_stored: Callable[[bytes, int, int, int, int, int], StoredRecords | None] = stored_records,
+) -> list[KafkaBatch]:
+    """``decode_produce`` batch by batch in Python (compressed batches decompressed here), each
+    batch's records mapped by ``to_stored``; a request with a LogAppendTime batch, or records off
+    the plain path, decoded step by step (``KafkaRecord`` lists, whose mapping names the fault)."""
 
     def stored(buf: bytes, pos: int, end: int, count: int, base_timestamp_ms: int, where: str) -> list[KafkaRecord]:
-        found = stored_records(buf, pos, end, count, base_timestamp_ms, now_ns)
+        found = to_stored(buf, pos, end, count, base_timestamp_ms, now_ns)
         if found is None:
             raise _OffThePlainPath
         return cast(list[KafkaRecord], found)  # carried in the batch's records field, read by records_from_batches
@@ -91,6 +114,10 @@ def records_from_batches(batches: Sequence[KafkaBatch]) -> ToWrite:
     """What to write for a Produce request's batches (one partition's), in order.
 
     Raises RecordRefusedError for a record the mapping refuses."""
+    if len(batches) == 1:  # the usual request: no list made
+        only: object = batches[0].records
+        if type(only) is StoredRecords:
+            return only
     found: list[object] = [batch.records for batch in batches]
     if all(isinstance(records, StoredRecords) for records in found):
         stored = cast(list[StoredRecords], found)
@@ -119,10 +146,12 @@ def _joined(runs: list[StoredRecords]) -> StoredRecords:
     timeindex: list[bytes] = []
     count = position = 0
     for run in runs:
-        placed_index, placed_timeindex = place_run_entries(run.data, run.index, run.timeindex, count, position)
+        placed_index, placed_timeindex = place_run_entries(
+            run.data, run.index_entries, run.time_entries, count, position
+        )
         index.append(placed_index)
         timeindex.append(placed_timeindex)
-        count += len(run)
+        count += run.record_count
         position += run.total
     return StoredRecords(
         b"".join([run.data for run in runs]),
@@ -140,7 +169,7 @@ async def write_records(producer: Producer[str | bytes, bytes], partition: int, 
         return (await producer._push_to_partition(partition, records))[0].offset
     if producer._takes_encoded:
         return await producer._push_run_to_partition(
-            partition, records.data, records.index, records.timeindex, records.key_hashes, records.largest
+            partition, records.data, records.index_entries, records.time_entries, records.key_hashes, records.largest
         )
     return (await producer._push_to_partition(partition, _as_records(records)))[0].offset
 
@@ -152,7 +181,7 @@ def write_records_now(producer: Producer[str | bytes, bytes], partition: int, re
         receipts = producer._push_to_partition_now(partition, records)
     elif producer._takes_encoded:
         return producer._push_run_to_partition_now(
-            partition, records.data, records.index, records.timeindex, records.key_hashes, records.largest
+            partition, records.data, records.index_entries, records.time_entries, records.key_hashes, records.largest
         )
     else:
         receipts = producer._push_to_partition_now(partition, _as_records(records))
@@ -161,7 +190,7 @@ def write_records_now(producer: Producer[str | bytes, bytes], partition: int, re
 
 def _as_records(records: StoredRecords) -> list[Record]:
     """The records' fields, to be encoded as any push's (for a stream that compresses its values)."""
-    return [_as_record(record) for record in run_records(records.data, records.index)]
+    return [_as_record(record) for record in run_records(records.data, records.index_entries)]
 
 
 def _as_record(stored: bytes) -> Record:

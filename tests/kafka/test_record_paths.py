@@ -70,11 +70,11 @@ def test_plain_batches_are_stored_as_the_step_by_step_path_stores_them(compressi
     found = records_from_batches(decode_produce(data))
     assert isinstance(found, StoredRecords)
     slow = step_by_step(data)
-    assert len(found) == len(slow) == 4
-    stored = run_records(found.data, found.index)
+    assert found.record_count == len(slow) == 4
+    stored = run_records(found.data, found.index_entries)
     for index in (0, 1, 3):  # record 2 has no timestamp: stamped with the time of each decode
         assert stored[index] == slow[index]
-    timestamps = run_timestamps(found.timeindex)
+    timestamps = run_timestamps(found.time_entries)
     assert timestamps[1] == 1_700_000_000_001_000_000
     assert abs(timestamps[2] - time.time_ns()) < 60 * 10**9
 

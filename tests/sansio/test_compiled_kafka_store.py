@@ -57,13 +57,13 @@ def compare(section: bytes, count: int, base_timestamp_ms: int = 0, pos: int = 0
     if want is None:
         assert got is None
     else:
-        assert got == (want.data, want.index, want.timeindex, want.key_hashes, want.largest)
+        assert got == (want.data, want.index_entries, want.time_entries, want.key_hashes, want.largest)
     return want
 
 
 def records_of(stored: StoredRecords) -> list[bytes]:
     """The run's records, one bytes object each, as its index entries cut them."""
-    return run_records(stored.data, stored.index)
+    return run_records(stored.data, stored.index_entries)
 
 
 def test_the_compiled_function_is_in_use() -> None:
@@ -99,10 +99,10 @@ def test_plain_records_are_stored_by_the_mapping_rules() -> None:
     assert (second.value, dict(second.headers), second.timestamp_ns) == (b"", {NULLS_HEADER: b"value"}, NOW)  # type: ignore[union-attr]
     assert (third.key, third.value, dict(third.headers), third.timestamp_ns) == (b"", b"", {}, 5_000_000)  # type: ignore[union-attr]
     assert stored.largest == max(map(len, records_of(stored)))
-    assert run_timestamps(stored.timeindex) == [1_700_000_000_123_000_000, NOW, 5_000_000]
+    assert run_timestamps(stored.time_entries) == [1_700_000_000_123_000_000, NOW, 5_000_000]
     assert stored.key_hashes == pack_hashes([zlib.crc32(b""), zlib.crc32(b"k"), zlib.crc32(b"")])
-    placed = place_run_entries_reference(stored.data, stored.index, stored.timeindex, 0, 0)
-    assert placed == (stored.index, stored.timeindex)  # entries numbered from 0, each record where it is
+    placed = place_run_entries_reference(stored.data, stored.index_entries, stored.time_entries, 0, 0)
+    assert placed == (stored.index_entries, stored.time_entries)  # entries numbered from 0, each record where it is
 
 
 @pytest.mark.parametrize(
@@ -176,7 +176,7 @@ def test_a_section_inside_a_larger_buffer_is_read_in_place() -> None:
     framed = b"\x01" * 9 + section + b"\x02" * 4
     want = stored_records_reference(section, 0, len(section), 1, 0, NOW)
     assert want is not None
-    expected = (want.data, want.index, want.timeindex, want.key_hashes, want.largest)
+    expected = (want.data, want.index_entries, want.time_entries, want.key_hashes, want.largest)
     for buf in (framed, memoryview(framed), bytearray(framed)):
         assert _compiled.kafka_stored_records(buf, 9, 9 + len(section), 1, 0, NOW, NULLS_HEADER) == expected
 

@@ -42,7 +42,7 @@ def run_of(batch: list[KafkaRecord]) -> tuple[bytes, bytes, bytes]:
     section, _, _ = encode_records(numbered, 0)
     stored = stored_records_reference(section, 0, len(section), len(batch), 0, NOW)
     assert stored is not None
-    return stored.data, stored.index, stored.timeindex
+    return stored.data, stored.index_entries, stored.time_entries
 
 
 def compare(data: object, index: object, timeindex: object, first_offset: object, start: object) -> object:

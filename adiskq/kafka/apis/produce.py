@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 
 from ..._async.producer import Producer
 from ..._sansio.kafka_batch import KafkaBatch, KafkaBatchError, KafkaCorruptBatchError
+from ..._sansio.kafka_mapping import StoredRecords
 from .._fast_responses import ProducedPartition, produce_response
 from .._idempotence import Duplicate, SequenceError
 from .._records import (
@@ -282,7 +283,7 @@ def _records(batches: list[KafkaBatch]) -> ToWrite:
         records = records_from_batches(batches)
     except RecordRefusedError as error:
         raise _Refused(ErrorCode.invalid_record, str(error), error.index) from None
-    if not records:
+    if not (records.index_entries if isinstance(records, StoredRecords) else records):
         raise _Refused(ErrorCode.invalid_record, "the record batch holds no records")
     return records
 
