@@ -22,6 +22,7 @@
  *   kafka_decode.c, kafka_encode.c  Kafka's record batch v2 (kafka.h: its varints and fields)
  *   kafka_store.c  a Kafka batch's records as adiskq's stored records, without Python objects between
  *   kafka_fetch.c  adiskq's stored records as one Kafka batch (a Fetch's answer), the same way back
+ *   run_entries.c  a run of stored records' index entries, made numbered from 0, placed where the run is written
  *   module.c  the Python module: its functions and the objects it is configured with
  *
  * The record layout (all integers little-endian; the reference's docstring is the full text):
