@@ -266,3 +266,43 @@ async def test_a_run_alone_is_written_as_it_is(tmp_path: object, monkeypatch: py
     async with adiskq.Consumer(path, 0, end="close") as consumer:
         keys = [message.key async for message in consumer]
     assert keys == [b"k%d" % i for i in range(3000)] * 2
+
+
+@pytest.mark.anyio
+async def test_two_runs_share_a_batch(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two Produce requests' records queued in the same turn on a stream flushed with fsync share
+    one batch: the first run is taken apart for the second to join, and both are stored whole,
+    each at the offsets it was answered with."""
+    from adiskq._async import lane as lane_module
+
+    taken_apart: list[int] = []
+    real_run_records = lane_module.run_records
+
+    def counting_run_records(data: bytes, index: bytes) -> list[bytes]:
+        taken_apart.append(len(index) // 24)
+        return real_run_records(data, index)
+
+    monkeypatch.setattr(lane_module, "run_records", counting_run_records)
+    first = records_from_batches(decode_produce(request_of([KafkaRecord(0, 5, b"a", b"1", [("h", b"x")])])))
+    second = records_from_batches(
+        decode_produce(request_of([KafkaRecord(i, 6, b"b", b"%d" % i, []) for i in range(3)]))
+    )
+    assert isinstance(first, StoredRecords)
+    assert isinstance(second, StoredRecords)
+    path = f"{tmp_path}/stream"
+    offsets: dict[str, int] = {}
+    async with adiskq.Producer(path, flush="sync") as producer:
+
+        async def produce(name: str, records: StoredRecords) -> None:
+            offsets[name] = await write_records(producer, 0, records)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(produce, "first", first)
+            group.start_soon(produce, "second", second)
+    assert offsets in ({"first": 0, "second": 1}, {"second": 0, "first": 3})
+    assert sorted(taken_apart) == [1, 3]  # one batch: both runs taken apart into its records
+    async with adiskq.Consumer(path, 0, end="close") as consumer:
+        stored = {m.offset: (m.key, m.value, dict(m.headers), m.timestamp_ns) async for m in consumer}
+    assert stored[offsets["first"]] == (b"a", b"1", {"h": b"x"}, 5_000_000)
+    assert [stored[offsets["second"] + i] for i in range(3)] == [(b"b", b"%d" % i, {}, 6_000_000) for i in range(3)]
+    assert len(stored) == 4
