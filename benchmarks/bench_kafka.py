@@ -3,6 +3,7 @@
     python benchmarks/bench_kafka.py            # 200,000 messages, 5 s of latency samples
     python benchmarks/bench_kafka.py --quick    # small sizes, for the test that keeps this working
     python benchmarks/bench_kafka.py --only fetch   # the fetch figures alone
+    python benchmarks/bench_kafka.py --only produce # the produce figures alone
 
 Values are 100 bytes with distinct keys. The gateway runs as ``adiskq serve`` in a process of its own
 (``--flush async``), the client in this one: both share the machine's cores. Figures:
@@ -458,11 +459,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny counts: checks that everything works")
     parser.add_argument("--out", default=None, help="write the figures as kafka.json here")
-    parser.add_argument("--only", choices=["fetch"], help="fetch alone: the gateway's, kcat's and the library's")
+    parser.add_argument(
+        "--only", choices=["fetch", "produce"], help="fetch (or produce) alone: the gateway's and the library's"
+    )
     args = parser.parse_args(argv)
     count = 2_000 if args.quick else 200_000
     if args.only == "fetch":
         return fetch_only(count, args.out)
+    if args.only == "produce":
+        return produce_only(count, args.out)
     seconds = 0.25 if args.quick else 5.0
     # The kernel counts CPU time in 10 ms ticks: quick mode still makes enough trips to pass a few.
     trips = 40 if args.quick else 500
@@ -603,6 +608,41 @@ def fetch_only(count: int, out: str | None) -> int:
         f"{ratio:>6.2f}x  ≥ 1,000,000"
     )
     _print_fetch_context(results, count)
+    if out:
+        with open(os.path.join(out, "kafka.json"), "w") as file:
+            json.dump(results, file, indent=2)
+    return 0
+
+
+def produce_only(count: int, out: str | None) -> int:
+    """``--only produce``: the gateway's produce figure, its CPU a message (user and system time of
+    the ``adiskq serve`` process over the produce), and the library's ``push_many`` beside them."""
+    root = tempfile.mkdtemp(prefix="adiskq-bench-kafka-")
+    process, port = start_gateway(root)
+    gateway = psutil.Process(process.pid)
+    try:
+        print(f"{time.strftime('%H:%M:%S')} measuring kafka_produce_msgs ...", file=sys.stderr, flush=True)
+        before = process_cpu_seconds(gateway)
+        results = {"kafka_produce_msgs": kafka_produce(f"127.0.0.1:{port}", "bench", count)}
+        results["kafka_produce_gateway_us"] = (process_cpu_seconds(gateway) - before) / count * 1e6
+    finally:
+        process.terminate()
+        process.wait(30)
+        assert process.stderr is not None
+        process.stderr.close()
+        shutil.rmtree(root)
+    native_root = tempfile.mkdtemp(prefix="adiskq-bench-native-")
+    try:
+        results["native_produce_msgs"] = native_produce(os.path.join(native_root, "bench"), count)
+    finally:
+        shutil.rmtree(native_root)
+    ratio = results["kafka_produce_msgs"] / results["native_produce_msgs"]
+    print(f"{'':38} {'Kafka gateway':>14} {'library':>12} {'ratio':>7}  target (gateway)")
+    print(
+        f"{'produce (msg/s, linger.ms=5)':38} {results['kafka_produce_msgs']:>14,.0f} "
+        f"{results['native_produce_msgs']:>12,.0f} {ratio:>6.2f}x  ≥ 400,000"
+    )
+    print(f"{'gateway CPU a message (µs)':38} {results['kafka_produce_gateway_us']:>14.2f}")
     if out:
         with open(os.path.join(out, "kafka.json"), "w") as file:
             json.dump(results, file, indent=2)

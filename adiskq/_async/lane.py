@@ -60,9 +60,11 @@ import anyio
 import anyio.to_thread
 
 from .._errors import ClosedError, DiskUsageRefusedError, explain_os_error
+from .._sansio import keyindex as keyindex_format
+from .._sansio.run_entries import INDEX_ENTRY_BYTES, run_records, run_timestamps
 from .._storage.flocks import SHARED_LOCK_TIMEOUT_SECONDS, FileLock
 from .._storage.partition_writer import PartitionWriter
-from .._storage.segment import PartlyCommittedError
+from .._storage.segment import PartlyCommittedError, SegmentWriter
 from . import wakeup
 from .cancellation import running_on_trio
 from .handoff import cannot_abort, run_in_thread
@@ -125,6 +127,7 @@ class Batch:
         "leader",
         "led",
         "records",
+        "run",
         "size_bytes",
         "tagindex",
         "timestamps",
@@ -139,6 +142,10 @@ class Batch:
         # The records' .tagindex entries as the pushes computed them; None once a push did not
         # (the segment then takes them from the records).
         self.tagindex: bytearray | None = bytearray()
+        # A batch that holds one run of records alone (a Kafka Produce's: its bytes, its .index and
+        # .timeindex entries numbered from 0, its key hashes packed; adiskq/_sansio/run_entries.py)
+        # writes it as it is; a push joining it takes it apart into the lists above first.
+        self.run: tuple[bytes, bytes, bytes, bytes] | None = None
         # Set when the batch is finished: on asyncio the future its pushes wait for, on Trio an Event.
         self.waiter = waiter
         self.done: anyio.Event | None = anyio.Event() if waiter is None else None
@@ -315,6 +322,17 @@ class Turns:
         if self._handing_over:
             self._handing_over = False
             self._let_go.set()
+
+
+def _take_apart(batch: Batch) -> None:
+    """A batch's run as the lists of records, timestamps, key hashes and tag entries pushes join."""
+    assert batch.run is not None
+    data, index, timeindex, key_hashes = batch.run
+    batch.run = None
+    batch.records = run_records(data, index)
+    batch.timestamps = run_timestamps(timeindex)
+    batch.key_hashes = keyindex_format.unpack_hashes(key_hashes).tolist()
+    batch.tagindex = bytearray(len(key_hashes))  # no tag: a 4-byte entry of zeros a record
 
 
 class Lane:
@@ -560,6 +578,22 @@ class Lane:
         wakeup.notify(self.wake_key)
         return first
 
+    def write_run_inline(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> int:
+        """``write_inline`` of a run of records (``SegmentWriter.write_run``: its bytes, its entries
+        numbered from 0, its key hashes packed); returns the first offset."""
+        try:
+            first = self.partition.append_run(data, index, timeindex, key_hashes)
+        except PartlyCommittedError as error:
+            self.dirty = True
+            wakeup.notify(self.wake_key)
+            raise explain_disk_error(error) from None
+        except OSError as error:
+            raise explain_disk_error(error) from None
+        self.dirty = True
+        self._wrote = True
+        wakeup.notify(self.wake_key)
+        return first
+
     # -- batches ---------------------------------------------------------------------------------
 
     def enqueue(
@@ -578,6 +612,8 @@ class Lane:
         batch = self._open
         if batch is None:
             batch = self._open = self._new_batch()
+        elif batch.run is not None:
+            _take_apart(batch)
         batch.size_bytes += sum(map(len, records)) if size_bytes < 0 else size_bytes
         start = len(batch.records)
         batch.records.extend(records)
@@ -589,6 +625,23 @@ class Lane:
             else:
                 batch.tagindex += tagindex
         return batch, start
+
+    def enqueue_run(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> tuple[Batch, int]:
+        """``enqueue`` of a run of records (``SegmentWriter.write_run``): a batch of its own, written
+        as it is, if none is open; else taken apart to join the open one."""
+        batch = self._open
+        if batch is not None:
+            return self.enqueue(
+                run_records(data, index),
+                run_timestamps(timeindex),
+                keyindex_format.unpack_hashes(key_hashes).tolist(),
+                bytes(len(key_hashes)),  # no tag: a 4-byte .tagindex entry of zeros a record, as a key hash is 4
+                len(data),
+            )
+        batch = self._open = self._new_batch()
+        batch.run = (data, index, timeindex, key_hashes)
+        batch.size_bytes = len(data)
+        return batch, 0
 
     def _new_batch(self) -> Batch:
         loop = self._loop
@@ -733,7 +786,9 @@ class Lane:
                 await run_in_thread(self._roll_locked, self._limiter, on_trio=self._on_trio)
             writer = partition.active
             tagindex = None if batch.tagindex is None else bytes(batch.tagindex)
-            if self.sync_flush:
+            if batch.run is not None:
+                await self._commit_run(writer, batch, batch.run)
+            elif self.sync_flush:
                 # Data first, made durable, and only then the index entries that publish it: no
                 # consumer may see a message a power cut could take back.
                 pending = writer.write_data(batch.records, batch.timestamps, batch.key_hashes, tagindex)
@@ -758,7 +813,8 @@ class Lane:
         except Exception as error:  # every push of the batch not committed gets the error
             if isinstance(error, OSError):
                 explain_disk_error(error)
-            logger.warning("partition %d: a batch of %d failed: %s", partition.partition, len(batch.records), error)
+            count = len(batch.records) if batch.run is None else len(batch.run[1]) // INDEX_ENTRY_BYTES
+            logger.warning("partition %d: a batch of %d failed: %s", partition.partition, count, error)
             batch.error = error
             if not isinstance(error, PartlyCommittedError):
                 return
@@ -766,3 +822,23 @@ class Lane:
             batch.committed = error.committed
             self.dirty = True
         wakeup.notify(self.wake_key)
+
+    async def _commit_run(self, writer: SegmentWriter, batch: Batch, run: tuple[bytes, bytes, bytes, bytes]) -> None:
+        """``_commit``'s write of a batch that holds one run alone, the same three ways."""
+        if self.sync_flush:
+            pending = writer.write_run(*run)  # data first, made durable, then the entries that publish it
+            try:
+                await run_in_thread(
+                    functools.partial(writer.sync, data_only=True), self._limiter, on_trio=self._on_trio
+                )
+            except BaseException:
+                writer.abandon(pending)
+                raise
+            batch.first_offset = pending.first_offset
+            writer.write_entries(pending)
+        elif batch.size_bytes > INLINE_MAX_BYTES:
+            batch.first_offset = await run_in_thread(
+                functools.partial(writer.append_run, *run), self._limiter, on_trio=self._on_trio
+            )
+        else:
+            batch.first_offset = writer.append_run(*run)

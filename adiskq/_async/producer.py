@@ -51,6 +51,7 @@ from .._sansio.core import (
     raw_place,
     receipts,
 )
+from .._sansio.run_entries import INDEX_ENTRY_BYTES as _INDEX_ENTRY_BYTES
 from .._sansio.tags import ENTRIES as _TAG_ENTRIES
 from .._sansio.tags import NO_TAG_ENTRY, tag_entries, tag_entry
 from .._sansio.values import Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
@@ -810,19 +811,14 @@ class Producer(Generic[PushKeyT, PushValueT]):
         ``keyindex.key_hash``) are stored as they are: not on a stream that compresses its values."""
         return self._compression is None and keyindex.key_hash is _CRC32
 
-    async def _push_encoded_to_partition(
-        self,
-        partition: int,
-        records: list[bytes],
-        timestamps: list[int],
-        key_hashes: bytes,
-        largest: int,
-        total_bytes: int,
+    async def _push_run_to_partition(
+        self, partition: int, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes, largest: int
     ) -> int:
-        """``_push_to_partition`` of records already encoded (untagged, uncompressed: only when
-        ``_takes_encoded``), with their timestamps, key hashes (packed as the key index stores them,
-        ``keyindex.pack_hashes``), the size of the largest and of all: offsets and index entries are
-        assigned and written as for any push. Returns the first record's offset (the rest follow
+        """``_push_to_partition`` of a run of records encoded already (``_sansio/run_entries.py``:
+        untagged, uncompressed, only when ``_takes_encoded``): their bytes back to back, their
+        ``.index`` and ``.timeindex`` entries numbered from 0, their key hashes packed as the key
+        index stores them (``keyindex.pack_hashes``), the size of the largest. Offsets are assigned
+        and the entries placed as for any push. Returns the first record's offset (the rest follow
         it: one partition's share gets contiguous offsets), not a receipt a record, which would cost
         more than the write. For the Kafka gateway, which encodes a Produce's records straight from
         the request (``_sansio/kafka_mapping.py``) and answers with the first offset (-1 for no
@@ -830,27 +826,46 @@ class Producer(Generic[PushKeyT, PushValueT]):
         only the first records were committed."""
         if not self._takes_encoded:
             raise InvalidArgumentError(f"stream {self.path!r} compresses its values: push Records to it")
+        count = len(index) // _INDEX_ENTRY_BYTES
 
         async def write() -> int:
             if largest > self._max_message_bytes:
                 self._check_size(largest)
             if self._disk_guard is not None:
-                self._disk_guard.admit(total_bytes)
-            count = len(records)
-            lane = self._lanes[partition]
-            first = self._write_share_first_now(
-                lane, partition, records, timestamps, key_hashes, None, total_bytes, admitted=True
-            )
-            if first is not None:  # written inline, the packed key hashes as they are
+                self._disk_guard.admit(len(data))
+            first = self._write_run_now(self._lanes[partition], partition, data, index, timeindex, key_hashes)
+            if first is not None:  # written inline, the run as it is
                 await self._shielded_turn()  # written: the call must return (the cancellation comes after)
                 return first
-            # A batch (written off the loop's thread, or after the one in flight) joins others' records
-            # and their key hashes as ints.
-            hashes: list[int] = keyindex.unpack_hashes(key_hashes).tolist()
-            written = await self._write_shares_at(records, timestamps, [partition] * count, hashes, total_bytes, None)
-            return written[0][2]
+            return await self._write_run_batched(partition, data, index, timeindex, key_hashes)
 
-        return await self._to_partition(partition, len(records), write, -1)
+        return await self._to_partition(partition, count, write, -1)
+
+    async def _write_run_batched(
+        self, partition: int, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes
+    ) -> int:
+        """A run queued in its partition's lane, as ``_write_shares_at`` queues one share: written off
+        the loop's thread (a large one), after the write in flight, or with the fsync; a batch of its
+        own, written as it is, unless pushes have opened one already (``Lane.enqueue_run``). The first
+        offset; raises the failure when nothing was written, ``PartialWriteError`` when only the
+        first records were committed. Without the partition's lock (another shared producer held
+        it), nothing was written: the run waits for the lock and is queued again."""
+        lane = self._lanes[partition]
+        count = len(index) // _INDEX_ENTRY_BYTES
+        while True:
+            batch, start = lane.enqueue_run(data, index, timeindex, key_hashes)
+            try:
+                return await lane.complete(batch, start + count - 1) + start
+            except LockNotHeld:
+                if lane.needs_lock:
+                    await self._take_lock(lane)
+            except Exception as error:
+                kept = batch.committed - start  # a failed index write kept its first entries
+                if kept <= 0:
+                    raise
+                placed: list[Receipt | None] = [None] * count
+                _place_receipts(placed, range(kept), partition, batch.first_offset + start)
+                raise PartialWriteError(error, placed) from error
 
     async def _to_partition(
         self, partition: int, count: int, write: Callable[[], Awaitable[_Written]], nothing: _Written
@@ -902,28 +917,48 @@ class Producer(Generic[PushKeyT, PushValueT]):
         encoded, stamps, _, key_hashes, entries = self._encode(list(records), time.time_ns())
         return self._write_share_now(lane, partition, encoded, stamps, key_hashes, entries)
 
-    def _push_encoded_to_partition_now(
-        self,
-        partition: int,
-        records: list[bytes],
-        timestamps: list[int],
-        key_hashes: bytes,
-        largest: int,
-        total_bytes: int,
+    def _push_run_to_partition_now(
+        self, partition: int, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes, largest: int
     ) -> int | None:
-        """``_push_encoded_to_partition`` without awaiting, as ``_push_to_partition_now``: the first
+        """``_push_run_to_partition`` without awaiting, as ``_push_to_partition_now``: the first
         record's offset once written now (-1 for no records), or None (nothing written) when they
         must wait."""
         if not self._takes_encoded:
             raise InvalidArgumentError(f"stream {self.path!r} compresses its values: push Records to it")
         lane = self._inline_lane(partition)
-        if not records:
+        if not index:
             return -1
         if lane is None:
             return None
         if largest > self._max_message_bytes:
             self._check_size(largest)
-        return self._write_share_first_now(lane, partition, records, timestamps, key_hashes, None, total_bytes)
+        return self._write_run_now(lane, partition, data, index, timeindex, key_hashes, admit=True)
+
+    def _write_run_now(
+        self,
+        lane: Lane,
+        partition: int,
+        data: bytes,
+        index: bytes,
+        timeindex: bytes,
+        key_hashes: bytes,
+        *,
+        admit: bool = False,
+    ) -> int | None:
+        """A run written on the loop thread if ``lane`` can take it inline now (``admit``: the disk
+        guard admits it first); None, with nothing written or admitted, if not."""
+        if not lane.can_write_inline(len(data)):
+            return None
+        if admit and self._disk_guard is not None:
+            self._disk_guard.admit(len(data))
+        try:
+            return lane.write_run_inline(data, index, timeindex, key_hashes)
+        except PartlyCommittedError as error:
+            if error.committed == 0:
+                raise
+            placed: list[Receipt | None] = [None] * (len(index) // _INDEX_ENTRY_BYTES)
+            _place_receipts(placed, range(error.committed), partition, error.first_offset)
+            raise PartialWriteError(error, placed) from error
 
     def _inline_lane(self, partition: int) -> Lane | None:
         """``partition``'s lane if its writes may be answered without awaiting; None on a stream

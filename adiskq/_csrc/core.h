@@ -24,6 +24,7 @@
  *   kafka_fetch.c  adiskq's stored records as one Kafka batch (a Fetch's answer), the same way back
  *   kafka_fetch_answer.c  a whole Fetch response frame around those batches
  *   kafka_fetch_request.c  what a Fetch request asks for, read from its payload
+ *   run_entries.c  a run of stored records' index entries, made numbered from 0, placed where the run is written
  *   module.c  the Python module: its functions and the objects it is configured with
  *
  * The record layout (all integers little-endian; the reference's docstring is the full text):
@@ -200,5 +201,6 @@ PyObject *adq_py_zstd_prepare(PyObject *module, PyObject *const *args, Py_ssize_
 PyObject *adq_py_zstd_compress(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_append_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_append_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_place_run_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -103,6 +103,13 @@ static inline int kq_check_tuple_type(PyObject *candidate, const char *name) {
     return 0;
 }
 
+/* kafka_store.c: the run of stored records of a plain records section (kafka_stored_records' result,
+ * as a tuple of `type` unless NULL), or NULL: *plain 0 when the section is off the plain path (no
+ * exception set), else a Python error. */
+PyObject *kq_stored_section(const uint8_t *buf, size_t pos, size_t end, int64_t count, int64_t base_timestamp_ms,
+                            int64_t now_ns, const char *nulls_name, size_t nulls_length, PyTypeObject *type,
+                            int *plain);
+
 PyObject *adq_py_kafka_decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_kafka_decode_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_kafka_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

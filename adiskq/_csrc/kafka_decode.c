@@ -3,8 +3,13 @@
  *
  * kafka_decode_records(buf, pos, end, count, base_timestamp_ms, KafkaRecord) -> list | None
  *     exactly `count` records filling buf[pos:end] (buf: any contiguous buffer).
- * kafka_decode_batches(data, max_bytes, KafkaRecord, KafkaBatch) -> list | None
- *     every batch of `data`, when all are uncompressed.
+ * kafka_decode_batches(data, max_bytes, KafkaRecord, KafkaBatch[, now_ns, nulls_header, StoredRecords])
+ *     -> list | None
+ *     every batch of `data`, when all are uncompressed. With the last three arguments (a Produce's
+ *     write, adiskq/kafka/_records.py decode_produce), each batch's records are not KafkaRecords but
+ *     the run of stored records kafka_stored_records makes of them (kafka_store.c), as a
+ *     StoredRecords; and None as well for a LogAppendTime batch, or records off that path (the
+ *     reference's decode_produce then takes them step by step).
  * None means "not here": a compressed batch (decompression stays in Python, through its library), or
  * bytes the reference must name the fault of. Nothing is allocated for a record count before the
  * records are there: a count above what the bytes can hold is None at once.
@@ -271,9 +276,20 @@ static PyObject *new_batch(PyTypeObject *batch_type, const uint8_t *at, PyObject
     return batch;
 }
 
-/* Every batch of buf[0:limit] appended to `batches`: 0, -1 for a Python error, 1 for "not here". */
+/* How a Produce's write takes the records: as runs of stored records (kafka_store.c). */
+typedef struct {
+    int64_t now_ns;
+    const char *nulls_name;
+    size_t nulls_length;
+    PyTypeObject *type; /* StoredRecords */
+} stored_mode;
+
+#define KQ_LOG_APPEND_TIME 0x08 /* attributes bit 3: the broker stamps the records */
+
+/* Every batch of buf[0:limit] appended to `batches` (its records as runs with `stored`): 0, -1 for a
+ * Python error, 1 for "not here". */
 static int read_batches(const uint8_t *buf, size_t limit, uint64_t budget, PyTypeObject *record_type,
-                        PyTypeObject *batch_type, PyObject *batches) {
+                        PyTypeObject *batch_type, const stored_mode *stored, PyObject *batches) {
     if (limit == 0) return 1;
     size_t pos = 0;
     while (pos < limit) {
@@ -293,7 +309,16 @@ static int read_batches(const uint8_t *buf, size_t limit, uint64_t budget, PyTyp
         budget -= end - records_at;
         int bad = 0;
         int64_t base_timestamp_ms = (int64_t)kq_load_be64(at + KQ_ATTRIBUTES_AT + 6);
-        PyObject *records = read_records(buf, records_at, end, count, base_timestamp_ms, record_type, &bad);
+        PyObject *records;
+        if (stored == NULL) {
+            records = read_records(buf, records_at, end, count, base_timestamp_ms, record_type, &bad);
+        } else {
+            if (attributes & KQ_LOG_APPEND_TIME) return 1; /* every record stamped with the time of the write */
+            int plain = 1;
+            records = kq_stored_section(buf, records_at, end, count, base_timestamp_ms, stored->now_ns,
+                                        stored->nulls_name, stored->nulls_length, stored->type, &plain);
+            bad = !plain;
+        }
         if (records == NULL) return bad ? 1 : -1;
         PyObject *batch = new_batch(batch_type, at, records);
         if (batch == NULL) return -1;
@@ -305,23 +330,43 @@ static int read_batches(const uint8_t *buf, size_t limit, uint64_t budget, PyTyp
     return 0;
 }
 
-/* kafka_decode_batches(data, max_bytes, KafkaRecord, KafkaBatch) */
+/* kafka_decode_batches(data, max_bytes, KafkaRecord, KafkaBatch[, now_ns, nulls_header, StoredRecords]) */
 PyObject *adq_py_kafka_decode_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "kafka_decode_batches(data, max_bytes, KafkaRecord, KafkaBatch) takes 4 arguments");
+    if (nargs != 4 && nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "kafka_decode_batches(data, max_bytes, KafkaRecord, KafkaBatch[, now_ns, "
+                                         "nulls_header, StoredRecords]) takes 4 or 7 arguments");
         return NULL;
     }
     size_t max_bytes;
     if (size_arg(args[1], "max_bytes", &max_bytes) < 0 || kq_check_tuple_type(args[2], "KafkaRecord") < 0 ||
         kq_check_tuple_type(args[3], "KafkaBatch") < 0)
         return NULL;
+    stored_mode mode, *stored = NULL;
+    if (nargs == 7) {
+        if (!PyLong_Check(args[4])) {
+            PyErr_SetString(PyExc_TypeError, "kafka_decode_batches: now_ns is an int");
+            return NULL;
+        }
+        mode.now_ns = PyLong_AsLongLong(args[4]);
+        if (mode.now_ns == -1 && PyErr_Occurred()) return NULL;
+        if (!PyUnicode_CheckExact(args[5])) {
+            PyErr_SetString(PyExc_TypeError, "kafka_decode_batches: nulls_header is a str");
+            return NULL;
+        }
+        Py_ssize_t nulls_length;
+        mode.nulls_name = PyUnicode_AsUTF8AndSize(args[5], &nulls_length);
+        if (mode.nulls_name == NULL || kq_check_tuple_type(args[6], "StoredRecords") < 0) return NULL;
+        mode.nulls_length = (size_t)nulls_length;
+        mode.type = (PyTypeObject *)args[6];
+        stored = &mode;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
     PyObject *batches = PyList_New(0);
     int status = batches == NULL ? -1
                                  : read_batches(view.buf, (size_t)view.len, max_bytes, (PyTypeObject *)args[2],
-                                                (PyTypeObject *)args[3], batches);
+                                                (PyTypeObject *)args[3], stored, batches);
     PyBuffer_Release(&view);
     if (status == 0) return batches;
     Py_XDECREF(batches);

@@ -3,25 +3,29 @@
  * core.h adiskq's record layout).
  *
  * kafka_stored_records(buf, pos, end, count, base_timestamp_ms, now_ns, nulls_header)
- *     -> (records, timestamps, key_hashes, largest, total) | None
- *     the `count` records filling buf[pos:end] (uncompressed, of a CreateTime batch), each as the
- *     bytes encode_record writes for its stored value, key, headers and timestamp, its timestamp in
- *     nanoseconds; `key_hashes` the CRC-32 of each stored key (the key index's hash) as the key
- *     index stores them, a u32 little-endian each (keyindex.pack_hashes: no int object a record,
- *     and the column is written as it is); `largest` the size of the largest record, `total` the
- *     size of them all (what the write takes: summed here, where each size is at hand, not by a
- *     Python loop over the records). None for anything off the plain path: bytes the Kafka decoder
- *     refuses, a record the mapping refuses (a null header value, a repeated header name, the
- *     reserved `nulls_header` as a name), one the encoder cannot store (a timestamp past 64 bits of
- *     nanoseconds, a header name over 65535 bytes), or one of more than MAX_PLAIN_HEADERS headers.
- *     The caller then takes the step by step path, whose errors say what is wrong.
+ *     -> (data, index, timeindex, key_hashes, largest) | None
+ *     the `count` records filling buf[pos:end] (uncompressed, of a CreateTime batch) as a run of
+ *     stored records (adiskq/_sansio/run_entries.py): `data` the bytes encode_record writes for each
+ *     record's stored value, key, headers and timestamp, back to back, as .data stores them;
+ *     `index` and `timeindex` their .index entries (offset, position, size) and .timeindex entries
+ *     (offset, timestamp in nanoseconds), numbered from offset 0 at position 0 (the write places
+ *     them: place_run_entries); `key_hashes` the CRC-32 of each stored key (the key index's hash)
+ *     as the key index stores them, a u32 little-endian each; `largest` the size of the largest
+ *     record. None for anything off the plain path: bytes the Kafka decoder refuses, a record the
+ *     mapping refuses (a null header value, a repeated header name, the reserved `nulls_header` as
+ *     a name), one the encoder cannot store (a timestamp past 64 bits of nanoseconds, a header name
+ *     over 65535 bytes, a record over 32 bits of size), or one of more than MAX_PLAIN_HEADERS
+ *     headers. The caller then takes the step by step path, whose errors say what is wrong.
  *
- * No KafkaRecord, key or value object is made: each record is parsed into positions in `buf`, then
- * written once into a bytes object of its exact size. */
+ * No KafkaRecord, key, value or bytes object is made a record: each record is parsed into
+ * positions in `buf`, then written once into the run's one bytes object, its entries into the
+ * columns, so a Produce's write takes the columns as they are. */
 #include "kafka.h"
 
 #define MAX_PLAIN_HEADERS 64 /* the reference's MAX_PLAIN_HEADERS */
 #define NS_PER_MS 1000000
+#define INDEX_ENTRY_BYTES 24     /* offset, position, size: u64 LE each (adiskq/_storage/segment.py) */
+#define TIMEINDEX_ENTRY_BYTES 16 /* offset, timestamp_ns */
 
 typedef struct {
     size_t at; /* the first byte */
@@ -37,10 +41,21 @@ typedef struct {
     span names[MAX_PLAIN_HEADERS], values[MAX_PLAIN_HEADERS];
 } parsed_record;
 
+/* kq_read_varint, the one-byte varint (most of a plain record's) taken without its loop. */
+static inline int read_varint(const uint8_t *buf, size_t *pos, size_t end, int max_bytes, int64_t *value) {
+    size_t p = *pos;
+    if (p < end && buf[p] < 0x80) {
+        *value = (int64_t)(buf[p] >> 1) ^ -(int64_t)(buf[p] & 1);
+        *pos = p + 1;
+        return 0;
+    }
+    return kq_read_varint(buf, pos, end, max_bytes, value);
+}
+
 /* A varint length and that many bytes: 0, 1 for null (length -1), -1 for bad bytes. */
-static int read_span(const uint8_t *buf, size_t *pos, size_t end, span *field) {
+static inline int read_span(const uint8_t *buf, size_t *pos, size_t end, span *field) {
     int64_t length;
-    if (kq_read_varint(buf, pos, end, 5, &length) < 0 || length < -1) return -1;
+    if (read_varint(buf, pos, end, 5, &length) < 0 || length < -1) return -1;
     if (length == -1) return 1;
     if ((uint64_t)length > end - *pos) return -1;
     field->at = *pos;
@@ -54,21 +69,21 @@ static int read_span(const uint8_t *buf, size_t *pos, size_t end, span *field) {
 static int parse_record(const uint8_t *buf, size_t *pos, size_t end, int64_t base_timestamp_ms,
                         const char *nulls_name, size_t nulls_length, parsed_record *record) {
     int64_t length, timestamp_delta, offset_delta, header_count;
-    if (kq_read_varint(buf, pos, end, 5, &length) < 0 || length < KQ_MIN_RECORD_BODY ||
+    if (read_varint(buf, pos, end, 5, &length) < 0 || length < KQ_MIN_RECORD_BODY ||
         (uint64_t)length > end - *pos)
         return -1;
     size_t record_end = *pos + (size_t)length;
     size_t p = *pos + 1; /* attributes: unused */
-    if (kq_read_varint(buf, &p, record_end, 10, &timestamp_delta) < 0 ||
+    if (read_varint(buf, &p, record_end, 10, &timestamp_delta) < 0 ||
         __builtin_add_overflow(base_timestamp_ms, timestamp_delta, &record->timestamp_ms) ||
-        kq_read_varint(buf, &p, record_end, 5, &offset_delta) < 0)
+        read_varint(buf, &p, record_end, 5, &offset_delta) < 0)
         return -1;
     int status;
     if ((status = read_span(buf, &p, record_end, &record->key)) < 0) return -1;
     record->key_null = status;
     if ((status = read_span(buf, &p, record_end, &record->value)) < 0) return -1;
     record->value_null = status;
-    if (kq_read_varint(buf, &p, record_end, 5, &header_count) < 0 || header_count < 0 ||
+    if (read_varint(buf, &p, record_end, 5, &header_count) < 0 || header_count < 0 ||
         header_count > MAX_PLAIN_HEADERS)
         return -1;
     record->header_count = (Py_ssize_t)header_count;
@@ -89,28 +104,30 @@ static int parse_record(const uint8_t *buf, size_t *pos, size_t end, int64_t bas
     return 0;
 }
 
-/* The stored record of a parsed one, as encode_record writes it, or NULL: *plain 0 when it cannot be
- * stored (off the plain path, no exception set). */
-static PyObject *stored_record(const uint8_t *buf, const parsed_record *record, int64_t timestamp_ns,
-                               const char *nulls_name, size_t nulls_length, int *plain) {
-    const char *nulls_text = NULL;
-    size_t nulls_text_length = 0;
+/* The size of the stored record of a parsed one, as encode_record writes it; 0 when it cannot be
+ * stored (over 32 bits). */
+static uint64_t stored_size(const parsed_record *record, size_t nulls_length, size_t *nulls_text_length,
+                            const char **nulls_text) {
+    *nulls_text = NULL;
+    *nulls_text_length = 0;
     if (record->key_null || record->value_null) {
-        nulls_text = record->key_null ? (record->value_null ? "key,value" : "key") : "value";
-        nulls_text_length = strlen(nulls_text);
+        *nulls_text = record->key_null ? (record->value_null ? "key,value" : "key") : "value";
+        *nulls_text_length = strlen(*nulls_text);
     }
+    uint64_t size = ADQ_MIN_RECORD_BYTES + (uint64_t)(record->key_null ? 0 : record->key.length) +
+                    (record->value_null ? 0 : record->value.length);
+    for (Py_ssize_t h = 0; h < record->header_count; h++) size += 6 + record->names[h].length + record->values[h].length;
+    if (*nulls_text != NULL) size += 6 + nulls_length + *nulls_text_length;
+    return size > 0xFFFFFFFFu ? 0 : size;
+}
+
+/* Write the stored record of a parsed one at out (size bytes, from stored_size), as encode_record
+ * writes it. */
+static void write_stored_record(uint8_t *out, uint64_t size, const uint8_t *buf, const parsed_record *record,
+                                int64_t timestamp_ns, const char *nulls_name, size_t nulls_length,
+                                const char *nulls_text, size_t nulls_text_length) {
     size_t key_length = record->key_null ? 0 : record->key.length;
     size_t value_length = record->value_null ? 0 : record->value.length;
-    uint64_t size = ADQ_MIN_RECORD_BYTES + (uint64_t)key_length + value_length;
-    for (Py_ssize_t h = 0; h < record->header_count; h++) size += 6 + record->names[h].length + record->values[h].length;
-    if (nulls_text != NULL) size += 6 + nulls_length + nulls_text_length;
-    if (size > 0xFFFFFFFFu) {
-        *plain = 0;
-        return NULL;
-    }
-    PyObject *bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
-    if (bytes == NULL) return NULL;
-    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(bytes);
     adq_store_u32(out + ADQ_SIZE_AT, (uint32_t)size);
     out[ADQ_MAGIC_AT] = ADQ_MAGIC_V1;
     out[ADQ_ATTRIBUTES_AT] = 0;
@@ -140,29 +157,43 @@ static PyObject *stored_record(const uint8_t *buf, const parsed_record *record, 
     }
     if (value_length) memcpy(at, buf + record->value.at, value_length);
     adq_store_u32(out + ADQ_CRC_AT, adq_crc32c(0, out + ADQ_MAGIC_AT, (size_t)size - ADQ_MAGIC_AT));
-    return bytes;
 }
 
-/* The five results of a plain section, or NULL: *plain 0 when it is not plain (no exception set). */
-static PyObject *stored_section(const uint8_t *buf, size_t pos, size_t end, int64_t count, int64_t base_timestamp_ms,
-                                int64_t now_ns, const char *nulls_name, size_t nulls_length, int *plain) {
+/* The five results of a plain section, as a tuple (of `type`, a tuple subclass, unless NULL), or NULL:
+ * *plain 0 when it is not plain (no exception set).
+ *
+ * The records go into one bytes object, made large enough for records without headers at the start
+ * (each stored record of no header is at most ADQ_MIN_RECORD_BYTES + the null marker's header
+ * larger than its Kafka bytes), grown when headers need more, and cut to its size at the end. */
+PyObject *kq_stored_section(const uint8_t *buf, size_t pos, size_t end, int64_t count, int64_t base_timestamp_ms,
+                            int64_t now_ns, const char *nulls_name, size_t nulls_length, PyTypeObject *type,
+                            int *plain) {
     /* every record takes at least 7 bytes: a larger count cannot be right, and is not allocated for */
     if (count < 0 || (uint64_t)count > (end - pos) / (KQ_MIN_RECORD_BODY + 1)) {
         *plain = 0;
         return NULL;
     }
-    PyObject *records = PyList_New((Py_ssize_t)count);
-    PyObject *timestamps = PyList_New((Py_ssize_t)count);
+    size_t per_record = ADQ_MIN_RECORD_BYTES + 6 + nulls_length + 9; /* 9: "key,value" */
+    size_t capacity = (end - pos) + (size_t)count * per_record;
+    if (capacity > (size_t)PY_SSIZE_T_MAX / 2) { /* far past any request the framing takes */
+        *plain = 0;
+        return NULL;
+    }
+    PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(capacity ? capacity : 1));
+    PyObject *index = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * INDEX_ENTRY_BYTES);
+    PyObject *timeindex = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * TIMEINDEX_ENTRY_BYTES);
     PyObject *hashes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 4);
-    PyObject *result = NULL, *timestamp = NULL;
+    PyObject *result = NULL;
     parsed_record *record = PyMem_Malloc(sizeof(parsed_record));
-    if (records == NULL || timestamps == NULL || hashes == NULL || record == NULL) {
+    if (data == NULL || index == NULL || timeindex == NULL || hashes == NULL || record == NULL) {
         if (record == NULL) PyErr_NoMemory();
         goto done;
     }
-    int64_t last_ns = 0;
+    uint8_t *index_out = (uint8_t *)PyBytes_AS_STRING(index);
+    uint8_t *time_out = (uint8_t *)PyBytes_AS_STRING(timeindex);
+    uint8_t *hash_out = (uint8_t *)PyBytes_AS_STRING(hashes);
     size_t largest = 0, total = 0;
-    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
+    for (int64_t i = 0; i < count; i++) {
         if (pos >= end ||
             parse_record(buf, &pos, end, base_timestamp_ms, nulls_name, nulls_length, record) < 0) {
             *plain = 0;
@@ -173,34 +204,56 @@ static PyObject *stored_section(const uint8_t *buf, size_t pos, size_t end, int6
             *plain = 0; /* past 64 bits of nanoseconds: the encoder refuses it */
             goto done;
         }
-        PyObject *stored = stored_record(buf, record, timestamp_ns, nulls_name, nulls_length, plain);
-        if (stored == NULL) goto done;
-        PyList_SET_ITEM(records, i, stored);
-        size_t stored_size = (size_t)PyBytes_GET_SIZE(stored);
-        if (stored_size > largest) largest = stored_size;
-        total += stored_size; /* a few times the bytes of buf at most: no overflow */
-        /* records of one millisecond (most of a batch a client lingered over) share one int */
-        if (timestamp == NULL || timestamp_ns != last_ns) {
-            PyObject *object = PyLong_FromLongLong(timestamp_ns);
-            if (object == NULL) goto done;
-            Py_XSETREF(timestamp, object);
-            last_ns = timestamp_ns;
+        const char *nulls_text;
+        size_t nulls_text_length;
+        uint64_t size = stored_size(record, nulls_length, &nulls_text_length, &nulls_text);
+        if (size == 0) {
+            *plain = 0;
+            goto done;
         }
-        PyList_SET_ITEM(timestamps, i, Py_NewRef(timestamp));
+        if (size > capacity - total) { /* headers took more than the first guess: grow */
+            size_t wanted = capacity * 2 > total + size ? capacity * 2 : total + (size_t)size;
+            if (wanted > (size_t)PY_SSIZE_T_MAX || _PyBytes_Resize(&data, (Py_ssize_t)wanted) < 0) {
+                if (!PyErr_Occurred()) PyErr_NoMemory();
+                goto done;
+            }
+            capacity = wanted;
+        }
+        write_stored_record((uint8_t *)PyBytes_AS_STRING(data) + total, size, buf, record, timestamp_ns, nulls_name,
+                            nulls_length, nulls_text, nulls_text_length);
+        adq_store_u64(index_out, (uint64_t)i);
+        adq_store_u64(index_out + 8, (uint64_t)total);
+        adq_store_u64(index_out + 16, size);
+        index_out += INDEX_ENTRY_BYTES;
+        adq_store_u64(time_out, (uint64_t)i);
+        adq_store_u64(time_out + 8, (uint64_t)timestamp_ns);
+        time_out += TIMEINDEX_ENTRY_BYTES;
+        if (size > largest) largest = (size_t)size;
+        total += (size_t)size;
         const uint8_t *key = record->key_null ? (const uint8_t *)"" : buf + record->key.at;
-        adq_store_u32((uint8_t *)PyBytes_AS_STRING(hashes) + 4 * i,
-                      adq_crc32(0, key, record->key_null ? 0 : record->key.length));
+        adq_store_u32(hash_out, adq_crc32(0, key, record->key_null ? 0 : record->key.length));
+        hash_out += 4;
     }
     if (pos != end) {
         *plain = 0;
         goto done;
     }
-    result = Py_BuildValue("(OOOnn)", records, timestamps, hashes, (Py_ssize_t)largest, (Py_ssize_t)total);
-done: /* a list's unset items are NULL, which its dealloc skips */
-    Py_XDECREF(timestamp);
+    if (_PyBytes_Resize(&data, (Py_ssize_t)total) < 0) goto done;
+    PyObject *largest_object = PyLong_FromSize_t(largest);
+    if (largest_object == NULL) goto done;
+    result = type == NULL ? PyTuple_New(5) : type->tp_alloc(type, 5);
+    if (result == NULL) {
+        Py_DECREF(largest_object);
+        goto done;
+    }
+    PyObject *fields[5] = {data, index, timeindex, hashes, largest_object};
+    for (int i = 0; i < 5; i++) PyTuple_SET_ITEM(result, i, fields[i]);
+    data = index = timeindex = hashes = NULL; /* the tuple's now */
+done:
     PyMem_Free(record);
-    Py_XDECREF(records);
-    Py_XDECREF(timestamps);
+    Py_XDECREF(data); /* NULL after a failed resize, which freed it */
+    Py_XDECREF(index);
+    Py_XDECREF(timeindex);
     Py_XDECREF(hashes);
     return result;
 }
@@ -244,8 +297,8 @@ PyObject *adq_py_kafka_stored_records(PyObject *module, PyObject *const *args, P
         return NULL;
     }
     int plain = 1;
-    PyObject *result = stored_section(view.buf, (size_t)pos, (size_t)end, count, base_timestamp_ms, now_ns, nulls_name,
-                                      (size_t)nulls_length, &plain);
+    PyObject *result = kq_stored_section(view.buf, (size_t)pos, (size_t)end, count, base_timestamp_ms, now_ns,
+                                         nulls_name, (size_t)nulls_length, NULL, &plain);
     PyBuffer_Release(&view);
     if (result == NULL && !plain && !PyErr_Occurred()) Py_RETURN_NONE;
     return result;

@@ -11,27 +11,29 @@ The mapping, exact in both directions (the Kafka gateway's, ``adiskq/kafka/_reco
   uses the reserved name is refused (``MappingRefusedError``) rather than merged or changed.
 
 ``stored_records`` is the pure-Python reference of the compiled ``kafka_stored_records``
-(``adiskq/_csrc/kafka_store.c``): a Kafka batch's records section (uncompressed) straight to the
-bytes adiskq's encoder writes for them (``codec.encode_record``), with their timestamps and key
-hashes (``keyindex.key_hash``, packed as the key index stores them), so a Produce writes them
-without building a ``KafkaRecord`` or a ``Record`` a message. Both answer None for anything off
-the plain path (bytes the Kafka decoder refuses, a record the mapping refuses or the encoder cannot
-store, a record with more than ``MAX_PLAIN_HEADERS`` headers); the caller then takes the step by
-step path, whose errors name the fault.
+(``adiskq/_csrc/kafka_store.c``): a Kafka batch's records section (uncompressed) straight to a run
+of stored records (``run_entries.py``): the bytes adiskq's encoder writes for them
+(``codec.encode_record``) back to back, their ``.index`` and ``.timeindex`` entries numbered from 0,
+and their key hashes (``keyindex.key_hash``, packed as the key index stores them), so a Produce
+writes them without building a ``KafkaRecord``, a ``Record`` or a bytes object a message. Both
+answer None for anything off the plain path (bytes the Kafka decoder refuses, a record the mapping
+refuses or the encoder cannot store, a record with more than ``MAX_PLAIN_HEADERS`` headers); the
+caller then takes the step by step path, whose errors name the fault.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import struct
 import zlib
 from collections.abc import Callable
-from typing import Final
+from typing import Final, NamedTuple
 
 from .._errors import InvalidArgumentError
 from .codec import encode_record
 from .kafka_codec import KafkaBatchError, KafkaRecord, decode_records
 from .keyindex import pack_hashes
 from .native import NATIVE
+from .run_entries import INDEX_ENTRY_BYTES
 
 __all__ = [
     "MAX_PLAIN_HEADERS",
@@ -54,18 +56,26 @@ class MappingRefusedError(ValueError):
     """A Kafka record adiskq cannot store exactly; the message says why and what to send instead."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class StoredRecords:
-    """Records as adiskq stores them: what ``Producer._push_encoded_to_partition`` writes."""
+class StoredRecords(NamedTuple):
+    """A run of records as adiskq stores them (``run_entries.py``): what
+    ``Producer._push_run_to_partition`` writes. A tuple, so the compiled decoder builds it as it
+    builds a batch (``kafka_decode_batches``)."""
 
-    records: list[bytes]  # each as codec.encode_record makes it
-    timestamps: list[int]  # nanoseconds, one a record
-    key_hashes: bytes  # keyindex.key_hash of each stored key, as the key index stores it (keyindex.pack_hashes)
+    data: bytes  # the records back to back, each as codec.encode_record makes it
+    index_entries: bytes  # their .index entries, numbered from offset 0 at position 0
+    time_entries: bytes  # their .timeindex entries (timestamps in nanoseconds), numbered from 0
+    key_hashes: bytes  # keyindex.key_hash of each stored key, as the key index stores them (keyindex.pack_hashes)
     largest: int  # bytes of the largest record (0 for none)
-    total: int  # bytes of all the records: what the write takes
 
-    def __len__(self) -> int:
-        return len(self.records)
+    @property
+    def record_count(self) -> int:
+        """How many records."""
+        return len(self.index_entries) // INDEX_ENTRY_BYTES
+
+    @property
+    def total(self) -> int:
+        """Bytes of all the records: what the write takes."""
+        return len(self.data)
 
 
 def record_fields(
@@ -108,30 +118,40 @@ def stored_records_reference(
     except KafkaBatchError:
         return None
     records: list[bytes] = []
-    timestamps: list[int] = []
+    index: list[int] = []
+    timeindex: list[int] = []
     key_hashes: list[int] = []
-    for record in kafka_records:
+    position = 0
+    for offset, record in enumerate(kafka_records):
         if len(record.headers) > MAX_PLAIN_HEADERS:
             return None
         try:
             value, key, headers, timestamp_ns = record_fields(record, now_ns, False)
-            records.append(encode_record(value, key, timestamp_ns, headers))
+            stored = encode_record(value, key, timestamp_ns, headers)
         except (MappingRefusedError, InvalidArgumentError):
             return None
-        timestamps.append(timestamp_ns)
+        records.append(stored)
+        index += (offset, position, len(stored))
+        timeindex += (offset, timestamp_ns)
+        position += len(stored)
         key_hashes.append(zlib.crc32(key))
-    sizes = list(map(len, records))
-    return StoredRecords(records, timestamps, pack_hashes(key_hashes), max(sizes, default=0), sum(sizes))
+    return StoredRecords(
+        b"".join(records),
+        struct.pack(f"<{len(index)}Q", *index),
+        struct.pack(f"<{len(timeindex)}q", *timeindex),
+        pack_hashes(key_hashes),
+        max(map(len, records), default=0),
+    )
 
 
 def _compiled_stored_records(
     buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base_timestamp_ms: int, now_ns: int
 ) -> StoredRecords | None:
     assert NATIVE is not None
-    found: tuple[list[bytes], list[int], bytes, int, int] | None = NATIVE.kafka_stored_records(
+    found: tuple[bytes, bytes, bytes, bytes, int] | None = NATIVE.kafka_stored_records(
         buf, pos, end, count, base_timestamp_ms, now_ns, NULLS_HEADER
     )
-    return None if found is None else StoredRecords(*found)
+    return None if found is None else tuple.__new__(StoredRecords, found)
 
 
 # The compiled core's when it is built, the reference's otherwise.

@@ -33,6 +33,7 @@ _NEWEST: Final = (
     "kafka_batch_from_stored",
     "kafka_fetch_answer",
     "kafka_fetch_request",
+    "place_run_entries",
 )
 
 

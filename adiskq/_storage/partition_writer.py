@@ -199,6 +199,12 @@ class PartitionWriter:
             self.roll()
         return self.active.append(records, timestamps, key_hashes, tagindex)
 
+    def append_run(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> int:
+        """``append`` of a run of records (``SegmentWriter.write_run``)."""
+        if self.needs_roll():
+            self.roll()
+        return self.active.append_run(data, index, timeindex, key_hashes)
+
     def sync(self) -> None:
         """fsync the active segment's files."""
         self.active.sync()

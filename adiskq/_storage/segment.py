@@ -49,6 +49,7 @@ from .._sansio.compression import Dictionaries
 from .._sansio.core import decode_at, decode_messages, index_entries, matching_records, tag_column
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, segment_file_name
 from .._sansio.native import NATIVE
+from .._sansio.run_entries import place_run_entries
 from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from . import keyindex
@@ -509,6 +510,45 @@ class SegmentWriter:
         self._pending = pending
         return pending
 
+    def write_run(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> PendingBatch:
+        """``write_data`` of a run (``adiskq/_sansio/run_entries.py``): ``data`` the records back to
+        back, ``index`` and ``timeindex`` their entries numbered from 0 (placed here, and checked
+        against ``data`` first: ValueError and nothing written if they disagree), ``key_hashes``
+        packed as the key index stores them. A run's records carry no tag, so its ``.tagindex``
+        entries are all "no tag". One write of ``data`` as it is, no object a record."""
+        self._check_usable()
+        if self._pending is not None:
+            raise RuntimeError("a batch is already waiting for its index entries")
+        first_offset = self.next_offset
+        start = self.data_size
+        index_bytes, timeindex_bytes = place_run_entries(data, index, timeindex, first_offset, start)
+        count = len(index_bytes) // INDEX_ENTRY_BYTES
+        if len(key_hashes) != count * keyindex_format.ENTRY_BYTES:
+            raise ValueError(
+                f"{len(key_hashes)} bytes of packed key hashes for {count} records: give one "
+                f"{keyindex_format.ENTRY_BYTES}-byte entry a record"
+            )
+        tagindex_bytes = bytes(count * TAG_ENTRY_BYTES)
+        if self._time_buffer:  # single pushes' entries go first, in one write with the run's
+            timeindex_bytes = b"".join(self._time_buffer) + timeindex_bytes
+            tagindex_bytes = b"".join(self._tag_buffer) + tagindex_bytes
+        try:
+            write_all(self._data_fd, data)
+        except OSError:
+            self._cut_back(self._data_fd, start)
+            raise
+        end = start + len(data)
+        self.data_size = end
+        keyindex_bytes = b""
+        key_buffer = self._key_buffer
+        if key_buffer is not None:  # the single pushes' buffered entries go first
+            keyindex_bytes = keyindex_format.pack_hashes(key_buffer) + key_hashes if key_buffer else key_hashes
+        pending = PendingBatch(
+            first_offset, count, start, end, index_bytes, timeindex_bytes, keyindex_bytes, tagindex_bytes
+        )
+        self._pending = pending
+        return pending
+
     def write_entries(self, pending: PendingBatch) -> None:
         """Append the batch's ``.timeindex`` then ``.index`` entries: the batch becomes visible.
 
@@ -595,6 +635,12 @@ class SegmentWriter:
     ) -> int:
         """Append and commit the records; returns the offset of the first."""
         pending = self.write_data(records, timestamps, key_hashes, tagindex)
+        self.write_entries(pending)
+        return pending.first_offset
+
+    def append_run(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> int:
+        """``append`` of a run (``write_run``); returns the offset of the first record."""
+        pending = self.write_run(data, index, timeindex, key_hashes)
         self.write_entries(pending)
         return pending.first_offset
 

@@ -14,23 +14,26 @@ The mapping, exact in both directions (its rules are written, and applied, in
   has a null header value, or uses the reserved name is refused (INVALID_RECORD, with a message
   saying which) rather than merged or changed.
 
-A Produce's batches are decoded straight to the bytes adiskq stores (``decode_produce``: one
-compiled call a batch, no ``KafkaRecord`` or ``Record`` a message) and written as they are
-(``write_records``). A request off that path (a record the mapping refuses, damaged bytes, a
-LogAppendTime batch) is decoded step by step instead, which names the fault.
+A Produce's batches are decoded straight to the bytes adiskq stores and their index entries
+(``decode_produce``: one compiled call a batch, no ``KafkaRecord``, ``Record`` or bytes object a
+message) and written as they are (``write_records``). A request off that path (a record the
+mapping refuses, damaged bytes, a LogAppendTime batch) is decoded step by step instead, which names
+the fault.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, TypeAlias, cast
 
 from .._sansio.codec import NEED_MORE, decode_record
 from .._sansio.kafka_batch import KafkaBatch, KafkaRecord, decode_batches, encode_batch_from_messages
-from .._sansio.kafka_codec import LOG_APPEND_TIME
+from .._sansio.kafka_codec import DEFAULT_MAX_BYTES, LOG_APPEND_TIME
 from .._sansio.kafka_codec import decode_batches as decode_batches_with
 from .._sansio.kafka_mapping import NULLS_HEADER, MappingRefusedError, StoredRecords, record_fields, stored_records
+from .._sansio.native import NATIVE
+from .._sansio.run_entries import place_run_entries, run_records
 from .._sansio.values import Message, Record
 
 if TYPE_CHECKING:
@@ -42,6 +45,7 @@ __all__ = [
     "ToWrite",
     "batch_from_messages",
     "decode_produce",
+    "decode_produce_reference",
     "records_from_batches",
     "write_records",
     "write_records_now",
@@ -67,11 +71,32 @@ class _OffThePlainPath(Exception):
 
 def decode_produce(data: bytes | bytearray | memoryview) -> list[KafkaBatch]:
     """A Produce request's batches for one partition, as ``decode_batches`` checks them (and with
-    its errors), each one's records left as ``StoredRecords`` when it took the compiled path."""
+    its errors), each one's records left as ``StoredRecords`` when it took the compiled path.
+
+    Uncompressed CreateTime batches of plain records are decoded whole by one compiled call
+    (``kafka_decode_batches`` with a run of stored records a batch); anything else by
+    ``decode_produce_reference``, its reference."""
     now_ns = time.time_ns()
+    if NATIVE is not None and type(data) is bytes:
+        batches: list[KafkaBatch] | None = NATIVE.kafka_decode_batches(
+            data, DEFAULT_MAX_BYTES, KafkaRecord, KafkaBatch, now_ns, NULLS_HEADER, StoredRecords
+        )
+        if batches is not None:
+            return batches
+    return decode_produce_reference(data, now_ns)
+
+
+def decode_produce_reference(
+    data: bytes | bytearray | memoryview,
+    now_ns: int,
+    to_stored: Callable[[bytes, int, int, int, int, int], StoredRecords | None] = stored_records,
+) -> list[KafkaBatch]:
+    """``decode_produce`` batch by batch in Python (compressed batches decompressed here), each
+    batch's records mapped by ``to_stored``; a request with a LogAppendTime batch, or records off
+    the plain path, decoded step by step (``KafkaRecord`` lists, whose mapping names the fault)."""
 
     def stored(buf: bytes, pos: int, end: int, count: int, base_timestamp_ms: int, where: str) -> list[KafkaRecord]:
-        found = stored_records(buf, pos, end, count, base_timestamp_ms, now_ns)
+        found = to_stored(buf, pos, end, count, base_timestamp_ms, now_ns)
         if found is None:
             raise _OffThePlainPath
         return cast(list[KafkaRecord], found)  # carried in the batch's records field, read by records_from_batches
@@ -89,18 +114,16 @@ def records_from_batches(batches: Sequence[KafkaBatch]) -> ToWrite:
     """What to write for a Produce request's batches (one partition's), in order.
 
     Raises RecordRefusedError for a record the mapping refuses."""
+    if len(batches) == 1:  # the usual request: no list made
+        only: object = batches[0].records
+        if type(only) is StoredRecords:
+            return only
     found: list[object] = [batch.records for batch in batches]
     if all(isinstance(records, StoredRecords) for records in found):
         stored = cast(list[StoredRecords], found)
         if len(stored) == 1:
             return stored[0]
-        return StoredRecords(
-            [record for part in stored for record in part.records],
-            [stamp for part in stored for stamp in part.timestamps],
-            b"".join([part.key_hashes for part in stored]),
-            max(part.largest for part in stored),
-            sum(part.total for part in stored),
-        )
+        return _joined(stored)
     records: list[Record] = []
     now_ns = time.time_ns()
     index = 0
@@ -116,14 +139,37 @@ def records_from_batches(batches: Sequence[KafkaBatch]) -> ToWrite:
     return records
 
 
+def _joined(runs: list[StoredRecords]) -> StoredRecords:
+    """One run of several, in order (a request with more than one batch for a partition): each
+    run's entries placed after the records before it."""
+    index: list[bytes] = []
+    timeindex: list[bytes] = []
+    count = position = 0
+    for run in runs:
+        placed_index, placed_timeindex = place_run_entries(
+            run.data, run.index_entries, run.time_entries, count, position
+        )
+        index.append(placed_index)
+        timeindex.append(placed_timeindex)
+        count += run.record_count
+        position += run.total
+    return StoredRecords(
+        b"".join([run.data for run in runs]),
+        b"".join(index),
+        b"".join(timeindex),
+        b"".join([run.key_hashes for run in runs]),
+        max(run.largest for run in runs),
+    )
+
+
 async def write_records(producer: Producer[str | bytes, bytes], partition: int, records: ToWrite) -> int:
     """Write one partition's share, whole or not at all; the offset of its first record (the rest
     follow it). Raises what the producer's push raises (``PartialWriteError``: part was written)."""
     if not isinstance(records, StoredRecords):
         return (await producer._push_to_partition(partition, records))[0].offset
     if producer._takes_encoded:
-        return await producer._push_encoded_to_partition(
-            partition, records.records, records.timestamps, records.key_hashes, records.largest, records.total
+        return await producer._push_run_to_partition(
+            partition, records.data, records.index_entries, records.time_entries, records.key_hashes, records.largest
         )
     return (await producer._push_to_partition(partition, _as_records(records)))[0].offset
 
@@ -134,8 +180,8 @@ def write_records_now(producer: Producer[str | bytes, bytes], partition: int, re
     if not isinstance(records, StoredRecords):
         receipts = producer._push_to_partition_now(partition, records)
     elif producer._takes_encoded:
-        return producer._push_encoded_to_partition_now(
-            partition, records.records, records.timestamps, records.key_hashes, records.largest, records.total
+        return producer._push_run_to_partition_now(
+            partition, records.data, records.index_entries, records.time_entries, records.key_hashes, records.largest
         )
     else:
         receipts = producer._push_to_partition_now(partition, _as_records(records))
@@ -144,7 +190,7 @@ def write_records_now(producer: Producer[str | bytes, bytes], partition: int, re
 
 def _as_records(records: StoredRecords) -> list[Record]:
     """The records' fields, to be encoded as any push's (for a stream that compresses its values)."""
-    return [_as_record(record) for record in records.records]
+    return [_as_record(record) for record in run_records(records.data, records.index_entries)]
 
 
 def _as_record(stored: bytes) -> Record:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+import anyio
 import pytest
 
 import adiskq
@@ -17,6 +18,7 @@ from adiskq._sansio.codec import encode_record
 from adiskq._sansio.kafka_batch import decode_batches
 from adiskq._sansio.kafka_codec import ATTRIBUTES_AT, CRC_AT, LOG_APPEND_TIME, KafkaRecord, crc32c, encode_batch
 from adiskq._sansio.kafka_mapping import NULLS_HEADER, StoredRecords
+from adiskq._sansio.run_entries import run_records, run_timestamps
 from adiskq.kafka._records import (
     RecordRefusedError,
     decode_produce,
@@ -68,11 +70,13 @@ def test_plain_batches_are_stored_as_the_step_by_step_path_stores_them(compressi
     found = records_from_batches(decode_produce(data))
     assert isinstance(found, StoredRecords)
     slow = step_by_step(data)
-    assert len(found) == len(slow) == 4
+    assert found.record_count == len(slow) == 4
+    stored = run_records(found.data, found.index_entries)
     for index in (0, 1, 3):  # record 2 has no timestamp: stamped with the time of each decode
-        assert found.records[index] == slow[index]
-    assert found.timestamps[1] == 1_700_000_000_001_000_000
-    assert abs(found.timestamps[2] - time.time_ns()) < 60 * 10**9
+        assert stored[index] == slow[index]
+    timestamps = run_timestamps(found.time_entries)
+    assert timestamps[1] == 1_700_000_000_001_000_000
+    assert abs(timestamps[2] - time.time_ns()) < 60 * 10**9
 
 
 @pytest.mark.parametrize(
@@ -185,3 +189,120 @@ async def test_records_decoded_straight_are_written_without_a_receipt_a_record(
     async with adiskq.Consumer(path, 0, end="close") as consumer:
         keys = [message.key async for message in consumer]
     assert keys == [b"k0", b"k1", b"k2"] * 2 + [b"k%d" % i for i in range(3000)] + [b"k0", b"k1", b"k2"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("run_first", [True, False], ids=["run first", "pushes first"])
+async def test_a_run_shares_a_batch_with_pushes(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch, run_first: bool
+) -> None:
+    """On a stream flushed with fsync, a Produce's records and a library ``push_many`` queued in the
+    same turn (started in either order) share one batch, one fsync: the run is taken apart to join,
+    and every message is stored in order with its own tag, key and timestamp (a tag filter finds the
+    pushed ones alone)."""
+    from adiskq._async import lane as lane_module
+
+    taken_apart: list[int] = []
+    real_run_records = lane_module.run_records
+
+    def counting_run_records(data: bytes, index: bytes) -> list[bytes]:
+        taken_apart.append(len(index) // 24)
+        return real_run_records(data, index)
+
+    monkeypatch.setattr(lane_module, "run_records", counting_run_records)
+    found = records_from_batches(decode_produce(request_of([r for r in RECORDS if r.timestamp_ms >= 0][:2])))
+    assert isinstance(found, StoredRecords)
+    pushed = [adiskq.Record(b"p%d" % i, key=b"pk", timestamp=7 + i, tag="lib") for i in range(3)]
+    path = f"{tmp_path}/stream"
+    offsets: dict[str, int] = {}
+    async with adiskq.Producer(path, flush="sync") as producer:
+
+        async def produce() -> None:
+            offsets["run"] = await write_records(producer, 0, found)
+
+        async def push() -> None:
+            offsets["push"] = (await producer.push_many(pushed))[0].offset
+
+        async with anyio.create_task_group() as group:
+            for job in (produce, push) if run_first else (push, produce):
+                group.start_soon(job)
+    assert taken_apart == [2]  # one batch: the run was taken apart to share it
+    # asyncio runs the tasks in the order they were started; Trio in an order of its own
+    ran_first = offsets["run"] == 0
+    assert offsets == ({"run": 0, "push": 2} if ran_first else {"push": 0, "run": 3})
+    async with adiskq.Consumer(path, 0, end="close") as consumer:
+        stored = {m.offset: (m.key, m.value, m.tag, m.timestamp_ns) async for m in consumer}
+    run_messages = [
+        (b"k0", b"v0", None, 1_700_000_000_000_000_000),
+        (b"", b"v1", None, 1_700_000_000_001_000_000),
+    ]
+    push_messages = [(b"pk", b"p%d" % i, "lib", 7 + i) for i in range(3)]
+    assert list(stored.values()) == (run_messages + push_messages if ran_first else push_messages + run_messages)
+    async with adiskq.Consumer(path, 0, end="close", tags=["lib"]) as consumer:
+        assert [m.value async for m in consumer] == [b"p0", b"p1", b"p2"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("flush", ["async", "sync"])
+async def test_a_run_alone_is_written_as_it_is(tmp_path: object, monkeypatch: pytest.MonkeyPatch, flush: str) -> None:
+    """A Produce's records written off the loop's thread (over the inline limit) or with the fsync,
+    in a batch of their own, are written as the run they came as: never taken apart into a bytes
+    object a record, and stored whole, in order."""
+    from adiskq._async import lane as lane_module
+    from adiskq._async.lane import INLINE_MAX_BYTES
+
+    def refuse(*args: object) -> object:
+        raise AssertionError("a run alone was taken apart")
+
+    monkeypatch.setattr(lane_module, "run_records", refuse)
+    large = [KafkaRecord(i, 1_700_000_000_000, b"k%d" % i, b"v" * 100, []) for i in range(3000)]
+    found = records_from_batches(decode_produce(request_of(large)))
+    assert isinstance(found, StoredRecords)
+    assert found.total > INLINE_MAX_BYTES
+    path = f"{tmp_path}/stream"
+    async with adiskq.Producer(path, flush=flush) as producer:  # type: ignore[arg-type]
+        assert await write_records(producer, 0, found) == 0
+        assert await write_records(producer, 0, found) == 3000
+    async with adiskq.Consumer(path, 0, end="close") as consumer:
+        keys = [message.key async for message in consumer]
+    assert keys == [b"k%d" % i for i in range(3000)] * 2
+
+
+@pytest.mark.anyio
+async def test_two_runs_share_a_batch(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two Produce requests' records queued in the same turn on a stream flushed with fsync share
+    one batch: the first run is taken apart for the second to join, and both are stored whole,
+    each at the offsets it was answered with."""
+    from adiskq._async import lane as lane_module
+
+    taken_apart: list[int] = []
+    real_run_records = lane_module.run_records
+
+    def counting_run_records(data: bytes, index: bytes) -> list[bytes]:
+        taken_apart.append(len(index) // 24)
+        return real_run_records(data, index)
+
+    monkeypatch.setattr(lane_module, "run_records", counting_run_records)
+    first = records_from_batches(decode_produce(request_of([KafkaRecord(0, 5, b"a", b"1", [("h", b"x")])])))
+    second = records_from_batches(
+        decode_produce(request_of([KafkaRecord(i, 6, b"b", b"%d" % i, []) for i in range(3)]))
+    )
+    assert isinstance(first, StoredRecords)
+    assert isinstance(second, StoredRecords)
+    path = f"{tmp_path}/stream"
+    offsets: dict[str, int] = {}
+    async with adiskq.Producer(path, flush="sync") as producer:
+
+        async def produce(name: str, records: StoredRecords) -> None:
+            offsets[name] = await write_records(producer, 0, records)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(produce, "first", first)
+            group.start_soon(produce, "second", second)
+    assert offsets in ({"first": 0, "second": 1}, {"second": 0, "first": 3})
+    assert sorted(taken_apart) == [1, 3]  # one batch: both runs taken apart into its records
+    async with adiskq.Consumer(path, 0, end="close") as consumer:
+        stored = {m.offset: (m.key, m.value, dict(m.headers), m.timestamp_ns) async for m in consumer}
+    assert stored[offsets["first"]] == (b"a", b"1", {"h": b"x"}, 5_000_000)
+    assert [stored[offsets["second"] + i] for i in range(3)] == [(b"b", b"%d" % i, {}, 6_000_000) for i in range(3)]
+    assert len(stored) == 4

@@ -133,6 +133,12 @@ def kafka_records() -> tuple[bytes, int, int, int]:
     return encoded, 0, len(encoded), len(KAFKA_RECORDS)
 
 
+def run_of_records() -> tuple[bytes, bytes, bytes]:
+    """A run of stored records (its bytes, its .index and .timeindex entries numbered from 0)."""
+    data, index, timeindex, _, _ = compiled.kafka_stored_records(*kafka_records(), 7, 1, "adiskq.kafka.null")
+    return data, index, timeindex
+
+
 def kafka_messages() -> list[Message]:
     return [Message(0, 5 + i, 1_000_000 * (7 + i), b"k", b"v%d" % i, EMPTY_HEADERS, None) for i in range(2)]
 
@@ -215,6 +221,7 @@ def targets(files: tuple[int, int]) -> list[Target]:
             (7, 16, [(b"0123456789abcdef", [(0, 0, 10, 0, [kafka_batch()]), (1, 3, -1, -1, [])])]),
         ),
         Target("kafka_fetch_request", compiled.kafka_fetch_request, (FETCH_REQUEST, 0, 12)),
+        Target("place_run_entries", compiled.place_run_entries, (*run_of_records(), 10, 100)),
         Target("zstd_prepare", compiled.zstd_prepare, (stream_dictionary(), 3)),
         Target("zstd_compress", compiled.zstd_compress, (prepared, b"value")),
         Target("Buffer", compiled.Buffer, (lambda: None,)),

@@ -37,10 +37,13 @@ def one_round() -> None:
     size = len(data) // (ROUND // PER_BATCH)  # the batches differ only in their base offsets
     for start in range(0, len(data), size):
         found = _compiled.kafka_stored_records(data, start + 61, start + size, PER_BATCH, 1, 1, NULLS_HEADER)
-        stored += len(found[0])
+        stored += len(found[1]) // 24  # an .index entry a record
     assert stored == ROUND
     # ...and stored records straight back to batches (a Fetch's plain path), and runs it refuses.
-    run = b"".join(found[0])
+    run = found[0]
+    first_size = int.from_bytes(found[1][16:24], "little")
+    for start in range(0, ROUND, PER_BATCH):  # ...and its entries placed where a write puts them
+        assert _compiled.place_run_entries(found[0], found[1], found[2], start, start * first_size)
     for start in range(0, ROUND, PER_BATCH):
         assert _compiled.kafka_batch_from_stored(run, start, PER_BATCH, 2**20, None, NULLS_HEADER, 0)
     assert decode_batches(encode_batch(base_offset=0, records=with_headers, base_timestamp_ms=0))[0].records
@@ -65,12 +68,14 @@ def one_round() -> None:
         assert _compiled.kafka_stored_records(data, 61, 61 + 5000, 50, 0, 1, NULLS_HEADER) is None
         # A run refused part way (a damaged last record; a compressed value with no dictionary).
         assert _compiled.kafka_batch_from_stored(run[:-1], 0, 100, 2**20, None, NULLS_HEADER, 0) is None
-        assert (
-            _compiled.kafka_batch_from_stored(run[: 50 * len(found[0][0])] + compressed, 0, 51, 2**20, {}, None, 0)
-            is None
-        )
+        assert _compiled.kafka_batch_from_stored(run[: 50 * first_size] + compressed, 0, 51, 2**20, {}, None, 0) is None
         with contextlib.suppress(ValueError):
             _compiled.kafka_batch_from_stored(run, -1, 1, 2**20, None, NULLS_HEADER, 0)
+        # Entries that disagree with their run: refused after reading them, nothing made.
+        with contextlib.suppress(ValueError):
+            _compiled.place_run_entries(run, found[1], found[2][:-16], 0, 0)
+        with contextlib.suppress(ValueError):
+            _compiled.place_run_entries(run[:-1], found[1], found[2], 0, 0)
         # Compressed values, decompressed into the batch.
         assert _compiled.kafka_batch_from_stored(PACKED, 0, 100, 2**20, {DICTIONARY_ID_BASE + 1: PREPARED}, None, 0)
         surrogate = [records[1], records[2]._replace(headers=[("\ud800", None)])]

@@ -1,13 +1,15 @@
-"""The compiled ``kafka_stored_records`` against its pure-Python reference: same stored bytes, or None alike.
+"""The compiled ``kafka_stored_records`` against its pure-Python reference: same run of stored records, or None alike.
 
-A Kafka batch's records section becomes adiskq's stored records in one compiled call when a
-Produce takes the plain path; both answer None wherever the step by step path must decide (bad
+A Kafka batch's records section becomes a run of adiskq's stored records (their bytes back to back,
+their index entries numbered from 0, their key hashes) in one compiled call when a Produce takes the
+plain path; both answer None wherever the step by step path must decide (bad
 bytes, a record the mapping refuses, one the encoder cannot store), on valid sections, damaged
 ones and noise.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 
 import pytest
@@ -19,6 +21,8 @@ from adiskq._sansio import kafka_codec, kafka_mapping
 from adiskq._sansio.codec import decode_record
 from adiskq._sansio.kafka_codec import KafkaRecord
 from adiskq._sansio.kafka_mapping import MAX_PLAIN_HEADERS, NULLS_HEADER, StoredRecords, stored_records_reference
+from adiskq._sansio.keyindex import pack_hashes
+from adiskq._sansio.run_entries import place_run_entries_reference, run_records, run_timestamps
 
 I64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 NOW = 1_800_000_000_123_456_789
@@ -53,8 +57,13 @@ def compare(section: bytes, count: int, base_timestamp_ms: int = 0, pos: int = 0
     if want is None:
         assert got is None
     else:
-        assert got == (want.records, want.timestamps, want.key_hashes, want.largest, want.total)
+        assert got == (want.data, want.index_entries, want.time_entries, want.key_hashes, want.largest)
     return want
+
+
+def records_of(stored: StoredRecords) -> list[bytes]:
+    """The run's records, one bytes object each, as its index entries cut them."""
+    return run_records(stored.data, stored.index_entries)
 
 
 def test_the_compiled_function_is_in_use() -> None:
@@ -80,7 +89,7 @@ def test_plain_records_are_stored_by_the_mapping_rules() -> None:
     ]
     stored = compare(section_of(batch), 3)
     assert stored is not None
-    first, second, third = (decode_record(record) for record in stored.records)
+    first, second, third = (decode_record(record) for record in records_of(stored))
     assert (first.key, first.value, list(first.headers.items()), first.timestamp_ns) == (  # type: ignore[union-attr]
         b"",
         b"v",
@@ -89,7 +98,11 @@ def test_plain_records_are_stored_by_the_mapping_rules() -> None:
     )
     assert (second.value, dict(second.headers), second.timestamp_ns) == (b"", {NULLS_HEADER: b"value"}, NOW)  # type: ignore[union-attr]
     assert (third.key, third.value, dict(third.headers), third.timestamp_ns) == (b"", b"", {}, 5_000_000)  # type: ignore[union-attr]
-    assert stored.largest == max(map(len, stored.records))
+    assert stored.largest == max(map(len, records_of(stored)))
+    assert run_timestamps(stored.time_entries) == [1_700_000_000_123_000_000, NOW, 5_000_000]
+    assert stored.key_hashes == pack_hashes([zlib.crc32(b""), zlib.crc32(b"k"), zlib.crc32(b"")])
+    placed = place_run_entries_reference(stored.data, stored.index_entries, stored.time_entries, 0, 0)
+    assert placed == (stored.index_entries, stored.time_entries)  # entries numbered from 0, each record where it is
 
 
 @pytest.mark.parametrize(
@@ -163,7 +176,7 @@ def test_a_section_inside_a_larger_buffer_is_read_in_place() -> None:
     framed = b"\x01" * 9 + section + b"\x02" * 4
     want = stored_records_reference(section, 0, len(section), 1, 0, NOW)
     assert want is not None
-    expected = (want.records, want.timestamps, want.key_hashes, want.largest, want.total)
+    expected = (want.data, want.index_entries, want.time_entries, want.key_hashes, want.largest)
     for buf in (framed, memoryview(framed), bytearray(framed)):
         assert _compiled.kafka_stored_records(buf, 9, 9 + len(section), 1, 0, NOW, NULLS_HEADER) == expected
 
