@@ -226,7 +226,14 @@ def _decoder(api_key: int, api_version: int) -> Decoder:
         # Bytes after the payload are ignored, as Kafka ignores them: librdkafka 2.x sends three
         # after a Metadata v12 request for every topic.
         del size
-        return request if fast is None else fast.from_kio(request)
+        if fast is None:
+            return request
+        try:
+            return fast.from_kio(request)
+        except (TypeError, ValueError) as error:  # kio reads a null where the handler needs values
+            raise ProtocolError(
+                f"API key {header.api_key} version {header.api_version}: the request does not parse ({error})"
+            ) from None
 
     if 0 <= api_key < 1 << 15 and 0 <= api_version < 1 << 16:
         _decoders[api_key << 16 | api_version] = decode
