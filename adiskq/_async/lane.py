@@ -60,6 +60,7 @@ import anyio
 import anyio.to_thread
 
 from .._errors import ClosedError, DiskUsageRefusedError, explain_os_error
+from .._sansio.core import PackedRecords
 from .._storage.flocks import SHARED_LOCK_TIMEOUT_SECONDS, FileLock
 from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError
@@ -549,6 +550,22 @@ class Lane:
         """
         try:
             first = self.partition.active.append(records, timestamps, key_hashes, tagindex)
+        except PartlyCommittedError as error:
+            self.dirty = True
+            wakeup.notify(self.wake_key)
+            raise explain_disk_error(error) from None
+        except OSError as error:
+            raise explain_disk_error(error) from None
+        self.dirty = True
+        self._wrote = True
+        wakeup.notify(self.wake_key)
+        return first
+
+    def write_packed_inline(self, packed: PackedRecords) -> int:
+        """``write_inline`` of a batch packed by ``pack_records`` (``.data`` bytes and entries);
+        returns the first offset. Raises as ``write_inline``."""
+        try:
+            first = self.partition.active.append_packed(packed)
         except PartlyCommittedError as error:
             self.dirty = True
             wakeup.notify(self.wake_key)

@@ -72,7 +72,7 @@ static int tag_bytes(PyObject *tag, const char **raw, Py_ssize_t *length) {
 
 /* A timestamp as an i64 in *timestamp_ns: 1 for an int that fits, 0 for anything else (the
  * reference takes it, or raises its own error). */
-static int timestamp_of(PyObject *timestamp, long long *timestamp_ns) {
+int adq_timestamp_of(PyObject *timestamp, long long *timestamp_ns) {
     if (!PyLong_CheckExact(timestamp)) return 0;
     int overflow;
     *timestamp_ns = PyLong_AsLongLongAndOverflow(timestamp, &overflow);
@@ -83,24 +83,27 @@ static int timestamp_of(PyObject *timestamp, long long *timestamp_ns) {
     return 1;
 }
 
-/* One record as a new bytes object, its timestamp already an i64; NULL with no exception set means
- * "not plain: use the reference". `tag` is None or a str: a tagged record sets attributes bit 0 and
- * carries u16 tag_len and the tag right after the key. */
-static PyObject *encode_at(PyObject *value, const uint8_t *key, size_t key_len, long long timestamp_ns,
-                           PyObject *headers, int attributes, PyObject *tag) {
-    if (!PyBytes_CheckExact(value)) return NULL;
-    const char *raw_tag;
-    Py_ssize_t tag_len;
-    if (!tag_bytes(tag, &raw_tag, &tag_len)) return NULL;
+/* The bytes one record takes, or 0 when it is not plain ("use the reference"; no exception set): its
+ * value is not bytes, its tag or headers are not plain, or it is over 4 GiB. *raw_tag and *tag_len
+ * are the tag's UTF-8 (NULL for None), for adq_write_record. */
+uint64_t adq_record_size(PyObject *value, size_t key_len, PyObject *headers, PyObject *tag, const char **raw_tag,
+                         Py_ssize_t *tag_len) {
+    if (!PyBytes_CheckExact(value)) return 0;
+    if (!tag_bytes(tag, raw_tag, tag_len)) return 0;
     int64_t header_bytes = headers == Py_None ? 2 : headers_size(headers); /* most records have none */
-    if (header_bytes < 0) return NULL;
-    uint64_t tag_field = raw_tag == NULL ? 0 : 2 + (uint64_t)tag_len;
+    if (header_bytes < 0) return 0;
+    uint64_t tag_field = *raw_tag == NULL ? 0 : 2 + (uint64_t)*tag_len;
     uint64_t size =
         ADQ_KEY_AT + (uint64_t)key_len + tag_field + (uint64_t)header_bytes + (uint64_t)PyBytes_GET_SIZE(value);
-    if (size > MAX_U32 || key_len > MAX_U32) return NULL;
-    PyObject *record = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
-    if (record == NULL) return NULL;
-    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(record);
+    if (size > MAX_U32 || key_len > MAX_U32) return 0;
+    return size;
+}
+
+/* One record of `size` bytes (adq_record_size's, for these same fields) written at `out`, its CRC-32C
+ * last. */
+void adq_write_record(uint8_t *out, uint64_t size, PyObject *value, const uint8_t *key, size_t key_len,
+                      long long timestamp_ns, PyObject *headers, int attributes, const char *raw_tag,
+                      Py_ssize_t tag_len) {
     adq_store_u32(out + ADQ_SIZE_AT, (uint32_t)size);
     out[ADQ_MAGIC_AT] = ADQ_MAGIC_V1;
     out[ADQ_ATTRIBUTES_AT] = (uint8_t)(raw_tag == NULL ? attributes : (attributes | (int)ADQ_TAGGED));
@@ -116,6 +119,21 @@ static PyObject *encode_at(PyObject *value, const uint8_t *key, size_t key_len, 
     at = write_headers(at, headers);
     memcpy(at, PyBytes_AS_STRING(value), (size_t)PyBytes_GET_SIZE(value));
     adq_store_u32(out + ADQ_CRC_AT, adq_crc32c(0, out + ADQ_MAGIC_AT, (size_t)size - ADQ_MAGIC_AT));
+}
+
+/* One record as a new bytes object, its timestamp already an i64; NULL with no exception set means
+ * "not plain: use the reference". `tag` is None or a str: a tagged record sets attributes bit 0 and
+ * carries u16 tag_len and the tag right after the key. */
+static PyObject *encode_at(PyObject *value, const uint8_t *key, size_t key_len, long long timestamp_ns,
+                           PyObject *headers, int attributes, PyObject *tag) {
+    const char *raw_tag;
+    Py_ssize_t tag_len;
+    uint64_t size = adq_record_size(value, key_len, headers, tag, &raw_tag, &tag_len);
+    if (size == 0) return NULL;
+    PyObject *record = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (record == NULL) return NULL;
+    adq_write_record((uint8_t *)PyBytes_AS_STRING(record), size, value, key, key_len, timestamp_ns, headers,
+                     attributes, raw_tag, tag_len);
     return record;
 }
 
@@ -123,12 +141,12 @@ static PyObject *encode_at(PyObject *value, const uint8_t *key, size_t key_len, 
 static PyObject *encode_one(PyObject *value, const uint8_t *key, size_t key_len, PyObject *timestamp,
                             PyObject *headers, int attributes, PyObject *tag) {
     long long timestamp_ns;
-    if (!PyBytes_CheckExact(value) || !timestamp_of(timestamp, &timestamp_ns)) return NULL;
+    if (!PyBytes_CheckExact(value) || !adq_timestamp_of(timestamp, &timestamp_ns)) return NULL;
     return encode_at(value, key, key_len, timestamp_ns, headers, attributes, tag);
 }
 
 /* A key's bytes: a bytes object's own, or a str's UTF-8 (cached in the str); 0 when not plain. */
-static int key_bytes(PyObject *key, const uint8_t **raw, size_t *length) {
+int adq_key_bytes(PyObject *key, const uint8_t **raw, size_t *length) {
     Py_ssize_t n;
     if (PyBytes_CheckExact(key)) {
         *raw = (const uint8_t *)PyBytes_AS_STRING(key);
@@ -259,7 +277,7 @@ PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     }
     const uint8_t *key;
     size_t key_len;
-    if (!key_bytes(args[0], &key, &key_len)) return not_implemented();
+    if (!adq_key_bytes(args[0], &key, &key_len)) return not_implemented();
     PyObject *raw = PyBytes_CheckExact(args[0]) ? Py_NewRef(args[0])
                                                  : PyBytes_FromStringAndSize((const char *)key, (Py_ssize_t)key_len);
     if (raw == NULL) return NULL;
@@ -279,7 +297,7 @@ PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     return result;
 }
 
-static uint64_t next_random(void);
+
 
 /* encode_push(value, key, timestamp_ns, headers, tag, partition_count, max_message_bytes)
  *     -> (record, partition, key hash) | NotImplemented
@@ -305,10 +323,10 @@ PyObject *adq_py_encode_push(PyObject *module, PyObject *const *args, Py_ssize_t
     size_t key_len;
     uint8_t random_key[8];
     if (args[1] == Py_None) {
-        adq_store_u64(random_key, next_random());
+        adq_store_u64(random_key, adq_next_random());
         key = random_key;
         key_len = 8;
-    } else if (!key_bytes(args[1], &key, &key_len)) {
+    } else if (!adq_key_bytes(args[1], &key, &key_len)) {
         return not_implemented();
     }
     if (!PyBytes_CheckExact(value)) return not_implemented();
@@ -400,7 +418,7 @@ done:
  * spread such records over the partitions as go-diskq's random keys do. */
 uint64_t adq_random_state;
 
-static uint64_t next_random(void) {
+uint64_t adq_next_random(void) {
     uint64_t z = (adq_random_state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -451,7 +469,7 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
     if (!still_of_length(&items, 1, count)) goto reference;
     /* `now` converted once: most records take it (an int out of range leaves them to the reference). */
     long long now_ns = 0;
-    int now_fits = timestamp_of(now, &now_ns);
+    int now_fits = adq_timestamp_of(now, &now_ns);
     zero = PyLong_FromLong(0); /* CPython's cached small int */
     if (zero == NULL) goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -472,17 +490,17 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
         if (stamp == Py_None) {
             stamp = now;
             if (!now_fits) goto reference;
-        } else if (!timestamp_of(stamp, &timestamp_ns)) {
+        } else if (!adq_timestamp_of(stamp, &timestamp_ns)) {
             goto reference;
         }
         const uint8_t *raw;
         size_t key_len;
         uint8_t random_key[8];
         if (key == Py_None) {
-            adq_store_u64(random_key, next_random());
+            adq_store_u64(random_key, adq_next_random());
             raw = random_key;
             key_len = 8;
-        } else if (!key_bytes(key, &raw, &key_len)) {
+        } else if (!adq_key_bytes(key, &raw, &key_len)) {
             goto reference;
         }
         PyObject *stored = value;

@@ -46,7 +46,15 @@ from .._errors import CorruptRecordError
 from .._sansio import keyindex as keyindex_format
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES
 from .._sansio.compression import Dictionaries
-from .._sansio.core import decode_at, decode_messages, index_entries, matching_records, tag_column
+from .._sansio.core import (
+    PackedRecords,
+    decode_at,
+    decode_messages,
+    index_entries,
+    matching_records,
+    rebase_entries,
+    tag_column,
+)
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, segment_file_name
 from .._sansio.native import NATIVE
 from .._sansio.tags import TagFilter
@@ -509,6 +517,46 @@ class SegmentWriter:
         self._pending = pending
         return pending
 
+    def write_packed(self, packed: PackedRecords) -> PendingBatch:
+        """``write_data`` of a batch packed by ``pack_records``: its ``.data`` bytes written as they
+        are, its entries moved to the offset and position it is written at."""
+        self._check_usable()
+        if self._pending is not None:
+            raise RuntimeError("a batch is already waiting for its index entries")
+        count = len(packed.index_entries) // INDEX_ENTRY_BYTES
+        if (
+            len(packed.index_entries) != count * INDEX_ENTRY_BYTES
+            or len(packed.time_entries) != count * TIMEINDEX_ENTRY_BYTES
+            or len(packed.key_hashes) != count * keyindex_format.ENTRY_BYTES
+            or len(packed.tag_entries) != count * TAG_ENTRY_BYTES
+        ):
+            raise ValueError("a packed batch has one entry a record in each of its columns (see pack_records)")
+        first_offset = self.next_offset
+        start = self.data_size
+        index_bytes, timeindex_bytes = rebase_entries(packed.index_entries, packed.time_entries, first_offset, start)
+        tagindex_bytes = packed.tag_entries
+        if self._time_buffer:  # single pushes' entries go first, in one write with the batch's
+            timeindex_bytes = b"".join(self._time_buffer) + timeindex_bytes
+            tagindex_bytes = b"".join(self._tag_buffer) + tagindex_bytes
+        try:
+            write_all(self._data_fd, packed.data)
+        except OSError:
+            self._cut_back(self._data_fd, start)
+            raise
+        end = start + len(packed.data)
+        self.data_size = end
+        keyindex_bytes = b""
+        key_buffer = self._key_buffer
+        if key_buffer is not None:  # the single pushes' buffered entries go first
+            keyindex_bytes = (
+                keyindex_format.pack_hashes(key_buffer) + packed.key_hashes if key_buffer else packed.key_hashes
+            )
+        pending = PendingBatch(
+            first_offset, count, start, end, index_bytes, timeindex_bytes, keyindex_bytes, tagindex_bytes
+        )
+        self._pending = pending
+        return pending
+
     def write_entries(self, pending: PendingBatch) -> None:
         """Append the batch's ``.timeindex`` then ``.index`` entries: the batch becomes visible.
 
@@ -595,6 +643,12 @@ class SegmentWriter:
     ) -> int:
         """Append and commit the records; returns the offset of the first."""
         pending = self.write_data(records, timestamps, key_hashes, tagindex)
+        self.write_entries(pending)
+        return pending.first_offset
+
+    def append_packed(self, packed: PackedRecords) -> int:
+        """``append`` of a batch packed by ``pack_records``; returns the offset of its first record."""
+        pending = self.write_packed(packed)
         self.write_entries(pending)
         return pending.first_offset
 

@@ -34,6 +34,14 @@ def one_round() -> None:
     stamped = [Record(VALUE, key=b"k", timestamp=5)] * 999 + [Record(VALUE, timestamp=2**70)]
     assert core.encode_records(stamped, 7, 4) is None
     core.receipts(0, 0, 1000)
+    packed = core.pack_records([Record(VALUE, key="k", tag="t"), Record(VALUE)] * 500, 7, 2**30)
+    assert packed is None or len(packed.index_entries) == 24_000
+    if packed is not None:
+        core.rebase_entries(packed.index_entries, packed.time_entries, 10, 20)
+        with contextlib.suppress(OverflowError):  # left to the reference, which raises
+            core.rebase_entries(packed.index_entries, packed.time_entries, 2**64 - 1, 20)
+    assert core.pack_records(stamped, 7, 2**30) is None  # refused at the last record
+    assert core.pack_records([Record(VALUE, key="k")] * 1000, 7, 50_000) is None  # over the size given
     if core.raw_encode_push is not None:  # one push's encoding: plain, keyless, tagged, refused, too large
         for key in keys[:200]:
             core.raw_encode_push(VALUE, key, 7, None, None, 4, 2**20)
