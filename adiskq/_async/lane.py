@@ -505,6 +505,14 @@ class Lane:
 
     # -- inline writes ---------------------------------------------------------------------------
 
+    def may_write_inline(self) -> bool:
+        """Whether records would be written inline now, their size and the lock aside: what push_many
+        asks before it packs a batch for an inline write (one that then cannot go inline is encoded
+        again, record by record)."""
+        return not (self.sync_flush or self._committing is not None or self._open is not None) and (
+            not self.partition.needs_roll()
+        )
+
     def can_write_inline(self, size_bytes: int) -> bool:
         """True when records may be written right now, on the loop thread, keeping order."""
         if size_bytes > INLINE_MAX_BYTES or self.sync_flush or self._committing is not None or self._open is not None:

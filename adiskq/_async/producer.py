@@ -759,10 +759,10 @@ class Producer(Generic[PushKeyT, PushValueT]):
             self._partition_count == 1
             and self._compression is None
             and len(items) <= chunk
-            and not self._lanes[0].sync_flush
+            and self._lanes[0].may_write_inline()
         ):
-            # One partition, values stored as they are, written inline (not flushed with fsync, which
-            # a batch does off the loop's thread): the batch packed in one buffer with its entries
+            # One partition, values stored as they are, a write that would go inline (no fsync to wait
+            # for, no batch in flight, no roll due): the batch packed in one buffer with its entries
             # (None where it is too large to write inline or not plain; then encoded below).
             packed = pack_records(items, now, INLINE_MAX_BYTES) if keyindex.key_hash is _CRC32 else None
             if packed is not None:
