@@ -150,10 +150,15 @@ static PyObject *new_record(PyTypeObject *cls, PyObject *const *args, Py_ssize_t
     }
     /* A subclass with a __dict__ (no __slots__) may be made part of a cycle through it: tracked. */
     int untracked = cannot_form_cycles(fields) && (cls == listed_type || adq_plain_named_tuple(cls));
-    PyObject *record = cls == listed_type && untracked ? untracked_record() : cls->tp_alloc(cls, FIELDS);
+    PyObject *record;
+    if (untracked && cls == listed_type) {
+        record = untracked_record();
+    } else {
+        record = cls->tp_alloc(cls, FIELDS); /* zeroed and tracked */
+        if (record != NULL && untracked) PyObject_GC_UnTrack(record);
+    }
     if (record == NULL) return NULL;
     for (int f = 0; f < FIELDS; f++) PyTuple_SET_ITEM(record, f, Py_NewRef(fields[f]));
-    if (untracked && PyObject_GC_IsTracked(record)) PyObject_GC_UnTrack(record);
     return record;
 }
 
