@@ -221,8 +221,10 @@ def reference_pack_records(items: Sequence[Record | bytes], now: int, max_total:
 def reference_rebase_entries(index: bytes, timeindex: bytes, first_offset: int, start: int) -> tuple[bytes, bytes]:
     """``pack_records``' entries for a batch written at ``first_offset``, its first record at
     ``start`` in ``.data``: each offset plus ``first_offset``, each position plus ``start``."""
+    if len(index) % 24 or len(timeindex) != len(index) // 24 * 16:
+        raise ValueError("rebase_entries: 24-byte index entries and as many 16-byte timeindex entries")
     moved = bytearray()
-    for at in range(0, len(index) - len(index) % 24, 24):
+    for at in range(0, len(index), 24):
         offset, position = (
             int.from_bytes(index[at : at + 8], "little"),
             int.from_bytes(index[at + 8 : at + 16], "little"),
@@ -230,7 +232,7 @@ def reference_rebase_entries(index: bytes, timeindex: bytes, first_offset: int, 
         moved += (offset + first_offset).to_bytes(8, "little") + (position + start).to_bytes(8, "little")
         moved += index[at + 16 : at + 24]
     moved_time = bytearray()
-    for at in range(0, len(timeindex) - len(timeindex) % 16, 16):
+    for at in range(0, len(timeindex), 16):
         offset = int.from_bytes(timeindex[at : at + 8], "little")
         moved_time += (offset + first_offset).to_bytes(8, "little") + timeindex[at + 8 : at + 16]
     return bytes(moved), bytes(moved_time)

@@ -450,6 +450,27 @@ def test_rebase_entries_are_the_references(batch: list[tuple[bytes, bytes, int]]
 
 
 @given(
+    st.integers(min_value=0, max_value=4).flatmap(
+        lambda n: st.tuples(
+            st.one_of(st.binary(min_size=24 * n, max_size=24 * n), st.binary(max_size=100)),
+            st.one_of(st.binary(min_size=16 * n, max_size=16 * n), st.binary(max_size=70)),
+        )
+    ),
+    st.one_of(st.integers(min_value=0, max_value=2**64 - 1), st.integers(min_value=-(2**70), max_value=2**70)),
+    st.integers(min_value=0, max_value=2**64 - 1),
+)
+def test_rebase_entries_of_any_bytes_answer_as_the_reference(
+    entries: tuple[bytes, bytes], first: int, start: int
+) -> None:
+    """Entries that are not pack_records' (any bytes, lengths that disagree, offsets near 2**64,
+    a negative or too large first offset): the reference's answer or its error."""
+    index, timeindex = entries
+    assert outcome(lambda: core.rebase_entries(index, timeindex, first, start)) == outcome(
+        lambda: core.reference_rebase_entries(index, timeindex, first, start)
+    )
+
+
+@given(
     st.integers(min_value=0, max_value=2**40), st.integers(min_value=0, max_value=2**40), st.lists(fields, max_size=10)
 )
 def test_index_entries_are_the_references(first: int, start: int, batch: list[Fields]) -> None:
