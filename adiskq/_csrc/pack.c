@@ -110,7 +110,8 @@ PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_
     for (Py_ssize_t i = 0; i < count; i++) {
         const extent *e = &extents[i];
         PyObject *value, *key, *headers, *stamp, *tag;
-        item_fields(PyList_GET_ITEM(items, i), &value, &key, &headers, &stamp, &tag); /* as in the first pass */
+        if (!item_fields(PyList_GET_ITEM(items, i), &value, &key, &headers, &stamp, &tag))
+            goto not_plain; /* never: the first pass took it, and no Python code ran since */
         adq_write_record(out + position, e->size, value, e->key, e->key_len, e->timestamp_ns, headers, 0, e->tag,
                          e->tag_len);
         adq_store_u64(index_at, (uint64_t)i);
