@@ -33,7 +33,7 @@ static int64_t headers_size(PyObject *headers) {
     return size;
 }
 
-static uint8_t *write_headers(uint8_t *out, PyObject *headers) {
+static inline __attribute__((always_inline)) uint8_t *write_headers(uint8_t *out, PyObject *headers) {
     if (headers == Py_None || PyDict_GET_SIZE(headers) == 0) {
         adq_store_u16(out, 0);
         return out + 2;
@@ -72,7 +72,7 @@ static int tag_bytes(PyObject *tag, const char **raw, Py_ssize_t *length) {
 
 /* A timestamp as an i64 in *timestamp_ns: 1 for an int that fits, 0 for anything else (the
  * reference takes it, or raises its own error). */
-int adq_timestamp_of(PyObject *timestamp, long long *timestamp_ns) {
+static int timestamp_of(PyObject *timestamp, long long *timestamp_ns) {
     if (!PyLong_CheckExact(timestamp)) return 0;
     int overflow;
     *timestamp_ns = PyLong_AsLongLongAndOverflow(timestamp, &overflow);
@@ -86,8 +86,10 @@ int adq_timestamp_of(PyObject *timestamp, long long *timestamp_ns) {
 /* The bytes one record takes, or 0 when it is not plain ("use the reference"; no exception set): its
  * value is not bytes, its tag or headers are not plain, or it is over 4 GiB. *raw_tag and *tag_len
  * are the tag's UTF-8 (NULL for None), for adq_write_record. */
-uint64_t adq_record_size(PyObject *value, size_t key_len, PyObject *headers, PyObject *tag, const char **raw_tag,
-                         Py_ssize_t *tag_len) {
+/* Inlined always, as encode_at's body was before pack.c shared it: a push felt the calls. */
+static inline __attribute__((always_inline)) uint64_t record_size(PyObject *value, size_t key_len, PyObject *headers,
+                                                                 PyObject *tag, const char **raw_tag,
+                                                                 Py_ssize_t *tag_len) {
     if (!PyBytes_CheckExact(value)) return 0;
     if (!tag_bytes(tag, raw_tag, tag_len)) return 0;
     int64_t header_bytes = headers == Py_None ? 2 : headers_size(headers); /* most records have none */
@@ -101,9 +103,10 @@ uint64_t adq_record_size(PyObject *value, size_t key_len, PyObject *headers, PyO
 
 /* One record of `size` bytes (adq_record_size's, for these same fields) written at `out`, its CRC-32C
  * last. */
-void adq_write_record(uint8_t *out, uint64_t size, PyObject *value, const uint8_t *key, size_t key_len,
-                      long long timestamp_ns, PyObject *headers, int attributes, const char *raw_tag,
-                      Py_ssize_t tag_len) {
+static inline __attribute__((always_inline)) void write_record(uint8_t *out, uint64_t size, PyObject *value,
+                                                             const uint8_t *key, size_t key_len,
+                                                             long long timestamp_ns, PyObject *headers,
+                                                             int attributes, const char *raw_tag, Py_ssize_t tag_len) {
     adq_store_u32(out + ADQ_SIZE_AT, (uint32_t)size);
     out[ADQ_MAGIC_AT] = ADQ_MAGIC_V1;
     out[ADQ_ATTRIBUTES_AT] = (uint8_t)(raw_tag == NULL ? attributes : (attributes | (int)ADQ_TAGGED));
@@ -128,11 +131,11 @@ static PyObject *encode_at(PyObject *value, const uint8_t *key, size_t key_len, 
                            PyObject *headers, int attributes, PyObject *tag) {
     const char *raw_tag;
     Py_ssize_t tag_len;
-    uint64_t size = adq_record_size(value, key_len, headers, tag, &raw_tag, &tag_len);
+    uint64_t size = record_size(value, key_len, headers, tag, &raw_tag, &tag_len);
     if (size == 0) return NULL;
     PyObject *record = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
     if (record == NULL) return NULL;
-    adq_write_record((uint8_t *)PyBytes_AS_STRING(record), size, value, key, key_len, timestamp_ns, headers,
+    write_record((uint8_t *)PyBytes_AS_STRING(record), size, value, key, key_len, timestamp_ns, headers,
                      attributes, raw_tag, tag_len);
     return record;
 }
@@ -141,12 +144,12 @@ static PyObject *encode_at(PyObject *value, const uint8_t *key, size_t key_len, 
 static PyObject *encode_one(PyObject *value, const uint8_t *key, size_t key_len, PyObject *timestamp,
                             PyObject *headers, int attributes, PyObject *tag) {
     long long timestamp_ns;
-    if (!PyBytes_CheckExact(value) || !adq_timestamp_of(timestamp, &timestamp_ns)) return NULL;
+    if (!PyBytes_CheckExact(value) || !timestamp_of(timestamp, &timestamp_ns)) return NULL;
     return encode_at(value, key, key_len, timestamp_ns, headers, attributes, tag);
 }
 
 /* A key's bytes: a bytes object's own, or a str's UTF-8 (cached in the str); 0 when not plain. */
-int adq_key_bytes(PyObject *key, const uint8_t **raw, size_t *length) {
+static int key_bytes(PyObject *key, const uint8_t **raw, size_t *length) {
     Py_ssize_t n;
     if (PyBytes_CheckExact(key)) {
         *raw = (const uint8_t *)PyBytes_AS_STRING(key);
@@ -277,7 +280,7 @@ PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     }
     const uint8_t *key;
     size_t key_len;
-    if (!adq_key_bytes(args[0], &key, &key_len)) return not_implemented();
+    if (!key_bytes(args[0], &key, &key_len)) return not_implemented();
     PyObject *raw = PyBytes_CheckExact(args[0]) ? Py_NewRef(args[0])
                                                  : PyBytes_FromStringAndSize((const char *)key, (Py_ssize_t)key_len);
     if (raw == NULL) return NULL;
@@ -297,7 +300,7 @@ PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     return result;
 }
 
-
+static uint64_t next_random(void);
 
 /* encode_push(value, key, timestamp_ns, headers, tag, partition_count, max_message_bytes)
  *     -> (record, partition, key hash) | NotImplemented
@@ -323,10 +326,10 @@ PyObject *adq_py_encode_push(PyObject *module, PyObject *const *args, Py_ssize_t
     size_t key_len;
     uint8_t random_key[8];
     if (args[1] == Py_None) {
-        adq_store_u64(random_key, adq_next_random());
+        adq_store_u64(random_key, next_random());
         key = random_key;
         key_len = 8;
-    } else if (!adq_key_bytes(args[1], &key, &key_len)) {
+    } else if (!key_bytes(args[1], &key, &key_len)) {
         return not_implemented();
     }
     if (!PyBytes_CheckExact(value)) return not_implemented();
@@ -418,7 +421,7 @@ done:
  * spread such records over the partitions as go-diskq's random keys do. */
 uint64_t adq_random_state;
 
-uint64_t adq_next_random(void) {
+static uint64_t next_random(void) {
     uint64_t z = (adq_random_state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -469,7 +472,7 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
     if (!still_of_length(&items, 1, count)) goto reference;
     /* `now` converted once: most records take it (an int out of range leaves them to the reference). */
     long long now_ns = 0;
-    int now_fits = adq_timestamp_of(now, &now_ns);
+    int now_fits = timestamp_of(now, &now_ns);
     zero = PyLong_FromLong(0); /* CPython's cached small int */
     if (zero == NULL) goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -490,17 +493,17 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
         if (stamp == Py_None) {
             stamp = now;
             if (!now_fits) goto reference;
-        } else if (!adq_timestamp_of(stamp, &timestamp_ns)) {
+        } else if (!timestamp_of(stamp, &timestamp_ns)) {
             goto reference;
         }
         const uint8_t *raw;
         size_t key_len;
         uint8_t random_key[8];
         if (key == Py_None) {
-            adq_store_u64(random_key, adq_next_random());
+            adq_store_u64(random_key, next_random());
             raw = random_key;
             key_len = 8;
-        } else if (!adq_key_bytes(key, &raw, &key_len)) {
+        } else if (!key_bytes(key, &raw, &key_len)) {
             goto reference;
         }
         PyObject *stored = value;
@@ -589,3 +592,23 @@ PyObject *adq_py_receipts(PyObject *module, PyObject *const *args, Py_ssize_t na
     }
     return list;
 }
+
+/* What pack.c shares of this file's per-record work (see core.h). Wrappers, so that the calls within
+ * this file stay calls of static functions the compiler inlines, as they were before pack.c: an
+ * exported function of a shared library is called through its symbol, which a push felt. */
+uint64_t adq_record_size(PyObject *value, size_t key_len, PyObject *headers, PyObject *tag, const char **raw_tag,
+                         Py_ssize_t *tag_len) {
+    return record_size(value, key_len, headers, tag, raw_tag, tag_len);
+}
+
+void adq_write_record(uint8_t *out, uint64_t size, PyObject *value, const uint8_t *key, size_t key_len,
+                      long long timestamp_ns, PyObject *headers, int attributes, const char *raw_tag,
+                      Py_ssize_t tag_len) {
+    write_record(out, size, value, key, key_len, timestamp_ns, headers, attributes, raw_tag, tag_len);
+}
+
+int adq_timestamp_of(PyObject *timestamp, long long *timestamp_ns) { return timestamp_of(timestamp, timestamp_ns); }
+
+int adq_key_bytes(PyObject *key, const uint8_t **raw, size_t *length) { return key_bytes(key, raw, length); }
+
+uint64_t adq_next_random(void) { return next_random(); }
