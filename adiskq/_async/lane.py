@@ -61,6 +61,7 @@ import anyio.to_thread
 
 from .._errors import ClosedError, DiskUsageRefusedError, explain_os_error
 from .._sansio import keyindex as keyindex_format
+from .._sansio.core import PackedRecords
 from .._sansio.run_entries import INDEX_ENTRY_BYTES, run_records, run_timestamps
 from .._storage.flocks import SHARED_LOCK_TIMEOUT_SECONDS, FileLock
 from .._storage.partition_writer import PartitionWriter
@@ -522,6 +523,14 @@ class Lane:
 
     # -- inline writes ---------------------------------------------------------------------------
 
+    def may_write_inline(self) -> bool:
+        """Whether records would be written inline now, their size and the lock aside: what push_many
+        asks before it packs a batch for an inline write (one that then cannot go inline is encoded
+        again, record by record)."""
+        return not (self.sync_flush or self._committing is not None or self._open is not None) and (
+            not self.partition.needs_roll()
+        )
+
     def can_write_inline(self, size_bytes: int) -> bool:
         """True when records may be written right now, on the loop thread, keeping order."""
         if size_bytes > INLINE_MAX_BYTES or self.sync_flush or self._committing is not None or self._open is not None:
@@ -581,8 +590,17 @@ class Lane:
     def write_run_inline(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> int:
         """``write_inline`` of a run of records (``SegmentWriter.write_run``: its bytes, its entries
         numbered from 0, its key hashes packed); returns the first offset."""
+        return self._write_made_inline(self.partition.append_run, data, index, timeindex, key_hashes)
+
+    def write_packed_inline(self, packed: PackedRecords) -> int:
+        """``write_inline`` of a batch packed by ``pack_records`` (``.data`` bytes and entries);
+        returns the first offset. Raises as ``write_inline``."""
+        return self._write_made_inline(self.partition.active.append_packed, packed)
+
+    def _write_made_inline(self, append: Callable[..., int], *made: object) -> int:
+        """``write_inline`` of records made ahead (a run, a packed batch) by ``append(*made)``."""
         try:
-            first = self.partition.append_run(data, index, timeindex, key_hashes)
+            first = append(*made)
         except PartlyCommittedError as error:
             self.dirty = True
             wakeup.notify(self.wake_key)

@@ -41,10 +41,12 @@ from .._sansio import keyindex
 from .._sansio.codec import byte_count, utf8
 from .._sansio.core import (
     COMPILED,
+    PackedRecords,
     encode_batch,
     encode_record,
     encode_records,
     fnv1_32,
+    pack_records,
     place,
     raw_encode_push,
     raw_encode_record,
@@ -64,7 +66,7 @@ from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
 from .cancellation import cancel_check, loop_turn, running_on_trio, shielded_turn
 from .compressing import ValueCompression, check_dictionary
-from .lane import Batch, Lane, LockNotHeld, Turns
+from .lane import INLINE_MAX_BYTES, Batch, Lane, LockNotHeld, Turns
 from .metrics import telemetry
 
 __all__ = ["FlushMode", "Producer"]
@@ -754,6 +756,18 @@ class Producer(Generic[PushKeyT, PushValueT]):
             # each chunk (and the caller's own work before this call ends a step of its own).
             # Nothing is written yet, so a cancellation here leaves no trace.
             await self._turn_before_writing()
+        if (
+            self._partition_count == 1
+            and self._compression is None
+            and len(items) <= chunk
+            and self._lanes[0].may_write_inline()
+        ):
+            # One partition, values stored as they are, a write that would go inline (no fsync to wait
+            # for, no batch in flight, no roll due): the batch packed in one buffer with its entries
+            # (None where it is too large to write inline or not plain; then encoded below).
+            packed = pack_records(items, now, INLINE_MAX_BYTES) if keyindex.key_hash is _CRC32 else None
+            if packed is not None:
+                return await self._push_packed(items, now, packed, large)
         first_chunk = items if len(items) <= chunk else items[:chunk]  # no copy of a batch of one chunk
         encoded, stamps, partitions, key_hashes, entries, total_bytes = self._encode_sized(first_chunk, now)
         for start in range(chunk, len(items), chunk):
@@ -776,6 +790,38 @@ class Producer(Generic[PushKeyT, PushValueT]):
         if self._disk_guard is not None:
             self._disk_guard.admit(total_bytes)  # the whole batch, before any of it is written
         return await self._write_shares(encoded, stamps, partitions, key_hashes, total_bytes, entries)
+
+    async def _push_packed(
+        self, items: list[Record | bytes], now: int, packed: PackedRecords, large: bool
+    ) -> list[Receipt]:
+        """The rest of ``_push_many`` for a batch ``pack_records`` packed: written as one buffer
+        when partition 0's lane takes it inline now, else encoded record by record and written as any
+        batch is (a batch in flight, a roll due, a stream flushed with fsync)."""
+        if packed.largest > self._max_message_bytes:
+            self._check_size(packed.largest)
+        if large:
+            await self._turn_before_writing()  # the write is the next long step; still nothing written
+        self._check_open()
+        total_bytes = len(packed.data)
+        if self._disk_guard is not None:
+            self._disk_guard.admit(total_bytes)  # the whole batch, before any of it is written
+        lane = self._lanes[0]
+        if not lane.can_write_inline(total_bytes):
+            encoded, stamps, partitions, key_hashes, entries, _ = self._encode_sized(items, now)
+            return await self._write_shares(encoded, stamps, partitions, key_hashes, total_bytes, entries)
+        try:
+            first = lane.write_packed_inline(packed)
+        except PartlyCommittedError as error:  # its first records were kept: they have receipts
+            placed: list[Receipt | None] = [None] * len(items)
+            _place_receipts(placed, range(error.committed), 0, error.first_offset)
+            raise PartialWriteError(error, placed) from error
+        # Written: other tasks get a turn before the receipts are built, and a large batch's caller
+        # a step of its own after (shielded: a push that wrote must return).
+        await self._shielded_turn()
+        if large:
+            await self._shielded_turn()
+        made: list[Receipt] = receipts(0, first, len(items))
+        return made
 
     async def _turn_before_writing(self) -> None:
         """``anyio.lowlevel.checkpoint()`` for a call that has written nothing yet, at the cost of

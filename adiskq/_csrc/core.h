@@ -7,6 +7,7 @@
  *   fnv.c     FNV-1 32-bit of keys: the partition of a key, as go-diskq places it
  *   record.c  reading one record's fields from a buffer and checking them (every check of the reference)
  *   encode.c  records (and batches of them) from values, keys, timestamps and headers
+ *   pack.c    push_many's batch as one .data buffer with its index columns, no object a record
  *   decode.c  Messages from a buffer of records, the read hot path
  *   message.c Message objects: allocated untracked, and kept on a free list when freed
  *   receipt.c Receipt objects (push_many's): the same
@@ -92,6 +93,17 @@ static inline void adq_store_u64(uint8_t *p, uint64_t v) {
 #endif
     memcpy(p, &v, 8);
 }
+
+/* encode.c: one record's size and its writing into a buffer (what encode_records and pack.c share),
+ * and the plain fields they take: a timestamp as an i64, a key's bytes, a random key's 8 bytes. */
+uint64_t adq_record_size(PyObject *value, size_t key_len, PyObject *headers, PyObject *tag, const char **raw_tag,
+                         Py_ssize_t *tag_len);
+void adq_write_record(uint8_t *out, uint64_t size, PyObject *value, const uint8_t *key, size_t key_len,
+                      long long timestamp_ns, PyObject *headers, int attributes, const char *raw_tag,
+                      Py_ssize_t tag_len);
+int adq_timestamp_of(PyObject *timestamp, long long *timestamp_ns);
+int adq_key_bytes(PyObject *key, const uint8_t **raw, size_t *length);
+uint64_t adq_next_random(void);
 
 /* crc32c.c */
 void adq_crc32c_init(void);
@@ -202,5 +214,7 @@ PyObject *adq_py_zstd_compress(PyObject *module, PyObject *const *args, Py_ssize
 PyObject *adq_py_append_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_append_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_place_run_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_rebase_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

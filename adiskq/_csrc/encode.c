@@ -33,7 +33,7 @@ static int64_t headers_size(PyObject *headers) {
     return size;
 }
 
-static uint8_t *write_headers(uint8_t *out, PyObject *headers) {
+static inline __attribute__((always_inline)) uint8_t *write_headers(uint8_t *out, PyObject *headers) {
     if (headers == Py_None || PyDict_GET_SIZE(headers) == 0) {
         adq_store_u16(out, 0);
         return out + 2;
@@ -83,24 +83,30 @@ static int timestamp_of(PyObject *timestamp, long long *timestamp_ns) {
     return 1;
 }
 
-/* One record as a new bytes object, its timestamp already an i64; NULL with no exception set means
- * "not plain: use the reference". `tag` is None or a str: a tagged record sets attributes bit 0 and
- * carries u16 tag_len and the tag right after the key. */
-static PyObject *encode_at(PyObject *value, const uint8_t *key, size_t key_len, long long timestamp_ns,
-                           PyObject *headers, int attributes, PyObject *tag) {
-    if (!PyBytes_CheckExact(value)) return NULL;
-    const char *raw_tag;
-    Py_ssize_t tag_len;
-    if (!tag_bytes(tag, &raw_tag, &tag_len)) return NULL;
+/* The bytes one record takes, or 0 when it is not plain ("use the reference"; no exception set): its
+ * value is not bytes, its tag or headers are not plain, or it is over 4 GiB. *raw_tag and *tag_len
+ * are the tag's UTF-8 (NULL for None), for adq_write_record. */
+/* Inlined always, as encode_at's body was before pack.c shared it: a push felt the calls. */
+static inline __attribute__((always_inline)) uint64_t record_size(PyObject *value, size_t key_len, PyObject *headers,
+                                                                 PyObject *tag, const char **raw_tag,
+                                                                 Py_ssize_t *tag_len) {
+    if (!PyBytes_CheckExact(value)) return 0;
+    if (!tag_bytes(tag, raw_tag, tag_len)) return 0;
     int64_t header_bytes = headers == Py_None ? 2 : headers_size(headers); /* most records have none */
-    if (header_bytes < 0) return NULL;
-    uint64_t tag_field = raw_tag == NULL ? 0 : 2 + (uint64_t)tag_len;
+    if (header_bytes < 0) return 0;
+    uint64_t tag_field = *raw_tag == NULL ? 0 : 2 + (uint64_t)*tag_len;
     uint64_t size =
         ADQ_KEY_AT + (uint64_t)key_len + tag_field + (uint64_t)header_bytes + (uint64_t)PyBytes_GET_SIZE(value);
-    if (size > MAX_U32 || key_len > MAX_U32) return NULL;
-    PyObject *record = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
-    if (record == NULL) return NULL;
-    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(record);
+    if (size > MAX_U32 || key_len > MAX_U32) return 0;
+    return size;
+}
+
+/* One record of `size` bytes (adq_record_size's, for these same fields) written at `out`, its CRC-32C
+ * last. */
+static inline __attribute__((always_inline)) void write_record(uint8_t *out, uint64_t size, PyObject *value,
+                                                             const uint8_t *key, size_t key_len,
+                                                             long long timestamp_ns, PyObject *headers,
+                                                             int attributes, const char *raw_tag, Py_ssize_t tag_len) {
     adq_store_u32(out + ADQ_SIZE_AT, (uint32_t)size);
     out[ADQ_MAGIC_AT] = ADQ_MAGIC_V1;
     out[ADQ_ATTRIBUTES_AT] = (uint8_t)(raw_tag == NULL ? attributes : (attributes | (int)ADQ_TAGGED));
@@ -116,6 +122,21 @@ static PyObject *encode_at(PyObject *value, const uint8_t *key, size_t key_len, 
     at = write_headers(at, headers);
     memcpy(at, PyBytes_AS_STRING(value), (size_t)PyBytes_GET_SIZE(value));
     adq_store_u32(out + ADQ_CRC_AT, adq_crc32c(0, out + ADQ_MAGIC_AT, (size_t)size - ADQ_MAGIC_AT));
+}
+
+/* One record as a new bytes object, its timestamp already an i64; NULL with no exception set means
+ * "not plain: use the reference". `tag` is None or a str: a tagged record sets attributes bit 0 and
+ * carries u16 tag_len and the tag right after the key. */
+static PyObject *encode_at(PyObject *value, const uint8_t *key, size_t key_len, long long timestamp_ns,
+                           PyObject *headers, int attributes, PyObject *tag) {
+    const char *raw_tag;
+    Py_ssize_t tag_len;
+    uint64_t size = record_size(value, key_len, headers, tag, &raw_tag, &tag_len);
+    if (size == 0) return NULL;
+    PyObject *record = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (record == NULL) return NULL;
+    write_record((uint8_t *)PyBytes_AS_STRING(record), size, value, key, key_len, timestamp_ns, headers,
+                     attributes, raw_tag, tag_len);
     return record;
 }
 
@@ -571,3 +592,23 @@ PyObject *adq_py_receipts(PyObject *module, PyObject *const *args, Py_ssize_t na
     }
     return list;
 }
+
+/* What pack.c shares of this file's per-record work (see core.h). Wrappers, so that the calls within
+ * this file stay calls of static functions the compiler inlines, as they were before pack.c: an
+ * exported function of a shared library is called through its symbol, which a push felt. */
+uint64_t adq_record_size(PyObject *value, size_t key_len, PyObject *headers, PyObject *tag, const char **raw_tag,
+                         Py_ssize_t *tag_len) {
+    return record_size(value, key_len, headers, tag, raw_tag, tag_len);
+}
+
+void adq_write_record(uint8_t *out, uint64_t size, PyObject *value, const uint8_t *key, size_t key_len,
+                      long long timestamp_ns, PyObject *headers, int attributes, const char *raw_tag,
+                      Py_ssize_t tag_len) {
+    write_record(out, size, value, key, key_len, timestamp_ns, headers, attributes, raw_tag, tag_len);
+}
+
+int adq_timestamp_of(PyObject *timestamp, long long *timestamp_ns) { return timestamp_of(timestamp, timestamp_ns); }
+
+int adq_key_bytes(PyObject *key, const uint8_t **raw, size_t *length) { return key_bytes(key, raw, length); }
+
+uint64_t adq_next_random(void) { return next_random(); }

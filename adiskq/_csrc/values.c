@@ -1,11 +1,102 @@
 /* adiskq.Record's constructor in C. Record is a NamedTuple (value, key=None, headers=None,
  * timestamp=None, tag=None); the __new__ NamedTuple generates is a Python function, which costs more than
  * push_many's whole per-record work. adiskq/_sansio/values.py installs this one in its place when
- * the compiled core runs: the same arguments, defaults and errors, one C call. */
+ * the compiled core runs: the same arguments, defaults and errors, one C call.
+ *
+ * Records that can never be part of a reference cycle (see cannot_form_cycles) are made untracked and
+ * kept on a free list when freed, as receipt.c keeps Receipts: a caller builds a push_many batch of
+ * Records, and drops them all when the call returns, so the next batch reuses their tuples. Through
+ * CPython's own paths each Record was an allocation that zeroes it and counts towards the cyclic GC's
+ * young generation (a tuple subclass gets no tuple free list), and a free through subtype_dealloc and
+ * tuple's dealloc: together more than the rest of push_many's work a record. The list is process-wide
+ * and bounded (FREE_RECORDS tuples of five slots, 88 bytes each with the GC header, about 176 KiB at
+ * most); only exact Records of the type install_record_call() was given, untracked when freed, go on
+ * it. Builds that count or trace references, and the free-threaded build, keep none. Under
+ * AddressSanitizer a Record on the free list is poisoned, so a use after free is still caught. */
 #include "core.h"
 
 #define FIELDS 5
 static const char *const field_names[FIELDS] = {"value", "key", "headers", "timestamp", "tag"};
+
+#if defined(Py_REF_DEBUG) || defined(Py_TRACE_REFS) || defined(Py_GIL_DISABLED)
+#define FREE_RECORDS 0
+#else
+#define FREE_RECORDS 2048 /* a push_many batch of up to 2,048 Records reuses the one before's */
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(op) ASAN_POISON_MEMORY_REGION((op), Py_TYPE(op)->tp_basicsize + FIELDS * sizeof(PyObject *))
+#define UNPOISON(op, type) ASAN_UNPOISON_MEMORY_REGION((op), (type)->tp_basicsize + FIELDS * sizeof(PyObject *))
+#else
+#define POISON(op) ((void)0)
+#define UNPOISON(op, type) ((void)0)
+#endif
+
+/* The Record type install_record_call() was given (a strong reference; NULL when it is not laid out
+ * as a NamedTuple is): the one whose instances are made untracked here and kept on the free list. */
+static PyTypeObject *listed_type = NULL;
+#if FREE_RECORDS
+static PyObject *free_records[FREE_RECORDS];
+static int free_count = 0;
+#endif
+
+/* An untracked Record of listed_type whose FIELDS slots the caller fills: one from the free list, or
+ * allocated without zeroing (every slot is set at once). */
+static PyObject *untracked_record(void) {
+#if FREE_RECORDS
+    if (free_count > 0) {
+        PyObject *record = free_records[--free_count];
+        UNPOISON(record, listed_type);
+        Py_SET_REFCNT(record, 1); /* it kept its type's reference and its size while on the list */
+#if PY_VERSION_HEX >= 0x030E0000
+        ((PyTupleObject *)record)->ob_hash = -1; /* 3.14 caches a tuple's hash: not the last one's */
+#endif
+        return record;
+    }
+#endif
+    PyObject *record = (PyObject *)PyObject_GC_NewVar(PyTupleObject, listed_type, FIELDS);
+#if PY_VERSION_HEX >= 0x030E0000
+    if (record != NULL) ((PyTupleObject *)record)->ob_hash = -1;
+#endif
+    return record;
+}
+
+/* The Record type's tp_dealloc (installed by install_record_call when the type is laid out as a
+ * NamedTuple is). As receipt.c's, it also runs for the tuple part of a subclass's instance, and then
+ * does what tuple's dealloc would, plus the release of the instance's reference to its heap type. */
+static void record_dealloc(PyObject *self) {
+#if FREE_RECORDS
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject **items = ((PyTupleObject *)self)->ob_item;
+    if (type == listed_type && Py_SIZE(self) == FIELDS && !PyObject_GC_IsTracked(self)) {
+        for (int f = 0; f < FIELDS; f++) Py_CLEAR(items[f]);
+        /* Counted after the decrefs: one may have run a __del__ that freed other Records. */
+        if (free_count < FREE_RECORDS) {
+            free_records[free_count++] = self;
+            POISON(self);
+        } else {
+            type->tp_free(self);
+            Py_DECREF(type);
+        }
+        return;
+    }
+#endif
+    adq_named_tuple_free(self, record_dealloc);
+}
+
+/* Free the Records on the free list (before another type becomes the listed one). */
+static void drain(void) {
+#if FREE_RECORDS
+    while (free_count > 0) {
+        PyObject *record = free_records[--free_count];
+        UNPOISON(record, listed_type); /* the only type on the list */
+        PyTypeObject *type = Py_TYPE(record);
+        type->tp_free(record);
+        Py_DECREF(type);
+    }
+#endif
+}
 
 /* Whether a Record of these fields can never be part of a reference cycle: values and keys that are
  * bytes or str, no headers (a dict a user may change), a timestamp that is None or an int, and a tag
@@ -57,10 +148,17 @@ static PyObject *new_record(PyTypeObject *cls, PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_TypeError, "Record() missing 1 required positional argument: 'value'");
         return NULL;
     }
-    PyObject *record = cls->tp_alloc(cls, FIELDS);
+    /* A subclass with a __dict__ (no __slots__) may be made part of a cycle through it: tracked. */
+    int untracked = cannot_form_cycles(fields) && (cls == listed_type || adq_plain_named_tuple(cls));
+    PyObject *record;
+    if (untracked && cls == listed_type) {
+        record = untracked_record();
+    } else {
+        record = cls->tp_alloc(cls, FIELDS); /* zeroed and tracked */
+        if (record != NULL && untracked) PyObject_GC_UnTrack(record);
+    }
     if (record == NULL) return NULL;
     for (int f = 0; f < FIELDS; f++) PyTuple_SET_ITEM(record, f, Py_NewRef(fields[f]));
-    if (cannot_form_cycles(fields)) PyObject_GC_UnTrack(record);
     return record;
 }
 
@@ -82,7 +180,8 @@ static PyObject *record_vectorcall(PyObject *callable, PyObject *const *args, si
     return new_record((PyTypeObject *)callable, args, PyVectorcall_NARGS(nargsf), kwnames);
 }
 
-/* install_record_call(Record): Record(...) calls record_vectorcall. */
+/* install_record_call(Record): Record(...) calls record_vectorcall, and Record's untracked instances
+ * go on the free list when freed (when the type is laid out as a NamedTuple is). */
 PyObject *adq_py_install_record_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 1 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type) ||
@@ -90,6 +189,12 @@ PyObject *adq_py_install_record_call(PyObject *module, PyObject *const *args, Py
         PyErr_SetString(PyExc_TypeError, "install_record_call(Record): Record is a NamedTuple class");
         return NULL;
     }
-    ((PyTypeObject *)args[0])->tp_vectorcall = record_vectorcall;
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    type->tp_vectorcall = record_vectorcall;
+    drain();
+    /* Only a type laid out as a NamedTuple is: its instances are allocated and filled here. */
+    int plain = adq_plain_named_tuple(type);
+    Py_XSETREF(listed_type, plain ? (PyTypeObject *)Py_NewRef(type) : NULL);
+    if (plain) type->tp_dealloc = record_dealloc;
     Py_RETURN_NONE;
 }

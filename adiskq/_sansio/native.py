@@ -34,6 +34,7 @@ _NEWEST: Final = (
     "kafka_fetch_answer",
     "kafka_fetch_request",
     "place_run_entries",
+    "pack_records",
 )
 
 

@@ -46,7 +46,15 @@ from .._errors import CorruptRecordError
 from .._sansio import keyindex as keyindex_format
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES
 from .._sansio.compression import Dictionaries
-from .._sansio.core import decode_at, decode_messages, index_entries, matching_records, tag_column
+from .._sansio.core import (
+    PackedRecords,
+    decode_at,
+    decode_messages,
+    index_entries,
+    matching_records,
+    rebase_entries,
+    tag_column,
+)
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, segment_file_name
 from .._sansio.native import NATIVE
 from .._sansio.run_entries import place_run_entries
@@ -519,17 +527,51 @@ class SegmentWriter:
         self._check_usable()
         if self._pending is not None:
             raise RuntimeError("a batch is already waiting for its index entries")
-        first_offset = self.next_offset
-        start = self.data_size
-        index_bytes, timeindex_bytes = place_run_entries(data, index, timeindex, first_offset, start)
+        index_bytes, timeindex_bytes = place_run_entries(data, index, timeindex, self.next_offset, self.data_size)
         count = len(index_bytes) // INDEX_ENTRY_BYTES
         if len(key_hashes) != count * keyindex_format.ENTRY_BYTES:
             raise ValueError(
                 f"{len(key_hashes)} bytes of packed key hashes for {count} records: give one "
                 f"{keyindex_format.ENTRY_BYTES}-byte entry a record"
             )
-        tagindex_bytes = bytes(count * TAG_ENTRY_BYTES)
-        if self._time_buffer:  # single pushes' entries go first, in one write with the run's
+        return self._write_placed(data, count, index_bytes, timeindex_bytes, bytes(count * TAG_ENTRY_BYTES), key_hashes)
+
+    def write_packed(self, packed: PackedRecords) -> PendingBatch:
+        """``write_data`` of a batch packed by ``pack_records``: its ``.data`` bytes written as they
+        are, its entries moved to the offset and position it is written at."""
+        self._check_usable()
+        if self._pending is not None:
+            raise RuntimeError("a batch is already waiting for its index entries")
+        count = len(packed.index_entries) // INDEX_ENTRY_BYTES
+        if (
+            len(packed.index_entries) != count * INDEX_ENTRY_BYTES
+            or len(packed.time_entries) != count * TIMEINDEX_ENTRY_BYTES
+            or len(packed.key_hashes) != count * keyindex_format.ENTRY_BYTES
+            or len(packed.tag_entries) != count * TAG_ENTRY_BYTES
+        ):
+            raise ValueError("a packed batch has one entry a record in each of its columns (see pack_records)")
+        index_bytes, timeindex_bytes = rebase_entries(
+            packed.index_entries, packed.time_entries, self.next_offset, self.data_size
+        )
+        return self._write_placed(
+            packed.data, count, index_bytes, timeindex_bytes, packed.tag_entries, packed.key_hashes
+        )
+
+    def _write_placed(
+        self,
+        data: bytes,
+        count: int,
+        index_bytes: bytes,
+        timeindex_bytes: bytes,
+        tagindex_bytes: bytes,
+        key_hashes: bytes,
+    ) -> PendingBatch:
+        """The ``write_data`` of a run or a packed batch, its entries already placed at this
+        segment's next offset and position: ``data`` written as it is, the single pushes' buffered
+        entries put before the batch's."""
+        first_offset = self.next_offset
+        start = self.data_size
+        if self._time_buffer:  # single pushes' entries go first, in one write with the batch's
             timeindex_bytes = b"".join(self._time_buffer) + timeindex_bytes
             tagindex_bytes = b"".join(self._tag_buffer) + tagindex_bytes
         try:
@@ -641,6 +683,12 @@ class SegmentWriter:
     def append_run(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> int:
         """``append`` of a run (``write_run``); returns the offset of the first record."""
         pending = self.write_run(data, index, timeindex, key_hashes)
+        self.write_entries(pending)
+        return pending.first_offset
+
+    def append_packed(self, packed: PackedRecords) -> int:
+        """``append`` of a batch packed by ``pack_records``; returns the offset of its first record."""
+        pending = self.write_packed(packed)
         self.write_entries(pending)
         return pending.first_offset
 

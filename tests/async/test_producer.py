@@ -96,6 +96,59 @@ async def test_push_many_keeps_order_and_contiguity(stream_path: str) -> None:
         assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
 
 
+async def test_push_many_on_one_partition_stores_every_field_and_rolls_between_batches(stream_path: str) -> None:
+    """A one-partition stream's batches (written as one buffer when they go inline) keep every field,
+    find each key through the key index and each tag through the tag index, and number on across
+    segment rolls and batches that wait behind others in flight."""
+    when = 1_700_000_000_123_456_789
+    async with adiskq.Producer(stream_path, segment_size_bytes=32_768) as producer:
+
+        async def batches(task: int) -> list[list[adiskq.Receipt]]:
+            made = []
+            for round_ in range(8):
+                records = [
+                    adiskq.Record(
+                        b"%d-%d-%d" % (task, round_, i) + b"x" * 40,
+                        key=f"key-{task}-{round_}-{i}",
+                        timestamp=when + i if i % 3 == 0 else None,
+                        tag="odd" if i % 2 else None,
+                    )
+                    for i in range(300 if round_ % 2 else 30)  # more than 256: turns of the loop between its steps
+                ]
+                made.append(await producer.push_many(records))
+                await producer.push(b"single-%d-%d" % (task, round_), key=b"single")
+            return made
+
+        results: dict[int, list[list[adiskq.Receipt]]] = {}
+
+        async def run(task: int) -> None:
+            results[task] = await batches(task)
+
+        async with anyio.create_task_group() as group:
+            for task in range(3):
+                group.start_soon(run, task)
+    stored = read_all(stream_path)[0]
+    assert adiskq.stats(stream_path).partitions[0].segments > 5
+    assert [m.offset for m in stored] == list(range(len(stored)))
+    for task, made in results.items():
+        for round_, receipts in enumerate(made):
+            offsets = [r.offset for r in receipts]
+            assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))  # a batch's offsets are contiguous
+            for i, offset in enumerate(offsets):
+                message = stored[offset]
+                assert message.value == b"%d-%d-%d" % (task, round_, i) + b"x" * 40
+                assert message.key == f"key-{task}-{round_}-{i}".encode()
+                assert message.tag == ("odd" if i % 2 else None)
+                if i % 3 == 0:
+                    assert message.timestamp_ns == when + i
+    assert [m.offset for m in adiskq.find(stream_path, "key-2-7-299")] == [results[2][7][299].offset]
+    assert len(adiskq.find(stream_path, b"single")) == 24
+    async with adiskq.Consumer(stream_path, partition=0, start="oldest", end="close", tags=["odd"]) as consumer:
+        tagged = [message.offset async for message in consumer]
+    assert tagged == [m.offset for m in stored if m.tag == "odd"]
+    assert len(tagged) == 3 * 4 * (15 + 150)
+
+
 async def test_push_many_accepts_plain_bytes_and_empty_batches(stream_path: str) -> None:
     """Bare bytes are keyless records; an empty batch writes nothing."""
     async with adiskq.Producer(stream_path, partitions=2) as producer:

@@ -192,6 +192,8 @@ def targets(files: tuple[int, int]) -> list[Target]:
         Target("place", compiled.place, ("key", 4)),
         Target("encode_push", compiled.encode_push, (b"v", "key", 1, {"h": b"x"}, "t", 4, 2**20)),
         Target("index_entries", compiled.index_entries, (0, 0, records, [1, 2])),
+        Target("pack_records", compiled.pack_records, ([Record(b"v", key="k", tag="t"), b"w"], 5, 2**20)),
+        Target("rebase_entries", compiled.rebase_entries, (bytes(48), bytes(32), 7, 9)),
         Target("scan_columns", compiled.scan_columns, (record_bytes(), 0, 2**20)),
         Target("next_valid_record", compiled.next_valid_record, (record_bytes(), 1, 2**20)),
         Target("append_record", compiled.append_record, (os.write, data_fd, index_fd, records[0], 0, 0)),

@@ -371,6 +371,106 @@ def test_encode_records_leaves_what_it_does_not_take_to_the_producer(items: list
 
 
 @given(
+    st.lists(
+        st.one_of(
+            st.tuples(values, st.one_of(st.text(max_size=20), st.binary(max_size=20)), timestamps, headers, tags).map(
+                lambda f: Record(f[0], key=f[1], headers=f[3] or None, timestamp=f[2], tag=f[4])
+            ),
+            st.tuples(values, st.binary(max_size=20)).map(lambda f: Record(f[0], key=f[1])),  # the call's timestamp
+        ),
+        max_size=30,
+    ),
+    st.integers(min_value=0, max_value=2**62),
+    st.integers(min_value=0, max_value=4000),
+)
+def test_pack_records_is_the_references(items: list[Record | bytes], now: int, max_total: int) -> None:
+    """push_many's packed batch: the same .data bytes, entries, key and tag columns as the reference
+    (which encodes each record alone), and the same refusal of a batch over the size given."""
+    packed = core.pack_records(items, now, max_total)
+    expected = core.reference_pack_records(items, now, max_total)
+    if not core.COMPILED:
+        assert packed is None  # the producer's Python path encodes every batch
+        return
+    assert packed == expected
+
+
+def test_pack_records_gives_keyless_records_random_keys() -> None:
+    """A value alone, or a Record without a key, gets 8 random bytes as its key, hashed as any key."""
+    packed = core.pack_records([b"plain", Record(b"v", timestamp=5)], 1234, 2**20)
+    if not core.COMPILED:
+        assert packed is None
+        return
+    assert packed is not None
+    messages = reference.decode_messages(packed.data, 0, 0, 2)
+    assert [m.timestamp_ns for m in messages] == [1234, 5]
+    assert all(len(m.key) == 8 for m in messages)
+    assert messages[0].key != messages[1].key
+    assert packed == core.reference_pack_records(
+        [Record(b"plain", key=messages[0].key), Record(b"v", key=messages[1].key, timestamp=5)], 1234, 2**20
+    )
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [Record(b"v", key=b"k"), bytearray(b"v")],
+        [Record(b"v", timestamp=adiskq.Message(0, 0, 0, b"", b"").timestamp)],  # type: ignore[arg-type]
+        [Record(b"v", key=1)],  # type: ignore[arg-type]
+        [Record(b"v", key=b"k"), Record(b"v", timestamp=2**63)],
+        [Record(b"v", tag="")],
+        [Record(b"v", headers={"h": "not bytes"})],  # type: ignore[dict-item]
+    ],
+    ids=["bytearray item", "datetime timestamp", "int key", "timestamp out of range", "empty tag", "str header"],
+)
+def test_pack_records_leaves_what_it_does_not_take_to_the_producer(items: list[Record | bytes]) -> None:
+    """Anything the compiled encoder does not take plainly goes to the producer's other paths (which
+    encode it, or raise the reference's error)."""
+    assert core.pack_records(items, 0, 2**20) is None
+    assert core.encode_records(items, 0, 1) is None
+
+
+@given(
+    st.lists(st.tuples(values, keys, timestamps), max_size=10),
+    st.integers(min_value=0, max_value=2**64 - 1),
+    st.integers(min_value=0, max_value=2**64 - 1),
+)
+def test_rebase_entries_are_the_references(batch: list[tuple[bytes, bytes, int]], first: int, start: int) -> None:
+    """A packed batch's entries moved to where it is written: the reference's bytes, or its error
+    when an offset or a position would not fit in a u64."""
+    items: list[Record | bytes] = [Record(v, key=k, timestamp=t) for v, k, t in batch]
+    packed = core.reference_pack_records(items, 0, 2**40)
+    assert packed is not None
+    assert outcome(lambda: core.rebase_entries(packed.index_entries, packed.time_entries, first, start)) == outcome(
+        lambda: core.reference_rebase_entries(packed.index_entries, packed.time_entries, first, start)
+    )
+    if first <= 2**40 and start <= 2**40:  # as index_entries places the same records there
+        records = [reference.encode_record(v, k, t) for v, k, t in batch]
+        index, timeindex, _ = core.reference_index_entries(first, start, records, [t for _, _, t in batch])
+        assert core.rebase_entries(packed.index_entries, packed.time_entries, first, start) == (index, timeindex)
+
+
+@given(
+    st.integers(min_value=0, max_value=4).flatmap(
+        lambda n: st.tuples(
+            st.one_of(st.binary(min_size=24 * n, max_size=24 * n), st.binary(max_size=100)),
+            st.one_of(st.binary(min_size=16 * n, max_size=16 * n), st.binary(max_size=70)),
+        )
+    ),
+    st.one_of(st.integers(min_value=0, max_value=2**64 - 1), st.integers(min_value=-(2**70), max_value=2**70)),
+    st.integers(min_value=0, max_value=2**64 - 1),
+)
+def test_rebase_entries_of_any_bytes_answer_as_the_reference(
+    entries: tuple[bytes, bytes], first: int, start: int
+) -> None:
+    """Entries that are not pack_records' (any bytes, lengths that disagree, offsets near 2**64,
+    a negative or too large first offset): the reference's answer or its error."""
+    index, timeindex = entries
+    assert outcome(lambda: core.rebase_entries(index, timeindex, first, start)) == outcome(
+        lambda: core.reference_rebase_entries(index, timeindex, first, start)
+    )
+
+
+@given(
     st.integers(min_value=0, max_value=2**40), st.integers(min_value=0, max_value=2**40), st.lists(fields, max_size=10)
 )
 def test_index_entries_are_the_references(first: int, start: int, batch: list[Fields]) -> None:
@@ -712,6 +812,52 @@ def test_records_that_cannot_form_cycles_are_not_tracked_by_the_gc() -> None:
     if core.COMPILED:
         assert not any(map(gc.is_tracked, atoms))
     assert all(map(gc.is_tracked, may_cycle))
+
+
+def test_records_of_a_dropped_batch_are_reused_whole_by_the_next() -> None:
+    """A push_many batch's Records come from those the caller dropped, each a whole, fresh Record,
+    and building them starts no collection of the cyclic GC (whose young generation counts allocations)."""
+    [Record(b"old", key=b"k", timestamp=i, tag="t") for i in range(500)].clear()  # the caller drops a batch
+    gc.disable()  # the count below still moves with each allocation; no collection resets it
+    try:
+        before = gc.get_count()[0]
+        again = [Record(b"v%d" % i, b"k%d" % i) for i in range(100)]
+        allocated = gc.get_count()[0] - before
+    finally:
+        gc.enable()
+    if core.COMPILED:
+        assert allocated <= 1  # the list; the Records came from the free list
+        assert not any(map(gc.is_tracked, again))
+    assert again == [(b"v%d" % i, b"k%d" % i, None, None, None) for i in range(100)]
+    assert [hash(record) for record in again] == [hash((b"v%d" % i, b"k%d" % i, None, None, None)) for i in range(100)]
+    assert all(type(record) is Record for record in again)
+
+
+def test_records_of_a_subclass_and_records_that_may_cycle_are_freed_as_tuples() -> None:
+    """A subclass's Records, Records with headers, and Records holding objects with finalizers free as
+    any tuple does (their finalizers run), and the free list hands out only whole, plain Records."""
+
+    class Slotted(Record):
+        __slots__ = ()
+
+    class Noted(Record):
+        pass
+
+    freed: list[str] = []
+
+    class Watched(bytes):
+        def __del__(self) -> None:
+            freed.append("value")
+
+    for _ in range(3):
+        built = [Slotted(b"a"), Noted(b"b"), Record(b"c", headers={"h": b"x"}), Record(Watched(b"d"), key="k")]
+        built[1].note = built  # type: ignore[attr-defined]  # a cycle only the GC frees
+        del built
+        gc.collect()
+    assert freed == ["value"] * 3
+    assert [Record(b"v", key="k", tag="t") for _ in range(3)] == [(b"v", "k", None, None, "t")] * 3
+    assert type(Slotted(b"x")) is Slotted
+    assert Slotted(b"x") == (b"x", None, None, None, None)
 
 
 @given(

@@ -34,6 +34,11 @@ def one_round() -> None:
     stamped = [Record(VALUE, key=b"k", timestamp=5)] * 999 + [Record(VALUE, timestamp=2**70)]
     assert core.encode_records(stamped, 7, 4) is None
     core.receipts(0, 0, 1000)
+    packs()
+    # Records from the free list and past it (2,048 are kept), and Records that may cycle
+    built = [Record(VALUE, key=b"%d" % i, tag="t" if i % 2 else None) for i in range(10_000)]
+    built += [Record(VALUE, headers={"h": b"x"}) for _ in range(100)]
+    del built
     if core.raw_encode_push is not None:  # one push's encoding: plain, keyless, tagged, refused, too large
         for key in keys[:200]:
             core.raw_encode_push(VALUE, key, 7, None, None, 4, 2**20)
@@ -48,6 +53,22 @@ def one_round() -> None:
             core.decode_messages(damaged, 0, 0, 50)
         core.next_valid_record(damaged, 1)
     appends()
+
+
+def packs() -> None:
+    """pack_records a hundred times (taken, refused at its last record, over the size given) and
+    rebase_entries (moved, and left to the reference past 2**64): a leaked buffer a call would be
+    megabytes a round."""
+    batch = [Record(VALUE, key="k", tag="t"), Record(VALUE)] * 50
+    refused = [Record(VALUE, key=b"k", timestamp=5)] * 99 + [Record(VALUE, timestamp=2**70)]
+    for _ in range(100):
+        packed = core.pack_records(batch, 7, 2**30)
+        if packed is not None:
+            core.rebase_entries(packed.index_entries, packed.time_entries, 10, 20)
+            with contextlib.suppress(OverflowError):  # left to the reference, which raises
+                core.rebase_entries(packed.index_entries, packed.time_entries, 2**64 - 1, 20)
+        assert core.pack_records(refused, 7, 2**30) is None
+        assert core.pack_records(batch, 7, 5_000) is None
 
 
 def appends() -> None:
