@@ -67,7 +67,7 @@ from . import wakeup
 from .cancellation import running_on_trio
 from .handoff import cannot_abort, run_in_thread
 from .lock_waits import take_lock
-from .wakeup import waiters_of
+from .wakeup import anyone_waiting, waiters_of
 
 if TYPE_CHECKING:
     import asyncio
@@ -531,7 +531,7 @@ class Lane:
             raise explain_disk_error(error) from None
         self.dirty = True
         self._wrote = True
-        if waiters_of(self.wake_key):  # a call less a push while no consumer in this process waits
+        if anyone_waiting and waiters_of(self.wake_key):  # no call while no consumer in this process waits
             wakeup.notify(self.wake_key)
         return offset
 

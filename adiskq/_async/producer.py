@@ -94,6 +94,7 @@ _COMPILED_ENCODE_CHUNK: Final = 4096
 _LOCK_RETRY_SECONDS: Final = 0.05
 _Written = TypeVar("_Written")  # what a write to one partition answers: receipts, or the first offset
 _new_receipt = tuple.__new__
+_time_ns: Final = time.time_ns  # a push's default timestamp: a global's lookup less than time.time_ns
 # The key index's hash, which the compiled core computes itself (zlib's CRC-32); where a test has
 # replaced keyindex.key_hash, the producer calls the replacement instead.
 _CRC32: Final = zlib.crc32
@@ -655,7 +656,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
             self._check_open()
         if tag is not None and not self._holds_tags:
             self._refuse_tags()
-        timestamp_ns = time.time_ns() if timestamp is None else _timestamp_ns(timestamp)
+        timestamp_ns = _time_ns() if timestamp is None else _timestamp_ns(timestamp)
         compression = self._compression
         if (
             raw_encode_push is None
@@ -676,12 +677,15 @@ class Producer(Generic[PushKeyT, PushValueT]):
             if guard.budget_bytes < 0:
                 guard.over_budget(len(record))
         lane = self._lanes[partition]
-        entry = _cached_tag_entry(tag) or tag_entry(tag)  # its .tagindex entry, from the tag at hand
+        # its .tagindex entry, from the tag at hand (no tag: a constant, without a lookup)
+        entry = NO_TAG_ENTRY if tag is None else _cached_tag_entry(tag) or tag_entry(tag)
         offset = lane.try_write_one(record, timestamp_ns, key_hash, entry)
         if compression is not None and compression.wants_training:
             await compression.train()
         if offset >= 0:
             self._inline_pushes += 1  # the push after the _YIELD_EVERY-th yields first
+            if COMPILED:  # a Receipt off the compiled core's free list: tuple.__new__ of a subclass costs 3 tuples more
+                return receipts(partition, offset, 1)[0]
             return _new_receipt(Receipt, (partition, offset))
         while True:
             if lane.needs_lock:  # a shared producer waits for the partition's lock before joining a batch

@@ -610,9 +610,8 @@ class SegmentWriter:
             self._check_usable()
             raise RuntimeError("a batch is already waiting for its index entries")
         key_buffer = self._key_buffer
-        hash_value = 0
-        if key_buffer is not None:  # hashed before any write: a record it cannot read changes nothing
-            hash_value = keyindex_format.record_key_hashes((record,))[0] if key_hash is None else key_hash
+        if key_hash is None or key_buffer is None:  # hashed before any write: a record it cannot read changes nothing
+            key_hash = 0 if key_buffer is None else keyindex_format.record_key_hashes((record,))[0]
         offset = self.next_offset
         start = self.data_size
         size = len(record)
@@ -632,7 +631,7 @@ class SegmentWriter:
                     time_buffer,
                     tag_entry,
                     self._tag_buffer,
-                    hash_value,
+                    key_hash,
                     key_buffer,
                 )
             except BaseException as error:
@@ -657,7 +656,7 @@ class SegmentWriter:
         time_buffer.append(TIMEINDEX_ENTRY.pack(offset, timestamp_ns))
         tag_buffer.append(tag_entry)
         if key_buffer is not None:
-            key_buffer.append(hash_value)
+            key_buffer.append(key_hash)
         flushed = len(time_buffer) >= BUFFERED_ENTRIES
         try:
             if flushed:
