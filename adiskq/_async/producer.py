@@ -49,6 +49,7 @@ from .._sansio.core import (
     raw_encode_push,
     raw_encode_record,
     raw_place,
+    receipt,
     receipts,
 )
 from .._sansio.tags import ENTRIES as _TAG_ENTRIES
@@ -684,9 +685,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
             await compression.train()
         if offset >= 0:
             self._inline_pushes += 1  # the push after the _YIELD_EVERY-th yields first
-            if COMPILED:  # a Receipt off the compiled core's free list: tuple.__new__ of a subclass costs 3 tuples more
-                return receipts(partition, offset, 1)[0]
-            return _new_receipt(Receipt, (partition, offset))
+            return receipt(partition, offset)
         while True:
             if lane.needs_lock:  # a shared producer waits for the partition's lock before joining a batch
                 await self._take_lock(lane)

@@ -20,7 +20,7 @@ import array
 import itertools
 import random
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Final, TypeAlias
 
@@ -50,6 +50,7 @@ __all__ = [
     "matching_records",
     "next_valid_record",
     "place",
+    "receipt",
     "receipts",
     "scan_columns",
     "scan_records",
@@ -175,6 +176,14 @@ def reference_receipts(partition: int, first_offset: int, count: int) -> list[Re
     return list(map(_new_tuple, itertools.repeat(Receipt), zip(itertools.repeat(partition), offsets)))
 
 
+def reference_receipt(partition: int, offset: int) -> Receipt:
+    """A single push's receipt: ``Receipt(partition, offset)``, each an int (``TypeError`` otherwise)."""
+    if type(partition) is not int or type(offset) is not int:
+        raise TypeError("receipt(partition: int, offset: int)")
+    receipt: Receipt = _new_tuple(Receipt, (partition, offset))
+    return receipt
+
+
 _new_tuple = tuple.__new__
 
 EncodedRecords: TypeAlias = "tuple[list[bytes], list[int], list[int], array.array[int], int, int]"
@@ -188,6 +197,7 @@ if _core is not None:
     _place = _core.place
     _encode_records = _core.encode_records
     receipts = _core.receipts
+    receipt: Callable[[int, int], Receipt] = _core.receipt
     _index_entries = _core.index_entries
     _decode_messages = _core.decode_messages
     _scan_columns = _core.scan_columns
@@ -388,6 +398,7 @@ else:
         )
 
     receipts = reference_receipts
+    receipt = reference_receipt
     place = reference_place
     index_entries = reference_index_entries
     decode_messages = _reference_decode_messages

@@ -31,6 +31,7 @@ _NEWEST: Final = (
     "append_one",
     "kafka_stored_records",
     "kafka_batch_from_stored",
+    "receipt",
 )
 
 

@@ -34,6 +34,8 @@ def one_round() -> None:
     stamped = [Record(VALUE, key=b"k", timestamp=5)] * 999 + [Record(VALUE, timestamp=2**70)]
     assert core.encode_records(stamped, 7, 4) is None
     core.receipts(0, 0, 1000)
+    for offset in range(1000):
+        core.receipt(1, offset)
     if core.raw_encode_push is not None:  # one push's encoding: plain, keyless, tagged, refused, too large
         for key in keys[:200]:
             core.raw_encode_push(VALUE, key, 7, None, None, 4, 2**20)
