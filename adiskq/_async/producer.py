@@ -64,8 +64,9 @@ from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
 from .cancellation import cancel_check, loop_turn, running_on_trio, shielded_turn
 from .compressing import ValueCompression, check_dictionary
-from .lane import Batch, Lane, LockNotHeld, Turns
+from .lane import Batch, Lane, LockNotHeld, Turns, explain_disk_error
 from .metrics import telemetry
+from .wakeup import anyone_waiting, notify, waiters_of
 
 __all__ = ["FlushMode", "Producer"]
 
@@ -680,7 +681,20 @@ class Producer(Generic[PushKeyT, PushValueT]):
         lane = self._lanes[partition]
         # its .tagindex entry, from the tag at hand (no tag: a constant, without a lookup)
         entry = NO_TAG_ENTRY if tag is None else _cached_tag_entry(tag) or tag_entry(tag)
-        offset = lane.try_write_one(record, timestamp_ns, key_hash, entry)
+        if lane.inline:  # lane.try_write_one spelled out, for a lane that needs none of its other tests
+            writer = lane.partition.active
+            if writer.data_size < lane.partition.segment_size_bytes or writer.next_offset <= writer.base_offset:
+                try:
+                    offset = writer.append_one(record, timestamp_ns, key_hash, entry)
+                except OSError as error:  # the segment cut its files back: nothing was written
+                    raise explain_disk_error(error) from None
+                lane.dirty = True
+                if anyone_waiting and waiters_of(lane.wake_key):
+                    notify(lane.wake_key)
+            else:
+                offset = -1  # a roll is due: it fsyncs, so it happens in a batch, off the loop thread
+        else:
+            offset = lane.try_write_one(record, timestamp_ns, key_hash, entry)
         if compression is not None and compression.wants_training:
             await compression.train()
         if offset >= 0:
