@@ -614,7 +614,6 @@ class SegmentWriter:
             key_hash = 0 if key_buffer is None else keyindex_format.record_key_hashes((record,))[0]
         offset = self.next_offset
         start = self.data_size
-        size = len(record)
         time_buffer = self._time_buffer
         if tag_entry is None:  # also before any write: once the .index entry is in, nothing may fail
             tag_entry = tag_column([record]) if record[_ATTRIBUTES_AT] & _TAGGED else _NO_TAG_ENTRY
@@ -639,9 +638,10 @@ class SegmentWriter:
                     self._cut_back(self._index_fd, (offset - self.base_offset) * INDEX_ENTRY_BYTES)
                 self._cut_back(self._data_fd, start)
                 raise
-            self.data_size = start + size
+            self.data_size = start + len(record)
             self.next_offset = offset + 1
             return offset
+        size = len(record)
         # The entries buffered so far are written now, before the record's .index entry: the entry
         # makes the record visible, so it goes last, and a failure before it takes back nothing a
         # reader could have seen.
