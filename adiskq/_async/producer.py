@@ -95,7 +95,6 @@ _ENCODE_CHUNK: Final = 256
 _COMPILED_ENCODE_CHUNK: Final = 4096
 _LOCK_RETRY_SECONDS: Final = 0.05
 _Written = TypeVar("_Written")  # what a write to one partition answers: receipts, or the first offset
-_new_receipt = tuple.__new__
 _time_ns: Final = time.time_ns  # a push's default timestamp: a global's lookup less than time.time_ns
 # The key index's hash, which the compiled core computes itself (zlib's CRC-32); where a test has
 # replaced keyindex.key_hash, the producer calls the replacement instead.
@@ -708,7 +707,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
                 first = await lane.complete(batch, slot)
             except LockNotHeld:
                 continue  # nothing was written: wait for the lock, and push again
-            return _new_receipt(Receipt, (partition, first + slot))
+            return receipt(partition, first + slot)
 
     async def _take_lock(self, lane: Lane) -> None:
         """Wait for a lane's partition lock (``LockTimeoutError`` after ``lock_timeout``,
