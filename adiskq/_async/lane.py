@@ -70,7 +70,7 @@ from . import wakeup
 from .cancellation import running_on_trio
 from .handoff import cannot_abort, run_in_thread
 from .lock_waits import take_lock
-from .wakeup import waiters_of
+from .wakeup import anyone_waiting, waiters_of
 
 if TYPE_CHECKING:
     import asyncio
@@ -390,6 +390,16 @@ class Lane:
         self._wrote = False  # written since the last turn's look at the lock
         self._probe_at = 0.0  # when the partition lock's queue is next looked at (TURN_MIN_SECONDS after taking it)
         self._idle_looks = 0  # looks in a row that found nothing written
+        # Whether the lane's own state lets a push write inline now: flush="async", an exclusive
+        # producer (no partition lock), no batch open or committing. push tests it, then the
+        # segment's room, and appends itself (a Python call less a push than try_write_one, which
+        # tests the same). Kept by _note_batches wherever a batch opens or ends.
+        self.inline = False
+        self._note_batches()
+
+    def _note_batches(self) -> None:
+        """``inline`` again, after the open or committing batch changed."""
+        self.inline = not self.sync_flush and self._lock is None and self._open is None and self._committing is None
 
     # -- the partition's lock (shared producers) -------------------------------------------------
 
@@ -542,7 +552,8 @@ class Lane:
     def try_write_one(self, record: bytes, timestamp_ns: int, key_hash: int, tag_entry: bytes | None = None) -> int:
         """Write and commit one record now if it may go inline; its offset, or -1 if it must be batched.
 
-        The hot path of ``push``: the same tests as ``can_write_inline``, spelled out.
+        The hot path of ``push``: the same tests as ``can_write_inline``, spelled out. (``push`` spells
+        this out in turn while ``inline`` is set: keep the two alike.)
         """
         if self.sync_flush or self._committing is not None or self._open is not None:
             return -1
@@ -558,7 +569,7 @@ class Lane:
             raise explain_disk_error(error) from None
         self.dirty = True
         self._wrote = True
-        if waiters_of(self.wake_key):  # a call less a push while no consumer in this process waits
+        if anyone_waiting and waiters_of(self.wake_key):  # no call while no consumer in this process waits
             wakeup.notify(self.wake_key)
         return offset
 
@@ -630,6 +641,7 @@ class Lane:
         batch = self._open
         if batch is None:
             batch = self._open = self._new_batch()
+            self.inline = False  # pushes join this batch until it closes: none overtakes it
         elif batch.run is not None:
             _take_apart(batch)
         batch.size_bytes += sum(map(len, records)) if size_bytes < 0 else size_bytes
@@ -657,6 +669,7 @@ class Lane:
                 len(data),
             )
         batch = self._open = self._new_batch()
+        self.inline = False  # pushes join this batch until it closes: none overtakes it
         batch.run = (data, index, timeindex, key_hashes)
         batch.size_bytes = len(data)
         return batch, 0
@@ -733,10 +746,12 @@ class Lane:
             if self._open is batch:
                 self._open = None  # later pushes form the next batch
             self._committing = batch
+            self.inline = False
             try:
                 await self._commit(batch)
             finally:
                 self._committing = None
+                self._note_batches()
                 self._after_commit()
         except BaseException as interruption:
             # Only the loop's shutdown cancels a leader (or an interrupt from a signal lands): its
@@ -750,6 +765,7 @@ class Lane:
         finally:
             if self._open is batch:
                 self._open = None  # a batch left open would be joined, and never led
+                self._note_batches()
             self._waking += len(batch.followers)  # finish() wakes them
             batch.finish()  # whatever happened to the locks: the batch's pushes must not wait on
 

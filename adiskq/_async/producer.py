@@ -51,6 +51,7 @@ from .._sansio.core import (
     raw_encode_push,
     raw_encode_record,
     raw_place,
+    receipt,
     receipts,
 )
 from .._sansio.run_entries import INDEX_ENTRY_BYTES as _INDEX_ENTRY_BYTES
@@ -66,8 +67,9 @@ from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
 from .cancellation import cancel_check, loop_turn, running_on_trio, shielded_turn
 from .compressing import ValueCompression, check_dictionary
-from .lane import INLINE_MAX_BYTES, Batch, Lane, LockNotHeld, Turns
+from .lane import INLINE_MAX_BYTES, Batch, Lane, LockNotHeld, Turns, explain_disk_error
 from .metrics import telemetry
+from .wakeup import anyone_waiting, notify, waiters_of
 
 __all__ = ["FlushMode", "Producer"]
 
@@ -96,7 +98,7 @@ _ENCODE_CHUNK: Final = 256
 _COMPILED_ENCODE_CHUNK: Final = 4096
 _LOCK_RETRY_SECONDS: Final = 0.05
 _Written = TypeVar("_Written")  # what a write to one partition answers: receipts, or the first offset
-_new_receipt = tuple.__new__
+_time_ns: Final = time.time_ns  # a push's default timestamp: a global's lookup less than time.time_ns
 # The key index's hash, which the compiled core computes itself (zlib's CRC-32); where a test has
 # replaced keyindex.key_hash, the producer calls the replacement instead.
 _CRC32: Final = zlib.crc32
@@ -658,7 +660,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
             self._check_open()
         if tag is not None and not self._holds_tags:
             self._refuse_tags()
-        timestamp_ns = time.time_ns() if timestamp is None else _timestamp_ns(timestamp)
+        timestamp_ns = _time_ns() if timestamp is None else _timestamp_ns(timestamp)
         compression = self._compression
         if (
             raw_encode_push is None
@@ -679,13 +681,27 @@ class Producer(Generic[PushKeyT, PushValueT]):
             if guard.budget_bytes < 0:
                 guard.over_budget(len(record))
         lane = self._lanes[partition]
-        entry = _cached_tag_entry(tag) or tag_entry(tag)  # its .tagindex entry, from the tag at hand
-        offset = lane.try_write_one(record, timestamp_ns, key_hash, entry)
+        # its .tagindex entry, from the tag at hand (no tag: a constant, without a lookup)
+        entry = NO_TAG_ENTRY if tag is None else _cached_tag_entry(tag) or tag_entry(tag)
+        if lane.inline:  # lane.try_write_one spelled out, for a lane that needs none of its other tests
+            writer = lane.partition.active
+            if writer.data_size < lane.partition.segment_size_bytes or writer.next_offset <= writer.base_offset:
+                try:
+                    offset = writer.append_one(record, timestamp_ns, key_hash, entry)
+                except OSError as error:  # the segment cut its files back: nothing was written
+                    raise explain_disk_error(error) from None
+                lane.dirty = True
+                if anyone_waiting and waiters_of(lane.wake_key):
+                    notify(lane.wake_key)
+            else:
+                offset = -1  # a roll is due: it fsyncs, so it happens in a batch, off the loop thread
+        else:
+            offset = lane.try_write_one(record, timestamp_ns, key_hash, entry)
         if compression is not None and compression.wants_training:
             await compression.train()
         if offset >= 0:
             self._inline_pushes += 1  # the push after the _YIELD_EVERY-th yields first
-            return _new_receipt(Receipt, (partition, offset))
+            return receipt(partition, offset)
         while True:
             if lane.needs_lock:  # a shared producer waits for the partition's lock before joining a batch
                 await self._take_lock(lane)
@@ -694,7 +710,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
                 first = await lane.complete(batch, slot)
             except LockNotHeld:
                 continue  # nothing was written: wait for the lock, and push again
-            return _new_receipt(Receipt, (partition, first + slot))
+            return receipt(partition, first + slot)
 
     async def _take_lock(self, lane: Lane) -> None:
         """Wait for a lane's partition lock (``LockTimeoutError`` after ``lock_timeout``,

@@ -194,6 +194,9 @@ class Waiter:
 # The waiters of a key, if any: what a hot path asks before calling notify() (the dict is never
 # replaced, so its bound get stays valid).
 waiters_of: Final = _waiters.get
+# Whether any consumer of this process waits at all (a key leaves the dict with its last waiter):
+# a hot path's test before waiters_of, without hashing its key.
+anyone_waiting: Final = _waiters
 
 
 def notify(key: PartitionKey) -> None:

@@ -10,7 +10,7 @@
  *   pack.c    push_many's batch as one .data buffer with its index columns, no object a record
  *   decode.c  Messages from a buffer of records, the read hot path
  *   message.c Message objects: allocated untracked, and kept on a free list when freed
- *   receipt.c Receipt objects (push_many's): the same
+ *   receipt.c Receipt objects (push_many's, and a single push's): the same
  *   named_tuple.c what those two share: the NamedTuple layout their free lists take, its ordinary dealloc
  *   scan.c    recovery's and check's scans: the valid records of a buffer, and the next valid one
  *   iterate.c `async for` over the last batch read: a message a step without running Python
@@ -170,6 +170,7 @@ void adq_message_install(PyTypeObject *type);
  * of them. */
 PyObject *adq_receipt_new(void);
 void adq_receipt_install(PyTypeObject *type);
+PyObject *adq_py_receipt(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* named_tuple.c: what message.c's and receipt.c's free lists share. */
 int adq_plain_named_tuple(PyTypeObject *type);

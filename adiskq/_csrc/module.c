@@ -121,6 +121,7 @@ static PyMethodDef methods[] = {
     {"matching_entries", (PyCFunction)(void (*)(void))adq_py_matching_entries, METH_FASTCALL, "see tags.c"},
     {"matching_records", (PyCFunction)(void (*)(void))adq_py_matching_records, METH_FASTCALL, "see tags.c"},
     {"receipts", (PyCFunction)(void (*)(void))adq_py_receipts, METH_FASTCALL, "see encode.c"},
+    {"receipt", (PyCFunction)(void (*)(void))adq_py_receipt, METH_FASTCALL, "see receipt.c"},
     {"record_new", (PyCFunction)(void (*)(void))adq_py_record_new, METH_FASTCALL | METH_KEYWORDS,
      "record_new($module, cls, /, value, key=None, headers=None, timestamp=None)\n--\n\nRecord's __new__."},
     {"install_record_call", (PyCFunction)(void (*)(void))adq_py_install_record_call, METH_FASTCALL, "see values.c"},

@@ -105,3 +105,24 @@ void adq_receipt_install(PyTypeObject *type) {
     Py_XSETREF(adq_receipt_type, (PyTypeObject *)Py_NewRef(type));
     if (adq_plain_named_tuple(type)) type->tp_dealloc = receipt_dealloc;
 }
+
+/* receipt(partition, offset) -> Receipt(partition, offset): a single push's receipt, off the free list
+ * as receipts() takes push_many's (tuple.__new__(Receipt, ...) allocates the argument tuples and a
+ * tracked tuple). Both are ints, exactly (TypeError otherwise), as adiskq/_sansio/core.py's
+ * reference_receipt checks them; ValueError before configure(). */
+PyObject *adq_py_receipt(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || !PyLong_CheckExact(args[0]) || !PyLong_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "receipt(partition: int, offset: int)");
+        return NULL;
+    }
+    if (adq_receipt_type == NULL) {
+        PyErr_SetString(PyExc_ValueError, "receipt: configure() first");
+        return NULL;
+    }
+    PyObject *receipt = adq_receipt_new(); /* untracked: two ints never form a cycle */
+    if (receipt == NULL) return NULL;
+    PyTuple_SET_ITEM(receipt, 0, Py_NewRef(args[0]));
+    PyTuple_SET_ITEM(receipt, 1, Py_NewRef(args[1]));
+    return receipt;
+}

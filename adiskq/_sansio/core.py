@@ -20,7 +20,7 @@ import array
 import itertools
 import random
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Final, NamedTuple, TypeAlias
 
@@ -52,6 +52,7 @@ __all__ = [
     "pack_records",
     "place",
     "rebase_entries",
+    "receipt",
     "receipts",
     "scan_columns",
     "scan_records",
@@ -177,6 +178,14 @@ def reference_receipts(partition: int, first_offset: int, count: int) -> list[Re
     return list(map(_new_tuple, itertools.repeat(Receipt), zip(itertools.repeat(partition), offsets)))
 
 
+def reference_receipt(partition: int, offset: int) -> Receipt:
+    """A single push's receipt: ``Receipt(partition, offset)``, each an int (``TypeError`` otherwise)."""
+    if type(partition) is not int or type(offset) is not int:
+        raise TypeError("receipt(partition: int, offset: int)")
+    receipt: Receipt = _new_tuple(Receipt, (partition, offset))
+    return receipt
+
+
 _new_tuple = tuple.__new__
 
 
@@ -251,6 +260,7 @@ if _core is not None:
     _pack_records = _core.pack_records
     _rebase_entries = _core.rebase_entries
     receipts = _core.receipts
+    receipt: Callable[[int, int], Receipt] = _core.receipt
     _index_entries = _core.index_entries
     _decode_messages = _core.decode_messages
     _scan_columns = _core.scan_columns
@@ -470,6 +480,7 @@ else:
 
     receipts = reference_receipts
     rebase_entries = reference_rebase_entries
+    receipt = reference_receipt
     place = reference_place
     index_entries = reference_index_entries
     decode_messages = _reference_decode_messages

@@ -35,6 +35,7 @@ _NEWEST: Final = (
     "kafka_fetch_request",
     "place_run_entries",
     "pack_records",
+    "receipt",
 )
 
 

@@ -704,12 +704,10 @@ class SegmentWriter:
             self._check_usable()
             raise RuntimeError("a batch is already waiting for its index entries")
         key_buffer = self._key_buffer
-        hash_value = 0
-        if key_buffer is not None:  # hashed before any write: a record it cannot read changes nothing
-            hash_value = keyindex_format.record_key_hashes((record,))[0] if key_hash is None else key_hash
+        if key_hash is None or key_buffer is None:  # hashed before any write: a record it cannot read changes nothing
+            key_hash = 0 if key_buffer is None else keyindex_format.record_key_hashes((record,))[0]
         offset = self.next_offset
         start = self.data_size
-        size = len(record)
         time_buffer = self._time_buffer
         if tag_entry is None:  # also before any write: once the .index entry is in, nothing may fail
             tag_entry = tag_column([record]) if record[_ATTRIBUTES_AT] & _TAGGED else _NO_TAG_ENTRY
@@ -726,7 +724,7 @@ class SegmentWriter:
                     time_buffer,
                     tag_entry,
                     self._tag_buffer,
-                    hash_value,
+                    key_hash,
                     key_buffer,
                 )
             except BaseException as error:
@@ -734,9 +732,10 @@ class SegmentWriter:
                     self._cut_back(self._index_fd, (offset - self.base_offset) * INDEX_ENTRY_BYTES)
                 self._cut_back(self._data_fd, start)
                 raise
-            self.data_size = start + size
+            self.data_size = start + len(record)
             self.next_offset = offset + 1
             return offset
+        size = len(record)
         # The entries buffered so far are written now, before the record's .index entry: the entry
         # makes the record visible, so it goes last, and a failure before it takes back nothing a
         # reader could have seen.
@@ -751,7 +750,7 @@ class SegmentWriter:
         time_buffer.append(TIMEINDEX_ENTRY.pack(offset, timestamp_ns))
         tag_buffer.append(tag_entry)
         if key_buffer is not None:
-            key_buffer.append(hash_value)
+            key_buffer.append(key_hash)
         flushed = len(time_buffer) >= BUFFERED_ENTRIES
         try:
             if flushed:

@@ -186,6 +186,7 @@ def targets(files: tuple[int, int]) -> list[Target]:
             (struct.pack("<III", 5, 0, 5), index_entries(), (5,), 10, 10, -1),
         ),
         Target("receipts", compiled.receipts, (0, 10, 3), frozenset({2})),
+        Target("receipt", compiled.receipt, (0, 10)),
         Target("record_new", compiled.record_new, (Record, b"v", b"k", None, None, "t")),
         Target("install_record_call", compiled.install_record_call, (Plain,)),
         Target("sorted_key_values", compiled.sorted_key_values, (struct.pack("<4I", 9, 8, 7, 6), 20, 10, 1, True)),

@@ -12,6 +12,7 @@ import inspect
 import os
 import pickle
 import random
+import re
 import struct
 import sys
 import zlib
@@ -490,6 +491,48 @@ def test_receipts_are_the_references(partition: int, first: int, count: int) -> 
     made = core.receipts(partition, first, count)
     assert made == core.reference_receipts(partition, first, count)
     assert all(type(receipt) is Receipt for receipt in made)
+
+
+_receipt_fields = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.booleans(),
+    st.floats(allow_nan=False),
+    st.none(),
+    st.text(max_size=3),
+    st.tuples(st.integers(), st.integers()),
+)
+
+
+@given(_receipt_fields, _receipt_fields)
+def test_a_single_receipt_is_the_references(partition: object, offset: object) -> None:
+    """A single push's Receipt is the reference's, and so is the TypeError for what is not an int."""
+    try:
+        expected: object = core.reference_receipt(partition, offset)  # type: ignore[arg-type]
+    except TypeError as error:
+        with pytest.raises(TypeError, match=re.escape(str(error))):
+            core.receipt(partition, offset)  # type: ignore[arg-type]
+        return
+    made = core.receipt(partition, offset)  # type: ignore[arg-type]
+    assert made == expected
+    assert type(made) is Receipt
+    assert hash(made) == hash(expected)
+
+
+def test_single_receipts_dropped_are_reused_and_start_no_collection() -> None:
+    """A single push's Receipt comes off the free list the dropped ones went to: untracked, and no
+    allocation the cyclic GC counts (a push a Receipt would otherwise start collections of its own)."""
+    [core.receipt(0, offset) for offset in range(10)].clear()  # dropped: on the free list
+    gc.disable()
+    try:
+        before = gc.get_count()[0]
+        kept = [core.receipt(2, offset) for offset in range(2**63 - 5, 2**63 + 5)]
+        allocated = gc.get_count()[0] - before
+    finally:
+        gc.enable()
+    assert kept == [(2, offset) for offset in range(2**63 - 5, 2**63 + 5)]
+    if core.COMPILED:
+        assert allocated <= 1  # the list; the receipts came from the free list
+        assert not any(map(gc.is_tracked, kept))
 
 
 def test_receipts_of_a_dropped_batch_are_reused_whole_by_the_next() -> None:

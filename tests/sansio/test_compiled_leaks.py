@@ -39,6 +39,8 @@ def one_round() -> None:
     built = [Record(VALUE, key=b"%d" % i, tag="t" if i % 2 else None) for i in range(10_000)]
     built += [Record(VALUE, headers={"h": b"x"}) for _ in range(100)]
     del built
+    for offset in range(1000):
+        core.receipt(1, offset)
     if core.raw_encode_push is not None:  # one push's encoding: plain, keyless, tagged, refused, too large
         for key in keys[:200]:
             core.raw_encode_push(VALUE, key, 7, None, None, 4, 2**20)
