@@ -306,3 +306,34 @@ async def test_two_runs_share_a_batch(tmp_path: object, monkeypatch: pytest.Monk
     assert stored[offsets["first"]] == (b"a", b"1", {"h": b"x"}, 5_000_000)
     assert [stored[offsets["second"] + i] for i in range(3)] == [(b"b", b"%d" % i, {}, 6_000_000) for i in range(3)]
     assert len(stored) == 4
+
+
+@pytest.mark.anyio
+async def test_a_push_waits_behind_a_run_queued_before_it(tmp_path: object) -> None:
+    """A Produce's records too large to write on the loop's thread wait in a batch of their own; a
+    ``push`` made while they wait is stored after them, never before (nor beside their write)."""
+    from adiskq._async.lane import INLINE_MAX_BYTES
+
+    large = [KafkaRecord(i, 1_700_000_000_000, b"k%d" % i, b"v" * 100, []) for i in range(3000)]
+    found = records_from_batches(decode_produce(request_of(large)))
+    assert isinstance(found, StoredRecords)
+    assert found.total > INLINE_MAX_BYTES
+    path = f"{tmp_path}/stream"
+    offsets: dict[str, int] = {}
+    async with adiskq.Producer(path) as producer:
+        lane = producer._lanes[0]
+
+        async def produce() -> None:
+            offsets["run"] = await write_records(producer, 0, found)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(produce)
+            with anyio.fail_after(10):
+                while lane._open is None and lane._committing is None and "run" not in offsets:
+                    await anyio.lowlevel.checkpoint()
+            assert "run" not in offsets  # the run's batch is open or being written: the push comes meanwhile
+            offsets["push"] = (await producer.push(b"after", key=b"p")).offset
+    assert offsets == {"run": 0, "push": 3000}
+    async with adiskq.Consumer(path, 0, end="close") as consumer:
+        keys = [message.key async for message in consumer]
+    assert keys == [b"k%d" % i for i in range(3000)] + [b"p"]
