@@ -66,6 +66,14 @@ def start_gateway(root: str) -> tuple[subprocess.Popen[bytes], int]:
     return process, int(found.group(1))
 
 
+def stop_gateway(process: subprocess.Popen[bytes]) -> None:
+    """Stop a gateway ``start_gateway`` started, as SIGTERM stops ``adiskq serve``."""
+    process.terminate()
+    process.wait(30)
+    assert process.stderr is not None
+    process.stderr.close()
+
+
 def kafka_produce(bootstrap: str, topic: str, count: int) -> float:
     """Messages per second of a librdkafka producer to the last delivery report."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1, "batch.num.messages": 10_000})
@@ -498,10 +506,7 @@ def main(argv: list[str] | None = None) -> int:
         results["gateway_cpu_per_unbatched_trip_us"] = cpu
         results["unbatched_trip_requests"] = sum(requests.values())
     finally:
-        process.terminate()
-        process.wait(30)
-        assert process.stderr is not None
-        process.stderr.close()
+        stop_gateway(process)
     native_root = tempfile.mkdtemp(prefix="adiskq-bench-native-")
     try:
         path = os.path.join(native_root, "bench")
@@ -588,10 +593,7 @@ def fetch_only(count: int, out: str | None) -> int:
         print(f"{time.strftime('%H:%M:%S')} measuring kcat_fetch_msgs ...", file=sys.stderr, flush=True)
         results.update(kcat_fetch(bootstrap, "bench", count, gateway))
     finally:
-        process.terminate()
-        process.wait(30)
-        assert process.stderr is not None
-        process.stderr.close()
+        stop_gateway(process)
         shutil.rmtree(root)
     native_root = tempfile.mkdtemp(prefix="adiskq-bench-native-")
     try:
@@ -626,10 +628,7 @@ def produce_only(count: int, out: str | None) -> int:
         results = {"kafka_produce_msgs": kafka_produce(f"127.0.0.1:{port}", "bench", count)}
         results["kafka_produce_gateway_us"] = (process_cpu_seconds(gateway) - before) / count * 1e6
     finally:
-        process.terminate()
-        process.wait(30)
-        assert process.stderr is not None
-        process.stderr.close()
+        stop_gateway(process)
         shutil.rmtree(root)
     native_root = tempfile.mkdtemp(prefix="adiskq-bench-native-")
     try:

@@ -65,7 +65,7 @@ from .._sansio.core import PackedRecords
 from .._sansio.run_entries import INDEX_ENTRY_BYTES, run_records, run_timestamps
 from .._storage.flocks import SHARED_LOCK_TIMEOUT_SECONDS, FileLock
 from .._storage.partition_writer import PartitionWriter
-from .._storage.segment import PartlyCommittedError, SegmentWriter
+from .._storage.segment import PartlyCommittedError, PendingBatch, SegmentWriter
 from . import wakeup
 from .cancellation import running_on_trio
 from .handoff import cannot_abort, run_in_thread
@@ -823,18 +823,8 @@ class Lane:
             if batch.run is not None:
                 await self._commit_run(writer, batch, batch.run)
             elif self.sync_flush:
-                # Data first, made durable, and only then the index entries that publish it: no
-                # consumer may see a message a power cut could take back.
                 pending = writer.write_data(batch.records, batch.timestamps, batch.key_hashes, tagindex)
-                try:
-                    await run_in_thread(
-                        functools.partial(writer.sync, data_only=True), self._limiter, on_trio=self._on_trio
-                    )
-                except BaseException:
-                    writer.abandon(pending)
-                    raise
-                batch.first_offset = pending.first_offset
-                writer.write_entries(pending)
+                await self._commit_durably(writer, batch, pending)
             elif batch.size_bytes > INLINE_MAX_BYTES:
                 batch.first_offset = await run_in_thread(
                     functools.partial(writer.append, batch.records, batch.timestamps, batch.key_hashes, tagindex),
@@ -857,19 +847,21 @@ class Lane:
             self.dirty = True
         wakeup.notify(self.wake_key)
 
+    async def _commit_durably(self, writer: SegmentWriter, batch: Batch, pending: PendingBatch) -> None:
+        """The batch's data, written, made durable, and only then the index entries that publish it:
+        no consumer may see a message a power cut could take back."""
+        try:
+            await run_in_thread(functools.partial(writer.sync, data_only=True), self._limiter, on_trio=self._on_trio)
+        except BaseException:
+            writer.abandon(pending)
+            raise
+        batch.first_offset = pending.first_offset
+        writer.write_entries(pending)
+
     async def _commit_run(self, writer: SegmentWriter, batch: Batch, run: tuple[bytes, bytes, bytes, bytes]) -> None:
         """``_commit``'s write of a batch that holds one run alone, the same three ways."""
         if self.sync_flush:
-            pending = writer.write_run(*run)  # data first, made durable, then the entries that publish it
-            try:
-                await run_in_thread(
-                    functools.partial(writer.sync, data_only=True), self._limiter, on_trio=self._on_trio
-                )
-            except BaseException:
-                writer.abandon(pending)
-                raise
-            batch.first_offset = pending.first_offset
-            writer.write_entries(pending)
+            await self._commit_durably(writer, batch, writer.write_run(*run))
         elif batch.size_bytes > INLINE_MAX_BYTES:
             batch.first_offset = await run_in_thread(
                 functools.partial(writer.append_run, *run), self._limiter, on_trio=self._on_trio
