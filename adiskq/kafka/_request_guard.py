@@ -120,10 +120,14 @@ class _Emitter:
         self.lines.append(indent + line)
 
     def uvarint(self, indent: str, target: str) -> None:
-        """``target`` = the uvarint at ``at`` (one byte inline, what nearly every one is)."""
+        """``target`` = the uvarint at ``at``: one or two bytes inline (every count and nearly every
+        length: a Produce's records up to 16 KiB), longer ones by a call."""
         self.emit(indent, f"{target} = data[at]")
         self.emit(indent, f"if {target} < 0x80:")
         self.emit(indent + "    ", "at += 1")
+        self.emit(indent, "elif data[at + 1] < 0x80:")
+        self.emit(indent + "    ", f"{target} = ({target} & 0x7F) | data[at + 1] << 7")
+        self.emit(indent + "    ", "at += 2")
         self.emit(indent, "else:")
         self.emit(indent + "    ", f"{target}, at = _read_uvarint(data, at)")
 
