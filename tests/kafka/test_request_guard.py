@@ -106,6 +106,11 @@ HOSTILE = [
         "ProduceRequest.topic_data[].partition_data[].records: length",
     ),
     (
+        "Fetch v12 cluster id, a compact string length inside its tagged field",
+        _message(1, 12, True, "00" * 25 + "010101010005" + HUGE_UVARINT + "00"),
+        "FetchRequest.cluster_id: length",
+    ),
+    (
         "ApiVersions v3 tagged fields, a count",
         _message(18, 3, True, "02610231" + HUGE_UVARINT + "00"),
         "ApiVersionsRequest tagged fields: count",
