@@ -34,6 +34,8 @@ from typing import Any, Final, NamedTuple
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from ._request_guard import GuardError, request_guard
+
 __all__ = [
     "FRAME_PREFIX",
     "FastReader",
@@ -207,6 +209,7 @@ def _decoder(api_key: int, api_version: int) -> Decoder:
     if schema is None:
         raise ProtocolError(f"no request schema for API key {api_key} version {api_version}")
     reader = _reader(schema)
+    guard = request_guard(schema)
     flexible = bool(schema.__header_schema__.__flexible__)
     fast = _fast_readers.get(api_key)
 
@@ -217,6 +220,12 @@ def _decoder(api_key: int, api_version: int) -> Decoder:
             request = fast.read(message, at, api_version)
             if request is not None:
                 return request
+        # kio's reader sizes an array from its count before reading an element: an impossible count
+        # would abort the process (not raise), so the counts and lengths are checked first.
+        try:
+            guard(message, at)
+        except GuardError as error:
+            raise ProtocolError(f"API key {header.api_key} version {header.api_version}: {error}") from None
         try:
             request, size = reader(message, at)
         except Exception as error:  # kio raises what its readers meet: struct, Unicode, value errors
