@@ -585,18 +585,7 @@ class Lane:
 
         Raises ``PartlyCommittedError`` when only the first records were committed.
         """
-        try:
-            first = self.partition.active.append(records, timestamps, key_hashes, tagindex)
-        except PartlyCommittedError as error:
-            self.dirty = True
-            wakeup.notify(self.wake_key)
-            raise explain_disk_error(error) from None
-        except OSError as error:
-            raise explain_disk_error(error) from None
-        self.dirty = True
-        self._wrote = True
-        wakeup.notify(self.wake_key)
-        return first
+        return self._write_made_inline(self.partition.active.append, records, timestamps, key_hashes, tagindex)
 
     def write_run_inline(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> int:
         """``write_inline`` of a run of records (``SegmentWriter.write_run``: its bytes, its entries
@@ -609,7 +598,7 @@ class Lane:
         return self._write_made_inline(self.partition.active.append_packed, packed)
 
     def _write_made_inline(self, append: Callable[..., int], *made: object) -> int:
-        """``write_inline`` of records made ahead (a run, a packed batch) by ``append(*made)``."""
+        """``write_inline``'s write by ``append(*made)``: records, a run or a packed batch."""
         try:
             first = append(*made)
         except PartlyCommittedError as error:

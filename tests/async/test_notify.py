@@ -594,5 +594,5 @@ async def test_a_wait_ends_at_its_own_deadline_whatever_the_waits_before_it() ->
     with anyio.fail_after(30):
         assert await wait(60, woken=True) < 30
         assert 0.29 <= await wait(0.3, woken=False) < 10  # its deadline before the last wait's
-        assert await wait(0.05, woken=True) < 10
+        assert await wait(0.2, woken=True) < 10  # long enough for the waker to run on a busy machine
         assert 0.29 <= await wait(0.3, woken=False) < 10  # the last wait's deadline passes during it
