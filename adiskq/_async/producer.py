@@ -1057,15 +1057,12 @@ class Producer(Generic[PushKeyT, PushValueT]):
         key_hashes: list[int] | bytes,
         entries: list[bytes] | None,
         total_bytes: int,
-        *,
-        admitted: bool = False,
     ) -> int | None:
         """``_write_share_now`` of a share of ``total_bytes``, answering the first record's offset
-        (its key hashes as ints, or packed as the key index stores them; ``admitted``: the disk
-        guard has admitted the share already)."""
+        (its key hashes as ints, or packed as the key index stores them)."""
         if not lane.can_write_inline(total_bytes):
             return None
-        if self._disk_guard is not None and not admitted:
+        if self._disk_guard is not None:
             self._disk_guard.admit(total_bytes)
         try:
             return lane.write_inline(encoded, stamps, key_hashes, None if entries is None else b"".join(entries))

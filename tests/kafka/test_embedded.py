@@ -170,7 +170,7 @@ async def test_a_waiting_fetch_short_of_min_bytes_waits_on_for_the_rest(
             await _send_fetch(stream, offset, max_wait_ms=60_000, min_bytes=500)
             await _until_parked(gateway, 1)
             await producer.push(b"a" * 300, key="k")
-            await anyio.sleep(0.05)  # (its wake-up has come and gone: the Fetch must still wait)
+            await _until_parked(gateway, 1)  # that write's wake-up came, and the Fetch waits again
             await producer.push(b"b" * 300, key="k")
             with anyio.fail_after(20):
                 high_watermark, records = await _fetch_answer(stream)
