@@ -175,8 +175,11 @@ class Client:
             raise RuntimeError("the Fetch of records at hand came back without them")
 
 
-def start(root: str, callgrind_out: str | None) -> tuple[subprocess.Popen[bytes], int]:
-    command = [sys.executable, "-m", "adiskq", "serve", root, "--kafka", "127.0.0.1:0"]
+def start(root: str, callgrind_out: str | None, server: str) -> tuple[subprocess.Popen[bytes], int]:
+    if server == "floor":
+        command = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "kafka_trip_floor.py")]
+    else:
+        command = [sys.executable, "-m", "adiskq", "serve", root, "--kafka", "127.0.0.1:0"]
     if callgrind_out is not None:
         command = [
             "valgrind",
@@ -196,11 +199,13 @@ def start(root: str, callgrind_out: str | None) -> tuple[subprocess.Popen[bytes]
     return process, int(found.group(1))
 
 
-def run(shape: str, trips: int, *, callgrind: bool, max_wait_ms: int, pause: float) -> dict[str, float]:
+def run(
+    shape: str, trips: int, *, callgrind: bool, max_wait_ms: int, pause: float, server: str = "gateway"
+) -> dict[str, float]:
     """Start a gateway, warm it, measure ``trips`` of ``shape``; its cost a trip."""
     root = tempfile.mkdtemp(prefix="adiskq-trip-")
     out = os.path.join(root, "callgrind.out") if callgrind else None
-    process, port = start(os.path.join(root, "streams"), out)
+    process, port = start(os.path.join(root, "streams"), out, server)
     try:
         client = Client(port, max_wait_ms, pause)
         client.create_topic()
@@ -230,6 +235,7 @@ def run(shape: str, trips: int, *, callgrind: bool, max_wait_ms: int, pause: flo
         process.stderr.close()
     result = {
         "cpu_us": ((after.user - before.user) + (after.system - before.system)) / max(trips, 1) * 1e6,
+        "system_us": (after.system - before.system) / max(trips, 1) * 1e6,
         "wall_us": wall / max(trips, 1) * 1e6,
     }
     if out is not None:
@@ -248,15 +254,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trips", type=int, default=None, help="2,000 (200 with --callgrind)")
     parser.add_argument("--max-wait-ms", type=int, default=500, help="the Fetch's max_wait_ms")
     parser.add_argument("--pause", type=float, default=None, help="seconds the Fetch waits before the Produce")
+    parser.add_argument(
+        "--server",
+        choices=("gateway", "floor"),
+        default="gateway",
+        help="floor: kafka_trip_floor.py, an asyncio server that only answers (the event loop's and kernel's share)",
+    )
     args = parser.parse_args(argv)
     if args.callgrind and shutil.which("valgrind") is None:
         parser.error("--callgrind needs valgrind (apt-get install valgrind)")
     trips = args.trips if args.trips is not None else (200 if args.callgrind else 2000)
     pause = args.pause if args.pause is not None else (0.05 if args.callgrind else 0.001)
-    measured = run(args.shape, trips, callgrind=args.callgrind, max_wait_ms=args.max_wait_ms, pause=pause)
-    line = f"{args.shape}: gateway CPU {measured['cpu_us']:,.0f} µs a trip over {trips} trips"
+
+    def measure(count: int) -> dict[str, float]:
+        return run(
+            args.shape, count, callgrind=args.callgrind, max_wait_ms=args.max_wait_ms, pause=pause, server=args.server
+        )
+
+    measured = measure(trips)
+    line = (
+        f"{args.shape}: {args.server} CPU {measured['cpu_us']:,.0f} µs a trip"
+        f" (system {measured['system_us']:,.0f}) over {trips} trips"
+    )
     if args.callgrind:
-        empty = run(args.shape, 0, callgrind=True, max_wait_ms=args.max_wait_ms, pause=pause)
+        empty = measure(0)
         per_trip = (measured["instructions"] - empty["instructions"]) / trips
         line += f"; {per_trip:,.0f} instructions a trip (the toggling's {empty['instructions']:,} subtracted)"
     print(line)

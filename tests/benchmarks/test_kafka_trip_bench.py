@@ -11,11 +11,22 @@ from paths import ROOT_DIR
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("server", ["gateway", "floor"])
 @pytest.mark.parametrize("shape", ["trip", "produce", "fetch"])
-def test_each_shape_runs_against_a_gateway(shape: str) -> None:
-    """Each shape replays its requests against ``adiskq serve`` and reports the gateway's CPU a trip."""
+def test_each_shape_runs_against_a_gateway_and_the_floor(shape: str, server: str) -> None:
+    """Each shape replays its requests against ``adiskq serve`` (or the bare asyncio server the gateway
+    is compared with) and reports that server's CPU a trip."""
     done = subprocess.run(
-        [sys.executable, "benchmarks/kafka_trip_instructions.py", "--shape", shape, "--trips", "20"],
+        [
+            sys.executable,
+            "benchmarks/kafka_trip_instructions.py",
+            "--shape",
+            shape,
+            "--trips",
+            "20",
+            "--server",
+            server,
+        ],
         cwd=ROOT_DIR,
         capture_output=True,
         text=True,
@@ -23,4 +34,4 @@ def test_each_shape_runs_against_a_gateway(shape: str) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.startswith(f"{shape}: gateway CPU ")
+    assert done.stdout.startswith(f"{shape}: {server} CPU "), done.stdout
