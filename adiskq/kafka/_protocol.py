@@ -192,6 +192,9 @@ class FastReader(NamedTuple):
 
     read: Callable[[bytes, int, int], Any]
     from_kio: Callable[[Any], Any]
+    # The versions ``read`` knows (the gateway's served ones); kio alone decodes the others, which
+    # the gateway answers with UNSUPPORTED_VERSION before decoding
+    versions: range
 
 
 _fast_readers: dict[int, FastReader] = {}
@@ -212,6 +215,8 @@ def _decoder(api_key: int, api_version: int) -> Decoder:
     guard = request_guard(schema)
     flexible = bool(schema.__header_schema__.__flexible__)
     fast = _fast_readers.get(api_key)
+    if fast is not None and api_version not in fast.versions:
+        fast = None
 
     def decode(header: RequestHeader, message: bytes, at: int) -> Any:
         if flexible:

@@ -123,11 +123,15 @@ def _decode(message: bytes) -> None:
 
 # A Metadata v12 request whose topics count asks kio for 240 GB (which aborted the process).
 _IMPOSSIBLE_COUNT = bytes.fromhex("0003000c00000001000466757a7a00ffffffff6f001400000000")
+# A Fetch v17 (kio has its schema; the gateway serves 4-16): the compiled Fetch reader refused the
+# version with a ValueError instead of leaving the request to kio.
+_FETCH_V17 = b"\x00\x01\x00\x11\x00\x00\x00\x01\x00\x04fuzz\x00\x05fuzz\x021\x00"
 
 
 @settings(max_examples=400, deadline=None)
 @given(mutated_frames())
 @example(_IMPOSSIBLE_COUNT)
+@example(_FETCH_V17)
 def test_decoder_raises_only_protocol_error(message: bytes) -> None:
     """Any frame decodes to a request or raises ProtocolError (sampled)."""
     _decode(message)

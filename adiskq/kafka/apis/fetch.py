@@ -25,7 +25,7 @@ from ..._async.asyncio_deadlines import AsyncioDeadline
 from ..._async.follower import PartitionFollower
 from ..._errors import OffsetOutOfRangeError
 from ..._sansio.kafka_fetch_answer import fetch_answer
-from ..._sansio.kafka_fetch_request import fetch_request
+from ..._sansio.kafka_fetch_request import FETCH_REQUEST_VERSIONS, fetch_request
 from .._fetching import MAX_STORED_RECORDS, read_batch
 from .._protocol import FastReader, add_fast_reader
 from .._registry import Later, RequestContext, ResponseFrame, answers_now, register
@@ -81,7 +81,7 @@ def _from_kio(request: Any) -> FetchAsked:
     )
 
 
-add_fast_reader(1, FastReader(_read, _from_kio))
+add_fast_reader(1, FastReader(_read, _from_kio, FETCH_REQUEST_VERSIONS))
 
 
 class _Partition:
@@ -99,7 +99,7 @@ class _Partition:
         self.caught_up = False  # the last read found nothing more: the position is the partition's end
 
 
-@register(1, "Fetch", min_version=4, max_version=16)
+@register(1, "Fetch", min_version=FETCH_REQUEST_VERSIONS[0], max_version=FETCH_REQUEST_VERSIONS[-1])
 async def fetch(context: RequestContext, request: FetchAsked) -> ResponseFrame:
     """Read every partition asked for; wait for more up to ``max_wait_ms`` if there is too little."""
     answer = fetch_now(context, request)
