@@ -25,9 +25,9 @@ and equal to what kio reads, for any bytes. The payload, from Kafka's ``ProduceR
 
 Versions 9 and up (flexible) write an array's, a string's or a record set's length as an unsigned
 varint of length + 1 (0: null) and end each structure with its tagged fields (a varint count, 0 for
-none); older ones an i32 (arrays, records) or i16 (strings) length, -1 for null. Versions 3 to 8
-differ only in what the broker answers, 10 and 11 only in which errors a client may be told, so
-every version here is read by the same rules. (Version 13 names topics by id; the gateway does not
+none); older ones an i32 (arrays, records) or i16 (strings) length, -1 for null. The request's
+fields are the same in every version from 3 to 11 (the versions differ in their answers), so only
+that encoding depends on the version here. (Version 13 names topics by id; the gateway does not
 serve it.)
 """
 
