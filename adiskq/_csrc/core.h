@@ -25,6 +25,7 @@
  *   kafka_fetch.c  adiskq's stored records as one Kafka batch (a Fetch's answer), the same way back
  *   kafka_fetch_answer.c  a whole Fetch response frame around those batches
  *   kafka_fetch_request.c  what a Fetch request asks for, read from its payload
+ *   kafka_produce_request.c  what a Produce request carries, read from its payload
  *   run_entries.c  a run of stored records' index entries, made numbered from 0, placed where the run is written
  *   module.c  the Python module: its functions and the objects it is configured with
  *

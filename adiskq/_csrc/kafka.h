@@ -7,6 +7,7 @@
  *   kafka_fetch.c   adiskq's stored records straight to one batch (a Fetch's answer)
  *   kafka_fetch_answer.c  a whole Fetch response frame around those batches
  *   kafka_fetch_request.c  what a Fetch request asks for, read from its payload
+ *   kafka_produce_request.c  what a Produce request carries, read from its payload
  *
  * The format, every check and every error message are the pure-Python reference's
  * (adiskq/_sansio/kafka_codec.py). These functions never raise for bad Kafka bytes or unusual
@@ -119,5 +120,6 @@ PyObject *adq_py_kafka_stored_records(PyObject *module, PyObject *const *args, P
 PyObject *adq_py_kafka_batch_from_stored(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_kafka_fetch_answer(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_kafka_fetch_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_kafka_produce_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -156,6 +156,8 @@ static PyMethodDef methods[] = {
      "see kafka_fetch_answer.c"},
     {"kafka_fetch_request", (PyCFunction)(void (*)(void))adq_py_kafka_fetch_request, METH_FASTCALL,
      "see kafka_fetch_request.c"},
+    {"kafka_produce_request", (PyCFunction)(void (*)(void))adq_py_kafka_produce_request, METH_FASTCALL,
+     "see kafka_produce_request.c"},
     {"place_run_entries", (PyCFunction)(void (*)(void))adq_py_place_run_entries, METH_FASTCALL, "see run_entries.c"},
     {NULL, NULL, 0, NULL},
 };

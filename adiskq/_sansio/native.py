@@ -33,6 +33,7 @@ _NEWEST: Final = (
     "kafka_batch_from_stored",
     "kafka_fetch_answer",
     "kafka_fetch_request",
+    "kafka_produce_request",
     "place_run_entries",
     "pack_records",
     "receipt",

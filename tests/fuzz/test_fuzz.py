@@ -1,5 +1,5 @@
 """The fuzzers over the compiled core's parsers (``fuzz_codec.py``, ``fuzz_kafka.py``,
-``fuzz_kafka_fetch.py``), for a bounded time.
+``fuzz_kafka_fetch.py``, ``fuzz_kafka_produce.py``), for a bounded time.
 
 The normal run fuzzes for 20 seconds; ``-m slow`` for ten minutes. A crash or a disagreement with
 the pure-Python reference fails the test with libFuzzer's report and the input that caused it.
@@ -65,3 +65,15 @@ def test_the_compiled_fetch_request_reader_survives_fuzzing_and_agrees_with_the_
 def test_the_compiled_fetch_request_reader_survives_ten_minutes_of_fuzzing(tmp_path: str) -> None:
     """The same for ten minutes."""
     fuzz(600, tmp_path, "fuzz_kafka_fetch.py")
+
+
+def test_the_compiled_produce_request_reader_survives_fuzzing_and_agrees_with_the_reference(tmp_path: str) -> None:
+    """Hostile Produce requests: the compiled reader never crashes and answers as the reference does."""
+    fuzz(5, tmp_path, "fuzz_kafka_produce.py")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_compiled_produce_request_reader_survives_ten_minutes_of_fuzzing(tmp_path: str) -> None:
+    """The same for ten minutes."""
+    fuzz(600, tmp_path, "fuzz_kafka_produce.py")

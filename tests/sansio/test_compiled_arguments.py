@@ -55,6 +55,21 @@ FETCH_REQUEST = (
     + b"\x05rack\x00"
 )
 
+# A Produce v9 payload: a transactional id, a topic of two partitions (records, then null), a second topic.
+PRODUCE_REQUEST = (
+    b"\x03tx"
+    + struct.pack(">hi", -1, 30_000)
+    + b"\x03"
+    + b"\x02a"
+    + b"\x03"
+    + struct.pack(">i", 0)
+    + b"\x06batch\x00"
+    + struct.pack(">i", 1)
+    + b"\x00\x00\x00"
+    + b"\x02b\x01\x00"
+    + b"\x00"
+)
+
 
 class Evil:
     """An int-like object whose ``__index__`` empties a list as it is read (a sequence that changes
@@ -224,6 +239,7 @@ def targets(files: tuple[int, int]) -> list[Target]:
             (7, 16, [(b"0123456789abcdef", [(0, 0, 10, 0, [kafka_batch()]), (1, 3, -1, -1, [])])]),
         ),
         Target("kafka_fetch_request", compiled.kafka_fetch_request, (FETCH_REQUEST, 0, 12)),
+        Target("kafka_produce_request", compiled.kafka_produce_request, (PRODUCE_REQUEST, 0, 9)),
         Target("place_run_entries", compiled.place_run_entries, (*run_of_records(), 10, 100)),
         Target("zstd_prepare", compiled.zstd_prepare, (stream_dictionary(), 3)),
         Target("zstd_compress", compiled.zstd_compress, (prepared, b"value")),

@@ -12,13 +12,18 @@ take its records inline: that is the common case of a ``flush="async"`` gateway.
 has to wait (the producer not open yet, a stream flushed with fsync, a write in flight) and those
 after it are written by the connection's task, in order; acks=all on ``flush="sync"`` is therefore
 still answered after the fsync.
+
+A request is read by one compiled call (``kafka_produce_request``: the fields used here, each
+partition's record batches as bytes, no kio dataclass a topic and partition); kio reads what it
+does not take (a request carrying a tagged field, or bytes it then names the fault of).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import struct
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import anyio
 from kio.schema.errors import ErrorCode
@@ -26,8 +31,10 @@ from kio.schema.errors import ErrorCode
 from ..._async.producer import Producer
 from ..._sansio.kafka_batch import KafkaBatch, KafkaBatchError, KafkaCorruptBatchError
 from ..._sansio.kafka_mapping import StoredRecords
+from ..._sansio.kafka_produce_request import PRODUCE_REQUEST_VERSIONS, produce_request
 from .._fast_responses import ProducedPartition, produce_response
 from .._idempotence import Duplicate, SequenceError
+from .._protocol import FastReader, add_fast_reader
 from .._records import (
     RecordRefusedError,
     ToWrite,
@@ -43,6 +50,40 @@ from ._common import error_code_for
 __all__ = ["one_partition_response", "produce"]
 
 logger = logging.getLogger("adiskq.kafka")
+_MILLISECOND: Final = dt.timedelta(milliseconds=1)
+
+
+class ProduceAsked(NamedTuple):
+    """What a Produce request carries (the fields the gateway uses; ``kafka_produce_request``'s)."""
+
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    # (topic name, [(partition index, its record batches' bytes, or None for a null record set)])
+    topics: list[tuple[str, list[tuple[int, bytes | None]]]]
+    version: int
+
+
+_new_asked = tuple.__new__
+
+
+def _read(message: bytes, at: int, version: int) -> ProduceAsked | None:
+    asked = produce_request(message, at, version)
+    return None if asked is None else _new_asked(ProduceAsked, (*asked, version))
+
+
+def _from_kio(request: Any) -> ProduceAsked:
+    """A request kio read (bytes ``kafka_produce_request`` does not take, such as one with a tagged field)."""
+    return ProduceAsked(
+        request.transactional_id,
+        request.acks,
+        request.timeout // _MILLISECOND,
+        [(topic.name, [(data.index, data.records) for data in topic.partition_data]) for topic in request.topic_data],
+        request.__version__,
+    )
+
+
+add_fast_reader(0, FastReader(_read, _from_kio, PRODUCE_REQUEST_VERSIONS))
 
 
 class _Refused(Exception):
@@ -53,8 +94,8 @@ class _Refused(Exception):
         self.record_index = record_index
 
 
-@register(0, "Produce", min_version=3, max_version=11)
-async def produce(context: RequestContext, request: Any) -> bytes | None:
+@register(0, "Produce", min_version=PRODUCE_REQUEST_VERSIONS[0], max_version=PRODUCE_REQUEST_VERSIONS[-1])
+async def produce(context: RequestContext, request: ProduceAsked) -> bytes | None:
     """Append each partition's batches; the first offset (or an error) per partition."""
     answer = produce_now(context, request)
     if isinstance(answer, Later):
@@ -64,7 +105,7 @@ async def produce(context: RequestContext, request: Any) -> bytes | None:
 
 
 @answers_now(0)
-def produce_now(context: RequestContext, request: Any) -> bytes | Later | None:
+def produce_now(context: RequestContext, request: ProduceAsked) -> bytes | Later | None:
     """The same, without a task when every partition can be written at once (the usual case on a
     ``flush="async"`` gateway); otherwise the partitions written so far are kept and ``Later``
     finishes the rest in the connection's task."""
@@ -79,12 +120,10 @@ class _ProduceJob:
 
     __slots__ = ("_context", "_parts", "_request", "_results", "_waiting")
 
-    def __init__(self, context: RequestContext, request: Any) -> None:
+    def __init__(self, context: RequestContext, request: ProduceAsked) -> None:
         self._context = context
         self._request = request
-        self._parts = [
-            (topic.name, data.index, data.records) for topic in request.topic_data for data in topic.partition_data
-        ]
+        self._parts = [(name, index, records) for name, partitions in request.topics for index, records in partitions]
         self._results: list[ProducedPartition] = []
         self._waiting: _Waiting | None = None  # what the first partition not answered has decoded
 
@@ -117,19 +156,18 @@ class _ProduceJob:
         if request.acks == 0:
             return None
         results = self._results
-        if len(results) == 1 and results[0].error_code == _NO_ERROR and len(request.topic_data) == 1:
+        topics = request.topics
+        if len(results) == 1 and results[0].error_code == _NO_ERROR and len(topics) == 1:
             # A client's usual request, written into its answer's template
             produced = results[0]
-            return one_partition_response(
-                request.__version__, request.topic_data[0].name, produced.partition, produced.base_offset
-            )
+            return one_partition_response(request.version, topics[0][0], produced.partition, produced.base_offset)
         answers = []
         at = 0
-        for topic in request.topic_data:
-            count = len(topic.partition_data)
-            answers.append((topic.name, results[at : at + count]))
+        for name, partitions in topics:
+            count = len(partitions)
+            answers.append((name, results[at : at + count]))
             at += count
-        return produce_response(request.__version__, answers)
+        return produce_response(request.version, answers)
 
 
 # The answer's bytes around the partition's entry of a one-partition answer, by version and topic
@@ -159,7 +197,7 @@ def one_partition_response(version: int, topic: str, partition: int, base_offset
 
 
 def _produce_partition_now(
-    context: RequestContext, request: Any, topic: str, partition: int, data: bytes | None
+    context: RequestContext, request: ProduceAsked, topic: str, partition: int, data: bytes | None
 ) -> ProducedPartition | _Waiting:
     """One partition's answer if it can be given at once; what it has decoded, to go on in the
     connection's task, if it has to wait (nothing was written then)."""
@@ -175,7 +213,12 @@ def _produce_partition_now(
 
 
 async def _produce_partition(
-    context: RequestContext, request: Any, topic: str, partition: int, data: bytes | None, waiting: _Waiting | None
+    context: RequestContext,
+    request: ProduceAsked,
+    topic: str,
+    partition: int,
+    data: bytes | None,
+    waiting: _Waiting | None,
 ) -> ProducedPartition:
     try:
         if request.transactional_id is not None:
