@@ -2,6 +2,7 @@
 
     python benchmarks/kafka_trip_instructions.py                 # CPU time a trip (psutil), 2,000 trips
     python benchmarks/kafka_trip_instructions.py --callgrind     # instructions a trip (valgrind), 200 trips
+    python benchmarks/kafka_trip_instructions.py --server floor  # the same requests to kafka_trip_floor.py
 
 Starts ``adiskq serve`` (under ``valgrind --tool=callgrind --instr-atstart=no`` with ``--callgrind``)
 and replays, over two plain sockets, the requests librdkafka 2.16 sends in ``bench_kafka.py``'s round
