@@ -270,11 +270,15 @@ def files(tmp_path: pathlib.Path) -> Iterator[tuple[int, int]]:
 
 @contextlib.contextmanager
 def configured_again() -> Iterator[None]:
-    """configure() as core.py made it, whatever a hostile call to it changed meanwhile."""
+    """configure() and install_record_call() as core.py and values.py made them, whatever a hostile
+    call changed meanwhile: ``configure(Record, ...)`` installs Message's free list on Record, and
+    ``install_record_call`` of another type takes Record's, so a later test of Records in the same
+    process would find none."""
     try:
         yield
     finally:
         compiled.configure(Message, EMPTY_HEADERS, Record, Receipt, random.getrandbits(64))
+        compiled.install_record_call(Record)
 
 
 def call_with(target: Target, arguments: tuple[object, ...]) -> None:
