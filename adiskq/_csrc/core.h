@@ -26,6 +26,7 @@
  *   kafka_fetch_answer.c  a whole Fetch response frame around those batches
  *   kafka_fetch_request.c  what a Fetch request asks for, read from its payload
  *   kafka_produce_request.c  what a Produce request carries, read from its payload
+ *   kafka_request_reader.c   the request readers' arguments, checked (their field readers: kafka_request_reader.h)
  *   run_entries.c  a run of stored records' index entries, made numbered from 0, placed where the run is written
  *   module.c  the Python module: its functions and the objects it is configured with
  *

@@ -8,6 +8,7 @@
  *   kafka_fetch_answer.c  a whole Fetch response frame around those batches
  *   kafka_fetch_request.c  what a Fetch request asks for, read from its payload
  *   kafka_produce_request.c  what a Produce request carries, read from its payload
+ *   kafka_request_reader.c   the request readers' arguments, checked (their field readers: kafka_request_reader.h)
  *
  * The format, every check and every error message are the pure-Python reference's
  * (adiskq/_sansio/kafka_codec.py). These functions never raise for bad Kafka bytes or unusual

@@ -7,80 +7,20 @@
  * gateway then reads the request with kio, after its request guard. Every count and length is held
  * against the bytes left (an element takes at least one byte), and the lists grow as elements are
  * read: nothing is allocated for a count. */
-#include "kafka.h"
+#include "kafka_request_reader.h"
 
 #define PR_FLEXIBLE 9
 
-typedef struct {
-    const uint8_t *buf;
-    size_t at, end;
-    int flexible;
-} pr_reader;
-
-static int take(pr_reader *r, size_t count, const uint8_t **chunk) {
-    if (count > r->end - r->at) return -1;
-    if (chunk != NULL) *chunk = r->buf + r->at;
-    r->at += count;
-    return 0;
-}
-
-/* An unsigned varint of at most 5 bytes and 32 bits. */
-static int uvarint(pr_reader *r, uint64_t *value) {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 35; shift += 7) {
-        const uint8_t *p;
-        if (take(r, 1, &p) < 0) return -1;
-        v |= (uint64_t)(*p & 0x7F) << shift;
-        if (!(*p & 0x80)) {
-            if (v >> 32) return -1;
-            *value = v;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* A length: -1 for null; another negative one is not here. Flexible: a varint of length + 1;
- * otherwise big-endian, of `width` bytes (2 for a string, 4 for an array or a record set). */
-static int length_of(pr_reader *r, int width, int64_t *length) {
-    if (r->flexible) {
-        uint64_t raw;
-        if (uvarint(r, &raw) < 0) return -1;
-        *length = (int64_t)raw - 1;
-        return 0;
-    }
-    const uint8_t *p;
-    if (take(r, (size_t)width, &p) < 0) return -1;
-    *length = width == 2 ? (int16_t)kq_load_be16(p) : (int32_t)kq_load_be32(p);
-    return *length < -1 ? -1 : 0;
-}
-
-/* An array's length: null, or more elements than bytes left, is not here. */
-static int count_of(pr_reader *r, int64_t *count) {
-    if (length_of(r, 4, count) < 0 || *count < 0 || (uint64_t)*count > r->end - r->at) return -1;
-    return 0;
-}
-
-static int no_tags(pr_reader *r) {
-    if (!r->flexible) return 0;
-    uint64_t count;
-    return uvarint(r, &count) < 0 || count != 0 ? -1 : 0;
-}
-
 /* A string (valid UTF-8) as a new reference, Py_None (new reference) for null: NULL with *bad set
  * for bytes not taken, NULL with *bad clear for a Python error. */
-static PyObject *read_string(pr_reader *r, int *bad) {
+static PyObject *read_string(kq_request_reader *r, int *bad) {
     int64_t length;
     const uint8_t *text;
-    if (length_of(r, 2, &length) < 0) {
+    if (kq_string_bytes(r, &text, &length) < 0) {
         *bad = 1;
         return NULL;
     }
     if (length < 0) Py_RETURN_NONE;
-    if (take(r, (size_t)length, &text) < 0) {
-        *bad = 1;
-        return NULL;
-    }
     PyObject *string = PyUnicode_DecodeUTF8((const char *)text, (Py_ssize_t)length, "strict");
     if (string == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
         PyErr_Clear();
@@ -90,9 +30,9 @@ static PyObject *read_string(pr_reader *r, int *bad) {
 }
 
 /* One topic's partitions, [(index, records)], into a new list; NULL as read_string. */
-static PyObject *read_partitions(pr_reader *r, int *bad) {
+static PyObject *read_partitions(kq_request_reader *r, int *bad) {
     int64_t count;
-    if (count_of(r, &count) < 0) {
+    if (kq_count_of(r, &count) < 0) {
         *bad = 1;
         return NULL;
     }
@@ -101,8 +41,8 @@ static PyObject *read_partitions(pr_reader *r, int *bad) {
     for (int64_t i = 0; i < count; i++) {
         const uint8_t *index, *bytes = NULL;
         int64_t length;
-        if (take(r, 4, &index) < 0 || length_of(r, 4, &length) < 0 ||
-            (length >= 0 && take(r, (size_t)length, &bytes) < 0) || no_tags(r) < 0) {
+        if (kq_take(r, 4, &index) < 0 || kq_length_of(r, 4, &length) < 0 ||
+            (length >= 0 && kq_take(r, (size_t)length, &bytes) < 0) || kq_no_tags(r) < 0) {
             *bad = 1;
             Py_DECREF(partitions);
             return NULL;
@@ -129,13 +69,13 @@ static PyObject *read_partitions(pr_reader *r, int *bad) {
     return partitions;
 }
 
-static PyObject *read_request(pr_reader *r, int *bad) {
+static PyObject *read_request(kq_request_reader *r, int *bad) {
     PyObject *transactional_id = read_string(r, bad);
     if (transactional_id == NULL) return NULL;
     const uint8_t *acks, *timeout;
     int64_t count;
     PyObject *topics = NULL;
-    if (take(r, 2, &acks) < 0 || take(r, 4, &timeout) < 0 || count_of(r, &count) < 0) goto bad_bytes;
+    if (kq_take(r, 2, &acks) < 0 || kq_take(r, 4, &timeout) < 0 || kq_count_of(r, &count) < 0) goto bad_bytes;
     topics = PyList_New(0);
     if (topics == NULL) goto fail;
     for (int64_t i = 0; i < count; i++) {
@@ -150,7 +90,7 @@ static PyObject *read_request(pr_reader *r, int *bad) {
             Py_DECREF(name);
             goto fail;
         }
-        if (no_tags(r) < 0) {
+        if (kq_no_tags(r) < 0) {
             Py_DECREF(name);
             Py_DECREF(partitions);
             goto bad_bytes;
@@ -167,7 +107,7 @@ static PyObject *read_request(pr_reader *r, int *bad) {
         Py_DECREF(item);
         if (appended < 0) goto fail;
     }
-    if (no_tags(r) < 0) goto bad_bytes;
+    if (kq_no_tags(r) < 0) goto bad_bytes;
     return Py_BuildValue("(NiiN)", transactional_id, (int)(int16_t)kq_load_be16(acks),
                          (int)(int32_t)kq_load_be32(timeout), topics);
 bad_bytes:
@@ -181,34 +121,11 @@ fail:
 /* kafka_produce_request(message, at, version) */
 PyObject *adq_py_kafka_produce_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "kafka_produce_request(message, at, version) takes 3 arguments");
+    kq_request_reader reader;
+    long version;
+    if (kq_request_arguments(args, nargs, "kafka_produce_request", "produce_request", 3, 11, PR_FLEXIBLE, &reader,
+                             &version) < 0)
         return NULL;
-    }
-    if (!PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "produce_request: message is bytes");
-        return NULL;
-    }
-    if (!PyLong_Check(args[1]) || !PyLong_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "produce_request: at and version are ints");
-        return NULL;
-    }
-    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
-    int overflow = 0;
-    long long at = PyLong_AsLongLongAndOverflow(args[1], &overflow);
-    if (at == -1 && PyErr_Occurred()) return NULL;
-    if (overflow || at < 0 || at > size) {
-        PyErr_SetString(PyExc_ValueError, "produce_request: at is within the message");
-        return NULL;
-    }
-    long long version = PyLong_AsLongLongAndOverflow(args[2], &overflow);
-    if (version == -1 && PyErr_Occurred()) return NULL;
-    if (overflow || version < 3 || version > 11) {
-        PyErr_SetString(PyExc_ValueError, "produce_request: version must be within [3, 11]");
-        return NULL;
-    }
-    pr_reader reader = {(const uint8_t *)PyBytes_AS_STRING(args[0]), (size_t)at, (size_t)size,
-                        version >= PR_FLEXIBLE};
     int bad = 0;
     PyObject *request = read_request(&reader, &bad);
     if (request == NULL && bad) Py_RETURN_NONE;

@@ -32,9 +32,9 @@ older ones an i32 (arrays) or i16 (strings) length.
 
 from __future__ import annotations
 
-import struct
 from typing import Final
 
+from .kafka_request_reader import I8, I32, I64, Cut, RequestReader, check_request_arguments
 from .native import NATIVE
 
 __all__ = ["FETCH_REQUEST_VERSIONS", "FetchAskedFor", "fetch_request", "fetch_request_reference"]
@@ -46,88 +46,20 @@ _TOPIC_IDS: Final = 13
 # (max_wait_ms, min_bytes, max_bytes, [(topic, [(partition, fetch_offset, partition_max_bytes)])])
 FetchAskedFor = tuple[int, int, int, list[tuple[str | bytes, list[tuple[int, int, int]]]]]
 
-_I8: Final = struct.Struct(">b")
-_I16: Final = struct.Struct(">h")
-_I32: Final = struct.Struct(">i")
-_I64: Final = struct.Struct(">q")
-
-
-class _Cut(Exception):
-    """The bytes do not hold the request (read as None)."""
-
-
-class _Reader:
-    __slots__ = ("at", "data", "flexible")
-
-    def __init__(self, data: bytes, at: int, flexible: bool) -> None:
-        self.data = data
-        self.at = at
-        self.flexible = flexible
-
-    def take(self, count: int) -> bytes:
-        end = self.at + count
-        if end > len(self.data):
-            raise _Cut
-        chunk = self.data[self.at : end]
-        self.at = end
-        return chunk
-
-    def fixed(self, form: struct.Struct) -> int:
-        value: int = form.unpack(self.take(form.size))[0]
-        return value
-
-    def uvarint(self) -> int:
-        value = 0
-        for shift in range(0, 35, 7):
-            byte = self.take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                if value >> 32:
-                    raise _Cut  # above 32 bits
-                return value
-        raise _Cut  # longer than 5 bytes
-
-    def count(self) -> int:
-        """An array's length (null or negative: not here)."""
-        count = self.uvarint() - 1 if self.flexible else self.fixed(_I32)
-        if count < 0:
-            raise _Cut
-        return count
-
-    def string(self) -> str:
-        length = self.uvarint() - 1 if self.flexible else self.fixed(_I16)
-        if length < 0:
-            raise _Cut
-        try:
-            return self.take(length).decode("utf-8")
-        except UnicodeDecodeError:
-            raise _Cut from None
-
-    def no_tags(self) -> None:
-        if self.flexible and self.uvarint() != 0:
-            raise _Cut
-
 
 def fetch_request_reference(message: bytes, at: int, version: int) -> FetchAskedFor | None:
     """The Fetch request's fields (see the module's docstring); None when the bytes are not one
     this reader takes. TypeError or ValueError for arguments outside its contract."""
-    if not isinstance(message, bytes):
-        raise TypeError("fetch_request: message is bytes")
-    if not isinstance(at, int) or not isinstance(version, int):
-        raise TypeError("fetch_request: at and version are ints")
-    if not 0 <= at <= len(message):
-        raise ValueError("fetch_request: at is within the message")
-    if version not in FETCH_REQUEST_VERSIONS:
-        raise ValueError("fetch_request: version must be within [4, 16]")
-    reader = _Reader(message, at, version >= _FLEXIBLE)
+    check_request_arguments("fetch_request", message, at, version, FETCH_REQUEST_VERSIONS)
+    reader = RequestReader(message, at, version >= _FLEXIBLE)
     by_id = version >= _TOPIC_IDS
     try:
         if version <= 14:
-            reader.fixed(_I32)  # replica_id
-        max_wait_ms = reader.fixed(_I32)
-        min_bytes = reader.fixed(_I32)
-        max_bytes = reader.fixed(_I32)
-        reader.fixed(_I8)  # isolation_level
+            reader.fixed(I32)  # replica_id
+        max_wait_ms = reader.fixed(I32)
+        min_bytes = reader.fixed(I32)
+        max_bytes = reader.fixed(I32)
+        reader.fixed(I8)  # isolation_level
         if version >= 7:
             reader.take(8)  # session_id, session_epoch
         topics: list[tuple[str | bytes, list[tuple[int, int, int]]]] = []
@@ -135,15 +67,15 @@ def fetch_request_reference(message: bytes, at: int, version: int) -> FetchAsked
             topic: str | bytes = reader.take(16) if by_id else reader.string()
             partitions = []
             for _ in range(reader.count()):
-                partition = reader.fixed(_I32)
+                partition = reader.fixed(I32)
                 if version >= 9:
                     reader.take(4)  # current_leader_epoch
-                fetch_offset = reader.fixed(_I64)
+                fetch_offset = reader.fixed(I64)
                 if version >= 12:
                     reader.take(4)  # last_fetched_epoch
                 if version >= 5:
                     reader.take(8)  # log_start_offset
-                partition_max_bytes = reader.fixed(_I32)
+                partition_max_bytes = reader.fixed(I32)
                 reader.no_tags()
                 partitions.append((partition, fetch_offset, partition_max_bytes))
             reader.no_tags()
@@ -156,7 +88,7 @@ def fetch_request_reference(message: bytes, at: int, version: int) -> FetchAsked
         if version >= 11:
             reader.string()  # rack_id
         reader.no_tags()
-    except _Cut:
+    except Cut:
         return None
     return max_wait_ms, min_bytes, max_bytes, topics
 

@@ -33,9 +33,9 @@ serve it.)
 
 from __future__ import annotations
 
-import struct
 from typing import Final
 
+from .kafka_request_reader import I16, I32, Cut, RequestReader, check_request_arguments
 from .native import NATIVE
 
 __all__ = ["PRODUCE_REQUEST_VERSIONS", "ProduceAskedFor", "produce_request", "produce_request_reference"]
@@ -46,109 +46,30 @@ _FLEXIBLE: Final = 9
 # (transactional_id, acks, timeout_ms, [(name, [(index, records)])])
 ProduceAskedFor = tuple[str | None, int, int, list[tuple[str, list[tuple[int, bytes | None]]]]]
 
-_I16: Final = struct.Struct(">h")
-_I32: Final = struct.Struct(">i")
-
-
-class _Cut(Exception):
-    """The bytes do not hold the request (read as None)."""
-
-
-class _Reader:
-    __slots__ = ("at", "data", "flexible")
-
-    def __init__(self, data: bytes, at: int, flexible: bool) -> None:
-        self.data = data
-        self.at = at
-        self.flexible = flexible
-
-    def take(self, count: int) -> bytes:
-        end = self.at + count
-        if end > len(self.data):
-            raise _Cut
-        chunk = self.data[self.at : end]
-        self.at = end
-        return chunk
-
-    def fixed(self, form: struct.Struct) -> int:
-        value: int = form.unpack(self.take(form.size))[0]
-        return value
-
-    def uvarint(self) -> int:
-        value = 0
-        for shift in range(0, 35, 7):
-            byte = self.take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                if value >> 32:
-                    raise _Cut  # above 32 bits
-                return value
-        raise _Cut  # longer than 5 bytes
-
-    def length(self, fixed: struct.Struct) -> int:
-        """A length: -1 for null, another negative one is not here."""
-        length = self.uvarint() - 1 if self.flexible else self.fixed(fixed)
-        if length < -1:
-            raise _Cut
-        return length
-
-    def count(self) -> int:
-        """An array's length (null: not here). Each element takes at least one byte, so a count
-        larger than the bytes left is not here, before anything is made for it."""
-        count = self.length(_I32)
-        if count < 0 or count > len(self.data) - self.at:
-            raise _Cut
-        return count
-
-    def string(self) -> str | None:
-        length = self.length(_I16)
-        if length < 0:
-            return None
-        try:
-            return self.take(length).decode("utf-8")
-        except UnicodeDecodeError:
-            raise _Cut from None
-
-    def records(self) -> bytes | None:
-        length = self.length(_I32)
-        return None if length < 0 else self.take(length)
-
-    def no_tags(self) -> None:
-        if self.flexible and self.uvarint() != 0:
-            raise _Cut
-
 
 def produce_request_reference(message: bytes, at: int, version: int) -> ProduceAskedFor | None:
     """The Produce request's fields (see the module's docstring); None when the bytes are not one
     this reader takes. TypeError or ValueError for arguments outside its contract."""
-    if not isinstance(message, bytes):
-        raise TypeError("produce_request: message is bytes")
-    if not isinstance(at, int) or not isinstance(version, int):
-        raise TypeError("produce_request: at and version are ints")
-    if not 0 <= at <= len(message):
-        raise ValueError("produce_request: at is within the message")
-    if version not in PRODUCE_REQUEST_VERSIONS:
-        raise ValueError("produce_request: version must be within [3, 11]")
-    reader = _Reader(message, at, version >= _FLEXIBLE)
+    check_request_arguments("produce_request", message, at, version, PRODUCE_REQUEST_VERSIONS)
+    reader = RequestReader(message, at, version >= _FLEXIBLE)
     try:
-        transactional_id = reader.string()
-        acks = reader.fixed(_I16)
-        timeout_ms = reader.fixed(_I32)
+        transactional_id = reader.nullable_string()
+        acks = reader.fixed(I16)
+        timeout_ms = reader.fixed(I32)
         topics: list[tuple[str, list[tuple[int, bytes | None]]]] = []
         for _ in range(reader.count()):
             name = reader.string()
-            if name is None:
-                raise _Cut
             partitions = []
             for _ in range(reader.count()):
-                index = reader.fixed(_I32)
-                records = reader.records()
+                index = reader.fixed(I32)
+                length = reader.length(I32)
+                records = None if length < 0 else reader.take(length)
                 reader.no_tags()
                 partitions.append((index, records))
             reader.no_tags()
             topics.append((name, partitions))
         reader.no_tags()
-    except _Cut:
+    except Cut:
         return None
     return transactional_id, acks, timeout_ms, topics
 
