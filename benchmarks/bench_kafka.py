@@ -91,12 +91,7 @@ def kafka_produce(bootstrap: str, topic: str, count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
-def thread_cpu_seconds() -> dict[int, float]:
-    """CPU seconds (user + system) of each thread of this process, by native thread id."""
-    return {thread.id: thread.user_time + thread.system_time for thread in psutil.Process().threads()}
-
-
-def thread_runtimes(process: psutil.Process) -> dict[str, int]:
+def thread_runtimes(process: psutil.Process) -> dict[int, int]:
     """Nanoseconds each thread of a process has run, by thread id, from the scheduler.
 
     ``psutil``'s ``cpu_times()`` counts in clock ticks (10 ms): a short measurement, such as ``--quick``'s 40
@@ -106,18 +101,23 @@ def thread_runtimes(process: psutil.Process) -> dict[str, int]:
     runtimes = {}
     for task in pathlib.Path(f"/proc/{process.pid}/task").iterdir():
         try:
-            runtimes[task.name] = int((task / "schedstat").read_text().split()[0])
+            runtimes[int(task.name)] = int((task / "schedstat").read_text().split()[0])
         except FileNotFoundError:  # the thread ended while the folder was read
             continue
     return runtimes
 
 
-def cpu_seconds_between(before: dict[str, int], after: dict[str, int]) -> float:
-    """CPU seconds a process's threads ran from ``before`` to ``after`` (``thread_runtimes``).
+def seconds_by_thread(before: dict[int, int], after: dict[int, int]) -> dict[int, float]:
+    """CPU seconds each thread ran from ``before`` to ``after`` (``thread_runtimes``), by thread id.
 
     A thread that ended in between is left out; the gateway's threads live as long as it does.
     """
-    return sum(ran - before.get(thread, 0) for thread, ran in after.items()) / 1e9
+    return {thread: (ran - before.get(thread, 0)) / 1e9 for thread, ran in after.items()}
+
+
+def cpu_seconds_between(before: dict[int, int], after: dict[int, int]) -> float:
+    """CPU seconds a process's threads ran from ``before`` to ``after``, together."""
+    return sum(seconds_by_thread(before, after).values())
 
 
 # What a user tuning a librdkafka consumer for throughput sets. With librdkafka's defaults (2.4 on),
@@ -148,19 +148,20 @@ def kafka_fetch(
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
     main_thread = threading.get_native_id()
-    threads_before, gateway_before = thread_cpu_seconds(), thread_runtimes(gateway)
+    client = psutil.Process()
+    threads_before, gateway_before = thread_runtimes(client), thread_runtimes(gateway)
     got = 0
     started = time.perf_counter()
     while got < count:
         got += sum(1 for m in consumer.consume(10_000, 0.1) if m.error() is None)
     elapsed = time.perf_counter() - started
-    threads_after, gateway_after = thread_cpu_seconds(), thread_runtimes(gateway)
+    threads_after, gateway_after = thread_runtimes(client), thread_runtimes(gateway)
     seen = len(statistics_seen)
     deadline = time.monotonic() + 3
     while len(statistics_seen) == seen and time.monotonic() < deadline:
         consumer.poll(0.1)
     consumer.close()
-    used = {thread: seconds - threads_before.get(thread, 0.0) for thread, seconds in threads_after.items()}
+    used = seconds_by_thread(threads_before, threads_after)
     main = used.pop(main_thread, 0.0)
     brokers = json.loads(statistics_seen[-1])["brokers"].values() if statistics_seen else []
     requests = sum(broker["req"].get("Fetch", 0) for broker in brokers)
