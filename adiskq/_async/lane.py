@@ -399,7 +399,12 @@ class Lane:
 
     def _note_batches(self) -> None:
         """``inline`` again, after the open or committing batch changed."""
-        self.inline = not self.sync_flush and self._lock is None and self._open is None and self._committing is None
+        self.inline = self._lock is None and not self._waits_for_a_batch()
+
+    def _waits_for_a_batch(self) -> bool:
+        """Whether records must join a batch whatever their size: flush="sync" (they wait for its
+        fsync), or a batch open or committing (they may not overtake it)."""
+        return self.sync_flush or self._committing is not None or self._open is not None
 
     # -- the partition's lock (shared producers) -------------------------------------------------
 
@@ -537,13 +542,11 @@ class Lane:
         """Whether records would be written inline now, their size and the lock aside: what push_many
         asks before it packs a batch for an inline write (one that then cannot go inline is encoded
         again, record by record)."""
-        return not (self.sync_flush or self._committing is not None or self._open is not None) and (
-            not self.partition.needs_roll()
-        )
+        return not self._waits_for_a_batch() and not self.partition.needs_roll()
 
     def can_write_inline(self, size_bytes: int) -> bool:
         """True when records may be written right now, on the loop thread, keeping order."""
-        if size_bytes > INLINE_MAX_BYTES or self.sync_flush or self._committing is not None or self._open is not None:
+        if size_bytes > INLINE_MAX_BYTES or self._waits_for_a_batch():
             return False
         if self._lock is not None and not self._fresh and not self._take_now():
             return False
@@ -552,8 +555,8 @@ class Lane:
     def try_write_one(self, record: bytes, timestamp_ns: int, key_hash: int, tag_entry: bytes | None = None) -> int:
         """Write and commit one record now if it may go inline; its offset, or -1 if it must be batched.
 
-        The hot path of ``push``: the same tests as ``can_write_inline``, spelled out. (``push`` spells
-        this out in turn while ``inline`` is set: keep the two alike.)
+        The hot path of ``push``: the same tests as ``can_write_inline``, spelled out (a call less).
+        (``push`` spells this out in turn while ``inline`` is set: keep the two alike.)
         """
         if self.sync_flush or self._committing is not None or self._open is not None:
             return -1
