@@ -13,6 +13,13 @@ Default settings otherwise: the compressed stream trains its dictionary from its
 Each figure is a median over runs, on the compiled core and (in a child process with
 ``ADISKQ_NO_EXTENSIONS=1``) the pure-Python core, on asyncio.
 
+Then, in the same run, what libzstd alone allows: its own time a message, measured on the same
+values with the zstandard binding (a dictionary trained from the first 2,000, as the stream's), added
+to the uncompressed stream's time a message. A frame per value, as the stream stores them, and a
+frame per 1,000 values, the most a format of frames over whole batches could share; a single
+``push`` cannot share a frame (it is acknowledged alone), so its bound is the per-value one. Those
+ratios are what no wrapper around the codec could exceed.
+
     python benchmarks/bench_compression.py            # 100,000 messages, medians of 3
     python benchmarks/bench_compression.py --quick    # 4,000 messages once, for the test suite
 """
@@ -192,6 +199,54 @@ def report(core: str, figures: dict[str, float], sqlite_per_message: float) -> N
     )
 
 
+def codec_seconds(values: list[bytes], runs: int) -> dict[str, float] | None:
+    """libzstd's own seconds a message on ``values`` (medians over runs), or None without zstandard."""
+    try:
+        import zstandard  # the zstd extra, needed for this part only
+    except ImportError:
+        return None
+    training, measured = values[:2000], values[2000:] or values
+    dictionary = zstandard.ZstdCompressionDict(zstandard.train_dictionary(16384, training).as_bytes())
+    compressor = zstandard.ZstdCompressor(level=3, dict_data=dictionary, write_checksum=False)
+    decompressor = zstandard.ZstdDecompressor(dict_data=dictionary)
+    batches = [b"".join(measured[first : first + BATCH]) for first in range(0, len(measured), BATCH)]
+    frames = [compressor.compress(value) for value in measured]
+    batch_frames = [compressor.compress(batch) for batch in batches]
+    samples: dict[str, list[float]] = {}
+    for _ in range(runs):
+        for name, work in (
+            ("compress a value", lambda: [compressor.compress(value) for value in measured]),
+            ("decompress a value", lambda: [decompressor.decompress(frame) for frame in frames]),
+            ("compress 1,000", lambda: [compressor.compress(batch) for batch in batches]),
+            ("decompress 1,000", lambda: [decompressor.decompress(frame) for frame in batch_frames]),
+        ):
+            started = time.perf_counter()
+            work()
+            samples.setdefault(name, []).append((time.perf_counter() - started) / len(measured))
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def report_codec(codec: dict[str, float] | None, figures: dict[str, float]) -> None:
+    if codec is None:
+        print("libzstd alone: not measured (pip install 'adiskq[zstd]' for the zstandard binding)")
+        return
+    print(
+        "libzstd alone, µs a message: compress "
+        f"{codec['compress a value'] * 1e6:.2f} a value, {codec['compress 1,000'] * 1e6:.2f} in frames of 1,000; "
+        f"decompress {codec['decompress a value'] * 1e6:.2f}, {codec['decompress 1,000'] * 1e6:.2f}"
+    )
+    for name, per_value, per_batch in (
+        ("push", "compress a value", None),
+        ("push_many", "compress a value", "compress 1,000"),
+        ("read", "decompress a value", "decompress 1,000"),
+    ):
+        plain = 1 / figures[f"{name} plain"]
+        bounds = f"{plain / (plain + codec[per_value]):.2f}x with a frame a value"
+        if per_batch is not None:
+            bounds += f", {plain / (plain + codec[per_batch]):.2f}x with frames of 1,000"
+        print(f"  {name:10} the most the codec allows (uncompressed time + libzstd's): {bounds}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="4,000 messages once (for the test suite)")
@@ -214,7 +269,9 @@ def main() -> None:
             f"medians of {runs}; {CORE_DESCRIPTION}"
         )
         sqlite_per_message = sqlite_bytes(root, values, names) / count
-        report("compiled core", measure_core(count, runs, root), sqlite_per_message)
+        compiled = measure_core(count, runs, root)
+        report("compiled core", compiled, sqlite_per_message)
+        report_codec(codec_seconds(values, runs), compiled)
         report("pure-Python core", child_figures(count, runs, root), sqlite_per_message)
     finally:
         shutil.rmtree(root, ignore_errors=True)

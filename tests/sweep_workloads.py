@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 from collections.abc import Awaitable, Callable
 
 import anyio
 import pyarrow as pa
+from compression_support import trained_dictionary
 from helpers.cli import invoke
 
 import adiskq
@@ -299,6 +301,33 @@ async def shared_append(run: Run, begin: Step, end: Step) -> None:
         await _go_on(a, run, 2)
 
 
+async def compact_tags(run: Run, begin: Step, end: Step) -> None:
+    """A compressed stream, whose segments have no .timeindex and a .tagindex only once a message has
+    a tag: untagged pushes, then a tagged push and a tagged batch make the .tagindex, and the batch
+    rolls the segment."""
+    options = {
+        "compression": "zstd",
+        "zstd_dictionary": trained_dictionary(),
+        "segment_size_bytes": 1024,
+        "flush": run.flush,
+        **QUIET,
+    }
+    values = [random.Random(number).randbytes(200) for number in range(9)]  # incompressible: the roll comes
+    async with adiskq.Producer(run.path, **options) as producer:  # type: ignore[arg-type]
+        await _push_all(producer, run, values[:2])
+        run.setup.update(run.acked.values())
+        begin()
+        await _push_all(producer, run, values[2:4])
+        run.attempted.add(values[4])
+        try:
+            run.ack(await producer.push(values[4], tag="paid"), values[4])
+        except OSError as error:
+            run.failures.append(error)
+        await _push_many(producer, run, [adiskq.Record(value, tag="paid") for value in values[5:]])
+        end()
+        await _go_on(producer, run)
+
+
 WORKLOADS: dict[str, Workload] = {
     "push": push,
     "push_many-1p": push_many_one_partition,
@@ -312,9 +341,10 @@ WORKLOADS: dict[str, Workload] = {
     "spark-sink": spark_sink_commit,
     "spark-batch": spark_batch_write,
     "shared-append": shared_append,
+    "compact-tags": compact_tags,
 }
 # Workloads that take a flush mode: each runs with both.
-FLUSHED = ("push", "push_many-1p", "push_many-3p", "roll", "vacuum", "close", "shared-append")
+FLUSHED = ("push", "push_many-1p", "push_many-3p", "roll", "vacuum", "close", "shared-append", "compact-tags")
 
 
 def stream_messages(path: str) -> dict[tuple[int, int], bytes]:

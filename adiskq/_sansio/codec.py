@@ -25,7 +25,8 @@ says which readers may open it. A tag is 1 to ``MAX_TAG_BYTES`` (255) bytes of U
 (``adiskq/3``, a stream made with ``compression="zstd"``) adds attributes bit 1: the value is one zstd
 frame, without its magic number, made with a dictionary kept in the stream's folder
 (``compression.py`` says how), which readers of formats 1 and 2 would hand out as the value, so
-they refuse the stream by its settings' format.
+they refuse the stream by its settings' format. A format-3 stream's segments also keep no
+``.timeindex`` and a ``.tagindex`` only from their first tagged message (``_storage/segment.py``).
 
 Decoding follows h11's rule: a buffer that ends early is not an error. ``decode_record`` answers
 ``NEED_MORE`` for every proper prefix of a valid record, and raises ``CorruptRecordError`` (with the

@@ -122,7 +122,13 @@ def repair_stream(stream_path: str, problems: list[Problem]) -> list[str]:
         rebuild = {(p.partition, p.segment) for p in problems if p.fix == "rebuild"}
         for partition, base in sorted((p, b) for p, b in rebuild if p is not None and b is not None):
             directory = writer.partitions[partition].directory
-            _, repairs = recover_segment(directory, partition, base, max_record_bytes=DEFAULT_MAX_RECORD_BYTES)
+            _, repairs = recover_segment(
+                directory,
+                partition,
+                base,
+                max_record_bytes=DEFAULT_MAX_RECORD_BYTES,
+                compact=writer.partitions[partition].compact,
+            )
             changed.extend(f"{repair} (sealed segment, rebuilt from its sound data)" for repair in repairs)
     finally:
         writer.close()

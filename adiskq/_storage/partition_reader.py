@@ -30,7 +30,7 @@ from .segment import (
     entry_columns,
     segment_path,
 )
-from .segment_files import entry_count, file_size, list_segment_files, timestamps
+from .segment_files import entry_count, file_size, list_segment_files, record_timestamps, timestamps
 from .tag_stats import segment_tag_counts
 
 __all__ = ["PartitionReader", "held_offsets"]
@@ -130,9 +130,9 @@ class PartitionReader:
         """The timestamps of the segment's committed messages (those its index covers), in offset
         order; empty when the segment was vacuumed meanwhile."""
         raw = read_file(segment_path(self.directory, base, TIMEINDEX))
-        if raw is None:
-            return []
         committed = entry_count(self.directory, base)
+        if raw is None:  # a compact segment (a compressed stream's), or one vacuumed meanwhile
+            return record_timestamps(self.directory, base, 0, committed)
         stamps = timestamps(raw[: committed * TIMEINDEX_ENTRY_BYTES])
         if len(stamps) < committed:  # the active segment's last time entries are still buffered
             stamps.extend(self._record_timestamps(base, base + len(stamps), base + committed))
@@ -152,7 +152,7 @@ class PartitionReader:
     def newest_time(self) -> tuple[int, int] | None:
         """``(offset, timestamp_ns)`` of the message with the largest timestamp (the first of those
         that share it), or None when the partition holds no message. Timestamps need not be in order,
-        so this reads every segment's time index (8 bytes a message)."""
+        so this reads every segment's time index (8 bytes a message), or a compact segment's records."""
         newest: tuple[int, int] | None = None
         for base in self.segment_bases():
             stamps = self._committed_timestamps(base)
@@ -281,8 +281,9 @@ class PartitionReader:
     def _timestamp_at(self, base: int, entry: int) -> int | None:
         try:
             fd = open_read(segment_path(self.directory, base, TIMEINDEX))
-        except FileNotFoundError:
-            return None
+        except FileNotFoundError:  # a compact segment (a compressed stream's), or one vacuumed meanwhile
+            stamps = record_timestamps(self.directory, base, entry, entry + 1)
+            return stamps[0] if stamps else None
         try:
             raw = os.pread(fd, TIMEINDEX_ENTRY_BYTES, entry * TIMEINDEX_ENTRY_BYTES)
         finally:

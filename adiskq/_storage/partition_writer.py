@@ -37,7 +37,7 @@ from .files import DEFAULT_FILE_MODE, dir_mode, fsync_dir, read_file
 from .flocks import FileLock
 from .recovery import ensure_sealed_key_index, recover_segment
 from .segment import SegmentFileState, SegmentWriter, segment_path
-from .segment_files import entry_count, file_size, list_segment_files, timestamps
+from .segment_files import entry_count, file_size, list_segment_files, record_timestamps, timestamps
 
 __all__ = ["PartitionWriter"]
 
@@ -66,6 +66,7 @@ class PartitionWriter:
         segment_size_bytes: int,
         mode: int,
         key_index: bool = True,
+        compact: bool = False,
         scan_skipped: bool = False,
         lock: FileLock | None = None,
     ) -> None:
@@ -74,6 +75,8 @@ class PartitionWriter:
         self.segment_size_bytes = segment_size_bytes
         self.mode = mode
         self.key_index = key_index
+        # Compact segments (a compressed stream's): no .timeindex, a .tagindex once a message has a tag.
+        self.compact = compact
         self._sealed = sealed
         self.active = active
         # True when open() trusted a clean close instead of re-checking the active segment.
@@ -94,13 +97,15 @@ class PartitionWriter:
         mode: int = DEFAULT_FILE_MODE,
         clean: SegmentFileState | None = None,
         key_index: bool = True,
+        compact: bool = False,
     ) -> tuple[PartitionWriter, list[SegmentRepair]]:
         """Open (creating it if missing) and recover the partition; returns it and its repairs.
 
         ``clean`` is the active segment's state as the last producer's clean close recorded it: if
         the files are exactly so (same sizes and modification times), the check of every record is
         skipped, because nothing has written to them since they were fsynced. ``key_index`` keeps
-        a key index: missing or malformed ones of sealed segments are rebuilt here.
+        a key index: missing or malformed ones of sealed segments are rebuilt here. ``compact``
+        segments keep no ``.timeindex`` and a ``.tagindex`` only once a message has a tag.
         """
         _ensure_folder(directory, partition, mode)
         files = list_segment_files(directory)
@@ -108,7 +113,9 @@ class PartitionWriter:
         bases = sorted(files)
         sealed: list[_SealedSegment] = []
         for base in bases[:-1]:
-            repairs += _check_sealed(directory, partition, base, files[base], max_record_bytes, mode, key_index)
+            repairs += _check_sealed(
+                directory, partition, base, files[base], max_record_bytes, mode, key_index, compact=compact
+            )
             sealed.append(cls._describe_sealed(directory, base))
         if bases:
             active, skipped, rebuilt = _open_active(
@@ -119,10 +126,12 @@ class PartitionWriter:
                 max_record_bytes=max_record_bytes,
                 mode=mode,
                 key_index=key_index,
+                compact=compact,
             )
             repairs += rebuilt
         else:
-            active, skipped = SegmentWriter.create(directory, 0, mode=mode, key_index=key_index), False
+            active = SegmentWriter.create(directory, 0, mode=mode, key_index=key_index, compact=compact)
+            skipped = False
         writer = cls(
             directory,
             partition,
@@ -131,6 +140,7 @@ class PartitionWriter:
             segment_size_bytes=segment_size_bytes,
             mode=mode,
             key_index=key_index,
+            compact=compact,
             scan_skipped=skipped,
         )
         return writer, repairs
@@ -179,7 +189,9 @@ class PartitionWriter:
         old.flush_buffered_entries()
         old.sync()
         old.seal_key_index()
-        new = SegmentWriter.create(self.directory, old.next_offset, mode=self.mode, key_index=self.key_index)
+        new = SegmentWriter.create(
+            self.directory, old.next_offset, mode=self.mode, key_index=self.key_index, compact=self.compact
+        )
         old.close()
         self._sealed.append(_SealedSegment(old.base_offset, old.next_offset, self._sealed_size(old.base_offset)))
         self.active = new
@@ -254,7 +266,13 @@ class PartitionWriter:
         opened: SegmentWriter | None
         try:
             opened = SegmentWriter.open(
-                self.directory, last, next_offset=last, data_size=0, key_index=self.key_index, mode=self.mode
+                self.directory,
+                last,
+                next_offset=last,
+                data_size=0,
+                key_index=self.key_index,
+                mode=self.mode,
+                compact=self.compact,
             )
         except FileNotFoundError:  # a roll that died before creating all the files
             opened = None
@@ -272,6 +290,7 @@ class PartitionWriter:
                 max_record_bytes=self.max_record_bytes,
                 mode=self.mode,
                 key_index=self.key_index,
+                compact=self.compact,
             )
             writer = SegmentWriter.open(
                 self.directory,
@@ -280,6 +299,7 @@ class PartitionWriter:
                 data_size=recovered.data_size,
                 key_index=self.key_index,
                 mode=self.mode,
+                compact=self.compact,
             )
         self.active = writer
         self._newest_base = max(self._newest_base, last)
@@ -342,7 +362,11 @@ class PartitionWriter:
 
     def _newest_timestamp(self, base: int) -> int | None:
         raw = read_file(segment_path(self.directory, base, TIMEINDEX))  # a sealed segment's: complete
-        stamps = timestamps(raw or b"")
+        stamps: Sequence[int]
+        if raw is None:  # a compact segment: the records hold the timestamps
+            stamps = record_timestamps(self.directory, base, 0, entry_count(self.directory, base))
+        else:
+            stamps = timestamps(raw)
         return max(stamps) if stamps else None
 
     def delete_segments(self, bases: Sequence[int]) -> VacuumReport:
@@ -418,13 +442,23 @@ def _remove_vacuum_leftovers(directory: str, partition: int, files: dict[int, se
 
 
 def _check_sealed(
-    directory: str, partition: int, base: int, extensions: set[str], max_record_bytes: int, mode: int, key_index: bool
+    directory: str,
+    partition: int,
+    base: int,
+    extensions: set[str],
+    max_record_bytes: int,
+    mode: int,
+    key_index: bool,
+    *,
+    compact: bool,
 ) -> list[SegmentRepair]:
     """Rebuild what a sealed segment lacks: index files deleted by hand (sealed segments are fsynced
     before the next is created, so rebuilding from the data is exact), a missing or malformed key index."""
     repairs: list[SegmentRepair] = []
-    if INDEX not in extensions or TIMEINDEX not in extensions:
-        repairs += recover_segment(directory, partition, base, max_record_bytes=max_record_bytes, mode=mode)[1]
+    if INDEX not in extensions or (TIMEINDEX not in extensions and not compact):
+        repairs += recover_segment(
+            directory, partition, base, max_record_bytes=max_record_bytes, mode=mode, compact=compact
+        )[1]
     if key_index:
         repairs += ensure_sealed_key_index(directory, partition, base, mode)
     return repairs
@@ -439,17 +473,24 @@ def _open_active(
     max_record_bytes: int,
     mode: int,
     key_index: bool,
+    compact: bool,
 ) -> tuple[SegmentWriter, bool, list[SegmentRepair]]:
     """Open the active segment for appending: trusted as the last clean close recorded it (no scan),
     or recovered record by record. Returns it, whether the scan was skipped, and the repairs."""
     entries = _trusted_entries(directory, base, clean, key_index)
     if clean is not None and entries is not None:
         writer = SegmentWriter.open(
-            directory, base, next_offset=base + entries, data_size=clean.data_file[0], key_index=key_index, mode=mode
+            directory,
+            base,
+            next_offset=base + entries,
+            data_size=clean.data_file[0],
+            key_index=key_index,
+            mode=mode,
+            compact=compact,
         )
         return writer, True, []
     recovered, repairs = recover_segment(
-        directory, partition, base, max_record_bytes=max_record_bytes, mode=mode, key_index=key_index
+        directory, partition, base, max_record_bytes=max_record_bytes, mode=mode, key_index=key_index, compact=compact
     )
     writer = SegmentWriter.open(
         directory,
@@ -458,6 +499,7 @@ def _open_active(
         data_size=recovered.data_size,
         key_index=key_index,
         mode=mode,
+        compact=compact,
     )
     return writer, False, repairs
 

@@ -21,6 +21,9 @@ The rules, in the order they are applied:
    of every valid record's key, in order (and nothing else: the seal of a segment that was about to
    roll is dropped with the rest). The hashes are recomputed from the data, so an entry damaged on
    disk is found too. When the stream keeps none, the active segment's ``.keyindex`` is removed.
+6. A compact segment (a compressed stream's) keeps no ``.timeindex``: one found there is removed, as
+   a stale file must not linger; and it has a ``.tagindex`` only when one of its valid records
+   carries a tag (rule 4 then), none being made for a segment whose records carry none.
 
 Only the last segment needs this: a segment is fsynced before the next one is created, so sealed
 segments cannot have a torn tail. A sealed segment's key index that is missing or malformed is
@@ -210,11 +213,13 @@ def recover_segment(
     max_record_bytes: int,
     mode: int = DEFAULT_FILE_MODE,
     key_index: bool | None = None,
+    compact: bool = False,
 ) -> tuple[RecoveredSegment, list[SegmentRepair]]:
     """Verify and repair the active segment; returns its state and what was repaired.
 
     ``key_index``: True checks and rebuilds ``.keyindex`` as a hash column, False removes it, None
-    (for a sealed segment whose other files are being rebuilt) leaves it alone.
+    (for a sealed segment whose other files are being rebuilt) leaves it alone. ``compact``: the
+    segment keeps no ``.timeindex`` and a ``.tagindex`` only if a record has a tag (rule 6).
     """
     repairs: list[SegmentRepair] = []
     data_path = segment_path(directory, base_offset, DATA)
@@ -225,10 +230,11 @@ def recover_segment(
         created = True
 
     data = _read_data(data_path)
+    timeindex_path = segment_path(directory, base_offset, TIMEINDEX)
     plan = plan_segment(
         data,
         read_file(segment_path(directory, base_offset, INDEX)),
-        read_file(segment_path(directory, base_offset, TIMEINDEX)),
+        None if compact else read_file(timeindex_path),
         base_offset,
         max_record_bytes,
     )
@@ -266,17 +272,24 @@ def recover_segment(
     records = plan.records
     offsets = range(base_offset, base_offset + plan.record_count)
     # The time index first, then the index: the same order as the write path.
-    changed = _repair_derived_file(
-        segment_path(directory, base_offset, TIMEINDEX),
-        TIMEINDEX_ENTRY,
-        "q",
-        [offsets, records.timestamps],
-        "timeindex",
-        repairs,
-        partition,
-        base_offset,
-        mode,
-    )
+    if not compact:
+        changed = _repair_derived_file(
+            timeindex_path,
+            TIMEINDEX_ENTRY,
+            "q",
+            [offsets, records.timestamps],
+            "timeindex",
+            repairs,
+            partition,
+            base_offset,
+            mode,
+        )
+    elif os.path.lexists(timeindex_path):
+        os.unlink(timeindex_path)
+        repairs.append(SegmentRepair(partition, base_offset, "removed a .timeindex: a compressed stream keeps none"))
+        changed = True
+    else:
+        changed = False
     changed |= _repair_derived_file(
         segment_path(directory, base_offset, INDEX),
         INDEX_ENTRY,
@@ -288,15 +301,10 @@ def recover_segment(
         base_offset,
         mode,
     )
-    changed |= _repair_key_index(
-        segment_path(directory, base_offset, TAGINDEX),
-        tags_format.data_tag_column(data, records.positions, plan.damaged),
-        repairs,
-        partition,
-        base_offset,
-        mode,
-        "tagindex",
-    )
+    tagindex_path = segment_path(directory, base_offset, TAGINDEX)
+    tag_column = tags_format.data_tag_column(data, records.positions, plan.damaged)
+    if not (compact and tag_column.count(0) == len(tag_column) and not os.path.lexists(tagindex_path)):
+        changed |= _repair_key_index(tagindex_path, tag_column, repairs, partition, base_offset, mode, "tagindex")
     keyindex_path = segment_path(directory, base_offset, KEYINDEX)
     if key_index:
         expected = keyindex_format.pack_hashes(keyindex_format.data_key_hashes(data, records.positions))

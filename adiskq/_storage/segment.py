@@ -21,6 +21,12 @@ timestamp, a tag, a key), ``check`` accepts such a tail, and recovery rebuilds i
 Sealed segments are always complete. (A segment written before tags, format 1, has no
 ``.tagindex``: readers take every tag from the records there.)
 
+A compressed stream's segments are *compact*: no ``.timeindex`` at all (readers take timestamps from
+the records, where ``.index`` places them), and no ``.tagindex`` until the first entry that names a
+tag is written, when the file is made holding a "no tag" entry for every message before it; from then
+on it is kept as above. Their single pushes still count their entries in the time buffer, which
+is then never written.
+
 A failed write is cut back (``ftruncate``) so the files stay as they were before the batch, with one
 exception: an ``.index`` write that fails after whole entries reached the file keeps those messages
 (readers may have seen them; ``PartlyCommittedError`` says how many) and cuts only the rest.
@@ -65,6 +71,7 @@ from .dictionaries import partition_stream_path, stream_dictionaries
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_append, open_read, pread_exact, write_all, writev_all
 
 __all__ = [
+    "ABSENT",
     "BUFFERED_ENTRIES",
     "INDEX_ENTRY",
     "INDEX_ENTRY_BYTES",
@@ -281,22 +288,34 @@ def open_for_reading(directory: str, base_offset: int) -> tuple[int, int]:
 
 
 def _open_writable(
-    directory: str, base_offset: int, *, create: bool, mode: int, key_index: bool
+    directory: str, base_offset: int, *, create: bool, mode: int, key_index: bool, compact: bool
 ) -> tuple[int, int, int, int | None, int]:
     """Append descriptors of ``.data``, ``.timeindex``, ``.index``, ``.keyindex`` (if kept) and
-    ``.tagindex``, created in the order data, timeindex, tagindex, keyindex, index."""
-    extensions = (DATA, TIMEINDEX, TAGINDEX, KEYINDEX, INDEX) if key_index else (DATA, TIMEINDEX, TAGINDEX, INDEX)
-    opened: list[int] = []
+    ``.tagindex``, created in the order data, timeindex, tagindex, keyindex, index.
+
+    A ``compact`` segment (a compressed stream's) has no ``.timeindex`` (its descriptor is -1), and
+    a ``.tagindex`` only from its first tagged message on (-1 until then; ``_tags_due``)."""
+    extensions = [DATA] if compact else [DATA, TIMEINDEX, TAGINDEX]
+    if key_index:
+        extensions.append(KEYINDEX)
+    extensions.append(INDEX)
+    opened: dict[str, int] = {}
     try:
         for extension in extensions:
-            opened.append(open_append(segment_path(directory, base_offset, extension), create=create, mode=mode))  # noqa: PERF401 - each open must be undone on failure
+            opened[extension] = open_append(segment_path(directory, base_offset, extension), create=create, mode=mode)
+        if compact and not create:
+            with contextlib.suppress(FileNotFoundError):
+                opened[TAGINDEX] = open_append(segment_path(directory, base_offset, TAGINDEX), create=False)
     except BaseException:
-        for fd in opened:
+        for fd in opened.values():
             os.close(fd)
         raise
-    if key_index:
-        return opened[0], opened[1], opened[4], opened[3], opened[2]
-    return opened[0], opened[1], opened[3], None, opened[2]
+    return opened[DATA], opened.get(TIMEINDEX, -1), opened[INDEX], opened.get(KEYINDEX), opened.get(TAGINDEX, -1)
+
+
+# A file a segment does not have, in a SegmentFileState: a compact segment's .timeindex, and its
+# .tagindex until its first tagged message.
+ABSENT: Final = (-1, 0)
 
 
 class SegmentFileState(NamedTuple):
@@ -305,23 +324,20 @@ class SegmentFileState(NamedTuple):
     base_offset: int
     data_file: tuple[int, int]
     index_file: tuple[int, int]
-    timeindex_file: tuple[int, int]
+    timeindex_file: tuple[int, int]  # ABSENT in a compact segment
     keyindex_file: tuple[int, int] | None = None  # None: the segment has no key index
     tagindex_file: tuple[int, int] | None = None  # None: not recorded (a clean close before tags)
 
     @classmethod
     def of_files(cls, directory: str, base_offset: int) -> SegmentFileState | None:
-        """The state of the segment's files now, or None if one is missing (symlinks are not followed)."""
+        """The state of the segment's files now, or None if ``.data`` or ``.index`` is missing
+        (symlinks are not followed); a missing time or tag index is ABSENT."""
         try:
-            states = [os.lstat(segment_path(directory, base_offset, ext)) for ext in (DATA, INDEX, TIMEINDEX)]
+            states = [os.lstat(segment_path(directory, base_offset, ext)) for ext in (DATA, INDEX)]
         except FileNotFoundError:
             return None
-        data, index, timeindex = ((st.st_size, st.st_mtime_ns) for st in states)
-        try:
-            tag_status = os.lstat(segment_path(directory, base_offset, TAGINDEX))
-        except FileNotFoundError:
-            return None
-        tags = (tag_status.st_size, tag_status.st_mtime_ns)
+        data, index = ((st.st_size, st.st_mtime_ns) for st in states)
+        timeindex, tags = (_file_state(segment_path(directory, base_offset, ext)) for ext in (TIMEINDEX, TAGINDEX))
         try:
             key_status = os.lstat(segment_path(directory, base_offset, KEYINDEX))
         except FileNotFoundError:
@@ -332,11 +348,29 @@ class SegmentFileState(NamedTuple):
     def message_count(self) -> int | None:
         """Messages the files hold, or None when the index files do not agree on it."""
         entries, partial = divmod(self.index_file[0], INDEX_ENTRY_BYTES)
-        if partial or self.timeindex_file[0] != entries * TIMEINDEX_ENTRY_BYTES:
+        if partial:
             return None
-        if self.tagindex_file is None or self.tagindex_file[0] != entries * TAG_ENTRY_BYTES:
+        if self.timeindex_file != ABSENT and self.timeindex_file[0] != entries * TIMEINDEX_ENTRY_BYTES:
+            return None
+        tags = self.tagindex_file
+        if tags is None or (tags != ABSENT and tags[0] != entries * TAG_ENTRY_BYTES):
             return None
         return entries
+
+
+def _fd_state(fd: int) -> tuple[int, int]:
+    if fd < 0:
+        return ABSENT
+    status = os.fstat(fd)
+    return status.st_size, status.st_mtime_ns
+
+
+def _file_state(path: str) -> tuple[int, int]:
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return ABSENT
+    return status.st_size, status.st_mtime_ns
 
 
 class PartlyCommittedError(OSError):
@@ -377,8 +411,14 @@ class SegmentWriter:
         next_offset: int,
         data_size: int,
         fds: tuple[int, int, int, int | None, int],
+        *,
+        compact: bool = False,
+        mode: int = DEFAULT_FILE_MODE,
     ) -> None:
         self.directory = directory
+        # A compact segment keeps no .timeindex, and a .tagindex from its first tagged message on.
+        self.compact = compact
+        self._mode = mode
         self.base_offset = base_offset
         self.next_offset = next_offset
         self.data_size = data_size
@@ -400,18 +440,24 @@ class SegmentWriter:
 
     @classmethod
     def create(
-        cls, directory: str, base_offset: int, *, mode: int = DEFAULT_FILE_MODE, key_index: bool = True
+        cls,
+        directory: str,
+        base_offset: int,
+        *,
+        mode: int = DEFAULT_FILE_MODE,
+        key_index: bool = True,
+        compact: bool = False,
     ) -> SegmentWriter:
         """Create the files of a new, empty segment (``.index`` last) and make them durable."""
-        fds = _open_writable(directory, base_offset, create=True, mode=mode, key_index=key_index)
+        fds = _open_writable(directory, base_offset, create=True, mode=mode, key_index=key_index, compact=compact)
         try:
             fsync_dir(directory)
         except BaseException:
             for fd in fds:
-                if fd is not None:
+                if fd is not None and fd >= 0:
                     os.close(fd)
             raise
-        return cls(directory, base_offset, base_offset, 0, fds)
+        return cls(directory, base_offset, base_offset, 0, fds, compact=compact, mode=mode)
 
     @classmethod
     def open(
@@ -423,14 +469,16 @@ class SegmentWriter:
         data_size: int,
         key_index: bool = True,
         mode: int = DEFAULT_FILE_MODE,
+        compact: bool = False,
     ) -> SegmentWriter:
         """Open an existing, recovered segment for appending at ``next_offset``.
 
-        Its ``.tagindex`` (and with ``key_index``, its ``.keyindex``) must exist and hold one entry
-        per message (recovery makes it so).
+        Its ``.timeindex`` and ``.tagindex`` (and with ``key_index``, its ``.keyindex``) must exist
+        and hold one entry per message (recovery makes it so), except in a ``compact`` segment, which
+        has no ``.timeindex`` and may have no ``.tagindex`` yet.
         """
-        fds = _open_writable(directory, base_offset, create=False, mode=mode, key_index=key_index)
-        return cls(directory, base_offset, next_offset, data_size, fds)
+        fds = _open_writable(directory, base_offset, create=False, mode=mode, key_index=key_index, compact=compact)
+        return cls(directory, base_offset, next_offset, data_size, fds, compact=compact, mode=mode)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -604,8 +652,9 @@ class SegmentWriter:
         timeindex_size = self._written_entries(self._time_buffer) * TIMEINDEX_ENTRY_BYTES
         key_buffer = self._key_buffer
         try:
-            write_all(self._timeindex_fd, pending.timeindex_bytes)
-            write_all(self._tagindex_fd, pending.tagindex_bytes)
+            if self._timeindex_fd >= 0:
+                write_all(self._timeindex_fd, pending.timeindex_bytes)
+            self._write_tags(pending.tagindex_bytes, self._written_entries(self._tag_buffer))
             if key_buffer is not None:
                 write_all(self._keyindex_fd, pending.keyindex_bytes)
             write_all(self._index_fd, pending.index_bytes)
@@ -754,8 +803,10 @@ class SegmentWriter:
         flushed = len(time_buffer) >= BUFFERED_ENTRIES
         try:
             if flushed:
-                write_all(self._timeindex_fd, b"".join(time_buffer))
-                write_all(self._tagindex_fd, b"".join(tag_buffer))
+                if self._timeindex_fd >= 0:
+                    write_all(self._timeindex_fd, b"".join(time_buffer))
+                # On disk: the entries before the buffered ones, this record's among them.
+                self._write_tags(b"".join(tag_buffer), self._written_entries(tag_buffer) + 1)
                 if key_buffer is not None:
                     write_all(self._keyindex_fd, keyindex_format.pack_hashes(key_buffer))
             # Plain os.write with the short-write fallback spelled out: a call less per entry.
@@ -819,9 +870,12 @@ class SegmentWriter:
                     return None
             elif data_size:
                 return None
-        if os.fstat(self._timeindex_fd).st_size != entries * TIMEINDEX_ENTRY_BYTES:
+        if self._timeindex_fd >= 0 and os.fstat(self._timeindex_fd).st_size != entries * TIMEINDEX_ENTRY_BYTES:
             return None
-        if os.fstat(self._tagindex_fd).st_size != entries * TAG_ENTRY_BYTES:
+        if self._tagindex_fd < 0:  # compact: another producer may have made it since
+            with contextlib.suppress(FileNotFoundError):
+                self._tagindex_fd = open_append(segment_path(self.directory, self.base_offset, TAGINDEX), create=False)
+        if self._tagindex_fd >= 0 and os.fstat(self._tagindex_fd).st_size != entries * TAG_ENTRY_BYTES:
             return None
         keys = self._key_buffer is not None
         if keys and os.fstat(self._keyindex_fd).st_size != entries * keyindex_format.ENTRY_BYTES:
@@ -847,18 +901,19 @@ class SegmentWriter:
         """Write the time, tag and key index entries single pushes left buffered (before a seal or close)."""
         time_buffer = self._time_buffer
         if time_buffer:
-            self._check_usable()
-            try:
-                write_all(self._timeindex_fd, b"".join(time_buffer))
-            except OSError:
-                self._cut_back(self._timeindex_fd, self._written_entries(time_buffer) * TIMEINDEX_ENTRY_BYTES)
-                raise
+            if self._timeindex_fd >= 0:  # a compact segment only counts its pushes by this buffer
+                self._check_usable()
+                try:
+                    write_all(self._timeindex_fd, b"".join(time_buffer))
+                except OSError:
+                    self._cut_back(self._timeindex_fd, self._written_entries(time_buffer) * TIMEINDEX_ENTRY_BYTES)
+                    raise
             time_buffer.clear()
         tag_buffer = self._tag_buffer
         if tag_buffer:
             self._check_usable()
             try:
-                write_all(self._tagindex_fd, b"".join(tag_buffer))
+                self._write_tags(b"".join(tag_buffer), self._written_entries(tag_buffer))
             except OSError:
                 self._cut_back(self._tagindex_fd, self._written_entries(tag_buffer) * TAG_ENTRY_BYTES)
                 raise
@@ -873,6 +928,19 @@ class SegmentWriter:
                 raise
             key_buffer.clear()
 
+    def _write_tags(self, entries: bytes, on_disk: int) -> None:
+        """Append ``.tagindex`` entries after the ``on_disk`` ones the file holds. A compact segment
+        makes its ``.tagindex`` when the first entry that names a tag comes, the messages before
+        it entered as "no tag" (zeros): until then readers take tags from the records."""
+        fd = self._tagindex_fd
+        if fd < 0:
+            if entries.count(0) == len(entries):
+                return
+            path = segment_path(self.directory, self.base_offset, TAGINDEX)
+            fd = self._tagindex_fd = open_append(path, create=True, mode=self._mode)
+            os.ftruncate(fd, on_disk * TAG_ENTRY_BYTES)
+        write_all(fd, entries)
+
     def seal_key_index(self) -> None:
         """Append the sorted column and trailer that seal the key index (when the segment rolls)."""
         if self._key_buffer is None:
@@ -883,7 +951,10 @@ class SegmentWriter:
         )
 
     def _cut_back(self, fd: int, size: int) -> None:
-        """Undo a partial write; if even that fails, refuse further writes until a reopen."""
+        """Undo a partial write; if even that fails, refuse further writes until a reopen. (A file
+        a compact segment does not have, fd -1, has nothing to undo.)"""
+        if fd < 0:
+            return
         try:
             os.ftruncate(fd, size)
         except OSError as error:
@@ -894,8 +965,9 @@ class SegmentWriter:
         self._check_usable()
         os.fdatasync(self._data_fd)
         if not data_only:
-            os.fdatasync(self._timeindex_fd)
-            os.fdatasync(self._tagindex_fd)
+            for fd in (self._timeindex_fd, self._tagindex_fd):
+                if fd >= 0:
+                    os.fdatasync(fd)
             if self._key_buffer is not None:
                 os.fdatasync(self._keyindex_fd)
             os.fdatasync(self._index_fd)
@@ -904,17 +976,10 @@ class SegmentWriter:
         """Sizes and modification times of the open files (for the clean-close record)."""
         self._check_usable()
         data, timeindex, index, tags = (
-            os.fstat(fd) for fd in (self._data_fd, self._timeindex_fd, self._index_fd, self._tagindex_fd)
+            _fd_state(fd) for fd in (self._data_fd, self._timeindex_fd, self._index_fd, self._tagindex_fd)
         )
-        keys = None if self._key_buffer is None else os.fstat(self._keyindex_fd)
-        return SegmentFileState(
-            self.base_offset,
-            (data.st_size, data.st_mtime_ns),
-            (index.st_size, index.st_mtime_ns),
-            (timeindex.st_size, timeindex.st_mtime_ns),
-            None if keys is None else (keys.st_size, keys.st_mtime_ns),
-            (tags.st_size, tags.st_mtime_ns),
-        )
+        keys = None if self._key_buffer is None else _fd_state(self._keyindex_fd)
+        return SegmentFileState(self.base_offset, data, index, timeindex, keys, tags)
 
     def close(self) -> None:
         """Close the files (without syncing); closing twice is harmless."""

@@ -8,13 +8,19 @@ its reader, recovery and ``check``.
 from __future__ import annotations
 
 import array
+import mmap
 import os
+import struct
+from typing import Final
 
-from .._sansio.naming import INDEX, parse_segment_file
+from .._sansio.codec import TIMESTAMP_AT
+from .._sansio.naming import DATA, INDEX, parse_segment_file
 from .files import open_read, pread_exact
 from .segment import INDEX_ENTRY_BYTES, entry_columns, segment_path
 
-__all__ = ["entry_count", "file_size", "index_positions", "list_segment_files", "timestamps"]
+__all__ = ["entry_count", "file_size", "index_positions", "list_segment_files", "record_timestamps", "timestamps"]
+
+_TIMESTAMP: Final = struct.Struct("<q")
 
 
 def list_segment_files(directory: str) -> dict[int, set[str]]:
@@ -58,3 +64,41 @@ def index_positions(directory: str, base: int, entries: int) -> array.array[int]
     finally:
         os.close(fd)
     return entry_columns(raw, "Q", 3)[1]
+
+
+def record_timestamps(directory: str, base: int, first: int, end: int) -> list[int]:
+    """The timestamps of a segment's messages numbered ``[first, end)`` from its first, read from
+    their records where ``.index`` places them: what a compact segment, which keeps no ``.timeindex``,
+    has instead (and the entries of one a producer still buffers). Like a ``.timeindex`` entry, a
+    timestamp read here is not checked against its record's CRC. Fewer when an entry points past the
+    data or the segment was vacuumed meanwhile."""
+    if end <= first:
+        return []
+    try:
+        index_fd = open_read(segment_path(directory, base, INDEX))
+    except FileNotFoundError:
+        return []
+    try:
+        positions = entry_columns(
+            pread_exact(index_fd, (end - first) * INDEX_ENTRY_BYTES, first * INDEX_ENTRY_BYTES), "Q", 3
+        )[1]
+        data_fd = open_read(segment_path(directory, base, DATA))
+    except FileNotFoundError:
+        return []
+    finally:
+        os.close(index_fd)
+    try:
+        size = os.fstat(data_fd).st_size
+        if not positions or not size:
+            return []
+        last = size - TIMESTAMP_AT - _TIMESTAMP.size  # the last position a timestamp can be read at
+        stamps: list[int] = []
+        with mmap.mmap(data_fd, size, prot=mmap.PROT_READ) as data:
+            unpack = _TIMESTAMP.unpack_from
+            for position in positions:
+                if position > last:
+                    break
+                stamps.append(unpack(data, position + TIMESTAMP_AT)[0])
+        return stamps
+    finally:
+        os.close(data_fd)

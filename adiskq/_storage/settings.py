@@ -14,7 +14,10 @@ hold values compressed with the stream's dictionaries (``adiskq/_sansio/compress
 of formats 1 and 2 (adiskq before compression) refuse it by this format, with ``NotAStreamError``
 naming a newer adiskq format, instead of handing out compressed bytes as values. A stream gets
 format 3 only when it is created compressed: a producer asking for compression on an older stream is
-refused, since a reader of that stream's older adiskq may have it open.
+refused, since a reader of that stream's older adiskq may have it open. Its segments are compact
+(``segment.py``): no ``.timeindex``, and a ``.tagindex`` only from a segment's first tagged message,
+since the records hold timestamps and tags and those index files would otherwise outweigh a
+compressed value.
 """
 
 from __future__ import annotations
@@ -90,6 +93,11 @@ class StreamSettings:
     def holds_tags(self) -> bool:
         """Whether records of this stream may carry a tag (format 2 on)."""
         return self.format in (FORMAT, COMPRESSED_FORMAT)
+
+    @property
+    def compact_segments(self) -> bool:
+        """Whether segments keep no ``.timeindex``, and a ``.tagindex`` only once a message has a tag (format 3)."""
+        return self.format == COMPRESSED_FORMAT
 
     def __post_init__(self) -> None:
         if not _is_int(self.partition_count) or not 1 <= self.partition_count <= MAX_PARTITIONS:

@@ -422,6 +422,7 @@ class StreamWriter:
                         mode=mode,
                         clean=clean_close.get(number),
                         key_index=settings.key_index,
+                        compact=settings.compact_segments,
                     )
                 except BaseException:
                     if held is not None:

@@ -105,10 +105,18 @@ class Problem:
 class SegmentRef:
     """A segment found on disk, before it is checked."""
 
-    __slots__ = ("base", "directory", "extensions", "is_active", "is_oldest", "partition")
+    __slots__ = ("base", "compact", "directory", "extensions", "is_active", "is_oldest", "partition")
 
     def __init__(
-        self, partition: int, directory: str, base: int, extensions: frozenset[str], is_active: bool, is_oldest: bool
+        self,
+        partition: int,
+        directory: str,
+        base: int,
+        extensions: frozenset[str],
+        is_active: bool,
+        is_oldest: bool,
+        *,
+        compact: bool = False,
     ) -> None:
         self.partition = partition
         self.directory = directory
@@ -116,6 +124,7 @@ class SegmentRef:
         self.extensions = extensions
         self.is_active = is_active  # the last segment of its partition: recovery's business
         self.is_oldest = is_oldest
+        self.compact = compact  # a compressed stream's: no .timeindex (its records hold the timestamps)
 
     def path(self, extension: str) -> str:
         """The path of one of its files."""
@@ -145,6 +154,7 @@ def list_segments(stream: StreamReader) -> tuple[list[SegmentRef], list[Problem]
     """Every segment of every partition, in order; and partitions whose folder is missing."""
     segments: list[SegmentRef] = []
     problems: list[Problem] = []
+    compact = stream.settings.compact_segments
     for partition in range(stream.partition_count):
         directory = stream.partition_dir(partition)
         try:
@@ -163,7 +173,10 @@ def list_segments(stream: StreamReader) -> tuple[list[SegmentRef], list[Problem]
             continue
         bases = sorted(files)
         for i, base in enumerate(bases):
-            segments.append(SegmentRef(partition, directory, base, frozenset(files[base]), i == len(bases) - 1, i == 0))
+            last, first = i == len(bases) - 1, i == 0
+            segments.append(
+                SegmentRef(partition, directory, base, frozenset(files[base]), last, first, compact=compact)
+            )
     return segments, problems
 
 
@@ -247,12 +260,12 @@ def check_segment(
     # The index first, then the time index, then the data: each is written before the one read
     # ahead of it, so a live producer's writes leave the later reads covering the earlier ones.
     index_raw = read_file(index_path)
-    time_raw = read_file(time_path)
+    time_raw = None if segment.compact else read_file(time_path)
     data = read_file(data_path)
     if index_raw is None and time_raw is None and data is None:
         # Listed a moment ago, gone now: a vacuum deleted it while we looked. Nothing to check.
         return SegmentCheck(segment.partition, base, 0, base, (), vanished=True)
-    _check_missing_files(found, segment, index_raw is None, time_raw is None)
+    _check_missing_files(found, segment, index_raw is None, time_raw is None and not segment.compact)
     if data is None:
         entries = len(index_raw or b"") // INDEX_ENTRY_BYTES
         _report_missing_data(found, segment, entries)
