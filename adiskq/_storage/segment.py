@@ -294,7 +294,7 @@ def _open_writable(
     ``.tagindex``, created in the order data, timeindex, tagindex, keyindex, index.
 
     A ``compact`` segment (a compressed stream's) has no ``.timeindex`` (its descriptor is -1), and
-    a ``.tagindex`` only from its first tagged message on (-1 until then; ``_tags_due``)."""
+    a ``.tagindex`` only from its first tagged message on (-1 until then; ``_write_tags`` makes it)."""
     extensions = [DATA] if compact else [DATA, TIMEINDEX, TAGINDEX]
     if key_index:
         extensions.append(KEYINDEX)
