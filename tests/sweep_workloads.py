@@ -328,6 +328,34 @@ async def compact_tags(run: Run, begin: Step, end: Step) -> None:
         await _go_on(producer, run)
 
 
+async def compact_shared(run: Run, begin: Step, end: Step) -> None:
+    """Two shared producers on a compressed stream: one makes the .tagindex with a tagged push, and
+    the other, which opened before it existed, finds it at its next turn and enters its pushes there."""
+    options = {
+        "compression": "zstd",
+        "zstd_dictionary": trained_dictionary(),
+        "shared": True,
+        "flush": run.flush,
+        **QUIET,
+    }
+    async with (
+        adiskq.Producer(run.path, **options) as a,  # type: ignore[arg-type]
+        adiskq.Producer(run.path, **options) as b,  # type: ignore[arg-type]
+    ):
+        await _push_all(a, run, [b"untagged-0"])
+        run.setup.update(run.acked.values())
+        begin()
+        run.attempted.add(b"tagged")
+        try:
+            run.ack(await b.push(b"tagged", tag="paid"), b"tagged")
+        except OSError as error:
+            run.failures.append(error)
+        await _push_all(a, run, [b"untagged-1"])
+        await _push_many(b, run, [adiskq.Record(b"many-%d" % i, tag="paid" if i % 2 else None) for i in range(4)])
+        end()
+        await _go_on(a, run)
+
+
 WORKLOADS: dict[str, Workload] = {
     "push": push,
     "push_many-1p": push_many_one_partition,
@@ -342,9 +370,20 @@ WORKLOADS: dict[str, Workload] = {
     "spark-batch": spark_batch_write,
     "shared-append": shared_append,
     "compact-tags": compact_tags,
+    "compact-shared": compact_shared,
 }
 # Workloads that take a flush mode: each runs with both.
-FLUSHED = ("push", "push_many-1p", "push_many-3p", "roll", "vacuum", "close", "shared-append", "compact-tags")
+FLUSHED = (
+    "push",
+    "push_many-1p",
+    "push_many-3p",
+    "roll",
+    "vacuum",
+    "close",
+    "shared-append",
+    "compact-tags",
+    "compact-shared",
+)
 
 
 def stream_messages(path: str) -> dict[tuple[int, int], bytes]:
