@@ -7,10 +7,11 @@ What is checked, per partition, segment by segment:
 * every ``.index`` entry: it names the next offset, points at the byte where the previous record
   ended, and its size is that record's size;
 * every ``.timeindex`` entry: it names the same offset and the timestamp stored in the record (the
-  active segment's may end up to 127 entries short: single pushes buffer theirs);
+  active segment's may end up to 127 entries short: single pushes buffer theirs); a compressed
+  stream's segments have none, and are not asked for one;
 * every ``.tagindex`` entry: it holds the tag hash of the record (the same allowance for the active
-  segment); a segment without one (written before tags) is not a problem: readers that filter by tag
-  take the tags of its records from the records;
+  segment); a segment without one (written before tags, or a compressed stream's before its first
+  tagged message) is not a problem: readers that filter by tag take the tags from the records;
 * that each segment starts at the offset where the previous one ended, and that no file is missing;
 * every compressed record's value decompresses with the dictionary it names, and every dictionary
   file of the stream is whole (``dictionaries/``): a damaged or missing one is reported once per
