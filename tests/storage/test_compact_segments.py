@@ -90,26 +90,21 @@ async def test_lookups_by_time_read_the_records_timestamps(stream_path: str) -> 
     assert '"offset": 300' in result.stdout
 
 
-def test_retention_by_age_reads_the_records_timestamps(stream_path: str) -> None:
+async def test_retention_by_age_reads_the_records_timestamps(stream_path: str) -> None:
     """Vacuum by age finds a sealed segment's newest timestamp in its records: the old segments go,
     the recent ones stay."""
-    anyio.run(_push_aged, stream_path)
-    writer = StreamWriter.open(stream_path)
-    try:
-        before = writer.partitions[0].oldest_offset
-        report = writer.vacuum(adiskq.Retention(max_age=dt.timedelta(seconds=100)), now_ns=10**12 + 300 * 10**9)
-    finally:
-        writer.close()
-    assert before == 0 < report.removed_messages
-    oldest = adiskq.stats(stream_path).partitions[0].oldest_offset
-    assert 0 < oldest <= 200  # messages stamped from 200 s on are within the last 100 s: kept
-    assert adiskq.read(stream_path, 0, oldest).value == EVENTS[oldest]
-
-
-async def _push_aged(stream_path: str) -> None:
     await push_in_batches(
         stream_path, [adiskq.Record(value, timestamp=10**12 + number * 10**9) for number, value in enumerate(EVENTS)]
     )
+    writer = StreamWriter.open(stream_path)
+    try:
+        report = writer.vacuum(adiskq.Retention(max_age=dt.timedelta(seconds=100)), now_ns=10**12 + 300 * 10**9)
+    finally:
+        writer.close()
+    assert report.removed_messages > 0
+    oldest = adiskq.stats(stream_path).partitions[0].oldest_offset
+    assert 0 < oldest <= 200  # messages stamped from 200 s on are within the last 100 s: kept
+    assert adiskq.read(stream_path, 0, oldest).value == EVENTS[oldest]
 
 
 async def push_in_batches(stream_path: str, records: list[adiskq.Record[str, bytes]]) -> None:
