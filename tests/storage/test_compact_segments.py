@@ -190,3 +190,20 @@ async def test_shared_producers_keep_one_tag_entry_a_message(stream_path: str) -
     assert [m.offset for m in await drain(stream_path, tags={"paid"})] == [2, 4]
     assert [m.value for m in await drain(stream_path)] == EVENTS[:7]
     assert invoke("check", stream_path).exit_code == 0
+
+
+async def test_a_plain_segment_that_lost_its_time_index_is_still_found_by_time(stream_path: str) -> None:
+    """A sealed segment of an uncompressed stream whose .timeindex was deleted is searched through its
+    records too, instead of being passed over, until the next producer open rebuilds the file."""
+    base = 1_800_000_000 * 10**9
+    async with adiskq.Producer(stream_path, segment_size_bytes=8192) as producer:
+        for first in range(0, len(EVENTS), 50):
+            await producer.push_many(
+                [
+                    adiskq.Record(value, timestamp=base + 1000 * (first + i))
+                    for i, value in enumerate(EVENTS[first : first + 50])
+                ]
+            )
+    sealed = sorted(extensions_by_segment(stream_path))[1]
+    (partition_folder(stream_path) / f"{sealed:020d}.timeindex").unlink()
+    assert adiskq.offset_for_time(stream_path, 0, base + 1000 * (sealed + 1)) == sealed + 1
