@@ -97,6 +97,15 @@ class MemberProcess:
             log = self._stderr.read().decode(errors="replace")
             raise AssertionError(f"a member process exited with {self.process.returncode}: ...{log[-3000:]}")
 
+    def log_tail(self, size: int = 2000) -> str:
+        """The end of the member's log so far ("" once closed). Read with pread: the member's
+        process writes through the same open file, so moving its offset would garble the log."""
+        if self._stderr.closed:
+            return ""
+        fd = self._stderr.fileno()
+        length = os.fstat(fd).st_size
+        return os.pread(fd, size, max(0, length - size)).decode(errors="replace")
+
     def kill(self) -> None:
         """SIGKILL: no LeaveGroup, no commit; the gateway must notice by the session timeout."""
         self.process.send_signal(signal.SIGKILL)
@@ -118,7 +127,10 @@ def wait_for(condition: Any, members: list[MemberProcess], *, timeout: float = 6
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}: {[(m.assignment, len(m.values)) for m in members]}")
+            logs = "".join(f"\n--- member {number}'s log:\n{m.log_tail()}" for number, m in enumerate(members))
+            raise AssertionError(
+                f"timed out waiting for {what}: {[(m.assignment, len(m.values)) for m in members]}{logs}"
+            )
         for member in members:
             member.drain(0.05)
 
