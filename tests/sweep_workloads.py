@@ -301,17 +301,16 @@ async def shared_append(run: Run, begin: Step, end: Step) -> None:
         await _go_on(a, run, 2)
 
 
+def _compressed(run: Run, **options: object) -> dict[str, object]:
+    """A compressed stream's producer options (a given dictionary: no training), quiet, in the run's flush mode."""
+    return {"compression": "zstd", "zstd_dictionary": trained_dictionary(), "flush": run.flush, **QUIET, **options}
+
+
 async def compact_tags(run: Run, begin: Step, end: Step) -> None:
     """A compressed stream, whose segments have no .timeindex and a .tagindex only once a message has
     a tag: untagged pushes, then a tagged push and a tagged batch make the .tagindex, and the batch
     rolls the segment."""
-    options = {
-        "compression": "zstd",
-        "zstd_dictionary": trained_dictionary(),
-        "segment_size_bytes": 1024,
-        "flush": run.flush,
-        **QUIET,
-    }
+    options = _compressed(run, segment_size_bytes=1024)
     values = [random.Random(number).randbytes(200) for number in range(9)]  # incompressible: the roll comes
     async with adiskq.Producer(run.path, **options) as producer:  # type: ignore[arg-type]
         await _push_all(producer, run, values[:2])
@@ -331,13 +330,7 @@ async def compact_tags(run: Run, begin: Step, end: Step) -> None:
 async def compact_shared(run: Run, begin: Step, end: Step) -> None:
     """Two shared producers on a compressed stream: one makes the .tagindex with a tagged push, and
     the other, which opened before it existed, finds it at its next turn and enters its pushes there."""
-    options = {
-        "compression": "zstd",
-        "zstd_dictionary": trained_dictionary(),
-        "shared": True,
-        "flush": run.flush,
-        **QUIET,
-    }
+    options = _compressed(run, shared=True)
     async with (
         adiskq.Producer(run.path, **options) as a,  # type: ignore[arg-type]
         adiskq.Producer(run.path, **options) as b,  # type: ignore[arg-type]

@@ -38,6 +38,7 @@ __all__ = [
     "data_tag_column",
     "matching_entries",
     "matching_records",
+    "names_a_tag",
     "tag_column",
     "tag_entries",
     "tag_entry",
@@ -85,6 +86,11 @@ def tag_entries(tags: Sequence[str | None]) -> list[bytes]:
 
 def _raw_tag_hash(raw: bytes | None) -> int:
     return NO_TAG if raw is None else (zlib.crc32(raw) or 1)
+
+
+def names_a_tag(column: bytes) -> bool:
+    """Whether any entry of a ``.tagindex`` column is not "no tag" (all its bytes 0)."""
+    return column.count(0) != len(column)
 
 
 def tag_column(records: Sequence[bytes]) -> bytes:

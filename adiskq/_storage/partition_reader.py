@@ -128,14 +128,14 @@ class PartitionReader:
 
     def _committed_timestamps(self, base: int) -> Sequence[int]:
         """The timestamps of the segment's committed messages (those its index covers), in offset
-        order; empty when the segment was vacuumed meanwhile."""
-        raw = read_file(segment_path(self.directory, base, TIMEINDEX))
+        order: the ``.timeindex``'s, and the records' own for the messages it lacks (a compact
+        segment keeps none; a producer may still buffer the last ones). Empty when the segment was
+        vacuumed meanwhile."""
+        raw = read_file(segment_path(self.directory, base, TIMEINDEX)) or b""
         committed = entry_count(self.directory, base)
-        if raw is None:  # a compact segment (a compressed stream's), or one vacuumed meanwhile
-            return record_timestamps(self.directory, base, 0, committed)
         stamps = timestamps(raw[: committed * TIMEINDEX_ENTRY_BYTES])
-        if len(stamps) < committed:  # the active segment's last time entries are still buffered
-            stamps.extend(self._record_timestamps(base, base + len(stamps), base + committed))
+        if len(stamps) < committed:
+            stamps.extend(record_timestamps(self.directory, base, len(stamps), committed))
         return stamps
 
     def offset_for_time(self, timestamp_ns: int) -> int:
@@ -279,37 +279,19 @@ class PartitionReader:
         return counts, uncounted
 
     def _timestamp_at(self, base: int, entry: int) -> int | None:
-        try:
+        """One message's timestamp: its ``.timeindex`` entry, or its record's where there is none
+        (as ``_committed_timestamps``); None once the segment was vacuumed."""
+        raw = b""
+        with contextlib.suppress(FileNotFoundError):
             fd = open_read(segment_path(self.directory, base, TIMEINDEX))
-        except FileNotFoundError:  # a compact segment (a compressed stream's), or one vacuumed meanwhile
-            stamps = record_timestamps(self.directory, base, entry, entry + 1)
-            return stamps[0] if stamps else None
-        try:
-            raw = os.pread(fd, TIMEINDEX_ENTRY_BYTES, entry * TIMEINDEX_ENTRY_BYTES)
-        finally:
-            os.close(fd)
-        if len(raw) < TIMEINDEX_ENTRY_BYTES:  # still buffered by the producer: ask the record
-            with contextlib.suppress(CorruptRecordError):
-                stamps = self._record_timestamps(base, base + entry, base + entry + 1)
-                return stamps[0] if stamps else None
-            return None
-        return int(TIMEINDEX_ENTRY.unpack(raw)[1])
-
-    def _record_timestamps(self, base: int, first: int, end: int) -> list[int]:
-        """The timestamps of the messages at offsets ``[first, end)`` of a segment, read from their
-        records: for the messages whose ``.timeindex`` entries a producer still buffers."""
-        try:
-            segment = self.open_segment(base)
-        except FileNotFoundError:
-            return []  # vacuumed meanwhile
-        stamps: list[int] = []
-        with contextlib.closing(segment):
-            while first + len(stamps) < end:
-                messages = segment.read_messages(first + len(stamps), min(1000, end - first - len(stamps)))
-                if not messages:
-                    break
-                stamps += (message.timestamp_ns for message in messages)
-        return stamps
+            try:
+                raw = os.pread(fd, TIMEINDEX_ENTRY_BYTES, entry * TIMEINDEX_ENTRY_BYTES)
+            finally:
+                os.close(fd)
+        if len(raw) == TIMEINDEX_ENTRY_BYTES:
+            return int(TIMEINDEX_ENTRY.unpack(raw)[1])
+        stamps = record_timestamps(self.directory, base, entry, entry + 1)
+        return stamps[0] if stamps else None
 
 
 def _first_outside(positions: Sequence[int], sizes: Sequence[int], start: int, data_size: int) -> int:

@@ -303,7 +303,7 @@ def recover_segment(
     )
     tagindex_path = segment_path(directory, base_offset, TAGINDEX)
     tag_column = tags_format.data_tag_column(data, records.positions, plan.damaged)
-    if not (compact and tag_column.count(0) == len(tag_column) and not os.path.lexists(tagindex_path)):
+    if not compact or tags_format.names_a_tag(tag_column) or os.path.lexists(tagindex_path):
         changed |= _repair_key_index(tagindex_path, tag_column, repairs, partition, base_offset, mode, "tagindex")
     keyindex_path = segment_path(directory, base_offset, KEYINDEX)
     if key_index:

@@ -64,7 +64,7 @@ from .._sansio.core import (
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, segment_file_name
 from .._sansio.native import NATIVE
 from .._sansio.run_entries import place_run_entries
-from .._sansio.tags import TagFilter
+from .._sansio.tags import TagFilter, names_a_tag
 from .._sansio.values import Message
 from . import keyindex
 from .dictionaries import partition_stream_path, stream_dictionaries
@@ -412,13 +412,10 @@ class SegmentWriter:
         data_size: int,
         fds: tuple[int, int, int, int | None, int],
         *,
-        compact: bool = False,
         mode: int = DEFAULT_FILE_MODE,
     ) -> None:
         self.directory = directory
-        # A compact segment keeps no .timeindex, and a .tagindex from its first tagged message on.
-        self.compact = compact
-        self._mode = mode
+        self._mode = mode  # of a .tagindex a compact segment makes later (_write_tags)
         self.base_offset = base_offset
         self.next_offset = next_offset
         self.data_size = data_size
@@ -457,7 +454,7 @@ class SegmentWriter:
                 if fd is not None and fd >= 0:
                     os.close(fd)
             raise
-        return cls(directory, base_offset, base_offset, 0, fds, compact=compact, mode=mode)
+        return cls(directory, base_offset, base_offset, 0, fds, mode=mode)
 
     @classmethod
     def open(
@@ -478,7 +475,7 @@ class SegmentWriter:
         has no ``.timeindex`` and may have no ``.tagindex`` yet.
         """
         fds = _open_writable(directory, base_offset, create=False, mode=mode, key_index=key_index, compact=compact)
-        return cls(directory, base_offset, next_offset, data_size, fds, compact=compact, mode=mode)
+        return cls(directory, base_offset, next_offset, data_size, fds, mode=mode)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -934,7 +931,7 @@ class SegmentWriter:
         it entered as "no tag" (zeros): until then readers take tags from the records."""
         fd = self._tagindex_fd
         if fd < 0:
-            if entries.count(0) == len(entries):
+            if not names_a_tag(entries):
                 return
             path = segment_path(self.directory, self.base_offset, TAGINDEX)
             fd = self._tagindex_fd = open_append(path, create=True, mode=self._mode)

@@ -68,10 +68,11 @@ def index_positions(directory: str, base: int, entries: int) -> array.array[int]
 
 def record_timestamps(directory: str, base: int, first: int, end: int) -> list[int]:
     """The timestamps of a segment's messages numbered ``[first, end)`` from its first, read from
-    their records where ``.index`` places them: what a compact segment, which keeps no ``.timeindex``,
-    has instead. Like a ``.timeindex`` entry, a timestamp read here is not checked against its
-    record's CRC. Fewer when an entry points past the data or the segment was vacuumed meanwhile.
-    (Only committed records are read, and no committed byte is ever cut, so the mapping stays valid.)"""
+    their records where ``.index`` places them: for the messages a ``.timeindex`` lacks (a compact
+    segment keeps none; a producer may still buffer the last entries of one). Like a ``.timeindex``
+    entry, a timestamp read here is not checked against its record's CRC. Fewer when an entry
+    points past the data or the segment was vacuumed meanwhile. (Only committed records are read,
+    and no committed byte is ever cut, so the mapping stays valid.)"""
     if end <= first:
         return []
     try:
