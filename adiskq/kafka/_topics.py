@@ -17,6 +17,7 @@ from typing import Final, Literal
 
 import anyio
 
+from .._async.partition_writes import opened
 from .._async.producer import Producer
 from .._errors import StreamNotFoundError
 from .._storage.settings import load_settings
@@ -138,8 +139,7 @@ class Topics:
             path = self.path(name)
             if create_partitions is None and not self.exists(name):
                 raise StreamNotFoundError(path)
-            producer = Producer(path, partitions=create_partitions, flush=self.flush, shared=self.shared)
-            await producer.__aenter__()
+            producer = await opened(Producer(path, partitions=create_partitions, flush=self.flush, shared=self.shared))
             self._writers[name] = producer
             return producer
 
@@ -166,8 +166,7 @@ class Topics:
             producer = self._writers.pop(name, None)
             if producer is not None:
                 await producer.aclose()
-            producer = Producer(self.path(name), partitions=count, flush=self.flush, shared=self.shared)
-            await producer.__aenter__()
+            producer = await opened(Producer(self.path(name), partitions=count, flush=self.flush, shared=self.shared))
             self._writers[name] = producer
             self._readers.pop(name, None)
             self.generation += 1
