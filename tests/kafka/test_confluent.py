@@ -118,3 +118,25 @@ def test_producer_header_repeat_refused(gateway, topic: str) -> None:
     assert len(errors) == 1
     assert errors[0] is not None
     assert errors[0].code() == KafkaError.INVALID_RECORD
+
+
+def test_fetch_max_bytes_lets_only_the_first_batch_exceed_it(gateway, topic: str) -> None:
+    """A consumer whose fetch.max.bytes holds one of its messages but not two reads them all: only the
+    response's first batch may exceed the limit (KIP-74), and librdkafka drops a response larger than
+    receive.message.max.bytes (fetch.max.bytes + 512)."""
+    value = b"x" * (900 * 1024)
+    records = [(b"k%d" % i, value, [], 1_700_000_000_000 + i) for i in range(3)]
+    produce_all(gateway.bootstrap, topic, records, **{"message.max.bytes": 2_000_000})
+    got = consume(
+        gateway.bootstrap,
+        topic,
+        0,
+        len(records),
+        **{
+            "fetch.max.bytes": 1_000_000,
+            "receive.message.max.bytes": 1_000_512,
+            "max.partition.fetch.bytes": 20_000_000,
+        },
+    )
+    assert [(m.key(), len(m.value())) for m in got] == [(k, len(value)) for k, _, _, _ in records]
+
