@@ -140,3 +140,26 @@ def test_fetch_max_bytes_lets_only_the_first_batch_exceed_it(gateway, topic: str
     )
     assert [(m.key(), len(m.value())) for m in got] == [(k, len(value)) for k, _, _, _ in records]
 
+
+def test_timestamps_past_2262_are_refused_with_invalid_timestamp(gateway, topic: str) -> None:
+    """Every int64 timestamp is stored or refused at once with INVALID_TIMESTAMP (not retried until
+    message.timeout.ms): the latest that fits 64 bits of nanoseconds round-trips, a later one is refused."""
+    latest = (2**63 - 1) // 1_000_000
+    reports: dict[int, KafkaError | None] = {}
+    producer = Producer({"bootstrap.servers": gateway.bootstrap, "linger.ms": 0, "message.timeout.ms": 60_000})
+    for timestamp in (latest, latest + 1, 2**62, 2**63 - 1):
+        producer.produce(
+            topic,
+            b"%d" % timestamp,
+            partition=0,
+            timestamp=timestamp,
+            on_delivery=lambda error, _message, timestamp=timestamp: reports.__setitem__(timestamp, error),
+        )
+        assert producer.flush(20) == 0, f"timestamp {timestamp}: no answer within 20 s (retried?)"
+    assert reports[latest] is None
+    for timestamp in (latest + 1, 2**62, 2**63 - 1):
+        error = reports[timestamp]
+        assert error is not None, timestamp
+        assert error.code() == KafkaError.INVALID_TIMESTAMP, (timestamp, error)
+    (stored,) = consume(gateway.bootstrap, topic, 0, 1)
+    assert (stored.value(), stored.timestamp()[1]) == (b"%d" % latest, latest)

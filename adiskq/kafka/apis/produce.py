@@ -358,7 +358,8 @@ def _records(batches: list[KafkaBatch]) -> ToWrite:
     try:
         records = records_from_batches(batches)
     except RecordRefusedError as error:
-        raise _Refused(ErrorCode.invalid_record, str(error), error.index) from None
+        code = ErrorCode.invalid_timestamp if error.bad_timestamp else ErrorCode.invalid_record
+        raise _Refused(code, str(error), error.index) from None
     if not (records.index_entries if isinstance(records, StoredRecords) else records):
         raise _Refused(ErrorCode.invalid_record, "the record batch holds no records")
     return records
