@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pathlib
 from concurrent.futures import Future
 
 import pytest
@@ -163,3 +165,25 @@ def test_timestamps_past_2262_are_refused_with_invalid_timestamp(gateway, topic:
         assert error.code() == KafkaError.INVALID_TIMESTAMP, (timestamp, error)
     (stored,) = consume(gateway.bootstrap, topic, 0, 1)
     assert (stored.value(), stored.timestamp()[1]) == (b"%d" % latest, latest)
+
+
+def test_error_messages_name_no_server_path(gateway, topic: str) -> None:
+    """An error a client reads names the topic, never the server's folders: a folder under the root
+    that is not a stream is refused by CreateTopics, CreatePartitions and DescribeConfigs by its name."""
+    folder = pathlib.Path(gateway.path(topic))
+    folder.mkdir()
+    (folder / "notes.txt").write_text("not a stream")
+    admin = AdminClient({"bootstrap.servers": gateway.bootstrap})
+    answers = [
+        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic],
+        admin.create_partitions([NewPartitions(topic, 3)])[topic],
+        *admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)]).values(),
+    ]
+    for answer in answers:
+        with pytest.raises(KafkaException) as refused:
+            answer.result(10)
+        message = refused.value.args[0].str()
+        assert topic in message, message
+        assert str(gateway.root) not in message, message
+        assert os.path.realpath(gateway.root) not in message, message
+
