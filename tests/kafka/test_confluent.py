@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import pathlib
+import subprocess
+import sys
 from concurrent.futures import Future
 
 import pytest
@@ -187,3 +189,21 @@ def test_error_messages_name_no_server_path(gateway, topic: str) -> None:
         assert str(gateway.root) not in message, message
         assert os.path.realpath(gateway.root) not in message, message
 
+
+def test_a_kafka_commit_past_the_end_is_a_note_of_check_not_damage(gateway, topic: str) -> None:
+    """A Kafka consumer may commit an offset past the partition's end (Kafka stores it): `adiskq check`
+    notes it with the command that moves it, and calls the stream sound (exit status 0)."""
+    produce_all(gateway.bootstrap, topic, [(b"k", b"v", [], 1_700_000_000_000 + i) for i in range(3)])
+    consumer = Consumer({"bootstrap.servers": gateway.bootstrap, "group.id": topic})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 1000)], asynchronous=False)
+        assert consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 1000
+    finally:
+        consumer.close()
+    checked = subprocess.run(
+        [sys.executable, "-m", "adiskq", "check", gateway.path(topic)], capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"group '{topic}' committed offset 1000 of partition 0, past its end (next offset 3)" in checked.stdout
+    assert "Not damage" in checked.stdout
+    assert "backup" not in checked.stdout
