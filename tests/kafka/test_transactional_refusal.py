@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
+import warnings
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -20,6 +21,14 @@ from conftest import call
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.types import TransactionalId
+
+with warnings.catch_warnings():
+    # kafka-python reads its schemas with importlib.resources.read_text, deprecated in 3.11.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaProducer
+    from kafka.errors import TransactionalIdAuthorizationFailedError
+
+pytestmark = pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning")
 
 _TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 # Far below the timeouts the clients are given: a refusal that waited for one would fail the test.
@@ -57,6 +66,20 @@ def test_aiokafka_transactional_producer_fails_to_start(gateway) -> None:
 
     elapsed = asyncio.run(run())
     assert elapsed < _PROMPT_SECONDS, f"start took {elapsed:.1f}s to fail"
+
+
+def test_kafka_python_init_transactions_fails_at_once(gateway) -> None:
+    """kafka-python's ``init_transactions`` raises TransactionalIdAuthorizationFailedError, well
+    before its 60 s ``max_block_ms``."""
+    producer = KafkaProducer(bootstrap_servers=gateway.bootstrap, transactional_id="refused-kp", max_block_ms=60_000)
+    started = time.monotonic()
+    try:
+        with pytest.raises(TransactionalIdAuthorizationFailedError):
+            producer.init_transactions()
+    finally:
+        producer.close(timeout=5)
+    elapsed = time.monotonic() - started
+    assert elapsed < _PROMPT_SECONDS, f"init_transactions took {elapsed:.1f}s to fail"
 
 
 def test_protocol_answers_for_a_transactional_id(gateway) -> None:
