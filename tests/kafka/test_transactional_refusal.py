@@ -1,4 +1,5 @@
-"""A transactional producer is refused at once, with an error saying why, by every client.
+"""A transactional producer is refused at once, with an error saying why, by every client:
+librdkafka (confluent-kafka), kafka-python, aiokafka and the Java client (3.x and 4.x).
 
 The gateway does not serve transactions: a producer configured with ``transactional.id`` must learn
 that when it starts, as a final error, instead of retrying a coordinator that never comes until
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import pathlib
 import time
 import warnings
 
@@ -18,6 +20,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import TransactionalIdAuthorizationFailed
 from confluent_kafka import KafkaError, KafkaException, Producer
 from conftest import call
+from java_support import compile_client, run_client
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.types import TransactionalId
@@ -105,3 +108,15 @@ def test_protocol_answers_for_a_transactional_id(gateway) -> None:
     idempotent = call(port, InitProducerIdRequest(transactional_id=None, transaction_timeout=dt.timedelta(seconds=60)))
     assert idempotent.error_code.value == 0
     assert idempotent.producer_id >= 0
+
+
+@pytest.mark.parametrize("version", ["3.9.0", "4.3.0"])
+def test_java_init_transactions_fails_at_once(gateway, version: str, tmp_path: pathlib.Path) -> None:
+    """The Java client's ``initTransactions`` throws TransactionalIdAuthorizationException, well
+    before its 60 s ``max.block.ms``."""
+    cp = compile_client(version, tmp_path, "TransactionalRefusal")
+    (line,) = run_client(cp, gateway.bootstrap, program="TransactionalRefusal")
+    outcome, seconds, exception = line.split()[:3]
+    assert outcome == "refused", line
+    assert float(seconds) < _PROMPT_SECONDS, line
+    assert exception == "TransactionalIdAuthorizationException", line
