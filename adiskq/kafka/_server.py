@@ -37,6 +37,7 @@ from ._asyncio_transport import ConnectionProtocol
 from ._core import Connection, GatewayCore
 from ._deadlines import Deadline, Deadlines
 from ._framing import Frames, FrameTooLargeError
+from ._open_files import raise_open_files_limit
 from ._options import GroupOptions, SecurityOptions
 from ._protocol import (
     ProtocolError,
@@ -50,6 +51,7 @@ from ._protocol import (
 )
 from ._registry import API_TABLE, Later, RequestContext, ResponseFrame, respond
 from ._security import GatewayTLSListener, may_handle, raw_sasl_answer, raw_sasl_expected, should_close
+from ._topic_creation import remove_leftovers
 
 __all__ = ["DEFAULT_MAX_REQUEST_BYTES", "KafkaGateway"]
 
@@ -178,7 +180,10 @@ class KafkaGateway:
         if self._state != "new":
             raise ClosedError("a KafkaGateway serves once; create a new one to serve again")
         self._state = "serving"
+        # Every partition written or read holds files: take all the descriptors the system allows.
+        raise_open_files_limit()
         try:
+            await anyio.to_thread.run_sync(remove_leftovers, self.root)  # creations a crash cut short
             ssl_context, sasl = self.security.load()  # reads the credentials and certificate: fails early
             tcp_listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self._requested_port)
         except BaseException:
