@@ -31,6 +31,7 @@ import sniffio
 from kio.schema.errors import ErrorCode
 
 from .._errors import ClosedError, InvalidArgumentError
+from .._storage.stream_creation import remove_leftovers
 from . import apis as _apis  # registers every handler
 from ._accepting import ResilientListener, connection_limit
 from ._asyncio_transport import ConnectionProtocol
@@ -51,7 +52,6 @@ from ._protocol import (
 )
 from ._registry import API_TABLE, Later, RequestContext, ResponseFrame, respond
 from ._security import GatewayTLSListener, may_handle, raw_sasl_answer, raw_sasl_expected, should_close
-from ._topic_creation import remove_leftovers
 
 __all__ = ["DEFAULT_MAX_REQUEST_BYTES", "KafkaGateway"]
 

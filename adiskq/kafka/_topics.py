@@ -8,7 +8,7 @@ gateway closes, or the open-files budget needs its files for another topic (``_o
 producer idle longest is closed, and reopened on its next write). While open it is the stream's
 writer (a second exclusive writer elsewhere is then refused, as for any adiskq producer;
 ``shared=True`` lets library producers in other processes write beside it). A topic is created
-whole or not at all (``_topic_creation.py``).
+whole or not at all (``_storage/stream_creation.py``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from .._async.producer import Producer
 from .._errors import StreamNotFoundError
 from .._storage.settings import load_settings
 from .._storage.stream import StreamReader
+from .._storage.stream_creation import build_stream
 from ._open_files import FileBudget
-from ._topic_creation import build_topic
 
 __all__ = ["MAX_TOPIC_NAME_LENGTH", "InvalidTopicError", "TopicExistsError", "Topics", "check_topic_name"]
 
@@ -187,7 +187,7 @@ class Topics:
                 raise StreamNotFoundError(self.path(name), "the gateway is closing")
             await self._make_room(name, partitions)  # the creation opens every partition once
             try:
-                await anyio.to_thread.run_sync(lambda: build_topic(self.root, name, partitions, **settings))
+                await anyio.to_thread.run_sync(lambda: build_stream(self.root, name, partitions, **settings))
             except FileExistsError:
                 raise TopicExistsError(f"topic {name!r} already exists") from None
 

@@ -14,11 +14,12 @@ import anyio
 import pytest
 from confluent_kafka.admin import AdminClient
 from gateway_process import GatewayProcess
+from helpers.cli import invoke
 from helpers.syscalls import Call, Syscalls
 
 import adiskq
 from adiskq._storage.stream import StreamReader, StreamWriter
-from adiskq.kafka._topic_creation import SCRATCH_PREFIX, build_topic, remove_leftovers
+from adiskq._storage.stream_creation import SCRATCH_PREFIX, build_stream, remove_leftovers
 
 PARTITIONS = 3
 
@@ -65,7 +66,7 @@ def _whole_or_nothing(root: str) -> list[str]:
 def _counted_calls(root: str, monkeypatch: pytest.MonkeyPatch) -> int:
     syscalls = Syscalls(root, monkeypatch)
     syscalls.start()
-    build_topic(root, "t", PARTITIONS)
+    build_stream(root, "t", PARTITIONS)
     count = syscalls.stop()
     monkeypatch.undo()
     shutil.rmtree(os.path.join(root, "t"))
@@ -87,7 +88,7 @@ def test_every_failed_call_leaves_no_topic_or_the_whole_one(
             syscalls.start(fail_at=number, code=code)
             failed = None
             try:
-                build_topic(root, "t", PARTITIONS)
+                build_stream(root, "t", PARTITIONS)
             except OSError as error:
                 failed = error
             syscalls.stop()
@@ -128,7 +129,7 @@ def test_a_crash_before_every_call_leaves_no_topic_or_the_whole_one(
 
     syscalls.before_call = before
     syscalls.start(track_durability=True)
-    build_topic(root, "t", PARTITIONS)
+    build_stream(root, "t", PARTITIONS)
     syscalls.stop()
     assert any(call.name == "rename" for call, _state in states), "the creation renamed nothing"
     for call, state in states:
@@ -146,3 +147,19 @@ def test_the_gateway_removes_a_creation_a_crash_cut_short(tmp_path: pathlib.Path
         assert os.listdir(root) == []
         assert AdminClient({"bootstrap.servers": gateway.bootstrap}).list_topics(timeout=10).topics == {}
         assert "a topic creation that did not finish" in gateway.log()
+
+
+def test_check_names_an_unfinished_creation_and_repair_removes_it(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    build_stream(str(root), "done", 1)
+    scratch = SCRATCH_PREFIX + "0123456789abcdef"
+    StreamWriter.open(str(root / scratch), partitions=2).close()
+    found = invoke("check", str(root))
+    assert found.exit_code == 1
+    assert scratch in found.output
+    assert "did not finish" in found.output
+    assert sorted(os.listdir(root)) == sorted([scratch, "done"])  # a check alone changes nothing
+    repaired = invoke("check", "--repair", str(root))
+    assert repaired.exit_code == 0, repaired.output
+    assert os.listdir(root) == ["done"]
