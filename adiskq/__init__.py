@@ -17,6 +17,7 @@ from ._errors import GroupInUseError as GroupInUseError
 from ._errors import InvalidArgumentError as InvalidArgumentError
 from ._errors import InvalidNameError as InvalidNameError
 from ._errors import LockTimeoutError as LockTimeoutError
+from ._errors import MessageKeptError as MessageKeptError
 from ._errors import MessageTooLargeError as MessageTooLargeError
 from ._errors import NotAStreamError as NotAStreamError
 from ._errors import OffsetOutOfRangeError as OffsetOutOfRangeError
@@ -128,6 +129,7 @@ __all__ = [
     "InvalidNameError",
     "LockTimeoutError",
     "Message",
+    "MessageKeptError",
     "MessageTooLargeError",
     "NotAStreamError",
     "OffsetOutOfRangeError",

@@ -5,7 +5,8 @@ The mapping, exact in both directions (its rules are written, and applied, in
 
 - offsets are the partition's offsets; a Kafka timestamp in milliseconds is stored as
   ``ms * 1_000_000`` nanoseconds and read back as ``ns // 1_000_000`` (so a Kafka record round-trips
-  exactly, and a library message's sub-millisecond part is dropped on its way to Kafka);
+  exactly, and a library message's sub-millisecond part is dropped on its way to Kafka); one later
+  than the year 2262, whose nanoseconds do not fit 64 bits, is refused with INVALID_TIMESTAMP;
 - keys and values are bytes on both sides. Kafka also has null: a null key or value is stored as
   empty bytes plus the header ``adiskq.kafka.null`` whose value names which were null (``key``,
   ``value`` or ``key,value``), and read back to Kafka as null, without that header. A library
@@ -34,7 +35,14 @@ from .._async.partition_writes import write_now as write_records_now
 from .._sansio.kafka_batch import KafkaBatch, KafkaRecord, decode_batches, encode_batch_from_messages
 from .._sansio.kafka_codec import DEFAULT_MAX_BYTES, LOG_APPEND_TIME
 from .._sansio.kafka_codec import decode_batches as decode_batches_with
-from .._sansio.kafka_mapping import NULLS_HEADER, MappingRefusedError, StoredRecords, record_fields, stored_records
+from .._sansio.kafka_mapping import (
+    NULLS_HEADER,
+    MappingRefusedError,
+    StoredRecords,
+    TimestampRefusedError,
+    record_fields,
+    stored_records,
+)
 from .._sansio.native import NATIVE
 from .._sansio.run_entries import place_run_entries
 from .._sansio.values import Message, Record
@@ -55,11 +63,13 @@ _TIMESTAMP_LOG_APPEND: Final = LOG_APPEND_TIME  # batch attributes bit 3: the br
 
 
 class RecordRefusedError(ValueError):
-    """A record adiskq cannot store exactly; ``index`` is its position among the request's records."""
+    """A record adiskq cannot store exactly; ``index`` is its position among the request's records,
+    ``bad_timestamp`` says it is refused for its timestamp (Kafka's INVALID_TIMESTAMP)."""
 
-    def __init__(self, message: str, index: int) -> None:
+    def __init__(self, message: str, index: int, *, bad_timestamp: bool = False) -> None:
         super().__init__(message)
         self.index = index
+        self.bad_timestamp = bad_timestamp
 
 
 class _OffThePlainPath(Exception):
@@ -130,7 +140,8 @@ def records_from_batches(batches: Sequence[KafkaBatch]) -> ToWrite:
             try:
                 value, key, headers, timestamp_ns = record_fields(record, now_ns, log_append)
             except MappingRefusedError as error:
-                raise RecordRefusedError(str(error), index) from None
+                bad_timestamp = isinstance(error, TimestampRefusedError)
+                raise RecordRefusedError(str(error), index, bad_timestamp=bad_timestamp) from None
             records.append(Record(value, key, headers, timestamp_ns))
             index += 1
     return records
