@@ -66,10 +66,12 @@ from .._storage.segment import PartlyCommittedError
 from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings, require_tags
 from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
+from .batch import Batch
 from .cancellation import cancel_check, loop_turn, running_on_trio, shielded_turn
 from .compressing import ValueCompression, check_dictionary
-from .lane import INLINE_MAX_BYTES, Batch, Lane, LockNotHeld, Turns, explain_disk_error
+from .lane import INLINE_MAX_BYTES, Lane, LockNotHeld, explain_disk_error
 from .metrics import ObservedProducer, telemetry
+from .turns import Turns
 from .wakeup import anyone_waiting, notify, waiters_of
 
 __all__ = ["FlushMode", "Producer"]
