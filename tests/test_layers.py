@@ -37,6 +37,9 @@ LOOP_PACKAGES: Final = ("asyncio", "trio", "anyio._backends")
 # The modules whose one job is an event loop's side of a seam: they may import their loop.
 EVENT_LOOP_MODULES: Final = frozenset(
     {
+        "adiskq._async.event_loop",  # which loop runs, asked once
+        "adiskq._async.asyncio_loop",
+        "adiskq._async.trio_loop",
         "adiskq._async.asyncio_deadlines",
         "adiskq._async.trio_deadlines",
         "adiskq._async.steadfast",
@@ -47,12 +50,10 @@ EVENT_LOOP_MODULES: Final = frozenset(
 STILL_IMPORTING_A_LOOP: Final = frozenset(
     {
         "adiskq._async.batch",  # Batch's finish and wait (moved out of lane.py as they were)
-        "adiskq._async.cancellation",
         "adiskq._async.handoff",
         "adiskq._async.lane",
         "adiskq._async.lock_waits",
         "adiskq._async.notify",
-        "adiskq._async.producer",
         "adiskq._async.wakeup",
     }
 )

@@ -67,7 +67,7 @@ from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError, PendingBatch, SegmentWriter
 from . import wakeup
 from .batch import Batch
-from .cancellation import running_on_trio
+from .event_loop import running_on_trio
 from .handoff import cannot_abort, run_in_thread
 from .lock_waits import take_lock
 from .turns import PROBE_SECONDS, TURN_MIN_SECONDS, Turns

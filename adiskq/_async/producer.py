@@ -67,8 +67,8 @@ from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_
 from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
 from .batch import Batch
-from .cancellation import cancel_check, loop_turn, running_on_trio, shielded_turn
 from .compressing import ValueCompression, check_dictionary
+from .event_loop import running_loop
 from .lane import INLINE_MAX_BYTES, Lane, LockNotHeld, explain_disk_error
 from .metrics import ObservedProducer, telemetry
 from .turns import Turns
@@ -173,22 +173,6 @@ class _Periodic:
         self._stopping.set()
         if self._thread.is_alive():
             self._thread.join()
-
-
-def _loop_scheduler() -> Callable[[Callable[[], None]], None]:
-    """How to run a callback at the running event loop's next turn (asyncio's or Trio's)."""
-    if running_on_trio():
-        import trio
-
-        return trio.lowlevel.current_trio_token().run_sync_soon
-    import asyncio  # the loop is asyncio's, so asyncio is imported already (Trio never imports it)
-
-    loop = asyncio.get_running_loop()
-
-    def call_soon(callback: Callable[[], None]) -> None:
-        loop.call_soon(callback)
-
-    return call_soon
 
 
 def _observed(producer: Producer[Any, Any]) -> ObservedProducer:
@@ -380,9 +364,10 @@ class Producer(Generic[PushKeyT, PushValueT]):
     async def __aenter__(self) -> Self:
         if self._state != "new":
             raise ClosedError("a Producer is opened once; create a new one to write again")
-        self._cancel_pending = cancel_check()
-        self._loop_turn = loop_turn()
-        self._shielded_turn = shielded_turn()
+        loop = running_loop()  # the event loop's differences, chosen once
+        self._cancel_pending = loop.cancel_pending
+        self._loop_turn = loop.loop_turn
+        self._shielded_turn = loop.shielded_turn
         self._state = "open"
         # The opener thread leaves the stream here, so a cancellation that lands as the thread
         # returns (anyio delivers it at that checkpoint, dropping the result) can still close it:
@@ -399,7 +384,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         stream, real = opened[0]
         self._stream = stream
         turns = (
-            Turns(turn_lock(stream.path, stream.mode), _loop_scheduler(), stream.lock_wait_seconds)
+            Turns(turn_lock(stream.path, stream.mode), loop.call_soon, stream.lock_wait_seconds)
             if self.shared
             else None
         )
