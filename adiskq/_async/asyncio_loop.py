@@ -20,6 +20,7 @@ from typing import Any
 
 from .cancellation import scope_cancelled
 from .event_loop import EventLoop
+from .steadfast import SteadfastFuture
 
 __all__ = ["asyncio_loop"]
 
@@ -37,6 +38,9 @@ def asyncio_loop() -> EventLoop:
         loop_turn=_asyncio_turn,
         shielded_turn=_shielded_turn(),
         call_soon=call_soon,
+        new_batch_waiter=functools.partial(SteadfastFuture, loop=loop),
+        start_task=loop.create_task,
+        cancelled_errors=(asyncio.CancelledError,),
     )
 
 

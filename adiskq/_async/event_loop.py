@@ -13,7 +13,14 @@ modules not yet behind this interface).
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from .steadfast import SteadfastFuture
 
 __all__ = ["EventLoop", "running_loop", "running_on_trio"]
 
@@ -26,9 +33,27 @@ class EventLoop:
     a cancellation of the task may be delivered there, so the caller asks ``cancel_pending`` first
     and has written nothing. ``await shielded_turn()``: the same, delivering no cancellation (for a
     call that has written and must return). ``call_soon(callback)``: run ``callback`` at the loop's
-    next turn (from the loop's thread)."""
+    next turn (from the loop's thread).
 
-    __slots__ = ("call_soon", "cancel_pending", "loop_turn", "name", "shielded_turn")
+    A lane's batches wait differently on each (``lane.py`` says why): on asyncio a task leads each
+    batch (``start_task``) and its pushes await a future nothing cancels (``new_batch_waiter()``),
+    where ``cancelled_errors`` may still arrive; on Trio a batch's first push leads it and the others
+    park through ``lowlevel`` (``trio.lowlevel``) until it is finished. The other loop's members are
+    None (and ``cancelled_errors`` empty). ``on_trio`` says which, for the code that runs a blocking
+    call in a thread (``handoff.run_in_thread``)."""
+
+    __slots__ = (
+        "call_soon",
+        "cancel_pending",
+        "cancelled_errors",
+        "loop_turn",
+        "lowlevel",
+        "name",
+        "new_batch_waiter",
+        "on_trio",
+        "shielded_turn",
+        "start_task",
+    )
 
     def __init__(
         self,
@@ -38,12 +63,21 @@ class EventLoop:
         loop_turn: Callable[[], Awaitable[None]],
         shielded_turn: Callable[[], Awaitable[None]],
         call_soon: Callable[[Callable[[], None]], None],
+        new_batch_waiter: Callable[[], SteadfastFuture] | None = None,
+        start_task: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]] | None = None,
+        cancelled_errors: tuple[type[BaseException], ...] = (),
+        lowlevel: ModuleType | None = None,
     ) -> None:
         self.name = name
+        self.on_trio = name == "trio"
         self.cancel_pending = cancel_pending
         self.loop_turn = loop_turn
         self.shielded_turn = shielded_turn
         self.call_soon = call_soon
+        self.new_batch_waiter = new_batch_waiter
+        self.start_task = start_task
+        self.cancelled_errors = cancelled_errors
+        self.lowlevel = lowlevel
 
 
 def running_loop() -> EventLoop:

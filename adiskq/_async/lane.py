@@ -53,8 +53,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from types import ModuleType
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import anyio
 import anyio.to_thread
@@ -67,16 +66,11 @@ from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError, PendingBatch, SegmentWriter
 from . import wakeup
 from .batch import Batch
-from .event_loop import running_on_trio
+from .event_loop import EventLoop
 from .handoff import cannot_abort, run_in_thread
 from .lock_waits import take_lock
 from .turns import PROBE_SECONDS, TURN_MIN_SECONDS, Turns
 from .wakeup import anyone_waiting, waiters_of
-
-if TYPE_CHECKING:
-    import asyncio
-
-    from .steadfast import SteadfastFuture
 
 __all__ = ["INLINE_MAX_BYTES", "Lane", "LockNotHeld", "explain_disk_error"]
 
@@ -140,7 +134,7 @@ class Lane:
         sync_flush: bool,
         structure_lock: threading.Lock,
         limiter: anyio.CapacityLimiter,
-        cancel_pending: Callable[[], bool],
+        loop: EventLoop,
         turns: Turns | None = None,
     ) -> None:
         self.partition = partition
@@ -153,27 +147,16 @@ class Lane:
         self._committing: Batch | None = None
         # Trio's followers of finished batches not run since they were woken (the next leader waits for them)
         self._waking = 0
-        self._on_trio = running_on_trio()
-        self._trio_lowlevel: ModuleType | None = None  # trio.lowlevel, for the followers' wait
-        self._loop: asyncio.AbstractEventLoop | None = None  # asyncio's, where batches get a task each
-        # asyncio's: the future a batch's pushes wait for, and the cancellation that wait may meet
-        # (none on Trio, which then never imports asyncio).
-        self._steadfast: type[SteadfastFuture] | None = None
-        self._asyncio_cancelled: tuple[type[BaseException], ...] = ()
-        if self._on_trio:
-            import trio.lowlevel
-
-            self._trio_lowlevel = trio.lowlevel
-        else:
-            import asyncio
-
-            from .steadfast import SteadfastFuture
-
-            self._loop = asyncio.get_running_loop()
-            self._steadfast = SteadfastFuture
-            self._asyncio_cancelled = (asyncio.CancelledError,)
+        # The batches' waits, as the event loop has them (event_loop.EventLoop): on Trio,
+        # trio.lowlevel for the followers' wait; on asyncio, how a batch gets its leading task and
+        # the future its pushes wait for, and the cancellation that wait may meet.
+        self._on_trio = loop.on_trio
+        self._trio_lowlevel = loop.lowlevel
+        self._new_waiter = loop.new_batch_waiter
+        self._start_task = loop.start_task
+        self._asyncio_cancelled = loop.cancelled_errors
         # Whether the pushing task's anyio cancel scope is cancelled (the producer's check)
-        self._cancel_pending = cancel_pending
+        self._cancel_pending = loop.cancel_pending
         # Shared producers: the partition's lock, how to run the release at the loop's next turn,
         # whether that release is scheduled, and whether the view is up to date under the lock.
         self._lock = partition.lock
@@ -460,14 +443,14 @@ class Lane:
         return batch, 0
 
     def _new_batch(self) -> Batch:
-        loop = self._loop
-        if loop is None:
+        new_waiter = self._new_waiter
+        if new_waiter is None:
             return Batch()  # Trio: its first push leads it (complete)
         # asyncio: a task leads it, which nothing cancels (the module's docstring says why). It starts
         # at the loop's next turn, after the pushes already runnable had their chance to join.
-        assert self._steadfast is not None
-        batch = Batch(self._steadfast(loop=loop))
-        batch.leader = loop.create_task(self._lead(batch))
+        assert self._start_task is not None
+        batch = Batch(new_waiter())
+        batch.leader = self._start_task(self._lead(batch))
         return batch
 
     async def complete(self, batch: Batch, last: int) -> int:

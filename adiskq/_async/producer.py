@@ -413,7 +413,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
                 sync_flush=self.flush_mode == "sync",
                 structure_lock=self._structure_lock,
                 limiter=self._limiter,
-                cancel_pending=self._cancel_pending,
+                loop=loop,
                 turns=turns,
             )
             for partition in stream.partitions

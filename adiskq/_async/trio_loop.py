@@ -34,6 +34,7 @@ def trio_loop() -> EventLoop:
         loop_turn=turn,
         shielded_turn=turn,
         call_soon=trio.lowlevel.current_trio_token().run_sync_soon,
+        lowlevel=trio.lowlevel,
     )
 
 
