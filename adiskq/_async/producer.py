@@ -150,6 +150,19 @@ def _place_receipts(placed: list[Receipt | None], positions: Sequence[int], part
             placed[position] = receipt
 
 
+def _partly_written(
+    error: BaseException, count: int, partition: int, first_offset: int, committed: int
+) -> PartialWriteError:
+    """What a write of ``count`` records to one partition raises when only its first ``committed``
+    were (an index write that failed part-way keeps the entries readers could have seen): the
+    ``PartialWriteError`` with their receipts, from ``first_offset`` on, and None for the rest. The
+    one place a partly committed write to one partition becomes the user's error (``_write_shares_at``
+    places a batch's several shares itself)."""
+    placed: list[Receipt | None] = [None] * count
+    _place_receipts(placed, range(committed), partition, first_offset)
+    return PartialWriteError(error, placed)
+
+
 class _Periodic:
     """A daemon thread that calls ``action`` every ``interval`` seconds until stopped."""
 
@@ -847,9 +860,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         try:
             first = lane.write_packed_inline(packed)
         except PartlyCommittedError as error:  # its first records were kept: they have receipts
-            placed: list[Receipt | None] = [None] * len(items)
-            _place_receipts(placed, range(error.committed), 0, error.first_offset)
-            raise PartialWriteError(error, placed) from error
+            raise _partly_written(error, len(items), 0, error.first_offset, error.committed) from error
         # Written: other tasks get a turn before the receipts are built, and a large batch's caller
         # a step of its own after (shielded: a push that wrote must return).
         await self._shielded_turn()
@@ -944,9 +955,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
                 kept = batch.committed - start  # a failed index write kept its first entries
                 if kept <= 0:
                     raise
-                placed: list[Receipt | None] = [None] * count
-                _place_receipts(placed, range(kept), partition, batch.first_offset + start)
-                raise PartialWriteError(error, placed) from error
+                raise _partly_written(error, count, partition, batch.first_offset + start, kept) from error
 
     async def _to_partition(
         self, partition: int, count: int, write: Callable[[], Awaitable[_Written]], nothing: _Written
@@ -1037,9 +1046,8 @@ class Producer(Generic[PushKeyT, PushValueT]):
         except PartlyCommittedError as error:
             if error.committed == 0:
                 raise
-            placed: list[Receipt | None] = [None] * (len(index) // _INDEX_ENTRY_BYTES)
-            _place_receipts(placed, range(error.committed), partition, error.first_offset)
-            raise PartialWriteError(error, placed) from error
+            count = len(index) // _INDEX_ENTRY_BYTES
+            raise _partly_written(error, count, partition, error.first_offset, error.committed) from error
 
     def _inline_lane(self, partition: int) -> Lane | None:
         """``partition``'s lane if its writes may be answered without awaiting; None on a stream
@@ -1088,9 +1096,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         except PartlyCommittedError as error:
             if error.committed == 0:
                 raise
-            placed: list[Receipt | None] = [None] * len(encoded)
-            _place_receipts(placed, range(error.committed), partition, error.first_offset)
-            raise PartialWriteError(error, placed) from error
+            raise _partly_written(error, len(encoded), partition, error.first_offset, error.committed) from error
 
     def _encode(
         self, items: list[Record | bytes], now: int
