@@ -476,6 +476,21 @@ def _wait_group_coordinator(node: Node) -> None:
         _wait_logged(node, coordinated, f"a group coordinator (last answer: {failures})")
     finally:
         consumer.close()
+    _wait_producer_ids(node)
+
+
+def _wait_producer_ids(node: Node) -> None:
+    """Until the node hands out producer ids: InitProducerId, even without a transactional id, goes
+    through the transaction coordinator, which answers COORDINATOR_LOAD_IN_PROGRESS until its state
+    topic is made and loaded. An idempotent librdkafka producer retries it until it has an id."""
+    from confluent_kafka import Producer
+
+    failures: list[str] = []
+    producer = Producer({"bootstrap.servers": node.address, "enable.idempotence": True, "log_level": 0})
+    producer.produce("adiskq-tests-warm-up", b"", on_delivery=lambda error, _: failures.append(str(error or "")))
+    left = producer.flush(START_TIMEOUT)
+    if left or any(failures):
+        raise AssertionError(f"Apache Kafka at {node.address} did not take an idempotent write: {failures or left}")
 
 
 def _kill_and_wait(pid: int, how: signal.Signals, timeout: float) -> None:
