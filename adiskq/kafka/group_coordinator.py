@@ -41,11 +41,12 @@ __all__ = [
     "SyncResult",
 ]
 
-# Kafka's broker defaults (group.min/max.session.timeout.ms, group.initial.rebalance.delay.ms is 3000
-# there; a single-node gateway starts the first generation at once).
+# Kafka's broker defaults (group.min/max.session.timeout.ms, group.initial.rebalance.delay.ms): an
+# empty group waits 3 s for more members before its first generation, so consumers started together
+# get their share in one generation instead of a rebalance a member.
 DEFAULT_MIN_SESSION_TIMEOUT_MS: Final = 6_000
 DEFAULT_MAX_SESSION_TIMEOUT_MS: Final = 1_800_000
-DEFAULT_INITIAL_REBALANCE_DELAY_MS: Final = 0
+DEFAULT_INITIAL_REBALANCE_DELAY_MS: Final = 3_000
 
 T = TypeVar("T")
 

@@ -23,6 +23,7 @@ pytestmark = [
 
 TOPIC = "events"
 PARTITIONS = 2
+SESSION = {"session.timeout.ms": 1000, "heartbeat.interval.ms": 100}
 
 
 def produce(servers: str, values: list[bytes]) -> None:
@@ -281,3 +282,52 @@ def test_group_id_that_cannot_be_a_folder_is_refused_with_reason(tmp_path: pathl
         assert message.error().code() == KafkaError.INVALID_GROUP_ID
         assert "letters, digits" in message.error().str()
     assert not (tmp_path / "escape").exists()
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_default_initial_rebalance_delay_gathers_consumers_started_together(
+    tmp_path: pathlib.Path, backend: str
+) -> None:
+    """By default an empty group waits 3 s (Kafka's group.initial.rebalance.delay.ms) before its first
+    generation: a consumer that subscribes a second after another shares that generation, so the first
+    is never handed both partitions and then made to give one back."""
+    from confluent_kafka import Consumer
+
+    assert GroupOptions().initial_rebalance_delay_ms == 3000
+    with running_gateway(
+        str(tmp_path), backend, partitions=PARTITIONS, groups=GroupOptions(min_session_timeout_ms=100)
+    ) as gateway:
+        servers = bootstrap(gateway)
+        produce(servers, [b"p%d" % i for i in range(4)])
+        assigned: dict[str, list[list[int]]] = {"first": [], "second": []}
+        revoked: list[str] = []
+
+        def member(name: str) -> Consumer:
+            consumer = Consumer({"bootstrap.servers": servers, "group.id": "together", **SESSION})
+            consumer.subscribe(
+                [TOPIC],
+                on_assign=lambda _c, parts: assigned[name].append(sorted(p.partition for p in parts)),
+                on_revoke=lambda _c, parts: revoked.append(name) if parts else None,
+            )
+            return consumer
+
+        first = member("first")
+        second = None
+        started = time.monotonic()
+        try:
+            while not (assigned["first"] and assigned["second"]):
+                assert time.monotonic() - started < 30, f"assignments so far: {assigned}"
+                first.poll(0.1)
+                if second is None and time.monotonic() - started >= 1.0:
+                    second = member("second")  # a second after the first, within its delay
+                if second is not None:
+                    second.poll(0.1)
+            revoked_while_running = list(revoked)  # (closing revokes too)
+        finally:
+            first.close()
+            if second is not None:
+                second.close()
+        assert assigned["first"][0] in ([0], [1]), assigned
+        assert sorted(assigned["first"][0] + assigned["second"][0]) == [0, 1], assigned
+        assert time.monotonic() - started >= 3.0  # not before the delay ran out
+        assert revoked_while_running == [], revoked_while_running
