@@ -262,26 +262,53 @@ def test_static_member_restart_takes_its_place(tmp_path: pathlib.Path, backend: 
         assert second_id != first_id
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_group_id_that_cannot_be_a_folder_is_refused_with_reason(tmp_path: pathlib.Path, backend: str) -> None:
-    """A group id that cannot name a folder under groups/ is refused with INVALID_GROUP_ID saying which ids work."""
-    from confluent_kafka import Consumer, KafkaError
+GROUP_IDS_OF_EVERY_SHAPE = ["app:billing", "team/svc", "roundrobin,range", "../escape", "naïve ✓", "%41", "-x"]
 
-    with running_gateway(str(tmp_path), backend, partitions=PARTITIONS) as gateway:
-        member = Consumer({"bootstrap.servers": bootstrap(gateway), "group.id": "../escape"})
-        member.subscribe([TOPIC])
-        try:
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_any_group_id_kafka_accepts_joins_commits_and_resumes(tmp_path: pathlib.Path, backend: str) -> None:
+    """Group ids that are no plain folder name (``app:billing``, ``team/svc``, ``../escape``) join,
+    commit and resume like any other: stored under an encoded folder inside ``groups/``, listed by
+    their own names, and nothing written outside the stream."""
+    from confluent_kafka import Consumer
+
+    with running_gateway(str(tmp_path / "root"), backend, partitions=PARTITIONS) as gateway:
+        servers = bootstrap(gateway)
+        produce(servers, [b"m%d" % i for i in range(4)])
+
+        def read_and_commit(group: str, count: int) -> list[bytes]:
+            member = Consumer(
+                {"bootstrap.servers": servers, "group.id": group, "auto.offset.reset": "earliest", **SESSION}
+            )
+            member.subscribe([TOPIC])
+            got: list[bytes] = []
             deadline = time.monotonic() + 30
-            while True:
-                assert time.monotonic() < deadline, "the group id was never refused"
-                message = member.poll(0.1)
-                if message is not None and message.error() is not None:
-                    break
-        finally:
-            member.close()
-        assert message.error().code() == KafkaError.INVALID_GROUP_ID
-        assert "letters, digits" in message.error().str()
-    assert not (tmp_path / "escape").exists()
+            try:
+                while len(got) < count:
+                    assert time.monotonic() < deadline, f"{group!r}: only {got} came"
+                    message = member.poll(0.1)
+                    if message is not None:
+                        assert message.error() is None, (group, message.error())
+                        got.append(message.value())
+                member.commit(asynchronous=False)
+            finally:
+                member.close()
+            return got
+
+        for group in GROUP_IDS_OF_EVERY_SHAPE:
+            assert len(read_and_commit(group, 4)) == 4
+        produce(servers, [b"n%d" % i for i in range(2)])
+        for group in GROUP_IDS_OF_EVERY_SHAPE:
+            assert sorted(read_and_commit(group, 2)) == [b"n0", b"n1"], group  # resumed where it committed
+    stream = tmp_path / "root" / TOPIC
+    committed = adiskq.stats(str(stream)).groups
+    for group in GROUP_IDS_OF_EVERY_SHAPE:
+        assert sum(committed[group].values()) == 6, (group, committed)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["root"]
+    assert sorted(path.name for path in (tmp_path / "root").iterdir()) == [TOPIC]
+    folders = sorted(path.name for path in (stream / "groups").iterdir())
+    assert "%app%3Abilling" in folders, folders
+    assert "%team%2Fsvc" in folders, folders
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
