@@ -89,6 +89,7 @@ class GroupService:
         client_id: str,
         client_host: str,
         require_known_member_id: bool,
+        skip_assignment_known: bool = False,
     ) -> JoinResult:
         """A JoinGroup, answered when the rebalance completes."""
         pending = self.coordinator.join(
@@ -103,6 +104,7 @@ class GroupService:
             client_host=client_host,
             require_known_member_id=require_known_member_id,
             now=anyio.current_time(),
+            skip_assignment_known=skip_assignment_known,
         )
         self._poke()
         return await _wait(pending)

@@ -18,6 +18,7 @@ def join(
     instance: str | None = None,
     require_known: bool = False,
     group: str = "g",
+    skip_assignment_known: bool = False,
 ) -> Pending[JoinResult]:
     return coordinator.join(
         group,
@@ -31,6 +32,7 @@ def join(
         client_host="/127.0.0.1",
         require_known_member_id=require_known,
         now=now,
+        skip_assignment_known=skip_assignment_known,
     )
 
 
@@ -250,6 +252,59 @@ def test_static_member_restart_keeps_assignment_without_rebalance() -> None:
     assert got.result is not None
     assert got.result.assignment == b"S"
     assert coordinator.heartbeat("g", second.member_id, 2, group_instance_id="i-2", now=1) == err.FENCED_INSTANCE_ID
+
+
+def stable_static_pair(coordinator: GroupCoordinator) -> tuple[JoinResult, JoinResult]:
+    """Static members i-1 (the leader, assigned b"L") and i-2 (assigned b"S"), Stable in generation 2."""
+    first = done(join(coordinator, instance="i-1"))
+    sync(coordinator, first, {first.member_id: b"L"}, instance="i-1")
+    waiting = join(coordinator, instance="i-2")
+    leader = done(join(coordinator, first.member_id, instance="i-1"))
+    follower = done(waiting)
+    assert leader.leader == first.member_id
+    follower_sync = sync(coordinator, follower, instance="i-2")
+    sync(coordinator, leader, {first.member_id: b"L", follower.member_id: b"S"}, instance="i-1")
+    assert follower_sync.result is not None
+    assert coordinator.state("g") is GroupState.STABLE
+    return leader, follower
+
+
+def test_static_leader_restart_keeps_the_group_stable() -> None:
+    """A static leader that restarts (KIP-345) takes its place without a rebalance: a client before
+    JoinGroup v9 is named the old leader id, so it syncs as a follower for the assignment it had."""
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
+    leader, follower = stable_static_pair(coordinator)
+    restarted = done(join(coordinator, instance="i-1", now=1))
+    assert restarted.error == err.NONE
+    assert restarted.member_id != leader.member_id
+    assert restarted.generation_id == leader.generation_id
+    assert restarted.leader == leader.member_id  # not its own id: it computes no assignment
+    assert restarted.members == ()
+    assert coordinator.state("g") is GroupState.STABLE
+    got = sync(coordinator, restarted, instance="i-1", now=1)
+    assert got.result is not None
+    assert got.result.assignment == b"L"
+    assert coordinator.heartbeat("g", follower.member_id, 2, group_instance_id="i-2", now=1) == err.NONE
+    assert coordinator.heartbeat("g", restarted.member_id, 2, group_instance_id="i-1", now=1) == err.NONE
+    assert coordinator.heartbeat("g", leader.member_id, 2, group_instance_id="i-1", now=1) == err.FENCED_INSTANCE_ID
+
+
+def test_static_leader_restart_with_skip_assignment() -> None:
+    """A restarted static leader that reads SkipAssignment (JoinGroup v9, KIP-814) is told it leads,
+    with the members, and to skip the assignment; the group stays Stable."""
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
+    leader, follower = stable_static_pair(coordinator)
+    restarted = done(join(coordinator, instance="i-1", now=1, skip_assignment_known=True))
+    assert restarted.error == err.NONE
+    assert restarted.skip_assignment
+    assert restarted.leader == restarted.member_id
+    assert [m.member_id for m in restarted.members] == [restarted.member_id, follower.member_id]
+    assert restarted.generation_id == leader.generation_id
+    got = sync(coordinator, restarted, instance="i-1", now=1)
+    assert got.result is not None
+    assert got.result.assignment == b"L"
+    assert coordinator.state("g") is GroupState.STABLE
+    assert coordinator.heartbeat("g", follower.member_id, 2, group_instance_id="i-2", now=1) == err.NONE
 
 
 def test_old_static_member_id_is_fenced() -> None:

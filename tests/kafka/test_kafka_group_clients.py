@@ -358,3 +358,69 @@ def test_default_initial_rebalance_delay_gathers_consumers_started_together(
         assert sorted(assigned["first"][0] + assigned["second"][0]) == [0, 1], assigned
         assert time.monotonic() - started >= 3.0  # not before the delay ran out
         assert revoked_while_running == [], revoked_while_running
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_static_leader_restart_rebalances_no_one(tmp_path: pathlib.Path, backend: str) -> None:
+    """Two static librdkafka members: the leader restarts (closes without leaving, a new consumer with
+    its group.instance.id) and has its partition back, while the other member keeps its own with no
+    revocation or new assignment (KIP-345), as a follower's restart already did."""
+    from confluent_kafka import Consumer
+
+    events: list[tuple[str, str, list[int]]] = []
+
+    def member(name: str, instance: str) -> Consumer:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": servers,
+                "group.id": "static-leader",
+                "group.instance.id": instance,
+                "session.timeout.ms": 30_000,  # far longer than the test: only a rebalance could move partitions
+                "heartbeat.interval.ms": 100,
+            }
+        )
+        consumer.subscribe(
+            [TOPIC],
+            on_assign=lambda _c, parts: events.append((name, "assign", sorted(p.partition for p in parts))),
+            on_revoke=lambda _c, parts: events.append((name, "revoke", sorted(p.partition for p in parts))),
+        )
+        return consumer
+
+    def poll_until(members: list[Consumer], done: Any, what: str) -> None:
+        deadline = time.monotonic() + 30
+        while not done():
+            assert time.monotonic() < deadline, f"{what}; events: {events}"
+            for consumer in members:
+                consumer.poll(0.05)
+
+    def holds(name: str) -> list[int]:
+        held: list[int] = []
+        for who, kind, parts in events:
+            if who == name:
+                held = parts if kind == "assign" else [p for p in held if p not in parts]
+        return held
+
+    with running_gateway(str(tmp_path), backend, partitions=PARTITIONS) as gateway:
+        servers = bootstrap(gateway)
+        produce(servers, [b"x"])
+        leader = member("leader", "inst-leader")
+        poll_until([leader], lambda: holds("leader") == [0, 1], "the leader never had both partitions")
+        follower = member("follower", "inst-follower")
+        poll_until(
+            [leader, follower],
+            lambda: len(holds("leader")) == 1 and len(holds("follower")) == 1,
+            "the two never shared the partitions",
+        )
+        leader_part = holds("leader")
+        follower_events = [e for e in events if e[0] == "follower"]
+        leader.close()  # a static member does not leave the group
+        restarted = member("restarted", "inst-leader")
+        poll_until([restarted, follower], lambda: holds("restarted") == leader_part, "the restart got nothing")
+        watch_until = time.monotonic() + 2  # heartbeats every 100 ms would have met a rebalance by now
+        poll_until([restarted, follower], lambda: time.monotonic() > watch_until, "")
+        try:
+            assert [e for e in events if e[0] == "follower"] == follower_events, events
+            assert [e for e in events if e[0] == "restarted"] == [("restarted", "assign", leader_part)], events
+        finally:
+            restarted.close()
+            follower.close()
