@@ -111,6 +111,25 @@ def _locked(stream_path: str, holder: str | None) -> Failure:
     )
 
 
+def _unfinished_creations(root: str, names: list[str], repair: bool) -> None:
+    """A folder of streams (a Kafka gateway's root) holding stream creations a crash cut short:
+    named, and removed with --repair (a gateway removes them itself when it starts)."""
+    from .._storage.stream_creation import remove_leftovers
+
+    out = console()
+    shown = ", ".join(names)
+    if not repair:
+        out.print(
+            f"{root} holds {len(names)} topic creation{'s' if len(names) != 1 else ''} that did not finish "
+            f"({shown}): no topic of it was published. A Kafka gateway serving {root} removes them when it "
+            f"starts; `adiskq check --repair {root}` removes them now",
+            markup=False,
+        )
+        raise click.exceptions.Exit(1)
+    removed = remove_leftovers(root)
+    out.print(f"removed {', '.join(removed)}: topic creations that did not finish", markup=False)
+
+
 @click.command()
 @click.argument("path", type=click.Path(path_type=str))
 @click.option("--repair", is_flag=True, help="Fix what can be fixed (needs the stream to itself), then check again.")
@@ -129,7 +148,11 @@ def check(path: str, repair: bool) -> None:
       adiskq check orders --repair
     """
     from .._storage.stream import StreamReader
+    from .._storage.stream_creation import leftovers
 
+    if not os.path.exists(os.path.join(path, "settings.json")) and leftovers(path):
+        _unfinished_creations(path, leftovers(path), repair)
+        return
     stream = StreamReader.open(os.fspath(path))
     result = run_check(stream)
     report(result, stream.path, path, repairing=repair)

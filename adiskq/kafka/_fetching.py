@@ -150,10 +150,12 @@ class FetchSession:
             self.close()
             self._generation = self._topics.generation
         key = (topic, partition)
+        budget = self._topics.budget
         follower = self._followers.get(key)
         if follower is not None:
             if follower.position == offset:
                 return follower
+            budget.reader_gone(follower)
             follower.close()
             del self._followers[key]
         follower = PartitionFollower(
@@ -168,6 +170,11 @@ class FetchSession:
         )
         self._followers[key] = follower
         return follower
+
+    def reading(self, follower: PartitionFollower) -> None:
+        """``follower`` is about to read: it goes last in the gateway's order of readers, and the
+        readers used longest ago close their files if more are open than the budget allows."""
+        self._topics.budget.reader_used(follower, follower.release_files)
 
     async def wait(self, followers: list[PartitionFollower], seconds: float) -> bool:
         """Sleep until a wake-up for one of ``followers`` or ``seconds`` pass; the caller armed the
@@ -202,4 +209,5 @@ class FetchSession:
         self._oldest.clear()
         followers, self._followers = list(self._followers.values()), {}
         for follower in followers:
+            self._topics.budget.reader_gone(follower)
             follower.close()

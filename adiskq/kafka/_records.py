@@ -17,18 +17,21 @@ The mapping, exact in both directions (its rules are written, and applied, in
 
 A Produce's batches are decoded straight to the bytes adiskq stores and their index entries
 (``decode_produce``: one compiled call a batch, no ``KafkaRecord``, ``Record`` or bytes object a
-message) and written as they are (``write_records``). A request off that path (a record the
-mapping refuses, damaged bytes, a LogAppendTime batch) is decoded step by step instead, which names
-the fault.
+message) and written as they are (``write_records``: ``adiskq/_async/partition_writes.py``, the
+package's interface to a producer for writes to a chosen partition). A request off that path (a
+record the mapping refuses, damaged bytes, a LogAppendTime batch) is decoded step by step instead,
+which names the fault.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final, TypeAlias, cast
+from typing import Final, cast
 
-from .._sansio.codec import NEED_MORE, decode_record
+from .._async.partition_writes import Writable as ToWrite
+from .._async.partition_writes import write as write_records
+from .._async.partition_writes import write_now as write_records_now
 from .._sansio.kafka_batch import KafkaBatch, KafkaRecord, decode_batches, encode_batch_from_messages
 from .._sansio.kafka_codec import DEFAULT_MAX_BYTES, LOG_APPEND_TIME
 from .._sansio.kafka_codec import decode_batches as decode_batches_with
@@ -41,11 +44,8 @@ from .._sansio.kafka_mapping import (
     stored_records,
 )
 from .._sansio.native import NATIVE
-from .._sansio.run_entries import place_run_entries, run_records
+from .._sansio.run_entries import place_run_entries
 from .._sansio.values import Message, Record
-
-if TYPE_CHECKING:
-    from .._async.producer import Producer
 
 __all__ = [
     "NULLS_HEADER",
@@ -60,9 +60,6 @@ __all__ = [
 ]
 
 _TIMESTAMP_LOG_APPEND: Final = LOG_APPEND_TIME  # batch attributes bit 3: the broker stamps the records
-
-# What a Produce writes to one partition: records encoded already, or Records to encode.
-ToWrite: TypeAlias = StoredRecords | list[Record]
 
 
 class RecordRefusedError(ValueError):
@@ -171,43 +168,6 @@ def _joined(runs: list[StoredRecords]) -> StoredRecords:
         b"".join([run.key_hashes for run in runs]),
         max(run.largest for run in runs),
     )
-
-
-async def write_records(producer: Producer[str | bytes, bytes], partition: int, records: ToWrite) -> int:
-    """Write one partition's share, whole or not at all; the offset of its first record (the rest
-    follow it). Raises what the producer's push raises (``PartialWriteError``: part was written)."""
-    if not isinstance(records, StoredRecords):
-        return (await producer._push_to_partition(partition, records))[0].offset
-    if producer._takes_encoded:
-        return await producer._push_run_to_partition(
-            partition, records.data, records.index_entries, records.time_entries, records.key_hashes, records.largest
-        )
-    return (await producer._push_to_partition(partition, _as_records(records)))[0].offset
-
-
-def write_records_now(producer: Producer[str | bytes, bytes], partition: int, records: ToWrite) -> int | None:
-    """``write_records`` without awaiting: the first record's offset if the partition could take the
-    share at once (``Producer._push_to_partition_now``), None (nothing written) if it has to wait."""
-    if not isinstance(records, StoredRecords):
-        receipts = producer._push_to_partition_now(partition, records)
-    elif producer._takes_encoded:
-        return producer._push_run_to_partition_now(
-            partition, records.data, records.index_entries, records.time_entries, records.key_hashes, records.largest
-        )
-    else:
-        receipts = producer._push_to_partition_now(partition, _as_records(records))
-    return None if receipts is None else receipts[0].offset
-
-
-def _as_records(records: StoredRecords) -> list[Record]:
-    """The records' fields, to be encoded as any push's (for a stream that compresses its values)."""
-    return [_as_record(record) for record in run_records(records.data, records.index_entries)]
-
-
-def _as_record(stored: bytes) -> Record:
-    decoded = decode_record(stored)
-    assert decoded is not NEED_MORE
-    return Record(decoded.value, decoded.key, dict(decoded.headers) or None, decoded.timestamp_ns)
 
 
 def batch_from_messages(messages: Sequence[Message]) -> bytes:

@@ -16,6 +16,7 @@ from ..._errors import (
     StreamLockedError,
     StreamNotFoundError,
 )
+from .._open_files import TooManyPartitionsError
 from .._topics import InvalidTopicError
 
 if TYPE_CHECKING:
@@ -30,6 +31,10 @@ def error_code_for(error: BaseException) -> ErrorCode:
     """Kafka's error code for a failure of the library (UNKNOWN_SERVER_ERROR for the unforeseen)."""
     if isinstance(error, InvalidTopicError):
         return ErrorCode.invalid_topic_exception
+    if isinstance(error, TooManyPartitionsError):
+        # Kafka's controller answers POLICY_VIOLATION for more partitions than it creates at once
+        # ("Excessively large number of partitions per request"): not retriable, as this is not.
+        return ErrorCode.policy_violation
     if isinstance(error, StreamNotFoundError | InvalidArgumentError):
         return ErrorCode.unknown_topic_or_partition
     if isinstance(error, OffsetOutOfRangeError):

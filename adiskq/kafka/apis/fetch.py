@@ -178,6 +178,7 @@ class _FetchJob:
             part.caught_up = False  # known only from this look: data may have come since the last
             if part.budget <= 0 or self.taken >= response_budget:
                 continue
+            self._context.connection.fetches.reading(follower)
             # Chunks of at most MAX_STORED_RECORDS, each encoded as one record batch at once: the
             # batch's size is what the budgets count.
             max_count = MAX_STORED_RECORDS

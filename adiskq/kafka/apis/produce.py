@@ -379,8 +379,8 @@ async def _write(
     if records is None:
         records = _records(batches)
     try:
-        producer = await context.gateway.topics.writer(topic)
-        return await write_records(producer, partition, records)
+        async with context.gateway.topics.writing(topic) as producer:
+            return await write_records(producer, partition, records)
     except Exception as error:
         logger.warning("adiskq: produce to %s-%d failed: %s", topic, partition, error)
         raise _Refused(error_code_for(error), error_message_for(context.gateway, error)) from None
