@@ -25,11 +25,11 @@ def javac() -> str:
     return found
 
 
-def compile_client(version: str, into: pathlib.Path) -> list[pathlib.Path]:
-    """Compile ``java/KafkaJavaClient.java`` against the client ``version`` into ``into``; the class
-    path to run it with."""
+def compile_client(version: str, into: pathlib.Path, program: str = "KafkaJavaClient") -> list[pathlib.Path]:
+    """Compile ``java/PROGRAM.java`` against the client ``version`` into ``into``; the class path to
+    run it with."""
     jars = class_path(f"clients-{version}")
-    source = JAVA_SOURCES / "KafkaJavaClient.java"
+    source = JAVA_SOURCES / f"{program}.java"
     done = subprocess.run(
         [javac(), "-d", str(into), "-cp", ":".join(map(str, jars)), str(source)],
         capture_output=True,
@@ -40,12 +40,12 @@ def compile_client(version: str, into: pathlib.Path) -> list[pathlib.Path]:
     return [into, *jars]
 
 
-def run_client(cp: list[pathlib.Path], *args: str, timeout: float = 180) -> list[str]:
-    """Run the compiled client with ``args``; its stdout lines (a failure fails the test with stderr)."""
+def run_client(cp: list[pathlib.Path], *args: str, timeout: float = 180, program: str = "KafkaJavaClient") -> list[str]:
+    """Run the compiled ``program`` with ``args``; its stdout lines (a failure fails the test with stderr)."""
     java = shutil.which("java")
     assert java is not None, "no java: apt-get install openjdk-17-jdk-headless (scripts/test does)"
     done = subprocess.run(
-        [java, "-cp", ":".join(map(str, cp)), "KafkaJavaClient", *args],
+        [java, "-cp", ":".join(map(str, cp)), program, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
