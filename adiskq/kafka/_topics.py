@@ -217,6 +217,25 @@ class Topics:
             self._readers.pop(name, None)
             self.generation += 1
 
+    async def reconfigure(self, name: str, **settings: Any) -> None:
+        """Give the topic these stream settings (``segment_size_bytes``, ``retention``,
+        ``max_message_bytes``): its producer reopens with them, which stores them."""
+        async with self._lock(name):
+            path = self.path(name)
+            if not self.exists(name):
+                raise StreamNotFoundError(path)
+            producer = self._writers.pop(name, None)
+            self.budget.writer_closed(name)
+            if producer is not None:
+                await producer.aclose()
+            count = self.partition_count(name, fresh=True)
+            await self._make_room(name, count)
+            producer = Producer(path, flush=self.flush, shared=self.shared, **settings)
+            await producer.__aenter__()
+            self._writers[name] = producer
+            self.budget.writer_opened(name, count)
+            self.reader(name).refresh()
+
     async def delete(self, name: str) -> None:
         """Delete the topic's folder (its producer closed first); StreamNotFoundError if missing."""
         async with self._lock(name):

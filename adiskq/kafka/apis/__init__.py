@@ -6,6 +6,7 @@ below to answer one more API.
 """
 
 from . import (
+    alter_configs,
     api_versions,
     create_partitions,
     create_topics,
@@ -16,6 +17,7 @@ from . import (
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
@@ -32,6 +34,7 @@ from . import (
 )
 
 __all__ = [
+    "alter_configs",
     "api_versions",
     "create_partitions",
     "create_topics",
@@ -42,6 +45,7 @@ __all__ = [
     "fetch",
     "find_coordinator",
     "heartbeat",
+    "incremental_alter_configs",
     "init_producer_id",
     "join_group",
     "leave_group",
