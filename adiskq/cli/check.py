@@ -60,6 +60,8 @@ def report(result: CheckResult, stream_path: str, shown_path: str, *, repairing:
             f"; a producer is writing (pid {result.owner.get('pid', '?')} on host {result.owner.get('host', '?')}), "
             "so the unindexed tails of the active segments were not checked"
         )
+    for note in result.notes:
+        out.print(f"note: {_where(note, stream_path, shown_path)}", markup=False, highlight=False)
     if not result.problems and not result.unreadable:
         out.print(f"{checked}: no problems", markup=False)
         return
@@ -135,7 +137,8 @@ def check(path: str, repair: bool) -> None:
     """Verify every record (size, magic, CRC) and every index entry of a stream.
 
     Reads every segment of every partition and prints each problem with its file and byte
-    position. Exit status 0 only when the stream is sound. With --repair, it cuts torn tails,
+    position, and notes on what is no damage (a group's offset committed past its partition's end,
+    which Kafka allows). Exit status 0 only when the stream is sound. With --repair, it cuts torn tails,
     rebuilds index files from the data, and says what it changed; it refuses while a producer
     has the stream open. Damage inside sealed segments is reported with what you can do.
 

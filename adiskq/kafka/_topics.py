@@ -22,6 +22,7 @@ from typing import Any, Final, Literal
 
 import anyio
 
+from .._async.partition_writes import opened
 from .._async.producer import Producer
 from .._errors import OffsetOutOfRangeError, StreamNotFoundError
 from .._storage.log_start import save_log_start
@@ -162,8 +163,7 @@ class Topics:
             if not self.exists(name):
                 raise StreamNotFoundError(path)
             await self._make_room(name, self.partition_count(name, fresh=True))
-            producer = Producer(path, flush=self.flush, shared=self.shared)
-            await producer.__aenter__()
+            producer = await opened(Producer(path, flush=self.flush, shared=self.shared))
             self._writers[name] = producer
             self.budget.writer_opened(name, producer.partitions)
             return producer
@@ -211,8 +211,7 @@ class Topics:
             if producer is not None:
                 await producer.aclose()
             await self._make_room(name, count)
-            producer = Producer(self.path(name), partitions=count, flush=self.flush, shared=self.shared)
-            await producer.__aenter__()
+            producer = await opened(Producer(self.path(name), partitions=count, flush=self.flush, shared=self.shared))
             self._writers[name] = producer
             self.budget.writer_opened(name, count)
             self._readers.pop(name, None)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from adiskq.kafka import KafkaGateway
+from adiskq.kafka import GroupOptions, KafkaGateway
 
 
 @dataclasses.dataclass
@@ -44,7 +44,9 @@ def gateway(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     root = str(tmp_path_factory.mktemp("kafka-root"))
     backend = str(request.param)
     with start_blocking_portal(backend=backend) as portal:
-        gateway = KafkaGateway(root, port=0, partitions=1)
+        # A group's first generation at once (Kafka waits 3 s for more members): the tests' consumers
+        # start one at a time.
+        gateway = KafkaGateway(root, port=0, partitions=1, groups=GroupOptions(initial_rebalance_delay_ms=0))
         with portal.wrap_async_context_manager(gateway):
             yield RunningGateway(gateway, root, backend, portal)
 
