@@ -24,9 +24,13 @@ with another epoch PRODUCER_FENCED. An InitProducerId that finds an Ongoing tran
 (epoch + 1), aborts it and answers CONCURRENT_TRANSACTIONS; the client's retry then bumps the epoch
 once more, so the epoch it gets is one no zombie ever held.
 
-Errors are Kafka's (``group_errors``-style integers, below): the gateway's handlers send them as they
-are. Requests of older versions that predate PRODUCER_FENCED get INVALID_PRODUCER_EPOCH instead
-(``fenced_error_for``).
+Errors are Kafka's (``group_errors``-style integers, below), in the order Apache Kafka 4.4 gives them
+(observed with the same requests): while a transaction's markers are written, AddPartitionsToTxn
+and AddOffsetsToTxn are answered CONCURRENT_TRANSACTIONS before the producer is looked at, EndTxn
+after its producer id and epoch are checked; the gateway's handlers send them as they are. Requests
+of older versions that predate PRODUCER_FENCED get INVALID_PRODUCER_EPOCH instead
+(``fenced_error_for``). This is transaction version 1 (the client adds partitions explicitly);
+KIP-890's version 2 (an epoch bump at every ending, partitions added by Produce) is not modelled yet.
 """
 
 from __future__ import annotations
@@ -223,11 +227,13 @@ class TransactionCoordinator:
     ) -> int:
         if not transactional_id:
             return INVALID_REQUEST
+        known = self.transactions.get(transactional_id)
+        if known is not None and known.state in _PREPARED:
+            # Kafka answers this before it looks at the producer: the client waits for the ending.
+            return CONCURRENT_TRANSACTIONS
         error, txn = self._check_producer(transactional_id, producer_id, epoch)
         if txn is None:
             return error
-        if txn.state in _PREPARED:
-            return CONCURRENT_TRANSACTIONS
         if txn.state is not TxnState.ONGOING:
             txn.state, txn.started_ms = TxnState.ONGOING, now_ms
             txn.partitions, txn.groups = frozenset(), frozenset()
@@ -259,12 +265,10 @@ class TransactionCoordinator:
         if state is TxnState.ONGOING:
             txn.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
             return NONE, self._markers(txn, commit)
-        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        preparing = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        if state is done:
-            return NONE, None
-        if state is preparing:
+        if state in _PREPARED:  # either ending, while the markers are written: wait and retry
             return CONCURRENT_TRANSACTIONS, None
+        if state is (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
+            return NONE, None  # the retry of an ending already done
         return INVALID_TXN_STATE, None
 
     def timed_out(self, now_ms: int) -> list[Markers]:

@@ -1,5 +1,9 @@
 """The transaction coordinator's decisions, as Kafka's coordinator makes them: epochs that fence
-zombies, the answers of each state, timeouts, and recovery from its stored state."""
+zombies, the answers of each state, timeouts, and recovery from its stored state.
+
+The answers (error codes and epochs) of the scenarios below are those Apache Kafka 4.4 gave to the
+same requests (InitProducerId v4, AddPartitionsToTxn v3, AddOffsetsToTxn v3, EndTxn v4) on one
+node; the differential tests against the broker fixture check them once the gateway serves them."""
 
 from __future__ import annotations
 
@@ -71,10 +75,14 @@ def test_commit_names_every_partition_and_group_then_a_retry_is_answered_alike()
     error, markers = coordinator.end_txn("app", producer_id, epoch, commit=True)
     assert error == NONE
     assert markers == Markers("app", producer_id, epoch, True, frozenset((T1, T2)), frozenset(("g",)))
-    # Until the markers are written, the transaction is being ended: the client waits and retries.
+    # Until the markers are written, the transaction is being ended: the client waits and retries
+    # (an AddPartitionsToTxn is told so whatever producer it names; an EndTxn of another is fenced).
     assert coordinator.end_txn("app", producer_id, epoch, commit=True) == (CONCURRENT_TRANSACTIONS, None)
-    assert coordinator.end_txn("app", producer_id, epoch, commit=False) == (INVALID_TXN_STATE, None)
+    assert coordinator.end_txn("app", producer_id, epoch, commit=False) == (CONCURRENT_TRANSACTIONS, None)
+    assert coordinator.end_txn("app", producer_id, epoch - 1, commit=False) == (PRODUCER_FENCED, None)
     assert coordinator.add_partitions("app", producer_id, epoch, [T1], 40) == CONCURRENT_TRANSACTIONS
+    assert coordinator.add_partitions("app", producer_id + 1, epoch, [T1], 40) == CONCURRENT_TRANSACTIONS
+    assert coordinator.add_partitions("app", producer_id, epoch - 1, [T1], 40) == CONCURRENT_TRANSACTIONS
     assert coordinator.init_producer_id("app", TIMEOUT_MS, 40).error == CONCURRENT_TRANSACTIONS
     coordinator.complete("app")
     assert coordinator.transactions["app"].state is TxnState.COMPLETE_COMMIT
@@ -96,6 +104,7 @@ def test_a_new_instance_fences_the_zombie_and_aborts_its_open_transaction() -> N
     assert answer.markers == Markers("app", producer_id, zombie_epoch + 1, False, frozenset((T1,)), frozenset())
     # The zombie is fenced at once, before the abort is written.
     assert coordinator.end_txn("app", producer_id, zombie_epoch, commit=True) == (PRODUCER_FENCED, None)
+    assert coordinator.add_partitions("app", producer_id, zombie_epoch, [T1], 5) == CONCURRENT_TRANSACTIONS
     coordinator.complete("app")
     # The retry gets an epoch above the one the abort was written with: no zombie ever held it.
     assert _init(coordinator, now_ms=6) == (producer_id, zombie_epoch + 2)
