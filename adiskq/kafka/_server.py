@@ -27,16 +27,18 @@ from typing import Any, Final, Literal, Self
 
 import anyio
 import anyio.abc
-import sniffio
+import anyio.lowlevel
 from kio.schema.errors import ErrorCode
 
 from .._errors import ClosedError, InvalidArgumentError
+from .._storage.stream_creation import remove_leftovers
 from . import apis as _apis  # registers every handler
 from ._accepting import ResilientListener, connection_limit
 from ._asyncio_transport import ConnectionProtocol
 from ._core import Connection, GatewayCore
 from ._deadlines import Deadline, Deadlines
 from ._framing import Frames, FrameTooLargeError
+from ._open_files import raise_open_files_limit
 from ._options import GroupOptions, SecurityOptions
 from ._protocol import (
     ProtocolError,
@@ -178,14 +180,19 @@ class KafkaGateway:
         if self._state != "new":
             raise ClosedError("a KafkaGateway serves once; create a new one to serve again")
         self._state = "serving"
+        # Every partition written or read holds files: take all the descriptors the system allows.
+        raise_open_files_limit()
         try:
+            await anyio.to_thread.run_sync(remove_leftovers, self.root)  # creations a crash cut short
             ssl_context, sasl = self.security.load()  # reads the credentials and certificate: fails early
             tcp_listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self._requested_port)
         except BaseException:
             self._state = "closed"
             raise
         # Plain TCP on asyncio: served from the socket's callbacks (``_asyncio_transport.py``).
-        raw_sockets = ssl_context is None and sniffio.current_async_library() == "asyncio"
+        # (anyio's own answer to "which loop": sniffio is no dependency of anyio's any more.)
+        on_asyncio = isinstance(anyio.lowlevel.current_token().native_token, asyncio.AbstractEventLoop)
+        raw_sockets = ssl_context is None and on_asyncio
         listener: anyio.abc.Listener[Any] = ResilientListener(tcp_listener, connection_limit(), raw_sockets=raw_sockets)
         if ssl_context is not None:
             listener = GatewayTLSListener(
