@@ -162,6 +162,8 @@ def mirror(
 
     async def run() -> None:
         async with runner, anyio.create_task_group() as tasks:
+            positions = ", ".join(f"{p}:{o}" for p, o in sorted(runner.status.positions.items()))
+            click.echo(f"mirroring {source} to {target} from positions {positions}", err=True)
 
             async def report() -> None:
                 while True:
