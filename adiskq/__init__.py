@@ -17,6 +17,7 @@ from ._errors import GroupInUseError as GroupInUseError
 from ._errors import InvalidArgumentError as InvalidArgumentError
 from ._errors import InvalidNameError as InvalidNameError
 from ._errors import LockTimeoutError as LockTimeoutError
+from ._errors import MessageKeptError as MessageKeptError
 from ._errors import MessageTooLargeError as MessageTooLargeError
 from ._errors import NotAStreamError as NotAStreamError
 from ._errors import OffsetOutOfRangeError as OffsetOutOfRangeError
@@ -51,6 +52,30 @@ if TYPE_CHECKING:
 
 __version__ = "0.2.0.dev0"
 
+
+def _report_as_public(value: object, name: str) -> None:
+    """Name ``value`` (a class or function of a private module) ``adiskq.NAME`` in its metadata, as
+    trio does for its public names: reprs, ``help()``, tracebacks and pickles then say
+    ``adiskq.Producer``, where the object is to be found, not the private module it is defined in.
+    A class's own methods follow it."""
+    module = getattr(value, "__module__", None)
+    if not isinstance(module, str) or not module.startswith(__name__ + "._"):
+        return  # defined elsewhere (a typing alias, a compiled type): left as it is
+    try:
+        value.__module__ = __name__
+    except (AttributeError, TypeError):  # pragma: no cover - a type that fixes its module
+        return
+    if isinstance(value, type):
+        for member in vars(value).values():
+            function = getattr(member, "__func__", member)  # a classmethod's or staticmethod's function
+            if getattr(function, "__module__", None) == module and getattr(function, "__qualname__", "").startswith(
+                value.__qualname__ + "."
+            ):
+                function.__module__ = __name__
+        if value.__qualname__ != name:  # pragma: no cover - every public name is its class's own
+            raise AssertionError(f"adiskq.{name} is {value.__qualname__}")
+
+
 # True when the compiled core (adiskq/_csrc) does the per-record work; False with
 # ADISKQ_NO_EXTENSIONS=1 or in a source checkout nobody built, where the pure-Python core runs.
 compiled: bool = _core.COMPILED
@@ -80,6 +105,7 @@ def __getattr__(name: str) -> object:
     import importlib
 
     value = getattr(importlib.import_module(module, __name__), name)
+    _report_as_public(value, name)
     globals()[name] = value
     return value
 
@@ -103,6 +129,7 @@ __all__ = [
     "InvalidNameError",
     "LockTimeoutError",
     "Message",
+    "MessageKeptError",
     "MessageTooLargeError",
     "NotAStreamError",
     "OffsetOutOfRangeError",
@@ -128,3 +155,8 @@ __all__ = [
     "reset_offsets",
     "stats",
 ]
+
+for _name in __all__:
+    if _name in globals():  # the eager ones now; the lazy ones as they load (__getattr__)
+        _report_as_public(globals()[_name], _name)
+del _name

@@ -48,6 +48,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidNameError",
     "LockTimeoutError",
+    "MessageKeptError",
     "MessageTooLargeError",
     "MirrorDivergedError",
     "MirrorError",
@@ -269,6 +270,36 @@ class DeserializationError(Error, ValueError):
 
 def _rebuild_deserialization_error(message: str, partition: int, offset: int) -> DeserializationError:
     return DeserializationError(message, partition=partition, offset=offset)
+
+
+class MessageKeptError(Error, OSError):
+    """A consumer group's ``dead_letter()`` or ``retry()`` could not store the message where it had
+    to go (the dead-letter stream, the group's retry stream).
+
+    Nothing is lost: the group keeps its commit of the message's partition below the message until
+    a later ``dead_letter()`` or ``retry()`` of it succeeds, so if the member stops first, the
+    message is delivered again. ``partition`` and ``offset`` name it, ``parameter`` what could not
+    be written (``dead_letter_path`` or the retry stream), ``errno`` and ``__cause__`` are the failure's.
+    """
+
+    def __init__(self, message: str, *, partition: int, offset: int, parameter: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.partition = partition
+        self.offset = offset
+        self.parameter = parameter
+        self.errno = errno
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _rebuild_message_kept_error, (str(self), self.partition, self.offset, self.parameter, self.errno)
+
+
+def _rebuild_message_kept_error(
+    message: str, partition: int, offset: int, parameter: str, errno: int | None
+) -> MessageKeptError:
+    return MessageKeptError(message, partition=partition, offset=offset, parameter=parameter, errno=errno)
 
 
 class MessageTooLargeError(Error, ValueError):

@@ -47,6 +47,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 if TYPE_CHECKING:
     from helpers.faults import DiskFaults
+    from kafka_broker_support import KafkaBroker, KafkaCluster
     from pyspark.sql import SparkSession
 
 
@@ -109,3 +110,44 @@ def spark() -> SparkSession:
     session.sparkContext.setLogLevel("ERROR")
     adiskq.spark.register(session)
     return session
+
+
+# --- Apache Kafka itself: the reference the gateway's differential tests compare with -------------
+# One node (and, for the tests that need replication, a three-node cluster) per test run, shared by
+# pytest-xdist's workers through a run folder that the main process makes here and cleans up after
+# every worker is done (tests/kafka_broker_support.py).
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The main process (not an xdist worker) names a run folder for the run's Kafka nodes."""
+    if not hasattr(config, "workerinput"):
+        import kafka_broker_support
+
+        kafka_broker_support.claim_run_folder()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The main process stops the run's Kafka nodes, once every worker has finished."""
+    if not hasattr(config, "workerinput"):
+        import kafka_broker_support
+
+        kafka_broker_support.release_run_folder()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> KafkaBroker:
+    """Apache Kafka, one KRaft node (id 0) on loopback: ``.bootstrap``, ``.log_path``. Started by the
+    first test of the run that asks, shared by every worker, stopped when the run ends."""
+    import kafka_broker_support
+
+    return kafka_broker_support.shared_broker()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> KafkaCluster:
+    """Apache Kafka, three KRaft nodes (ids 1, 2, 3) on loopback, replication factor 3 and
+    min.insync.replicas 2: ``.bootstrap``, ``.kill(node_id)``, ``.restart(node_id)``. Started only when
+    a test asks for it."""
+    import kafka_broker_support
+
+    return kafka_broker_support.shared_cluster()

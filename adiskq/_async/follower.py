@@ -318,6 +318,11 @@ class PartitionFollower:
         or a filtered read stopped with more to look at."""
         return self._cursor.segment_base != base or self.more_to_scan
 
+    def release_files(self) -> None:
+        """Close the open segment's files now; the next read reopens them at the same position
+        (what a server that reads many partitions does to keep within its open-files limit)."""
+        self._cursor.close()
+
     def close(self) -> None:
         """Release files, watches and the waiter's registration; closing twice is harmless."""
         if self.closed:

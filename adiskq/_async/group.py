@@ -32,7 +32,16 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from .._errors import ClosedError, DeserializationError, InvalidArgumentError, LockTimeoutError
+from .._errors import (
+    ClosedError,
+    DeserializationError,
+    Error,
+    InvalidArgumentError,
+    LockTimeoutError,
+    MessageKeptError,
+    NotAStreamError,
+)
+from .._sansio import retries as headers
 from .._sansio.decoding import MessageDecoder
 from .._sansio.naming import validate_group_name
 from .._sansio.tags import TagFilter
@@ -41,7 +50,13 @@ from .._storage.api import read as read_stored
 from .._storage.flocks import SHARED_LOCK_TIMEOUT_SECONDS
 from .._storage.lag import group_lag_now
 from .._storage.offsets import load_offsets, save_group_tags, update_offsets
-from .._storage.retries import RetrySettings, default_dead_letter_path, save_retry_settings
+from .._storage.retries import (
+    RetrySettings,
+    default_dead_letter_path,
+    retry_stream_path,
+    save_retry_settings,
+    unusable_stream_folder,
+)
 from .._storage.stream import StreamReader
 from . import wakeup
 from .arguments import Start, check_on_data_loss, check_start, positive_seconds
@@ -106,9 +121,19 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
     dead-letter stream at once; both count ``msg`` as processed (as ``commit`` does), so the
     messages behind it go on. ``msg.attempt`` counts deliveries (1 the first time); ``retry`` of a
     message delivered ``max_attempts`` times sends it to the dead-letter stream instead.
-    ``dead_letter_path``: that stream (created by the first dead letter; default
-    ``STREAM/groups/NAME/dead-letters``). A retry is stored (fsynced) in the group's retry stream
-    before ``retry`` returns, and the members share the retries as they share the partitions.
+    ``dead_letter_path``: that stream (default ``STREAM/groups/NAME/dead-letters``; checked when the
+    group opens, its folder created then if missing, the stream by the first dead letter). A retry
+    is stored (fsynced) in the group's retry stream before ``retry`` returns, and that record also
+    commits the message (a member killed right after ``retry`` neither loses the retry nor delivers
+    the message again at attempt 1); the members share the retries as they share the partitions.
+    Retries finished while an older one still waits are stored as finished with the commits, so
+    no member delivers them again. A ``dead_letter``/``retry`` that cannot store the message
+    raises ``MessageKeptError`` and keeps the partition's commit below the message until one of
+    them succeeds (or the member closes: the next holder delivers it again).
+
+    A named group stores where it starts each partition it has never committed in as it takes
+    the partition, so its lag counts that backlog before the first commit, and a later member
+    (or a restart) starts there, not at ``start`` again.
     """
 
     def __init__(
@@ -191,6 +216,7 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         # wanted tag since the last message it delivered (what a commit may step over).
         self._passed: dict[int, tuple[int, int]] = {}
         self._reading = False
+        self._unstored_starts: dict[int, int] = {}  # partitions without a commit: where this member began them
         super().__init__()
 
     _closed_message = "this consumer group was closed; open a new ConsumerGroup"
@@ -245,6 +271,17 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
     def _open_retries(self, stream_path: str, name: str) -> None:
         """The member's retries; where its dead letters go is stored when given (``adiskq retries`` reads it)."""
         dead_letter_path = self.dead_letter_path or default_dead_letter_path(stream_path, name)
+        # Checked now, not at the first dead letter or retry: one that cannot be stored fails late.
+        why = unusable_stream_folder(dead_letter_path, create=self.dead_letter_path is not None)
+        if why is not None:
+            raise InvalidArgumentError(
+                f"dead_letter_path={dead_letter_path!r} cannot hold the group's dead-letter stream: {why}. Give a "
+                "missing or empty folder (created with the first dead letter) or an adiskq stream"
+            )
+        retry_path = retry_stream_path(stream_path, name)
+        why = unusable_stream_folder(retry_path, create=False)
+        if why is not None:
+            raise NotAStreamError(retry_path, f"the group's retry stream: {why}; move it away")
         if self.max_attempts is not None or self.dead_letter_path is not None:
             save_retry_settings(stream_path, name, RetrySettings(dead_letter_path, self.max_attempts))
         self._retries = GroupRetries(
@@ -352,22 +389,55 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
             return
         # Read now, not at open: the previous holder stored its commits before giving the lease back.
         stored = {} if self.name is None else load_offsets(stream.path, self.name)
+        # Their retries first: each stored retry commits its message, stored yet or not.
+        retried_past = {} if self._retries is None else self._retries.hold(wanted)
         for partition in wanted:
             try:
-                self._follow(stream, notifier, partition, stored.get(partition))
+                self._follow(stream, notifier, partition, stored.get(partition), retried_past.get(partition))
             except BaseException:
-                if self._membership is not None:
-                    for unread in wanted:
-                        if unread not in self._followers:
+                for unread in wanted:
+                    if unread not in self._followers:
+                        if self._membership is not None:
                             self._membership.release(unread)
+                        if self._retries is not None:
+                            self._retries.release(unread)
                 raise
         self._known_partitions = max(self._known_partitions, stream.partition_count)
-        if self._retries is not None:
-            self._retries.hold(wanted)
+        self._store_starts()
 
-    def _follow(self, stream: StreamReader, notifier: Notifier, partition: int, committed: int | None) -> None:
+    def _store_starts(self) -> None:
+        """Store where this member starts the partitions the group never committed in, at once: so
+        the group's lag counts their backlog (from Python, the CLI and Prometheus alike) even if
+        no commit ever comes, and a member taking them over starts there too. (Blocking I/O on the
+        loop, once per partition in a group's life.)"""
+        starts, self._unstored_starts = self._unstored_starts, {}
+        if not starts or self.name is None or self._stream is None:
+            return
+        try:
+            update_offsets(self._stream.path, self.name, starts, timeout_seconds=0)
+        except (LockTimeoutError, OSError) as error:  # another member stores now: with the next store
+            logger.info("group %r: where it starts partitions %s is stored later: %s", self.name, list(starts), error)
+            for partition, position in starts.items():
+                self._ledger.commit(partition, position)
+            return
+        self._ledger.stored(starts)
+
+    def _follow(
+        self,
+        stream: StreamReader,
+        notifier: Notifier,
+        partition: int,
+        committed: int | None,
+        retried_past: int | None = None,
+    ) -> None:
+        """Read ``partition`` from its stored commit (``committed``), or from past the last message
+        a stored retry counts processed (``retried_past``) if that is further, else from ``start``."""
         reader = stream.partition(partition)
-        if committed is not None:
+        commit_retried = retried_past is not None and (committed is None or retried_past > committed)
+        if commit_retried:
+            assert retried_past is not None
+            position = min(retried_past, reader.bounds()[1])
+        elif committed is not None:
             position = min(committed, reader.bounds()[1])
         elif partition < self._partitions_at_open or not isinstance(self.start, str | int):
             position = reader.offset_of(self.start)
@@ -413,6 +483,11 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
                     return
             committed = position
         self._ledger.began(partition, position, committed)
+        if commit_retried:
+            # The member that retried died before storing this commit: store it with the next ones.
+            self._ledger.commit(partition, position)
+        elif committed is None and self.name is not None:
+            self._unstored_starts[partition] = position
 
     def _discover(self) -> bool:
         """Pick up partitions a producer added (``settings.json`` was replaced); True if any."""
@@ -503,7 +578,8 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
 
         Raises:
             ClosedError: the group was closed.
-            InvalidArgumentError: the group has no name, or this member no longer holds the partition.
+            InvalidArgumentError: the group has no name, this member no longer holds the partition,
+                or ``message`` names an offset past the partition's end (not one the group delivered).
         """
         if self._state != "open":
             if self.closed:
@@ -515,12 +591,21 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         if retries is not None and retries.active and retries.finish(message):
             return  # a retried message: its retry record is done
         partition = message.partition
-        if partition not in self._followers:
+        follower = self._followers.get(partition)
+        if follower is None:
             raise InvalidArgumentError(
                 f"partition {partition} is not held by this member of group {self.name!r} (it went to another "
                 "member, or never came here): its uncommitted messages are read again by its holder. Commit "
                 "each message (or batch) before asking the group for the next one"
             )
+        if message.offset >= follower.position:  # not read yet: is it there at all?
+            assert self._stream is not None
+            end = self._stream.partition(partition).bounds()[1]
+            if message.offset >= end:
+                raise InvalidArgumentError(
+                    f"commit() of offset {message.offset} of partition {partition}, which ends at {end}: commit "
+                    "the messages the group delivered (a commit past the end would skip messages not written yet)"
+                )
         next_offset = message.offset + 1
         passed = self._passed.get(partition)
         if passed is not None and passed[0] == next_offset:
@@ -541,22 +626,36 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
                 f"partition {message.partition} is not held by this member of group {self.name!r} (it went to "
                 "another member, or never came here): its holder delivers the message again"
             )
+        if retries.finished(message) or (
+            headers.retry_offset(message) is None and self._ledger.committed.get(message.partition, -1) > message.offset
+        ):
+            raise InvalidArgumentError(
+                f"{what} of message {message.offset} of partition {message.partition}, which is committed already "
+                "(by commit() of it or of a later message of its partition, or by an earlier retry() or "
+                "dead_letter()): a committed message is never delivered again. Call retry() or dead_letter() "
+                "instead of commit(), not after it"
+            )
         return retries
 
     async def retry(self, message: Message[KeyT, ValueT], *, delay: float = 0.0, reason: str | None = None) -> None:
         """Hand ``message`` back to the group after ``delay`` seconds (not before), and count it processed.
 
-        The message is stored in the group's retry stream (fsynced) before this returns, so a member
-        that dies afterwards loses no retry; whichever member then holds its partition delivers it
-        again once due, with ``attempt`` one higher (the messages behind it are not held back).
-        A message already delivered ``max_attempts`` times goes to the dead-letter stream instead,
-        with ``reason`` (if given) in its ``adiskq-reason`` header.
+        The message is stored in the group's retry stream (fsynced: it blocks the calling task
+        for one fsync) before this returns, and that record commits the message too, so a member
+        that dies afterwards neither loses the retry nor delivers the message again; whichever
+        member then holds its partition delivers it again once due, with ``attempt`` one higher
+        (the messages behind it are not held back). A message already delivered ``max_attempts``
+        times goes to the dead-letter stream instead, with ``reason`` (if given) in its
+        ``adiskq-reason`` header.
 
         Raises:
             ClosedError: the group was closed.
-            InvalidArgumentError: the group has no name, ``delay`` is negative, or this member no
-                longer holds the message's partition.
-            OSError: the retry could not be stored (nothing was stored; the message is not committed).
+            InvalidArgumentError: the group has no name, ``delay`` is negative, this member no
+                longer holds the message's partition, or the message is committed already (by
+                ``commit()``, or an earlier ``retry()`` or ``dead_letter()``).
+            MessageKeptError: the retry (or the dead letter, at ``max_attempts``) could not be
+                stored; the partition's commit stays below the message until a ``retry()`` or
+                ``dead_letter()`` of it succeeds, so it is delivered again if the member stops first.
             OffsetOutOfRangeError: a group with deserializers retries a message whose stored bytes
                 retention deleted meanwhile.
         """
@@ -572,25 +671,50 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
             return
         assert self._stream is not None
         with anyio.CancelScope(shield=True):  # stored and committed, or neither
-            await retries.retry(stored, delay=float(delay), reason=reason, partitions=self._known_partitions)
+            try:
+                await retries.retry(stored, delay=float(delay), reason=reason, partitions=self._known_partitions)
+            except (OSError, Error) as error:
+                raise self._kept(message, "retry()", f"the group's retry stream ({retries.path})", error) from error
+            self._let_go(message)
             self.commit(message)
         self._waiter.wake()  # a read waiting in another task looks again, with the new due time
 
-    async def dead_letter(self, message: Message[KeyT, ValueT], *, reason: str) -> None:
+    async def dead_letter(self, message: Message[KeyT, ValueT] | DeserializationError, *, reason: str) -> None:
         """Send ``message`` to the dead-letter stream now (fsynced), and count it processed.
 
         The dead letter keeps the message's value, key, tag and headers, and adds headers naming its
         source stream, partition and offset, the group, the attempts made and ``reason``.
 
+        ``message`` may also be the ``DeserializationError`` the group raised for a message its
+        deserializers could not decode: that message's stored bytes go to the dead-letter stream,
+        and the group reads on after it.
+
         Raises:
             ClosedError: the group was closed.
-            InvalidArgumentError: the group has no name, or this member no longer holds the message's partition.
-            OSError: the dead letter could not be stored (the message is not committed).
+            InvalidArgumentError: the group has no name, this member no longer holds the message's
+                partition, or the message is committed already.
+            MessageKeptError: the dead letter could not be stored; the partition's commit stays
+                below the message until a dead_letter() or retry() of it succeeds.
         """
-        retries = self._retrying(message, "dead_letter()")
         if not isinstance(reason, str):
             raise TypeError(f"reason is text (str), not {type(reason).__name__}")
+        if isinstance(message, DeserializationError):
+            await self._dead_letter_undecodable(message, reason)
+            return
+        retries = self._retrying(message, "dead_letter()")
         await self._dead_letter(retries, message, await self._as_stored(message), reason)
+
+    async def _dead_letter_undecodable(self, error: DeserializationError, reason: str) -> None:
+        """Dead-letter the stored bytes of the message ``error`` names, and read on past it."""
+        partition, offset = error.partition, error.offset
+        if self.closed:
+            raise ClosedError("this consumer group was closed; dead_letter() before closing it")
+        stored: Message[Any, Any] = await anyio.to_thread.run_sync(read_stored, self.path, partition, offset)
+        retries = self._retrying(stored, "dead_letter()")
+        await self._dead_letter(retries, stored, stored, reason)
+        follower = self._followers.get(partition)
+        if follower is not None and follower.position <= offset:
+            self.seek(partition, offset + 1)  # the failed read left it on the message
 
     async def _as_stored(self, message: Message[KeyT, ValueT]) -> Message[Any, Any]:
         """``message`` with its key and value as the stream stores them: with deserializers the group
@@ -606,8 +730,42 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         self, retries: GroupRetries, message: Message[KeyT, ValueT], stored: Message[Any, Any], reason: str
     ) -> None:
         with anyio.CancelScope(shield=True):  # stored and committed, or neither
-            await retries.dead_letter(stored, reason=reason)
+            try:
+                await retries.dead_letter(stored, reason=reason)
+            except (OSError, Error) as error:
+                where = f"dead_letter_path={retries.dead_letter_path!r}"
+                raise self._kept(message, "dead_letter()", where, error) from error
+            self._let_go(message)
             self.commit(message)
+            # Stored at once, as the dead letter was: a crash now must not send it there twice.
+            try:
+                await self._store_partitions([message.partition], carry_starts=False, wait_seconds=0)
+            except LockTimeoutError:
+                pass  # another member stores now: this commit goes with the next store
+            except OSError as error:
+                logger.warning("group %r: the commit after a dead letter is stored later: %s", self.name, error)
+
+    def _kept(self, message: Message[Any, Any], what: str, where: str, error: BaseException) -> MessageKeptError:
+        """``what`` failed to store ``message`` in ``where``: hold the partition's commit below the
+        message (it is read again unless a later try succeeds) and say so."""
+        if headers.retry_offset(message) is None:  # a retry's own record stays unfinished by itself
+            self._ledger.hold_below(message.partition, message.offset)
+        self._waiter.wake()
+        return MessageKeptError(
+            f"{what} could not store message {message.offset} of partition {message.partition} in {where} "
+            f"({type(error).__name__}: {error}). The message is kept: the group's commit of partition "
+            f"{message.partition} stays below it until a dead_letter() or retry() of it succeeds, and if this "
+            "member stops first, the message is delivered again",
+            partition=message.partition,
+            offset=message.offset,
+            parameter="dead_letter_path" if what == "dead_letter()" else "retry stream",
+            errno=error.errno if isinstance(error, OSError) else None,
+        )
+
+    def _let_go(self, message: Message[Any, Any]) -> None:
+        """A dead letter or retry of ``message`` succeeded: a hold a failed one made ends."""
+        if headers.retry_offset(message) is None:
+            self._ledger.let_go(message.partition, message.offset)
 
     @property
     def tags(self) -> frozenset[str] | None:
@@ -623,29 +781,41 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         """Store pending commits now (fsynced) instead of at the next interval.
 
         Raises:
-            ClosedError: the group was closed.
+            ClosedError: the group was closed, or never opened (``async with``).
             OSError: the offsets could not be stored (they stay pending and are stored later).
             LockTimeoutError: another member held the group's offsets for 30 s (it is stopped, or
                 frozen); the commits stay pending and are stored later.
         """
         if self.closed:
             raise ClosedError("this consumer group was closed")
+        if self._state != "open":
+            if self._awaiting_stream:
+                await anyio.lowlevel.checkpoint()
+                return  # the stream is not there yet: nothing was read, nothing to store
+            self._refuse_unopened()
+        pending = self._pending_partitions()
+        if pending:
+            await self._store_partitions(pending, carry_starts=False, wait_seconds=SHARED_LOCK_TIMEOUT_SECONDS)
+
+    def _pending_partitions(self) -> list[int]:
+        """The partitions with commits not stored yet: of the stream, or of its retries."""
         pending = self._ledger.pending
         retries = self._retries
         if retries is not None and retries.active:
-            pending = sorted({*pending, *retries.ledger.pending})
-        if pending:
-            await self._store_partitions(pending, carry_starts=False, wait_seconds=SHARED_LOCK_TIMEOUT_SECONDS)
+            return sorted({*pending, *retries.ledger.pending})
+        return pending
 
     async def _store(self) -> None:
         """The periodic store, on the reading task's way: it never waits for another member (one
         stopped while it stores holds the lock); the commits then stay pending for the next interval."""
-        pending = self._ledger.pending
+        pending = self._pending_partitions()
         if pending:
             try:
                 await self._store_partitions(pending, carry_starts=False, wait_seconds=0)
             except LockTimeoutError as error:
                 self._ledger.postpone()
+                if self._retries is not None:
+                    self._retries.ledger.postpone()
                 logger.info("group %r: commits stored later: %s", self.name, error)
 
     async def _store_partitions(self, partitions: list[int], *, carry_starts: bool, wait_seconds: float) -> None:
@@ -654,7 +824,7 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
             await self._write_offsets(self._ledger.to_store(partitions, carry_starts=carry_starts), wait_seconds)
             if self._retries is not None:
                 # After the source's: a retry is fsynced before the message it retries is committed.
-                await self._retries.store(partitions)
+                await self._retries.store(partitions, wait_seconds=wait_seconds)
 
     async def _write_offsets(self, offsets: dict[int, int], wait_seconds: float) -> None:
         """Store these offsets (the store lock held), waiting for another member's store at most
@@ -682,18 +852,21 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         """Partition -> messages left for this named group past its committed offsets.
 
         The offsets are those stored for the group, with this member's own commits (stored or not)
-        over them, and where it began the partitions it holds without a commit; partitions the
-        group never committed in, and no member reads, are left out (``adiskq groups`` shows
-        them as ``-``). For a group with ``tags``, only the messages left of those tags count.
-        Reads the stream's files in a worker thread (a group with tags reads their tag columns).
+        over them. A partition the group never committed in counts from where the group started
+        it (stored when a member first took it); partitions no member ever took are left out
+        (``adiskq groups`` shows them as ``-``). For a group with ``tags``, only the messages left
+        of those tags count. Reads the stream's files in a worker thread (a group with tags reads
+        their tag columns).
 
         Raises:
-            ClosedError: the group was closed.
+            ClosedError: the group was closed, or never opened (``async with``).
             InvalidArgumentError: the group has no name (its progress is nowhere to measure from).
             StreamNotFoundError: the stream does not exist (yet).
         """
         if self.closed:
             raise ClosedError("this consumer group was closed; its lag: adiskq.lag(path, name)")
+        if self._state != "open" and not self._awaiting_stream:
+            self._refuse_unopened()
         name = self.name
         if name is None:
             raise InvalidArgumentError(

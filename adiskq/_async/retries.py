@@ -28,9 +28,10 @@ from .._errors import InvalidArgumentError, StreamNotFoundError
 from .._sansio import retries as headers
 from .._sansio.core import encode_record
 from .._sansio.values import Message
+from .._storage.flocks import SHARED_LOCK_TIMEOUT_SECONDS
 from .._storage.offsets import load_offsets, update_offsets
 from .._storage.partition_reader import PartitionReader
-from .._storage.retries import RetryAppender, retry_stream_path
+from .._storage.retries import RetryAppender, load_finished, retry_stream_path, update_finished
 from .._storage.stream import StreamReader
 from .commits import CommitLedger
 
@@ -49,31 +50,56 @@ class _PartitionRetries:
     """One held partition of the retry stream: records read but not yet delivered (by due time),
     the offsets of every record read and not finished, and how far it has been read."""
 
-    __slots__ = ("cursor", "done", "unfinished", "waiting")
+    __slots__ = ("cursor", "done", "finished_before", "source_next", "unfinished", "waiting")
 
-    def __init__(self, reader: PartitionReader, position: int) -> None:
+    def __init__(self, reader: PartitionReader, position: int, finished_before: set[int]) -> None:
         self.cursor = reader.cursor(position)
         self.waiting: list[tuple[int, int, Message]] = []  # (due ns, retry offset, record), a heap
         # Offsets read and not finished, a heap; finished ones leave it lazily, through ``done``
         # (a flood of retries makes thousands pending: each finish stays O(log n)).
         self.unfinished: list[int] = []
         self.done: set[int] = set()
+        # Records a member finished (and stored so) above the stored retry commit: not delivered again.
+        self.finished_before = finished_before
+        # Past the source offset of every retry read: retry() counted each one's message processed,
+        # so the source partition is committed at least this far (stored or not when it returned).
+        self.source_next = 0
 
     def read_new(self) -> None:
         """Take the records appended since the last look into the heaps."""
         while batch := self.cursor.read(_READ_BATCH):
             for record in batch:
-                heapq.heappush(self.waiting, (headers.due_ns(record), record.offset, record))
                 heapq.heappush(self.unfinished, record.offset)
+                self.source_next = max(self.source_next, headers.source_of(record).offset + 1)
+                if record.offset in self.finished_before:
+                    self.finished_before.discard(record.offset)
+                    self.done.add(record.offset)
+                else:
+                    heapq.heappush(self.waiting, (headers.due_ns(record), record.offset, record))
+        self._drop_finished()
 
     def finish(self, offset: int) -> int:
         """Mark a delivered record done; returns the lowest offset not finished (all before it are done)."""
+        if self.unfinished and offset >= self.unfinished[0]:  # below it, the offset was finished and dropped already
+            self.done.add(offset)
+        return self._drop_finished()
+
+    def _drop_finished(self) -> int:
+        """Drop the finished records off the low end; returns the lowest offset not finished."""
         unfinished, done = self.unfinished, self.done
-        if unfinished and offset >= unfinished[0]:  # below it, the offset was finished and dropped already
-            done.add(offset)
         while unfinished and unfinished[0] in done:
             done.discard(heapq.heappop(unfinished))
         return unfinished[0] if unfinished else self.cursor.position
+
+    def is_finished(self, offset: int) -> bool:
+        """True if the record at ``offset`` (one read) is done."""
+        if offset in self.done:
+            return True
+        return offset < (self.unfinished[0] if self.unfinished else self.cursor.position)
+
+    def finished_above(self) -> list[int]:
+        """The records done above the lowest one not done (what a commit cannot say)."""
+        return sorted(self.done)
 
     def close(self) -> None:
         self.cursor.close()
@@ -105,15 +131,20 @@ class GroupRetries:
         self._reader: StreamReader | None = None
         self._appender = RetryAppender(stream_path, name)
         self._dead_letters: Producer | None = None  # opened on the first dead letter
+        self._stored_finished: dict[int, list[int]] = {}  # partition -> finished.json's list, as last stored
         self._next_due_ns: int | None = None
         self._write_lock = anyio.Lock()
 
     # -- partitions held ---------------------------------------------------------------------------
 
-    def hold(self, partitions: list[int]) -> None:
-        """This member reads these partitions now: read their retries, after the stored retry commits."""
+    def hold(self, partitions: list[int]) -> dict[int, int]:
+        """This member reads these partitions now: read their retries, after the stored retry
+        commits. Returns, per partition with retries, the source offset its commit is at least
+        (past every message a retry was stored for: ``retry()`` counts its message processed, and a
+        member may have died before that commit was stored)."""
         self._held.update(partitions)
         self.refresh()
+        return {p: self._partitions[p].source_next for p in partitions if p in self._partitions}
 
     def release(self, partition: int) -> None:
         """The partition went to another member (its retry commits were stored first)."""
@@ -122,6 +153,7 @@ class GroupRetries:
         if held is not None:
             held.close()
         self.ledger.forget(partition)
+        self._stored_finished.pop(partition, None)
         self._note_due()
 
     def refresh(self) -> None:
@@ -141,16 +173,22 @@ class GroupRetries:
             if max(missing) >= reader.partition_count:
                 reader.refresh()
             stored = load_offsets(self.path, self.name)
+            finished = load_finished(self.stream_path, self.name)
             for partition in missing:
                 if partition >= reader.partition_count:
                     continue
                 partition_reader = reader.partition(partition)
                 oldest, _ = partition_reader.bounds()
                 position = max(oldest, stored.get(partition, 0))
-                self._partitions[partition] = _PartitionRetries(partition_reader, position)
+                done = {offset for offset in finished.get(partition, ()) if offset >= position}
+                self._partitions[partition] = _PartitionRetries(partition_reader, position, done)
+                self._stored_finished[partition] = sorted(done)
                 self.ledger.began(partition, position, stored.get(partition))
-        for held in self._partitions.values():
+        for partition, held in self._partitions.items():
             held.read_new()
+            if held.unfinished or held.done:
+                continue
+            self.ledger.commit(partition, held.cursor.position)  # finished before: the commit moves past
         self.active = bool(self._partitions)
         self._note_due()
 
@@ -198,7 +236,16 @@ class GroupRetries:
                 "its holder delivers this retry again"
             )
         self.ledger.commit(message.partition, held.finish(offset))
+        self.ledger.touch(message.partition)  # its finished records are stored even if the commit stays
         return True
+
+    def finished(self, message: Message[Any, Any]) -> bool:
+        """True if ``message`` was delivered from the retry stream and its record is done already."""
+        offset = headers.retry_offset(message)
+        held = self._partitions.get(message.partition)
+        if offset is None or held is None:
+            return False
+        return held.is_finished(offset)
 
     # -- retrying and dead letters -----------------------------------------------------------------
 
@@ -255,13 +302,28 @@ class GroupRetries:
 
     # -- storing the retry stream's commits --------------------------------------------------------
 
-    async def store(self, partitions: list[int]) -> None:
-        """Store the retry commits pending for these partitions (the caller holds the group's store lock)."""
+    async def store(self, partitions: list[int], *, wait_seconds: float = SHARED_LOCK_TIMEOUT_SECONDS) -> None:
+        """Store the retry commits pending for these partitions, and the records finished above
+        them (the caller holds the group's store lock); ``LockTimeoutError`` after waiting
+        ``wait_seconds`` for another member's store."""
         offsets = self.ledger.to_store(partitions, carry_starts=False)
         if not offsets:
             return
-        path, name = self.path, self.name
-        await anyio.to_thread.run_sync(lambda: update_offsets(path, name, offsets))
+        finished = {}
+        for partition in offsets:
+            held = self._partitions.get(partition)
+            done = held.finished_above() if held is not None else []
+            if done != self._stored_finished.get(partition, []):
+                finished[partition] = done
+        stream_path, path, name = self.stream_path, self.path, self.name
+        if finished:
+            # Before the commits: a crash between the two leaves finished records listed that the
+            # old commit still covers (delivered again: at least once), never the other way round.
+            await anyio.to_thread.run_sync(
+                lambda: update_finished(stream_path, name, finished, timeout_seconds=wait_seconds)
+            )
+            self._stored_finished.update(finished)
+        await anyio.to_thread.run_sync(lambda: update_offsets(path, name, offsets, timeout_seconds=wait_seconds))
         self.ledger.stored(offsets)
         try:  # what is done for good need not stay on disk
             await anyio.to_thread.run_sync(self._appender.trim, offsets)

@@ -3,7 +3,9 @@
 The mapping, exact in both directions (the Kafka gateway's, ``adiskq/kafka/_records.py``):
 
 - a Kafka timestamp in milliseconds is stored as ``ms * 1_000_000`` nanoseconds; a negative one (no
-  timestamp), or any in a batch stamped LogAppendTime, is stored as the time of the write;
+  timestamp), or any in a batch stamped LogAppendTime, is stored as the time of the write. One past
+  ``MAX_TIMESTAMP_MS`` (in the year 2262) does not fit 64 bits of nanoseconds and is refused
+  (``TimestampRefusedError``: Kafka's INVALID_TIMESTAMP, which a client does not retry);
 - keys and values are bytes on both sides. Kafka also has null: a null key or value is stored as
   empty bytes plus the header ``NULLS_HEADER`` whose value names which were null (``key``,
   ``value`` or ``key,value``), added after the record's own headers;
@@ -37,9 +39,11 @@ from .run_entries import INDEX_ENTRY_BYTES
 
 __all__ = [
     "MAX_PLAIN_HEADERS",
+    "MAX_TIMESTAMP_MS",
     "NULLS_HEADER",
     "MappingRefusedError",
     "StoredRecords",
+    "TimestampRefusedError",
     "record_fields",
     "stored_records",
     "stored_records_reference",
@@ -49,11 +53,17 @@ NULLS_HEADER: Final = "adiskq.kafka.null"
 # Records with more headers than this are left to the step by step path (the compiled check for a
 # repeated name compares each name with those before it).
 MAX_PLAIN_HEADERS: Final = 64
+# The latest Kafka timestamp adiskq stores: its nanoseconds are the largest that fit an int64.
+MAX_TIMESTAMP_MS: Final = (2**63 - 1) // 1_000_000
 _NULL_TEXT: Final = {(True, False): b"key", (False, True): b"value", (True, True): b"key,value"}
 
 
 class MappingRefusedError(ValueError):
     """A Kafka record adiskq cannot store exactly; the message says why and what to send instead."""
+
+
+class TimestampRefusedError(MappingRefusedError):
+    """A Kafka timestamp later than adiskq stores (``MAX_TIMESTAMP_MS``)."""
 
 
 class StoredRecords(NamedTuple):
@@ -102,7 +112,16 @@ def record_fields(
     if key is None or value is None:
         headers = headers or {}
         headers[NULLS_HEADER] = _NULL_TEXT[key is None, value is None]
-    timestamp_ns = now_ns if log_append or record.timestamp_ms < 0 else record.timestamp_ms * 1_000_000
+    timestamp_ms = record.timestamp_ms
+    if log_append or timestamp_ms < 0:
+        timestamp_ns = now_ns
+    elif timestamp_ms > MAX_TIMESTAMP_MS:
+        raise TimestampRefusedError(
+            f"timestamp {timestamp_ms} ms is later than adiskq stores (nanoseconds in 64 bits: up to "
+            f"{MAX_TIMESTAMP_MS} ms, in the year 2262); send a timestamp in milliseconds, or none"
+        )
+    else:
+        timestamp_ns = timestamp_ms * 1_000_000
     return b"" if value is None else value, b"" if key is None else key, headers, timestamp_ns
 
 

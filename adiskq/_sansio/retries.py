@@ -23,7 +23,7 @@ at attempt 1.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from .values import ATTEMPT_HEADER, Message
 
@@ -138,7 +138,7 @@ def delivered(record: Message) -> Message:
     )
 
 
-def retry_offset(message: Message) -> int | None:
+def retry_offset(message: Message[Any, Any]) -> int | None:
     """The retry record a delivered message came from (None: it was read from its stream)."""
     headers = message.headers
     return _number(headers, RETRY_OFFSET_HEADER) if headers else None

@@ -1,10 +1,11 @@
 """Check a whole stream, and repair what can be repaired: structured findings, no advice.
 
 ``check_stream`` reads only: every segment of every partition (``verify.check_segment``), then the
-groups' offsets. ``repair_stream`` needs the stream to itself: it opens the stream as its producer
-would, which runs crash recovery on every partition's active segment (checked record by record,
-also one a clean close vouches for: damage that kept a file's size and time stamp is what a check
-may have found there), and rebuilds the index files of sealed segments whose data is sound. The
+groups' offsets (an offset past its partition's end is a note, not a problem: Kafka allows it).
+``repair_stream`` needs the stream to itself: it opens the stream as its producer would, which runs
+crash recovery on every partition's active segment (checked record by record, also one a clean
+close vouches for: damage that kept a file's size and time stamp is what a check may have found
+there), and rebuilds the index files of sealed segments whose data is sound. The
 command line words the findings and says what to do (``adiskq.cli.check``).
 """
 
@@ -36,6 +37,8 @@ class CheckResult(NamedTuple):
     records: int
     data_bytes: int
     owner: dict[str, object] | None  # the producer writing the stream meanwhile, if any
+    # What is worth knowing but is no damage: a group's offset committed past its partition's end
+    notes: list[Problem]
 
 
 def check_stream(
@@ -93,8 +96,9 @@ def check_stream(
         records += result.records
         problems.extend(result.problems)
         next_offsets[segment.partition] = result.next_offset
-    problems.extend(check_groups(stream, next_offsets))
-    return CheckResult(problems, unreadable, stream.partition_count, len(segments), records, sum(sizes), owner)
+    notes: list[Problem] = []
+    problems.extend(check_groups(stream, next_offsets, notes))
+    return CheckResult(problems, unreadable, stream.partition_count, len(segments), records, sum(sizes), owner, notes)
 
 
 def repair_stream(stream_path: str, problems: list[Problem]) -> list[str]:

@@ -11,7 +11,13 @@ Layout, beside the group's offsets:
                                      how far the group has finished its retries: per partition, the
                                      lowest retry record not yet done (records are delivered in the
                                      order they fall due, so some after it may be done already; a
-                                     member that takes the partition over delivers those again)
+                                     member that takes the partition over skips those listed in
+                                     finished.json)
+    groups/NAME/retries/groups/NAME/finished.json
+                                     {"p": [retry offsets]}: per partition, the retry records at or
+                                     above its retry commit that are done already (stored with the
+                                     commits, under finished.lock), so that no member delivers a
+                                     finished retry again while an older one still waits
     groups/NAME/dead-letters.json    {"path": ..., "max_attempts": ...}: where the group sends its
                                      dead letters (kept so that ``adiskq retries`` finds them)
     groups/NAME/dead-letters/        the dead-letter stream when the group names none
@@ -31,6 +37,7 @@ from .._errors import SettingsMismatchError, StreamNotFoundError
 from .._sansio import retries as headers
 from .._sansio.values import Message
 from .files import DEFAULT_FILE_MODE, atomic_write_json, read_json
+from .flocks import SHARED_LOCK_TIMEOUT_SECONDS, FileLock
 from .offsets import ensure_group_dir, group_dir, load_offsets
 from .stream import StreamReader, StreamWriter
 
@@ -39,10 +46,13 @@ __all__ = [
     "RetryAppender",
     "RetrySettings",
     "default_dead_letter_path",
+    "load_finished",
     "load_retry_settings",
     "pending_retries",
     "retry_stream_path",
     "save_retry_settings",
+    "unusable_stream_folder",
+    "update_finished",
 ]
 
 RETRIES_DIR: Final = "retries"
@@ -51,6 +61,8 @@ RETRIES_DIR: Final = "retries"
 RETRY_SEGMENT_BYTES: Final = 1 << 20
 DEAD_LETTERS_DIR: Final = "dead-letters"
 SETTINGS_FILE: Final = "dead-letters.json"
+FINISHED_FILE: Final = "finished.json"
+FINISHED_LOCK: Final = "finished.lock"
 
 
 class RetrySettings(NamedTuple):
@@ -90,6 +102,77 @@ def save_retry_settings(stream_path: str, name: str, settings: RetrySettings, *,
     if os.path.exists(path) and load_retry_settings(stream_path, name) == settings:
         return
     atomic_write_json(path, {"path": settings.dead_letter_path, "max_attempts": settings.max_attempts}, mode=mode)
+
+
+def unusable_stream_folder(path: str, *, create: bool) -> str | None:
+    """Why a stream cannot be written at ``path``, or None if it can (a stream, an empty folder, or
+    nothing yet under a folder that takes one). ``create`` makes the folder now if it is missing."""
+    if os.path.lexists(path):
+        if not os.path.isdir(path):
+            return "it is a file, not a folder"
+        if not os.path.exists(os.path.join(path, "settings.json")) and os.listdir(path):
+            return "it is a folder of other files, not an adiskq stream"
+        if not os.access(path, os.W_OK | os.X_OK):
+            return "this process may not write in it"
+        return None
+    if create:
+        try:
+            os.makedirs(path)
+        except FileExistsError:
+            return None  # made meanwhile (another member)
+        except OSError as error:
+            return f"it cannot be created: {error.strerror or error}"
+        return None
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return f"{parent} is a file, not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"this process may not write in {parent}"
+    return None
+
+
+def load_finished(stream_path: str, name: str) -> dict[int, set[int]]:
+    """Partition -> the retry records done above the group's stored retry commit (empty where none,
+    or for a file this module did not write: those retries are then delivered again, at least once)."""
+    path = os.path.join(group_dir(retry_stream_path(stream_path, name), name), FINISHED_FILE)
+    try:
+        data = read_json(path)
+    except (FileNotFoundError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    finished: dict[int, set[int]] = {}
+    for partition, offsets in data.items():
+        if isinstance(partition, str) and partition.isdigit() and isinstance(offsets, list):
+            finished[int(partition)] = {o for o in offsets if isinstance(o, int) and not isinstance(o, bool)}
+    return finished
+
+
+def update_finished(
+    stream_path: str,
+    name: str,
+    finished: Mapping[int, list[int]],
+    *,
+    mode: int = DEFAULT_FILE_MODE,
+    timeout_seconds: float = SHARED_LOCK_TIMEOUT_SECONDS,
+) -> None:
+    """Store these partitions' finished retry records over the stored ones (other partitions kept;
+    an empty list drops the partition), atomically and fsynced, under the group's ``finished.lock``."""
+    directory = ensure_group_dir(retry_stream_path(stream_path, name), name, durable=True, mode=mode)
+    lock = FileLock(os.path.join(directory, FINISHED_LOCK), mode=mode, stream_path=stream_path)
+    try:
+        lock.acquire(timeout_seconds)
+        stored = {p: sorted(o) for p, o in load_finished(stream_path, name).items()}
+        merged = {**stored, **finished}
+        merged = {p: offsets for p, offsets in merged.items() if offsets}
+        if merged != stored:
+            atomic_write_json(
+                os.path.join(directory, FINISHED_FILE), {str(p): merged[p] for p in sorted(merged)}, mode=mode
+            )
+    finally:
+        lock.close()
 
 
 class RetryAppender:
@@ -196,14 +279,15 @@ class PendingRetry(NamedTuple):
 
 
 def pending_retries(stream_path: str, name: str, *, limit: int | None = None) -> list[PendingRetry]:
-    """The group's retries from its stored retry offsets on (done ones above those offsets
-    included), by partition and offset; empty when the group never retried."""
+    """The group's retries not done yet, from its stored retry offsets on (those stored as finished
+    left out), by partition and offset; empty when the group never retried."""
     path = retry_stream_path(stream_path, name)
     try:
         stream = StreamReader.open(path)
     except StreamNotFoundError:
         return []
     stored = load_offsets(path, name)
+    finished = load_finished(stream_path, name)
     found: list[PendingRetry] = []
     for partition in range(stream.partition_count):
         reader = stream.partition(partition)
@@ -211,6 +295,8 @@ def pending_retries(stream_path: str, name: str, *, limit: int | None = None) ->
         with reader.cursor(max(oldest, stored.get(partition, 0))) as cursor:
             while batch := cursor.read(1000):
                 for record in batch:
+                    if record.offset in finished.get(partition, ()):
+                        continue
                     found.append(PendingRetry(record.offset, headers.due_ns(record), headers.delivered(record)))
                     if limit is not None and len(found) >= limit:
                         return found

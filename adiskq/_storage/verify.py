@@ -710,8 +710,10 @@ def _check_timeindex(
             )
 
 
-def check_groups(stream: StreamReader, next_offsets: dict[int, int]) -> Iterator[Problem]:
-    """Committed offsets that cannot be read, or that point past the end of their partition.
+def check_groups(stream: StreamReader, next_offsets: dict[int, int], notes: list[Problem]) -> Iterator[Problem]:
+    """Committed offsets that cannot be read, or that name a partition the stream lacks; ``notes``
+    gets those past the end of their partition, which are no damage: Kafka lets a group commit any
+    offset (a reset to a future offset, a client's choice), and the gateway stores what it commits.
 
     ``next_offsets`` holds the end of each partition whose end is known.
     """
@@ -728,9 +730,14 @@ def check_groups(stream: StreamReader, next_offsets: dict[int, int]) -> Iterator
                     path, None, f"group {name!r} has an offset for partition {partition}, which the stream lacks"
                 )
             elif partition in next_offsets and offset > next_offsets[partition]:
-                yield Problem(
-                    path,
-                    None,
-                    f"group {name!r} committed offset {offset} of partition {partition}, past its end (next offset "
-                    f"{next_offsets[partition]}): move it with `adiskq offsets --group {name} --reset-to newest`",
+                notes.append(
+                    Problem(
+                        path,
+                        None,
+                        f"group {name!r} committed offset {offset} of partition {partition}, past its end (next "
+                        f"offset {next_offsets[partition]}). Not damage: Kafka lets a group commit any offset. "
+                        "If the group is to read the messages written from now on, move it: "
+                        f"`adiskq offsets --group {name} --reset-to newest`",
+                        partition=partition,
+                    )
                 )

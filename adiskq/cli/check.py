@@ -60,6 +60,8 @@ def report(result: CheckResult, stream_path: str, shown_path: str, *, repairing:
             f"; a producer is writing (pid {result.owner.get('pid', '?')} on host {result.owner.get('host', '?')}), "
             "so the unindexed tails of the active segments were not checked"
         )
+    for note in result.notes:
+        out.print(f"note: {_where(note, stream_path, shown_path)}", markup=False, highlight=False)
     if not result.problems and not result.unreadable:
         out.print(f"{checked}: no problems", markup=False)
         return
@@ -109,6 +111,25 @@ def _locked(stream_path: str, holder: str | None) -> Failure:
     )
 
 
+def _unfinished_creations(root: str, names: list[str], repair: bool) -> None:
+    """A folder of streams (a Kafka gateway's root) holding stream creations a crash cut short:
+    named, and removed with --repair (a gateway removes them itself when it starts)."""
+    from .._storage.stream_creation import remove_leftovers
+
+    out = console()
+    shown = ", ".join(names)
+    if not repair:
+        out.print(
+            f"{root} holds {len(names)} topic creation{'s' if len(names) != 1 else ''} that did not finish "
+            f"({shown}): no topic of it was published. A Kafka gateway serving {root} removes them when it "
+            f"starts; `adiskq check --repair {root}` removes them now",
+            markup=False,
+        )
+        raise click.exceptions.Exit(1)
+    removed = remove_leftovers(root)
+    out.print(f"removed {', '.join(removed)}: topic creations that did not finish", markup=False)
+
+
 @click.command()
 @click.argument("path", type=click.Path(path_type=str))
 @click.option("--repair", is_flag=True, help="Fix what can be fixed (needs the stream to itself), then check again.")
@@ -116,7 +137,8 @@ def check(path: str, repair: bool) -> None:
     """Verify every record (size, magic, CRC) and every index entry of a stream.
 
     Reads every segment of every partition and prints each problem with its file and byte
-    position. Exit status 0 only when the stream is sound. With --repair, it cuts torn tails,
+    position, and notes on what is no damage (a group's offset committed past its partition's end,
+    which Kafka allows). Exit status 0 only when the stream is sound. With --repair, it cuts torn tails,
     rebuilds index files from the data, and says what it changed; it refuses while a producer
     has the stream open. Damage inside sealed segments is reported with what you can do.
 
@@ -126,7 +148,11 @@ def check(path: str, repair: bool) -> None:
       adiskq check orders --repair
     """
     from .._storage.stream import StreamReader
+    from .._storage.stream_creation import leftovers
 
+    if not os.path.exists(os.path.join(path, "settings.json")) and leftovers(path):
+        _unfinished_creations(path, leftovers(path), repair)
+        return
     stream = StreamReader.open(os.fspath(path))
     result = run_check(stream)
     report(result, stream.path, path, repairing=repair)

@@ -40,34 +40,60 @@ MAX_STORED_RECORDS: Final = 8192
 
 
 def read_batch(
-    follower: PartitionFollower, max_bytes: int, max_count: int = MAX_STORED_RECORDS
+    follower: PartitionFollower, max_bytes: int, max_count: int = MAX_STORED_RECORDS, *, at_least_one: bool = True
 ) -> tuple[bytes, int] | None:
     """The partition's next records (up to ``max_count``, and ``max_bytes`` of stored records but
     at least one) as one Kafka record batch, and how many records it holds, the follower moved past
     them; None when caught up.
+
+    ``at_least_one=False``: the batch itself is at most ``max_bytes`` (fewer records, as many as
+    fit), and ``(b"", 0)`` (the follower not moved) when not even the next record fits. Kafka lets
+    only the first batch of a response exceed the request's limits (KIP-74); a client sizes its
+    receive buffer from them, and librdkafka drops a response larger than that.
 
     The stored records go straight to the batch (``batch_from_stored``: no Message a record). A run
     off that path (a damaged record, a value whose dictionary is not loaded yet, a record that
     repeats a header name) is read as Messages instead (up to MAX_FETCH_MESSAGES), as every reader
     reads it: that read returns the records before a damaged one, and the read that reaches it
     raises the error that names it."""
-    run = follower.peek_stored(max_count, max_bytes)
-    if run is None:
-        return None
-    batch = batch_from_stored(
-        run.data,
-        run.first_offset,
-        run.record_count,
-        max_record_bytes=run.max_record_bytes,
-        dictionaries=run.dictionaries,
-        nulls_header=NULLS_HEADER,
-    )
-    if batch is not None:
-        follower.skip(run.record_count)
-        return batch, run.record_count
+    while True:
+        run = follower.peek_stored(max_count, max_bytes)
+        if run is None:
+            return None
+        batch = batch_from_stored(
+            run.data,
+            run.first_offset,
+            run.record_count,
+            max_record_bytes=run.max_record_bytes,
+            dictionaries=run.dictionaries,
+            nulls_header=NULLS_HEADER,
+        )
+        if batch is None:
+            break
+        count = run.record_count
+        del run
+        if at_least_one or len(batch) <= max_bytes:
+            follower.skip(count)
+            return batch, count
+        if count == 1:
+            return _NOTHING_FITS
+        max_count = count // 2  # (rare: the stored records are larger than their Kafka records)
     del run  # (a view of a mapped segment: let go of it before the segment may be closed)
-    messages = follower.read(min(max_count, MAX_FETCH_MESSAGES), max_bytes)
-    return (batch_from_messages(messages), len(messages)) if messages else None
+    while True:
+        position = follower.position
+        messages = follower.read(min(max_count, MAX_FETCH_MESSAGES), max_bytes)
+        if not messages:
+            return None
+        batch = batch_from_messages(messages)
+        if at_least_one or len(batch) <= max_bytes:
+            return batch, len(messages)
+        follower.seek(position)
+        if len(messages) == 1:
+            return _NOTHING_FITS
+        max_count = len(messages) // 2
+
+
+_NOTHING_FITS: Final = (b"", 0)  # ``read_batch`` without at_least_one: not even one record fits
 
 
 def _no_skip(partition: int, first: int, last_exclusive: int) -> None:
@@ -124,10 +150,12 @@ class FetchSession:
             self.close()
             self._generation = self._topics.generation
         key = (topic, partition)
+        budget = self._topics.budget
         follower = self._followers.get(key)
         if follower is not None:
             if follower.position == offset:
                 return follower
+            budget.reader_gone(follower)
             follower.close()
             del self._followers[key]
         follower = PartitionFollower(
@@ -142,6 +170,11 @@ class FetchSession:
         )
         self._followers[key] = follower
         return follower
+
+    def reading(self, follower: PartitionFollower) -> None:
+        """``follower`` is about to read: it goes last in the gateway's order of readers, and the
+        readers used longest ago close their files if more are open than the budget allows."""
+        self._topics.budget.reader_used(follower, follower.release_files)
 
     async def wait(self, followers: list[PartitionFollower], seconds: float) -> bool:
         """Sleep until a wake-up for one of ``followers`` or ``seconds`` pass; the caller armed the
@@ -176,4 +209,5 @@ class FetchSession:
         self._oldest.clear()
         followers, self._followers = list(self._followers.values()), {}
         for follower in followers:
+            self._topics.budget.reader_gone(follower)
             follower.close()

@@ -5,7 +5,8 @@ The mapping, exact in both directions (its rules are written, and applied, in
 
 - offsets are the partition's offsets; a Kafka timestamp in milliseconds is stored as
   ``ms * 1_000_000`` nanoseconds and read back as ``ns // 1_000_000`` (so a Kafka record round-trips
-  exactly, and a library message's sub-millisecond part is dropped on its way to Kafka);
+  exactly, and a library message's sub-millisecond part is dropped on its way to Kafka); one later
+  than the year 2262, whose nanoseconds do not fit 64 bits, is refused with INVALID_TIMESTAMP;
 - keys and values are bytes on both sides. Kafka also has null: a null key or value is stored as
   empty bytes plus the header ``adiskq.kafka.null`` whose value names which were null (``key``,
   ``value`` or ``key,value``), and read back to Kafka as null, without that header. A library
@@ -16,28 +17,35 @@ The mapping, exact in both directions (its rules are written, and applied, in
 
 A Produce's batches are decoded straight to the bytes adiskq stores and their index entries
 (``decode_produce``: one compiled call a batch, no ``KafkaRecord``, ``Record`` or bytes object a
-message) and written as they are (``write_records``). A request off that path (a record the
-mapping refuses, damaged bytes, a LogAppendTime batch) is decoded step by step instead, which names
-the fault.
+message) and written as they are (``write_records``: ``adiskq/_async/partition_writes.py``, the
+package's interface to a producer for writes to a chosen partition). A request off that path (a
+record the mapping refuses, damaged bytes, a LogAppendTime batch) is decoded step by step instead,
+which names the fault.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final, TypeAlias, cast
+from typing import Final, cast
 
-from .._sansio.codec import NEED_MORE, decode_record
+from .._async.partition_writes import Writable as ToWrite
+from .._async.partition_writes import write as write_records
+from .._async.partition_writes import write_now as write_records_now
 from .._sansio.kafka_batch import KafkaBatch, KafkaRecord, decode_batches, encode_batch_from_messages
 from .._sansio.kafka_codec import DEFAULT_MAX_BYTES, LOG_APPEND_TIME
 from .._sansio.kafka_codec import decode_batches as decode_batches_with
-from .._sansio.kafka_mapping import NULLS_HEADER, MappingRefusedError, StoredRecords, record_fields, stored_records
+from .._sansio.kafka_mapping import (
+    NULLS_HEADER,
+    MappingRefusedError,
+    StoredRecords,
+    TimestampRefusedError,
+    record_fields,
+    stored_records,
+)
 from .._sansio.native import NATIVE
-from .._sansio.run_entries import place_run_entries, run_records
+from .._sansio.run_entries import place_run_entries
 from .._sansio.values import Message, Record
-
-if TYPE_CHECKING:
-    from .._async.producer import Producer
 
 __all__ = [
     "NULLS_HEADER",
@@ -53,16 +61,15 @@ __all__ = [
 
 _TIMESTAMP_LOG_APPEND: Final = LOG_APPEND_TIME  # batch attributes bit 3: the broker stamps the records
 
-# What a Produce writes to one partition: records encoded already, or Records to encode.
-ToWrite: TypeAlias = StoredRecords | list[Record]
-
 
 class RecordRefusedError(ValueError):
-    """A record adiskq cannot store exactly; ``index`` is its position among the request's records."""
+    """A record adiskq cannot store exactly; ``index`` is its position among the request's records,
+    ``bad_timestamp`` says it is refused for its timestamp (Kafka's INVALID_TIMESTAMP)."""
 
-    def __init__(self, message: str, index: int) -> None:
+    def __init__(self, message: str, index: int, *, bad_timestamp: bool = False) -> None:
         super().__init__(message)
         self.index = index
+        self.bad_timestamp = bad_timestamp
 
 
 class _OffThePlainPath(Exception):
@@ -133,7 +140,8 @@ def records_from_batches(batches: Sequence[KafkaBatch]) -> ToWrite:
             try:
                 value, key, headers, timestamp_ns = record_fields(record, now_ns, log_append)
             except MappingRefusedError as error:
-                raise RecordRefusedError(str(error), index) from None
+                bad_timestamp = isinstance(error, TimestampRefusedError)
+                raise RecordRefusedError(str(error), index, bad_timestamp=bad_timestamp) from None
             records.append(Record(value, key, headers, timestamp_ns))
             index += 1
     return records
@@ -160,43 +168,6 @@ def _joined(runs: list[StoredRecords]) -> StoredRecords:
         b"".join([run.key_hashes for run in runs]),
         max(run.largest for run in runs),
     )
-
-
-async def write_records(producer: Producer[str | bytes, bytes], partition: int, records: ToWrite) -> int:
-    """Write one partition's share, whole or not at all; the offset of its first record (the rest
-    follow it). Raises what the producer's push raises (``PartialWriteError``: part was written)."""
-    if not isinstance(records, StoredRecords):
-        return (await producer._push_to_partition(partition, records))[0].offset
-    if producer._takes_encoded:
-        return await producer._push_run_to_partition(
-            partition, records.data, records.index_entries, records.time_entries, records.key_hashes, records.largest
-        )
-    return (await producer._push_to_partition(partition, _as_records(records)))[0].offset
-
-
-def write_records_now(producer: Producer[str | bytes, bytes], partition: int, records: ToWrite) -> int | None:
-    """``write_records`` without awaiting: the first record's offset if the partition could take the
-    share at once (``Producer._push_to_partition_now``), None (nothing written) if it has to wait."""
-    if not isinstance(records, StoredRecords):
-        receipts = producer._push_to_partition_now(partition, records)
-    elif producer._takes_encoded:
-        return producer._push_run_to_partition_now(
-            partition, records.data, records.index_entries, records.time_entries, records.key_hashes, records.largest
-        )
-    else:
-        receipts = producer._push_to_partition_now(partition, _as_records(records))
-    return None if receipts is None else receipts[0].offset
-
-
-def _as_records(records: StoredRecords) -> list[Record]:
-    """The records' fields, to be encoded as any push's (for a stream that compresses its values)."""
-    return [_as_record(record) for record in run_records(records.data, records.index_entries)]
-
-
-def _as_record(stored: bytes) -> Record:
-    decoded = decode_record(stored)
-    assert decoded is not NEED_MORE
-    return Record(decoded.value, decoded.key, dict(decoded.headers) or None, decoded.timestamp_ns)
 
 
 def batch_from_messages(messages: Sequence[Message]) -> bytes:

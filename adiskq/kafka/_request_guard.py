@@ -7,6 +7,10 @@ gateway down. Every element of a Kafka array takes at least one byte on the wire
 bytes field takes its length in bytes, so a count or length larger than the bytes left in the request
 cannot be honest: it is refused here (``ProtocolError``, naming the field) before kio allocates.
 
+A null where Kafka's schema has none (an array, string or bytes field that is not nullable: a
+ListOffsets request whose topics are null) is refused here too, as Kafka's own readers refuse it:
+kio would read it as None, which the handlers, written for the schema, do not expect.
+
 The check walks the request the way kio's reader will, from the same schema (kio's dataclass for the
 API and version, whose fields carry ``metadata["kafka_type"]``). Encodings, as kio reads them:
 
@@ -96,6 +100,10 @@ def _negative(what: str, field: str, value: int) -> GuardError:
     return GuardError(f"{field}: {what} {value} is negative and not -1 (null)")
 
 
+def _null(field: str) -> GuardError:
+    return GuardError(f"{field} is null, which Kafka's schema does not allow for it")
+
+
 class _Emitter:
     """Python source for one schema's walk; ``at`` is the position, ``n`` the request's length."""
 
@@ -150,7 +158,8 @@ class _Emitter:
             inner = _Emitter()
             inner.serial, inner.functions, inner.tag_tables = self.serial, self.functions, self.tag_tables
             # A tagged field is never null: its absence is how it is left out (kio reads it so).
-            inner.field("    ", field, True, False, field_path)
+            # Its null on the wire is left to kio, as before: only untagged fields are refused.
+            inner.field("    ", field, True, False, field_path, refuse_null=False)
             inner.flush("    ")
             self.serial = inner.serial
             body = inner.lines or ["    pass"]
@@ -163,11 +172,24 @@ class _Emitter:
         self.emit(indent, "else:")
         self.emit(indent + "    ", f"at = _tags(data, at, n, _TAG_TABLES[{tables}], {path + ' tagged fields'!r})")
 
-    def field(self, indent: str, field: dataclasses.Field[Any], flexible: bool, optional: bool, path: str) -> None:
+    def field(
+        self,
+        indent: str,
+        field: dataclasses.Field[Any],
+        flexible: bool,
+        optional: bool,
+        path: str,
+        *,
+        refuse_null: bool = True,
+    ) -> None:
+        # A null where the schema has no null (an array, string or bytes field that is not
+        # nullable) is refused, as Kafka's generated readers refuse it ("non-nullable field ...
+        # was serialized as null"): kio would read it as None, which no handler expects.
+        nullable = optional or not refuse_null
         kind = classify_field(field)
         match kind:
             case PrimitiveField():
-                self.primitive(indent, get_schema_field_type(field), flexible, path)
+                self.primitive(indent, get_schema_field_type(field), flexible, path, nullable)
             case EntityField(entity):
                 if optional:
                     self.emit(indent, "if data[at] != 0xFF:")  # i8 -1: null, nothing follows
@@ -182,11 +204,25 @@ class _Emitter:
                 kafka_type = get_schema_field_type(field)
                 size = _FIXED_SIZES.get(kafka_type)
                 element = f"{path}[]"
-                self.array(indent, flexible, element, size, lambda i: self.primitive(i, kafka_type, flexible, element))
+                self.array(
+                    indent,
+                    flexible,
+                    element,
+                    size,
+                    lambda i: self.primitive(i, kafka_type, flexible, element, nullable),
+                    nullable,
+                )
             case EntityTupleField(entity):
-                self.array(indent, flexible, f"{path}[]", None, lambda inner: self.entity(inner, entity, path + "[]"))
+                self.array(
+                    indent,
+                    flexible,
+                    f"{path}[]",
+                    None,
+                    lambda inner: self.entity(inner, entity, path + "[]"),
+                    nullable,
+                )
 
-    def primitive(self, indent: str, kafka_type: str, flexible: bool, path: str) -> None:
+    def primitive(self, indent: str, kafka_type: str, flexible: bool, path: str, nullable: bool) -> None:
         size = _FIXED_SIZES.get(kafka_type)
         if size is not None:
             self.pending += size
@@ -201,6 +237,9 @@ class _Emitter:
             self.emit(indent + "    ", "if size > n - at:")
             self.emit(indent + "        ", f"raise _too_long({what!r}, {path!r}, size, n - at)")
             self.emit(indent + "    ", "at += size")
+            if not nullable:
+                self.emit(indent, "else:")
+                self.emit(indent + "    ", f"raise _null({path!r})")
             return
         reader = "_I16" if kafka_type == "string" else "_I32"
         self.emit(indent, f"size = {reader}(data, at)[0]")
@@ -211,8 +250,19 @@ class _Emitter:
         self.emit(indent + "    ", "at += size")
         self.emit(indent, "elif size != -1:")
         self.emit(indent + "    ", f"raise _negative({what!r}, {path!r}, size)")
+        if not nullable:
+            self.emit(indent, "else:")
+            self.emit(indent + "    ", f"raise _null({path!r})")
 
-    def array(self, indent: str, flexible: bool, path: str, size: int | None, element: Callable[[str], None]) -> None:
+    def array(
+        self,
+        indent: str,
+        flexible: bool,
+        path: str,
+        size: int | None,
+        element: Callable[[str], None],
+        nullable: bool,
+    ) -> None:
         count = self.name("count")
         if flexible:
             self.uvarint(indent, count)
@@ -222,6 +272,9 @@ class _Emitter:
             self.pending += 4
             self.emit(indent, f"if {count} < -1:")
             self.emit(indent + "    ", f"raise _negative('count', {path!r}, {count})")
+        if not nullable:
+            self.emit(indent, f"if {count} == -1:")
+            self.emit(indent + "    ", f"raise _null({path[:-2]!r})")
         # Every element takes at least one byte, a fixed-size one exactly its size.
         self.emit(indent, f"if {count} * {size or 1} > n - at:")
         self.emit(indent + "    ", f"raise _too_long('count', {path!r}, {count}, n - at)")
@@ -282,6 +335,7 @@ def _compile(schema: type[Any]) -> tuple[RequestGuard, str]:
         "_read_uvarint": _read_uvarint,
         "_too_long": _too_long,
         "_negative": _negative,
+        "_null": _null,
         "_tags": _tags,
     }
     exec(compile(source, f"<request guard of {schema.__name__} v{schema.__version__}>", "exec"), namespace)  # noqa: S102 (our own source, from kio's schema)

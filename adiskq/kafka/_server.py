@@ -31,12 +31,14 @@ import sniffio
 from kio.schema.errors import ErrorCode
 
 from .._errors import ClosedError, InvalidArgumentError
+from .._storage.stream_creation import remove_leftovers
 from . import apis as _apis  # registers every handler
 from ._accepting import ResilientListener, connection_limit
 from ._asyncio_transport import ConnectionProtocol
 from ._core import Connection, GatewayCore
 from ._deadlines import Deadline, Deadlines
 from ._framing import Frames, FrameTooLargeError
+from ._open_files import raise_open_files_limit
 from ._options import GroupOptions, SecurityOptions
 from ._protocol import (
     ProtocolError,
@@ -178,7 +180,10 @@ class KafkaGateway:
         if self._state != "new":
             raise ClosedError("a KafkaGateway serves once; create a new one to serve again")
         self._state = "serving"
+        # Every partition written or read holds files: take all the descriptors the system allows.
+        raise_open_files_limit()
         try:
+            await anyio.to_thread.run_sync(remove_leftovers, self.root)  # creations a crash cut short
             ssl_context, sasl = self.security.load()  # reads the credentials and certificate: fails early
             tcp_listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self._requested_port)
         except BaseException:

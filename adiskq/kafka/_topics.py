@@ -3,24 +3,32 @@
 A topic is a stream of the same name in ROOT. Its name is checked as Kafka checks one (ASCII letters,
 digits, ``.``, ``_``, ``-``; at most 249 characters; not ``.`` or ``..``), which also keeps every
 topic a direct child of ROOT: no separator, no parent, no hidden escape. The gateway opens one
-producer per topic the first time a client writes it and keeps it until the topic is deleted or the
-gateway closes (a second exclusive writer elsewhere is then refused, as for any adiskq producer;
-``shared=True`` lets library producers in other processes write beside it).
+producer per topic the first time a client writes it and keeps it until the topic is deleted, the
+gateway closes, or the open-files budget needs its files for another topic (``_open_files.py``: the
+producer idle longest is closed, and reopened on its next write). While open it is the stream's
+writer (a second exclusive writer elsewhere is then refused, as for any adiskq producer;
+``shared=True`` lets library producers in other processes write beside it). A topic is created
+whole or not at all (``_storage/stream_creation.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
-from typing import Final, Literal
+from collections.abc import AsyncIterator
+from typing import Any, Final, Literal
 
 import anyio
 
+from .._async.partition_writes import opened
 from .._async.producer import Producer
 from .._errors import StreamNotFoundError
 from .._storage.settings import load_settings
 from .._storage.stream import StreamReader
+from .._storage.stream_creation import build_stream
+from ._open_files import FileBudget
 
 __all__ = ["MAX_TOPIC_NAME_LENGTH", "InvalidTopicError", "TopicExistsError", "Topics", "check_topic_name"]
 
@@ -60,6 +68,8 @@ class Topics:
         self._readers: dict[str, StreamReader] = {}
         self._writers: dict[str, Producer] = {}
         self._locks: dict[str, anyio.Lock] = {}
+        self.budget = FileBudget()
+        self._writing: dict[str, int] = {}  # topic -> writes awaiting its producer now
         # Bumped whenever a topic is deleted or its partitions change: readers that cached files or
         # counts of the old topic look again.
         self.generation = 0
@@ -118,57 +128,91 @@ class Topics:
 
     def open_writer(self, name: str) -> Producer | None:
         """The gateway's producer of the topic if it is open already (None: ``writer`` opens it)."""
-        return self._writers.get(name)
-
-    async def writer(self, name: str, *, create_partitions: int | None = None) -> Producer:
-        """The gateway's producer of the topic, opened on first use.
-
-        ``create_partitions``: create the topic with that many partitions when it is missing;
-        without it a missing topic raises StreamNotFoundError.
-        """
         producer = self._writers.get(name)
+        if producer is not None:
+            self.budget.writer_used(name)
+        return producer
+
+    @contextlib.asynccontextmanager
+    async def writing(self, name: str) -> AsyncIterator[Producer]:
+        """The topic's producer, opened if need be, kept open (not closed for room) while the block runs."""
+        self._writing[name] = self._writing.get(name, 0) + 1
+        try:
+            yield await self.writer(name)
+        finally:
+            left = self._writing[name] - 1
+            if left:
+                self._writing[name] = left
+            else:
+                del self._writing[name]
+
+    async def writer(self, name: str) -> Producer:
+        """The gateway's producer of the topic, opened on first use (producers idle longest closed
+        first when the open-files budget needs their room); StreamNotFoundError for a missing topic."""
+        producer = self.open_writer(name)
         if producer is not None:
             return producer
         async with self._lock(name):
-            producer = self._writers.get(name)
+            producer = self.open_writer(name)
             if producer is not None:
                 return producer
             if self.closed:
                 raise StreamNotFoundError(self.path(name), "the gateway is closing")
             path = self.path(name)
-            if create_partitions is None and not self.exists(name):
+            if not self.exists(name):
                 raise StreamNotFoundError(path)
-            producer = Producer(path, partitions=create_partitions, flush=self.flush, shared=self.shared)
-            await producer.__aenter__()
+            await self._make_room(name, self.partition_count(name, fresh=True))
+            producer = await opened(Producer(path, flush=self.flush, shared=self.shared))
             self._writers[name] = producer
+            self.budget.writer_opened(name, producer.partitions)
             return producer
 
-    async def create(self, name: str, partitions: int) -> None:
-        """Create the topic with ``partitions`` partitions; TopicExistsError if it is there."""
+    async def _make_room(self, name: str, partitions: int) -> None:
+        """Close the producers idle longest until one of ``partitions`` partitions fits the budget."""
+        for victim in self.budget.writers_to_close(name, partitions, lambda topic: topic in self._writing):
+            producer = self._writers.pop(victim, None)
+            self.budget.writer_closed(victim)
+            if producer is not None:
+                await producer.aclose()
+
+    async def create(self, name: str, partitions: int, **settings: Any) -> None:
+        """Create the topic with ``partitions`` partitions (and these stream settings), whole or not
+        at all; TopicExistsError if it is there, TooManyPartitionsError if its producer could not
+        be open within the open-files limit."""
+        self.budget.check_partitions(name, partitions)
         async with self._lock(name):
             if self.exists(name):
                 raise TopicExistsError(f"topic {name!r} already exists")
-        await self.writer(name, create_partitions=partitions)
+            if self.closed:
+                raise StreamNotFoundError(self.path(name), "the gateway is closing")
+            await self._make_room(name, partitions)  # the creation opens every partition once
+            try:
+                await anyio.to_thread.run_sync(lambda: build_stream(self.root, name, partitions, **settings))
+            except FileExistsError:
+                raise TopicExistsError(f"topic {name!r} already exists") from None
 
     async def ensure(self, name: str) -> bool:
         """Create the topic with the default partition count if it is missing; True if created."""
         if self.exists(name):
             return False
-        async with self._lock(name):
-            if self.exists(name):
-                return False
-        await self.writer(name, create_partitions=self.default_partitions)
+        try:
+            await self.create(name, self.default_partitions)
+        except TopicExistsError:
+            return False
         return True
 
     async def grow(self, name: str, count: int) -> None:
         """Give the topic ``count`` partitions (more than it has): its producer reopens with them."""
+        self.budget.check_partitions(name, count)
         async with self._lock(name):
             producer = self._writers.pop(name, None)
+            self.budget.writer_closed(name)
             if producer is not None:
                 await producer.aclose()
-            producer = Producer(self.path(name), partitions=count, flush=self.flush, shared=self.shared)
-            await producer.__aenter__()
+            await self._make_room(name, count)
+            producer = await opened(Producer(self.path(name), partitions=count, flush=self.flush, shared=self.shared))
             self._writers[name] = producer
+            self.budget.writer_opened(name, count)
             self._readers.pop(name, None)
             self.generation += 1
 
@@ -179,6 +223,7 @@ class Topics:
             if not self.exists(name):
                 raise StreamNotFoundError(path)
             producer = self._writers.pop(name, None)
+            self.budget.writer_closed(name)
             if producer is not None:
                 await producer.aclose()
             self._readers.pop(name, None)
@@ -188,6 +233,8 @@ class Topics:
     async def aclose(self) -> None:
         """Close every producer the gateway opened (each writes what is pending and fsyncs)."""
         self.closed = True
+        for name in self._writers:
+            self.budget.writer_closed(name)
         writers, self._writers = list(self._writers.values()), {}
         with anyio.CancelScope(shield=True):
             for producer in writers:

@@ -10,6 +10,7 @@ import anyio
 import pytest
 from _consumer_support import Writer, read_and_commit
 from helpers.blocked import wait_all_tasks_blocked
+from helpers.cli import invoke
 
 import adiskq
 
@@ -43,7 +44,8 @@ async def test_adiskq_lag_reads_the_stored_offsets_synchronously(stream_path: st
     committed: dict[int, int] = {}
     for message in got:
         committed[message.partition] = message.offset + 1
-    assert adiskq.lag(stream_path, "billing") == {p: 10 - offset for p, offset in committed.items()}
+    # A partition it never committed in counts from where it started (stored when it opened).
+    assert adiskq.lag(stream_path, "billing") == {p: 10 - committed.get(p, 0) for p in (0, 1)}
 
 
 async def test_a_tagged_groups_lag_counts_only_its_tags(stream_path: str) -> None:
@@ -162,3 +164,23 @@ async def test_seek_refuses_a_partition_not_held_or_an_offset_not_written(stream
             group.seek(4, 0)
         with pytest.raises(adiskq.OffsetOutOfRangeError, match="not written yet"):
             group.seek(0, 4)
+
+
+async def test_lag_counts_a_backlog_the_group_never_committed_in(stream_path: str) -> None:
+    """A member that opens and stops before its first commit leaves the backlog counted: adiskq.lag(),
+    a live member's lag() and Prometheus's series all count from where the group starts."""
+    fill(stream_path, 10)
+    assert adiskq.lag(stream_path, "billing") == {}  # no member ever opened: nothing to count from
+    async with adiskq.ConsumerGroup(stream_path, "billing", commit_interval=3600) as group:
+        with anyio.fail_after(10):
+            await group.__anext__()  # a worker that crashes on its first message
+        assert adiskq.lag(stream_path, "billing") == {0: 10, 1: 10}
+        assert await group.lag() == {0: 10, 1: 10}
+    assert adiskq.lag(stream_path, "billing") == {0: 10, 1: 10}
+    prometheus = invoke("stats", stream_path, "--prometheus").output
+    for partition in (0, 1):
+        assert (
+            f'adiskq_consumer_lag{{group="billing",partition="{partition}",stream="{stream_path}"}} 10.0' in prometheus
+        )
+    async with adiskq.ConsumerGroup(stream_path, "billing", start="newest") as other:
+        assert await other.lag() == {0: 10, 1: 10}  # the group's start was stored: newest is not re-read

@@ -57,3 +57,30 @@ async def test_a_consumer_iterated_without_async_with_raises_at_once(stream_path
         await consumer.__anext__()
     async with consumer:
         assert [m.value async for m in consumer] == [b"a"]
+
+
+async def test_lag_and_flush_of_a_group_never_opened_raise_as_iteration_does(stream_path: str) -> None:
+    """lag() and flush() of a ConsumerGroup never entered raise ClosedError naming `async with`,
+    as `async for` does, instead of answering quietly."""
+    with Writer(stream_path) as writer:
+        writer.append([b"a"])
+    group = adiskq.ConsumerGroup(stream_path, name="g")
+    with pytest.raises(adiskq.ClosedError, match="async with"):
+        await group.lag()
+    with pytest.raises(adiskq.ClosedError, match="async with"):
+        await group.flush()
+
+
+async def test_a_commit_past_the_partitions_end_is_refused(stream_path: str) -> None:
+    """commit() of a message the partition does not hold (an offset past its end) raises, and no
+    commit past the end is stored (it would skip messages written later)."""
+    with Writer(stream_path) as writer:
+        writer.append([b"a", b"b"])
+    async with adiskq.ConsumerGroup(stream_path, name="g") as group:
+        with anyio.fail_after(10):
+            first = await group.__anext__()
+        with pytest.raises(adiskq.InvalidArgumentError, match=r"ends at 2"):
+            group.commit(first._replace(offset=100))
+        group.commit(first)
+    async with adiskq.ConsumerGroup(stream_path, name="g", end="close") as again:
+        assert [m.value async for m in again] == [b"b"]

@@ -185,7 +185,8 @@ async def test_retries_follow_partitions_added_later(stream_path: str) -> None:
 
 
 async def test_retries_finished_out_of_order_are_all_done_once_the_oldest_is(stream_path: str) -> None:
-    """A retry that falls due first and is committed stays on disk until the older one is done too."""
+    """A retry that falls due first and is committed is stored as finished (not pending), and both
+    are done once the older one is."""
     await push(stream_path, [b"slow", b"fast"])
     async with adiskq.ConsumerGroup(stream_path, NAME) as group:
         [(slow, _), (fast, _)] = await take(group, 2)
@@ -195,7 +196,7 @@ async def test_retries_finished_out_of_order_are_all_done_once_the_oldest_is(str
         assert first.value == b"fast"
         group.commit(first)
         await group.flush()
-        assert [retry.message.value for retry in pending_retries(stream_path, NAME)] == [b"slow", b"fast"]
+        assert [retry.message.value for retry in pending_retries(stream_path, NAME)] == [b"slow"]
         [(second, _)] = await take(group, 1)
         assert second.value == b"slow"
         group.commit(second)
@@ -357,3 +358,80 @@ async def test_a_group_with_deserializers_retries_and_dead_letters_the_stored_by
     [letter] = dead_letters(dead)
     assert letter.value == b'{"id": 1}'
     assert letter.headers["adiskq-attempt"] == b"2"
+
+
+async def test_a_clean_hand_over_delivers_no_finished_retry_again(stream_path: str) -> None:
+    """A retry finished while an older one still waits is not delivered again by the next member
+    after a clean close (a rolling restart): only the older one is."""
+    await push(stream_path, [b"slow", b"fast"])
+    async with adiskq.ConsumerGroup(stream_path, NAME) as group:
+        [(slow, _), (fast, _)] = await take(group, 2)
+        await group.retry(slow, delay=0.5)
+        await group.retry(fast, delay=0)
+        [(again, _)] = await take(group, 1)
+        assert (again.value, again.attempt) == (b"fast", 2)
+        group.commit(again)
+    async with adiskq.ConsumerGroup(stream_path, NAME) as group:
+        [(next_one, _)] = await take(group, 1)
+        assert (next_one.value, next_one.attempt) == (b"slow", 2)
+        group.commit(next_one)
+    await assert_all_done(stream_path)
+
+
+async def test_retry_or_dead_letter_after_commit_is_refused(stream_path: str) -> None:
+    """retry() or dead_letter() of a message already committed raises, naming the commit, and the
+    message is not delivered again."""
+    await push(stream_path, [b"a", b"b"])
+    async with adiskq.ConsumerGroup(stream_path, NAME) as group:
+        [(a, _), (b, _)] = await take(group, 2)
+        group.commit(b)  # commits a too
+        with pytest.raises(adiskq.InvalidArgumentError, match="committed already"):
+            await group.retry(a)
+        with pytest.raises(adiskq.InvalidArgumentError, match="committed already"):
+            await group.dead_letter(b, reason="late")
+        with anyio.move_on_after(0.3):
+            extra = await take(group, 1)
+            raise AssertionError(f"delivered again: {extra}")
+    assert pending_retries(stream_path, NAME) == []
+
+
+async def test_retry_of_a_finished_retry_is_refused(stream_path: str) -> None:
+    """A retry delivered and committed cannot be retried after its commit either."""
+    await push(stream_path, [b"m"])
+    async with adiskq.ConsumerGroup(stream_path, NAME) as group:
+        [(first, _)] = await take(group, 1)
+        await group.retry(first)
+        with pytest.raises(adiskq.InvalidArgumentError, match="committed already"):
+            await group.retry(first)  # the retry already counted it processed
+        [(again, _)] = await take(group, 1)
+        group.commit(again)
+        with pytest.raises(adiskq.InvalidArgumentError, match="committed already"):
+            await group.retry(again)
+    await assert_all_done(stream_path)
+
+
+async def test_an_undecodable_message_is_dead_lettered_and_passed_in_one_call(stream_path: str) -> None:
+    """dead_letter(error) of the DeserializationError the group raised stores the message's bytes as
+    a dead letter, commits it, and the group reads on after it."""
+    await push(stream_path, [b'{"id": 1}', b"not json", b'{"id": 3}'])
+    dead = stream_path + "-dead"
+    delivered = []
+    async with adiskq.ConsumerGroup(stream_path, NAME, dead_letter_path=dead, value_deserializer=json.loads) as group:
+        with anyio.fail_after(10):
+            while len(delivered) < 2:
+                try:
+                    async for message in group:
+                        delivered.append(message.value)
+                        group.commit(message)
+                        if len(delivered) == 2:
+                            break
+                except adiskq.DeserializationError as error:
+                    await group.dead_letter(error, reason=f"cannot decode: {error.__cause__}")
+    assert delivered == [{"id": 1}, {"id": 3}]
+    [letter] = dead_letters(dead)
+    assert letter.value == b"not json"
+    assert letter.headers["adiskq-source-offset"] == b"1"
+    assert letter.headers["adiskq-reason"].startswith(b"cannot decode: ")
+    async with adiskq.ConsumerGroup(stream_path, NAME, end="close", value_deserializer=json.loads) as group:
+        with anyio.fail_after(10):
+            assert [m async for m in group] == []

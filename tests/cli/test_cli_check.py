@@ -197,13 +197,18 @@ def test_a_corrupt_group_offsets_file_is_reported(stream: str) -> None:
     assert f"{offsets}: {offsets} is not valid JSON" in result.stdout
 
 
-def test_a_group_offset_past_the_end_is_reported(stream: str) -> None:
-    """A committed offset beyond the partition's end is reported with the command that fixes it."""
+def test_a_group_offset_past_the_end_is_a_note_not_damage(stream: str) -> None:
+    """A committed offset beyond the partition's end (legal in Kafka) is a note with the command that
+    moves it, not damage to restore from a backup: the stream is sound, exit status 0."""
     save_offsets(stream, "billing", {0: 99})
     result = invoke("check", stream)
-    assert result.exit_code == 1
+    assert result.exit_code == 0, result.stdout
+    assert "note: " in result.stdout
     assert "group 'billing' committed offset 99 of partition 0, past its end (next offset 40)" in result.stdout
+    assert "Not damage: Kafka lets a group commit any offset" in result.stdout
     assert "adiskq offsets --group billing --reset-to newest" in result.stdout
+    assert "no problems" in result.stdout
+    assert "backup" not in result.stdout
 
 
 def test_repair_of_a_sound_stream_changes_nothing(stream: str) -> None:

@@ -1,7 +1,8 @@
 """A Kafka gateway in a process of its own, for tests that watch it from outside (its memory, its
 file descriptors): ``python gateway_process.py ROOT BACKEND PARTITIONS [NOFILE]``.
 
-It raises its soft RLIMIT_NOFILE to NOFILE when given, serves ROOT on a free port of 127.0.0.1 on
+It sets its RLIMIT_NOFILE to NOFILE when given (soft and hard: the gateway raises its soft limit
+to the hard one as it starts; ``SOFT,HARD`` sets each), serves ROOT on a free port of 127.0.0.1 on
 BACKEND (asyncio or trio), prints the port on stdout once it listens, logs to stderr, and serves
 until its stdin closes (so it never outlives the test that started it). ``GatewayProcess`` runs it.
 """
@@ -24,12 +25,14 @@ from adiskq.kafka import KafkaGateway
 class GatewayProcess:
     """The gateway of this module in a subprocess; ``port`` once it listens; its log in ``log_path``."""
 
-    def __init__(self, root: pathlib.Path, backend: str, *, partitions: int = 1, nofile: int | None = None) -> None:
+    def __init__(
+        self, root: pathlib.Path, backend: str, *, partitions: int = 1, nofile: int | tuple[int, int] | None = None
+    ) -> None:
         self.log_path = root.with_name(root.name + "-gateway.log")
         self._log: IO[bytes] = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop)
         args = [sys.executable, __file__, str(root), backend, str(partitions)]
         if nofile is not None:
-            args.append(str(nofile))
+            args.append(",".join(map(str, nofile)) if isinstance(nofile, tuple) else str(nofile))
         self.process = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()  # blocks until it listens (or exits: then b"")
@@ -48,6 +51,14 @@ class GatewayProcess:
             name, _, value = line.partition(":")
             fields[name] = value
         return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+    def open_files_limits(self) -> tuple[int, int]:
+        """The gateway process's (soft, hard) open-files limits, from /proc."""
+        for line in pathlib.Path(f"/proc/{self.process.pid}/limits").read_text().splitlines():
+            if line.startswith("Max open files"):
+                soft, hard = line.split()[3:5]
+                return int(soft), int(hard)
+        raise AssertionError("no open-files limit in /proc/PID/limits")
 
     def open_descriptors(self) -> int:
         """How many file descriptors the gateway process has open."""
@@ -95,8 +106,8 @@ def main() -> None:
     """Serve as the arguments say (see the module's docstring)."""
     root, backend, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if len(sys.argv) > 4:
-        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[4]), hard))
+        limits = [int(limit) for limit in sys.argv[4].split(",")]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limits[0], limits[-1]))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     anyio.run(_serve, root, partitions, backend=backend)
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import pathlib
+import subprocess
+import sys
 from concurrent.futures import Future
 
 import pytest
@@ -118,3 +122,88 @@ def test_producer_header_repeat_refused(gateway, topic: str) -> None:
     assert len(errors) == 1
     assert errors[0] is not None
     assert errors[0].code() == KafkaError.INVALID_RECORD
+
+
+def test_fetch_max_bytes_lets_only_the_first_batch_exceed_it(gateway, topic: str) -> None:
+    """A consumer whose fetch.max.bytes holds one of its messages but not two reads them all: only the
+    response's first batch may exceed the limit (KIP-74), and librdkafka drops a response larger than
+    receive.message.max.bytes (fetch.max.bytes + 512)."""
+    value = b"x" * (900 * 1024)
+    records = [(b"k%d" % i, value, [], 1_700_000_000_000 + i) for i in range(3)]
+    produce_all(gateway.bootstrap, topic, records, **{"message.max.bytes": 2_000_000})
+    got = consume(
+        gateway.bootstrap,
+        topic,
+        0,
+        len(records),
+        **{
+            "fetch.max.bytes": 1_000_000,
+            "receive.message.max.bytes": 1_000_512,
+            "max.partition.fetch.bytes": 20_000_000,
+        },
+    )
+    assert [(m.key(), len(m.value())) for m in got] == [(k, len(value)) for k, _, _, _ in records]
+
+
+def test_timestamps_past_2262_are_refused_with_invalid_timestamp(gateway, topic: str) -> None:
+    """Every int64 timestamp is stored or refused at once with INVALID_TIMESTAMP (not retried until
+    message.timeout.ms): the latest that fits 64 bits of nanoseconds round-trips, a later one is refused."""
+    latest = (2**63 - 1) // 1_000_000
+    reports: dict[int, KafkaError | None] = {}
+    producer = Producer({"bootstrap.servers": gateway.bootstrap, "linger.ms": 0, "message.timeout.ms": 60_000})
+    for timestamp in (latest, latest + 1, 2**62, 2**63 - 1):
+        producer.produce(
+            topic,
+            b"%d" % timestamp,
+            partition=0,
+            timestamp=timestamp,
+            on_delivery=lambda error, _message, timestamp=timestamp: reports.__setitem__(timestamp, error),
+        )
+        assert producer.flush(20) == 0, f"timestamp {timestamp}: no answer within 20 s (retried?)"
+    assert reports[latest] is None
+    for timestamp in (latest + 1, 2**62, 2**63 - 1):
+        error = reports[timestamp]
+        assert error is not None, timestamp
+        assert error.code() == KafkaError.INVALID_TIMESTAMP, (timestamp, error)
+    (stored,) = consume(gateway.bootstrap, topic, 0, 1)
+    assert (stored.value(), stored.timestamp()[1]) == (b"%d" % latest, latest)
+
+
+def test_error_messages_name_no_server_path(gateway, topic: str) -> None:
+    """An error a client reads names the topic, never the server's folders: a folder under the root
+    that is not a stream is refused by CreateTopics, CreatePartitions and DescribeConfigs by its name."""
+    folder = pathlib.Path(gateway.path(topic))
+    folder.mkdir()
+    (folder / "notes.txt").write_text("not a stream")
+    admin = AdminClient({"bootstrap.servers": gateway.bootstrap})
+    answers = [
+        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic],
+        admin.create_partitions([NewPartitions(topic, 3)])[topic],
+        *admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)]).values(),
+    ]
+    for answer in answers:
+        with pytest.raises(KafkaException) as refused:
+            answer.result(10)
+        message = refused.value.args[0].str()
+        assert topic in message, message
+        assert str(gateway.root) not in message, message
+        assert os.path.realpath(gateway.root) not in message, message
+
+
+def test_a_kafka_commit_past_the_end_is_a_note_of_check_not_damage(gateway, topic: str) -> None:
+    """A Kafka consumer may commit an offset past the partition's end (Kafka stores it): `adiskq check`
+    notes it with the command that moves it, and calls the stream sound (exit status 0)."""
+    produce_all(gateway.bootstrap, topic, [(b"k", b"v", [], 1_700_000_000_000 + i) for i in range(3)])
+    consumer = Consumer({"bootstrap.servers": gateway.bootstrap, "group.id": topic})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 1000)], asynchronous=False)
+        assert consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 1000
+    finally:
+        consumer.close()
+    checked = subprocess.run(
+        [sys.executable, "-m", "adiskq", "check", gateway.path(topic)], capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"group '{topic}' committed offset 1000 of partition 0, past its end (next offset 3)" in checked.stdout
+    assert "Not damage" in checked.stdout
+    assert "backup" not in checked.stdout

@@ -5,6 +5,8 @@ abort fails the test instead of ending the test run."""
 
 from __future__ import annotations
 
+import datetime as dt
+import io
 import pathlib
 import socket
 import struct
@@ -15,10 +17,12 @@ import pytest
 from conftest import call
 from gateway_process import GatewayProcess
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.serial import entity_writer
+from kio.static.primitive import i8, i32
 from test_request_fuzz import _FRAMES
 
 import adiskq.kafka.apis  # noqa: F401 (registers the handlers in API_TABLE)
-from adiskq.kafka._protocol import parse_header, request_schema
+from adiskq.kafka._protocol import ProtocolError, decode_request, parse_header, request_schema
 from adiskq.kafka._registry import API_TABLE
 from adiskq.kafka._request_guard import request_guard
 
@@ -177,3 +181,100 @@ def test_every_request_the_gateway_serves_has_a_check_that_passes_its_valid_requ
         if schema.__header_schema__.__flexible__:
             at += 1  # no tagged fields in the header
         request_guard(schema)(message, at)  # raises nothing
+
+
+def _null_array_requests() -> list[tuple[str, object, str]]:
+    """(what, a kio request with a null where Kafka's schema has an array, the field the error names)."""
+    from kio.schema.create_partitions.v3.request import CreatePartitionsRequest
+    from kio.schema.create_topics.v7.request import CreateTopicsRequest
+    from kio.schema.describe_configs.v4.request import DescribeConfigsRequest
+    from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+    from kio.schema.list_offsets.v1.request import ListOffsetsRequest as ListOffsetsV1
+    from kio.schema.list_offsets.v7.request import ListOffsetsRequest
+    from kio.schema.offset_commit.v2.request import OffsetCommitRequest as OffsetCommitV2
+    from kio.schema.offset_commit.v8.request import OffsetCommitRequest
+    from kio.schema.offset_fetch.v8.request import OffsetFetchRequest
+    from kio.schema.types import BrokerId, GroupId
+
+    seconds = dt.timedelta(seconds=5)
+    g = GroupId("g")
+    return [
+        ("ListOffsets v7", ListOffsetsRequest(replica_id=BrokerId(-1), isolation_level=i8(0), topics=None), "topics"),  # type: ignore[arg-type]
+        ("ListOffsets v1", ListOffsetsV1(replica_id=BrokerId(-1), topics=None), "topics"),  # type: ignore[arg-type]
+        (
+            "OffsetCommit v8",
+            OffsetCommitRequest(
+                group_id=g, generation_id_or_member_epoch=i32(-1), member_id="", group_instance_id=None, topics=None
+            ),  # type: ignore[arg-type]
+            "topics",
+        ),
+        (
+            "OffsetCommit v2",
+            OffsetCommitV2(
+                group_id=g,
+                generation_id_or_member_epoch=i32(-1),
+                member_id="",
+                retention_time=dt.timedelta(milliseconds=-1),
+                topics=None,
+            ),  # type: ignore[arg-type]
+            "topics",
+        ),
+        ("OffsetFetch v8", OffsetFetchRequest(groups=None, require_stable=False), "groups"),  # type: ignore[arg-type]
+        (
+            "CreatePartitions v3",
+            CreatePartitionsRequest(topics=None, timeout=seconds, validate_only=False),  # type: ignore[arg-type]
+            "topics",
+        ),
+        (
+            "DescribeConfigs v4",
+            DescribeConfigsRequest(resources=None, include_synonyms=False, include_documentation=False),  # type: ignore[arg-type]
+            "resources",
+        ),
+        ("CreateTopics v7", CreateTopicsRequest(topics=None, timeout=seconds, validate_only=False), "topics"),  # type: ignore[arg-type]
+        ("DescribeGroups v5", DescribeGroupsRequest(groups=None, include_authorized_operations=False), "groups"),  # type: ignore[arg-type]
+    ]
+
+
+def _frame_of(request: object) -> bytes:
+    """A kio request as a frame's message (header with client id "t", no size prefix)."""
+    buffer = io.BytesIO()
+    entity_writer(type(request))(buffer, request)  # type: ignore[arg-type]
+    header = struct.pack(">hhih", request.__api_key__, request.__version__, 1, 1) + b"t"  # type: ignore[attr-defined]
+    if request.__header_schema__.__flexible__:  # type: ignore[attr-defined]
+        header += b"\0"
+    return header + buffer.getvalue()
+
+
+NULL_ARRAYS = _null_array_requests()
+
+
+@pytest.mark.parametrize(("what", "request_", "field"), NULL_ARRAYS, ids=[case[0] for case in NULL_ARRAYS])
+def test_null_array_where_kafka_has_none_is_refused_naming_the_field(what: str, request_: object, field: str) -> None:
+    """A null array the schema does not allow is a ProtocolError naming it, as Kafka's readers refuse it,
+    not a request that reaches its handler as None."""
+    message = _frame_of(request_)
+    header, at = parse_header(message)
+    with pytest.raises(ProtocolError, match=rf"\.{field} is null"):
+        decode_request(header, message, at)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_gateway_sent_null_arrays_closes_those_connections_and_logs_no_failure(
+    tmp_path: pathlib.Path, backend: str
+) -> None:
+    """Each request with a null array is answered as Kafka answers it, by closing the connection, with a
+    warning in the log and no unhandled exception; the gateway serves the next client."""
+    root = tmp_path / "root"
+    root.mkdir()
+    with GatewayProcess(root, backend) as gateway:
+        for what, request_, _field in NULL_ARRAYS:
+            message = _frame_of(request_)
+            with socket.create_connection(("127.0.0.1", gateway.port), timeout=30) as sock:
+                sock.sendall(struct.pack(">i", len(message)) + message)
+                assert sock.recv(4) == b"", f"{what}: answered instead of closed"
+        hello = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+        assert call(gateway.port, hello).error_code.value == 0  # type: ignore[attr-defined]
+        log = gateway.log()
+        assert "a request failed" not in log, log
+        assert "Traceback" not in log, log
+        assert log.count("is null, which Kafka's schema does not allow") == len(NULL_ARRAYS), log

@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from .._registry import RequestContext, nested, register, respond
 from .._topics import check_topic_name
-from ._common import NO_THROTTLE, error_code_for
+from ._common import NO_THROTTLE, error_code_for, error_message_for
 
 __all__ = ["create_partitions"]
 
@@ -36,7 +36,7 @@ async def create_partitions(context: RequestContext, request: Any) -> Any:
             elif not request.validate_only:
                 await topics.grow(topic.name, topic.count)
         except Exception as error:
-            code, message = error_code_for(error), str(error)
+            code, message = error_code_for(error), error_message_for(context.gateway, error)
         results.append(
             nested(request, "CreatePartitionsTopicResult", name=topic.name, error_code=code, error_message=message)
         )

@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from .._registry import RequestContext, nested, register, respond
 from .._topics import InvalidTopicError, TopicExistsError, check_topic_name
-from ._common import NO_THROTTLE, error_code_for
+from ._common import NO_THROTTLE, error_code_for, error_message_for
 
 __all__ = ["create_topics"]
 
@@ -79,8 +79,8 @@ async def _create(context: RequestContext, request: Any, topic: Any) -> tuple[Er
     try:
         await topics.create(topic.name, partitions)
     except TopicExistsError as error:
-        return ErrorCode.topic_already_exists, str(error), partitions
+        return ErrorCode.topic_already_exists, error_message_for(context.gateway, error), partitions
     except Exception as error:
-        return error_code_for(error), str(error), partitions
+        return error_code_for(error), error_message_for(context.gateway, error), partitions
     logger.info("adiskq: created topic %s with %d partitions", topic.name, partitions)
     return ErrorCode.none, None, partitions

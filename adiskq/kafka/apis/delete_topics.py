@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 from ..._errors import StreamNotFoundError
 from .._registry import RequestContext, nested, register, respond
 from .._topics import check_topic_name
-from ._common import NO_THROTTLE, error_code_for
+from ._common import NO_THROTTLE, error_code_for, error_message_for
 
 __all__ = ["delete_topics"]
 
@@ -37,6 +37,6 @@ async def delete_topics(context: RequestContext, request: Any) -> Any:
         except StreamNotFoundError:
             code, message = ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist"
         except Exception as error:
-            code, message = error_code_for(error), str(error)
+            code, message = error_code_for(error), error_message_for(context.gateway, error)
         results.append(nested(request, "DeletableTopicResult", name=name, error_code=code, error_message=message))
     return respond(request, "DeleteTopicsResponse", throttle_time=NO_THROTTLE, responses=tuple(results))

@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from .._registry import RequestContext, nested, register, respond
 from .._topics import check_topic_name
-from ._common import NO_THROTTLE, error_code_for
+from ._common import NO_THROTTLE, error_code_for, error_message_for
 
 __all__ = ["describe_configs"]
 
@@ -70,7 +70,7 @@ async def describe_configs(context: RequestContext, request: Any) -> Any:
                     f"resource type {resource.resource_type} is not described here",
                 )
         except Exception as error:
-            code, message = error_code_for(error), str(error)
+            code, message = error_code_for(error), error_message_for(context.gateway, error)
         wanted = resource.configuration_keys
         entries = tuple(
             nested(

@@ -3,9 +3,11 @@
 Records are what the library's own readers may see; each partition's messages go back as one
 uncompressed record batch (v2) per read. With fewer than ``min_bytes`` at hand, the request waits
 for the stream's own wake-ups (``_fetching.py``) up to ``max_wait_ms``, then answers with what
-there is. Limits follow Kafka: ``partition_max_bytes`` per partition and ``max_bytes`` for the
-response, except that the first message is returned whatever its size, so a consumer never stalls
-on a large one. Incremental fetch sessions (KIP-227) are not kept: every response has session id 0,
+there is. Limits follow Kafka (KIP-74): ``partition_max_bytes`` per partition and ``max_bytes``
+for the response, except that the response's first record batch (of its first partition with
+data) is returned whatever its size, so a consumer never stalls on a large message; every other
+batch fits the limits (librdkafka sizes its receive buffer from ``max_bytes`` and drops a larger
+response). Incremental fetch sessions (KIP-227) are not kept: every response has session id 0,
 which tells the client to send full requests. From version 13 on, topics are named by their ids
 (``_topic_ids.py``); an id no topic has is answered with UNKNOWN_TOPIC_ID.
 
@@ -176,13 +178,15 @@ class _FetchJob:
             part.caught_up = False  # known only from this look: data may have come since the last
             if part.budget <= 0 or self.taken >= response_budget:
                 continue
+            self._context.connection.fetches.reading(follower)
             # Chunks of at most MAX_STORED_RECORDS, each encoded as one record batch at once: the
             # batch's size is what the budgets count.
             max_count = MAX_STORED_RECORDS
             while part.budget > 0 and self.taken < response_budget:
                 limit = min(part.budget, response_budget - self.taken)
                 try:
-                    read = read_batch(follower, limit, max_count)
+                    # Only the response's first batch may go over the limits (KIP-74).
+                    read = read_batch(follower, limit, max_count, at_least_one=not self.taken)
                 except OffsetOutOfRangeError:
                     part.error = ErrorCode.offset_out_of_range
                     part.follower = None
@@ -191,6 +195,8 @@ class _FetchJob:
                     part.caught_up = True
                     break
                 batch, records = read
+                if not records:
+                    break  # the next record does not fit in what is left: the next Fetch takes it
                 size = len(batch)
                 part.batches.append(batch)
                 part.budget -= size

@@ -2,7 +2,13 @@
 
 Versions 0-3 ask for one key, 4+ for several. Group ids that cannot name a folder under a stream's
 ``groups/`` (where their offsets live) are refused with INVALID_GROUP_ID and a message saying which
-names work. Transaction coordinators (key type 1) are not offered: there are no transactions.
+names work.
+
+Transaction coordinators (key type 1) are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and a
+message saying transactions are not served. That is the answer Kafka gives a principal that may not
+use the transactional id, and clients take it as final at once (librdkafka's ``init_transactions``
+raises a fatal error, aiokafka's transactional producer fails to start), where a retriable
+COORDINATOR_NOT_AVAILABLE left them asking again until their own timeout.
 """
 
 from __future__ import annotations
@@ -19,6 +25,10 @@ from ._common import NO_THROTTLE
 __all__ = ["find_coordinator"]
 
 _GROUP: Final = 0
+_NO_TRANSACTIONS: Final = (
+    "transactions are not served by this gateway: use an idempotent producer (enable.idempotence=true) "
+    "without transactional.id"
+)
 _BAD_GROUP: Final = (
     "group id {!r} cannot be stored: use 1 to 200 letters, digits, '_', '-' or '.', not starting with '.' or '-'"
 )
@@ -28,7 +38,7 @@ def _answer(context: RequestContext, key: str, key_type: int) -> tuple[ErrorCode
     """(error, message, node id, host, port) for one key."""
     gateway = context.gateway
     if key_type != _GROUP:
-        return ErrorCode.coordinator_not_available, "transactions are not offered by this gateway", -1, "", -1
+        return ErrorCode.transactional_id_authorization_failed, _NO_TRANSACTIONS, -1, "", -1
     if not valid_group_id(key):
         return ErrorCode.invalid_group_id, _BAD_GROUP.format(key), -1, "", -1
     return ErrorCode.none, None, NODE_ID, gateway.advertised_host, gateway.advertised_port

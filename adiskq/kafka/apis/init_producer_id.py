@@ -2,8 +2,9 @@
 
 A new producer gets a fresh id at epoch 0. A producer that sends its current id and epoch (v3+,
 KIP-360: it lost track of a sequence) keeps its id with the next epoch, and its sequences start
-again from 0. Transactions are not offered: a request with a transactional id is refused with
-INVALID_REQUEST.
+again from 0. Transactions are not served: a request with a transactional id is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients take as final at once (FindCoordinator refuses
+the transaction coordinator the same way, with a message saying why).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ async def init_producer_id(context: RequestContext, request: Any) -> Any:
             request,
             "InitProducerIdResponse",
             throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.invalid_request,
+            error_code=ErrorCode.transactional_id_authorization_failed,
             producer_id=-1,
             producer_epoch=-1,
         )

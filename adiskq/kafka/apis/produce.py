@@ -45,7 +45,7 @@ from .._records import (
 )
 from .._registry import Later, RequestContext, answers_now, register
 from .._topics import check_topic_name
-from ._common import error_code_for
+from ._common import error_code_for, error_message_for
 
 __all__ = ["one_partition_response", "produce"]
 
@@ -260,7 +260,7 @@ def _checked_batches(context: RequestContext, topic: str, partition: int, data: 
     except _Refused:
         raise
     except Exception as error:
-        raise _Refused(error_code_for(error), str(error)) from None
+        raise _Refused(error_code_for(error), error_message_for(context.gateway, error)) from None
     if not data:
         raise _Refused(ErrorCode.invalid_record, "the request holds no record batch for this partition")
     try:
@@ -284,7 +284,7 @@ def _append_now(context: RequestContext, topic: str, partition: int, data: bytes
         records = _records(batches)
         if producer is None:
             return _Waiting(batches, records)
-        first = _push_now(producer, topic, partition, records)
+        first = _push_now(context, producer, topic, partition, records)
         return _Waiting(batches, records) if first is None else first
     # Idempotent: the sequence check, the write and its record happen in this one step, so no
     # other request can come between them; a request of several batches goes the awaited way.
@@ -294,7 +294,7 @@ def _append_now(context: RequestContext, topic: str, partition: int, data: bytes
     verdict = _check_sequence(context, topic, partition, batch)
     if isinstance(verdict, Duplicate):
         return verdict.base_offset
-    first = _push_now(producer, topic, partition, _records([batch]))
+    first = _push_now(context, producer, topic, partition, _records([batch]))
     if first is None:
         return _Waiting(batches, None)  # checked again under the lock, once it can be written
     _sequence_written(context, topic, partition, batch, first)
@@ -358,18 +358,19 @@ def _records(batches: list[KafkaBatch]) -> ToWrite:
     try:
         records = records_from_batches(batches)
     except RecordRefusedError as error:
-        raise _Refused(ErrorCode.invalid_record, str(error), error.index) from None
+        code = ErrorCode.invalid_timestamp if error.bad_timestamp else ErrorCode.invalid_record
+        raise _Refused(code, str(error), error.index) from None
     if not (records.index_entries if isinstance(records, StoredRecords) else records):
         raise _Refused(ErrorCode.invalid_record, "the record batch holds no records")
     return records
 
 
-def _push_now(producer: Producer, topic: str, partition: int, records: ToWrite) -> int | None:
+def _push_now(context: RequestContext, producer: Producer, topic: str, partition: int, records: ToWrite) -> int | None:
     try:
         return write_records_now(producer, partition, records)
     except Exception as error:
         logger.warning("adiskq: produce to %s-%d failed: %s", topic, partition, error)
-        raise _Refused(error_code_for(error), str(error)) from None
+        raise _Refused(error_code_for(error), error_message_for(context.gateway, error)) from None
 
 
 async def _write(
@@ -378,8 +379,8 @@ async def _write(
     if records is None:
         records = _records(batches)
     try:
-        producer = await context.gateway.topics.writer(topic)
-        return await write_records(producer, partition, records)
+        async with context.gateway.topics.writing(topic) as producer:
+            return await write_records(producer, partition, records)
     except Exception as error:
         logger.warning("adiskq: produce to %s-%d failed: %s", topic, partition, error)
-        raise _Refused(error_code_for(error), str(error)) from None
+        raise _Refused(error_code_for(error), error_message_for(context.gateway, error)) from None
