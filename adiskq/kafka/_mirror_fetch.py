@@ -138,35 +138,57 @@ class Fetcher:
         )
         self._consumer = consumer
         consumer.assign([confluent_kafka.TopicPartition(self.end.topic, p, o) for p, o in self.positions.items()])
-        at_end: set[int] = set()
-        while not (self.options.once and at_end >= set(self.positions)):
+        # With once, the end is every record written when the mirror starts (the high watermark):
+        # a read-committed reader gets past it once the transactions open then have ended.
+        ends = None
+        if self.options.once:
+            marks = await anyio.to_thread.run_sync(
+                lambda: watermarks(self.config, self.end.topic, len(self.positions), committed=False)
+            )
+            ends = {p: high for p, (_, high) in enumerate(marks)}
+        while ends is None or not self._reached(consumer, ends):
             messages = await anyio.to_thread.run_sync(consumer.consume, self.options.batch_messages, POLL_SECONDS)
             shares: dict[int, list[Record]] = {}
+            lost: list[int] = []
             for message in messages:
                 error = message.error()
-                partition, offset = _partition_and_offset(message)
+                partition, offset = message.partition(), message.offset()
                 if error is not None:
-                    if error.code() == confluent_kafka.KafkaError._PARTITION_EOF:
-                        at_end.add(partition)
-                        # The end may lie past the last record copied (a transaction's marker, aborted
-                        # records): the status counts no lag for those; the position to resume from stays.
-                        _, stable = consumer.get_watermark_offsets(
-                            confluent_kafka.TopicPartition(self.end.topic, partition), cached=True
-                        )
-                        self.status.positions[partition] = max(self.positions[partition], offset, stable)
-                        continue
-                    await anyio.to_thread.run_sync(self._out_of_range, consumer, error, partition)
+                    if self._on_error(consumer, error, partition, offset):
+                        assert partition is not None
+                        lost.append(partition)
                     continue
-                at_end.discard(partition)
-                _, timestamp_ms = message.timestamp()
-                shares.setdefault(partition, []).append(
-                    local_record(message.key(), message.value(), _headers(message), timestamp_ms, offset)
+                assert partition is not None  # a consumed record has both
+                assert offset is not None
+                share = shares.get(partition)
+                if share is None:
+                    share = shares[partition] = []
+                raw_headers = message.headers()
+                share.append(
+                    local_record(
+                        message.key(),
+                        message.value(),
+                        None if raw_headers is None else _headers(raw_headers),
+                        message.timestamp()[1],
+                        offset,
+                    )
                 )
             for partition, records in shares.items():
                 await self._write(partition, records)
+            if lost:  # after the writes, so that every position is what the stream holds
+                await anyio.to_thread.run_sync(self._past_loss, consumer, lost)
             if time.time() - self._status_written >= STATUS_INTERVAL:
                 await anyio.to_thread.run_sync(self._write_status)
         await anyio.to_thread.run_sync(self._write_status)
+
+    def _reached(self, consumer: confluent_kafka.Consumer, ends: dict[int, int]) -> bool:
+        """Whether every partition was read up to ``ends`` (an empty partition's end is 0)."""
+        partitions = [confluent_kafka.TopicPartition(self.end.topic, p) for p in self.positions]
+        for tp in consumer.position(partitions):
+            position = tp.offset if tp.offset >= 0 else max(self.positions[tp.partition], 0)
+            if position < ends[tp.partition]:
+                return False
+        return True
 
     async def _write(self, partition: int, records: list[Record]) -> None:
         from .._async.producer import Producer
@@ -183,28 +205,61 @@ class Fetcher:
         self.status.shipped += len(records)
         self.status.updated = time.time()
 
-    def _out_of_range(
-        self, consumer: confluent_kafka.Consumer, error: confluent_kafka.KafkaError, partition: int
-    ) -> None:
-        if error.code() != confluent_kafka.KafkaError.OFFSET_OUT_OF_RANGE and "out of range" not in error.str().lower():
-            self.status.last_error = error.str()
-            if error.fatal() or not error.retriable():
-                raise MirrorError(f"reading Kafka topic {self.end.topic!r}: {error.str()}")
-            return
-        low, high = watermarks(self.config, self.end.topic, partition + 1)[partition]
-        position = self.positions.get(partition, 0)
-        if self.options.on_data_loss == "fail" or position > high:
-            raise MirrorError(
-                f"partition {partition} of Kafka topic {self.end.topic!r} no longer holds offset {position} (it holds "
-                f"{low}..{high - 1}): retention removed records before the mirror copied them; "
-                "on_data_loss='skip' (--on-data-loss skip) goes on from the oldest one"
+    def _on_error(
+        self,
+        consumer: confluent_kafka.Consumer,
+        error: confluent_kafka.KafkaError,
+        partition: int | None,
+        offset: int | None,
+    ) -> bool:
+        """An event in the consumer's stream instead of a record: a partition's end, a position
+        retention removed (True: ``_past_loss`` decides), or a failure (librdkafka retries the ones
+        it can by itself)."""
+        code = error.code()
+        if code == confluent_kafka.KafkaError._PARTITION_EOF and partition is not None and offset is not None:
+            # The end may lie past the last record copied (a transaction's marker, aborted records):
+            # the status counts no lag for those; the position to resume from stays.
+            tp = confluent_kafka.TopicPartition(self.end.topic, partition)
+            _, stable = consumer.get_watermark_offsets(tp, cached=True)
+            self.status.positions[partition] = max(self.positions[partition], offset, stable)
+            return False
+        # With auto.offset.reset=error, librdkafka reports a position retention removed as
+        # _AUTO_OFFSET_RESET (the broker's OFFSET_OUT_OF_RANGE behind it).
+        if code in (confluent_kafka.KafkaError.OFFSET_OUT_OF_RANGE, confluent_kafka.KafkaError._AUTO_OFFSET_RESET):
+            return partition is not None
+        self.status.last_error = f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {error.str()}"
+        if error.fatal():
+            raise MirrorError(f"reading Kafka topic {self.end.topic!r}: {error.str()}")
+        log.warning("reading Kafka topic %s: %s", self.end.topic, error.str())
+        return False
+
+    def _past_loss(self, consumer: confluent_kafka.Consumer, partitions: list[int]) -> None:
+        """Partitions whose position retention removed: fail, or go on from their oldest record."""
+        marks = watermarks(self.config, self.end.topic, len(self.positions), committed=False)
+        for partition in partitions:
+            low, high = marks[partition]
+            position = max(self.positions[partition], 0)
+            if position > high:
+                raise MirrorError(
+                    f"partition {partition} of Kafka topic {self.end.topic!r} ends at offset {high}, before the "
+                    f"{position} the mirror copied: the topic was deleted and made again, or is another one. "
+                    "Copy it into a new stream"
+                )
+            if position >= low:
+                continue  # not lost (the records came back into range): read on from there
+            if self.options.on_data_loss == "fail":
+                raise MirrorError(
+                    f"partition {partition} of Kafka topic {self.end.topic!r} no longer holds offset {position} (it "
+                    f"holds {low}..{high - 1}): retention removed records before the mirror copied them; "
+                    "on_data_loss='skip' (--on-data-loss skip) goes on from the oldest one"
+                )
+            log.warning(
+                "partition %d: Kafka offsets %d..%d were removed before copying; skipped", partition, position, low - 1
             )
-        log.warning(
-            "partition %d: Kafka offsets %d..%d were removed before copying; skipped", partition, position, low - 1
-        )
-        self.status.skipped.append((partition, position, low))
-        self.positions[partition] = low
-        consumer.seek(confluent_kafka.TopicPartition(self.end.topic, partition, low))
+            self.status.skipped.append((partition, position, low))
+            self.positions[partition] = low
+        # Everything consumed is written: every partition starts again where the stream ends.
+        consumer.assign([confluent_kafka.TopicPartition(self.end.topic, p, o) for p, o in self.positions.items()])
 
     def _write_status(self) -> None:
         try:
@@ -227,16 +282,10 @@ class Fetcher:
             await producer.aclose()
 
 
-def _partition_and_offset(message: confluent_kafka.Message) -> tuple[int, int]:
-    partition, offset = message.partition(), message.offset()
-    assert partition is not None  # a consumed message has both
-    assert offset is not None
-    return partition, offset
-
-
-def _headers(message: confluent_kafka.Message) -> list[tuple[str, bytes | None]]:
+def _headers(
+    headers: dict[str, str | bytes | None] | list[tuple[str, str | bytes | None]],
+) -> list[tuple[str, bytes | None]]:
     """A consumed message's headers: librdkafka hands them as a list of (name, bytes or None)."""
-    headers = message.headers() or []
     pairs = headers.items() if isinstance(headers, dict) else headers
     return [(name, value.encode() if isinstance(value, str) else value) for name, value in pairs]
 

@@ -122,11 +122,16 @@ def ensure_state_topic(config: Mapping[str, str], topic: str) -> None:
         create_topic(config, topic, STATE_TOPIC_PARTITIONS, -1)
 
 
-def watermarks(config: Mapping[str, str], topic: str, partitions: int) -> list[tuple[int, int]]:
-    """``(low, high)`` offsets of each partition of ``topic``, read committed (high is the last
-    stable offset: records at or past it are not delivered to read-committed readers yet)."""
+def watermarks(
+    config: Mapping[str, str], topic: str, partitions: int, *, committed: bool = True
+) -> list[tuple[int, int]]:
+    """``(low, high)`` offsets of each partition of ``topic``. With ``committed``, high is the last
+    stable offset (records at or past it are not delivered to read-committed readers yet: an open
+    transaction's, and everything after its first); without, the high watermark (every record
+    written, committed or not)."""
+    isolation = "read_committed" if committed else "read_uncommitted"
     consumer = confluent_kafka.Consumer(
-        {**config, "group.id": "adiskq-mirror-watermarks", "isolation.level": "read_committed"}
+        {**config, "group.id": "adiskq-mirror-watermarks", "isolation.level": isolation}
     )
     try:
         return [
@@ -162,9 +167,7 @@ def read_positions(config: Mapping[str, str], state_topic: str, prefix: bytes) -
     try:
         ends: dict[int, int] = {}
         assigned = []
-        for p in range(partitions):
-            tp = confluent_kafka.TopicPartition(state_topic, p)
-            low, high = consumer.get_watermark_offsets(tp, timeout=TIMEOUT, cached=False)
+        for p, (low, high) in enumerate(watermarks(config, state_topic, partitions, committed=False)):
             if high > low:
                 ends[p] = high
                 assigned.append(confluent_kafka.TopicPartition(state_topic, p, low))

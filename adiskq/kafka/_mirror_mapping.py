@@ -136,6 +136,9 @@ def local_record(
 ) -> Record:
     """A Kafka record (from ``offset``) as the local record the mirror pushes; a negative timestamp
     (none) leaves the producer to stamp the write's time."""
+    timestamp = timestamp_ms * 1_000_000 if timestamp_ms >= 0 else None
+    if not headers and key is not None and value is not None:  # the common case, without the checks below
+        return Record(value, key=key, headers={OFFSET_HEADER: b"%d" % offset}, timestamp=timestamp)
     kafka_headers = list(headers or ())
     tag: str | None = None
     tag_at = [i for i, (name, _) in enumerate(kafka_headers) if name == TAG_HEADER]
@@ -164,7 +167,7 @@ def local_record(
         b"" if value is None else value,
         key=b"" if key is None else key,
         headers=stored,
-        timestamp=timestamp_ms * 1_000_000 if timestamp_ms >= 0 else None,
+        timestamp=timestamp,
         tag=tag,
     )
 

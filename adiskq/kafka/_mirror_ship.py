@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 import anyio
@@ -41,6 +41,7 @@ __all__ = ["Shipper", "transactional_id"]
 
 log = logging.getLogger("adiskq.mirror")
 STATUS_INTERVAL: Final = 1.0  # seconds between writes of the status file
+_UNASSIGNED: Final = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the producer's partitioner places the record
 
 
 class _Aborted(Exception):
@@ -296,19 +297,20 @@ class Shipper:
         try:
             producer.begin_transaction()
             for partition, messages in batch:
+                to = partition if preserve else _UNASSIGNED
                 for message in messages:
-                    side = to_kafka(message)
-                    _produce(
-                        producer,
-                        lambda side=side, partition=partition: producer.produce(  # type: ignore[misc]
-                            topic,
-                            side.value,
-                            side.key,
-                            **({"partition": partition} if preserve else {}),
-                            timestamp=side.timestamp_ms,
-                            headers=side.headers,
-                        ),
-                    )
+                    headers: list[tuple[str, str | bytes | None]] | None = None
+                    if message.headers or message.tag is not None:
+                        key, value, mapped, timestamp_ms = to_kafka(message)
+                        headers = list(mapped)
+                    else:  # the common case, without to_kafka's checks
+                        key, value, timestamp_ms = message.key, message.value, message.timestamp_ns // 1_000_000
+                    while True:
+                        try:
+                            producer.produce(topic, value, key, partition=to, timestamp=timestamp_ms, headers=headers)
+                            break
+                        except BufferError:  # librdkafka's queue is full: let it send, then again
+                            producer.poll(0.05)
             for partition, position in positions.items():
                 producer.produce(
                     self.options.state_topic, state_value(position), state_key(self.stream_id, topic, partition)
@@ -375,16 +377,6 @@ def _first_failure(group: BaseExceptionGroup[BaseException]) -> BaseException:
             leaves.append(error)
     cancelled = anyio.get_cancelled_exc_class()
     return next((leaf for leaf in leaves if not isinstance(leaf, cancelled)), leaves[0])
-
-
-def _produce(producer: confluent_kafka.Producer, call: Callable[[], None]) -> None:
-    """``call`` (a ``produce``), waiting for room in librdkafka's queue while it is full."""
-    while True:
-        try:
-            call()
-            return
-        except BufferError:
-            producer.poll(0.05)
 
 
 def _flush_and_forget(producer: confluent_kafka.Producer) -> None:

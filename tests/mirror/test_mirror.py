@@ -10,6 +10,7 @@ import anyio
 import anyio.to_thread
 import confluent_kafka
 import pytest
+from confluent_kafka.admin import AdminClient
 from mirror_support import create_topic, new_topic_name, produce, read_topic, wait_for_records
 
 import adiskq
@@ -222,6 +223,27 @@ async def test_records_removed_before_they_were_shipped_fail_or_are_skipped(
     skipped = await _ship(source, _url(kafka_broker, topic), create_topic=True, start=0, on_data_loss="skip")
     assert skipped.status.skipped == [(0, 0, oldest)]
     assert skipped.status.shipped == 60 - oldest
+
+
+async def test_kafka_records_removed_before_they_were_copied_fail_or_are_skipped(
+    kafka_broker: object, tmp_path: os.PathLike[str]
+) -> None:
+    bootstrap = kafka_broker.bootstrap  # type: ignore[attr-defined]
+    topic = new_topic_name()
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, [(0, b"k", b"%d" % i, [], 1) for i in range(10)])
+    stream, other = os.path.join(tmp_path, "copy"), os.path.join(tmp_path, "other")
+    await _ship(_url(kafka_broker, topic), stream)
+    shutil.copytree(stream, other)
+    produce(bootstrap, topic, [(0, b"k", b"%d" % i, [], 1) for i in range(10, 20)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deleted = admin.delete_records([confluent_kafka.TopicPartition(topic, 0, 15)])
+    next(iter(deleted.values())).result(60)
+    with pytest.raises(MirrorError, match=r"no longer holds offset 10 \(it holds 15\.\.19\)"):
+        await _ship(_url(kafka_broker, topic), stream)
+    skipped = await _ship(_url(kafka_broker, topic), other, on_data_loss="skip")
+    assert skipped.status.skipped == [(0, 10, 15)]
+    assert [m.value for m in await _local(other)] == [b"%d" % i for i in [*range(10), *range(15, 20)]]
 
 
 async def test_a_mirror_starts_where_it_is_told_and_follows(kafka_broker: object, tmp_path: os.PathLike[str]) -> None:

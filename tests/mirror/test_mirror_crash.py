@@ -26,7 +26,6 @@ import pytest
 from mirror_support import KafkaRecord, create_topic, new_topic_name, read_topic
 
 import adiskq
-from adiskq._storage.api import read as read_one
 from adiskq._storage.stream import StreamReader
 from adiskq._storage.upgrade import give_identity
 from adiskq.kafka._mirror_kafka import read_positions, state_key
@@ -118,11 +117,15 @@ def _check_stream(path: str, records: list[KafkaRecord]) -> None:
     stream = StreamReader.open(path)
     for partition in range(stream.partition_count):
         expected = [(r.offset, r.value) for r in records if r.partition == partition]
-        oldest, end = stream.partition(partition).bounds()
+        reader = stream.partition(partition)
+        oldest, end = reader.bounds()
         assert end - oldest == len(expected), (
             f"partition {partition}: {end - oldest} records, Kafka has {len(expected)}"
         )
-        got = [read_one(path, partition, offset) for offset in range(oldest, end)]
+        got: list[adiskq.Message] = []
+        with reader.cursor(oldest) as cursor:
+            while len(got) < end - oldest:
+                got += cursor.read(10_000)
         assert [(int(m.headers[OFFSET_HEADER]), m.value) for m in got] == expected
 
 
@@ -220,6 +223,7 @@ def test_killed_mirrors_ship_each_message_exactly_once(kafka_broker: object, tmp
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_killed_mirrors_and_a_killed_broker_ship_each_message_exactly_once(
     kafka_cluster: object, tmp_path: os.PathLike[str]
 ) -> None:
