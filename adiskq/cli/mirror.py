@@ -161,25 +161,28 @@ def mirror(
         )
 
     async def run() -> None:
-        async with runner, anyio.create_task_group() as tasks:
-            positions = ", ".join(f"{p}:{o}" for p, o in sorted(runner.status.positions.items()))
-            click.echo(f"mirroring {source} to {target} from positions {positions}", err=True)
+        # SIGTERM and Ctrl-C stop the mirror cleanly from the start (a transaction in flight commits
+        # or is aborted by the next start, never half-read): the receiver is set up before anything.
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with anyio.create_task_group() as tasks:
 
-            async def report() -> None:
-                while True:
-                    await anyio.sleep(progress_every)
-                    progress()
-
-            async def stop_on_signal() -> None:
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async def stop_on_signal() -> None:
                     async for _ in signals:
                         tasks.cancel_scope.cancel()
                         return
 
-            tasks.start_soon(report)
-            tasks.start_soon(stop_on_signal)
-            await runner.run()
-            tasks.cancel_scope.cancel()
+                async def report() -> None:
+                    while True:
+                        await anyio.sleep(progress_every)
+                        progress()
+
+                tasks.start_soon(stop_on_signal)
+                async with runner:
+                    positions = ", ".join(f"{p}:{o}" for p, o in sorted(runner.status.positions.items()))
+                    click.echo(f"mirroring {source} to {target} from positions {positions}", err=True)
+                    tasks.start_soon(report)
+                    await runner.run()
+                tasks.cancel_scope.cancel()
 
     anyio.run(run)
     progress(final=True)
