@@ -31,6 +31,8 @@ __all__ = [
     "TIMEINDEX",
     "WRITERS_DIR",
     "fnv1_32",
+    "group_folder",
+    "group_of_folder",
     "parse_partition_dir",
     "parse_segment_file",
     "partition_dir_name",
@@ -112,6 +114,71 @@ def fnv1_32(data: bytes) -> int:
 def partition_for_key(key: bytes, partition_count: int) -> int:
     """The partition of a key: FNV-1 32-bit of its bytes modulo the count, as go-diskq places it."""
     return fnv1_32(key) % partition_count
+
+
+# A group folder's name holds at most this many bytes (the longest file name of Linux file systems).
+_MAX_FOLDER_BYTES: Final = 255
+_ENCODED_PREFIX: Final = "%"  # never the first character of a plain group name
+_UNESCAPED: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+
+
+def group_folder(name: str) -> str:
+    """The folder under ``groups/`` that holds the group ``name``: the name itself when it is a plain
+    one (``validate_group_name``'s rule: every group folder made before other names were taken);
+    otherwise ``%`` and the name's UTF-8 bytes, each byte outside ``A-Z a-z 0-9 _ . -`` written
+    ``%XX`` (hex, upper case): ``app:billing`` is ``%app%3Abilling``, ``team/svc`` is ``%team%2Fsvc``.
+    Reversible (``group_of_folder``), and never a name that leaves ``groups/`` or hides there.
+
+    InvalidNameError for an empty name, one that is not text, and one whose folder name would pass
+    255 bytes (a Kafka group id of about 80 characters or more of other scripts, or 250 of ASCII)."""
+    if isinstance(name, str) and _GROUP_NAME.fullmatch(name) and name not in {".", ".."}:
+        return name
+    if not isinstance(name, str) or not name:
+        raise InvalidNameError(f"invalid consumer group name {name!r}: give a non-empty string")
+    try:
+        raw = name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidNameError(f"invalid consumer group name {name!r}: it is not valid Unicode text") from None
+    folder = _ENCODED_PREFIX + "".join(chr(byte) if byte in _UNESCAPED else f"%{byte:02X}" for byte in raw)
+    if len(folder) > _MAX_FOLDER_BYTES:
+        raise InvalidNameError(
+            f"invalid consumer group name {name[:40]!r}...: its folder name would take {len(folder)} bytes, "
+            f"over the {_MAX_FOLDER_BYTES} a file system allows; use a shorter name"
+        )
+    return folder
+
+
+def group_of_folder(folder: str) -> str | None:
+    """The group whose folder (under ``groups/``) is named ``folder``; None for a name that
+    ``group_folder`` does not make (it is no group's folder)."""
+    if _GROUP_NAME.fullmatch(folder) and folder not in {".", ".."}:
+        return folder
+    if not folder.startswith(_ENCODED_PREFIX):
+        return None
+    raw = bytearray()
+    at, end = 1, len(folder)
+    while at < end:
+        char = folder[at]
+        if char == "%":
+            digits = folder[at + 1 : at + 3]
+            if len(digits) != 2 or not all(c in "0123456789ABCDEF" for c in digits):
+                return None
+            raw.append(int(digits, 16))
+            at += 3
+        elif ord(char) < 128 and ord(char) in _UNESCAPED:
+            raw.append(ord(char))
+            at += 1
+        else:
+            return None
+    try:
+        name = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    # Only the one spelling group_folder makes: no plain name in disguise, no needless escape.
+    try:
+        return name if group_folder(name) == folder else None
+    except InvalidNameError:
+        return None
 
 
 def validate_group_name(name: str) -> str:

@@ -15,7 +15,7 @@ import shutil
 from typing import Literal
 
 from .._errors import GroupInUseError, InvalidArgumentError, OffsetOutOfRangeError
-from .._sansio.naming import validate_group_name
+from .._sansio.naming import group_folder
 from .group_admin import GroupInUse, holders, holding_leases, set_offsets
 from .lag import group_lag_now
 from .offsets import OFFSETS_FILE, TAGS_FILE, group_dir
@@ -35,7 +35,7 @@ def lag(path: str | os.PathLike[str], group: str) -> dict[int, int]:
     committed in are left out; a group that never committed gives ``{}``.
     ``StreamNotFoundError`` if there is no stream at ``path``.
     """
-    validate_group_name(group)
+    group_folder(group)  # InvalidNameError for a name no folder can hold
     return group_lag_now(os.fspath(path), group)
 
 
@@ -82,7 +82,7 @@ def reset_offsets(
         InvalidArgumentError: a partition the stream lacks, or ``to`` is not a position.
         StreamNotFoundError: no stream at ``path``.
     """
-    validate_group_name(group)
+    group_folder(group)  # InvalidNameError for a name no folder can hold
     _check_to(to)
     stream = StreamReader.open(os.fspath(path))
     if partition is None:
@@ -108,7 +108,7 @@ def delete_group(path: str | os.PathLike[str], group: str) -> bool:
         GroupInUseError: a member of the group is running (nothing was deleted).
         StreamNotFoundError: no stream at ``path``.
     """
-    validate_group_name(group)
+    group_folder(group)  # InvalidNameError for a name no folder can hold
     stream = StreamReader.open(os.fspath(path))
     directory = group_dir(stream.path, group)
     if not os.path.isdir(directory):

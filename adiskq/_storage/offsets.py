@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from .._errors import CorruptStreamError
-from .._sansio.naming import GROUPS_DIR, validate_group_name
+from .._sansio.naming import GROUPS_DIR, group_folder, group_of_folder
 from .files import DEFAULT_FILE_MODE, atomic_write_json, dir_mode, fsync_dir, read_json
 from .flocks import SHARED_LOCK_TIMEOUT_SECONDS, FileLock
 
@@ -45,25 +45,23 @@ TAGS_FILE: Final = "tags.json"
 
 
 def group_dir(stream_path: str, name: str) -> str:
-    """The folder of a named group (the name is validated first)."""
-    return os.path.join(stream_path, GROUPS_DIR, validate_group_name(name))
+    """The folder of a named group: ``groups/`` and the name, or its encoding for a name that is not
+    a plain folder name (a Kafka group id such as ``app:billing``: ``naming.group_folder``)."""
+    return os.path.join(stream_path, GROUPS_DIR, group_folder(name))
 
 
 def list_groups(stream_path: str) -> list[str]:
-    """Names of the groups that have a folder, sorted."""
+    """Names of the groups that have a folder, sorted (encoded folder names decoded)."""
     try:
-        names = os.listdir(os.path.join(stream_path, GROUPS_DIR))
+        folders = os.listdir(os.path.join(stream_path, GROUPS_DIR))
     except FileNotFoundError:
         return []
-    valid = []
-    for name in names:
-        try:
-            validate_group_name(name)
-        except ValueError:
-            continue
-        if os.path.isdir(os.path.join(stream_path, GROUPS_DIR, name)):
-            valid.append(name)
-    return sorted(valid)
+    found = []
+    for folder in folders:
+        name = group_of_folder(folder)
+        if name is not None and os.path.isdir(os.path.join(stream_path, GROUPS_DIR, folder)):
+            found.append(name)
+    return sorted(found)
 
 
 def load_offsets(stream_path: str, name: str) -> dict[int, int]:

@@ -141,13 +141,13 @@ def offsets(path: str, name: str, to: Position, partitions: tuple[int, ...], dry
       adiskq offsets orders --group billing --reset-to 2026-01-31T08:00:00Z
       adiskq offsets orders --group billing --reset-to 1200 --partition 2
     """
-    from .._sansio.naming import validate_group_name
+    from .._sansio.naming import group_folder
     from .._storage.group_admin import GroupInUse, holders, set_offsets
     from .._storage.stream import StreamReader
     from .read import check_partitions
 
     try:
-        validate_group_name(name)
+        group_folder(name)  # any name a folder holds: a Kafka group's too (app:billing)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="'--group'") from None
     stream = StreamReader.open(os.fspath(path))

@@ -129,7 +129,7 @@ def mirror(
     import anyio
 
     from .._errors import InvalidArgumentError
-    from ..kafka.mirror import Mirror
+    from ..kafka import Mirror
 
     if isinstance(start, str) and start not in ("oldest", "newest"):
         raise click.BadParameter(f"{start!r}: use oldest, newest, an offset or a time", param_hint="--from")
@@ -189,7 +189,10 @@ def mirror(
 
 
 def _status(source: str, target: str, kafka_config: str | None, state_topic: str, as_json: bool) -> None:
-    from ..kafka._mirror_status import mirror_status
+    from .._extras import needs_extra
+
+    with needs_extra("kafka-cluster", "adiskq's Kafka mirror"):
+        from ..kafka._mirror_status import mirror_status
 
     found = mirror_status(source, target, kafka_config=kafka_config, state_topic=state_topic)
     if as_json:

@@ -38,8 +38,10 @@ def group_and_security_options(command: F) -> F:
                      help="Shortest session.timeout.ms a group member may ask for (group.min.session.timeout.ms)."),
         click.option("--group-max-session-timeout-ms", type=click.IntRange(min=1), default=1_800_000,
                      show_default=True, help="Longest session.timeout.ms a group member may ask for."),
-        click.option("--group-initial-rebalance-delay-ms", type=click.IntRange(min=0), default=0, show_default=True,
-                     help="How long an empty group waits for more members before its first generation."),
+        click.option("--group-initial-rebalance-delay-ms", type=click.IntRange(min=0), default=3000,
+                     show_default=True,
+                     help="How long an empty group waits for more members before its first generation "
+                          "(group.initial.rebalance.delay.ms)."),
     ]  # fmt: skip
     for option in reversed(options):
         command = option(command)

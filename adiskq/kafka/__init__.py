@@ -10,10 +10,13 @@ and the ``_mirror_*`` modules) ships a stream to a Kafka cluster and back, throu
 
 from typing import TYPE_CHECKING
 
-from ._options import GroupOptions as GroupOptions
-from ._options import SecurityOptions as SecurityOptions
-from ._server import DEFAULT_MAX_REQUEST_BYTES as DEFAULT_MAX_REQUEST_BYTES
-from ._server import KafkaGateway as KafkaGateway
+from .._extras import needs_extra
+
+with needs_extra("kafka", "adiskq's Kafka gateway"):
+    from ._options import GroupOptions as GroupOptions
+    from ._options import SecurityOptions as SecurityOptions
+    from ._server import DEFAULT_MAX_REQUEST_BYTES as DEFAULT_MAX_REQUEST_BYTES
+    from ._server import KafkaGateway as KafkaGateway
 
 if TYPE_CHECKING:
     from .mirror import Mirror as Mirror
@@ -24,7 +27,8 @@ __all__ = ["DEFAULT_MAX_REQUEST_BYTES", "GroupOptions", "KafkaGateway", "Mirror"
 def __getattr__(name: str) -> object:
     # The mirror loads on first use: it needs confluent-kafka (the kafka-cluster extra), the gateway does not.
     if name == "Mirror":
-        from .mirror import Mirror
+        with needs_extra("kafka-cluster", "adiskq's Kafka mirror"):
+            from .mirror import Mirror
 
         return Mirror
     raise AttributeError(f"module 'adiskq.kafka' has no attribute {name!r}")

@@ -16,26 +16,34 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
-from .._sansio.naming import validate_group_name
+from .._sansio.naming import group_folder
 from .._storage.offsets import list_groups
 from ._core import GatewayCore
 from ._topics import Topics
 from .group_coordinator import GroupCoordinator, GroupState, JoinResult, Pending, SyncResult
 from .group_offsets import Committed, GroupHold, fetch_offsets, store_offsets
 
-__all__ = ["GroupService", "groups_of", "install_groups", "valid_group_id"]
+__all__ = ["GroupService", "group_id_refusal", "groups_of", "install_groups", "valid_group_id"]
 
 _KEY = "groups"
 T = TypeVar("T")
 
 
 def valid_group_id(group_id: str) -> bool:
-    """True if the group id can name a folder under ``groups/`` (where its offsets live)."""
+    """True if the group id can be stored under ``groups/`` (where its offsets live): any Kafka group
+    id but an empty one or one too long for a folder name (``naming.group_folder``)."""
+    return group_id_refusal(group_id) is None
+
+
+def group_id_refusal(group_id: str) -> str | None:
+    """Why the group id cannot be stored, or None when it can."""
+    if not group_id:
+        return "give a non-empty group id"
     try:
-        validate_group_name(group_id)
+        group_folder(group_id)
     except ValueError:
-        return False
-    return True
+        return "it is too long for a folder name (at most 255 bytes, each byte outside A-Z a-z 0-9 _ . - taking 3)"
+    return None
 
 
 class GroupService:
@@ -81,6 +89,7 @@ class GroupService:
         client_id: str,
         client_host: str,
         require_known_member_id: bool,
+        skip_assignment_known: bool = False,
     ) -> JoinResult:
         """A JoinGroup, answered when the rebalance completes."""
         pending = self.coordinator.join(
@@ -95,6 +104,7 @@ class GroupService:
             client_host=client_host,
             require_known_member_id=require_known_member_id,
             now=anyio.current_time(),
+            skip_assignment_known=skip_assignment_known,
         )
         self._poke()
         return await _wait(pending)

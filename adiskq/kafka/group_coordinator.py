@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Final, Generic, TypeVar
 
@@ -41,11 +41,12 @@ __all__ = [
     "SyncResult",
 ]
 
-# Kafka's broker defaults (group.min/max.session.timeout.ms, group.initial.rebalance.delay.ms is 3000
-# there; a single-node gateway starts the first generation at once).
+# Kafka's broker defaults (group.min/max.session.timeout.ms, group.initial.rebalance.delay.ms): an
+# empty group waits 3 s for more members before its first generation, so consumers started together
+# get their share in one generation instead of a rebalance a member.
 DEFAULT_MIN_SESSION_TIMEOUT_MS: Final = 6_000
 DEFAULT_MAX_SESSION_TIMEOUT_MS: Final = 1_800_000
-DEFAULT_INITIAL_REBALANCE_DELAY_MS: Final = 0
+DEFAULT_INITIAL_REBALANCE_DELAY_MS: Final = 3_000
 
 T = TypeVar("T")
 
@@ -264,8 +265,12 @@ class GroupCoordinator:
         client_host: str,
         require_known_member_id: bool,
         now: float,
+        skip_assignment_known: bool = False,
     ) -> Pending[JoinResult]:
-        """A JoinGroup request; the result comes when the rebalance completes."""
+        """A JoinGroup request; the result comes when the rebalance completes.
+
+        ``skip_assignment_known``: the client reads JoinGroup's SkipAssignment (version 9 on, KIP-814),
+        which a static leader's restart without a rebalance uses."""
         if not group_id:
             return Pending(JoinResult(err.INVALID_GROUP_ID, member_id=member_id))
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
@@ -286,6 +291,7 @@ class GroupCoordinator:
                 return self._join_static(
                     group, new_id, group_instance_id, protocol_type, protocols,
                     session_timeout_ms, rebalance_timeout_ms, client_id, client_host, now,
+                    skip_assignment_known,
                 )  # fmt: skip
             if require_known_member_id:
                 # KIP-394: the member must come back with this id, so a client that retries a join
@@ -411,9 +417,11 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if generation_id < 0 and (group is None or group.state is GroupState.EMPTY):
             return err.NONE  # a consumer that commits without joining (manual assignment)
-        if group is not None and _fenced(group, member_id, group_instance_id):
+        if group is None:
+            return err.ILLEGAL_GENERATION  # a generation of a group that has none, as Kafka answers
+        if _fenced(group, member_id, group_instance_id):
             return err.FENCED_INSTANCE_ID
-        if group is None or member_id not in group.members:
+        if member_id not in group.members:
             return err.UNKNOWN_MEMBER_ID
         if group.members[member_id].group_instance_id != group_instance_id:
             return err.FENCED_INSTANCE_ID
@@ -463,9 +471,16 @@ class GroupCoordinator:
         client_id: str,
         client_host: str,
         now: float,
+        skip_assignment_known: bool,
     ) -> Pending[JoinResult]:
         """A static member (``group.instance.id``) joins with no member id: a restart of a known one
-        takes the old member's place (fencing the old id) without a rebalance when nothing changed."""
+        takes the old member's place (fencing the old id) without a rebalance when nothing changed,
+        the leader's too (KIP-345).
+
+        A restarted leader must not compute a new assignment, which a Stable group would not hand
+        out: as Kafka answers it, a client that reads SkipAssignment (KIP-814) is told it leads, with
+        the members, and to skip the assignment; an older one is named the old leader id (no longer
+        its own), so it takes the follower's part and syncs for the assignment it had."""
         member = _Member(
             new_id,
             instance_id,
@@ -492,8 +507,14 @@ class GroupCoordinator:
         was_leader = group.leader == old_id
         if was_leader:
             group.leader = new_id
-        if group.state is GroupState.STABLE and old.matches(protocols) and not was_leader:
-            return Pending(self._join_result(group, member, with_members=False))
+        if group.state is GroupState.STABLE and old.matches(protocols):
+            if not was_leader:
+                return Pending(self._join_result(group, member, with_members=False))
+            if skip_assignment_known:
+                result = self._join_result(group, member, with_members=True)
+                return Pending(replace(result, skip_assignment=True))
+            assert old_id is not None
+            return Pending(replace(self._join_result(group, member, with_members=False), leader=old_id))
         return self._rejoin(group, member, now)
 
     def _join_known(

@@ -17,7 +17,9 @@ from typing import Literal, Self
 
 from .._errors import ClosedError, InvalidArgumentError
 from ._mirror_config import is_kafka_url, parse_kafka_url, read_client_config
+from ._mirror_fetch import Fetcher
 from ._mirror_options import DEFAULT_STATE_TOPIC, From, MirrorOptions, MirrorStatus
+from ._mirror_ship import Shipper
 
 __all__ = ["Mirror"]
 
@@ -75,9 +77,6 @@ class Mirror:
             state_topic=state_topic,
             batch_messages=batch_messages,
         )
-        from ._mirror_fetch import Fetcher
-        from ._mirror_ship import Shipper
-
         self._runner: Shipper | Fetcher
         if is_kafka_url(target_text):
             self._runner = Shipper(os.path.abspath(source_text), parse_kafka_url(target_text), options)

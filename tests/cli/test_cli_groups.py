@@ -184,9 +184,19 @@ def test_a_corrupt_offsets_file_is_replaced_by_a_reset(stream: str) -> None:
     assert load_offsets(stream, "billing") == {0: 10, 1: 10}
 
 
-def test_an_invalid_group_name_is_misuse(stream: str) -> None:
-    """A name that would leave the groups folder is a usage error."""
-    assert invoke("offsets", stream, "-g", "../x", "--reset-to", "oldest").exit_code == 2
+def test_a_group_name_no_folder_can_hold_is_misuse(stream: str) -> None:
+    """An empty name, or one whose encoded folder name would pass 255 bytes, is a usage error."""
+    assert invoke("offsets", stream, "-g", "", "--reset-to", "oldest").exit_code == 2
+    assert invoke("offsets", stream, "-g", ":" * 90, "--reset-to", "oldest").exit_code == 2
+
+
+def test_a_group_name_with_a_separator_stays_inside_groups(stream: str) -> None:
+    """A Kafka group id such as ``../x`` is moved in its encoded folder inside ``groups/``, never outside."""
+    before = sorted(os.listdir(os.path.dirname(stream)))
+    assert invoke("offsets", stream, "-g", "../x", "--reset-to", "oldest").exit_code == 0
+    assert sorted(os.listdir(os.path.dirname(stream))) == before
+    assert os.path.isdir(os.path.join(stream, "groups", "%..%2Fx"))
+    assert load_offsets(stream, "../x") == {0: 0, 1: 0}
 
 
 def test_reset_needs_a_group_and_a_position(stream: str) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from adiskq.kafka import KafkaGateway
+from adiskq.kafka import GroupOptions, KafkaGateway
 
 
 @dataclasses.dataclass
@@ -44,7 +44,9 @@ def gateway(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     root = str(tmp_path_factory.mktemp("kafka-root"))
     backend = str(request.param)
     with start_blocking_portal(backend=backend) as portal:
-        gateway = KafkaGateway(root, port=0, partitions=1)
+        # A group's first generation at once (Kafka waits 3 s for more members): the tests' consumers
+        # start one at a time.
+        gateway = KafkaGateway(root, port=0, partitions=1, groups=GroupOptions(initial_rebalance_delay_ms=0))
         with portal.wrap_async_context_manager(gateway):
             yield RunningGateway(gateway, root, backend, portal)
 
@@ -103,3 +105,8 @@ def raw_frame(port: int, message: bytes) -> bytes:
         sock.sendall(struct.pack(">i", len(message)) + message)
         size = struct.unpack(">i", receive_exactly(sock, 4))[0]
         return receive_exactly(sock, size)
+
+
+# --- differential tests: the same scenario against the gateway and Apache Kafka (differential.py) ---
+pytest.register_assert_rewrite("differential")  # its comparison shows both sides' differences
+from differential import differential  # noqa: E402, F401  (a fixture, offered to every test here)

@@ -20,8 +20,9 @@ from anyio.from_thread import start_blocking_portal
 
 from adiskq.kafka import GroupOptions, KafkaGateway, SecurityOptions
 
-# Members in tests use short sessions, so a killed one is expelled within about a second.
-TEST_GROUPS = GroupOptions(min_session_timeout_ms=100)
+# Members in tests use short sessions, so a killed one is expelled within about a second, and a
+# group's first generation starts at once (no 3 s wait for more members, Kafka's default).
+TEST_GROUPS = GroupOptions(min_session_timeout_ms=100, initial_rebalance_delay_ms=0)
 SESSION_CONFIG = {"session.timeout.ms": 1000, "heartbeat.interval.ms": 100}
 MEMBER_SCRIPT = os.path.join(os.path.dirname(__file__), "group_member.py")
 
@@ -140,7 +141,17 @@ class ServeProcess:
 
     def __init__(self, *args: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "adiskq", "serve", *args, "--kafka", "127.0.0.1:0"],
+            [
+                sys.executable,
+                "-m",
+                "adiskq",
+                "serve",
+                *args,
+                "--kafka",
+                "127.0.0.1:0",
+                "--group-initial-rebalance-delay-ms",
+                "0",
+            ],
             stderr=subprocess.PIPE,
             text=True,
         )

@@ -18,6 +18,7 @@ def join(
     instance: str | None = None,
     require_known: bool = False,
     group: str = "g",
+    skip_assignment_known: bool = False,
 ) -> Pending[JoinResult]:
     return coordinator.join(
         group,
@@ -31,6 +32,7 @@ def join(
         client_host="/127.0.0.1",
         require_known_member_id=require_known,
         now=now,
+        skip_assignment_known=skip_assignment_known,
     )
 
 
@@ -80,7 +82,7 @@ def stable_pair(coordinator: GroupCoordinator) -> tuple[JoinResult, JoinResult]:
 
 def test_first_member_becomes_leader_of_generation_one() -> None:
     """A lone member's join completes at once: generation 1, itself the leader, its metadata listed."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     result = done(join(coordinator))
     assert result.error == err.NONE
     assert result.generation_id == 1
@@ -91,7 +93,7 @@ def test_first_member_becomes_leader_of_generation_one() -> None:
 
 def test_leader_sync_hands_every_member_its_assignment() -> None:
     """The leader's SyncGroup assignments reach each follower waiting on its own SyncGroup."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     a, b = stable_pair(coordinator)
     assert coordinator.state("g") is GroupState.STABLE
     assert a.generation_id == b.generation_id == 2
@@ -101,7 +103,7 @@ def test_leader_sync_hands_every_member_its_assignment() -> None:
 
 def test_kip394_first_join_is_answered_member_id_required() -> None:
     """A join without a member id, where the version demands it, gets MEMBER_ID_REQUIRED and an id to rejoin with."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     first = done(join(coordinator, require_known=True))
     assert first.error == err.MEMBER_ID_REQUIRED
     assert first.member_id
@@ -112,13 +114,13 @@ def test_kip394_first_join_is_answered_member_id_required() -> None:
 
 def test_unknown_member_id_is_refused() -> None:
     """A join naming a member id the coordinator never gave out is UNKNOWN_MEMBER_ID."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     assert done(join(coordinator, "made-up")).error == err.UNKNOWN_MEMBER_ID
 
 
 def test_expired_session_removes_member_and_rebalances() -> None:
     """A member silent past its session timeout is removed; the survivor rejoins alone in a new generation."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     a, b = stable_pair(coordinator)
     deadline = coordinator.next_deadline()
     assert deadline == SESSION_MS / 1000
@@ -133,7 +135,7 @@ def test_expired_session_removes_member_and_rebalances() -> None:
 
 def test_member_that_does_not_rejoin_in_time_is_dropped() -> None:
     """When the rebalance timeout passes, members that did not rejoin are removed and the rest go on."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     a, b = stable_pair(coordinator)
     waiting_c = join(coordinator, now=1)
     waiting_a = join(coordinator, a.member_id, now=1)
@@ -156,7 +158,7 @@ def test_member_that_does_not_rejoin_in_time_is_dropped() -> None:
 
 def test_leave_rebalances_the_rest() -> None:
     """LeaveGroup removes the member at once; the others are told to rejoin."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     a, b = stable_pair(coordinator)
     assert coordinator.leave("g", b.member_id, None, now=1) == err.NONE
     assert coordinator.heartbeat("g", a.member_id, 2, group_instance_id=None, now=1) == err.REBALANCE_IN_PROGRESS
@@ -165,7 +167,7 @@ def test_leave_rebalances_the_rest() -> None:
 
 def test_last_member_leaving_empties_the_group() -> None:
     """A group whose members all left is Empty, and a commit without a generation is accepted again."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     a = done(join(coordinator))
     sync(coordinator, a, {a.member_id: b""})
     assert coordinator.check_commit("g", "", -1, None) == err.UNKNOWN_MEMBER_ID
@@ -176,16 +178,24 @@ def test_last_member_leaving_empties_the_group() -> None:
 
 def test_commit_checks_generation_and_member() -> None:
     """OffsetCommit from a member of an old generation is ILLEGAL_GENERATION, from a stranger UNKNOWN_MEMBER_ID."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     a, _ = stable_pair(coordinator)
     assert coordinator.check_commit("g", a.member_id, 2, None) == err.NONE
     assert coordinator.check_commit("g", a.member_id, 1, None) == err.ILLEGAL_GENERATION
     assert coordinator.check_commit("g", "stranger", 2, None) == err.UNKNOWN_MEMBER_ID
 
 
+def test_commit_with_a_generation_to_a_group_that_has_none_is_illegal_generation() -> None:
+    """OffsetCommit naming a generation of a group that does not exist is ILLEGAL_GENERATION, as
+    Kafka answers (test_differential_protocol.py compares the two)."""
+    coordinator = GroupCoordinator()
+    assert coordinator.check_commit("nobody's", "stranger", 3, None) == err.ILLEGAL_GENERATION
+    assert coordinator.check_commit("nobody's", "", -1, None) == err.NONE
+
+
 def test_follower_rejoining_with_same_metadata_does_not_rebalance() -> None:
     """A Stable follower that rejoins unchanged gets the current generation back; nobody else rebalances."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     a, b = stable_pair(coordinator)
     follower = b if a.members else a
     again = done(join(coordinator, follower.member_id, now=1))
@@ -195,7 +205,7 @@ def test_follower_rejoining_with_same_metadata_does_not_rebalance() -> None:
 
 def test_changed_metadata_rebalances() -> None:
     """A member rejoining with new subscription metadata (as cooperative-sticky does) starts a rebalance."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     a, b = stable_pair(coordinator)
     follower = b if a.members else a
     waiting = join(coordinator, follower.member_id, now=1, protocols=[("range", b"other")])
@@ -205,7 +215,7 @@ def test_changed_metadata_rebalances() -> None:
 
 def test_protocol_is_chosen_by_vote_among_common_ones() -> None:
     """The group runs the protocol every member supports that most members prefer."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     first = done(join(coordinator, protocols=[("cooperative-sticky", b"c"), ("range", b"r")]))
     assert first.protocol_name == "cooperative-sticky"
     sync(coordinator, first, {first.member_id: b""})
@@ -217,7 +227,7 @@ def test_protocol_is_chosen_by_vote_among_common_ones() -> None:
 
 def test_member_without_a_common_protocol_is_refused() -> None:
     """A join whose protocols share nothing with the group's is INCONSISTENT_GROUP_PROTOCOL."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     done(join(coordinator, protocols=[("range", b"")]))
     assert done(join(coordinator, protocols=[("roundrobin", b"")])).error == err.INCONSISTENT_GROUP_PROTOCOL
 
@@ -230,7 +240,7 @@ def test_session_timeout_outside_bounds_is_refused() -> None:
 
 def test_static_member_restart_keeps_assignment_without_rebalance() -> None:
     """A static member (group.instance.id) that restarts takes its old place and assignment; no rebalance."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     first = done(join(coordinator, instance="i-1"))
     sync(coordinator, first, {first.member_id: b"L"}, instance="i-1")
     waiting = join(coordinator, instance="i-2")
@@ -252,9 +262,62 @@ def test_static_member_restart_keeps_assignment_without_rebalance() -> None:
     assert coordinator.heartbeat("g", second.member_id, 2, group_instance_id="i-2", now=1) == err.FENCED_INSTANCE_ID
 
 
+def stable_static_pair(coordinator: GroupCoordinator) -> tuple[JoinResult, JoinResult]:
+    """Static members i-1 (the leader, assigned b"L") and i-2 (assigned b"S"), Stable in generation 2."""
+    first = done(join(coordinator, instance="i-1"))
+    sync(coordinator, first, {first.member_id: b"L"}, instance="i-1")
+    waiting = join(coordinator, instance="i-2")
+    leader = done(join(coordinator, first.member_id, instance="i-1"))
+    follower = done(waiting)
+    assert leader.leader == first.member_id
+    follower_sync = sync(coordinator, follower, instance="i-2")
+    sync(coordinator, leader, {first.member_id: b"L", follower.member_id: b"S"}, instance="i-1")
+    assert follower_sync.result is not None
+    assert coordinator.state("g") is GroupState.STABLE
+    return leader, follower
+
+
+def test_static_leader_restart_keeps_the_group_stable() -> None:
+    """A static leader that restarts (KIP-345) takes its place without a rebalance: a client before
+    JoinGroup v9 is named the old leader id, so it syncs as a follower for the assignment it had."""
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
+    leader, follower = stable_static_pair(coordinator)
+    restarted = done(join(coordinator, instance="i-1", now=1))
+    assert restarted.error == err.NONE
+    assert restarted.member_id != leader.member_id
+    assert restarted.generation_id == leader.generation_id
+    assert restarted.leader == leader.member_id  # not its own id: it computes no assignment
+    assert restarted.members == ()
+    assert coordinator.state("g") is GroupState.STABLE
+    got = sync(coordinator, restarted, instance="i-1", now=1)
+    assert got.result is not None
+    assert got.result.assignment == b"L"
+    assert coordinator.heartbeat("g", follower.member_id, 2, group_instance_id="i-2", now=1) == err.NONE
+    assert coordinator.heartbeat("g", restarted.member_id, 2, group_instance_id="i-1", now=1) == err.NONE
+    assert coordinator.heartbeat("g", leader.member_id, 2, group_instance_id="i-1", now=1) == err.FENCED_INSTANCE_ID
+
+
+def test_static_leader_restart_with_skip_assignment() -> None:
+    """A restarted static leader that reads SkipAssignment (JoinGroup v9, KIP-814) is told it leads,
+    with the members, and to skip the assignment; the group stays Stable."""
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
+    leader, follower = stable_static_pair(coordinator)
+    restarted = done(join(coordinator, instance="i-1", now=1, skip_assignment_known=True))
+    assert restarted.error == err.NONE
+    assert restarted.skip_assignment
+    assert restarted.leader == restarted.member_id
+    assert [m.member_id for m in restarted.members] == [restarted.member_id, follower.member_id]
+    assert restarted.generation_id == leader.generation_id
+    got = sync(coordinator, restarted, instance="i-1", now=1)
+    assert got.result is not None
+    assert got.result.assignment == b"L"
+    assert coordinator.state("g") is GroupState.STABLE
+    assert coordinator.heartbeat("g", follower.member_id, 2, group_instance_id="i-2", now=1) == err.NONE
+
+
 def test_old_static_member_id_is_fenced() -> None:
     """Requests under a static member's replaced id with its instance id are fenced."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     first = done(join(coordinator, instance="i-1"))
     sync(coordinator, first, {first.member_id: b""}, instance="i-1")
     restarted = done(join(coordinator, instance="i-1", now=1))
@@ -265,7 +328,7 @@ def test_old_static_member_id_is_fenced() -> None:
 
 def test_empty_group_is_forgotten_after_it_expires() -> None:
     """A group whose last member's session ended goes Empty and leaves nothing due."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     a = done(join(coordinator))
     sync(coordinator, a, {a.member_id: b""})
     coordinator.expire(SESSION_MS / 1000 + 1)
@@ -276,7 +339,7 @@ def test_empty_group_is_forgotten_after_it_expires() -> None:
 
 def test_membership_callback_follows_first_join_and_last_leave() -> None:
     """on_membership fires when a group gets its first member and when it loses its last."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     calls: list[tuple[str, bool]] = []
     coordinator.on_membership = lambda group, live: calls.append((group, live))
     a = done(join(coordinator))
@@ -287,7 +350,7 @@ def test_membership_callback_follows_first_join_and_last_leave() -> None:
 
 def test_waker_is_called_when_a_pending_join_completes() -> None:
     """A JoinGroup that waits for the others wakes its waiter when the rebalance completes."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     a = done(join(coordinator))
     sync(coordinator, a, {a.member_id: b""})
     waiting = join(coordinator)
@@ -300,7 +363,7 @@ def test_waker_is_called_when_a_pending_join_completes() -> None:
 
 def test_close_answers_waiting_joins_and_syncs() -> None:
     """Closing the coordinator answers every waiting JoinGroup and SyncGroup with NOT_COORDINATOR."""
-    coordinator = GroupCoordinator()
+    coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
     a = done(join(coordinator))
     sync(coordinator, a, {a.member_id: b""})
     waiting_b = join(coordinator)

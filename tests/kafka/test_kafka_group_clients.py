@@ -23,6 +23,7 @@ pytestmark = [
 
 TOPIC = "events"
 PARTITIONS = 2
+SESSION = {"session.timeout.ms": 1000, "heartbeat.interval.ms": 100}
 
 
 def produce(servers: str, values: list[bytes]) -> None:
@@ -261,23 +262,165 @@ def test_static_member_restart_takes_its_place(tmp_path: pathlib.Path, backend: 
         assert second_id != first_id
 
 
+GROUP_IDS_OF_EVERY_SHAPE = ["app:billing", "team/svc", "roundrobin,range", "../escape", "naïve ✓", "%41", "-x"]
+
+
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_group_id_that_cannot_be_a_folder_is_refused_with_reason(tmp_path: pathlib.Path, backend: str) -> None:
-    """A group id that cannot name a folder under groups/ is refused with INVALID_GROUP_ID saying which ids work."""
-    from confluent_kafka import Consumer, KafkaError
+def test_any_group_id_kafka_accepts_joins_commits_and_resumes(tmp_path: pathlib.Path, backend: str) -> None:
+    """Group ids that are no plain folder name (``app:billing``, ``team/svc``, ``../escape``) join,
+    commit and resume like any other: stored under an encoded folder inside ``groups/``, listed by
+    their own names, and nothing written outside the stream."""
+    from confluent_kafka import Consumer
+
+    with running_gateway(str(tmp_path / "root"), backend, partitions=PARTITIONS) as gateway:
+        servers = bootstrap(gateway)
+        produce(servers, [b"m%d" % i for i in range(4)])
+
+        def read_and_commit(group: str, count: int) -> list[bytes]:
+            member = Consumer(
+                {"bootstrap.servers": servers, "group.id": group, "auto.offset.reset": "earliest", **SESSION}
+            )
+            member.subscribe([TOPIC])
+            got: list[bytes] = []
+            deadline = time.monotonic() + 30
+            try:
+                while len(got) < count:
+                    assert time.monotonic() < deadline, f"{group!r}: only {got} came"
+                    message = member.poll(0.1)
+                    if message is not None:
+                        assert message.error() is None, (group, message.error())
+                        got.append(message.value())
+                member.commit(asynchronous=False)
+            finally:
+                member.close()
+            return got
+
+        for group in GROUP_IDS_OF_EVERY_SHAPE:
+            assert len(read_and_commit(group, 4)) == 4
+        produce(servers, [b"n%d" % i for i in range(2)])
+        for group in GROUP_IDS_OF_EVERY_SHAPE:
+            assert sorted(read_and_commit(group, 2)) == [b"n0", b"n1"], group  # resumed where it committed
+    stream = tmp_path / "root" / TOPIC
+    committed = adiskq.stats(str(stream)).groups
+    for group in GROUP_IDS_OF_EVERY_SHAPE:
+        assert sum(committed[group].values()) == 6, (group, committed)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["root"]
+    assert sorted(path.name for path in (tmp_path / "root").iterdir()) == [TOPIC]
+    folders = sorted(path.name for path in (stream / "groups").iterdir())
+    assert "%app%3Abilling" in folders, folders
+    assert "%team%2Fsvc" in folders, folders
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_default_initial_rebalance_delay_gathers_consumers_started_together(
+    tmp_path: pathlib.Path, backend: str
+) -> None:
+    """By default an empty group waits 3 s (Kafka's group.initial.rebalance.delay.ms) before its first
+    generation: a consumer that subscribes a second after another shares that generation, so the first
+    is never handed both partitions and then made to give one back."""
+    from confluent_kafka import Consumer
+
+    assert GroupOptions().initial_rebalance_delay_ms == 3000
+    with running_gateway(
+        str(tmp_path), backend, partitions=PARTITIONS, groups=GroupOptions(min_session_timeout_ms=100)
+    ) as gateway:
+        servers = bootstrap(gateway)
+        produce(servers, [b"p%d" % i for i in range(4)])
+        assigned: dict[str, list[list[int]]] = {"first": [], "second": []}
+        revoked: list[str] = []
+
+        def member(name: str) -> Consumer:
+            consumer = Consumer({"bootstrap.servers": servers, "group.id": "together", **SESSION})
+            consumer.subscribe(
+                [TOPIC],
+                on_assign=lambda _c, parts: assigned[name].append(sorted(p.partition for p in parts)),
+                on_revoke=lambda _c, parts: revoked.append(name) if parts else None,
+            )
+            return consumer
+
+        first = member("first")
+        second = None
+        started = time.monotonic()
+        try:
+            while not (assigned["first"] and assigned["second"]):
+                assert time.monotonic() - started < 30, f"assignments so far: {assigned}"
+                first.poll(0.1)
+                if second is None and time.monotonic() - started >= 1.0:
+                    second = member("second")  # a second after the first, within its delay
+                if second is not None:
+                    second.poll(0.1)
+            revoked_while_running = list(revoked)  # (closing revokes too)
+        finally:
+            first.close()
+            if second is not None:
+                second.close()
+        assert assigned["first"][0] in ([0], [1]), assigned
+        assert sorted(assigned["first"][0] + assigned["second"][0]) == [0, 1], assigned
+        assert time.monotonic() - started >= 3.0  # not before the delay ran out
+        assert revoked_while_running == [], revoked_while_running
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_static_leader_restart_rebalances_no_one(tmp_path: pathlib.Path, backend: str) -> None:
+    """Two static librdkafka members: the leader restarts (closes without leaving, a new consumer with
+    its group.instance.id) and has its partition back, while the other member keeps its own with no
+    revocation or new assignment (KIP-345), as a follower's restart already did."""
+    from confluent_kafka import Consumer
+
+    events: list[tuple[str, str, list[int]]] = []
+
+    def member(name: str, instance: str) -> Consumer:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": servers,
+                "group.id": "static-leader",
+                "group.instance.id": instance,
+                "session.timeout.ms": 30_000,  # far longer than the test: only a rebalance could move partitions
+                "heartbeat.interval.ms": 100,
+            }
+        )
+        consumer.subscribe(
+            [TOPIC],
+            on_assign=lambda _c, parts: events.append((name, "assign", sorted(p.partition for p in parts))),
+            on_revoke=lambda _c, parts: events.append((name, "revoke", sorted(p.partition for p in parts))),
+        )
+        return consumer
+
+    def poll_until(members: list[Consumer], done: Any, what: str) -> None:
+        deadline = time.monotonic() + 30
+        while not done():
+            assert time.monotonic() < deadline, f"{what}; events: {events}"
+            for consumer in members:
+                consumer.poll(0.05)
+
+    def holds(name: str) -> list[int]:
+        held: list[int] = []
+        for who, kind, parts in events:
+            if who == name:
+                held = parts if kind == "assign" else [p for p in held if p not in parts]
+        return held
 
     with running_gateway(str(tmp_path), backend, partitions=PARTITIONS) as gateway:
-        member = Consumer({"bootstrap.servers": bootstrap(gateway), "group.id": "../escape"})
-        member.subscribe([TOPIC])
+        servers = bootstrap(gateway)
+        produce(servers, [b"x"])
+        leader = member("leader", "inst-leader")
+        poll_until([leader], lambda: holds("leader") == [0, 1], "the leader never had both partitions")
+        follower = member("follower", "inst-follower")
+        poll_until(
+            [leader, follower],
+            lambda: len(holds("leader")) == 1 and len(holds("follower")) == 1,
+            "the two never shared the partitions",
+        )
+        leader_part = holds("leader")
+        follower_events = [e for e in events if e[0] == "follower"]
+        leader.close()  # a static member does not leave the group
+        restarted = member("restarted", "inst-leader")
+        poll_until([restarted, follower], lambda: holds("restarted") == leader_part, "the restart got nothing")
+        watch_until = time.monotonic() + 2  # heartbeats every 100 ms would have met a rebalance by now
+        poll_until([restarted, follower], lambda: time.monotonic() > watch_until, "")
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                assert time.monotonic() < deadline, "the group id was never refused"
-                message = member.poll(0.1)
-                if message is not None and message.error() is not None:
-                    break
+            assert [e for e in events if e[0] == "follower"] == follower_events, events
+            assert [e for e in events if e[0] == "restarted"] == [("restarted", "assign", leader_part)], events
         finally:
-            member.close()
-        assert message.error().code() == KafkaError.INVALID_GROUP_ID
-        assert "letters, digits" in message.error().str()
-    assert not (tmp_path / "escape").exists()
+            restarted.close()
+            follower.close()

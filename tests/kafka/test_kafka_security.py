@@ -287,7 +287,10 @@ async def test_embedded_gateway_with_sasl_and_group(
 
     security = SecurityOptions(sasl_credentials=credentials, sasl_mechanisms=("SCRAM-SHA-512",))
     async with KafkaGateway(
-        str(tmp_path), port=0, groups=GroupOptions(min_session_timeout_ms=100), security=security
+        str(tmp_path),
+        port=0,
+        groups=GroupOptions(min_session_timeout_ms=100, initial_rebalance_delay_ms=0),
+        security=security,
     ) as gateway:
         servers = f"127.0.0.1:{gateway.port}"
 

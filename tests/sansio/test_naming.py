@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 from adiskq import InvalidNameError
 from adiskq._sansio.naming import (
     fnv1_32,
+    group_folder,
+    group_of_folder,
     parse_partition_dir,
     parse_segment_file,
     partition_dir_name,
@@ -133,3 +135,61 @@ def test_group_name_must_be_text() -> None:
     """A group name that is not a str is refused with InvalidNameError (also a ValueError)."""
     with pytest.raises(ValueError, match="invalid consumer group name"):
         validate_group_name(b"billing")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["billing", "a", "B-2.x_y", "_", "9" * 200])
+def test_a_plain_group_name_is_its_own_folder(name: str) -> None:
+    """Group folders made before other names were taken keep their names, and read back as themselves."""
+    assert group_folder(name) == name
+    assert group_of_folder(name) == name
+
+
+@pytest.mark.parametrize(
+    ("name", "folder"),
+    [
+        ("app:billing", "%app%3Abilling"),
+        ("team/svc", "%team%2Fsvc"),
+        ("roundrobin,range", "%roundrobin%2Crange"),
+        ("..", "%.."),
+        (".hidden", "%.hidden"),
+        ("-x", "%-x"),
+        ("%41", "%%2541"),
+        ("naïve", "%na%C3%AFve"),
+    ],
+)
+def test_a_kafka_group_id_gets_an_encoded_folder(name: str, folder: str) -> None:
+    """A group id that is no plain folder name is ``%`` and its UTF-8 bytes, escaped as %XX."""
+    assert group_folder(name) == folder
+    assert group_of_folder(folder) == name
+
+
+@given(st.text(min_size=1, max_size=80))
+def test_every_group_id_round_trips_through_one_safe_folder(name: str) -> None:
+    """Any text is one folder name inside ``groups/`` (no separator, never . or .., at most 255
+    bytes), and that folder reads back as the name."""
+    try:
+        folder = group_folder(name)
+    except InvalidNameError:  # only text that is no UTF-8 (lone surrogates), or too long escaped
+        surrogates = any(0xD800 <= ord(char) <= 0xDFFF for char in name)
+        assert surrogates or 1 + 3 * len(name.encode("utf-8")) > 255
+        return
+    assert "/" not in folder
+    assert "\0" not in folder
+    assert folder not in {".", ".."}
+    assert len(folder.encode()) <= 255
+    assert group_of_folder(folder) == name
+
+
+@pytest.mark.parametrize("folder", ["%", "%%4", "%%ZZ", "%%3a", "%billing", "%a%2", "%%C3", "%a b", "..", ".x", "-x"])
+def test_a_folder_group_folder_does_not_make_is_no_group(folder: str) -> None:
+    """A folder name that is not group_folder's one spelling of a name (a bad or lower-case escape, a
+    plain name in disguise, a stray folder) is no group's folder."""
+    assert group_of_folder(folder) is None
+
+
+def test_a_group_id_too_long_for_a_folder_is_refused() -> None:
+    """A name whose folder would pass 255 bytes is refused with a reason, not cut short."""
+    with pytest.raises(InvalidNameError, match="255"):
+        group_folder(":" * 90)
+    with pytest.raises(InvalidNameError):
+        group_folder("")

@@ -1,8 +1,8 @@
 """FindCoordinator (key 10): which broker coordinates a group — always this one.
 
-Versions 0-3 ask for one key, 4+ for several. Group ids that cannot name a folder under a stream's
-``groups/`` (where their offsets live) are refused with INVALID_GROUP_ID and a message saying which
-names work.
+Versions 0-3 ask for one key, 4+ for several. Any group id is served: one that is not a plain
+folder name is stored under an encoded folder name (``naming.group_folder``); only an empty one, or
+one too long for a folder name, is refused with INVALID_GROUP_ID and a message saying why.
 
 Transaction coordinators (key type 1) are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and a
 message saying transactions are not served. That is the answer Kafka gives a principal that may not
@@ -18,7 +18,7 @@ from typing import Any, Final
 from kio.schema.errors import ErrorCode
 
 from .._core import NODE_ID
-from .._groups import valid_group_id
+from .._groups import group_id_refusal
 from .._registry import RequestContext, nested, register, respond
 from ._common import NO_THROTTLE
 
@@ -29,9 +29,7 @@ _NO_TRANSACTIONS: Final = (
     "transactions are not served by this gateway: use an idempotent producer (enable.idempotence=true) "
     "without transactional.id"
 )
-_BAD_GROUP: Final = (
-    "group id {!r} cannot be stored: use 1 to 200 letters, digits, '_', '-' or '.', not starting with '.' or '-'"
-)
+_BAD_GROUP: Final = "group id {!r} cannot be stored: {}"
 
 
 def _answer(context: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
@@ -39,8 +37,9 @@ def _answer(context: RequestContext, key: str, key_type: int) -> tuple[ErrorCode
     gateway = context.gateway
     if key_type != _GROUP:
         return ErrorCode.transactional_id_authorization_failed, _NO_TRANSACTIONS, -1, "", -1
-    if not valid_group_id(key):
-        return ErrorCode.invalid_group_id, _BAD_GROUP.format(key), -1, "", -1
+    refusal = group_id_refusal(key)
+    if refusal is not None:
+        return ErrorCode.invalid_group_id, _BAD_GROUP.format(key[:60], refusal), -1, "", -1
     return ErrorCode.none, None, NODE_ID, gateway.advertised_host, gateway.advertised_port
 
 

@@ -3,12 +3,13 @@
 The leader's answer lists every member with its protocol metadata, for the client's own assignor.
 From version 4 a first join without a member id is answered MEMBER_ID_REQUIRED with the id to come
 back with (KIP-394); from version 5 ``group_instance_id`` makes a static member. Version 0 has no
-rebalance timeout: the session timeout serves as both, as in Kafka.
+rebalance timeout: the session timeout serves as both, as in Kafka. A static leader that restarts
+takes its place without a rebalance (``GroupCoordinator._join_static``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
@@ -19,6 +20,8 @@ from ..group_errors import INVALID_GROUP_ID
 from ._common import NO_THROTTLE
 
 __all__ = ["join_group"]
+
+_SKIP_ASSIGNMENT_FROM: Final = 9  # KIP-814: a static leader's restart tells it to skip the assignment
 
 
 def client_host(context: RequestContext) -> str:
@@ -47,6 +50,7 @@ async def join_group(context: RequestContext, request: Any) -> Any:
             client_id=context.header.client_id or "",
             client_host=client_host(context),
             require_known_member_id=request.__version__ >= 4,
+            skip_assignment_known=request.__version__ >= _SKIP_ASSIGNMENT_FROM,
         )
     nullable = request.__version__ >= 7
     return respond(
