@@ -90,7 +90,7 @@ def test_delete_records_raises_the_log_start_everything_honours(gateway: Running
 
 
 def test_the_segments_below_the_log_start_are_vacuumed(gateway: RunningGateway) -> None:
-    admin, topic = _topic_of(gateway, 40, **{"segment.bytes": "1024"})
+    _admin, topic = _topic_of(gateway, 40, **{"segment.bytes": "1024"})
     path = os.path.join(gateway.path(topic), "parts", "000000")
     before = sorted(name for name in os.listdir(path) if name.endswith(".index"))
     assert len(before) > 4
