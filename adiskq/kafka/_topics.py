@@ -241,8 +241,7 @@ class Topics:
                 await producer.aclose()
             count = self.partition_count(name, fresh=True)
             await self._make_room(name, count)
-            producer = Producer(path, flush=self.flush, shared=self.shared, **settings)
-            await producer.__aenter__()
+            producer = await opened(Producer(path, flush=self.flush, shared=self.shared, **settings))
             self._writers[name] = producer
             self.budget.writer_opened(name, count)
             self.reader(name).refresh()
