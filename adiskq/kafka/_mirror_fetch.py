@@ -54,6 +54,7 @@ class Fetcher:
         self._status_written = 0.0
 
     async def open(self) -> None:
+        from .._async.partition_writes import opened
         from .._async.producer import Producer
 
         partitions = await anyio.to_thread.run_sync(partition_count, self.config, self.end.topic)
@@ -66,8 +67,7 @@ class Fetcher:
                 self.stream_path,
                 self.end.topic,
             )
-        producer = Producer(self.stream_path, partitions=max(partitions, local or 0))
-        await producer.__aenter__()
+        producer = await opened(Producer(self.stream_path, partitions=max(partitions, local or 0)))
         self._producer = producer
         try:
             await anyio.to_thread.run_sync(self._find_positions, partitions)
@@ -191,13 +191,14 @@ class Fetcher:
         return True
 
     async def _write(self, partition: int, records: list[Record]) -> None:
+        from .._async.partition_writes import write
         from .._async.producer import Producer
 
         producer = self._producer
         assert isinstance(producer, Producer)
         # One partition's share: written whole or not at all, with its last record's offset header
         # the new position.
-        await producer._push_to_partition(partition, records)
+        await write(producer, partition, records)
         last = records[-1].headers
         assert last is not None
         self.positions[partition] = int(last["adiskq.kafka.offset"]) + 1
