@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
+from differential import Differential, Side
 from java_support import compile_client, run_client
 
 from adiskq.kafka._registry import API_TABLE
@@ -119,3 +120,20 @@ def test_java_client_admin_produce_and_group_consume(
         int(p): int(o) for p, o in (line.split()[1:] for line in lines if line.startswith("group-offset "))
     }
     assert group_offsets == committed
+
+
+def test_java_client_sees_the_gateway_as_kafka(
+    differential: Differential, java_client: tuple[str, list[pathlib.Path]]
+) -> None:
+    """The same program against Apache Kafka: every line it prints — admin answers, each record's
+    partition, offset and timestamp, every ListOffsets answer, what the group consumed and committed,
+    the group's description and offsets — is the same as against the gateway (consumed records are
+    compared as a set: two partitions' records interleave as their fetches return)."""
+    version, cp = java_client
+
+    def scenario(side: Side) -> dict[str, list[str]]:
+        lines = run_client(cp, side.bootstrap, side.name(), side.name("g"), CLIENTS[version], str(COUNT))
+        consumed = sorted(line for line in lines if line.startswith("consumed "))
+        return {"in order": [line for line in lines if not line.startswith("consumed ")], "consumed": consumed}
+
+    differential.compare(scenario)
