@@ -127,13 +127,14 @@ def test_java_client_sees_the_gateway_as_kafka(
 ) -> None:
     """The same program against Apache Kafka: every line it prints — admin answers, each record's
     partition, offset and timestamp, every ListOffsets answer, what the group consumed and committed,
-    the group's description and offsets — is the same as against the gateway (consumed records are
-    compared as a set: two partitions' records interleave as their fetches return)."""
+    the group's description and offsets — is the same as against the gateway (the acknowledgements
+    in order; the rest as a set: two partitions' records interleave as their fetches return, and
+    the program prints its maps of partitions in an order that depends on the topic's name)."""
     version, cp = java_client
 
     def scenario(side: Side) -> dict[str, list[str]]:
         lines = run_client(cp, side.bootstrap, side.name(), side.name("g"), CLIENTS[version], str(COUNT))
-        consumed = sorted(line for line in lines if line.startswith("consumed "))
-        return {"in order": [line for line in lines if not line.startswith("consumed ")], "consumed": consumed}
+        produced = [line for line in lines if line.startswith("produced ")]
+        return {"produced, in order": produced, "the rest": sorted(set(lines) - set(produced))}
 
     differential.compare(scenario)
