@@ -119,6 +119,11 @@ class KafkaBroker:
         """The broker's log."""
         return self.node.log_path
 
+    @property
+    def pid(self) -> int:
+        """The broker's JVM's process id (for its CPU and memory, as benchmarks/bench_kafka.py reads)."""
+        return self.node.pid
+
 
 @dataclasses.dataclass
 class KafkaCluster:
