@@ -164,8 +164,8 @@ class KafkaCluster:
                 raise AssertionError(f"node {node_id} of the Kafka cluster is still running: kill it first")
             starts = node.log_path.read_text(errors="replace").count(STARTED) if node.log_path.exists() else 0
             node.pid = _launch(node)
+            _write_state(self.run_folder, "cluster", self.nodes)  # stopped at the run's end, started or not
             _wait_started(node, starts + 1)
-            _write_state(self.run_folder, "cluster", self.nodes)
         _wait_listed(self.bootstrap, {node.node_id for node in self.nodes})
 
 

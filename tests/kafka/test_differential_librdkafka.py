@@ -202,7 +202,6 @@ def test_describe_configs_of_a_topic(differential: Differential) -> None:
     differential.compare(scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="topic configs: the gateway refuses configs given to CreateTopics")
 def test_create_topic_with_configs(differential: Differential) -> None:
     """A topic created with retention.ms and max.message.bytes describes them back."""
 
@@ -252,7 +251,6 @@ def test_committed_offsets_with_metadata(differential: Differential) -> None:
     differential.compare(scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="admin APIs: the gateway drops a commit's leader epoch (answers none)")
 def test_committed_leader_epoch(differential: Differential) -> None:
     """A commit's leader epoch is kept: committed() returns the epoch the consumer committed with
     (a consumer commits the epoch of the record it read)."""
@@ -390,7 +388,6 @@ def test_a_topic_made_again_keeps_its_id_on_the_gateway_only(differential: Diffe
     assert seen_in_kafka == {"same id": False, "partitions": 1}
 
 
-@pytest.mark.xfail(strict=True, reason="admin APIs: DeleteRecords and DeleteGroups are not served by the gateway")
 def test_delete_records_and_groups(differential: Differential) -> None:
     """DeleteRecords moves a partition's start (the low watermark) and DeleteGroups removes a group
     that only has committed offsets."""
