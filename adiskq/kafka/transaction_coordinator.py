@@ -29,8 +29,12 @@ Errors are Kafka's (``group_errors``-style integers, below), in the order Apache
 and AddOffsetsToTxn are answered CONCURRENT_TRANSACTIONS before the producer is looked at, EndTxn
 after its producer id and epoch are checked; the gateway's handlers send them as they are. Requests
 of older versions that predate PRODUCER_FENCED get INVALID_PRODUCER_EPOCH instead
-(``fenced_error_for``). This is transaction version 1 (the client adds partitions explicitly);
-KIP-890's version 2 (an epoch bump at every ending, partitions added by Produce) is not modelled yet.
+(``fenced_error_for``). This is transaction version 1 (the client adds partitions explicitly).
+KIP-890's version 2 is not modelled yet: clients use it only where ApiVersions lists the finalized
+feature ``transaction.version`` at 2 or more, so a broker that does not list it is served version
+1 by every client. (Kafka 4.4 lists it; there EndTxn v5 bumps the epoch at every ending and answers
+the new one, a retry with the old epoch gets the same answer, and aborting an Empty transaction is
+allowed.)
 """
 
 from __future__ import annotations
