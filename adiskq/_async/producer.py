@@ -820,6 +820,11 @@ class Producer(Generic[PushKeyT, PushValueT]):
         if not items:
             await self._shielded_turn()
             return []
+        if self._compression is not None and self._compression.wants_dictionary:
+            # A stream's first large batch trains its dictionary and is stored compressed with it.
+            values = (item.value if isinstance(item, Record) else item for item in items)
+            await self._compression.train_before([value for value in values if isinstance(value, bytes)])
+            self._check_open()
         now = time.time_ns()
         large = len(items) > _ENCODE_CHUNK
         chunk = _COMPILED_ENCODE_CHUNK if COMPILED else _ENCODE_CHUNK
