@@ -13,7 +13,6 @@ from ..._errors import (
     InvalidArgumentError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
-    SettingsMismatchError,
     StreamLockedError,
     StreamNotFoundError,
 )
@@ -38,10 +37,6 @@ def error_code_for(error: BaseException) -> ErrorCode:
         return ErrorCode.policy_violation
     if isinstance(error, StreamNotFoundError | InvalidArgumentError):
         return ErrorCode.unknown_topic_or_partition
-    if isinstance(error, SettingsMismatchError):
-        # A record the topic's stream cannot hold in its format (a null header value before
-        # adiskq/5): Kafka's answer for a record it refuses, which a client does not retry.
-        return ErrorCode.invalid_record
     if isinstance(error, OffsetOutOfRangeError):
         return ErrorCode.offset_out_of_range
     if isinstance(error, MessageTooLargeError):
