@@ -353,8 +353,11 @@ def _launch(node: Node) -> int:
     # the JVM runs, so its bookkeeping is dropped; the pid is what the run's state keeps.
     jvm.returncode = 0
     owner = os.environ.get(OWNER_VARIABLE, str(os.getpid()))
+    run_folder = os.environ.get(RUN_VARIABLE, node.folder)
     watchdog = subprocess.Popen(
-        [sys.executable, str(WATCHDOG), owner, str(jvm.pid)], stdin=subprocess.DEVNULL, start_new_session=True
+        [sys.executable, str(WATCHDOG), owner, str(jvm.pid), run_folder],
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
     watchdog.returncode = 0
     return jvm.pid
