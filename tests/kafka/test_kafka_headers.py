@@ -4,11 +4,13 @@ untouched; a topic whose stream is of an older format refuses such a batch and s
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import os
 
 import anyio
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from confluent_kafka import KafkaError, Producer
 from conftest import call
 from kafka_support import consume, produce_all
@@ -96,3 +98,29 @@ def test_an_older_format_topic_refuses_them_and_says_to_upgrade(gateway, topic: 
     produce_all(gateway.bootstrap, topic, [(None, b"plain", [("h", b"x")], 1_700_000_000_000)])
     assert adiskq.stats(path).message_count == 2
     assert adiskq.read(path, 0, 1).value == b"plain"
+
+
+def test_aiokafka_sends_and_reads_null_values_and_repeated_names(gateway, topic: str) -> None:
+    """aiokafka (its own record encoder and decoder, not librdkafka's) round-trips them too."""
+    sent = [("a", None), ("a", b"1"), ("b", b"")]
+
+    async def run() -> list[tuple[str, bytes | None]]:
+        producer = AIOKafkaProducer(bootstrap_servers=gateway.bootstrap)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"v", key=b"k", partition=0, headers=sent)  # type: ignore[arg-type]
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=gateway.bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            partition = TopicPartition(topic, 0)
+            consumer.assign([partition])
+            consumer.seek(partition, 0)
+            message = await asyncio.wait_for(consumer.getone(), 30)
+            return list(message.headers)
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(run()) == sent
+    assert adiskq.read(gateway.path(topic), 0, 0).header_list == tuple(sent)
