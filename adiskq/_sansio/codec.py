@@ -27,8 +27,8 @@ would take a null's length for a 4 GiB value and call the record damaged.
 
 Versions. Format 1 (``settings.json`` ``"format": "adiskq/1"``) had no tags: attributes was always 0.
 Format 2 added the tag behind attributes bit 0, so an untagged record is byte for byte what format
-1 wrote, and a format-1 stream reads unchanged (a producer opening it moves its settings to
-``adiskq/2``). The magic byte stays 0xAD for that reason: every record of either version is read by
+1 wrote, and a format-1 stream reads and is written unchanged (only ``adiskq upgrade`` moves its
+settings on). The magic byte stays 0xAD for that reason: every record of either version is read by
 the same rules, and recovery's search for the next valid record needs one magic. A reader that
 only knows format 1 would misread a tagged record, so it is the stream's settings format that
 says which readers may open it. A tag is 1 to ``MAX_TAG_BYTES`` (255) bytes of UTF-8. Format 3
