@@ -13,6 +13,7 @@ from conftest import RunningGateway
 from java_support import compile_client, run_client
 from kafka_broker_support import KafkaBroker
 
+
 @pytest.fixture(scope="module")
 def admin_calls(tmp_path_factory: pytest.TempPathFactory) -> list[pathlib.Path]:
     """``AdminCalls`` compiled against the 4.3.0 client: its class path."""
