@@ -26,6 +26,7 @@ from .._storage.upgrade import give_identity
 from ._mirror_config import KafkaEnd
 from ._mirror_kafka import (
     TIMEOUT,
+    TRANSACTION_TIMEOUT_MS,
     Position,
     create_topic,
     ensure_state_topic,
@@ -83,7 +84,7 @@ class Shipper:
             {
                 "linger.ms": 5,
                 "batch.size": 1_000_000,
-                "transaction.timeout.ms": 60_000,
+                "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
                 **self.config,
                 "transactional.id": transactional_id(self.stream_id, self.end.topic),
                 "enable.idempotence": True,
