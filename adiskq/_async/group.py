@@ -63,7 +63,7 @@ from .arguments import Start, check_on_data_loss, check_start, positive_seconds
 from .commits import CommitLedger
 from .follower import OnDataLoss, PartitionFollower, producer_is_in_this_process
 from .membership import GroupMembership
-from .metrics import telemetry
+from .metrics import ObservedGroup, telemetry
 from .notify import Notifier, get_notifier
 from .reader import DEFAULT_BATCH_MESSAGES, _Reader
 from .retries import GroupRetries
@@ -198,6 +198,7 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         self._retries: GroupRetries | None = None
         self._retries_went_last = False  # the last batch was due retries: the partitions go next
         self._stream: StreamReader | None = None
+        self._observed: ObservedGroup | None = None  # what telemetry reads of this group, while it does
         self._notifier: Notifier | None = None
         self._settings: SettingsWatch | None = None
         self._membership: GroupMembership | None = None
@@ -259,7 +260,8 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
                 self._open_retries(stream.path, self.name)
                 instruments = telemetry()
                 if instruments is not None:
-                    instruments.watch_group(self)  # its lag, as adiskq.consumer.lag
+                    self._observed = ObservedGroup(self.path, self.name, self._held_lag)
+                    instruments.watch_group(self._observed)  # its lag, as adiskq.consumer.lag
                 # Take free partitions now: a lone member holds them all once it is open.
                 plan = membership.plan(count)
                 self._assign(membership.acquire(plan))
@@ -317,7 +319,7 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         finally:
             instruments = telemetry()
             if instruments is not None:
-                instruments.unwatch_group(self)
+                instruments.unwatch_group(self._observed)
             try:
                 if self._retries is not None:
                     await self._retries.aclose()

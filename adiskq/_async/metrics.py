@@ -38,15 +38,13 @@ import os
 import sys
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 if TYPE_CHECKING:
     from .._sansio.values import Message, Receipt, Record
-    from .group import ConsumerGroup
-    from .producer import Producer
 
-__all__ = ["Telemetry", "telemetry"]
+__all__ = ["ObservedGroup", "ObservedProducer", "Telemetry", "telemetry"]
 
 SYSTEM: Final = "adiskq"
 # The semantic conventions' buckets for messaging.client.operation.duration, with finer ones below
@@ -110,6 +108,33 @@ def _shared_tally(tallies: dict[_TallyKey, _Tally], key: _TallyKey, attributes: 
     return found
 
 
+class ObservedProducer:
+    """What telemetry reads of a producer, and all it reads: its stream's path, whether it is open
+    (its pushes are being written), and the level above which it refuses writes. The producer makes
+    one when it is made with telemetry on and keeps it; telemetry holds it weakly, so a producer
+    dropped without closing stops being reported once it is collected."""
+
+    __slots__ = ("__weakref__", "is_open", "path", "refuse_level")
+
+    def __init__(self, path: str, is_open: Callable[[], bool], refuse_level: Callable[[], float | None]) -> None:
+        self.path = path
+        self.is_open = is_open
+        self.refuse_level = refuse_level
+
+
+class ObservedGroup:
+    """What telemetry reads of a named consumer group: its stream's path, its name, and the lag of
+    each partition it holds (``held_lag``: messages after the committed offset; called from the
+    metric reader's thread, so it copies what it reads). Held weakly, as ``ObservedProducer``."""
+
+    __slots__ = ("__weakref__", "held_lag", "name", "path")
+
+    def __init__(self, path: str, name: str, held_lag: Callable[[], dict[int, int]]) -> None:
+        self.path = path
+        self.name = name
+        self.held_lag = held_lag
+
+
 def _observations(tallies: dict[Any, _Tally]) -> list[Any]:
     """An asynchronous counter's observations: each tally's count with its attributes."""
     from opentelemetry.metrics import Observation
@@ -151,8 +176,8 @@ class Telemetry:
             description="Duration of a push, push_many or flush.",
             explicit_bucket_boundaries_advisory=list(_DURATION_BUCKETS),
         )
-        self._groups: weakref.WeakSet[ConsumerGroup] = weakref.WeakSet()
-        self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
+        self._groups: weakref.WeakSet[ObservedGroup] = weakref.WeakSet()
+        self._producers: weakref.WeakSet[ObservedProducer] = weakref.WeakSet()
         meter.create_observable_gauge(
             "adiskq.consumer.lag",
             callbacks=[self._observe_lag],
@@ -203,10 +228,22 @@ class Telemetry:
 
     # -- producers -------------------------------------------------------------------------------
 
-    def instrument_producer(self, producer: Producer[Any, Any]) -> None:
-        """Measure this producer's push, push_many and flush (instance attributes in front of the
-        class's methods), and report its disk usage while it is open."""
-        path = producer.path
+    def wrap_producer(
+        self,
+        observed: ObservedProducer,
+        inner_push: Callable[..., Awaitable[Receipt]],
+        inner_push_many: Callable[[Iterable[Any]], Awaitable[list[Receipt]]],
+        inner_flush: Callable[[], Awaitable[None]],
+    ) -> tuple[
+        Callable[..., Awaitable[Receipt]],
+        Callable[[Iterable[Any]], Awaitable[list[Receipt]]],
+        Callable[[], Awaitable[None]],
+    ]:
+        """A producer's push, push_many and flush, measured (and traced, with a tracer provider):
+        wrappers around the calls given (the producer's own, serializing already if it does), which
+        the producer installs (``Producer._wrap``). Its disk usage is reported while ``observed``
+        says it is open."""
+        path = observed.path
         duration = self.duration.record
         send_attributes = self.attributes(path, "send")
         flush_attributes = self.attributes(path, "flush")
@@ -214,8 +251,6 @@ class Telemetry:
         tracer = self._trace.get_tracer("adiskq")
         span_kind = self._trace.SpanKind.PRODUCER
         inject = self._propagate.inject
-        # The producer's own calls as they are now (a producer with serializers has wrapped them already).
-        inner_push, inner_push_many, inner_flush = producer.push, producer.push_many, producer.flush
         span_name = f"send {path}"
         pushes = itertools.count()
 
@@ -285,19 +320,18 @@ class Telemetry:
 
         # A tracer provider set now makes every push a span; without one, pushes skip the tracing API.
         traced = not isinstance(self._trace.get_tracer_provider(), self._placeholders)
-        producer.push = traced_push if traced else push  # type: ignore[method-assign]
-        producer.push_many = traced_push_many if traced else push_many  # type: ignore[method-assign]
-        producer.flush = flush  # type: ignore[method-assign]
-        self._producers.add(producer)
+        self._producers.add(observed)
+        return (traced_push if traced else push), (traced_push_many if traced else push_many), flush
 
     # -- readers ---------------------------------------------------------------------------------
 
-    def watch_group(self, group: ConsumerGroup[Any, Any]) -> None:
+    def watch_group(self, observed: ObservedGroup) -> None:
         """Report this named group's lag until ``unwatch_group``."""
-        self._groups.add(group)
+        self._groups.add(observed)
 
-    def unwatch_group(self, group: ConsumerGroup[Any, Any]) -> None:
-        self._groups.discard(group)
+    def unwatch_group(self, observed: ObservedGroup | None) -> None:
+        if observed is not None:
+            self._groups.discard(observed)
 
     def counting_reads(
         self, read_some: Callable[[int], list[Message[Any, Any]]], stream: str, group: str | None
@@ -338,11 +372,11 @@ class Telemetry:
         from opentelemetry.metrics import Observation
 
         for group in list(self._groups):
-            for partition, lag in group._held_lag().items():
+            for partition, lag in group.held_lag().items():
                 yield Observation(lag, self.attributes(group.path, "receive", partition, group.name))
 
-    def _open_producers(self) -> list[Producer]:
-        return [producer for producer in list(self._producers) if producer._state == "open"]
+    def _open_producers(self) -> list[ObservedProducer]:
+        return [producer for producer in list(self._producers) if producer.is_open()]
 
     def _observe_disk(self, options: object) -> Iterable[Any]:
         from opentelemetry.metrics import Observation
@@ -361,8 +395,9 @@ class Telemetry:
         from opentelemetry.metrics import Observation
 
         for producer in self._open_producers():
-            if producer.refuse_writes_above is not None:
-                yield Observation(producer.refuse_writes_above, self._stream_attributes(producer.path))
+            level = producer.refuse_level()
+            if level is not None:
+                yield Observation(level, self._stream_attributes(producer.path))
 
     @staticmethod
     def _stream_attributes(path: str) -> dict[str, str]:

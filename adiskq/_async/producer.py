@@ -19,10 +19,11 @@ import os
 import random
 import threading
 import time
+import weakref
 import zlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableSequence, Sequence
 from types import TracebackType
-from typing import Final, Generic, Literal, Self, TypeAlias
+from typing import Any, Final, Generic, Literal, Self, TypeAlias
 
 import anyio
 import anyio.lowlevel
@@ -68,7 +69,7 @@ from .arguments import positive_seconds
 from .cancellation import cancel_check, loop_turn, running_on_trio, shielded_turn
 from .compressing import ValueCompression, check_dictionary
 from .lane import INLINE_MAX_BYTES, Batch, Lane, LockNotHeld, Turns, explain_disk_error
-from .metrics import telemetry
+from .metrics import ObservedProducer, telemetry
 from .wakeup import anyone_waiting, notify, waiters_of
 
 __all__ = ["FlushMode", "Producer"]
@@ -186,6 +187,21 @@ def _loop_scheduler() -> Callable[[Callable[[], None]], None]:
         loop.call_soon(callback)
 
     return call_soon
+
+
+def _observed(producer: Producer[Any, Any]) -> ObservedProducer:
+    """What telemetry may read of ``producer`` (weakly: a producer dropped unclosed is collected)."""
+    found = weakref.ref(producer)
+
+    def is_open() -> bool:
+        alive = found()
+        return alive is not None and alive._state == "open"
+
+    def refuse_level() -> float | None:
+        alive = found()
+        return None if alive is None else alive.refuse_writes_above
+
+    return ObservedProducer(producer.path, is_open, refuse_level)
 
 
 class Producer(Generic[PushKeyT, PushValueT]):
@@ -327,19 +343,35 @@ class Producer(Generic[PushKeyT, PushValueT]):
         self._loop_turn: Callable[[], Awaitable[None]] = anyio.lowlevel.cancel_shielded_checkpoint
         self._shielded_turn: Callable[[], Awaitable[None]] = anyio.lowlevel.cancel_shielded_checkpoint
         self._turns: Turns | None = None
+        self._observed: ObservedProducer | None = None  # what telemetry reads of it, when telemetry is on
         for name, given in (("value_serializer", value_serializer), ("key_serializer", key_serializer)):
             if given is not None and not callable(given):
                 raise TypeError(f"{name} takes a function that returns the bytes to store, not {type(given).__name__}")
         self.value_serializer = value_serializer
         self.key_serializer = key_serializer
-        if value_serializer is not None or key_serializer is not None:
-            # Only a producer with serializers pays for them: its push and push_many are wrappers,
-            # found on the instance before the class's own (which stay as they are for the rest).
+        self._wrap()
+
+    def _wrap(self) -> None:
+        """The one place ``push``, ``push_many`` and ``flush`` are wrapped, innermost first:
+
+        1. the class's own methods: what a producer without serializers or telemetry runs, with no
+           wrapper in front (so neither costs anything while it is off);
+        2. the serializers (``value_serializer``, ``key_serializer``): what the user gave, made
+           into the bytes stored, before anything is written;
+        3. telemetry (OpenTelemetry set up when the producer is made; decided once, here): each call
+           timed, counted and traced whole, serializing included, through ``metrics.ObservedProducer``.
+
+        Each wrapper is an instance attribute, found before the class's method."""
+        if self.value_serializer is not None or self.key_serializer is not None:
             self.push = self._push_serialized  # type: ignore[method-assign]
             self.push_many = self._push_many_serialized  # type: ignore[method-assign]
         instruments = telemetry()
-        if instruments is not None:  # decided once: without OpenTelemetry, push is the class's own method
-            instruments.instrument_producer(self)
+        if instruments is not None:
+            self._observed = _observed(self)
+            push, push_many, flush = instruments.wrap_producer(self._observed, self.push, self.push_many, self.flush)
+            self.push = push  # type: ignore[method-assign,assignment]
+            self.push_many = push_many  # type: ignore[method-assign,assignment]
+            self.flush = flush  # type: ignore[method-assign,assignment]
 
     # -- opening and closing ---------------------------------------------------------------------
 

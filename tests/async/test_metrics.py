@@ -153,3 +153,54 @@ UNSET = textwrap.dedent(
 def test_installed_but_unused_opentelemetry_costs_nothing(stream_path: str, backend: str) -> None:
     """With the package installed but no meter or tracer provider set, nothing is wrapped and no header added."""
     assert run_snippet(UNSET, stream_path, backend).split() == ["[]", "{}"]
+
+
+SERIALIZED_AND_TRACED = textwrap.dedent(
+    """
+    import json, sys
+    import anyio
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    import adiskq
+
+    reader = InMemoryMetricReader()
+    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    trace.set_tracer_provider(TracerProvider())
+    seen = []
+
+    def serialize(value):
+        seen.append(trace.get_current_span().get_span_context().is_valid)  # inside the send span?
+        return json.dumps(value).encode()
+
+    async def main(path):
+        async with adiskq.Producer(path, value_serializer=serialize) as producer:
+            await producer.push({"n": 1})
+            await producer.push_many([adiskq.Record({"n": 2})])
+        async with adiskq.Consumer(path, end="close") as consumer:
+            stored = [(message.value.decode(), sorted(message.headers)) async for message in consumer]
+        sent = [
+            point.value
+            for resource in reader.get_metrics_data().resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == "messaging.client.sent.messages"
+            for point in metric.data.data_points
+        ]
+        print(json.dumps({"seen": seen, "stored": stored, "sent": sent}))
+
+    anyio.run(main, sys.argv[1], backend=sys.argv[2])
+    """
+)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_serializers_run_inside_telemetry(stream_path: str, backend: str) -> None:
+    """The wrappers' fixed order: telemetry outside (the send span is current while the value is
+    serialized, so a serializer's time is the push's), serializers inside (the stored value is the
+    serializer's bytes, carrying the span's context), every push counted."""
+    found = json.loads(run_snippet(SERIALIZED_AND_TRACED, stream_path, backend))
+    assert found["seen"] == [True, True]
+    assert found["stored"] == [['{"n": 1}', ["traceparent"]], ['{"n": 2}', ["traceparent"]]]
+    assert sum(found["sent"]) == 2
