@@ -19,10 +19,12 @@ This module reads it back::
 
 from __future__ import annotations
 
-from opentelemetry import propagate
-from opentelemetry.context import Context
-
+from ._extras import needs_extra
 from ._sansio.values import Message
+
+with needs_extra("otel", "adiskq.otel"):
+    from opentelemetry import propagate
+    from opentelemetry.context import Context
 
 __all__ = ["context_of"]
 

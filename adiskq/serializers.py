@@ -27,6 +27,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, TypeAlias, TypeVar
 
+from ._extras import needs_extra
+
 if TYPE_CHECKING:
     import msgspec
     import pydantic
@@ -81,7 +83,8 @@ JSON: Serde[JsonValue] = Serde(json_serializer, json_deserializer)
 def msgspec_json(model: type[StructT]) -> Serde[StructT]:
     """A ``msgspec.Struct`` type as JSON: instances are encoded, and decoded (and validated) back
     into ``model``; a message that does not fit raises ``msgspec.ValidationError``."""
-    import msgspec
+    with needs_extra("msgspec", "msgspec_json"):
+        import msgspec
 
     encoder = msgspec.json.Encoder()
     decoder = msgspec.json.Decoder(model)
@@ -91,7 +94,8 @@ def msgspec_json(model: type[StructT]) -> Serde[StructT]:
 def pydantic_json(model: type[ModelT]) -> Serde[ModelT]:
     """A pydantic model as JSON: ``model_dump_json`` to store, ``model_validate_json`` to read (a
     message that does not fit raises ``pydantic.ValidationError``)."""
-    import pydantic
+    with needs_extra("pydantic", "pydantic_json"):
+        import pydantic
 
     if not (isinstance(model, type) and issubclass(model, pydantic.BaseModel)):
         raise TypeError(f"pydantic_json takes a pydantic.BaseModel subclass, not {model!r}")

@@ -130,7 +130,7 @@ class KafkaCluster:
     @property
     def bootstrap(self) -> str:
         """``bootstrap.servers`` for a client: every node, ``h:p,h:p,h:p``."""
-        return ",".join(node.address for node in self.nodes)
+        return _bootstrap(self.nodes)
 
     def node(self, node_id: int) -> Node:
         """The node with id ``node_id`` as the shared state has it now."""
@@ -180,7 +180,7 @@ def release_run_folder() -> None:
     if folder is None:
         return
     run = pathlib.Path(folder)
-    nodes = [node for name in ("broker", "cluster") for node in _read_state(run, name, missing_ok=True)]
+    nodes = [node for name in ("broker", "cluster") for node in _read_state(run, name, stopping=True)]
     for node in nodes:  # all at once: a cluster's nodes shut down together, not one quorum at a time
         with contextlib.suppress(ProcessLookupError):
             os.kill(node.pid, signal.SIGTERM)
@@ -208,12 +208,13 @@ def _state_path(run: pathlib.Path, name: str) -> pathlib.Path:
     return run / f"{name}.json"
 
 
-def _read_state(run: pathlib.Path, name: str, *, missing_ok: bool = False) -> list[Node]:
+def _read_state(run: pathlib.Path, name: str, *, stopping: bool = False) -> list[Node]:
+    """The nodes of ``name``; a start that failed fails the caller, except when the run is stopping."""
     path = _state_path(run, name)
-    if not path.exists() and missing_ok:
+    if stopping and not path.exists():
         return []
     state = json.loads(path.read_text())
-    if state.get("error"):
+    if state.get("error") and not stopping:
         pytest.fail(state["error"])
     return [Node(**node) for node in state["nodes"]]
 
@@ -229,8 +230,11 @@ def _write_state(run: pathlib.Path, name: str, nodes: list[Node], error: str = "
 
 def shared_broker() -> KafkaBroker:
     """The run's single Kafka node (node id 0, as the gateway's own broker), started by the first caller."""
-    nodes = _shared("broker", lambda run: _start([_new_node(run / "broker", 0)], SINGLE_NODE_SETTINGS))
-    return KafkaBroker(nodes[0])
+
+    def start(run: pathlib.Path) -> list[Node]:
+        return _start([_new_node(run / "broker", 0)], SINGLE_NODE_SETTINGS, then=_wait_group_coordinator)
+
+    return KafkaBroker(_shared("broker", start)[0])
 
 
 def shared_cluster() -> KafkaCluster:
@@ -239,9 +243,7 @@ def shared_cluster() -> KafkaCluster:
 
     def start(run: pathlib.Path) -> list[Node]:
         nodes = [_new_node(run / "cluster" / f"node-{node_id}", node_id) for node_id in (1, 2, 3)]
-        _start(nodes, CLUSTER_SETTINGS)
-        _wait_listed(",".join(node.address for node in nodes), {1, 2, 3})
-        return nodes
+        return _start(nodes, CLUSTER_SETTINGS, then=lambda _: _wait_listed(_bootstrap(nodes), {1, 2, 3}))
 
     return KafkaCluster(run, _shared("cluster", start))
 
@@ -353,8 +355,13 @@ def _launch(node: Node) -> int:
     return jvm.pid
 
 
-def _start(nodes: list[Node], extra: dict[str, str]) -> list[Node]:
-    """Format and start ``nodes`` as one cluster, and wait until each logs that it serves."""
+def _bootstrap(nodes: list[Node]) -> str:
+    return ",".join(node.address for node in nodes)
+
+
+def _start(nodes: list[Node], extra: dict[str, str], then: Callable[[Node], None]) -> list[Node]:
+    """Format and start ``nodes`` as one cluster, wait until each logs that it serves, then for
+    ``then(first node)``; nodes that do not get so far are killed."""
     _write_properties(nodes, extra)
     _format(nodes)
     for node in nodes:
@@ -362,6 +369,7 @@ def _start(nodes: list[Node], extra: dict[str, str]) -> list[Node]:
     try:
         for node in nodes:
             _wait_started(node, 1)
+        then(nodes[0])
     except BaseException:
         for node in nodes:
             _kill_and_wait(node.pid, signal.SIGKILL, STOP_TIMEOUT)
@@ -395,19 +403,24 @@ def _log_tail(node: Node, lines: int = 30) -> str:
 
 
 def _wait_started(node: Node, starts: int) -> None:
-    """Until the node's log has said ``STARTED`` ``starts`` times; woken by the log's writes and by
-    the JVM's exit (an exit or the timeout fails with the log's path and tail)."""
+    """Until the node's log has said ``STARTED`` ``starts`` times."""
+
+    def started() -> bool:
+        return node.log_path.exists() and node.log_path.read_text(errors="replace").count(STARTED) >= starts
+
+    _wait_logged(node, started, repr(STARTED))
+
+
+def _wait_logged(node: Node, condition: Callable[[], bool], what: str) -> None:
+    """Until ``condition()`` holds, looked at again whenever the node writes its log (inotify) and
+    woken by the JVM's exit: an exit or the timeout fails with the log's path and tail."""
     deadline = time.monotonic() + START_TIMEOUT
     with contextlib.ExitStack() as stack:
         inotify = stack.enter_context(Inotify())
         inotify.add_watch(node.folder, Mask.MODIFY | Mask.CREATE)
         pidfd = os.pidfd_open(node.pid)
         stack.callback(os.close, pidfd)
-
-        def started() -> bool:
-            return node.log_path.exists() and node.log_path.read_text(errors="replace").count(STARTED) >= starts
-
-        while not started():
+        while not condition():
             if not _alive(node.pid):
                 raise AssertionError(
                     f"Apache Kafka node {node.node_id} exited while starting; its log, {node.log_path}, ends:\n"
@@ -416,12 +429,12 @@ def _wait_started(node: Node, starts: int) -> None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise AssertionError(
-                    f"Apache Kafka node {node.node_id} did not log {STARTED!r} within {START_TIMEOUT:.0f} s; "
+                    f"Apache Kafka node {node.node_id} did not show {what} within {START_TIMEOUT:.0f} s; "
                     f"its log, {node.log_path}, ends:\n" + _log_tail(node)
                 )
             ready, _, _ = select.select([inotify.fd, pidfd], [], [], remaining)
             if inotify.fd in ready:
-                os.read(inotify.fd, 65536)  # which write does not matter: the log decides
+                os.read(inotify.fd, 65536)  # which write does not matter: the condition decides
 
 
 def _wait_listed(bootstrap: str, node_ids: set[int]) -> None:
@@ -438,6 +451,46 @@ def _wait_listed(bootstrap: str, node_ids: set[int]) -> None:
             if node_ids <= listed:
                 return
     raise AssertionError(f"Kafka's metadata listed brokers {sorted(listed)}, not all of {sorted(node_ids)}")
+
+
+def _wait_group_coordinator(node: Node) -> None:
+    """Until the node coordinates groups. Its first group request creates the offsets topic (50
+    partitions), and until they are loaded a commit fails with NOT_COORDINATOR, which librdkafka
+    does not retry. Each try is a committed() request, made again whenever the node writes its log
+    (as it does while it creates and loads the partitions)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    group = {"bootstrap.servers": node.address, "group.id": "adiskq-tests-warm-up", "log_level": 0}
+    consumer = Consumer(group)
+    failures: list[str] = []
+
+    def coordinated() -> bool:
+        try:
+            consumer.committed([TopicPartition("adiskq-tests-warm-up", 0)], timeout=30)
+        except KafkaException as error:
+            failures[:] = [str(error)]
+            return False
+        return True
+
+    try:
+        _wait_logged(node, coordinated, f"a group coordinator (last answer: {failures})")
+    finally:
+        consumer.close()
+    _wait_producer_ids(node)
+
+
+def _wait_producer_ids(node: Node) -> None:
+    """Until the node hands out producer ids: InitProducerId, even without a transactional id, goes
+    through the transaction coordinator, which answers COORDINATOR_LOAD_IN_PROGRESS until its state
+    topic is made and loaded. An idempotent librdkafka producer retries it until it has an id."""
+    from confluent_kafka import Producer
+
+    failures: list[str] = []
+    producer = Producer({"bootstrap.servers": node.address, "enable.idempotence": True, "log_level": 0})
+    producer.produce("adiskq-tests-warm-up", b"", on_delivery=lambda error, _: failures.append(str(error or "")))
+    left = producer.flush(START_TIMEOUT)
+    if left or any(failures):
+        raise AssertionError(f"Apache Kafka at {node.address} did not take an idempotent write: {failures or left}")
 
 
 def _kill_and_wait(pid: int, how: signal.Signals, timeout: float) -> None:

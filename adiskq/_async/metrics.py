@@ -1,8 +1,9 @@
 """OpenTelemetry metrics and trace context, when ``opentelemetry-api`` is installed (``adiskq[otel]``).
 
 Recorded on the global meter provider, after OpenTelemetry's messaging semantic conventions
-(``messaging.system`` = ``adiskq``, the stream's path as ``messaging.destination.name``, the
-partition as ``messaging.destination.partition.id``, a group's name as ``messaging.consumer.group.name``):
+(``messaging.system`` = ``adiskq``, the stream's name (its folder's) as ``messaging.destination.name``
+and its absolute path as ``adiskq.stream.path``, the partition as ``messaging.destination.partition.id``,
+a group's name as ``messaging.consumer.group.name``):
 
     messaging.client.sent.messages        counter, messages pushed (push, push_many)
     messaging.client.consumed.messages    counter, messages delivered by consumers and groups
@@ -31,6 +32,7 @@ and adiskq imports nothing of OpenTelemetry, whether it is installed or not.
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import logging
 import operator
@@ -47,6 +49,8 @@ if TYPE_CHECKING:
 __all__ = ["ObservedGroup", "ObservedProducer", "Telemetry", "telemetry"]
 
 SYSTEM: Final = "adiskq"
+# The attribute beside messaging.destination.name (the stream's name) that tells streams of one name apart.
+PATH_ATTRIBUTE: Final = "adiskq.stream.path"
 # The semantic conventions' buckets for messaging.client.operation.duration, with finer ones below
 # 5 ms in front: a push takes microseconds, an fsync a millisecond or so.
 _DURATION_BUCKETS: Final = (
@@ -213,8 +217,7 @@ class Telemetry:
     ) -> dict[str, str]:
         """The semantic conventions' attributes of one operation on one stream (and partition, group)."""
         attributes = {
-            "messaging.system": SYSTEM,
-            "messaging.destination.name": stream,
+            **_destination(stream),
             "messaging.operation.name": operation,
             "messaging.operation.type": "send" if operation == "send" else "receive",
         }
@@ -401,7 +404,23 @@ class Telemetry:
 
     @staticmethod
     def _stream_attributes(path: str) -> dict[str, str]:
-        return {"messaging.system": SYSTEM, "messaging.destination.name": path}
+        return _destination(path)
+
+
+@functools.lru_cache(maxsize=256)
+def _destination_of(path: str) -> tuple[tuple[str, str], ...]:
+    absolute = os.path.abspath(path)
+    return (
+        ("messaging.system", SYSTEM),
+        ("messaging.destination.name", os.path.basename(absolute)),
+        (PATH_ATTRIBUTE, absolute),
+    )
+
+
+def _destination(path: str) -> dict[str, str]:
+    """The attributes naming a stream: its name (the folder's), one series however the path was
+    spelled (``orders`` and ``/srv/orders``), and its absolute path beside it."""
+    return dict(_destination_of(path))
 
 
 def _placeholder_providers() -> tuple[type, ...]:

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Final, NamedTuple
 
 from .._errors import CorruptRecordError, CorruptStreamError, InvalidArgumentError
+from .._extras import needs_extra
 from .native import NATIVE
 
 __all__ = [
@@ -75,13 +76,8 @@ _BLOCK_HEADER: Final = 3
 
 def import_zstandard() -> object:
     """The ``zstandard`` module, or an error saying which extra to install."""
-    try:
+    with needs_extra("zstd", "a compressed stream without the compiled core, or training its dictionary,"):
         import zstandard
-    except ImportError:
-        raise InvalidArgumentError(
-            "compressed streams need the zstd binding without the compiled core, and to train a dictionary: "
-            "pip install 'adiskq[zstd]'"
-        ) from None
     return zstandard
 
 

@@ -102,9 +102,12 @@ def locked_failure(path: str, holder: str | None, how: str, advice: str) -> Fail
 def failure_for(error: BaseException) -> click.ClickException | None:
     """The one-line failure to show for ``error``, or None if it is not one we can explain."""
     from .._errors import Error, LockTimeoutError, StreamLockedError, StreamNotFoundError
+    from .._extras import MissingExtraError
 
     if isinstance(error, click.ClickException):
         return error
+    if isinstance(error, MissingExtraError):
+        return click.UsageError(str(error))  # the install is the user's to fix: status 2
     if isinstance(error, StreamNotFoundError):
         return Failure(
             f"no adiskq stream at {error.path!r} ({error.why}): check the path; `adiskq write PATH` creates a stream"

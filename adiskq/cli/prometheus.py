@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import Failure
+from .._extras import needs_extra
 
 if TYPE_CHECKING:
     from .._sansio.values import StreamStats
@@ -21,10 +21,8 @@ __all__ = ["prometheus_text"]
 
 def prometheus_text(path: str, info: StreamStats, disk: dict[str, object]) -> str:
     """The exposition of one stream's partitions, groups and disk."""
-    try:
+    with needs_extra("prometheus", "--prometheus"):
         from prometheus_client import CollectorRegistry, Gauge, generate_latest
-    except ImportError:
-        raise Failure("--prometheus needs prometheus-client: pip install 'adiskq[prometheus]'") from None
     from .stats import group_lag
 
     registry = CollectorRegistry(auto_describe=False)

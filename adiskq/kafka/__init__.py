@@ -7,9 +7,12 @@ Layers, as in the rest of adiskq: ``_protocol`` (frames and headers, payloads th
 long poll, producer sequences), and ``_server`` (connections on AnyIO).
 """
 
-from ._options import GroupOptions as GroupOptions
-from ._options import SecurityOptions as SecurityOptions
-from ._server import DEFAULT_MAX_REQUEST_BYTES as DEFAULT_MAX_REQUEST_BYTES
-from ._server import KafkaGateway as KafkaGateway
+from .._extras import needs_extra
+
+with needs_extra("kafka", "adiskq's Kafka gateway"):
+    from ._options import GroupOptions as GroupOptions
+    from ._options import SecurityOptions as SecurityOptions
+    from ._server import DEFAULT_MAX_REQUEST_BYTES as DEFAULT_MAX_REQUEST_BYTES
+    from ._server import KafkaGateway as KafkaGateway
 
 __all__ = ["DEFAULT_MAX_REQUEST_BYTES", "GroupOptions", "KafkaGateway", "SecurityOptions"]

@@ -137,7 +137,7 @@ class FetchSession:
 
     def known_event_loop(self) -> tuple[object, Callable[[], float]] | None:
         """``event_loop``'s answer once a long poll has looked it up; None before (the lookup goes
-        through sniffio, which finds no library from a protocol callback, outside a task)."""
+        through anyio, which finds no event loop from a protocol callback, outside a task)."""
         return self._event_loop
 
     def follower(self, topic: str, partition: int, offset: int) -> PartitionFollower:

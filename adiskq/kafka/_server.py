@@ -29,7 +29,7 @@ from typing import Any, Final, Literal, Self
 
 import anyio
 import anyio.abc
-import sniffio
+import anyio.lowlevel
 from kio.schema.errors import ErrorCode
 
 from .._errors import ClosedError, InvalidArgumentError
@@ -210,7 +210,9 @@ class KafkaGateway:
             self._state = "closed"
             raise
         # Plain TCP on asyncio: served from the socket's callbacks (``_asyncio_transport.py``).
-        raw_sockets = ssl_context is None and sniffio.current_async_library() == "asyncio"
+        # (anyio's own answer to "which loop": sniffio is no dependency of anyio's any more.)
+        on_asyncio = isinstance(anyio.lowlevel.current_token().native_token, asyncio.AbstractEventLoop)
+        raw_sockets = ssl_context is None and on_asyncio
         listener: anyio.abc.Listener[Any] = ResilientListener(tcp_listener, connection_limit(), raw_sockets=raw_sockets)
         if ssl_context is not None:
             listener = GatewayTLSListener(

@@ -417,9 +417,11 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if generation_id < 0 and (group is None or group.state is GroupState.EMPTY):
             return err.NONE  # a consumer that commits without joining (manual assignment)
-        if group is not None and _fenced(group, member_id, group_instance_id):
+        if group is None:
+            return err.ILLEGAL_GENERATION  # a generation of a group that has none, as Kafka answers
+        if _fenced(group, member_id, group_instance_id):
             return err.FENCED_INSTANCE_ID
-        if group is None or member_id not in group.members:
+        if member_id not in group.members:
             return err.UNKNOWN_MEMBER_ID
         if group.members[member_id].group_instance_id != group_instance_id:
             return err.FENCED_INSTANCE_ID

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._encode import InvalidColumnsError as InvalidColumnsError
-from ._options import InvalidOptionError as InvalidOptionError
-from ._source import SCHEMA as SCHEMA
-from ._source import AdiskqDataSource as AdiskqDataSource
+from .._extras import needs_extra
+
+with needs_extra("spark", "adiskq's Spark data source"):
+    from ._encode import InvalidColumnsError as InvalidColumnsError
+    from ._options import InvalidOptionError as InvalidOptionError
+    from ._source import SCHEMA as SCHEMA
+    from ._source import AdiskqDataSource as AdiskqDataSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

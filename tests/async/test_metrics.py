@@ -43,8 +43,10 @@ def point(points: list[dict[str, Any]], name: str, **attributes: str) -> dict[st
 
 
 def test_pushes_are_counted_per_partition(probe: dict[str, Any]) -> None:
-    """messaging.client.sent.messages counts push and push_many per stream and partition."""
-    base = {"messaging_system": "adiskq", "messaging_destination_name": probe["stream"]}
+    """messaging.client.sent.messages counts push and push_many per stream and partition; the
+    stream is named by its folder's name (one series however its path is spelled), its absolute
+    path in an attribute beside it."""
+    base = {"messaging_system": "adiskq", "messaging_destination_name": "orders", "adiskq_stream_path": probe["stream"]}
     sent = "messaging.client.sent.messages"
     assert point(probe["during"], sent, **base, messaging_destination_partition_id="0")["value"] == 4
     assert point(probe["during"], sent, **base, messaging_destination_partition_id="1")["value"] == 3

@@ -164,8 +164,11 @@ async def test_a_member_killed_just_after_retry_does_not_fork_the_chain(
     assert {b"a", b"b"} <= retried
     again = await deliveries_within(stream_path, 1.0)
     for value in values:
-        expected = [(value, 2)] if value in retried else [(value, 1)]
-        assert [d for d in again if d[0] == value] == expected, f"delivered after the kill: {again}"
+        delivered = [d for d in again if d[0] == value]
+        if value in retried:
+            assert delivered == [(value, 2)], f"delivered after the kill: {again}"
+        else:  # killed before it said: retried then (the retry alone comes back) or not (the original)
+            assert delivered in ([(value, 1)], [(value, 2)]), f"delivered after the kill: {again}"
 
 
 async def test_a_member_killed_after_storing_finished_retries_leaves_them_finished(

@@ -105,3 +105,8 @@ def raw_frame(port: int, message: bytes) -> bytes:
         sock.sendall(struct.pack(">i", len(message)) + message)
         size = struct.unpack(">i", receive_exactly(sock, 4))[0]
         return receive_exactly(sock, size)
+
+
+# --- differential tests: the same scenario against the gateway and Apache Kafka (differential.py) ---
+pytest.register_assert_rewrite("differential")  # its comparison shows both sides' differences
+from differential import differential  # noqa: E402, F401  (a fixture, offered to every test here)

@@ -185,6 +185,14 @@ def test_commit_checks_generation_and_member() -> None:
     assert coordinator.check_commit("g", "stranger", 2, None) == err.UNKNOWN_MEMBER_ID
 
 
+def test_commit_with_a_generation_to_a_group_that_has_none_is_illegal_generation() -> None:
+    """OffsetCommit naming a generation of a group that does not exist is ILLEGAL_GENERATION, as
+    Kafka answers (test_differential_protocol.py compares the two)."""
+    coordinator = GroupCoordinator()
+    assert coordinator.check_commit("nobody's", "stranger", 3, None) == err.ILLEGAL_GENERATION
+    assert coordinator.check_commit("nobody's", "", -1, None) == err.NONE
+
+
 def test_follower_rejoining_with_same_metadata_does_not_rebalance() -> None:
     """A Stable follower that rejoins unchanged gets the current generation back; nobody else rebalances."""
     coordinator = GroupCoordinator(initial_rebalance_delay_ms=0)
