@@ -280,7 +280,7 @@ def test_gateway_sent_null_arrays_closes_those_connections_and_logs_no_failure(
         assert log.count("is null, which Kafka's schema does not allow") == len(NULL_ARRAYS), log
 
 
-def test_kafka_closes_the_connection_on_the_same_null_arrays(kafka_broker) -> None:  # noqa: ANN001 (a fixture)
+def test_kafka_closes_the_connection_on_the_same_null_arrays(kafka_broker) -> None:
     """Apache Kafka answers each of these requests as the gateway does: the connection is closed,
     without an answer (its readers refuse a null where the schema has none)."""
     host, port = kafka_broker.bootstrap.rsplit(":", 1)
