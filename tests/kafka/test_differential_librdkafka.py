@@ -321,7 +321,6 @@ def test_kcat_metadata(differential: Differential) -> None:
     differential.compare(scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="Fetch max_bytes: the gateway lets every read exceed it, not only the first")
 def test_fetch_max_bytes(differential: Differential) -> None:
     """A consumer whose fetch.max.bytes (1 MB) is below two records (900 KiB each) and whose
     receive.message.max.bytes is fetch.max.bytes + 512 (librdkafka's rule) reads them one by one:

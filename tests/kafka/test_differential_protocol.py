@@ -250,11 +250,6 @@ def test_timestamps_kafka_stores(differential: Differential) -> None:
     differential.compare(scenario)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="timestamps: the gateway answers a retriable UNKNOWN_TOPIC_OR_PARTITION to a record stamped past "
-    "what int64 nanoseconds hold, where Kafka answers INVALID_TIMESTAMP (message.timestamp.after.max.ms)",
-)
 def test_a_timestamp_far_in_the_future_is_refused_as_kafka_refuses_it(differential: Differential) -> None:
     """A record stamped 9,223,372,036,855 ms is refused with INVALID_TIMESTAMP (Kafka refuses any
     timestamp more than message.timestamp.after.max.ms, one hour by default, ahead of its clock),
@@ -268,9 +263,6 @@ def test_a_timestamp_far_in_the_future_is_refused_as_kafka_refuses_it(differenti
     differential.compare(scenario)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="group ids: the gateway refuses ids that are not folder names (INVALID_GROUP_ID)"
-)
 def test_any_group_id_kafka_accepts(differential: Differential) -> None:
     """FindCoordinator for group ids with ':', '/' and ',' is answered as for any other id."""
 
@@ -297,10 +289,6 @@ def answered_or_closed(side: Side, api_key: int, api_version: int, body: bytes) 
             return "closed"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="null arrays: Kafka closes the connection, the gateway too but after an unhandled TypeError",
-)
 def test_null_arrays_in_requests(differential: Differential, caplog: pytest.LogCaptureFixture) -> None:
     """Requests whose arrays are null (length -1) where Kafka's schema allows none: ListOffsets v1
     and DescribeGroups v1 are treated as Kafka treats them."""
