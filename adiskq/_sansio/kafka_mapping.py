@@ -9,8 +9,11 @@ The mapping, exact in both directions (the Kafka gateway's, ``adiskq/kafka/_reco
 - keys and values are bytes on both sides. Kafka also has null: a null key or value is stored as
   empty bytes plus the header ``NULLS_HEADER`` whose value names which were null (``key``,
   ``value`` or ``key,value``), added after the record's own headers;
-- headers keep their order. A record that repeats a header name, or has a null header value, or
-  uses the reserved name is refused (``MappingRefusedError``) rather than merged or changed.
+- headers keep their order. A record that repeats a header name, or has a null header value, is
+  refused (``MappingRefusedError``) rather than merged or changed. A Kafka header named as the
+  nulls header, or as it followed by ``~`` marks, is stored with one ``~`` more
+  (``stored_header_name``), and served back with one fewer (``kafka_codec.served_header_name``):
+  ``adiskq.kafka.null`` round-trips, stored as ``adiskq.kafka.null~``.
 
 ``stored_records`` is the pure-Python reference of the compiled ``kafka_stored_records``
 (``adiskq/_csrc/kafka_store.c``): a Kafka batch's records section (uncompressed) straight to a run
@@ -32,7 +35,7 @@ from typing import Final, NamedTuple
 
 from .._errors import InvalidArgumentError
 from .codec import encode_record
-from .kafka_codec import KafkaBatchError, KafkaRecord, decode_records
+from .kafka_codec import HEADER_ESCAPE, KafkaBatchError, KafkaRecord, decode_records
 from .keyindex import pack_hashes
 from .native import NATIVE
 from .run_entries import INDEX_ENTRY_BYTES
@@ -45,6 +48,7 @@ __all__ = [
     "StoredRecords",
     "TimestampRefusedError",
     "record_fields",
+    "stored_header_name",
     "stored_records",
     "stored_records_reference",
 ]
@@ -88,6 +92,17 @@ class StoredRecords(NamedTuple):
         return len(self.data)
 
 
+def stored_header_name(name: str) -> str:
+    """The name a Kafka header is stored under: itself, but for the nulls header's name and that name
+    followed by escape marks, which take one mark more (so the stored nulls header is never a
+    Kafka header's, and each stored name is one Kafka name)."""
+    if name.startswith(NULLS_HEADER):
+        marks = name[len(NULLS_HEADER) :]
+        if marks == HEADER_ESCAPE * len(marks):
+            return name + HEADER_ESCAPE
+    return name
+
+
 def record_fields(
     record: KafkaRecord, now_ns: int, log_append: bool
 ) -> tuple[bytes, bytes, dict[str, bytes] | None, int]:
@@ -100,14 +115,13 @@ def record_fields(
                 raise MappingRefusedError(
                     f"header {name!r} has a null value; adiskq stores header values as bytes: send b'' instead"
                 )
-            if name in headers:
+            stored = stored_header_name(name)  # (one stored name per Kafka name: repeats stay repeats)
+            if stored in headers:
                 raise MappingRefusedError(
                     f"header {name!r} is repeated; adiskq keeps one value per header name: "
                     "send each name once (join the values, or number the names)"
                 )
-            if name == NULLS_HEADER:
-                raise MappingRefusedError(f"header {NULLS_HEADER!r} is reserved by the gateway")
-            headers[name] = value
+            headers[stored] = value
     key, value = record.key, record.value
     if key is None or value is None:
         headers = headers or {}
@@ -144,6 +158,8 @@ def stored_records_reference(
     for offset, record in enumerate(kafka_records):
         if len(record.headers) > MAX_PLAIN_HEADERS:
             return None
+        if any(name.startswith(NULLS_HEADER) for name, _ in record.headers):
+            return None  # (maybe escaped: the step by step path stores it, as the compiled one leaves it)
         try:
             value, key, headers, timestamp_ns = record_fields(record, now_ns, False)
             stored = encode_record(value, key, timestamp_ns, headers)

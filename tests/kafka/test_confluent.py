@@ -249,3 +249,34 @@ def test_kafka_keeps_a_commit_past_the_end(kafka_broker, topic: str) -> None:
         assert consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 1000
     finally:
         consumer.close()
+
+
+KAFKA_HEADERS_LIKE_THE_NULLS_HEADER = [
+    (None, b"v", [("adiskq.kafka.null", b"key"), ("adiskq.kafka.null~", b"x"), ("a", b"")], 1_700_000_000_000),
+    (b"k", None, [("adiskq.kafka.null", b"")], 1_700_000_000_001),
+]
+
+
+def test_a_header_named_adiskq_kafka_null_round_trips(gateway, topic: str) -> None:
+    """Kafka headers named ``adiskq.kafka.null`` (the gateway's own header for null keys and values)
+    and ``adiskq.kafka.null~`` come back as sent, beside null keys and values; a library consumer sees
+    them stored with one ``~`` more."""
+    records = KAFKA_HEADERS_LIKE_THE_NULLS_HEADER
+    produce_all(gateway.bootstrap, topic, records)
+    got = consume(gateway.bootstrap, topic, 0, len(records))
+    assert [(m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in got] == records
+    stored = read(gateway.path(topic), 0, 0)
+    assert dict(stored.headers) == {
+        "adiskq.kafka.null~": b"key",
+        "adiskq.kafka.null~~": b"x",
+        "a": b"",
+        "adiskq.kafka.null": b"key",
+    }
+
+
+def test_kafka_keeps_the_same_headers(kafka_broker, topic: str) -> None:
+    """Apache Kafka hands the same records back the same way."""
+    records = KAFKA_HEADERS_LIKE_THE_NULLS_HEADER
+    produce_all(kafka_broker.bootstrap, topic, records)
+    got = consume(kafka_broker.bootstrap, topic, 0, len(records))
+    assert [(m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in got] == records

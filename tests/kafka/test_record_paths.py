@@ -19,8 +19,10 @@ from adiskq._sansio.kafka_batch import decode_batches
 from adiskq._sansio.kafka_codec import ATTRIBUTES_AT, CRC_AT, LOG_APPEND_TIME, KafkaRecord, crc32c, encode_batch
 from adiskq._sansio.kafka_mapping import NULLS_HEADER, StoredRecords
 from adiskq._sansio.run_entries import run_records, run_timestamps
+from adiskq._sansio.values import Message
 from adiskq.kafka._records import (
     RecordRefusedError,
+    batch_from_messages,
     decode_produce,
     records_from_batches,
     write_records,
@@ -84,7 +86,6 @@ def test_plain_batches_are_stored_as_the_step_by_step_path_stores_them(compressi
     [
         ([("a", b"1"), ("a", b"2")], "header 'a' is repeated"),
         ([("a", None)], "header 'a' has a null value"),
-        ([(NULLS_HEADER, b"key")], f"header {NULLS_HEADER!r} is reserved"),
     ],
 )
 def test_a_refused_record_is_named_by_the_step_by_step_path(
@@ -95,6 +96,29 @@ def test_a_refused_record_is_named_by_the_step_by_step_path(
     with pytest.raises(RecordRefusedError, match=message) as refused:
         records_from_batches(decode_produce(data))
     assert refused.value.index == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "stored"),
+    [
+        (NULLS_HEADER, NULLS_HEADER + "~"),
+        (NULLS_HEADER + "~", NULLS_HEADER + "~~"),
+        (NULLS_HEADER + "x", NULLS_HEADER + "x"),
+    ],
+)
+def test_a_kafka_header_named_like_the_nulls_header_is_stored_escaped(name: str, stored: str) -> None:
+    """A Kafka header called like the nulls header (or it and ``~`` marks) is stored with one ``~``
+    more, by the step by step path, and served back as it came, beside a null key's own header."""
+    data = request_of(RECORDS[:1], [RECORDS[0]._replace(key=None, headers=[(name, b"h"), ("z", b"")])])
+    found = records_from_batches(decode_produce(data))
+    assert isinstance(found, list)
+    mine = found[-1]
+    assert dict(mine.headers or {}) == {stored: b"h", "z": b"", NULLS_HEADER: b"key"}
+    assert isinstance(mine.key, bytes)
+    assert isinstance(mine.value, bytes)
+    message = Message(0, 5, 0, mine.key, mine.value, dict(mine.headers or {}), None)
+    served = decode_batches(batch_from_messages([message]))[0].records[0]
+    assert (served.key, served.headers) == (None, [(name, b"h"), ("z", b"")])
 
 
 def test_a_log_append_time_batch_is_stamped_with_the_time_of_the_write() -> None:
