@@ -50,6 +50,8 @@ __all__ = [
     "LockTimeoutError",
     "MessageKeptError",
     "MessageTooLargeError",
+    "MirrorDivergedError",
+    "MirrorError",
     "NotAStreamError",
     "OffsetOutOfRangeError",
     "PartialWriteError",
@@ -399,3 +401,18 @@ def _size(size_bytes: int) -> str:
 
 class ClosedError(Error, RuntimeError):
     """The object was closed; open a new one."""
+
+
+class MirrorError(Error):
+    """The Kafka mirror cannot go on; the message says why and what to do."""
+
+
+class MirrorDivergedError(MirrorError):
+    """The stream no longer holds what the mirror shipped under an offset (a power cut took back
+    records, and new ones took their offsets): shipping on would put other messages in Kafka under
+    those positions, so the mirror stops."""
+
+    def __init__(self, message: str, *, partition: int, offset: int) -> None:
+        super().__init__(message)
+        self.partition = partition
+        self.offset = offset

@@ -19,6 +19,7 @@ __all__ = ["EXTRAS", "MissingExtraError", "needs_extra"]
 # extra -> the top-level modules it installs that adiskq imports (pyproject.toml's optional-dependencies).
 EXTRAS: Final[dict[str, frozenset[str]]] = {
     "kafka": frozenset({"cramjam", "kio"}),
+    "kafka-cluster": frozenset({"confluent_kafka", "cramjam", "kio"}),
     "spark": frozenset({"pyspark", "pyarrow", "pandas", "py4j"}),
     "otel": frozenset({"opentelemetry"}),
     "prometheus": frozenset({"prometheus_client"}),

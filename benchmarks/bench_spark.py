@@ -41,6 +41,10 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 import adiskq.spark
+
+# As the README tells users: Spark's Python workers run this interpreter (the venv's, which has
+# pyarrow and adiskq), not the first `python3` on PATH. Set before any session is made.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from adiskq._sansio.codec import encode_record
 from adiskq._storage.stream import StreamWriter
 from adiskq.spark import SCHEMA

@@ -26,6 +26,10 @@ from pyspark.sql import functions as F
 import adiskq
 import adiskq.spark
 
+# As the README tells users: Spark's Python workers run this interpreter (the venv's, which has
+# pyarrow and adiskq), not the first `python3` on PATH. Set before any session is made.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
 START = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 PAGES = ["/", "/pricing", "/docs", "/blog"]
 

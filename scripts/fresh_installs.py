@@ -140,8 +140,11 @@ def check_spark(venv: Venv, readme: str) -> None:
     venv.program(
         textwrap.dedent(
             """
+            import os, sys
             import anyio, adiskq, adiskq.spark
             from pyspark.sql import SparkSession
+
+            os.environ["PYSPARK_PYTHON"] = sys.executable  # as the README says
 
             async def main():
                 async with adiskq.Producer("events") as producer:

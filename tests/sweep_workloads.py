@@ -18,6 +18,7 @@ from compression_support import trained_dictionary
 from helpers.cli import invoke
 
 import adiskq
+from adiskq._storage.log_start import save_log_start
 from adiskq._storage.offsets import load_offsets
 from adiskq._storage.stream import StreamWriter
 from adiskq.spark._encode import Columns, Grouped
@@ -349,6 +350,26 @@ async def compact_shared(run: Run, begin: Step, end: Step) -> None:
         await _go_on(a, run)
 
 
+async def delete_records(run: Run, begin: Step, end: Step) -> None:
+    """Kafka's DeleteRecords as the gateway does it: the log start offset raised (stored durably
+    beside the segments), then a vacuum of the segments wholly below it."""
+    async with adiskq.Producer(run.path, segment_size_bytes=1024, flush=run.flush, **QUIET) as producer:  # type: ignore[arg-type]
+        await _push_all(producer, run, [b"d" * 300 + b"%d" % i for i in range(8)])  # several segments
+        run.setup.update(run.acked.values())
+        directory = os.path.join(run.path, "parts", "000000")
+        begin()
+        try:
+            await anyio.to_thread.run_sync(save_log_start, directory, 5)
+            await producer.vacuum()
+        except OSError as error:
+            run.failures.append(error)
+        end()
+        await _go_on(producer, run)
+    # What the log start hides is no longer expected.
+    oldest = adiskq.stats(run.path).partitions[0].oldest_offset
+    run.acked = {place: value for place, value in run.acked.items() if place[1] >= oldest}
+
+
 WORKLOADS: dict[str, Workload] = {
     "push": push,
     "push_many-1p": push_many_one_partition,
@@ -364,6 +385,7 @@ WORKLOADS: dict[str, Workload] = {
     "shared-append": shared_append,
     "compact-tags": compact_tags,
     "compact-shared": compact_shared,
+    "delete-records": delete_records,
 }
 # Workloads that take a flush mode: each runs with both.
 FLUSHED = (
@@ -376,6 +398,7 @@ FLUSHED = (
     "shared-append",
     "compact-tags",
     "compact-shared",
+    "delete-records",
 )
 
 

@@ -8,6 +8,8 @@ no dictionary yet gets one trained from the first ``TRAINING_SAMPLES`` values th
 those are written uncompressed (a record says whether it is compressed, so readers need nothing
 else), then the dictionary is trained in a worker thread, stored and fsynced (``add_dictionary``),
 and the values after it are compressed. Nothing is held back: every push is written when it is made.
+A ``push_many`` that brings the samples to ``TRAINING_SAMPLES`` trains from its own values before
+it is written, so a stream's first large batch is stored compressed, not raw.
 """
 
 from __future__ import annotations
@@ -102,6 +104,11 @@ class ValueCompression:
         self._samples = None
         self.wants_training = False
 
+    @property
+    def wants_dictionary(self) -> bool:
+        """True while the stream has no dictionary and this producer gathers samples for one."""
+        return self._samples is not None and not self._training
+
     def apply(self, value: bytes) -> tuple[bytes, int]:
         """What to store for ``value`` and the record's attributes."""
         compress = self.compress
@@ -113,6 +120,16 @@ class ValueCompression:
             if len(samples) % TRAINING_SAMPLES == 0 and not self._training:
                 self.wants_training = True
         return value, 0
+
+    async def train_before(self, values: list[bytes]) -> None:
+        """A batch about to be written: if it brings the samples to ``TRAINING_SAMPLES``, train from
+        them (its values included) now, so the batch is compressed with the new dictionary."""
+        samples = self._samples
+        if samples is None or self._training or len(samples) + len(values) < TRAINING_SAMPLES:
+            return
+        samples.extend(values[: TRAINING_SAMPLES - len(samples)])
+        self.wants_training = True
+        await self.train()
 
     async def train(self) -> None:
         """Train a dictionary from the samples in a worker thread, store it, and compress from now

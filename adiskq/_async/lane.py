@@ -28,7 +28,7 @@ returned its receipt, so a cancelled push has either been written with its offse
 asyncio's own at once, as the push ends (its message may then have been written).
 
 A shared producer's lane appends only while it holds the partition's ``flock`` (after the producer's
-turn, ``Turns``), with its view of the partition brought up to date
+turn, ``Turns`` in ``turns.py``), with its view of the partition brought up to date
 (``PartitionWriter.refresh_quick``/``refresh``). It takes the lock for a run of writes, not for
 each: inline writes take it without waiting, and so does a batch's leader. A batch whose leader
 cannot take it at once is not written at all (``LockNotHeld``): its pushes wait for the lock
@@ -53,8 +53,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from types import ModuleType
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import anyio
 import anyio.to_thread
@@ -63,23 +62,17 @@ from .._errors import ClosedError, DiskUsageRefusedError, explain_os_error
 from .._sansio import keyindex as keyindex_format
 from .._sansio.core import PackedRecords
 from .._sansio.run_entries import INDEX_ENTRY_BYTES, run_records, run_timestamps
-from .._storage.flocks import SHARED_LOCK_TIMEOUT_SECONDS, FileLock
 from .._storage.partition_writer import PartitionWriter
 from .._storage.segment import PartlyCommittedError, PendingBatch, SegmentWriter
 from . import wakeup
-from .cancellation import running_on_trio
+from .batch import Batch
+from .event_loop import EventLoop
 from .handoff import cannot_abort, run_in_thread
 from .lock_waits import take_lock
+from .turns import PROBE_SECONDS, TURN_MIN_SECONDS, Turns
 from .wakeup import anyone_waiting, waiters_of
 
-if TYPE_CHECKING:
-    import asyncio
-
-    import trio.lowlevel
-
-    from .steadfast import SteadfastFuture
-
-__all__ = ["INLINE_MAX_BYTES", "Batch", "Lane", "LockNotHeld", "Turns", "explain_disk_error"]
+__all__ = ["INLINE_MAX_BYTES", "Lane", "LockNotHeld", "explain_disk_error"]
 
 logger: Final = logging.getLogger("adiskq.producer")
 
@@ -114,215 +107,9 @@ class LockNotHeld(Exception):
     (or the producer's turn) without waiting. Its pushes wait for the lock and push again."""
 
 
-class Batch:
-    """Pushes committed together: they share one write per file (and one fsync in sync mode)."""
-
-    __slots__ = (
-        "committed",
-        "done",
-        "error",
-        "finished",
-        "first_offset",
-        "followers",
-        "key_hashes",
-        "leader",
-        "led",
-        "records",
-        "run",
-        "size_bytes",
-        "tagindex",
-        "timestamps",
-        "waiter",
-    )
-
-    def __init__(self, waiter: SteadfastFuture | None = None) -> None:
-        self.records: list[bytes] = []
-        self.size_bytes = 0  # of the records (whether the commit goes to a worker thread)
-        self.timestamps: list[int] = []
-        self.key_hashes: list[int] = []  # for the key index: its hash of each record's key
-        # The records' .tagindex entries as the pushes computed them; None once a push did not
-        # (the segment then takes them from the records).
-        self.tagindex: bytearray | None = bytearray()
-        # A batch that holds one run of records alone (a Kafka Produce's: its bytes, its .index and
-        # .timeindex entries numbered from 0, its key hashes packed; adiskq/_sansio/run_entries.py)
-        # writes it as it is; a push joining it takes it apart into the lists above first.
-        self.run: tuple[bytes, bytes, bytes, bytes] | None = None
-        # Set when the batch is finished: on asyncio the future its pushes wait for, on Trio an Event.
-        self.waiter = waiter
-        self.done: anyio.Event | None = anyio.Event() if waiter is None else None
-        self.finished = False  # read without a call on Trio's follower path
-        self.first_offset = -1
-        self.error: BaseException | None = None
-        # With an error: how many of the batch's first records were committed all the same (an
-        # index write that failed part-way keeps the entries readers could have seen).
-        self.committed = 0
-        self.led = False  # Trio: a push has taken the lead of this batch (on asyncio, its task leads it)
-        self.followers: list[trio.lowlevel.Task] = []  # Trio's pushes waiting for it (Lane.complete)
-        self.leader: asyncio.Task[None] | None = None  # asyncio: the task leading it (held, or it may be collected)
-
-    def finish(self) -> None:
-        """The batch is committed or failed: wake every push waiting for it."""
-        self.finished = True
-        if self.waiter is not None:
-            self.waiter.set_result(None)
-            return
-        assert self.done is not None
-        self.done.set()
-        if self.followers:
-            import trio.lowlevel  # only Trio's pushes are followers (see Lane.complete)
-
-            for task in self.followers:
-                trio.lowlevel.reschedule(task)
-            self.followers.clear()
-
-    async def wait(self) -> None:
-        """Wait until the batch is finished; unlike a push's wait, this one can be cancelled."""
-        if self.waiter is not None:
-            import asyncio  # a waiter is a future on asyncio only
-
-            await asyncio.shield(self.waiter)
-        else:
-            assert self.done is not None
-            await self.done.wait()
-
-
 # How many more turns of the loop, at most, a sync batch's leader waits for the last batch's
 # followers to run and join it (one is enough on Trio; see Lane._lead).
 _EXTRA_TURNS: Final = 2
-
-# How long a shared producer keeps its turn at writing once another producer waits for it: long
-# enough that a turn covers many pushes (handing it over costs system calls and waking a process),
-# short enough that the others wait little.
-TURN_MIN_SECONDS: Final = 0.005
-# How often, at most, a holder asks whether anyone is queued for a lock it holds (first asked
-# TURN_MIN_SECONDS after taking it). Asking is two ``flock`` calls on the lock's queue; asked at every
-# turn of the loop (every 32 pushes) for the turn and each partition, four writer processes made
-# about 4,200 such looks per 30,000 pushes each, now about 1,000.
-PROBE_SECONDS: Final = 0.0005
-
-
-class Turns:
-    """A shared producer's turn at writing, and the looks at its lanes' locks.
-
-    Shared producers take turns: a producer takes ``locks/turn`` before any partition's lock, and
-    lets go of it once none of its lanes holds one. Without it, producers pushing to every partition
-    would each hold some partitions and wait for the others' (a process wake-up each time); with it,
-    the producer whose turn it is writes every partition at full speed, and hands the turn over when
-    another waits and it has had it ``TURN_MIN_SECONDS``. Writers that take partitions without a turn
-    (Spark, the CLI) are served by the partitions' own queues.
-
-    The looks run at the event loop's next turn: one callback for all the lanes of a producer
-    (Trio's ``run_sync_soon`` costs a system call each).
-    """
-
-    def __init__(
-        self,
-        lock: FileLock,
-        call_soon: Callable[[Callable[[], None]], None],
-        wait_seconds: float = SHARED_LOCK_TIMEOUT_SECONDS,
-    ) -> None:
-        self.lock = lock
-        self.wait_seconds = wait_seconds  # the bound of every wait for a lock (lock_timeout)
-        self.lanes: list[Lane] = []
-        self._call_soon = call_soon
-        self._due: list[Lane] = []
-        self._scheduled = False
-        self._probe_at = 0.0  # when the turn's queue is next looked at
-        self.pushing = 0  # the producer's push_many calls under way (their lanes are not idle)
-        self._taking = anyio.Lock()
-        # Handing the turn over: no lane takes a partition's lock until the turn was let go.
-        self._handing_over = False
-        self._let_go = anyio.Event()
-        # Called each time the turn is taken: the disk guard measures again (others wrote meanwhile).
-        self.on_taken: Callable[[], None] | None = None
-
-    def try_take(self) -> bool:
-        """Take the turn if it is free now (or already ours and not being handed over)."""
-        if self._handing_over:
-            return False
-        if self.lock.held:
-            return True
-        if not self.lock.try_acquire():
-            return False
-        self._taken()
-        return True
-
-    async def take(self) -> None:
-        """Take the turn, waiting for it at most ``wait_seconds`` (``LockTimeoutError``)."""
-        while self._handing_over:
-            await self._let_go.wait()
-        if self.lock.held:
-            return
-        async with self._taking:  # one waiter per producer
-            if self.lock.held:
-                return
-            try:
-                await take_lock(self.lock, self.wait_seconds)
-            except BaseException:
-                self._schedule()  # a look lets go of a turn taken as the wait was given up
-                raise
-            self._taken()
-
-    def _taken(self) -> None:
-        self._probe_at = time.monotonic() + TURN_MIN_SECONDS
-        self._schedule()
-        if self.on_taken is not None:
-            self.on_taken()
-
-    def yielding(self) -> bool:
-        """True while the turn is being handed over: another producer waits for it and this one has
-        had it long enough. The lanes then let go of their partitions, and the turn goes with the last."""
-        if self._handing_over:
-            return True
-        if not self.lock.held:
-            return False
-        now = time.monotonic()
-        if now < self._probe_at:
-            return False
-        self._probe_at = now + PROBE_SECONDS
-        if self.lock.contended():
-            self._handing_over = True
-            self._let_go = anyio.Event()
-            self._schedule()
-            return True
-        return False
-
-    def add(self, lane: Lane) -> None:
-        """Look at this lane's lock at the loop's next turn."""
-        self._due.append(lane)
-        self._schedule()
-
-    def _schedule(self) -> None:
-        if not self._scheduled:
-            self._call_soon(self._run)
-            self._scheduled = True
-
-    def _run(self) -> None:
-        """The look at the loop's turn. It must not raise: a look cut short would leave a lock held
-        with no look to come (each is scheduled once), and every other writer waiting for it; Trio
-        would also end the run. So a lane whose look fails lets go, and the error is logged."""
-        self._scheduled = False
-        due, self._due = self._due, []
-        try:
-            yielding = self.yielding() if due else False
-        except Exception:
-            logger.exception("adiskq: the look at the turn lock failed; letting go")
-            yielding = True
-        for lane in due:
-            try:
-                lane.look_at_lock(yielding)
-            except Exception:
-                logger.exception("adiskq: partition %d: the look at its lock failed; letting go", lane.partition_number)
-                lane.release_quietly()
-        if self.lock.held and not any(lane.busy for lane in self.lanes):
-            self.release()
-
-    def release(self) -> None:
-        """Let go of the turn (once no lane holds a partition's lock, and on close)."""
-        self.lock.release()
-        if self._handing_over:
-            self._handing_over = False
-            self._let_go.set()
 
 
 def _take_apart(batch: Batch) -> None:
@@ -347,7 +134,7 @@ class Lane:
         sync_flush: bool,
         structure_lock: threading.Lock,
         limiter: anyio.CapacityLimiter,
-        cancel_pending: Callable[[], bool],
+        loop: EventLoop,
         turns: Turns | None = None,
     ) -> None:
         self.partition = partition
@@ -360,27 +147,16 @@ class Lane:
         self._committing: Batch | None = None
         # Trio's followers of finished batches not run since they were woken (the next leader waits for them)
         self._waking = 0
-        self._on_trio = running_on_trio()
-        self._trio_lowlevel: ModuleType | None = None  # trio.lowlevel, for the followers' wait
-        self._loop: asyncio.AbstractEventLoop | None = None  # asyncio's, where batches get a task each
-        # asyncio's: the future a batch's pushes wait for, and the cancellation that wait may meet
-        # (none on Trio, which then never imports asyncio).
-        self._steadfast: type[SteadfastFuture] | None = None
-        self._asyncio_cancelled: tuple[type[BaseException], ...] = ()
-        if self._on_trio:
-            import trio.lowlevel
-
-            self._trio_lowlevel = trio.lowlevel
-        else:
-            import asyncio
-
-            from .steadfast import SteadfastFuture
-
-            self._loop = asyncio.get_running_loop()
-            self._steadfast = SteadfastFuture
-            self._asyncio_cancelled = (asyncio.CancelledError,)
+        # The batches' waits, as the event loop has them (event_loop.EventLoop): on Trio,
+        # trio.lowlevel for the followers' wait; on asyncio, how a batch gets its leading task and
+        # the future its pushes wait for, and the cancellation that wait may meet.
+        self._on_trio = loop.on_trio
+        self._trio_lowlevel = loop.lowlevel
+        self._new_waiter = loop.new_batch_waiter
+        self._start_task = loop.start_task
+        self._asyncio_cancelled = loop.cancelled_errors
         # Whether the pushing task's anyio cancel scope is cancelled (the producer's check)
-        self._cancel_pending = cancel_pending
+        self._cancel_pending = loop.cancel_pending
         # Shared producers: the partition's lock, how to run the release at the loop's next turn,
         # whether that release is scheduled, and whether the view is up to date under the lock.
         self._lock = partition.lock
@@ -667,14 +443,14 @@ class Lane:
         return batch, 0
 
     def _new_batch(self) -> Batch:
-        loop = self._loop
-        if loop is None:
+        new_waiter = self._new_waiter
+        if new_waiter is None:
             return Batch()  # Trio: its first push leads it (complete)
         # asyncio: a task leads it, which nothing cancels (the module's docstring says why). It starts
         # at the loop's next turn, after the pushes already runnable had their chance to join.
-        assert self._steadfast is not None
-        batch = Batch(self._steadfast(loop=loop))
-        batch.leader = loop.create_task(self._lead(batch))
+        assert self._start_task is not None
+        batch = Batch(new_waiter())
+        batch.leader = self._start_task(self._lead(batch))
         return batch
 
     async def complete(self, batch: Batch, last: int) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import anyio
 
 from .._storage.flocks import FileLock
-from .cancellation import running_on_trio
+from .event_loop import running_on_trio
 
 __all__ = ["take_lock"]
 

@@ -66,10 +66,12 @@ from .._storage.segment import PartlyCommittedError
 from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings, require_tags
 from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
-from .cancellation import cancel_check, loop_turn, running_on_trio, shielded_turn
+from .batch import Batch
 from .compressing import ValueCompression, check_dictionary
-from .lane import INLINE_MAX_BYTES, Batch, Lane, LockNotHeld, Turns, explain_disk_error
+from .event_loop import running_loop
+from .lane import INLINE_MAX_BYTES, Lane, LockNotHeld, explain_disk_error
 from .metrics import ObservedProducer, telemetry
+from .turns import Turns
 from .wakeup import anyone_waiting, notify, waiters_of
 
 __all__ = ["FlushMode", "Producer"]
@@ -148,6 +150,19 @@ def _place_receipts(placed: list[Receipt | None], positions: Sequence[int], part
             placed[position] = receipt
 
 
+def _partly_written(
+    error: BaseException, count: int, partition: int, first_offset: int, committed: int
+) -> PartialWriteError:
+    """What a write of ``count`` records to one partition raises when only its first ``committed``
+    were (an index write that failed part-way keeps the entries readers could have seen): the
+    ``PartialWriteError`` with their receipts, from ``first_offset`` on, and None for the rest. The
+    one place a partly committed write to one partition becomes the user's error (``_write_shares_at``
+    places a batch's several shares itself)."""
+    placed: list[Receipt | None] = [None] * count
+    _place_receipts(placed, range(committed), partition, first_offset)
+    return PartialWriteError(error, placed)
+
+
 class _Periodic:
     """A daemon thread that calls ``action`` every ``interval`` seconds until stopped."""
 
@@ -171,22 +186,6 @@ class _Periodic:
         self._stopping.set()
         if self._thread.is_alive():
             self._thread.join()
-
-
-def _loop_scheduler() -> Callable[[Callable[[], None]], None]:
-    """How to run a callback at the running event loop's next turn (asyncio's or Trio's)."""
-    if running_on_trio():
-        import trio
-
-        return trio.lowlevel.current_trio_token().run_sync_soon
-    import asyncio  # the loop is asyncio's, so asyncio is imported already (Trio never imports it)
-
-    loop = asyncio.get_running_loop()
-
-    def call_soon(callback: Callable[[], None]) -> None:
-        loop.call_soon(callback)
-
-    return call_soon
 
 
 def _observed(producer: Producer[Any, Any]) -> ObservedProducer:
@@ -378,9 +377,10 @@ class Producer(Generic[PushKeyT, PushValueT]):
     async def __aenter__(self) -> Self:
         if self._state != "new":
             raise ClosedError("a Producer is opened once; create a new one to write again")
-        self._cancel_pending = cancel_check()
-        self._loop_turn = loop_turn()
-        self._shielded_turn = shielded_turn()
+        loop = running_loop()  # the event loop's differences, chosen once
+        self._cancel_pending = loop.cancel_pending
+        self._loop_turn = loop.loop_turn
+        self._shielded_turn = loop.shielded_turn
         self._state = "open"
         # The opener thread leaves the stream here, so a cancellation that lands as the thread
         # returns (anyio delivers it at that checkpoint, dropping the result) can still close it:
@@ -397,7 +397,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         stream, real = opened[0]
         self._stream = stream
         turns = (
-            Turns(turn_lock(stream.path, stream.mode), _loop_scheduler(), stream.lock_wait_seconds)
+            Turns(turn_lock(stream.path, stream.mode), loop.call_soon, stream.lock_wait_seconds)
             if self.shared
             else None
         )
@@ -426,7 +426,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
                 sync_flush=self.flush_mode == "sync",
                 structure_lock=self._structure_lock,
                 limiter=self._limiter,
-                cancel_pending=self._cancel_pending,
+                loop=loop,
                 turns=turns,
             )
             for partition in stream.partitions
@@ -796,6 +796,11 @@ class Producer(Generic[PushKeyT, PushValueT]):
         if not items:
             await self._shielded_turn()
             return []
+        if self._compression is not None and self._compression.wants_dictionary:
+            # A stream's first large batch trains its dictionary and is stored compressed with it.
+            values = (item.value if isinstance(item, Record) else item for item in items)
+            await self._compression.train_before([value for value in values if isinstance(value, bytes)])
+            self._check_open()
         now = time.time_ns()
         large = len(items) > _ENCODE_CHUNK
         chunk = _COMPILED_ENCODE_CHUNK if COMPILED else _ENCODE_CHUNK
@@ -860,9 +865,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         try:
             first = lane.write_packed_inline(packed)
         except PartlyCommittedError as error:  # its first records were kept: they have receipts
-            placed: list[Receipt | None] = [None] * len(items)
-            _place_receipts(placed, range(error.committed), 0, error.first_offset)
-            raise PartialWriteError(error, placed) from error
+            raise _partly_written(error, len(items), 0, error.first_offset, error.committed) from error
         # Written: other tasks get a turn before the receipts are built, and a large batch's caller
         # a step of its own after (shielded: a push that wrote must return).
         await self._shielded_turn()
@@ -957,9 +960,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
                 kept = batch.committed - start  # a failed index write kept its first entries
                 if kept <= 0:
                     raise
-                placed: list[Receipt | None] = [None] * count
-                _place_receipts(placed, range(kept), partition, batch.first_offset + start)
-                raise PartialWriteError(error, placed) from error
+                raise _partly_written(error, count, partition, batch.first_offset + start, kept) from error
 
     async def _to_partition(
         self, partition: int, count: int, write: Callable[[], Awaitable[_Written]], nothing: _Written
@@ -1050,9 +1051,8 @@ class Producer(Generic[PushKeyT, PushValueT]):
         except PartlyCommittedError as error:
             if error.committed == 0:
                 raise
-            placed: list[Receipt | None] = [None] * (len(index) // _INDEX_ENTRY_BYTES)
-            _place_receipts(placed, range(error.committed), partition, error.first_offset)
-            raise PartialWriteError(error, placed) from error
+            count = len(index) // _INDEX_ENTRY_BYTES
+            raise _partly_written(error, count, partition, error.first_offset, error.committed) from error
 
     def _inline_lane(self, partition: int) -> Lane | None:
         """``partition``'s lane if its writes may be answered without awaiting; None on a stream
@@ -1101,9 +1101,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         except PartlyCommittedError as error:
             if error.committed == 0:
                 raise
-            placed: list[Receipt | None] = [None] * len(encoded)
-            _place_receipts(placed, range(error.committed), partition, error.first_offset)
-            raise PartialWriteError(error, placed) from error
+            raise _partly_written(error, len(encoded), partition, error.first_offset, error.committed) from error
 
     def _encode(
         self, items: list[Record | bytes], now: int

@@ -56,6 +56,9 @@
 #define ADQ_TAGGED 0x01u        /* attributes bit 0: u16 tag_len and the UTF-8 tag follow the key */
 #define ADQ_COMPRESSED 0x02u    /* attributes bit 1: the value is a zstd frame (adiskq/_sansio/compression.py) */
 #define ADQ_MAX_TAG_BYTES 255
+/* A header's value_len that says its value is null (Kafka's null), no value bytes after it
+ * (codec.py): a reader's Message then holds a Headers, which only the reference builds. */
+#define ADQ_NULL_HEADER_LENGTH 0xFFFFFFFFu
 
 static inline uint16_t adq_load_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 

@@ -11,24 +11,40 @@
  * optional last argument (a dict of zstd.c's prepared dictionaries by id); a record whose value will
  * not decompress, or whose dictionary is not there, answers (position, False) like any damage.
  *
+ * A record whose headers hold a null value or a repeated name (Kafka's headers: its Message holds a
+ * Headers, codec.py) makes the whole call answer NotImplemented: the reference decodes such buffers.
+ *
  * A Message is a tuple (the NamedTuple adiskq.Message, seven fields, the tag last). One without
  * headers holds only ints, bytes, the shared empty headers and a str tag or None, so it can never be
  * part of a reference cycle: it is untracked, and the cyclic GC never walks the millions a batch read
  * can hold. */
 #include "core.h"
 
+/* A checked record's headers as a dict; NotImplemented (a new reference) for a record with a null
+ * value or a repeated name, whose Headers the reference builds (see the top of this file). */
 static PyObject *headers_dict(const uint8_t *buf, const adq_record *record) {
     PyObject *headers = PyDict_New();
     if (headers == NULL) return NULL;
     const uint8_t *p = buf + record->headers_at;
     for (uint16_t h = 0; h < record->header_count; h++) {
         size_t name_len = adq_load_u16(p);
+        size_t value_len = adq_load_u32(p + 2 + name_len);
+        if (value_len == ADQ_NULL_HEADER_LENGTH) {
+            Py_DECREF(headers);
+            Py_RETURN_NOTIMPLEMENTED;
+        }
         PyObject *name = PyUnicode_DecodeUTF8((const char *)p + 2, (Py_ssize_t)name_len, "strict");
         p += 2 + name_len;
-        size_t value_len = adq_load_u32(p);
         PyObject *value = PyBytes_FromStringAndSize((const char *)p + 4, (Py_ssize_t)value_len);
         p += 4 + value_len;
-        if (name == NULL || value == NULL || PyDict_SetItem(headers, name, value) < 0) {
+        int repeated = name == NULL ? 0 : PyDict_Contains(headers, name);
+        if (repeated == 1) {
+            Py_DECREF(name);
+            Py_XDECREF(value);
+            Py_DECREF(headers);
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        if (name == NULL || value == NULL || repeated < 0 || PyDict_SetItem(headers, name, value) < 0) {
             Py_XDECREF(name);
             Py_XDECREF(value);
             Py_DECREF(headers);
@@ -80,6 +96,10 @@ static PyObject *new_message(PyObject *partition, long long offset, const uint8_
     item[6] = record->has_tag
                   ? PyUnicode_DecodeUTF8((const char *)buf + record->tag_at, (Py_ssize_t)record->tag_len, "strict")
                   : Py_NewRef(Py_None);
+    if (item[5] == Py_NotImplemented) { /* headers only the reference holds: it decodes the buffer */
+        Py_DECREF(message);
+        Py_RETURN_NOTIMPLEMENTED;
+    }
     if (item[1] == NULL || item[2] == NULL || item[3] == NULL || item[4] == NULL || item[5] == NULL ||
         item[6] == NULL) {
         Py_DECREF(message); /* untracked, its dealloc takes the items made and skips the NULLs */
@@ -128,8 +148,8 @@ static PyObject *decode_records(const uint8_t *buf, size_t limit, PyObject *part
             }
         }
         PyObject *message = new_message(partition, offset, buf, &record, &last, value);
-        if (message == NULL) {
-            answer = NULL;
+        if (message == NULL || message == Py_NotImplemented) {
+            answer = message; /* NULL for an error; NotImplemented (a new reference) for the reference */
             goto discard;
         }
         PyList_SET_ITEM(messages, i, message);

@@ -55,8 +55,8 @@ typedef struct {
     size_t value_length;
 } stored_header;
 
-/* A checked record's headers (escaped names as served): NOT_PLAIN for too many or a repeated name,
- * else 0; *nulls_at the index of the nulls header, or -1. */
+/* A checked record's headers (escaped names as served): NOT_PLAIN for too many, a null value or a
+ * repeated name, else 0; *nulls_at the index of the nulls header, or -1. */
 static int read_headers(const uint8_t *buf, const adq_record *record, const char *nulls_name, size_t nulls_length,
                         stored_header *headers, int *nulls_at) {
     *nulls_at = -1;
@@ -68,6 +68,7 @@ static int read_headers(const uint8_t *buf, const adq_record *record, const char
         header->name = p + 2;
         p += 2 + header->name_length;
         header->value_length = adq_load_u32(p);
+        if (header->value_length == ADQ_NULL_HEADER_LENGTH) return NOT_PLAIN; /* Kafka's null: the reference */
         header->value = p + 4;
         p += 4 + header->value_length;
         for (int before = 0; before < h; before++) /* a repeated name: the Messages' dict merges them */

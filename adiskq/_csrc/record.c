@@ -70,6 +70,7 @@ adq_record_status adq_check_record(const uint8_t *buf, size_t limit, size_t pos,
         p += name_len;
         uint64_t value_len = adq_load_u32(at + p);
         p += 4;
+        if (value_len == ADQ_NULL_HEADER_LENGTH) continue; /* a null value: no bytes */
         if (p + value_len > size) return ADQ_RECORD_BAD;
         p += value_len;
     }

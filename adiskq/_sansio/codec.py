@@ -15,6 +15,13 @@ A record, all integers little-endian::
 
 The smallest record (empty key, no headers, empty value) is 24 bytes.
 
+Headers as Kafka has them: a header whose ``value_len`` is 0xFFFFFFFF has a null value (Kafka's
+null; no value bytes follow), and a name may appear more than once. Every reader takes both, in
+order: such a record's Message holds a ``values.Headers`` (a mapping of each name's last value, with
+``all()`` for every header as it was) where any other record's holds a ``dict``; the compiled
+decoder leaves those buffers to this reference. Only a ``Headers`` makes the encoder write either,
+and nothing in the library hands one to a producer yet: streams of formats 1 to 3 hold neither.
+
 Versions. Format 1 (``settings.json`` ``"format": "adiskq/1"``) had no tags: attributes was always 0.
 Format 2 added the tag behind attributes bit 0, so an untagged record is byte for byte what format
 1 wrote, and a format-1 stream reads unchanged (a producer opening it moves its settings to
@@ -41,13 +48,13 @@ import functools
 import itertools
 import operator
 import struct
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Final, NamedTuple
 
 from .._errors import CorruptRecordError, InvalidArgumentError
 from .compression import COMPRESSED, Dictionaries
 from .native import NATIVE
-from .values import EMPTY_HEADERS, Message
+from .values import EMPTY_HEADERS, Headers, Message
 
 if NATIVE is not None:
     crc32c: Callable[..., int] = NATIVE.crc32c  # the CPU's instruction; equal to the package's (tested)
@@ -114,6 +121,9 @@ KEY_AT: Final = _FIXED_BYTES  # the key's first byte
 MIN_RECORD_BYTES: Final = _FIXED_BYTES + 2  # plus header_count
 _NO_HEADERS: Final = b"\x00\x00"
 _MAX_U32: Final = 0xFFFF_FFFF
+# A header's value_len that says its value is null (Kafka's null), with no value bytes after it.
+_NULL_LENGTH: Final = 0xFFFF_FFFF
+_NULL_HEADER_VALUE: Final = b"\xff\xff\xff\xff"
 _MAX_HEADERS: Final = 0xFFFF
 _I64_MIN: Final = -(2**63)
 _I64_MAX: Final = 2**63 - 1
@@ -165,25 +175,37 @@ def utf8(text: str, what: str) -> bytes:
         ) from None
 
 
+def _header_items(headers: Mapping[str, bytes]) -> Iterable[tuple[str, bytes | None]]:
+    """The headers a record stores: every one of a ``Headers`` (repeats and nulls included), a
+    mapping's items otherwise."""
+    return headers.all() if isinstance(headers, Headers) else headers.items()
+
+
 def _encode_headers(headers: Mapping[str, bytes]) -> bytes:
-    if len(headers) > _MAX_HEADERS:
-        raise InvalidArgumentError(f"a message has at most {_MAX_HEADERS} headers, not {len(headers)}")
-    parts = [_U16.pack(len(headers))]
-    for name, value in headers.items():
+    items = tuple(_header_items(headers))
+    if len(items) > _MAX_HEADERS:
+        raise InvalidArgumentError(f"a message has at most {_MAX_HEADERS} headers, not {len(items)}")
+    parts = [_U16.pack(len(items))]
+    for name, value in items:
         if not isinstance(name, str):
             raise TypeError(f"header names are str, not {type(name).__name__}: {name!r}")
-        if not isinstance(value, bytes | bytearray | memoryview):
+        if value is not None and not isinstance(value, bytes | bytearray | memoryview):
             raise TypeError(
                 f"header values are bytes, not {type(value).__name__} (header {name!r}); encode text with .encode()"
             )
         raw_name = utf8(name, "header name")
         if len(raw_name) > 0xFFFF:
             raise InvalidArgumentError(f"header name {name[:40]!r}... is over 65535 bytes")
+        parts.append(_U16.pack(len(raw_name)))
+        parts.append(raw_name)
+        if value is None:  # only a Headers holds one
+            parts.append(_NULL_HEADER_VALUE)
+            continue
         # All of a buffer's bytes, and their count: len() of a view of wider items (array('I'), a
         # numpy array) counts items, not bytes.
         raw_value = value if type(value) is bytes else bytes(value)
-        parts.append(_U16.pack(len(raw_name)))
-        parts.append(raw_name)
+        if len(raw_value) >= _MAX_U32:
+            raise InvalidArgumentError(f"header {name[:40]!r} has a value of {len(raw_value)} bytes, over 4 GiB")
         parts.append(_U32.pack(len(raw_value)))
         parts.append(raw_value)
     return b"".join(parts)
@@ -230,8 +252,8 @@ def encoded_size(value: bytes, key: bytes, headers: Mapping[str, bytes] | None =
     if tag is not None:
         size += 2 + len(tag_bytes(tag))
     if headers:
-        for name, header_value in headers.items():
-            size += 6 + len(utf8(name, "header name")) + byte_count(header_value)
+        for name, header_value in _header_items(headers):
+            size += 6 + len(utf8(name, "header name")) + (0 if header_value is None else byte_count(header_value))
     return size
 
 
@@ -357,7 +379,7 @@ def _parse_headers(
     pos += 2
     if not count:
         return EMPTY_HEADERS, pos
-    headers: dict[str, bytes] = {}
+    pairs: list[tuple[str, bytes | None]] = []
     for _ in range(count):
         if pos + 2 > end:
             raise CorruptRecordError("headers overrun the record", position=record_position)
@@ -372,11 +394,17 @@ def _parse_headers(
         pos += name_len
         (value_len,) = _U32.unpack_from(buf, pos)
         pos += 4
+        if value_len == _NULL_LENGTH:
+            pairs.append((name, None))
+            continue
         if pos + value_len > end:
             raise CorruptRecordError("a header value overruns the record", position=record_position)
-        headers[name] = bytes(buf[pos : pos + value_len])
+        pairs.append((name, bytes(buf[pos : pos + value_len])))
         pos += value_len
-    return headers, pos
+    headers = dict(pairs)  # one value per name: what every record without a repeat or a null gives
+    if len(headers) != len(pairs) or None in headers.values():
+        return Headers(pairs), pos
+    return headers, pos  # type: ignore[return-value]  # no value is None: checked above
 
 
 def decode_record(

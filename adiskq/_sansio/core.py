@@ -391,7 +391,7 @@ if _core is not None:
         decoded = _decode_messages(buf, partition, first_offset, count, max_record_bytes, compiled)
         if type(decoded) is list:
             return decoded
-        if decoded is NotImplemented:  # a view that is not one contiguous run of bytes
+        if decoded is NotImplemented:  # a view that is not one contiguous run of bytes, Kafka's headers
             return _reference_decode_messages(
                 buf, partition, first_offset, count, max_record_bytes=max_record_bytes, dictionaries=dictionaries
             )
@@ -424,6 +424,10 @@ if _core is not None:
         decoded = _decode_at(buf, partition, offsets, max_record_bytes, compiled)
         if type(decoded) is list:
             return decoded
+        if decoded is NotImplemented:  # a record with Kafka's headers (a null value, a repeated name)
+            return reference_decode_at(
+                buf, partition, offsets, max_record_bytes=max_record_bytes, dictionaries=dictionaries
+            )
         position, all_decoded = decoded
         if all_decoded:
             raise CorruptRecordError("records and index entries disagree about the data's length", position=position)

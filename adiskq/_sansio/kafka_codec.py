@@ -53,7 +53,7 @@ from typing import Final, NamedTuple
 from .._errors import Error, InvalidArgumentError
 from . import kafka_compression
 from .native import NATIVE
-from .values import Message
+from .values import Message, header_pairs
 
 if NATIVE is not None:
     crc32c: Callable[..., int] = NATIVE.crc32c  # the CPU's instruction; equal to the package's (tested)
@@ -552,13 +552,13 @@ def encode_messages(
                 value = None
             pairs = [
                 (served_header_name(name, nulls_header), header)
-                for name, header in headers.items()
+                for name, header in header_pairs(headers)
                 if name != nulls_header
             ]
         elif nulls_header is not None:
-            pairs = [(served_header_name(name, nulls_header), header) for name, header in headers.items()]
+            pairs = [(served_header_name(name, nulls_header), header) for name, header in header_pairs(headers)]
         else:
-            pairs = list(headers.items())
+            pairs = list(header_pairs(headers))
         records.append(KafkaRecord(message.offset - first, message.timestamp_ns // 1_000_000, key, value, pairs))
     return encode_batch(
         base_offset=first,

@@ -11,10 +11,10 @@ which decodes and encodes through the two references.
 
 Both answer None off the plain path: a record that is not whole and valid, records that end before
 the bytes do, a value that will not decompress (for the compiled core: whose dictionary is not
-prepared yet), a record that repeats a header name (Messages keep one value per name) or has more
-than ``MAX_PLAIN_HEADERS`` headers, a batch over 2**31 - 1 bytes. Escaped header names are served
-unescaped (``kafka_codec.served_header_name``). The caller then reads Messages,
-which raise the error naming the damage, or handle the unusual record.
+prepared yet), a record that repeats a header name or has a null header value (its Message holds a
+``Headers``) or has more than ``MAX_PLAIN_HEADERS`` headers, a batch over 2**31 - 1 bytes. Escaped
+header names are served unescaped (``kafka_codec.served_header_name``). The caller then reads
+Messages, which raise the error naming the damage, or handle the unusual record.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ _U16: Final = struct.Struct("<H")
 _U32: Final = struct.Struct("<I")
 _MAX_BATCH_BYTES: Final = 2**31 - 1
 _MAX_OFFSET: Final = 2**63 - 1
+_NULL_LENGTH: Final = 0xFFFF_FFFF  # a header value_len that says the value is null (codec.py)
 
 
 def _check_arguments(first_offset: int, count: int, max_record_bytes: int, partition_leader_epoch: int) -> None:
@@ -54,8 +55,9 @@ def _check_arguments(first_offset: int, count: int, max_record_bytes: int, parti
         raise ValueError("kafka_batch_from_stored: the last offset is past 2**63 - 1")
 
 
-def _header_names(buf: bytes, pos: int) -> list[bytes]:
-    """The header names of the (checked) record at ``pos``, in their stored order."""
+def _header_names(buf: bytes, pos: int) -> list[bytes] | None:
+    """The header names of the (checked) record at ``pos``, in their stored order; None when a
+    header's value is null (Kafka's null: off the plain path)."""
     at = pos + KEY_AT + _U32.unpack_from(buf, pos + KEY_LENGTH_AT)[0]
     if buf[pos + ATTRIBUTES_AT] & TAGGED:
         at += 2 + _U16.unpack_from(buf, at)[0]
@@ -66,7 +68,10 @@ def _header_names(buf: bytes, pos: int) -> list[bytes]:
         (length,) = _U16.unpack_from(buf, at)
         names.append(buf[at + 2 : at + 2 + length])
         at += 2 + length
-        at += 4 + _U32.unpack_from(buf, at)[0]
+        (value_length,) = _U32.unpack_from(buf, at)
+        if value_length == _NULL_LENGTH:
+            return None
+        at += 4 + value_length
     return names
 
 
@@ -97,7 +102,7 @@ def batch_from_stored_reference(
     pos = 0
     for _ in range(count):
         names = _header_names(buf, pos)
-        if len(names) > MAX_PLAIN_HEADERS or len(set(names)) != len(names):
+        if names is None or len(names) > MAX_PLAIN_HEADERS or len(set(names)) != len(names):
             return None
         pos += _U32.unpack_from(buf, pos)[0]
     batch = encode_messages(messages, nulls_header=nulls_header, partition_leader_epoch=partition_leader_epoch)

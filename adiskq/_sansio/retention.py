@@ -50,10 +50,13 @@ def plan_vacuum(
     retention: Retention,
     now_ns: int,
     disk: DiskUsage | None = None,
+    log_starts: Mapping[int, int] | None = None,
 ) -> list[SegmentInfo]:
     """The segments to delete, oldest first within each partition.
 
     ``partitions`` maps each partition to its segments in offset order, the active one last.
+    ``log_starts``: each partition's log start offset; a sealed segment whose records all lie below
+    it goes whatever the retention.
     """
     doomed: list[SegmentInfo] = []
     survivors: dict[int, list[SegmentInfo]] = {}
@@ -70,7 +73,8 @@ def plan_vacuum(
                 and segment.newest_timestamp_ns < now_ns - max_age_ns
             )
             too_big = retention.max_bytes is not None and total > retention.max_bytes
-            if not (too_old or too_big):
+            below_start = log_starts is not None and segment.next_offset <= log_starts.get(partition, 0)
+            if not (too_old or too_big or below_start):
                 break
             total -= segment.size_bytes
             cut += 1

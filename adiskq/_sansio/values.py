@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import inspect
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Generic, NamedTuple
 
 from typing_extensions import TypeVar
@@ -17,6 +17,7 @@ __all__ = [
     "ATTEMPT_HEADER",
     "EMPTY_HEADERS",
     "GroupMember",
+    "Headers",
     "KeyT",
     "Message",
     "PartitionStats",
@@ -30,6 +31,7 @@ __all__ = [
     "ValueT",
     "WriterInfo",
     "datetime_from_ns",
+    "header_pairs",
     "ns_from_datetime",
 ]
 
@@ -64,6 +66,81 @@ class _EmptyHeaders(Mapping[str, bytes]):
 
 
 EMPTY_HEADERS: Mapping[str, bytes] = _EmptyHeaders()
+
+HeaderPairs = tuple[tuple[str, bytes | None], ...]
+
+
+class Headers(Mapping[str, bytes]):
+    """Headers as Kafka has them: every (name, value) in its order, a name possibly repeated, a
+    value possibly None (Kafka's null). What a reader gives as ``Message.headers`` for a record
+    that has a repeated name or a null value; a record without either gets a plain ``dict``.
+
+    As a mapping it is what code written for one value per name expects: each name once, in the
+    order of its first header, with the value of its *last* header (as Kafka's ``lastHeader``),
+    a null read as ``b""``. ``all()`` gives every header as it is, ``get_all(name)`` one name's
+    values. Immutable and hashable, like the empty headers.
+    """
+
+    __slots__ = ("_last", "_pairs")
+
+    def __init__(self, pairs: Iterable[tuple[str, bytes | None]] = ()) -> None:
+        checked: list[tuple[str, bytes | None]] = []
+        last: dict[str, bytes] = {}
+        for name, value in pairs:
+            if not isinstance(name, str):
+                raise TypeError(f"header names are str, not {type(name).__name__}: {name!r}")
+            if value is not None and type(value) is not bytes:
+                raise TypeError(f"header values are bytes or None, not {type(value).__name__} (header {name!r})")
+            checked.append((name, value))
+            last[name] = b"" if value is None else value
+        self._pairs: HeaderPairs = tuple(checked)
+        self._last = last
+
+    def __getitem__(self, name: str) -> bytes:
+        return self._last[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._last)
+
+    def __len__(self) -> int:
+        return len(self._last)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._last
+
+    def all(self) -> HeaderPairs:
+        """Every header in its order: (name, value), the value None for Kafka's null."""
+        return self._pairs
+
+    def get_all(self, name: str) -> list[bytes | None]:
+        """The values of every header named ``name``, in order (empty when there is none)."""
+        return [value for header, value in self._pairs if header == name]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Headers):
+            return self._pairs == other._pairs
+        if isinstance(other, Mapping):  # equal to a dict only when it holds nothing a dict cannot
+            plain = len(self._pairs) == len(self._last) and all(value is not None for _, value in self._pairs)
+            return plain and self._last == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._pairs)
+
+    def __repr__(self) -> str:
+        return f"Headers({list(self._pairs)!r})"
+
+    def __reduce__(self) -> tuple[type[Headers], tuple[HeaderPairs]]:
+        return (Headers, (self._pairs,))
+
+
+def header_pairs(headers: Mapping[str, bytes]) -> HeaderPairs:
+    """Every header of a message in its order, repeats and nulls included (``Headers.all``), for any
+    headers a reader gives: a ``Headers``, a ``dict`` or the empty headers."""
+    if isinstance(headers, Headers):
+        return headers.all()
+    return tuple(headers.items())
+
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
@@ -109,6 +186,12 @@ class Message(NamedTuple, Generic[KeyT, ValueT]):
     def timestamp(self) -> dt.datetime:
         """The message's timestamp as an aware UTC datetime."""
         return datetime_from_ns(self.timestamp_ns)
+
+    @property
+    def header_list(self) -> tuple[tuple[str, bytes | None], ...]:
+        """Every header in its order, as Kafka has them: a name may repeat, a value may be None
+        (Kafka's null). ``headers`` is the same as a mapping: one value per name, the last."""
+        return header_pairs(self.headers)
 
     @property
     def attempt(self) -> int:

@@ -19,6 +19,7 @@ from typing import NamedTuple
 from .._errors import StreamLockedError
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
 from .lock import describe_holder, read_owner
+from .log_start import LOG_START_FILE, log_start_problem
 from .recovery import recover_segment
 from .stream import StreamReader, StreamWriter
 from .verify import Problem, check_dictionaries, check_groups, check_segment, list_segments
@@ -98,6 +99,12 @@ def check_stream(
         next_offsets[segment.partition] = result.next_offset
     notes: list[Problem] = []
     problems.extend(check_groups(stream, next_offsets, notes))
+    for partition in range(stream.partition_count):
+        directory = stream.partition_dir(partition)
+        found = log_start_problem(directory, next_offsets.get(partition))
+        if found is not None:
+            path = os.path.join(directory, LOG_START_FILE)
+            problems.append(Problem(path, None, found, fix="recovery", partition=partition))
     return CheckResult(problems, unreadable, stream.partition_count, len(segments), records, sum(sizes), owner, notes)
 
 

@@ -15,6 +15,7 @@ from .._errors import OffsetOutOfRangeError
 from .._sansio.naming import INDEX
 from .._sansio.tags import TagFilter
 from .._sansio.values import Message
+from .log_start import load_log_start
 from .segment import SegmentReader, StoredRun, segment_path
 
 if TYPE_CHECKING:
@@ -46,6 +47,17 @@ def open_segment_at(
                 offset=position,
                 oldest_offset=bases[0],
             )
+        log_start = load_log_start(partition.directory)
+        if position < log_start:
+            oldest = partition.bounds()[0]  # the log start, or the end if it lies past it
+            if position < oldest:
+                raise OffsetOutOfRangeError(
+                    f"offset {position} of partition {partition.partition} was deleted (below the log start "
+                    f"offset); the oldest offset is now {oldest}",
+                    partition=partition.partition,
+                    offset=position,
+                    oldest_offset=oldest,
+                )
         index = bisect.bisect_right(bases, position) - 1
         try:
             return opener(bases[index], index < len(bases) - 1)

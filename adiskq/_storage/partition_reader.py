@@ -22,6 +22,7 @@ from . import keyindex
 from .cursors import PartitionCursor
 from .dictionaries import partition_stream_path, stream_dictionaries
 from .files import open_read, read_file
+from .log_start import load_log_start
 from .segment import (
     INDEX_ENTRY_BYTES,
     TIMEINDEX_ENTRY,
@@ -84,13 +85,14 @@ class PartitionReader:
         )
 
     def bounds(self) -> tuple[int, int]:
-        """``(oldest_offset, next_offset)`` of the partition now."""
+        """``(oldest_offset, next_offset)`` of the partition now (the oldest raised to the log start
+        offset, ``log_start.py``)."""
         bases = self.segment_bases()
         if not bases:
             return 0, 0
         last = bases[-1]
-        entries = entry_count(self.directory, last)
-        return bases[0], last + entries
+        next_offset = last + entry_count(self.directory, last)
+        return min(max(bases[0], load_log_start(self.directory)), next_offset), next_offset
 
     def cursor(self, offset: int) -> PartitionCursor:
         """Sequential reading from ``offset`` on."""
@@ -141,12 +143,14 @@ class PartitionReader:
     def offset_for_time(self, timestamp_ns: int) -> int:
         """The first offset whose timestamp is at or after ``timestamp_ns``; the next offset if none."""
         bases = self.segment_bases()
+        start = load_log_start(self.directory)
         for base in bases:
-            stamps = self._committed_timestamps(base)
+            skip = max(0, start - base)  # the messages below the log start are not offered
+            stamps = self._committed_timestamps(base)[skip:]
             if not stamps or max(stamps) < timestamp_ns:
                 continue
             # The first entry at or after the time, found in C (timestamps need not be in order).
-            return base + list(map(timestamp_ns.__le__, stamps)).index(True)
+            return base + skip + list(map(timestamp_ns.__le__, stamps)).index(True)
         return self.bounds()[1]
 
     def newest_time(self) -> tuple[int, int] | None:
@@ -154,11 +158,13 @@ class PartitionReader:
         that share it), or None when the partition holds no message. Timestamps need not be in order,
         so this reads every segment's time index (8 bytes a message), or a compact segment's records."""
         newest: tuple[int, int] | None = None
+        start = load_log_start(self.directory)
         for base in self.segment_bases():
-            stamps = self._committed_timestamps(base)
+            skip = max(0, start - base)  # the messages below the log start are not offered
+            stamps = self._committed_timestamps(base)[skip:]
             if stamps and (newest is None or max(stamps) > newest[1]):
                 top = max(stamps)
-                newest = (base + stamps.index(top), top)
+                newest = (base + skip + stamps.index(top), top)
         return newest
 
     # -- lookup by key ---------------------------------------------------------------------------
@@ -242,16 +248,18 @@ class PartitionReader:
         if not bases:
             return PartitionStats(self.partition, 0, 0, 0, size, None, None)
         counts = [entry_count(self.directory, b) for b in bases]
+        next_offset = bases[-1] + counts[-1]
+        oldest = min(max(bases[0], load_log_start(self.directory)), next_offset)
         oldest_ts = newest_ts = None
         for base, count in zip(bases, counts, strict=True):
-            if count:
-                oldest_ts = self._timestamp_at(base, 0)
+            if base + count > oldest:  # the first segment holding a message at or after the log start
+                oldest_ts = self._timestamp_at(base, max(0, oldest - base))
                 break
         for base, count in zip(reversed(bases), reversed(counts), strict=True):
             if count:
-                newest_ts = self._timestamp_at(base, count - 1)
+                newest_ts = self._timestamp_at(base, count - 1) if base + count > oldest else None
                 break
-        return PartitionStats(self.partition, bases[0], bases[-1] + counts[-1], len(bases), size, oldest_ts, newest_ts)
+        return PartitionStats(self.partition, oldest, next_offset, len(bases), size, oldest_ts, newest_ts)
 
     def tag_counts(self) -> tuple[dict[str | None, int], int]:
         """Messages per tag (None: untagged) counted from the ``.tagindex`` columns and confirmed from

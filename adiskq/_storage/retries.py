@@ -110,8 +110,8 @@ def unusable_stream_folder(path: str, *, create: bool) -> str | None:
     if os.path.lexists(path):
         if not os.path.isdir(path):
             return "it is a file, not a folder"
-        if not os.path.exists(os.path.join(path, "settings.json")) and os.listdir(path):
-            return "it is a folder of other files, not an adiskq stream"
+        # (A folder without settings.json may be a stream another member is creating right now:
+        # what else is in it is the stream's opening to judge.)
         if not os.access(path, os.W_OK | os.X_OK):
             return "this process may not write in it"
         return None

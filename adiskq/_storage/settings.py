@@ -18,6 +18,15 @@ refused, since a reader of that stream's older adiskq may have it open. Its segm
 (``segment.py``): no ``.timeindex``, and a ``.tagindex`` only from a segment's first tagged message,
 since the records hold timestamps and tags and those index files would otherwise outweigh a
 compressed value.
+
+``adiskq/4`` is a stream with an identity: ``"stream_id"``, 32 lowercase hex digits (a random
+128-bit id), and otherwise format 2, or format 3 when it also says ``"compression"``. The Kafka
+mirror derives its ``transactional.id`` and the keys of its positions from it (``docs/MIRROR.md``),
+because a path is no identity: a folder is moved, restored, or made again under the same name. The
+identity is given once (``give_identity``, under the rules of ``adiskq upgrade``: nothing has the
+stream open) and kept by every later write of this file. Readers of formats 1 to 3 refuse format 4
+by its name: an older producer would rewrite this file without the identity when it grows the
+partitions, and the next mirror would take the stream for another one and ship it all again.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
+import re
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 
@@ -39,6 +49,7 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_SEGMENT_SIZE_BYTES",
     "FORMAT",
+    "IDENTITY_FORMAT",
     "READABLE_FORMATS",
     "AskedSettings",
     "PartitionCountChange",
@@ -51,7 +62,9 @@ __all__ = [
 
 FORMAT: Final = "adiskq/2"  # what a new stream is, and what `adiskq upgrade` moves an older one to
 COMPRESSED_FORMAT: Final = "adiskq/3"  # a stream created with compression="zstd"
-READABLE_FORMATS: Final = ("adiskq/1", FORMAT, COMPRESSED_FORMAT)  # what readers and producers take
+IDENTITY_FORMAT: Final = "adiskq/4"  # a stream with a "stream_id" (format 2, or 3 with "compression")
+READABLE_FORMATS: Final = ("adiskq/1", FORMAT, COMPRESSED_FORMAT, IDENTITY_FORMAT)  # what readers and producers take
+STREAM_ID_PATTERN: Final = re.compile(r"[0-9a-f]{32}")
 COMPRESSIONS: Final = ("zstd",)
 DEFAULT_SEGMENT_SIZE_BYTES: Final = 32 * 2**20
 DEFAULT_MAX_MESSAGE_BYTES: Final = 8 * 2**20
@@ -88,16 +101,19 @@ class StreamSettings:
     format: str = FORMAT
     # "zstd" on a stream created compressed (format 3): producers compress values with its dictionaries.
     compression: str | None = None
+    # The stream's identity (format 4): 32 hex digits, given once by ``give_identity``.
+    stream_id: str | None = None
 
     @property
     def holds_tags(self) -> bool:
         """Whether records of this stream may carry a tag (format 2 on)."""
-        return self.format in (FORMAT, COMPRESSED_FORMAT)
+        return self.format in (FORMAT, COMPRESSED_FORMAT, IDENTITY_FORMAT)
 
     @property
     def compact_segments(self) -> bool:
-        """Whether segments keep no ``.timeindex``, and a ``.tagindex`` only once a message has a tag (format 3)."""
-        return self.format == COMPRESSED_FORMAT
+        """Whether segments keep no ``.timeindex``, and a ``.tagindex`` only once a message has a tag
+        (format 3, and format 4 with compression)."""
+        return self.format == COMPRESSED_FORMAT or (self.format == IDENTITY_FORMAT and self.compression is not None)
 
     def __post_init__(self) -> None:
         if not _is_int(self.partition_count) or not 1 <= self.partition_count <= MAX_PARTITIONS:
@@ -131,6 +147,8 @@ class StreamSettings:
         }
         if self.compression is not None:
             stored["compression"] = self.compression
+        if self.stream_id is not None:
+            stored["stream_id"] = self.stream_id
         if self.partition_history:
             stored["partition_history"] = [
                 {"partition_count": change.partition_count, "next_offsets": list(change.next_offsets)}
@@ -150,6 +168,7 @@ class StreamSettings:
                 f"settings.json says format {stored_format!r}, not one of {', '.join(READABLE_FORMATS)}: "
                 "it may be a go-diskq stream or a newer adiskq format",
             )
+        stream_id = _stored_stream_id(data, str(stored_format), path)
         try:
             max_age_ns = data.get("retention_max_age")
             retention = Retention(
@@ -169,6 +188,7 @@ class StreamSettings:
                 ),
                 format=str(stored_format),
                 compression=_stored_compression(data, str(stored_format), path),
+                stream_id=stream_id,
             )
         except (KeyError, TypeError, ValueError) as error:
             raise CorruptStreamError(
@@ -178,12 +198,31 @@ class StreamSettings:
 
 def _stored_compression(data: Mapping[str, object], stored_format: str, path: str) -> str | None:
     compression = data.get("compression")
-    if compression is not None and (compression not in COMPRESSIONS or stored_format != COMPRESSED_FORMAT):
+    if compression is not None and (
+        compression not in COMPRESSIONS or stored_format not in (COMPRESSED_FORMAT, IDENTITY_FORMAT)
+    ):
         raise NotAStreamError(
             os.path.dirname(path),
             f"settings.json says compression {compression!r} in format {stored_format!r}: a newer adiskq wrote it",
         )
     return None if compression is None else str(compression)
+
+
+def _stored_stream_id(data: Mapping[str, object], stored_format: str, path: str) -> str | None:
+    stream_id = data.get("stream_id")
+    if stored_format != IDENTITY_FORMAT:
+        if stream_id is not None:
+            raise NotAStreamError(
+                os.path.dirname(path),
+                f"settings.json says stream_id {stream_id!r} in format {stored_format!r}: a newer adiskq wrote it",
+            )
+        return None
+    if not isinstance(stream_id, str) or STREAM_ID_PATTERN.fullmatch(stream_id) is None:
+        raise CorruptStreamError(
+            f"{path} is damaged: format {IDENTITY_FORMAT!r} needs a stream_id of 32 lowercase hex digits, "
+            f"not {stream_id!r}; restore it from a backup"
+        )
+    return stream_id
 
 
 class AskedSettings(NamedTuple):

@@ -54,6 +54,7 @@ from .._sansio.values import RecoveryReport, Retention, SegmentRepair, VacuumRep
 from .files import DEFAULT_FILE_MODE, atomic_write_json, dir_mode, fsync_dir, read_json
 from .flocks import FileLock, lock_wait_seconds, partition_lock, setup_lock, vacuum_lock
 from .lock import OwnerLock
+from .log_start import load_log_start, settle_log_start
 from .partition_reader import PartitionReader
 from .partition_writer import PartitionWriter
 from .segment import SegmentFileState
@@ -433,6 +434,9 @@ class StreamWriter:
                     writer.lock = held
                 opened.append(writer)
                 repairs.extend(repaired)
+                settled = settle_log_start(writer.directory, writer.next_offset, mode=mode)
+                if settled is not None:
+                    repairs.append(SegmentRepair(number, writer.active.base_offset, settled))
             if stored is not None and settings.partition_count > stored.partition_count:
                 # Keys move when the count grows: remember where the old placement ends, so a
                 # lookup by key finds the messages placed before.
@@ -464,11 +468,13 @@ class StreamWriter:
     def plan_vacuum(self, retention: Retention | None = None, now_ns: int | None = None) -> list[tuple[int, int]]:
         """(partition, base offset) of every segment a vacuum would delete now."""
         retention = retention or self.settings.retention
-        if retention.is_unbounded:
+        log_starts = {p.partition: load_log_start(p.directory) for p in self.partitions}
+        if retention.is_unbounded and not any(log_starts.values()):
             return []
         infos = {p.partition: p.segment_infos() for p in self.partitions}
         disk = disk_usage(self.path) if retention.max_disk_usage is not None else None
-        doomed = plan_vacuum(infos, retention, time.time_ns() if now_ns is None else now_ns, disk)
+        now = time.time_ns() if now_ns is None else now_ns
+        doomed = plan_vacuum(infos, retention, now, disk, log_starts)
         return [(s.partition, s.base_offset) for s in doomed]
 
     def delete_segments(self, segments: Sequence[tuple[int, int]]) -> VacuumReport:

@@ -13,20 +13,25 @@ stream open:
 
 A plain ``Consumer`` leaves no trace in the stream: the command's documentation says to stop those
 first.
+
+``give_identity`` moves a stream to format 4 (``settings.py``: a ``stream_id``, which the Kafka
+mirror needs) under the same rules, for the same reason: a reader of an older adiskq that has the
+stream open would go on with it, and its producer could rewrite ``settings.json`` without the id.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from typing import NamedTuple
 
 from .._sansio.values import GroupMember
 from .leases import read_members
 from .offsets import list_groups
-from .settings import FORMAT, save_settings
+from .settings import FORMAT, IDENTITY_FORMAT, save_settings
 from .stream import StreamReader, StreamWriter
 
-__all__ = ["Upgrade", "upgrade_stream"]
+__all__ = ["Upgrade", "give_identity", "upgrade_stream"]
 
 
 class Upgrade(NamedTuple):
@@ -59,5 +64,26 @@ def upgrade_stream(path: str, *, lock_timeout: float = 0.0) -> Upgrade:
         save_settings(writer.path, moved, mode=writer.mode)
         writer.settings = moved
         return Upgrade(settings.format, moved.format, ())
+    finally:
+        writer.close()
+
+
+def give_identity(path: str, *, lock_timeout: float = 0.0) -> tuple[str | None, Upgrade]:
+    """Give the stream at ``path`` its identity (format 4), unless it has one, or a producer or a
+    group member has it open. Returns the stream's id (None when nothing was moved because of open
+    members: ``Upgrade.readers`` names them) and what was done. Raises as ``upgrade_stream``."""
+    StreamReader.open(path)
+    writer = StreamWriter.open(path, lock_timeout=lock_timeout)
+    try:
+        settings = writer.settings
+        if settings.stream_id is not None:
+            return settings.stream_id, Upgrade(settings.format, settings.format, ())
+        readers = tuple(open_group_members(writer.path))
+        if readers:
+            return None, Upgrade(settings.format, settings.format, readers)
+        moved = dataclasses.replace(settings, format=IDENTITY_FORMAT, stream_id=uuid.uuid4().hex)
+        save_settings(writer.path, moved, mode=writer.mode)
+        writer.settings = moved
+        return moved.stream_id, Upgrade(settings.format, moved.format, ())
     finally:
         writer.close()

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from .._sansio import core as _core
-from . import check, find, groups, kafka_user, read, retries, serve, stats, upgrade, vacuum, write
+from . import check, find, groups, kafka_user, mirror, read, retries, serve, stats, upgrade, vacuum, write
 from .errors import EXIT_INTERRUPTED, failure_for, internal_error, pacify_stdout, unwrap
 
 __all__ = ["cli", "main"]
@@ -80,6 +80,7 @@ for _command in (
     groups.offsets,
     upgrade.upgrade,
     serve.serve,
+    mirror.mirror,
     retries.retries,
     retries.dead_letters,
 ):

@@ -20,6 +20,7 @@ __all__ = [
     "POSITION",
     "RATIO",
     "SIZE",
+    "START",
     "Position",
     "parse_duration",
     "parse_position",
@@ -184,6 +185,7 @@ class _HeaderType(_Parsed):
 
 
 POSITION: Final = _PositionType("position", "oldest|newest|OFFSET|TIME")
+START: Final = _PositionType("start", "oldest|active-oldest|newest|OFFSET|TIME")  # read --start takes all of them
 END: Final = _EndType("end", "newest|OFFSET|TIME")
 DURATION: Final = _DurationType("duration", "DURATION")
 SIZE: Final = _SizeType("size", "SIZE")

@@ -20,7 +20,7 @@ import click
 
 from .formats import Format, MessageSink, format_option, open_sink
 from .output import warn
-from .params import END, POSITION, Position
+from .params import END, START, Position
 
 if TYPE_CHECKING:
     from anyio.abc import ObjectSendStream
@@ -252,7 +252,7 @@ async def until_terminated(work: Callable[[], Awaitable[None]]) -> int | None:
 @click.option(
     "--start",
     "-s",
-    type=POSITION,
+    type=START,
     default="oldest",
     show_default=True,
     help="Where to begin: oldest, newest, active-oldest, an offset, or an ISO-8601 time (UTC unless a zone is given).",

@@ -29,6 +29,21 @@ def _group_name(name: str) -> str:
         raise click.BadParameter(str(error), param_hint="'--group'") from None
 
 
+def _existing_group(stream_path: str, name: str) -> str:
+    """``name`` if the stream has that group (a member opened it once); else a usage error listing its groups."""
+    from .._storage.offsets import list_groups
+
+    groups = list_groups(stream_path)
+    if name not in groups:
+        known = ", ".join(groups) if groups else "none yet"
+        raise click.BadParameter(
+            f"stream {stream_path!r} has no group {name!r} (its groups: {known}); a group exists once a "
+            "member opened it",
+            param_hint="'--group'",
+        )
+    return name
+
+
 def _text(value: bytes | None) -> str:
     return "" if value is None else value.decode("utf-8", "replace")
 
@@ -46,8 +61,8 @@ def _due(due_ns: int, now_ns: int) -> str:
 def retries(path: str, name: str, limit: int, as_json: bool) -> None:
     """Show a consumer group's pending retries: what waits, since which attempt, until when, and why.
 
-    A retry is pending from ``await group.retry(message, delay=...)`` until the group commits its
-    next delivery. Retries finished after the oldest pending one may be listed until that one is done.
+    A retry is pending from "await group.retry(message, delay=...)" until the group commits its
+    next delivery (stored within the group's commit_interval).
 
     \b
     Examples:
@@ -60,6 +75,7 @@ def retries(path: str, name: str, limit: int, as_json: bool) -> None:
 
     name = _group_name(name)
     stream = StreamReader.open(os.fspath(path))
+    _existing_group(stream.path, name)
     pending = pending_retries(stream.path, name, limit=limit)
     settings = load_retry_settings(stream.path, name)
     letters = len(_dead_letters_of(stream.path, name, settings.dead_letter_path))
@@ -157,8 +173,8 @@ def _redrive_marker(name: str) -> str:
 def dead_letters(path: str, name: str, redrive: bool, as_json: bool) -> None:
     """List a consumer group's dead letters, or hand them back to the stream with --redrive.
 
-    A dead letter is a message the group gave up on: ``await group.dead_letter(message, reason=...)``,
-    or a retry at ``max_attempts``. --redrive pushes each one not handed back before to PATH again
+    A dead letter is a message the group gave up on: "await group.dead_letter(message, reason=...)",
+    or a retry at max_attempts. --redrive pushes each one not handed back before to PATH again
     (value, key, tag and the producer's headers; as a shared producer, beside a running service's
     shared producers), so the group processes it anew; the dead-letter stream keeps it, marked
     handed back.
@@ -175,6 +191,7 @@ def dead_letters(path: str, name: str, redrive: bool, as_json: bool) -> None:
 
     name = _group_name(name)
     stream = StreamReader.open(os.fspath(path))
+    _existing_group(stream.path, name)
     settings = load_retry_settings(stream.path, name)
     letters = _dead_letters_of(stream.path, name, settings.dead_letter_path)
     marker = _redrive_marker(name)

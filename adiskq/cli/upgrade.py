@@ -17,7 +17,10 @@ __all__ = ["upgrade"]
 
 @click.command()
 @click.argument("path", type=click.Path(path_type=str))
-def upgrade(path: str) -> None:
+@click.option(
+    "--identity", is_flag=True, help="Give the stream an identity (format adiskq/4), which `adiskq mirror` needs."
+)
+def upgrade(path: str, identity: bool) -> None:
     """Move a stream to the current format (adiskq/1 to adiskq/2, which adds tags).
 
     A stream written by an adiskq before tags stays in its format until this moves it: producers
@@ -29,16 +32,25 @@ def upgrade(path: str) -> None:
     first. This refuses while a producer or a consumer group member has the stream open; a plain
     Consumer leaves no trace it can see.
 
+    --identity gives the stream its identity instead (format adiskq/4: a random id in settings.json),
+    from which `adiskq mirror` derives its Kafka transactional.id. The mirror gives it itself when
+    nothing has the stream open; this does it ahead, under the same rules. An adiskq older than
+    format 4 refuses the stream afterwards.
+
     \b
     Examples:
       adiskq upgrade orders
+      adiskq upgrade orders --identity
     """
     from .._errors import StreamLockedError
-    from .._storage.upgrade import upgrade_stream
+    from .._storage.upgrade import give_identity, upgrade_stream
 
     path = os.fspath(path)
     try:
-        done = upgrade_stream(path)
+        if identity:
+            stream_id, done = give_identity(path)
+        else:
+            stream_id, done = None, upgrade_stream(path)
     except StreamLockedError as error:
         raise locked_failure(
             path,
@@ -52,7 +64,11 @@ def upgrade(path: str) -> None:
             f"stream {path!r} is read by consumer group members now ({members}), so it cannot be upgraded: "
             "stop them (and every other reader of the stream), then run this again"
         )
-    if done.before == done.after:
+    if identity and done.before == done.after:
+        click.echo(f"{path} has its identity already: {stream_id}")
+    elif identity:
+        click.echo(f"gave {path} the identity {stream_id} (format {done.before} to {done.after})")
+    elif done.before == done.after:
         click.echo(f"{path} is in format {done.after} already: nothing to do")
     else:
         click.echo(f"moved {path} from format {done.before} to {done.after}: its producers may now write tags")

@@ -108,22 +108,28 @@ class Tally:
         self.count = 0
         self.first: dict[int, int] = {}
         self.last: dict[int, int] = {}
+        self.counts: dict[int, int] = {}
 
     def add(self, receipts: list[Receipt]) -> None:
         self.count += len(receipts)
         for partition, offset in receipts:
             self.first.setdefault(partition, offset)
             self.last[partition] = offset
+            self.counts[partition] = self.counts.get(partition, 0) + 1
+
+    def _offsets(self, partition: int) -> str:
+        first, last, count = self.first[partition], self.last[partition], self.counts[partition]
+        if first == last:
+            return f"partition {partition} offset {first}"
+        if last - first + 1 == count:
+            return f"partition {partition} offsets {first}..{last}"
+        # Shared writers append side by side: this run's offsets are not one run of numbers.
+        return f"partition {partition}: {format_count(count)} offsets from {first} to {last}, between other writers'"
 
     def describe(self, path: str) -> str:
         if not self.count:
             return f"wrote no messages to {path} (the input was empty)"
-        parts = ", ".join(
-            f"partition {p} offset {self.first[p]}"
-            if self.last[p] == self.first[p]
-            else f"partition {p} offsets {self.first[p]}..{self.last[p]}"
-            for p in sorted(self.first)
-        )
+        parts = ", ".join(self._offsets(p) for p in sorted(self.first))
         noun = "message" if self.count == 1 else "messages"
         return f"wrote {format_count(self.count)} {noun} to {path}: {parts}"
 

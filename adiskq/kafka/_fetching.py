@@ -24,6 +24,7 @@ from .._async.follower import PartitionFollower
 from .._async.notify import Notifier, get_notifier
 from .._sansio.kafka_stored_batch import batch_from_stored
 from .._sansio.naming import INDEX
+from .._storage.log_start import load_log_start
 from .._storage.segment import segment_path
 from ._records import NULLS_HEADER, batch_from_messages
 from ._topics import Topics
@@ -153,7 +154,9 @@ class FetchSession:
         budget = self._topics.budget
         follower = self._followers.get(key)
         if follower is not None:
-            if follower.position == offset:
+            # A DeleteRecords may have raised the log start past a follower still reading its old
+            # segment: a new one answers OFFSET_OUT_OF_RANGE, as Kafka does.
+            if follower.position == offset and offset >= load_log_start(follower.reader.directory):
                 return follower
             budget.reader_gone(follower)
             follower.close()
@@ -191,17 +194,22 @@ class FetchSession:
     def log_start(self, follower: PartitionFollower) -> int:
         """The partition's oldest offset, which a Fetch answer carries.
 
-        That is the base of its first segment. Retention deletes segments from the oldest on and
-        writers only add segments after the last, so while the first segment seen is still there it
-        is still the first: one look for its index file instead of listing the partition's folder on
-        every Fetch. The look is ``access``, whose answer is a bool: a ``stat`` builds a result object
-        (times as floats) that cost more than the rest of the look; the path is kept with the offset."""
+        That is the base of its first segment, or its log start offset once DeleteRecords raised it
+        (``_storage/log_start.py``: one more ``access`` when there is none). Retention deletes
+        segments from the oldest on and writers only add segments after the last, so while the first
+        segment seen is still there it is still the first: one look for its index file instead of
+        listing the partition's folder on every Fetch. The look is ``access``, whose answer is a
+        bool: a ``stat`` builds a result object (times as floats) that cost more than the rest of
+        the look; the path is kept with the offset."""
         directory = follower.reader.directory
+        start = load_log_start(directory)  # raised by DeleteRecords (one look when there is none)
         seen = self._oldest.get(directory)
-        if seen is not None and os.access(seen[1], os.F_OK):
+        if seen is not None and start <= seen[0] and os.access(seen[1], os.F_OK):
             return seen[0]
+        bases = follower.reader.segment_bases()
         oldest = follower.reader.bounds()[0]
-        self._oldest[directory] = (oldest, segment_path(directory, oldest, INDEX))
+        if bases:
+            self._oldest[directory] = (oldest, segment_path(directory, bases[0], INDEX))
         return oldest
 
     def close(self) -> None:

@@ -16,12 +16,23 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
+from .._errors import GroupInUseError
 from .._sansio.naming import group_folder
+from .._storage.group_api import delete_group
 from .._storage.offsets import list_groups
+from . import group_errors as err
 from ._core import GatewayCore
 from ._topics import Topics
 from .group_coordinator import GroupCoordinator, GroupState, JoinResult, Pending, SyncResult
-from .group_offsets import Committed, GroupHold, fetch_offsets, store_offsets
+from .group_offsets import (
+    Committed,
+    GroupHold,
+    delete_offsets,
+    fetch_offsets,
+    load_protocol_type,
+    store_offsets,
+    store_protocol_type,
+)
 
 __all__ = ["GroupService", "group_id_refusal", "groups_of", "install_groups", "valid_group_id"]
 
@@ -170,11 +181,46 @@ class GroupService:
                 self._release(group_id)
 
     async def commit(self, group_id: str, topic: str, commits: Mapping[int, Committed]) -> None:
-        """Store a topic's commits (durably, unless the gateway's streams are flushed asynchronously)."""
+        """Store a topic's commits (durably, unless the gateway's streams are flushed asynchronously),
+        and the group's protocol type while it has members."""
         path = self.topics.path(topic)
+        protocol_type = self.coordinator.describe(group_id).protocol_type
+
+        def store() -> None:
+            store_offsets(path, group_id, commits, durable=self.durable)
+            store_protocol_type(path, group_id, protocol_type, durable=self.durable)
+
         async with self._lock(group_id, topic):
             await self._hold(group_id, topic)
-            await anyio.to_thread.run_sync(lambda: store_offsets(path, group_id, commits, durable=self.durable))
+            await anyio.to_thread.run_sync(store)
+
+    async def delete_offsets(self, group_id: str, topic: str, partitions: Iterable[int]) -> None:
+        """Forget a topic's commits of these partitions (OffsetDelete)."""
+        path = self.topics.path(topic)
+        chosen = list(partitions)
+        async with self._lock(group_id, topic):
+            await anyio.to_thread.run_sync(lambda: delete_offsets(path, group_id, chosen, durable=self.durable))
+
+    async def delete_group(self, group_id: str) -> int:
+        """Delete an Empty group (DeleteGroups): its folder in every topic (offsets, metadata) and the
+        coordinator's record of it. Kafka's error code: NON_EMPTY_GROUP while it has members (here,
+        or a library ConsumerGroup of that name running), GROUP_ID_NOT_FOUND for a group that is nowhere."""
+        if self.coordinator.describe(group_id).members:
+            return err.NON_EMPTY_GROUP
+        known = group_id in {name for name, _type, _state in self.coordinator.groups()}
+        topics = await self.committed_topics(group_id)
+        if not known and not topics:
+            return err.GROUP_ID_NOT_FOUND
+        self.coordinator.forget(group_id)
+        self._release(group_id)
+        for topic in topics:
+            path = self.topics.path(topic)
+            async with self._lock(group_id, topic):
+                try:
+                    await anyio.to_thread.run_sync(delete_group, path, group_id)
+                except GroupInUseError:
+                    return err.NON_EMPTY_GROUP
+        return err.NONE
 
     async def fetch(self, group_id: str, topic: str, partitions: Iterable[int] | None) -> dict[int, Committed]:
         """A topic's committed offsets for these partitions (None: all committed)."""
@@ -191,15 +237,18 @@ class GroupService:
 
         return await anyio.to_thread.run_sync(find)
 
-    async def stored_groups(self) -> set[str]:
-        """Every group with a folder in some topic (ListGroups shows them, as Kafka shows groups that
-        only have committed offsets)."""
+    async def stored_groups(self) -> dict[str, str]:
+        """Every group with a folder in some topic, and the protocol type stored for it ("" if none)
+        (ListGroups shows them, as Kafka shows groups that only have committed offsets)."""
 
-        def find() -> set[str]:
-            names: set[str] = set()
+        def find() -> dict[str, str]:
+            found: dict[str, str] = {}
             for topic in self.topics.names():
-                names.update(list_groups(self.topics.path(topic)))
-            return names
+                path = self.topics.path(topic)
+                for name in list_groups(path):
+                    if not found.get(name):
+                        found[name] = load_protocol_type(path, name)
+            return found
 
         return await anyio.to_thread.run_sync(find)
 

@@ -24,7 +24,8 @@ import anyio
 
 from .._async.partition_writes import opened
 from .._async.producer import Producer
-from .._errors import StreamNotFoundError
+from .._errors import OffsetOutOfRangeError, StreamNotFoundError
+from .._storage.log_start import save_log_start
 from .._storage.settings import load_settings
 from .._storage.stream import StreamReader
 from .._storage.stream_creation import build_stream
@@ -215,6 +216,54 @@ class Topics:
             self.budget.writer_opened(name, count)
             self._readers.pop(name, None)
             self.generation += 1
+
+    async def reconfigure(self, name: str, **settings: Any) -> None:
+        """Give the topic these stream settings (``segment_size_bytes``, ``retention``,
+        ``max_message_bytes``): its producer reopens with them, which stores them."""
+        async with self._lock(name):
+            path = self.path(name)
+            if not self.exists(name):
+                raise StreamNotFoundError(path)
+            producer = self._writers.pop(name, None)
+            self.budget.writer_closed(name)
+            if producer is not None:
+                await producer.aclose()
+            count = self.partition_count(name, fresh=True)
+            await self._make_room(name, count)
+            producer = await opened(Producer(path, flush=self.flush, shared=self.shared, **settings))
+            self._writers[name] = producer
+            self.budget.writer_opened(name, count)
+            self.reader(name).refresh()
+
+    async def delete_records(self, name: str, offsets: dict[int, int]) -> dict[int, int | BaseException]:
+        """Raise each partition's log start offset to the offset given (-1: its end), durably
+        (``_storage/log_start.py``); each partition's log start offset after, or the error that
+        refused it (OffsetOutOfRangeError past the end). The topic's producer then vacuums the
+        segments below."""
+        results: dict[int, int | BaseException] = {}
+        async with self._lock(name):
+            stream = self.reader(name)
+            for number, offset in offsets.items():
+                try:
+                    partition = stream.partition(number)
+                    oldest, next_offset = partition.bounds()
+                    wanted = next_offset if offset == -1 else offset
+                    if not 0 <= wanted <= next_offset:
+                        raise OffsetOutOfRangeError(
+                            f"offset {offset} is past the end of partition {number} of {name!r} (its high "
+                            f"watermark is {next_offset}): delete records up to {next_offset} at most",
+                            partition=number,
+                            offset=offset,
+                            next_offset=next_offset,
+                        )
+                    if wanted > oldest:
+                        await anyio.to_thread.run_sync(save_log_start, partition.directory, wanted)
+                    results[number] = max(oldest, wanted)
+                except Exception as error:
+                    results[number] = error
+        async with self.writing(name) as producer:
+            await producer.vacuum()
+        return results
 
     async def delete(self, name: str) -> None:
         """Delete the topic's folder (its producer closed first); StreamNotFoundError if missing."""

@@ -173,6 +173,29 @@ class _Group:
     initial_delay: bool = False  # the rebalance waits out its deadline even when everyone joined
 
 
+def subscription_topics(metadata: bytes) -> list[str]:
+    """The topics a member's "consumer" protocol metadata subscribes to (Kafka's
+    ConsumerProtocolSubscription: int16 version, then int32 count and int16-length topic names, in
+    every version); [] for metadata of another shape."""
+    if len(metadata) < 6:
+        return []
+    count = int.from_bytes(metadata[2:6], "big", signed=True)
+    topics, position = [], 6
+    for _ in range(max(0, count)):
+        if position + 2 > len(metadata):
+            return []
+        size = int.from_bytes(metadata[position : position + 2], "big", signed=True)
+        position += 2
+        if size < 0 or position + size > len(metadata):
+            return []
+        try:
+            topics.append(metadata[position : position + size].decode())
+        except UnicodeDecodeError:
+            return []
+        position += size
+    return topics
+
+
 def _fenced(group: _Group, member_id: str, group_instance_id: str | None) -> bool:
     """True if a request names a static member's instance id with an id that no longer holds it."""
     if group_instance_id is None:
@@ -218,6 +241,26 @@ class GroupCoordinator:
     def groups(self) -> list[tuple[str, str, GroupState]]:
         """``(group id, protocol type, state)`` of every group with members or a generation."""
         return [(g.group_id, g.protocol_type or "", g.state) for g in self._groups.values()]
+
+    def forget(self, group_id: str) -> bool:
+        """Drop an Empty group (DeleteGroups); False (nothing done) while it has members."""
+        group = self._groups.get(group_id)
+        if group is not None and group.members:
+            return False
+        self._groups.pop(group_id, None)
+        return True
+
+    def subscribed_topics(self, group_id: str) -> set[str] | None:
+        """The topics the members of a live consumer group subscribe to (from their "consumer"
+        protocol metadata); None when the group has no members."""
+        group = self._groups.get(group_id)
+        if group is None or not group.members:
+            return None
+        topics: set[str] = set()
+        for member in group.members.values():
+            for _name, metadata in member.protocols:
+                topics.update(subscription_topics(metadata))
+        return topics
 
     def describe(self, group_id: str) -> GroupDescription:
         """The group as DescribeGroups shows it (metadata and assignments only when Stable, as Kafka)."""
@@ -601,10 +644,10 @@ class GroupCoordinator:
             group.state = GroupState.EMPTY
             group.protocol = None
             group.leader = None
-            if not group.members:
-                group.protocol_type = None
-                if self.on_membership is not None:
-                    self.on_membership(group.group_id, False)
+            # An Empty group keeps its protocol type, as Kafka's does (ListGroups and DescribeGroups
+            # still show a consumer group); the next first member sets it anew.
+            if not group.members and self.on_membership is not None:
+                self.on_membership(group.group_id, False)
             return
         group.protocol = self._select_protocol(group)
         if group.leader not in group.members or group.members[group.leader].join is None:
@@ -673,7 +716,6 @@ class GroupCoordinator:
                 group.generation_id += 1
                 group.state = GroupState.EMPTY
                 group.protocol = None
-                group.protocol_type = None
                 group.rebalance_deadline = None
                 if self.on_membership is not None:
                     self.on_membership(group.group_id, False)

@@ -160,3 +160,44 @@ async def test_pushes_of_a_batch_cut_by_a_failed_index_write_succeed_up_to_the_c
     assert len(committed) < len(results)
     assert values_of(stream_path, 0)[1:] == [b"%d" % i for i in sorted(committed, key=lambda i: committed[i].offset)]
     assert sorted(r.offset for r in committed.values()) == list(range(1, 1 + len(committed)))
+
+
+@pytest.mark.parametrize("way", ["now", "awaited", "awaited, fsync", "records", "records now"])
+async def test_a_run_cut_by_a_failed_index_write_reports_its_first_records(
+    stream_path: str, faults: DiskFaults, way: str
+) -> None:
+    """The Kafka gateway's writes (``partition_writes``: a run encoded ahead, written at once or
+    awaited, or records to encode) report a part-way ``.index`` failure as every write does:
+    ``PartialWriteError`` with the receipts of the records kept, and nothing taken back."""
+    from adiskq._async import partition_writes
+    from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
+    from adiskq.kafka._records import decode_produce, records_from_batches
+
+    batch = encode_batch(
+        base_offset=0,
+        records=[KafkaRecord(i, 1_700_000_000_000 + i, b"k", b"v%d" % i, []) for i in range(10)],
+        base_timestamp_ms=1_700_000_000_000,
+    )
+    records = records_from_batches(decode_produce(batch))
+    if way.startswith("records"):
+        records = [adiskq.Record(b"v%d" % i, key=b"k", timestamp=i) for i in range(10)]
+    flush = "sync" if way == "awaited, fsync" else "async"
+    async with adiskq.Producer(stream_path, flush=flush) as producer:  # type: ignore[arg-type]
+
+        async def write() -> None:
+            if way.endswith("now"):
+                assert partition_writes.write_now(producer, 0, records) is not None
+            else:
+                await partition_writes.write(producer, 0, records)
+
+        faults.failing[".index"] = errno.ENOSPC
+        faults.short_write_then_fail = True  # half the entries reach .index, then the disk is full
+        with pytest.raises(adiskq.PartialWriteError, match="wrote 5 of 10") as caught:
+            await write()
+        faults.failing.clear()
+        after = await producer.push(b"after")
+    assert caught.value.errno == errno.ENOSPC
+    assert caught.value.receipts == [adiskq.Receipt(0, i) for i in range(5)] + [None] * 5
+    assert after == adiskq.Receipt(0, 5)
+    assert values_of(stream_path, 0) == [b"v%d" % i for i in range(5)] + [b"after"]
+    assert invoke("check", stream_path).exit_code == 0

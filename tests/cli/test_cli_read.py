@@ -158,6 +158,12 @@ def test_the_help_of_end_lists_what_it_takes() -> None:
     assert "use newest, an offset such as 42, or an ISO-8601 time" in refused.stderr
 
 
+def test_the_help_of_start_lists_active_oldest() -> None:
+    """--start's metavar names every position it takes, active-oldest included."""
+    result = invoke("read", "--help")
+    assert "--start oldest|active-oldest|newest|OFFSET|TIME" in result.stdout
+
+
 def test_offsets_deleted_by_retention_are_skipped_with_a_warning(stream_path: str) -> None:
     """Starting before the oldest retained offset reads from the oldest, and says what was gone."""
     fill(stream_path, [b"x" * 100] * 40, segment_size_bytes=1024, one_at_a_time=True)

@@ -70,5 +70,28 @@ def test_dead_letters_are_listed_and_handed_back_once(stream: str) -> None:
 def test_a_group_without_retries_says_so(stream_path: str) -> None:
     """A group that never retried has no pending retries and no dead letters."""
     fill(stream_path, [adiskq.Record(b"m")])
+
+    async def open_once() -> None:
+        async with adiskq.ConsumerGroup(stream_path, NAME):
+            pass
+
+    anyio.run(open_once)
     assert "has no pending retries" in invoke("retries", stream_path, "--group", NAME).output
     assert "has no dead letters" in invoke("dead-letters", stream_path, "--group", NAME).output
+
+
+@pytest.mark.parametrize("command", ["retries", "dead-letters"])
+def test_help_shows_no_markup(command: str) -> None:
+    """The commands' help is plain text: no reStructuredText double backticks."""
+    result = invoke(command, "--help")
+    assert result.exit_code == 0
+    assert "``" not in result.output
+
+
+@pytest.mark.parametrize("command", ["retries", "dead-letters"])
+def test_a_group_that_does_not_exist_is_a_usage_error(stream: str, command: str) -> None:
+    """A --group the stream does not have (a typo) fails with status 2, listing the groups it has."""
+    result = invoke(command, stream, "--group", "biling")
+    assert result.exit_code == 2, result.output
+    assert "no group 'biling'" in result.output
+    assert NAME in result.output

@@ -92,3 +92,16 @@ def test_write_shared_beside_a_stopped_producer_fails_after_lock_timeout(stream_
     assert f"pid {holder.pid} on host" in result.stderr
     assert "(stopped)" in result.stderr
     assert adiskq.stats(stream_path).partitions[0].next_offset == 0
+
+
+def test_write_shared_does_not_claim_a_run_of_offsets_it_shares_with_another_writer() -> None:
+    """Offsets that interleave with another writer's are not printed as one run `first..last`."""
+    from adiskq._sansio.values import Receipt
+    from adiskq.cli.write import Tally
+
+    tally = Tally()
+    tally.add([Receipt(0, 0), Receipt(0, 2), Receipt(0, 5), Receipt(1, 7), Receipt(1, 8)])
+    described = tally.describe("orders")
+    assert "0..5" not in described
+    assert "partition 0: 3 offsets from 0 to 5, between other writers'" in described
+    assert "partition 1 offsets 7..8" in described

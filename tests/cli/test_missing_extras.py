@@ -36,6 +36,7 @@ RUNNER = textwrap.dedent(
 IMPORTS = [
     ("kafka", "cramjam", "import adiskq.kafka"),
     ("kafka", "kio", "from adiskq.kafka import KafkaGateway"),
+    ("kafka-cluster", "confluent_kafka", "from adiskq.kafka import Mirror"),
     ("spark", "pyspark", "import adiskq.spark"),
     ("otel", "opentelemetry", "import adiskq.otel"),
     ("msgspec", "msgspec", "import adiskq.serializers as s\nclass X: pass\ns.msgspec_json(X)"),
@@ -91,3 +92,11 @@ def test_stats_prometheus_without_its_extra_is_a_usage_error(tmp_path: object) -
     result = run("prometheus_client", CLI, "adiskq", "stats", stream, "--prometheus")
     assert result.returncode == 2, result.stderr
     assert "pip install 'adiskq[prometheus]'" in result.stderr
+
+
+def test_mirror_without_its_extra_is_a_usage_error(tmp_path: object) -> None:
+    """`adiskq mirror` without confluent-kafka says to install the kafka-cluster extra (status 2)."""
+    result = run("confluent_kafka", CLI, "adiskq", "mirror", f"{tmp_path}/s", "kafka://127.0.0.1:9092/t", "--once")
+    assert result.returncode == 2, result.stderr
+    assert "pip install 'adiskq[kafka-cluster]'" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -28,8 +28,12 @@ with atheris.instrument_imports(include=["adiskq._sansio.codec", "adiskq._sansio
 from adiskq._sansio import core
 from adiskq._sansio.kafka_mapping import NULLS_HEADER
 from adiskq._sansio.native import NATIVE
+from adiskq._sansio.values import Headers
 
 _LIMITS = (reference.DEFAULT_MAX_RECORD_BYTES, 24, 64, 512)
+# The seeded records' headers: none, the gateway's nulls header, and Kafka's null values and
+# repeated names (which the compiled decoders leave to the reference).
+_SEED_HEADERS = (None, {NULLS_HEADER: b"key"}, Headers([("n", None), ("n", b"x")]), {NULLS_HEADER: b"key"})
 
 
 def _outcome(call):  # type: ignore[no-untyped-def]
@@ -49,7 +53,7 @@ def _seeded(data: bytes) -> bytes:
     if not data or data[0] & 1 == 0:
         return data
     records = b"".join(
-        reference.encode_record(data[i : i + 7], data[i : i + 3], i, {NULLS_HEADER: b"key"} if i % 14 else None)
+        reference.encode_record(data[i : i + 7], data[i : i + 3], i, _SEED_HEADERS[i // 7 % len(_SEED_HEADERS)])
         for i in range(0, min(len(data), 40), 7)
     )
     return records + data[1:]

@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from gateway_process import GatewayProcess
+from kafka_broker_support import KafkaBroker
 
 from adiskq.kafka._open_files import FileBudget, topic_files
 
@@ -62,6 +63,16 @@ def test_a_topic_larger_than_the_limit_allows_is_refused_whole(tmp_path: pathlib
         assert len(admin.list_topics(timeout=10).topics["fits"].partitions) == 20
         gateway.check_alive()
         assert "Too many open files" not in gateway.log()
+
+
+def test_kafka_answers_policy_violation_for_more_partitions_than_it_creates(kafka_broker: KafkaBroker) -> None:
+    """The gateway's answer is Kafka's own for a creation past what it takes at once (a KRaft
+    controller creates at most 10,000 partitions a request): not retriable, refused whole."""
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    with pytest.raises(KafkaException) as refused:
+        admin.create_topics([NewTopic("too-many-partitions", 10_001, 1)])["too-many-partitions"].result(60)
+    assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION
+    assert "too-many-partitions" not in admin.list_topics(timeout=10).topics
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])

@@ -29,7 +29,7 @@ from adiskq._sansio import codec as reference
 from adiskq._sansio import core, keyindex
 from adiskq._sansio import tags as reference_tags
 from adiskq._sansio.naming import fnv1_32 as reference_fnv1_32
-from adiskq._sansio.values import EMPTY_HEADERS, Message, Receipt, Record
+from adiskq._sansio.values import EMPTY_HEADERS, Headers, Message, Receipt, Record
 
 values = st.binary(max_size=300)
 keys = st.binary(max_size=40)
@@ -962,3 +962,17 @@ def test_a_layout_outside_the_format_is_left_to_the_reference() -> None:
     column = keyindex.pack_hashes([1, 2, 3])
     assert core.raw_sorted_key_values(column, 20, 5, 0, False) is NotImplemented  # 25 bits, not 30
     assert core.raw_sorted_key_values(column, 30, 0, 0, False) is NotImplemented  # 3 blocks in 0 bits
+
+
+def test_the_compiled_decoder_leaves_kafkas_headers_to_the_reference() -> None:
+    """A record with a null header value or a repeated name (whose Message holds a Headers) makes
+    the compiled decoders answer NotImplemented: the reference decodes the buffer
+    (test_header_list.py checks that the two then give the same Messages)."""
+    from adiskq import _compiled
+
+    repeated = reference.encode_record(b"v", b"k", 1, Headers([("a", b"1"), ("a", b"1")]))
+    null = reference.encode_record(b"v", b"k", 1, Headers([("a", None)]))
+    plain = reference.encode_record(b"v", b"k", 1, {"a": b"1"})
+    for data, count in ((repeated, 1), (null, 1), (plain + repeated + null, 3)):
+        assert _compiled.decode_messages(data, 0, 0, count, 2**30) is NotImplemented
+        assert _compiled.decode_at(data, 0, [3] * count, 2**30) is NotImplemented

@@ -12,7 +12,8 @@ from helpers.memory import growth_over
 
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core
-from adiskq._sansio.values import Record
+from adiskq._sansio.native import NATIVE
+from adiskq._sansio.values import Headers, Record
 from adiskq._storage.segment import append_one, append_record
 
 ROUND = 100_000
@@ -49,6 +50,14 @@ def one_round() -> None:
             core.raw_encode_push(VALUE, key, 7, None, None, 4, 10)
     with_headers = core.encode_batch([VALUE] * 1000, keys[:1000], stamps[:1000], [{"type": b"x", "n": b"1"}] * 1000)
     assert len(core.decode_messages(b"".join(with_headers), 0, 0, 1000)) == 1000
+    # Kafka's headers (a null value, a repeated name) after 500 decoded Messages: the compiled
+    # decoder drops what it made and answers NotImplemented, for the reference to decode.
+    plain = b"".join(with_headers[:500])
+    for kafka_headers in (Headers([("h", None)]), Headers([("h", b"1"), ("h", b"2")])):
+        tail = plain + reference.encode_record(VALUE, b"k", 1, kafka_headers)
+        for _ in range(20):
+            assert NATIVE is not None
+            assert NATIVE.decode_messages(tail, 0, 0, 501, 2**30) is NotImplemented
     damaged = buffer[:5000] + b"\xff" + buffer[5001:6000]
     for _ in range(1000):
         with contextlib.suppress(reference.CorruptRecordError):

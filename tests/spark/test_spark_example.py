@@ -43,3 +43,25 @@ def test_the_spark_benchmark_runs_in_quick_mode(
     assert set(medians) == {"scan", "sum"}
     assert all(ours > 0 and theirs > 0 for ours, theirs in medians.values())
     assert "adiskq/parquet" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("script", ["benchmarks/bench_spark.py", "examples/spark_pipeline.py"])
+def test_the_spark_scripts_point_spark_at_their_own_interpreter(script: str) -> None:
+    """Run with the venv's interpreter and no PYSPARK_PYTHON exported, a script sets it to that
+    interpreter before Spark starts (as the README tells users), so Spark's workers import what
+    the venv has instead of the first `python3` on PATH."""
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "import importlib.util, os, sys\n"
+        f"spec = importlib.util.spec_from_file_location('probe', {str(ROOT / script)!r})\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\n"
+        "print(os.environ['PYSPARK_PYTHON'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == sys.executable

@@ -92,6 +92,33 @@ async def test_first_values_train_the_dictionary_then_values_are_compressed(stre
     assert compressed < 0.4 * sum(map(len, EVENTS[2000:]))
 
 
+async def test_a_new_streams_first_large_batch_trains_the_dictionary_and_is_stored_compressed(
+    stream_path: str,
+) -> None:
+    """One push_many of 2,600 values to a new compressed stream trains the dictionary from the batch
+    before writing it: every value is stored compressed, in far fewer bytes than raw."""
+    async with adiskq.Producer(stream_path, compression="zstd") as producer:
+        await producer.push_many([adiskq.Record(value, key=f"order-{i}") for i, value in enumerate(EVENTS)])
+    assert dictionary_file(stream_path).is_file()
+    records = stored_records(stream_path)
+    assert all(r.attributes & COMPRESSED for r in records)
+    assert sum(len(r.value) for r in records) < 0.4 * sum(map(len, EVENTS))
+    assert await drain(stream_path) == EVENTS
+
+
+async def test_a_small_first_batch_is_stored_raw_and_the_next_batch_that_reaches_the_samples_trains(
+    stream_path: str,
+) -> None:
+    """A batch that does not bring the samples to 2,000 is stored raw (a sample); the batch that
+    does trains from both and is stored compressed."""
+    async with adiskq.Producer(stream_path, compression="zstd") as producer:
+        await producer.push_many(EVENTS[:500])
+        await producer.push_many(EVENTS[500:])
+    records = stored_records(stream_path)
+    assert [bool(r.attributes & COMPRESSED) for r in records] == [False] * 500 + [True] * (len(EVENTS) - 500)
+    assert await drain(stream_path) == EVENTS
+
+
 async def test_given_dictionary_compresses_from_the_first_value(stream_path: str) -> None:
     """zstd_dictionary= is stored as version 1 and compresses every value from the first."""
     await push_events(stream_path, EVENTS[:50], zstd_dictionary=trained_dictionary())

@@ -194,8 +194,8 @@ def test_go_diskq_stream_is_refused_and_untouched(tmp_path: pathlib.Path) -> Non
 
 def test_newer_format_is_refused(tmp_path: pathlib.Path) -> None:
     """A settings.json of another adiskq format version is refused, naming the format found."""
-    (tmp_path / "settings.json").write_text('{"format": "adiskq/4", "partition_count": 1}')
-    with pytest.raises(adiskq.NotAStreamError, match="adiskq/4"):
+    (tmp_path / "settings.json").write_text('{"format": "adiskq/5", "partition_count": 1}')
+    with pytest.raises(adiskq.NotAStreamError, match="adiskq/5"):
         StreamWriter.open(tmp_path)
 
 

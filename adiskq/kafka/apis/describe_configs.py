@@ -1,10 +1,11 @@
 """DescribeConfigs (key 32): a topic's (or the broker's) settings, in Kafka's names.
 
-A topic reports what its stream keeps: ``retention.ms`` and ``retention.bytes`` (-1 for no limit),
-``segment.bytes``, ``max.message.bytes``, ``cleanup.policy=delete``,
-``message.timestamp.type=CreateTime``, ``compression.type=producer``; the broker a few fixed facts
-(``num.partitions``, ``auto.create.topics.enable``, ``default.replication.factor=1``). Every value is
-read-only here: streams are configured through adiskq.
+A topic reports what its stream keeps (``_topic_configs.py``): ``retention.ms`` and
+``retention.bytes`` (-1 for no limit), ``segment.bytes``, ``max.message.bytes`` (which AlterConfigs
+and IncrementalAlterConfigs change; a value other than adiskq's default is described as the topic's
+own, DYNAMIC_TOPIC_CONFIG), and the fixed ``cleanup.policy=delete``,
+``message.timestamp.type=CreateTime``, ``compression.type=producer``; the broker a few read-only
+facts (``num.partitions``, ``auto.create.topics.enable``, ``default.replication.factor=1``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Final
 from kio.schema.errors import ErrorCode
 
 from .._registry import RequestContext, nested, register, respond
+from .._topic_configs import DEFAULTS, FIXED, describe_topic
 from .._topics import check_topic_name
 from ._common import NO_THROTTLE, error_code_for, error_message_for
 
@@ -27,18 +29,7 @@ _SOURCE_DEFAULT: Final = 5  # DEFAULT_CONFIG
 
 def _topic_configs(context: RequestContext, name: str) -> dict[str, str]:
     check_topic_name(name)
-    settings = context.gateway.topics.reader(name).refresh()
-    retention = settings.retention
-    max_age = retention.max_age
-    return {
-        "cleanup.policy": "delete",
-        "compression.type": "producer",
-        "max.message.bytes": str(settings.max_message_bytes),
-        "message.timestamp.type": "CreateTime",
-        "retention.bytes": str(-1 if retention.max_bytes is None else retention.max_bytes),
-        "retention.ms": str(-1 if max_age is None else int(max_age.total_seconds() * 1000)),
-        "segment.bytes": str(settings.segment_size_bytes),
-    }
+    return describe_topic(context.gateway.topics.reader(name).refresh())
 
 
 def _broker_configs(context: RequestContext) -> dict[str, str]:
@@ -78,9 +69,9 @@ async def describe_configs(context: RequestContext, request: Any) -> Any:
                 "DescribeConfigsResourceResult",
                 name=name,
                 value=value,
-                read_only=True,
-                is_default=source == _SOURCE_DEFAULT,
-                config_source=source,
+                read_only=source == _SOURCE_DEFAULT or name in FIXED,
+                is_default=source == _SOURCE_DEFAULT or DEFAULTS.get(name) == value,
+                config_source=_SOURCE_DEFAULT if DEFAULTS.get(name) == value else source,
                 is_sensitive=False,
                 synonyms=(),
                 config_type=0,

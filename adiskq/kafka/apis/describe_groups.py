@@ -1,5 +1,6 @@
 """DescribeGroups (key 15): a group's state, protocol and members (with metadata and assignment when
-Stable, as Kafka). A group unknown here is Empty if it has committed offsets, else Dead."""
+Stable, as Kafka). A group unknown here is Empty if it has committed offsets (with the protocol type
+its members last had), else Dead. An Empty group keeps its protocol type, as in Kafka."""
 
 from __future__ import annotations
 
@@ -21,16 +22,17 @@ _OPERATIONS_NOT_ASKED: Final = -(2**31)  # Kafka's "authorized operations were n
 async def describe_groups(context: RequestContext, request: Any) -> Any:
     """Describe each group."""
     service = groups_of(context.gateway)
-    stored: set[str] | None = None
+    stored: dict[str, str] | None = None
     answers = []
     for group_id in request.groups:
         description = service.coordinator.describe(group_id)
         state = description.state
+        protocol_type = description.protocol_type
         if state is GroupState.DEAD:
             if stored is None:
                 stored = await service.stored_groups()
             if group_id in stored:
-                state = GroupState.EMPTY
+                state, protocol_type = GroupState.EMPTY, stored[group_id]
         answers.append(
             nested(
                 request,
@@ -38,7 +40,7 @@ async def describe_groups(context: RequestContext, request: Any) -> Any:
                 error_code=ErrorCode.none,
                 group_id=group_id,
                 group_state=state.value,
-                protocol_type=description.protocol_type,
+                protocol_type=protocol_type,
                 protocol_data=description.protocol,
                 members=tuple(
                     nested(

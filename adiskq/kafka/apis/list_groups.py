@@ -1,7 +1,8 @@
 """ListGroups (key 16): every group with members here, and every group with committed offsets.
 
 A group that only has offsets on disk (its consumers stopped, or a library ``ConsumerGroup``'s) is
-listed Empty with no protocol type, as Kafka lists groups that only have committed offsets. Version
+listed Empty, with the protocol type its members last had ("consumer"), or none for a group that
+only committed offsets, as Kafka lists them. Version
 4's state filter and version 5's type filter (every group here is ``classic``) are applied.
 """
 
@@ -26,8 +27,8 @@ async def list_groups(context: RequestContext, request: Any) -> Any:
     """List the groups."""
     service = groups_of(context.gateway)
     listed = {group_id: (protocol_type, state) for group_id, protocol_type, state in service.coordinator.groups()}
-    for group_id in await service.stored_groups():
-        listed.setdefault(group_id, ("", GroupState.EMPTY))
+    for group_id, protocol_type in (await service.stored_groups()).items():
+        listed.setdefault(group_id, (protocol_type, GroupState.EMPTY))
     states = {state.lower() for state in getattr(request, "states_filter", ())}
     types = {kind.lower() for kind in getattr(request, "types_filter", ())}
     groups = tuple(

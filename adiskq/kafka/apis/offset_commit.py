@@ -4,7 +4,7 @@ The offsets go where the library's own groups keep theirs (``group_offsets.py``)
 the answer. A member of a live group commits in its current generation (ILLEGAL_GENERATION,
 UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS otherwise, as Kafka decides); a consumer that never joined
 commits with generation -1 while the group has no members. The metadata string (at most 4096
-bytes, Kafka's ``offset.metadata.max.bytes``) comes back from OffsetFetch.
+bytes, Kafka's ``offset.metadata.max.bytes``) and the leader epoch (v6+) come back from OffsetFetch.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 from .._groups import groups_of, valid_group_id
 from .._registry import RequestContext, nested, register, respond
 from .._topics import check_topic_name
-from ..group_offsets import Committed
+from ..group_offsets import NO_LEADER_EPOCH, Committed
 from ._common import NO_THROTTLE, error_code_for
 
 __all__ = ["offset_commit"]
@@ -44,7 +44,8 @@ async def _commit_topic(context: RequestContext, group_id: str, topic: Any) -> d
         elif partition.committed_offset < 0:
             errors[partition.partition_index] = ErrorCode.invalid_request
         else:
-            commits[partition.partition_index] = Committed(partition.committed_offset, metadata)
+            epoch = getattr(partition, "committed_leader_epoch", NO_LEADER_EPOCH)  # v6+
+            commits[partition.partition_index] = Committed(partition.committed_offset, metadata, epoch)
     if commits:
         try:
             await service.commit(group_id, topic.name, commits)

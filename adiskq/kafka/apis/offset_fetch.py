@@ -1,4 +1,5 @@
-"""OffsetFetch (key 9): a group's committed offsets (-1 where none), with their metadata strings.
+"""OffsetFetch (key 9): a group's committed offsets (-1 where none), with their metadata strings and
+leader epochs (-1 where none was committed).
 
 Versions 1-7 ask for one group, 8+ for several; a null topic list (v2+) asks for every topic the
 group has committed in. The offsets are read from disk each time, so offsets moved with
@@ -14,11 +15,10 @@ from kio.schema.errors import ErrorCode
 from .._groups import groups_of, valid_group_id
 from .._registry import RequestContext, nested, register, respond
 from .._topics import check_topic_name
+from ..group_offsets import NO_LEADER_EPOCH
 from ._common import NO_THROTTLE, error_code_for
 
 __all__ = ["offset_fetch"]
-
-_NO_EPOCH = -1  # the gateway has no leader epochs for a client to validate against
 
 
 async def _group_topics(
@@ -35,19 +35,19 @@ async def _group_topics(
         wanted = [(topic.name, list(topic.partition_indexes)) for topic in asked]
     answers = []
     for topic, partitions in wanted:
-        rows: list[tuple[int, int, str, ErrorCode]] = []
+        rows: list[tuple[int, int, str, int, ErrorCode]] = []
         try:
             check_topic_name(topic)
             if not context.gateway.topics.exists(topic):
-                rows = [(p, -1, "", ErrorCode.none) for p in partitions or ()]  # Kafka: no commit, no error
+                rows = [(p, -1, "", NO_LEADER_EPOCH, ErrorCode.none) for p in partitions or ()]  # Kafka: no error
             else:
                 found = await service.fetch(group_id, topic, partitions)
-                rows = [(p, c.offset, c.metadata, ErrorCode.none) for p, c in found.items()]
+                rows = [(p, c.offset, c.metadata, c.leader_epoch, ErrorCode.none) for p, c in found.items()]
         except Exception as failure:
             code = error_code_for(failure)
             if code is ErrorCode.unknown_server_error or partitions is None:
                 return code, []
-            rows = [(p, -1, "", code) for p in partitions]
+            rows = [(p, -1, "", NO_LEADER_EPOCH, code) for p in partitions]
         answers.append(
             nested(
                 request,
@@ -59,11 +59,11 @@ async def _group_topics(
                         partition_class,
                         partition_index=index,
                         committed_offset=offset,
-                        committed_leader_epoch=_NO_EPOCH,
+                        committed_leader_epoch=epoch,
                         metadata=metadata,
                         error_code=error,
                     )
-                    for index, offset, metadata, error in rows
+                    for index, offset, metadata, epoch, error in rows
                 ),
             )
         )

@@ -1,0 +1,95 @@
+"""A lane's batch: the pushes committed together, and how they wait for it on each event loop.
+
+Pushes that join a batch share one write a file (and one fsync with ``flush="sync"``); the lane
+(``lane.py``) forms the batch, leads it and commits it. The batch holds what its pushes gave (the
+records, or one run of records written as it is) and what they wait on: on asyncio a
+``SteadfastFuture`` (a wait nothing cancels), on Trio an ``anyio.Event`` for the leader's
+predecessors and the parked follower tasks, rescheduled when it is finished.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+
+if TYPE_CHECKING:
+    import asyncio
+
+    import trio.lowlevel
+
+    from .steadfast import SteadfastFuture
+
+__all__ = ["Batch"]
+
+
+class Batch:
+    """Pushes committed together: they share one write per file (and one fsync in sync mode)."""
+
+    __slots__ = (
+        "committed",
+        "done",
+        "error",
+        "finished",
+        "first_offset",
+        "followers",
+        "key_hashes",
+        "leader",
+        "led",
+        "records",
+        "run",
+        "size_bytes",
+        "tagindex",
+        "timestamps",
+        "waiter",
+    )
+
+    def __init__(self, waiter: SteadfastFuture | None = None) -> None:
+        self.records: list[bytes] = []
+        self.size_bytes = 0  # of the records (whether the commit goes to a worker thread)
+        self.timestamps: list[int] = []
+        self.key_hashes: list[int] = []  # for the key index: its hash of each record's key
+        # The records' .tagindex entries as the pushes computed them; None once a push did not
+        # (the segment then takes them from the records).
+        self.tagindex: bytearray | None = bytearray()
+        # A batch that holds one run of records alone (a Kafka Produce's: its bytes, its .index and
+        # .timeindex entries numbered from 0, its key hashes packed; adiskq/_sansio/run_entries.py)
+        # writes it as it is; a push joining it takes it apart into the lists above first.
+        self.run: tuple[bytes, bytes, bytes, bytes] | None = None
+        # Set when the batch is finished: on asyncio the future its pushes wait for, on Trio an Event.
+        self.waiter = waiter
+        self.done: anyio.Event | None = anyio.Event() if waiter is None else None
+        self.finished = False  # read without a call on Trio's follower path
+        self.first_offset = -1
+        self.error: BaseException | None = None
+        # With an error: how many of the batch's first records were committed all the same (an
+        # index write that failed part-way keeps the entries readers could have seen).
+        self.committed = 0
+        self.led = False  # Trio: a push has taken the lead of this batch (on asyncio, its task leads it)
+        self.followers: list[trio.lowlevel.Task] = []  # Trio's pushes waiting for it (Lane.complete)
+        self.leader: asyncio.Task[None] | None = None  # asyncio: the task leading it (held, or it may be collected)
+
+    def finish(self) -> None:
+        """The batch is committed or failed: wake every push waiting for it."""
+        self.finished = True
+        if self.waiter is not None:
+            self.waiter.set_result(None)
+            return
+        assert self.done is not None
+        self.done.set()
+        if self.followers:
+            import trio.lowlevel  # only Trio's pushes are followers (see Lane.complete)
+
+            for task in self.followers:
+                trio.lowlevel.reschedule(task)
+            self.followers.clear()
+
+    async def wait(self) -> None:
+        """Wait until the batch is finished; unlike a push's wait, this one can be cancelled."""
+        if self.waiter is not None:
+            import asyncio  # a waiter is a future on asyncio only
+
+            await asyncio.shield(self.waiter)
+        else:
+            assert self.done is not None
+            await self.done.wait()
