@@ -105,7 +105,7 @@ def test_memory_comes_back_after_clients_that_never_read(gateway: _Gateway) -> N
     before = gateway.rss_kib()
     for burst in range(BURSTS):
         _burst(gateway.port, b"bulk")
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 45  # (a loaded machine closes and frees slowly)
         while (kept := gateway.rss_kib() - before) > KEPT_BOUND_KIB:
             assert time.monotonic() < deadline, f"burst {burst + 1}: the gateway kept {kept} KiB"
             time.sleep(0.1)  # polling the gateway's memory for the moment it drops
