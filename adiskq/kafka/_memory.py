@@ -72,9 +72,12 @@ class MemoryReturn:
             while True:
                 now = time.monotonic()
                 if now - self._last_close >= _QUIET_SECONDS or now - first >= _MAX_WAIT_SECONDS:
-                    break
+                    trimming = time.monotonic()
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(_collect_and_trim, trim)
+                    if self._last_close < trimming:
+                        return
+                    first = time.monotonic()  # connections closed meanwhile: once more for them
                 await anyio.sleep(_QUIET_SECONDS)
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(_collect_and_trim, trim)
         finally:
             self._waiting = False
