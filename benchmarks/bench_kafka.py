@@ -46,7 +46,7 @@ from typing import Any
 
 import anyio
 import psutil
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 import adiskq
 
@@ -251,7 +251,15 @@ def kafka_latency(bootstrap: str, topic: str, seconds: float) -> list[float]:
     )
     high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
     consumer.assign([TopicPartition(topic, 0, high)])
-    consumer.poll(0.5)  # the first fetch is on its way
+    # One message through before the clock starts: the consumer has found the partition's leader and
+    # its offset, and its next Fetch waits in the broker (Apache Kafka takes seconds to get there on
+    # a busy machine, which would otherwise be counted in every early sample).
+    producer.produce(topic, VALUE, b"warm-up", partition=0)
+    producer.flush(10)
+    deadline = time.monotonic() + 60
+    while (message := consumer.poll(0.1)) is None or message.error() is not None or message.key() != b"warm-up":
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the latency consumer read nothing of {topic} in 60 s")
     samples: list[float] = []
     sent: dict[bytes, float] = {}
     interval = 0.0005
@@ -343,7 +351,7 @@ class RequestCounts:
 
 
 def gateway_cpu_per_round_trip(
-    bootstrap: str, topic: str, process: subprocess.Popen[bytes], trips: int, *, one_batch: bool = True
+    bootstrap: str, topic: str, pid: int, trips: int, *, one_batch: bool = True
 ) -> tuple[float, dict[str, float]]:
     """Gateway CPU microseconds per round trip of 10 messages, and the requests a trip took, by type.
 
@@ -387,7 +395,7 @@ def gateway_cpu_per_round_trip(
     for number in range(10):  # connections made, the consumer's first Fetch in the long poll
         trip(number)
     sent_before = counts[0].fresh(producer.poll), counts[1].fresh(consumer.poll)
-    gateway = psutil.Process(process.pid)
+    gateway = psutil.Process(pid)  # the broker's process: the gateway's, or Apache Kafka's JVM
     before = thread_runtimes(gateway)
     for number in range(trips):
         trip(number)
@@ -519,15 +527,17 @@ def main(argv: list[str] | None = None) -> int:
         results["kafka_e2e_p50_us"] = statistics.median(latency)
         results["kafka_e2e_p99_us"] = statistics.quantiles(latency, n=100)[98]
         print(f"{time.strftime('%H:%M:%S')} measuring gateway_cpu_per_round_trip_us ...", file=sys.stderr, flush=True)
-        cpu, requests = gateway_cpu_per_round_trip(bootstrap, "trips", process, trips)
+        cpu, requests = gateway_cpu_per_round_trip(bootstrap, "trips", process.pid, trips)
         results["gateway_cpu_per_round_trip_us"] = cpu
         results["round_trip_requests"] = sum(requests.values())
         results.update({f"round_trip_requests_{name}": count for name, count in requests.items()})
-        cpu, requests = gateway_cpu_per_round_trip(bootstrap, "trips-unbatched", process, trips, one_batch=False)
+        cpu, requests = gateway_cpu_per_round_trip(bootstrap, "trips-unbatched", process.pid, trips, one_batch=False)
+        results["gateway_peak_rss_mib"] = peak_rss_mib(process.pid)
         results["gateway_cpu_per_unbatched_trip_us"] = cpu
         results["unbatched_trip_requests"] = sum(requests.values())
     finally:
         stop_gateway(process)
+    results.update(apache_kafka(count, seconds, trips))
     native_root = tempfile.mkdtemp(prefix="adiskq-bench-native-")
     try:
         path = os.path.join(native_root, "bench")
@@ -567,6 +577,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{results['gateway_cpu_per_unbatched_trip_us']:>12,.0f}  ({results['unbatched_trip_requests']:.2f} requests a trip)"
     )
     _print_fetch_context(results, count)
+    _print_beside_apache_kafka(results)
     print(
         "protocol layer, 1,000-record batch (µs): kio Produce decode "
         f"{results['kio_produce_decode_us']:.0f}, Fetch encode {results['fetch_encode_us']:.0f} "
@@ -577,6 +588,100 @@ def main(argv: list[str] | None = None) -> int:
         with open(os.path.join(args.out, "kafka.json"), "w") as file:
             json.dump(results, file, indent=2)
     return 0
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The process's peak resident memory (VmHWM), in MiB."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM in /proc/{pid}/status")
+
+
+def make_topic(bootstrap: str, topic: str) -> None:
+    """Create a topic of one partition and wait until its partition is served: Kafka answers
+    CreateTopics (and a producer's Metadata that creates a topic) a moment before its broker serves
+    the new partition, and the workloads' first ListOffsets would fail. Each try is a request."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-setup", "enable.auto.commit": False})
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            try:
+                consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+                return
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+    finally:
+        consumer.close()
+
+
+def apache_kafka(count: int, seconds: float, trips: int) -> dict[str, float]:
+    """The gateway's workloads, with the same client and settings, against one Apache Kafka node
+    (4.4, KRaft, ``-Xmx512m``) on this machine: the figures, and the JVM's CPU and peak memory.
+
+    The node is the test suite's own (``tests/kafka_broker_support.py``, from the jars
+    ``scripts/fetch_kafka_jars.py`` fetches): inside a test run (the suite's quick run of this
+    benchmark), the run's shared node; else one started for this run and stopped after it."""
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+    import kafka_broker_support
+
+    inside_a_test_run = kafka_broker_support.RUN_VARIABLE in os.environ
+    if not inside_a_test_run:
+        kafka_broker_support.claim_run_folder()
+    try:
+        print(f"{time.strftime('%H:%M:%S')} starting Apache Kafka ...", file=sys.stderr, flush=True)
+        broker = kafka_broker_support.shared_broker()
+        bootstrap, jvm = broker.bootstrap, psutil.Process(broker.pid)
+        run = f"{os.getpid()}-{time.monotonic_ns()}"  # the suite's node outlives this run: topics of its own
+        for name in ("bench", "latency", "trips"):
+            make_topic(bootstrap, f"{name}-{run}")
+        results: dict[str, float] = {}
+        print(f"{time.strftime('%H:%M:%S')} measuring apache_kafka_produce_msgs ...", file=sys.stderr, flush=True)
+        results["apache_kafka_produce_msgs"] = kafka_produce(bootstrap, f"bench-{run}", count)
+        print(f"{time.strftime('%H:%M:%S')} measuring apache_kafka_fetch_msgs ...", file=sys.stderr, flush=True)
+        warm_fetch(bootstrap, f"bench-{run}")
+        fetched = kafka_fetch(bootstrap, f"bench-{run}", count, jvm, THROUGHPUT_SETTINGS)
+        results["apache_kafka_fetch_msgs"] = fetched["kafka_fetch_msgs"]
+        results["apache_kafka_fetch_broker_us"] = fetched["kafka_fetch_gateway_us"]
+        print(f"{time.strftime('%H:%M:%S')} measuring apache_kafka latency ...", file=sys.stderr, flush=True)
+        latency = kafka_latency(bootstrap, f"latency-{run}", seconds)
+        results["apache_kafka_e2e_p50_us"] = statistics.median(latency)
+        results["apache_kafka_e2e_p99_us"] = statistics.quantiles(latency, n=100)[98]
+        print(
+            f"{time.strftime('%H:%M:%S')} measuring apache_kafka_cpu_per_round_trip_us ...", file=sys.stderr, flush=True
+        )
+        cpu, _ = gateway_cpu_per_round_trip(bootstrap, f"trips-{run}", jvm.pid, trips)
+        results["apache_kafka_cpu_per_round_trip_us"] = cpu
+        results["apache_kafka_peak_rss_mib"] = peak_rss_mib(jvm.pid)
+        return results
+    finally:
+        if not inside_a_test_run:
+            kafka_broker_support.release_run_folder()
+
+
+def _print_beside_apache_kafka(results: dict[str, float]) -> None:
+    """The gateway beside one Apache Kafka node, same client, same settings, same machine: the
+    ratio is the gateway's figure over Kafka's (above 1 is the gateway ahead for throughput,
+    behind for latency, CPU and memory)."""
+    rows = [
+        ("produce (msg/s, linger.ms=5)", "kafka_produce_msgs", "apache_kafka_produce_msgs", "≥ 1 (at or above Kafka)"),
+        ("fetch (msg/s)", "kafka_fetch_msgs", "apache_kafka_fetch_msgs", "≥ 1"),
+        ("end to end p50 at 2,000 msg/s (µs)", "kafka_e2e_p50_us", "apache_kafka_e2e_p50_us", "≤ 1"),
+        ("end to end p99 at 2,000 msg/s (µs)", "kafka_e2e_p99_us", "apache_kafka_e2e_p99_us", "≤ 1"),
+        ("broker CPU per round trip (µs)", "gateway_cpu_per_round_trip_us", "apache_kafka_cpu_per_round_trip_us", ""),
+        ("broker CPU a fetched message (µs)", "kafka_fetch_gateway_us", "apache_kafka_fetch_broker_us", ""),
+        ("broker peak memory (MiB, VmHWM)", "gateway_peak_rss_mib", "apache_kafka_peak_rss_mib", "< 1"),
+    ]
+    print(f"{'':38} {'Kafka gateway':>14} {'Apache Kafka':>13} {'ratio':>7}  target (ratio)")
+    for label, gateway, kafka, target in rows:
+        ratio = results[gateway] / results[kafka]
+        print(f"{label:38} {results[gateway]:>14,.1f} {results[kafka]:>13,.1f} {ratio:>6.2f}x  {target}")
 
 
 def _print_fetch_context(results: dict[str, float], count: int) -> None:

@@ -119,6 +119,11 @@ class KafkaBroker:
         """The broker's log."""
         return self.node.log_path
 
+    @property
+    def pid(self) -> int:
+        """The broker's JVM's process id (for its CPU and memory, as benchmarks/bench_kafka.py reads)."""
+        return self.node.pid
+
 
 @dataclasses.dataclass
 class KafkaCluster:
@@ -159,8 +164,8 @@ class KafkaCluster:
                 raise AssertionError(f"node {node_id} of the Kafka cluster is still running: kill it first")
             starts = node.log_path.read_text(errors="replace").count(STARTED) if node.log_path.exists() else 0
             node.pid = _launch(node)
+            _write_state(self.run_folder, "cluster", self.nodes)  # stopped at the run's end, started or not
             _wait_started(node, starts + 1)
-            _write_state(self.run_folder, "cluster", self.nodes)
         _wait_listed(self.bootstrap, {node.node_id for node in self.nodes})
 
 
@@ -348,8 +353,11 @@ def _launch(node: Node) -> int:
     # the JVM runs, so its bookkeeping is dropped; the pid is what the run's state keeps.
     jvm.returncode = 0
     owner = os.environ.get(OWNER_VARIABLE, str(os.getpid()))
+    run_folder = os.environ.get(RUN_VARIABLE, node.folder)
     watchdog = subprocess.Popen(
-        [sys.executable, str(WATCHDOG), owner, str(jvm.pid)], stdin=subprocess.DEVNULL, start_new_session=True
+        [sys.executable, str(WATCHDOG), owner, str(jvm.pid), run_folder],
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
     watchdog.returncode = 0
     return jvm.pid

@@ -142,10 +142,14 @@ def check(path: str, repair: bool) -> None:
     rebuilds index files from the data, and says what it changed; it refuses while a producer
     has the stream open. Damage inside sealed segments is reported with what you can do.
 
+    Given a Kafka gateway's root folder instead, it names the topic creations a crash cut short
+    (scratch folders no client sees), and --repair removes them (the gateway does at its start).
+
     \b
     Examples:
       adiskq check orders
       adiskq check orders --repair
+      adiskq check /var/lib/gateway-root --repair
     """
     from .._storage.stream import StreamReader
     from .._storage.stream_creation import leftovers

@@ -27,6 +27,7 @@ from .._errors import MirrorError
 
 __all__ = [
     "TIMEOUT",
+    "TRANSACTION_TIMEOUT_MS",
     "Position",
     "create_topic",
     "ensure_state_topic",
@@ -38,6 +39,13 @@ __all__ = [
 ]
 
 TIMEOUT: Final = 60.0  # seconds any one call to the cluster may take before the mirror gives up
+# A mirror's transactions end within this (its producers' transaction.timeout.ms): the broker aborts
+# one a killed mirror left open after it, checking every 10 s (Kafka's
+# transaction.abort.timed.out.transaction.cleanup.interval.ms).
+TRANSACTION_TIMEOUT_MS: Final = 30_000
+# How long reading the positions waits for the state topic's stable offset to pass its high
+# watermark: another mirror's transaction, left open by a kill, holds it back until the broker aborts it.
+POSITIONS_DEADLINE: Final = TRANSACTION_TIMEOUT_MS / 1000 + 10.0 + TIMEOUT
 STATE_TOPIC_PARTITIONS: Final = 1
 
 
@@ -174,13 +182,14 @@ def read_positions(config: Mapping[str, str], state_topic: str, prefix: bytes) -
         if not assigned:
             return {}
         consumer.assign(assigned)
-        deadline = time.monotonic() + TIMEOUT
+        deadline = time.monotonic() + POSITIONS_DEADLINE
         while ends:
             if time.monotonic() > deadline:
                 raise MirrorError(
                     f"reading the mirror's positions in Kafka topic {state_topic!r} did not reach its end in "
-                    f"{TIMEOUT:.0f} s: a transaction of another producer may hold it back (it ends within its "
-                    "transaction.timeout.ms); run the mirror again"
+                    f"{POSITIONS_DEADLINE:.0f} s: an open transaction of another producer of that topic holds it "
+                    "back (a mirror's ends within 40 s; another producer's within its transaction.timeout.ms); "
+                    "run the mirror again, or give it a state topic of its own (--state-topic)"
                 )
             for message in consumer.consume(1000, 0.2):
                 error = message.error()

@@ -26,6 +26,7 @@ from .._storage.upgrade import give_identity
 from ._mirror_config import KafkaEnd
 from ._mirror_kafka import (
     TIMEOUT,
+    TRANSACTION_TIMEOUT_MS,
     Position,
     create_topic,
     ensure_state_topic,
@@ -83,7 +84,7 @@ class Shipper:
             {
                 "linger.ms": 5,
                 "batch.size": 1_000_000,
-                "transaction.timeout.ms": 60_000,
+                "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
                 **self.config,
                 "transactional.id": transactional_id(self.stream_id, self.end.topic),
                 "enable.idempotence": True,
@@ -116,7 +117,7 @@ class Shipper:
             raise MirrorError(
                 f"stream {self.stream_path!r} has no identity yet, which the mirror derives its Kafka "
                 "transactional.id from; it is given once, while no producer has the stream open (the stream "
-                "moves to format adiskq/4, which an adiskq older than the mirror refuses): stop its producers "
+                "gains it in settings.json, which an adiskq older than the mirror refuses): stop its producers "
                 f"once and run `adiskq upgrade {self.stream_path} --identity`, or start the mirror then"
             ) from None
         if stream_id is None:

@@ -169,12 +169,23 @@ class Topics:
             return producer
 
     async def _make_room(self, name: str, partitions: int) -> None:
-        """Close the producers idle longest until one of ``partitions`` partitions fits the budget."""
-        for victim in self.budget.writers_to_close(name, partitions, lambda topic: topic in self._writing):
-            producer = self._writers.pop(victim, None)
-            self.budget.writer_closed(victim)
-            if producer is not None:
-                await producer.aclose()
+        """Close the producers idle longest until one of ``partitions`` partitions fits the budget.
+
+        A producer writing (``writing``) or whose topic is being opened, grown or changed (its lock
+        held) is not chosen. Each is closed under its topic's lock, so a write that comes for it
+        meanwhile waits and opens it again once it is closed (never beside the closing one, whose
+        lock on the stream would refuse it). The caller holds ``name``'s lock, and ``name`` has no
+        open producer then, so no one holding a victim's lock waits for ``name``'s."""
+
+        def busy(topic: str) -> bool:
+            return topic in self._writing or self._lock(topic).locked()
+
+        for victim in self.budget.writers_to_close(name, partitions, busy):
+            async with self._lock(victim):
+                producer = self._writers.pop(victim, None)
+                self.budget.writer_closed(victim)
+                if producer is not None:
+                    await producer.aclose()
 
     async def create(self, name: str, partitions: int, **settings: Any) -> None:
         """Create the topic with ``partitions`` partitions (and these stream settings), whole or not

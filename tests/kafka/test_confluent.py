@@ -113,17 +113,6 @@ def failure_code(future: Future[object]) -> int:
     return code
 
 
-def test_producer_header_repeat_refused(gateway, topic: str) -> None:
-    """A record repeating a header name is refused as INVALID_RECORD, never merged."""
-    errors: list[KafkaError] = []
-    producer = Producer({"bootstrap.servers": gateway.bootstrap, "retries": 0})
-    producer.produce(topic, b"v", headers=[("a", b"1"), ("a", b"2")], on_delivery=lambda e, _m: errors.append(e))
-    producer.flush(10)
-    assert len(errors) == 1
-    assert errors[0] is not None
-    assert errors[0].code() == KafkaError.INVALID_RECORD
-
-
 def _read_large_messages_under_fetch_max_bytes(bootstrap: str, topic: str) -> None:
     """Three 900 KiB messages produced, then read by a consumer whose fetch.max.bytes holds one of
     them but not two (receive.message.max.bytes is fetch.max.bytes + 512, librdkafka's rule)."""

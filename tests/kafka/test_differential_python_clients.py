@@ -116,14 +116,13 @@ async def until_assigned(member: AIOKafkaConsumer, recorder: Recorder, count: in
         while not recorder.assignments or len(recorder.assignments[-1]) != count:
             await member.getmany(timeout_ms=100)
 
-    await asyncio.wait_for(polling(), 30)
+    await asyncio.wait_for(polling(), 60)
 
 
 def test_aiokafka_group_rebalances(differential: Differential) -> None:
     """A group of aiokafka members on a topic of four partitions: the first member alone is given
     all four; a second joins and the round-robin assignor splits them, 0 and 2 to one, 1 and 3 to
-    the other; the second leaves and the first is given all four again — through as many
-    rebalances on both sides."""
+    the other; the second leaves and the first is given all four again, on both sides."""
 
     async def run(side: Side) -> dict[str, Any]:
         topic = side.name()
@@ -153,12 +152,9 @@ def test_aiokafka_group_rebalances(differential: Differential) -> None:
         finally:
             await one.stop()
         # Which member is given 0 and 2 depends on their random member ids: the split is compared
-        # as a pair, each member's history by its sizes.
-        return {
-            "split": split,
-            "first": [len(assignment) for assignment in first.assignments],
-            "second": [len(assignment) for assignment in second.assignments],
-        }
+        # as a pair. How many rebalances a member passes through on the way is not compared: on a
+        # loaded machine a late heartbeat adds one, on either side.
+        return {"alone": first.assignments[0], "split": split, "after": first.assignments[-1]}
 
     differential.compare(lambda side: asyncio.run(run(side)))
 

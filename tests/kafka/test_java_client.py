@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
+from differential import Differential, Side
 from java_support import compile_client, run_client
 
 from adiskq.kafka._registry import API_TABLE
@@ -119,3 +120,21 @@ def test_java_client_admin_produce_and_group_consume(
         int(p): int(o) for p, o in (line.split()[1:] for line in lines if line.startswith("group-offset "))
     }
     assert group_offsets == committed
+
+
+def test_java_client_sees_the_gateway_as_kafka(
+    differential: Differential, java_client: tuple[str, list[pathlib.Path]]
+) -> None:
+    """The same program against Apache Kafka: every line it prints — admin answers, each record's
+    partition, offset and timestamp, every ListOffsets answer, what the group consumed and committed,
+    the group's description and offsets — is the same as against the gateway (the acknowledgements
+    in order; the rest as a set: two partitions' records interleave as their fetches return, and
+    the program prints its maps of partitions in an order that depends on the topic's name)."""
+    version, cp = java_client
+
+    def scenario(side: Side) -> dict[str, list[str]]:
+        lines = run_client(cp, side.bootstrap, side.name(), side.name("g"), CLIENTS[version], str(COUNT))
+        produced = [line for line in lines if line.startswith("produced ")]
+        return {"produced, in order": produced, "the rest": sorted(set(lines) - set(produced))}
+
+    differential.compare(scenario)

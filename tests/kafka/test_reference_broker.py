@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import select
 import subprocess
 import sys
 
@@ -162,3 +163,46 @@ def test_two_workers_share_one_node_and_the_run_leaves_no_jvm(tmp_path: pathlib.
     assert seen["first"][1] != seen["second"][1], f"both files ran on one worker: {seen}"
     assert seen["first"][0] == seen["second"][0], f"the workers were given two brokers: {seen}"
     assert java_processes_under(str(temporary)) == []
+
+
+# A run that dies without stopping its node: it starts one, says where, and waits to be killed.
+DYING_RUN = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import kafka_broker_support
+kafka_broker_support.claim_run_folder()
+broker = kafka_broker_support.shared_broker()
+print(broker.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.timeout(400)
+def test_a_run_killed_outright_leaves_no_jvm_and_no_folder(tmp_path: pathlib.Path) -> None:
+    """A test run SIGKILLed while its node runs (no pytest_unconfigure): the node's watchdog kills
+    the JVM and removes the run's folder."""
+    from helpers.waiting import wait_for
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ADISKQ_TEST_KAFKA_")}
+    env["TMPDIR"] = str(tmp_path)
+    run = subprocess.Popen(
+        [sys.executable, "-c", DYING_RUN, str(CHECKOUT / "tests")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    assert run.stdout is not None
+    jvm = int(run.stdout.readline())
+    (folder,) = tmp_path.glob("adiskq-kafka-run-*")
+    pidfd = os.pidfd_open(jvm)
+    try:
+        run.kill()
+        run.wait(30)
+        ready, _, _ = select.select([pidfd], [], [], 60)
+        assert ready, "the node's JVM outlived its run by 60 s"
+    finally:
+        os.close(pidfd)
+        assert run.stdin is not None
+        run.stdin.close()
+        run.stdout.close()
+    wait_for(lambda: not folder.exists(), "the run's folder to be removed", [str(tmp_path)], timeout=60)

@@ -3,6 +3,7 @@ exactly both ways, positions resume, and what would break exactness is refused."
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 
@@ -268,6 +269,20 @@ async def test_a_mirror_starts_where_it_is_told_and_follows(kafka_broker: object
         tasks.cancel_scope.cancel()
     assert [r.value for r in followed] == [b"new %d" % i for i in range(5)]
     assert [r.value for r in read_topic(bootstrap, topic)] == [b"new %d" % i for i in range(5)]
+
+
+async def test_a_mirror_starts_at_a_time_both_ways(kafka_broker: object, tmp_path: os.PathLike[str]) -> None:
+    source, back = os.path.join(tmp_path, "s"), os.path.join(tmp_path, "back")
+    base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    async with adiskq.Producer(source) as producer:
+        await producer.push_many(
+            [adiskq.Record(b"m%d" % i, timestamp=base + dt.timedelta(seconds=i)) for i in range(6)]
+        )
+    topic = new_topic_name()
+    await _ship(source, _url(kafka_broker, topic), create_topic=True, start=base + dt.timedelta(seconds=2))
+    assert [r.value for r in read_topic(kafka_broker.bootstrap, topic)] == [b"m2", b"m3", b"m4", b"m5"]  # type: ignore[attr-defined]
+    await _ship(_url(kafka_broker, topic), back, start=base + dt.timedelta(seconds=4))
+    assert [m.value for m in await _local(back)] == [b"m4", b"m5"]
 
 
 async def test_a_target_stream_written_by_others_is_refused(kafka_broker: object, tmp_path: os.PathLike[str]) -> None:

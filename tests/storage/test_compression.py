@@ -69,12 +69,12 @@ async def push_events(stream_path: str, events: list[bytes], **options: object) 
 
 async def test_compressed_stream_reads_back_every_value(stream_path: str) -> None:
     """Values pushed to a compressed stream (push and push_many) are read back as pushed, from sealed
-    segments and the active one, and its settings say format adiskq/3 with zstd compression."""
+    segments and the active one, and its settings say format adiskq/5 with zstd compression."""
     await push_events(stream_path, EVENTS, segment_size_bytes=65536)
     assert len(os.listdir(os.path.join(stream_path, PARTS_DIR, partition_dir_name(0)))) > 10
     assert await drain(stream_path) == EVENTS
     settings = json.loads(settings_of(stream_path))
-    assert (settings["format"], settings["compression"]) == ("adiskq/3", "zstd")
+    assert (settings["format"], settings["compression"]) == ("adiskq/5", "zstd")
 
 
 async def test_first_values_train_the_dictionary_then_values_are_compressed(stream_path: str) -> None:

@@ -43,15 +43,28 @@ def write_victim(directory: str) -> str:
     return victim
 
 
-@pytest.mark.parametrize("name", ["../escape", "a/b", "", ".", "..", "/etc", "-rf", ".hidden", "x\n"])
-def test_group_names_that_leave_the_groups_folder_are_refused(stream_path: str, name: str) -> None:
-    """A group name is one safe folder name; anything else is InvalidNameError, and nothing is written."""
+@pytest.mark.parametrize("name", ["../escape", "a/b", ".", "..", "/etc", "-rf", ".hidden", "x\n"])
+def test_group_names_that_would_leave_the_groups_folder_stay_inside_it(stream_path: str, name: str) -> None:
+    """A group id that is no plain folder name (a Kafka client may send any) is kept in one encoded
+    folder inside groups/, read back under the same name, and nothing is written anywhere else."""
+    anyio.run(make_stream, stream_path)
+    before = set(os.listdir(stream_path))
+    save_offsets(stream_path, name, {0: 1})
+    assert load_offsets(stream_path, name) == {0: 1}
+    assert set(os.listdir(stream_path)) - before <= {"groups"}
+    (folder,) = os.listdir(os.path.join(stream_path, "groups"))
+    assert folder.startswith("%")
+    assert not os.path.exists(os.path.join(os.path.dirname(stream_path), "escape"))
+
+
+def test_an_empty_group_name_is_refused(stream_path: str) -> None:
+    """An empty group name holds no folder: InvalidNameError, and nothing is written."""
     anyio.run(make_stream, stream_path)
     with pytest.raises(adiskq.InvalidNameError, match="group name"):
-        save_offsets(stream_path, name, {0: 1})
+        save_offsets(stream_path, "", {0: 1})
     with pytest.raises(adiskq.InvalidNameError):
-        load_offsets(stream_path, name)
-    assert not os.path.exists(os.path.join(os.path.dirname(stream_path), "escape"))
+        load_offsets(stream_path, "")
+    assert not os.path.exists(os.path.join(stream_path, "groups"))
 
 
 @pytest.mark.parametrize("partition", [-1, 1, 10**6, "../000000", "0", True, 1.0])
