@@ -63,6 +63,9 @@ typedef struct {
     PyObject *value;   /* bytes, or Py_None for null */
     PyObject *headers; /* a list or tuple of (str, bytes | None) pairs, a dict of str to bytes, or NULL */
     PyObject *skip;    /* the dict's key to leave out (the nulls header, a str), or NULL */
+    /* The nulls header's UTF-8, whose escaped names (it and '~' marks) lose one mark; NULL for none */
+    const char *escape_prefix;
+    Py_ssize_t escape_prefix_length;
     Py_ssize_t header_count;
     size_t body_size; /* bytes after the record's length varint */
 } record_plan;
@@ -87,6 +90,17 @@ static int next_header(const record_plan *plan, header_cursor *cursor, PyObject 
     return 1;
 }
 
+/* A header name's length as served: an escaped name (the nulls header and '~' marks, as
+ * kafka_mapping.stored_header_name stores a Kafka header named like it) loses its last mark. */
+static Py_ssize_t served_length(const record_plan *plan, const char *text, Py_ssize_t length) {
+    Py_ssize_t prefix = plan->escape_prefix_length;
+    if (plan->escape_prefix == NULL || length <= prefix || memcmp(text, plan->escape_prefix, (size_t)prefix) != 0)
+        return length;
+    for (Py_ssize_t i = prefix; i < length; i++)
+        if (text[i] != '~') return length;
+    return length - 1;
+}
+
 /* Check a plan's fields against the rules (deltas increasing, timestamps in range, types) and size
  * its body: 0, NOT_PLAIN, or -1 for a Python error. */
 static int size_record(record_plan *plan, int64_t base_timestamp_ms, int64_t *previous_delta, int64_t *max_timestamp_ms) {
@@ -104,11 +118,13 @@ static int size_record(record_plan *plan, int64_t base_timestamp_ms, int64_t *pr
     while (next_header(plan, &cursor, &name, &value)) {
         if (!PyUnicode_CheckExact(name)) return NOT_PLAIN;
         Py_ssize_t name_len;
-        if (PyUnicode_AsUTF8AndSize(name, &name_len) == NULL) {
+        const char *text = PyUnicode_AsUTF8AndSize(name, &name_len);
+        if (text == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
             PyErr_Clear(); /* a lone surrogate: the reference says so */
             return NOT_PLAIN;
         }
+        name_len = served_length(plan, text, name_len);
         size += kq_varint_size(name_len) + (size_t)name_len;
         if (field_size(value, &size)) return NOT_PLAIN;
     }
@@ -130,6 +146,7 @@ static uint8_t *write_record(uint8_t *out, const record_plan *plan, int64_t base
     while (next_header(plan, &cursor, &name, &value)) {
         Py_ssize_t name_len;
         const char *text = PyUnicode_AsUTF8AndSize(name, &name_len); /* cached by size_record */
+        name_len = served_length(plan, text, name_len);
         out = kq_write_varint(out, name_len);
         memcpy(out, text, (size_t)name_len);
         out += name_len;
@@ -149,6 +166,8 @@ static int plan_kafka_record(PyObject *item, record_plan *plan) {
     plan->value = PyTuple_GET_ITEM(item, 3);
     plan->headers = PyTuple_GET_ITEM(item, 4);
     plan->skip = NULL;
+    plan->escape_prefix = NULL;
+    plan->escape_prefix_length = 0;
     if (!PyList_Check(plan->headers) && !PyTuple_Check(plan->headers)) return NOT_PLAIN;
     plan->header_count = PySequence_Fast_GET_SIZE(plan->headers);
     PyObject **pairs = PySequence_Fast_ITEMS(plan->headers);
@@ -184,6 +203,8 @@ static int plan_message(PyObject *item, int64_t first_offset, PyObject *nulls_he
     plan->value = PyTuple_GET_ITEM(item, MESSAGE_VALUE);
     plan->headers = PyTuple_GET_ITEM(item, MESSAGE_HEADERS);
     plan->skip = NULL;
+    plan->escape_prefix = NULL;
+    plan->escape_prefix_length = 0;
     if (!PyBytes_CheckExact(plan->key) || !PyBytes_CheckExact(plan->value)) return NOT_PLAIN;
     if (plan->headers == adq_empty_headers) {
         plan->headers = NULL;
@@ -193,6 +214,13 @@ static int plan_message(PyObject *item, int64_t first_offset, PyObject *nulls_he
     if (!PyDict_CheckExact(plan->headers)) return NOT_PLAIN;
     plan->header_count = PyDict_GET_SIZE(plan->headers);
     if (nulls_header != Py_None && plan->header_count) {
+        /* its escaped names are served with one '~' fewer (kafka_codec.served_header_name) */
+        plan->escape_prefix = PyUnicode_AsUTF8AndSize(nulls_header, &plan->escape_prefix_length);
+        if (plan->escape_prefix == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
+            PyErr_Clear(); /* a lone surrogate: the reference says so */
+            return NOT_PLAIN;
+        }
         PyObject *nulls = PyDict_GetItemWithError(plan->headers, nulls_header);
         if (nulls == NULL && PyErr_Occurred()) return -1;
         if (nulls != NULL) {

@@ -55,8 +55,8 @@ typedef struct {
     size_t value_length;
 } stored_header;
 
-/* A checked record's headers: NOT_PLAIN for too many, a null value or a repeated name, else 0;
- * *nulls_at the index of the nulls header, or -1. */
+/* A checked record's headers (escaped names as served): NOT_PLAIN for too many, a null value or a
+ * repeated name, else 0; *nulls_at the index of the nulls header, or -1. */
 static int read_headers(const uint8_t *buf, const adq_record *record, const char *nulls_name, size_t nulls_length,
                         stored_header *headers, int *nulls_at) {
     *nulls_at = -1;
@@ -78,6 +78,15 @@ static int read_headers(const uint8_t *buf, const adq_record *record, const char
         if (nulls_name != NULL && header->name_length == nulls_length &&
             memcmp(header->name, nulls_name, nulls_length) == 0)
             *nulls_at = h;
+    }
+    /* An escaped name (the nulls header and '~' marks, as kafka_mapping.stored_header_name stores a
+     * Kafka header named like it) is served with one mark fewer (kafka_codec.served_header_name). */
+    for (int h = 0; nulls_name != NULL && h < record->header_count; h++) {
+        stored_header *header = &headers[h];
+        if (header->name_length <= nulls_length || memcmp(header->name, nulls_name, nulls_length) != 0) continue;
+        size_t mark = nulls_length;
+        while (mark < header->name_length && header->name[mark] == '~') mark++;
+        if (mark == header->name_length) header->name_length--;
     }
     return 0;
 }

@@ -93,7 +93,9 @@ static int parse_record(const uint8_t *buf, size_t *pos, size_t end, int64_t bas
         if (read_span(buf, &p, record_end, name) != 0 || !adq_is_utf8(buf + name->at, name->length) ||
             name->length > 0xFFFF || read_span(buf, &p, record_end, &record->values[h]) != 0)
             return -1;
-        if (name->length == nulls_length && memcmp(buf + name->at, nulls_name, nulls_length) == 0) return -1;
+        /* the reserved name, or one that starts with it (an escaped one, kafka_mapping.stored_header_name):
+         * the step by step path stores it */
+        if (name->length >= nulls_length && memcmp(buf + name->at, nulls_name, nulls_length) == 0) return -1;
         for (Py_ssize_t before = 0; before < h; before++) /* a repeated name */
             if (record->names[before].length == name->length &&
                 memcmp(buf + record->names[before].at, buf + name->at, name->length) == 0)

@@ -505,6 +505,21 @@ def encode_batch(
     )
 
 
+# A Kafka header whose name is the nulls header's, or that name and escape marks, is stored with one
+# escape mark more (``kafka_mapping.stored_header_name``), and served with one fewer.
+HEADER_ESCAPE: Final = "~"
+
+
+def served_header_name(name: str, nulls_header: str) -> str:
+    """The Kafka header name a stored one stands for: ``nulls_header`` and escape marks lose one mark
+    (the stored name of a Kafka header called like the nulls header itself); any other is itself."""
+    if len(name) > len(nulls_header) and name.startswith(nulls_header):
+        marks = name[len(nulls_header) :]
+        if marks == HEADER_ESCAPE * len(marks):
+            return name[:-1]
+    return name
+
+
 def encode_messages(
     messages: Sequence[Message], *, nulls_header: str | None = None, partition_leader_epoch: int = 0
 ) -> bytes:
@@ -514,7 +529,9 @@ def encode_messages(
     The batch's base offset is the first message's; timestamps are nanoseconds floored to
     milliseconds; headers keep their order. ``nulls_header`` names the header (if any) in which a
     message records that its Kafka key or value was null: its value lists ``key``, ``value`` or
-    both, comma-separated; such a key or value is written as null, and the header is left out.
+    both, comma-separated; such a key or value is written as null, and the header is left out. A
+    header named ``nulls_header`` and escape marks is served with one mark fewer
+    (``served_header_name``).
     """
     if not isinstance(messages, Sequence) or not messages:
         raise InvalidArgumentError("a batch holds at least one message")
@@ -533,7 +550,13 @@ def encode_messages(
                 key = None
             if b"value" in nulls:
                 value = None
-            pairs = [(name, header) for name, header in header_pairs(headers) if name != nulls_header]
+            pairs = [
+                (served_header_name(name, nulls_header), header)
+                for name, header in header_pairs(headers)
+                if name != nulls_header
+            ]
+        elif nulls_header is not None:
+            pairs = [(served_header_name(name, nulls_header), header) for name, header in header_pairs(headers)]
         else:
             pairs = list(header_pairs(headers))
         records.append(KafkaRecord(message.offset - first, message.timestamp_ns // 1_000_000, key, value, pairs))

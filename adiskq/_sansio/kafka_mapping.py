@@ -11,8 +11,10 @@ The mapping, exact in both directions (the Kafka gateway's, ``adiskq/kafka/_reco
   ``value`` or ``key,value``), added after the record's own headers;
 - headers keep their order, exactly: a record that repeats a header name or has a null header
   value is stored with a ``values.Headers`` (every header as it came, which only a format-5 stream
-  holds: the writer refuses it on an older one, saying to run ``adiskq upgrade``). A record that
-  uses the reserved name is refused (``MappingRefusedError``).
+  holds: the writer refuses it on an older one, saying to run ``adiskq upgrade``). A Kafka header
+  named as the nulls header, or as it followed by ``~`` marks, is stored with one ``~`` more
+  (``stored_header_name``), and served back with one fewer (``kafka_codec.served_header_name``):
+  ``adiskq.kafka.null`` round-trips, stored as ``adiskq.kafka.null~``.
 
 ``stored_records`` is the pure-Python reference of the compiled ``kafka_stored_records``
 (``adiskq/_csrc/kafka_store.c``): a Kafka batch's records section (uncompressed) straight to a run
@@ -35,7 +37,7 @@ from typing import Final, NamedTuple
 
 from .._errors import InvalidArgumentError
 from .codec import encode_record
-from .kafka_codec import KafkaBatchError, KafkaRecord, decode_records
+from .kafka_codec import HEADER_ESCAPE, KafkaBatchError, KafkaRecord, decode_records
 from .keyindex import pack_hashes
 from .native import NATIVE
 from .run_entries import INDEX_ENTRY_BYTES
@@ -49,6 +51,7 @@ __all__ = [
     "StoredRecords",
     "TimestampRefusedError",
     "record_fields",
+    "stored_header_name",
     "stored_records",
     "stored_records_reference",
 ]
@@ -92,6 +95,17 @@ class StoredRecords(NamedTuple):
         return len(self.data)
 
 
+def stored_header_name(name: str) -> str:
+    """The name a Kafka header is stored under: itself, but for the nulls header's name and that name
+    followed by escape marks, which take one mark more (so the stored nulls header is never a
+    Kafka header's, and each stored name is one Kafka name)."""
+    if name.startswith(NULLS_HEADER):
+        marks = name[len(NULLS_HEADER) :]
+        if marks == HEADER_ESCAPE * len(marks):
+            return name + HEADER_ESCAPE
+    return name
+
+
 def record_fields(
     record: KafkaRecord, now_ns: int, log_append: bool
 ) -> tuple[bytes, bytes, Mapping[str, bytes] | None, int]:
@@ -101,15 +115,15 @@ def record_fields(
     if record.headers:
         headers = {}
         for name, value in record.headers:
-            if name == NULLS_HEADER:
-                raise MappingRefusedError(f"header {NULLS_HEADER!r} is reserved by the gateway")
-            kafka_only = kafka_only or value is None or name in headers
-            headers[name] = b"" if value is None else value
+            stored_name = stored_header_name(name)  # (one stored name per Kafka name: repeats stay repeats)
+            kafka_only = kafka_only or value is None or stored_name in headers
+            headers[stored_name] = b"" if value is None else value
     key, value = record.key, record.value
     nulls = None if key is not None and value is not None else _NULL_TEXT[key is None, value is None]
     stored: Mapping[str, bytes] | None = headers
     if kafka_only:
-        stored = Headers([*record.headers, *([] if nulls is None else [(NULLS_HEADER, nulls)])])
+        escaped = [(stored_header_name(name), header) for name, header in record.headers]
+        stored = Headers([*escaped, *([] if nulls is None else [(NULLS_HEADER, nulls)])])
     elif nulls is not None:
         headers = headers or {}
         headers[NULLS_HEADER] = nulls
@@ -146,6 +160,8 @@ def stored_records_reference(
     for offset, record in enumerate(kafka_records):
         if len(record.headers) > MAX_PLAIN_HEADERS:
             return None
+        if any(name.startswith(NULLS_HEADER) for name, _ in record.headers):
+            return None  # (maybe escaped: the step by step path stores it, as the compiled one leaves it)
         try:
             value, key, headers, timestamp_ns = record_fields(record, now_ns, False)
             if type(headers) is Headers:  # only a format-5 stream holds it: the producer checks that

@@ -12,8 +12,9 @@ which decodes and encodes through the two references.
 Both answer None off the plain path: a record that is not whole and valid, records that end before
 the bytes do, a value that will not decompress (for the compiled core: whose dictionary is not
 prepared yet), a record that repeats a header name or has a null header value (its Message holds a
-``Headers``) or has more than ``MAX_PLAIN_HEADERS`` headers, a batch over 2**31 - 1 bytes. The caller
-then reads Messages, which raise the error naming the damage, or handle the unusual record.
+``Headers``) or has more than ``MAX_PLAIN_HEADERS`` headers, a batch over 2**31 - 1 bytes. Escaped
+header names are served unescaped (``kafka_codec.served_header_name``). The caller then reads
+Messages, which raise the error naming the damage, or handle the unusual record.
 """
 
 from __future__ import annotations

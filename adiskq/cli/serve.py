@@ -54,6 +54,13 @@ __all__ = ["serve"]
     show_default=True,
     help="A larger request is refused before it is read (Kafka's socket.request.max.bytes).",
 )
+@click.option(
+    "--max-connections-per-ip",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Close a client address's connections beyond N at once (Kafka's max.connections.per.ip); no limit by default.",
+)
 @group_and_security_options
 def serve(
     root: str,
@@ -64,6 +71,7 @@ def serve(
     shared: bool,
     advertise: str | None,
     max_request_bytes: int,
+    max_connections_per_ip: int | None,
     **group_and_security: Any,
 ) -> None:
     """Serve every stream folder directly under ROOT as a Kafka topic of the same name.
@@ -98,6 +106,7 @@ def serve(
             shared=shared,
             advertise=advertise,
             max_request_bytes=max_request_bytes,
+            max_connections_per_ip=max_connections_per_ip,
             **gateway_options(group_and_security),
         )
     except InvalidArgumentError as error:

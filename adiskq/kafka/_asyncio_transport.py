@@ -82,6 +82,9 @@ class ConnectionProtocol(asyncio.Protocol):
         self._reading_paused = False
         self._refusing: int | None = None  # the size of a frame over max_request_bytes, being refused
         self._eof = False  # the client will send nothing more
+        self.backed_up = False  # answers the client did not take filled the write buffer once
+        # The wait for the first request (``Connection.silent``) is the shorter of the two timeouts.
+        self._first_request_timeout = min(request_timeout, idle_timeout)
 
     # -- asyncio's callbacks ---------------------------------------------------------------------
 
@@ -89,7 +92,7 @@ class ConnectionProtocol(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         transport.set_write_buffer_limits(high=WRITE_HIGH_BYTES)
-        self._deadline.arm(self._idle_timeout, idle=True)  # the first request, as any next one
+        self._deadline.arm(self._first_request_timeout, idle=True)
 
     def data_received(self, data: bytes) -> None:
         if self._stopped or self._deadline.expired is not None:
@@ -112,6 +115,7 @@ class ConnectionProtocol(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._writing_paused = True
+        self.backed_up = True
         self._pause_reading()
         self._deadline.arm(self._request_timeout, idle=False)  # an answer the client does not take
 
@@ -205,9 +209,13 @@ class ConnectionProtocol(asyncio.Protocol):
                         self._stop()
                         return
                     idle = frames.empty
-                    self._deadline.arm(self._idle_timeout if idle else self._request_timeout, idle=idle)
+                    if connection.silent:
+                        self._deadline.arm(self._first_request_timeout, idle=idle)
+                    else:
+                        self._deadline.arm(self._idle_timeout if idle else self._request_timeout, idle=idle)
                     self._resume_reading()
                     return
+                connection.silent = False
                 answer: bytes | Later | None
                 # ``state`` stays empty unless SASL keeps something there: then its two questions.
                 if state and raw_sasl_expected(connection):  # after a version-0 SaslHandshake: a bare token

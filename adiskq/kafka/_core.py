@@ -65,6 +65,9 @@ class Connection:
     fetches: FetchSession
     # What a handler keeps for this connection (a SASL exchange's progress, the authenticated user).
     state: dict[str, object] = dataclasses.field(default_factory=dict)
+    # No whole request received yet: the wait for the first is short (``first_request_timeout``), so a
+    # socket that never speaks holds its file descriptor and connection slot only that long.
+    silent: bool = True
 
     @classmethod
     def open(cls, peer: str, topics: Topics) -> Connection:

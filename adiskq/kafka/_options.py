@@ -9,7 +9,7 @@ import ssl
 from .._errors import InvalidArgumentError
 from ._core import GatewayCore
 from ._groups import GroupService, install_groups
-from ._security import SaslSettings, install_sasl, server_ssl_context
+from ._security import DEFAULT_FAILED_AUTHENTICATION_DELAY_MS, SaslSettings, install_sasl, server_ssl_context
 from .credentials import load_credentials
 from .group_coordinator import (
     DEFAULT_INITIAL_REBALANCE_DELAY_MS,
@@ -71,12 +71,16 @@ class SecurityOptions:
     ``sasl_mechanisms`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512). ``tls_cert`` and ``tls_key``: PEM files
     of the server's certificate chain and private key (the key may be in the certificate file):
     every connection is then TLS. PLAIN sends the password itself, so use it over TLS.
+    ``failed_authentication_delay_ms``: how long a failed login waits before its answer and the
+    connection's close (Kafka's ``connection.failed.authentication.delay.ms``, 100 ms too), so a
+    client guessing passwords gets few tries a second a connection.
     """
 
     sasl_credentials: str | os.PathLike[str] | None = None
     sasl_mechanisms: tuple[str, ...] = SUPPORTED_MECHANISMS
     tls_cert: str | os.PathLike[str] | None = None
     tls_key: str | os.PathLike[str] | None = None
+    failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.sasl_mechanisms) - set(SUPPORTED_MECHANISMS))
@@ -86,6 +90,7 @@ class SecurityOptions:
             )
         if self.tls_key is not None and self.tls_cert is None:
             raise InvalidArgumentError("tls_key given without tls_cert: give the certificate file too")
+        _whole_ms("failed_authentication_delay_ms", self.failed_authentication_delay_ms)
 
     def load(self) -> tuple[ssl.SSLContext | None, SaslSettings | None]:
         """Read the files: the TLS context and the SASL settings (None where off).
@@ -104,7 +109,11 @@ class SecurityOptions:
         settings = None
         if self.sasl_credentials is not None:
             try:
-                settings = SaslSettings(load_credentials(self.sasl_credentials), tuple(self.sasl_mechanisms))
+                settings = SaslSettings(
+                    load_credentials(self.sasl_credentials),
+                    tuple(self.sasl_mechanisms),
+                    self.failed_authentication_delay_ms / 1000,
+                )
             except (OSError, ValueError) as error:
                 raise InvalidArgumentError(
                     f"sasl_credentials: {error}; write the file with `adiskq kafka-user FILE NAME`"

@@ -14,7 +14,8 @@ The mapping, exact in both directions (its rules are written, and applied, in
 - headers keep their order, exactly: a null header value and a repeated name are stored as they
   came (a ``Headers``, on a topic whose stream is in format ``adiskq/5``; a topic of an older format
   refuses such a batch with INVALID_RECORD saying to run ``adiskq upgrade``) and served back as
-  they were. A record that uses the reserved name is refused (INVALID_RECORD).
+  they were. A Kafka header named ``adiskq.kafka.null`` (or it and ``~`` marks) is stored with one
+  ``~`` more and served back as sent.
 
 A Produce's batches are decoded straight to the bytes adiskq stores and their index entries
 (``decode_produce``: one compiled call a batch, no ``KafkaRecord``, ``Record`` or bytes object a

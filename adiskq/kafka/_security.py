@@ -2,9 +2,12 @@
 
 With SASL on, a connection may send only ApiVersions, SaslHandshake and SaslAuthenticate until it
 has authenticated; any other request closes it, as a Kafka broker's SASL listener does (the client
-then reports that it was not authenticated rather than a response it cannot read). A failed
-SaslAuthenticate is answered, then the connection is closed. TLS wraps every connection (anyio's
-TLS streams over an ``ssl.SSLContext`` made from the server's certificate and key files).
+then reports that it was not authenticated rather than a response it cannot read); so does a
+request of an API the gateway does not know. A failed SaslAuthenticate is answered after a delay
+(Kafka's ``connection.failed.authentication.delay.ms``), then the connection is closed. A PLAIN
+login derives a key (PBKDF2) in a worker thread, and as long for an unknown user as for a known
+one. TLS wraps every connection (anyio's TLS streams over an ``ssl.SSLContext`` made from the
+server's certificate and key files).
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ from typing import Final
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 from anyio import aclose_forcefully
 from anyio.streams.tls import TLSListener
 
 from ._core import Connection, GatewayCore
+from ._registry import Later
 from .credentials import Credentials
-from .sasl import SUPPORTED_MECHANISMS, SaslServer
+from .sasl import SUPPORTED_MECHANISMS, SaslServer, SaslStep
 
 __all__ = [
     "GatewayTLSListener",
@@ -31,6 +36,7 @@ __all__ = [
     "install_sasl",
     "may_handle",
     "sasl_server",
+    "sasl_step",
     "server_ssl_context",
     "should_close",
 ]
@@ -40,21 +46,45 @@ _KEY: Final = "sasl"
 _CONNECTION_SASL: Final = "sasl"
 _CLOSE: Final = "close_after_response"
 _RAW: Final = "raw_sasl"
+_LIMITER: Final = "sasl.limiter"
 # ApiVersions, SaslHandshake, SaslAuthenticate: what a client sends before it has authenticated.
 PRE_AUTH_API_KEYS: Final = frozenset({18, 17, 36})
+DEFAULT_FAILED_AUTHENTICATION_DELAY_MS: Final = 100  # Kafka's connection.failed.authentication.delay.ms
+# PLAIN logins derive a key (PBKDF2) in worker threads, at most this many at once: a flood of them
+# takes these threads, not the event loop nor the threads that store offsets.
+_KEY_DERIVATIONS_AT_ONCE: Final = 2
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class SaslSettings:
-    """The gateway's credentials and the mechanisms it offers."""
+    """The gateway's credentials, the mechanisms it offers, and the wait after a failed login."""
 
     credentials: Credentials
     mechanisms: tuple[str, ...] = SUPPORTED_MECHANISMS
+    failed_delay_seconds: float = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS / 1000
 
 
 def install_sasl(gateway: GatewayCore, settings: SaslSettings) -> None:
-    """Require SASL on every connection of the gateway."""
+    """Require SASL on every connection of the gateway (called as it starts serving)."""
     gateway.extensions[_KEY] = settings
+    gateway.extensions[_LIMITER] = anyio.CapacityLimiter(_KEY_DERIVATIONS_AT_ONCE)
+
+
+async def sasl_step(gateway: GatewayCore, server: SaslServer, token: bytes) -> SaslStep:
+    """One SaslAuthenticate token through the connection's exchange. A PLAIN login's key derivation
+    runs in a worker thread (the event loop serves the other clients meanwhile); a refusal is
+    answered after the settings' delay, as Kafka delays it."""
+    if server.derives_key:
+        limiter = gateway.extensions.get(_LIMITER)
+        assert isinstance(limiter, anyio.CapacityLimiter)
+        step = await anyio.to_thread.run_sync(server.step, token, limiter=limiter)
+    else:
+        step = server.step(token)
+    if step.error:
+        settings = sasl_settings(gateway)
+        if settings is not None and settings.failed_delay_seconds > 0:
+            await anyio.sleep(settings.failed_delay_seconds)
+    return step
 
 
 def sasl_settings(gateway: GatewayCore) -> SaslSettings | None:
@@ -104,18 +134,24 @@ def raw_sasl_expected(connection: Connection) -> bool:
     return connection.state.get(_RAW) is True
 
 
-def raw_sasl_answer(gateway: GatewayCore, connection: Connection, token: bytes) -> bytes | None:
-    """The framed answer to one bare SASL token (version-0 handshake); a refusal (None) closes the
-    connection without an answer, as Kafka does there (the bare exchange has no error field)."""
+def raw_sasl_answer(gateway: GatewayCore, connection: Connection, token: bytes) -> Later:
+    """The framed answer to one bare SASL token (version-0 handshake), to be finished by the
+    connection's task (``sasl_step`` may derive a key, and waits after a refusal); a refusal (None)
+    closes the connection without an answer, as Kafka does there (the bare exchange has no error
+    field)."""
     server = sasl_server(gateway, connection)
     assert server is not None
-    step = server.step(token)
-    if step.error:
-        close_after_response(connection)
-        return None
-    if server.authenticated:
-        del connection.state[_RAW]
-    return struct.pack(">i", len(step.token)) + step.token
+
+    async def answer() -> bytes | None:
+        step = await sasl_step(gateway, server, token)
+        if step.error:
+            close_after_response(connection)
+            return None
+        if server.authenticated:
+            del connection.state[_RAW]
+        return struct.pack(">i", len(step.token)) + step.token
+
+    return Later(answer)
 
 
 class GatewayTLSListener(TLSListener):

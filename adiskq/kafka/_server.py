@@ -6,8 +6,10 @@ their own. A connection's requests are answered one at a time, in order, as a Ka
 client pipelines requests and pairs answers by correlation id, in order). A slow or stalled client
 holds only its own task: a frame it does not finish within ``request_timeout`` seconds, or an
 answer it does not take within that time, closes its connection; an idle one is closed after
-``idle_timeout`` seconds, as Kafka's ``connections.max.idle.ms`` does (both enforced by one watcher
-for all connections, ``_deadlines.py``, up to a quarter of the shorter timeout late).
+``idle_timeout`` seconds, as Kafka's ``connections.max.idle.ms`` does, and one that has sent no
+whole request after the shorter of the two (a socket that never speaks would hold a descriptor and
+a connection slot meanwhile); all enforced by one watcher for all connections (``_deadlines.py``, up
+to a quarter of the shorter timeout late).
 
 Two transports under the same connection task: plain TCP on asyncio is served from the socket's
 callbacks (``_asyncio_transport.py``), which answer Produce and Fetch in place when they need no
@@ -38,6 +40,7 @@ from ._asyncio_transport import ConnectionProtocol
 from ._core import Connection, GatewayCore
 from ._deadlines import Deadline, Deadlines
 from ._framing import Frames, FrameTooLargeError
+from ._memory import MemoryReturn
 from ._open_files import raise_open_files_limit
 from ._options import GroupOptions, SecurityOptions
 from ._protocol import (
@@ -76,6 +79,8 @@ class KafkaGateway:
     a topic a client asks Metadata for; ``shared``: write streams as a shared producer, beside library
     producers of other processes; ``advertise``: the ``HOST:PORT`` Metadata hands clients, when it is
     not the bound address; ``max_request_bytes``: a larger request is refused before it is read;
+    ``max_connections_per_ip``: a client address's connections beyond this are closed at once (Kafka's
+    ``max.connections.per.ip``; None, the default, as Kafka's: no limit);
     ``groups``: the consumer groups' session-timeout bounds and initial rebalance delay;
     ``security``: SASL (a credentials file) and TLS (a certificate and key).
 
@@ -98,6 +103,7 @@ class KafkaGateway:
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         request_timeout: float = 30.0,
         idle_timeout: float = 600.0,
+        max_connections_per_ip: int | None = None,
         groups: GroupOptions | None = None,
         security: SecurityOptions | None = None,
     ) -> None:
@@ -109,6 +115,14 @@ class KafkaGateway:
             raise InvalidArgumentError(f"port={port!r}: give 0 (any free port) to 65535")
         if isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int) or max_request_bytes < 64:
             raise InvalidArgumentError(f"max_request_bytes={max_request_bytes!r}: give at least 64 bytes")
+        if max_connections_per_ip is not None and (
+            isinstance(max_connections_per_ip, bool)
+            or not isinstance(max_connections_per_ip, int)
+            or max_connections_per_ip < 1
+        ):
+            raise InvalidArgumentError(
+                f"max_connections_per_ip={max_connections_per_ip!r}: give 1 or more, or None for no limit"
+            )
         for name, seconds in (("request_timeout", request_timeout), ("idle_timeout", idle_timeout)):
             if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
                 raise InvalidArgumentError(f"{name}={seconds!r}: give a positive number of seconds")
@@ -124,6 +138,12 @@ class KafkaGateway:
         self.max_request_bytes = max_request_bytes
         self.request_timeout = float(request_timeout)
         self.idle_timeout = float(idle_timeout)
+        # A new connection's first request must come within this (a socket that never speaks would
+        # hold a descriptor and a connection slot for the whole idle timeout otherwise).
+        self.first_request_timeout = min(self.request_timeout, self.idle_timeout)
+        self.max_connections_per_ip = max_connections_per_ip
+        self._per_address: dict[str, int] = {}  # open connections by client address (with a limit)
+        self._memory = MemoryReturn()
         self.groups = groups or GroupOptions()
         self.security = security or SecurityOptions()
         self._requested_port = port
@@ -265,10 +285,40 @@ class KafkaGateway:
     # -- one connection --------------------------------------------------------------------------
 
     async def _serve_connection(self, stream: anyio.abc.ByteStream | socket.socket) -> None:
+        peer = _peer_of(stream)
+        address = peer.rsplit(":", 1)[0]
+        limit = self.max_connections_per_ip
+        if limit is None:
+            await self._serve_admitted(stream, peer)
+            return
+        open_now = self._per_address.get(address, 0)
+        if open_now >= limit:
+            # Kafka's max.connections.per.ip: the connection is closed at once, without an answer.
+            logger.warning(
+                "adiskq: Kafka client %s has %d connections open, max_connections_per_ip; this one closed",
+                address,
+                open_now,
+            )
+            if isinstance(stream, socket.socket):
+                stream.close()
+            else:
+                with anyio.CancelScope(shield=True):
+                    await stream.aclose()
+            return
+        self._per_address[address] = open_now + 1
+        try:
+            await self._serve_admitted(stream, peer)
+        finally:
+            left = self._per_address[address] - 1
+            if left:
+                self._per_address[address] = left
+            else:
+                del self._per_address[address]
+
+    async def _serve_admitted(self, stream: anyio.abc.ByteStream | socket.socket, peer: str) -> None:
         core, deadlines = self._core, self._deadlines
         assert core is not None
         assert deadlines is not None
-        peer = _peer_of(stream)
         connection = Connection.open(peer, core.topics)
         core.connections.add(connection)
         deadline = deadlines.watch()
@@ -290,7 +340,13 @@ class KafkaGateway:
                     await protocol.run()
                 else:
                     await self._serve_requests(stream, connection, deadline)
-            if deadline.expired == "stalled":
+            if deadline.expired is not None and deadline.expired != "closing" and connection.silent:
+                logger.info(
+                    "adiskq: Kafka client %s sent no request within %.0f s; connection closed",
+                    peer,
+                    self.first_request_timeout,
+                )
+            elif deadline.expired == "stalled":
                 logger.info("adiskq: Kafka client %s stalled for %.0f s; connection closed", peer, self.request_timeout)
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the client went away
@@ -314,6 +370,8 @@ class KafkaGateway:
             else:
                 with anyio.CancelScope(shield=True):
                     await stream.aclose()
+            if deadline.expired == "stalled" or (protocol is not None and protocol.backed_up):
+                await self._memory.after_backed_up_connection()
 
     async def _serve_requests(self, stream: anyio.abc.ByteStream, connection: Connection, deadline: Deadline) -> None:
         """Answer the connection's requests in order until it closes, stalls, idles out, fails to
@@ -330,14 +388,18 @@ class KafkaGateway:
                 return
             if message is None:
                 idle = frames.empty
-                deadline.arm(self.idle_timeout if idle else self.request_timeout, idle=idle)
+                if connection.silent:
+                    deadline.arm(self.first_request_timeout, idle=idle)
+                else:
+                    deadline.arm(self.idle_timeout if idle else self.request_timeout, idle=idle)
                 data = await stream.receive(frames.receive_bytes())
                 if deadline.disarm():
                     return  # idle too long, stalled mid-frame, or the gateway is closing
                 frames.feed(data)
                 continue
+            connection.silent = False
             if raw_sasl_expected(connection):  # after a version-0 SaslHandshake: a bare token
-                answer = raw_sasl_answer(core, connection, message)
+                answer = await raw_sasl_answer(core, connection, message).finish()
             else:
                 answer = await self._answer(connection, message)
             if answer is not None:
@@ -379,10 +441,10 @@ class KafkaGateway:
         assert core is not None
         header, at = parse_header(message)
         api = API_TABLE.get(header.api_key)
+        if not may_handle(core, connection, header.api_key):  # (an API no one serves included)
+            raise Unauthenticated(f"{api.name if api else f'API key {header.api_key}'} before SASL authentication")
         if api is None or not api.min_version <= header.api_version <= api.max_version:
             return self._unsupported(header.api_key, header.api_version, header.correlation_id)
-        if not may_handle(core, connection, header.api_key):
-            raise Unauthenticated(f"{api.name} before SASL authentication")
         request = decode_request(header, message, at)
         context = RequestContext(core, connection, header)
         if api.now is None:

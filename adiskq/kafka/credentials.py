@@ -83,15 +83,33 @@ class Credentials:
 
     def __init__(self, users: dict[str, dict[str, ScramSecret]]) -> None:
         self._users = users
+        # What a PLAIN login of an unknown user is checked against: the same derivation a known
+        # user's costs (the first user's first mechanism and iterations), so the time a refusal
+        # takes does not tell which users exist. No password derives its made-up stored key.
+        first = next((next(iter(secrets_.items())) for secrets_ in users.values() if secrets_), None)
+        mechanism, like = first if first is not None else ("SCRAM-SHA-256", None)
+        self._decoy = (
+            MECHANISMS[mechanism],
+            ScramSecret(
+                hashlib.sha256(b"adiskq-unknown-user").digest()[:16],
+                like.iterations if like is not None else DEFAULT_ITERATIONS,
+                bytes(hashlib.new(MECHANISMS[mechanism]).digest_size),
+                b"",
+            ),
+        )
 
     def scram(self, user: str, mechanism: str) -> ScramSecret | None:
         """The user's keys for this SCRAM mechanism, or None."""
         return self._users.get(user, {}).get(mechanism)
 
     def check_plain(self, user: str, password: str) -> bool:
-        """True if ``password`` is the user's (checked against the first SCRAM secret stored)."""
+        """True if ``password`` is the user's (checked against the first SCRAM secret stored). A key
+        derivation (PBKDF2): seconds of CPU a thousand logins, so the gateway runs it in a worker
+        thread. An unknown user costs the same derivation, and is refused."""
         for mechanism, secret in self._users.get(user, {}).items():
             return secret.check_password(MECHANISMS[mechanism], password)
+        hash_name, decoy = self._decoy
+        decoy.check_password(hash_name, password)
         return False
 
 

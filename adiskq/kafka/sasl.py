@@ -51,6 +51,12 @@ class SaslServer:
         self._scram_state: tuple[str, str, str, str] | None = None
 
     @property
+    def derives_key(self) -> bool:
+        """True when the next ``step`` derives a key from a password (PLAIN: a PBKDF2, milliseconds of
+        CPU), which the gateway runs off its event loop."""
+        return self.mechanism == "PLAIN" and not self.authenticated
+
+    @property
     def authenticated(self) -> bool:
         """True once the client proved who it is."""
         return self.user is not None

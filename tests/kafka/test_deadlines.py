@@ -88,3 +88,58 @@ def test_closing_the_gateway_ends_idle_connections_at_once(tmp_path_factory: pyt
         closed_in = time.monotonic() - started
         sock.close()
     assert closed_in < 3
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def patient_gateway(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaGateway]:
+    """A gateway with a half-second request timeout, a long idle timeout, and two connections an address."""
+    with start_blocking_portal(backend=str(request.param)) as portal:
+        gateway = KafkaGateway(
+            str(tmp_path_factory.mktemp("root")),
+            port=0,
+            request_timeout=_TIMEOUT,
+            idle_timeout=60,
+            max_connections_per_ip=2,
+        )
+        with portal.wrap_async_context_manager(gateway):
+            yield gateway
+
+
+def test_a_connection_that_never_sends_a_request_is_closed_after_the_request_timeout(
+    patient_gateway: KafkaGateway,
+) -> None:
+    """A socket that never sends a whole request is closed after the request timeout, not the (long)
+    idle timeout: idle sockets cannot hold the gateway's descriptors; one that has asked stays idle."""
+    with socket.create_connection(("127.0.0.1", patient_gateway.port), timeout=10) as spoke:
+        assert _ask(spoke) == 0
+        with socket.create_connection(("127.0.0.1", patient_gateway.port), timeout=10) as silent:
+            waited = _closed_within(silent, 20 * _TIMEOUT)
+        assert _TIMEOUT * 0.9 <= waited <= 8 * _TIMEOUT
+        assert _ask(spoke) == 0  # idle all that time, still served
+
+
+def test_connections_past_max_connections_per_ip_are_closed_at_once(patient_gateway: KafkaGateway) -> None:
+    """An address's connections beyond max_connections_per_ip are closed without an answer; once one
+    of its connections closes, the next is served."""
+    port = patient_gateway.port
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as first:
+        assert _ask(first) == 0
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as second:
+            assert _ask(second) == 0
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as third:
+                assert _closed_within(third, 5) < 5
+            assert _ask(second) == 0
+    deadline = time.monotonic() + 10
+    while True:  # the gateway sees the two close a moment later
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as again:
+            try:
+                assert _ask(again) == 0
+                break
+            except ConnectionError:
+                assert time.monotonic() < deadline, "the closed connections were never counted off"
+
+
+def test_max_connections_per_ip_takes_a_positive_count(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """max_connections_per_ip is 1 or more, or None (no limit, Kafka's default)."""
+    with pytest.raises(ValueError, match="max_connections_per_ip=0"):
+        KafkaGateway(str(tmp_path_factory.mktemp("root")), max_connections_per_ip=0)

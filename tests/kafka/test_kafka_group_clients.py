@@ -26,12 +26,21 @@ PARTITIONS = 2
 SESSION = {"session.timeout.ms": 1000, "heartbeat.interval.ms": 100}
 
 
-def produce(servers: str, values: list[bytes]) -> None:
+def produce(servers: str, values: list[bytes], topic: str = TOPIC) -> None:
     """Produce the values alternately to the topic's two partitions; wait for every ack."""
     producer = Producer({"bootstrap.servers": servers, "linger.ms": 0})
     for i, value in enumerate(values):
-        producer.produce(TOPIC, value, partition=i % PARTITIONS)
+        producer.produce(topic, value, partition=i % PARTITIONS)
     assert producer.flush(30) == 0
+
+
+def kafka_topic(bootstrap_servers: str, name: str) -> str:
+    """A topic of PARTITIONS partitions made on Apache Kafka (whose auto-created topics have one)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin.create_topics([NewTopic(name, num_partitions=PARTITIONS, replication_factor=1)])[name].result(30)
+    return name
 
 
 def kcat_group(servers: str, group: str, count: int) -> list[bytes]:
@@ -265,41 +274,46 @@ def test_static_member_restart_takes_its_place(tmp_path: pathlib.Path, backend: 
 GROUP_IDS_OF_EVERY_SHAPE = ["app:billing", "team/svc", "roundrobin,range", "../escape", "naïve ✓", "%41", "-x"]
 
 
+def every_group_id_reads_commits_and_resumes(
+    servers: str, topic: str, prefix: str = "", session: dict[str, int] = SESSION
+) -> None:
+    """Each of GROUP_IDS_OF_EVERY_SHAPE (after ``prefix``) reads the topic's 4 messages and commits,
+    then, after 2 more, reads only those: it resumed where it committed."""
+    from confluent_kafka import Consumer
+
+    produce(servers, [b"m%d" % i for i in range(4)], topic)
+
+    def read_and_commit(group: str, count: int) -> list[bytes]:
+        member = Consumer({"bootstrap.servers": servers, "group.id": group, "auto.offset.reset": "earliest", **session})
+        member.subscribe([topic])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        try:
+            while len(got) < count:
+                assert time.monotonic() < deadline, f"{group!r}: only {got} came"
+                message = member.poll(0.1)
+                if message is not None:
+                    assert message.error() is None, (group, message.error())
+                    got.append(message.value())
+            member.commit(asynchronous=False)
+        finally:
+            member.close()
+        return got
+
+    for group in GROUP_IDS_OF_EVERY_SHAPE:
+        assert len(read_and_commit(prefix + group, 4)) == 4
+    produce(servers, [b"n%d" % i for i in range(2)], topic)
+    for group in GROUP_IDS_OF_EVERY_SHAPE:
+        assert sorted(read_and_commit(prefix + group, 2)) == [b"n0", b"n1"], group
+
+
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_any_group_id_kafka_accepts_joins_commits_and_resumes(tmp_path: pathlib.Path, backend: str) -> None:
     """Group ids that are no plain folder name (``app:billing``, ``team/svc``, ``../escape``) join,
     commit and resume like any other: stored under an encoded folder inside ``groups/``, listed by
     their own names, and nothing written outside the stream."""
-    from confluent_kafka import Consumer
-
     with running_gateway(str(tmp_path / "root"), backend, partitions=PARTITIONS) as gateway:
-        servers = bootstrap(gateway)
-        produce(servers, [b"m%d" % i for i in range(4)])
-
-        def read_and_commit(group: str, count: int) -> list[bytes]:
-            member = Consumer(
-                {"bootstrap.servers": servers, "group.id": group, "auto.offset.reset": "earliest", **SESSION}
-            )
-            member.subscribe([TOPIC])
-            got: list[bytes] = []
-            deadline = time.monotonic() + 30
-            try:
-                while len(got) < count:
-                    assert time.monotonic() < deadline, f"{group!r}: only {got} came"
-                    message = member.poll(0.1)
-                    if message is not None:
-                        assert message.error() is None, (group, message.error())
-                        got.append(message.value())
-                member.commit(asynchronous=False)
-            finally:
-                member.close()
-            return got
-
-        for group in GROUP_IDS_OF_EVERY_SHAPE:
-            assert len(read_and_commit(group, 4)) == 4
-        produce(servers, [b"n%d" % i for i in range(2)])
-        for group in GROUP_IDS_OF_EVERY_SHAPE:
-            assert sorted(read_and_commit(group, 2)) == [b"n0", b"n1"], group  # resumed where it committed
+        every_group_id_reads_commits_and_resumes(bootstrap(gateway), TOPIC)
     stream = tmp_path / "root" / TOPIC
     committed = adiskq.stats(str(stream)).groups
     for group in GROUP_IDS_OF_EVERY_SHAPE:
@@ -309,6 +323,13 @@ def test_any_group_id_kafka_accepts_joins_commits_and_resumes(tmp_path: pathlib.
     folders = sorted(path.name for path in (stream / "groups").iterdir())
     assert "%app%3Abilling" in folders, folders
     assert "%team%2Fsvc" in folders, folders
+
+
+def test_kafka_takes_the_same_group_ids(kafka_broker) -> None:
+    """Apache Kafka serves the same group ids the same way: read, commit, resume."""
+    topic = kafka_topic(kafka_broker.bootstrap, "group-ids-of-every-shape")
+    kafka_session = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 100}  # Kafka's shortest session
+    every_group_id_reads_commits_and_resumes(kafka_broker.bootstrap, topic, prefix="shapes-", session=kafka_session)
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
@@ -360,11 +381,9 @@ def test_default_initial_rebalance_delay_gathers_consumers_started_together(
         assert revoked_while_running == [], revoked_while_running
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_static_leader_restart_rebalances_no_one(tmp_path: pathlib.Path, backend: str) -> None:
-    """Two static librdkafka members: the leader restarts (closes without leaving, a new consumer with
-    its group.instance.id) and has its partition back, while the other member keeps its own with no
-    revocation or new assignment (KIP-345), as a follower's restart already did."""
+def static_leader_restarts_without_a_rebalance(servers: str, topic: str, group: str) -> None:
+    """Two static librdkafka members of ``group`` share the topic's two partitions; the leader (the
+    first) restarts: it has its partition back, and the other member sees no revocation or assignment."""
     from confluent_kafka import Consumer
 
     events: list[tuple[str, str, list[int]]] = []
@@ -373,14 +392,14 @@ def test_static_leader_restart_rebalances_no_one(tmp_path: pathlib.Path, backend
         consumer = Consumer(
             {
                 "bootstrap.servers": servers,
-                "group.id": "static-leader",
+                "group.id": group,
                 "group.instance.id": instance,
                 "session.timeout.ms": 30_000,  # far longer than the test: only a rebalance could move partitions
                 "heartbeat.interval.ms": 100,
             }
         )
         consumer.subscribe(
-            [TOPIC],
+            [topic],
             on_assign=lambda _c, parts: events.append((name, "assign", sorted(p.partition for p in parts))),
             on_revoke=lambda _c, parts: events.append((name, "revoke", sorted(p.partition for p in parts))),
         )
@@ -400,27 +419,40 @@ def test_static_leader_restart_rebalances_no_one(tmp_path: pathlib.Path, backend
                 held = parts if kind == "assign" else [p for p in held if p not in parts]
         return held
 
+    produce(servers, [b"x"], topic)
+    leader = member("leader", "inst-leader")
+    poll_until([leader], lambda: holds("leader") == [0, 1], "the leader never had both partitions")
+    follower = member("follower", "inst-follower")
+    poll_until(
+        [leader, follower],
+        lambda: len(holds("leader")) == 1 and len(holds("follower")) == 1,
+        "the two never shared the partitions",
+    )
+    leader_part = holds("leader")
+    follower_events = [e for e in events if e[0] == "follower"]
+    leader.close()  # a static member does not leave the group
+    restarted = member("restarted", "inst-leader")
+    poll_until([restarted, follower], lambda: holds("restarted") == leader_part, "the restart got nothing")
+    watch_until = time.monotonic() + 2  # heartbeats every 100 ms would have met a rebalance by now
+    poll_until([restarted, follower], lambda: time.monotonic() > watch_until, "")
+    try:
+        assert [e for e in events if e[0] == "follower"] == follower_events, events
+        assert [e for e in events if e[0] == "restarted"] == [("restarted", "assign", leader_part)], events
+    finally:
+        restarted.close()
+        follower.close()
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_static_leader_restart_rebalances_no_one(tmp_path: pathlib.Path, backend: str) -> None:
+    """Two static librdkafka members: the leader restarts (closes without leaving, a new consumer with
+    its group.instance.id) and has its partition back, while the other member keeps its own with no
+    revocation or new assignment (KIP-345), as a follower's restart already did."""
     with running_gateway(str(tmp_path), backend, partitions=PARTITIONS) as gateway:
-        servers = bootstrap(gateway)
-        produce(servers, [b"x"])
-        leader = member("leader", "inst-leader")
-        poll_until([leader], lambda: holds("leader") == [0, 1], "the leader never had both partitions")
-        follower = member("follower", "inst-follower")
-        poll_until(
-            [leader, follower],
-            lambda: len(holds("leader")) == 1 and len(holds("follower")) == 1,
-            "the two never shared the partitions",
-        )
-        leader_part = holds("leader")
-        follower_events = [e for e in events if e[0] == "follower"]
-        leader.close()  # a static member does not leave the group
-        restarted = member("restarted", "inst-leader")
-        poll_until([restarted, follower], lambda: holds("restarted") == leader_part, "the restart got nothing")
-        watch_until = time.monotonic() + 2  # heartbeats every 100 ms would have met a rebalance by now
-        poll_until([restarted, follower], lambda: time.monotonic() > watch_until, "")
-        try:
-            assert [e for e in events if e[0] == "follower"] == follower_events, events
-            assert [e for e in events if e[0] == "restarted"] == [("restarted", "assign", leader_part)], events
-        finally:
-            restarted.close()
-            follower.close()
+        static_leader_restarts_without_a_rebalance(bootstrap(gateway), TOPIC, "static-leader")
+
+
+def test_kafka_static_leader_restart_rebalances_no_one(kafka_broker) -> None:
+    """Apache Kafka: the same static leader's restart, the same observation."""
+    topic = kafka_topic(kafka_broker.bootstrap, "static-leader-restart")
+    static_leader_restarts_without_a_rebalance(kafka_broker.bootstrap, topic, "static-leader-restart")

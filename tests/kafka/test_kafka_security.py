@@ -135,6 +135,9 @@ def test_unauthenticated_request_closes_connection(tmp_path: pathlib.Path, crede
             assert len(sock.recv(size, socket.MSG_WAITALL)) == size
             sock.sendall(frame(3, 1, struct.pack(">i", -1)))  # Metadata v1, all topics
             assert sock.recv(4) == b""  # closed, no answer
+        with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
+            sock.sendall(frame(99, 0))  # an API no broker serves: not answered UNSUPPORTED_VERSION either
+            assert sock.recv(4) == b""
         error = refused(bootstrap(gateway))  # a client that does not speak SASL at all
         assert error.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN), error
 
@@ -321,3 +324,110 @@ async def test_embedded_gateway_with_sasl_and_group(
 
         await anyio.to_thread.run_sync(consume_and_commit)
     assert adiskq.stats(str(tmp_path / "embedded")).groups["embedded-group"] == {0: 1}
+
+
+SLOW_ITERATIONS = 1_000_000  # a PBKDF2 that takes a good part of a second
+
+
+@pytest.fixture(scope="module")
+def slow_credentials(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A credentials file whose keys take SLOW_ITERATIONS to derive."""
+    path = str(tmp_path_factory.mktemp("sasl-slow") / "users.json")
+    result = invoke(
+        "kafka-user", path, USER, "--password-stdin", "--iterations", str(SLOW_ITERATIONS), input=PASSWORD + "\n"
+    )
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def send_plain_login(sock: socket.socket, user: str, password: str) -> None:
+    """SaslHandshake v1 for PLAIN (its answer read), then a SaslAuthenticate v1 with the token (sent only)."""
+    assert exchange(sock, frame(17, 1, struct.pack(">h", 5) + b"PLAIN")[4:])[4:6] == b"\0\0"
+    token = b"\0" + user.encode() + b"\0" + password.encode()
+    sock.sendall(frame(36, 1, struct.pack(">i", len(token)) + token))
+
+
+def plain_login_error(sock: socket.socket) -> int:
+    """The error code of the SaslAuthenticate answer ``send_plain_login`` waits for."""
+    (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
+    body = sock.recv(size, socket.MSG_WAITALL)
+    return int(struct.unpack_from(">h", body, 4)[0])
+
+
+def timed_plain_login(port: int, user: str, password: str) -> tuple[int, float]:
+    """A PLAIN login on a new connection: its answer's error code, and the seconds it took."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        started = time.monotonic()
+        send_plain_login(sock, user, password)
+        error = plain_login_error(sock)
+        return error, time.monotonic() - started
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_plain_key_derivation_leaves_other_clients_served(
+    tmp_path: pathlib.Path, slow_credentials: str, backend: str
+) -> None:
+    """While PLAIN logins derive their keys (a PBKDF2 of a good part of a second each), another client
+    asking ApiVersions again and again is answered at once every time: the derivations run off the
+    event loop."""
+    security = SecurityOptions(sasl_credentials=slow_credentials, failed_authentication_delay_ms=0)
+    with running_gateway(str(tmp_path), backend, security=security) as gateway:
+        logins = [socket.create_connection(("127.0.0.1", gateway.port), timeout=30) for _ in range(2)]
+        with socket.create_connection(("127.0.0.1", gateway.port), timeout=30) as other:
+            started = time.monotonic()
+            for login in logins:
+                send_plain_login(login, USER, PASSWORD)
+            slowest = 0.0
+            for login in logins:
+                login.setblocking(False)
+            answered: set[int] = set()
+            while len(answered) < len(logins):  # ask until both logins are answered
+                asked = time.monotonic()
+                assert len(exchange(other, frame(18, 0)[4:])) > 6  # ApiVersions answered
+                slowest = max(slowest, time.monotonic() - asked)
+                for i, login in enumerate(logins):
+                    try:
+                        if i not in answered and login.recv(4, socket.MSG_PEEK):
+                            answered.add(i)
+                    except BlockingIOError:
+                        pass
+                assert time.monotonic() - started < 60, "the logins were never answered"
+            took = time.monotonic() - started
+        for login in logins:
+            login.setblocking(True)
+            assert plain_login_error(login) == 0
+            login.close()
+    assert took > 0.3, f"the derivations took only {took:.3f} s: too fast to tell"
+    assert slowest < took / 3, (slowest, took)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_plain_refusal_of_an_unknown_user_costs_a_known_users_derivation(
+    tmp_path: pathlib.Path, slow_credentials: str, backend: str
+) -> None:
+    """A PLAIN login of a user the file lacks takes as long to refuse as a wrong password of a known
+    one: the time of a refusal does not tell which users exist."""
+    security = SecurityOptions(sasl_credentials=slow_credentials, failed_authentication_delay_ms=0)
+    with running_gateway(str(tmp_path), backend, security=security) as gateway:
+        known_error, known = timed_plain_login(gateway.port, USER, "wrong")
+        unknown_error, unknown = timed_plain_login(gateway.port, "mallory", "wrong")
+    assert known_error == unknown_error == KafkaError.SASL_AUTHENTICATION_FAILED
+    assert known > 0.2, f"the derivation took only {known:.3f} s: too fast to tell"
+    assert unknown > known / 2, (unknown, known)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_failed_login_is_answered_after_the_authentication_delay(
+    tmp_path: pathlib.Path, credentials: str, backend: str
+) -> None:
+    """A failed login is answered (then the connection closed) only after
+    failed_authentication_delay_ms, Kafka's connection.failed.authentication.delay.ms; a good one at once."""
+    security = SecurityOptions(sasl_credentials=credentials, failed_authentication_delay_ms=600)
+    with running_gateway(str(tmp_path), backend, security=security) as gateway:
+        error, refused_in = timed_plain_login(gateway.port, USER, "wrong")
+        assert error == KafkaError.SASL_AUTHENTICATION_FAILED
+        assert refused_in >= 0.6
+        error, accepted_in = timed_plain_login(gateway.port, USER, PASSWORD)
+        assert error == 0
+        assert accepted_in < 0.6
+    assert SecurityOptions().failed_authentication_delay_ms == 100  # Kafka's default

@@ -19,9 +19,9 @@ from adiskq._sansio.kafka_batch import decode_batches
 from adiskq._sansio.kafka_codec import ATTRIBUTES_AT, CRC_AT, LOG_APPEND_TIME, KafkaRecord, crc32c, encode_batch
 from adiskq._sansio.kafka_mapping import NULLS_HEADER, StoredRecords
 from adiskq._sansio.run_entries import run_records, run_timestamps
-from adiskq._sansio.values import Headers
+from adiskq._sansio.values import Headers, Message
 from adiskq.kafka._records import (
-    RecordRefusedError,
+    batch_from_messages,
     decode_produce,
     decode_produce_reference,
     records_from_batches,
@@ -82,19 +82,26 @@ def test_plain_batches_are_stored_as_the_step_by_step_path_stores_them(compressi
 
 
 @pytest.mark.parametrize(
-    ("headers", "message"),
+    ("name", "stored"),
     [
-        ([(NULLS_HEADER, b"key")], f"header {NULLS_HEADER!r} is reserved"),
+        (NULLS_HEADER, NULLS_HEADER + "~"),
+        (NULLS_HEADER + "~", NULLS_HEADER + "~~"),
+        (NULLS_HEADER + "x", NULLS_HEADER + "x"),
     ],
 )
-def test_a_refused_record_is_named_by_the_step_by_step_path(
-    headers: list[tuple[str, bytes | None]], message: str
-) -> None:
-    """The request goes the step by step way, which refuses the record with its message and index."""
-    data = request_of(RECORDS[:2], [RECORDS[0], RECORDS[1]._replace(headers=headers)])
-    with pytest.raises(RecordRefusedError, match=message) as refused:
-        records_from_batches(decode_produce(data))
-    assert refused.value.index == 3
+def test_a_kafka_header_named_like_the_nulls_header_is_stored_escaped(name: str, stored: str) -> None:
+    """A Kafka header called like the nulls header (or it and ``~`` marks) is stored with one ``~``
+    more, by the step by step path, and served back as it came, beside a null key's own header."""
+    data = request_of(RECORDS[:1], [RECORDS[0]._replace(key=None, headers=[(name, b"h"), ("z", b"")])])
+    found = records_from_batches(decode_produce(data))
+    assert isinstance(found, list)
+    mine = found[-1]
+    assert dict(mine.headers or {}) == {stored: b"h", "z": b"", NULLS_HEADER: b"key"}
+    assert isinstance(mine.key, bytes)
+    assert isinstance(mine.value, bytes)
+    message = Message(0, 5, 0, mine.key, mine.value, dict(mine.headers or {}), None)
+    served = decode_batches(batch_from_messages([message]))[0].records[0]
+    assert (served.key, served.headers) == (None, [(name, b"h"), ("z", b"")])
 
 
 def test_null_header_values_and_repeated_names_are_kept_as_headers_by_the_step_by_step_path() -> None:

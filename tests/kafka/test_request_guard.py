@@ -278,3 +278,14 @@ def test_gateway_sent_null_arrays_closes_those_connections_and_logs_no_failure(
         assert "a request failed" not in log, log
         assert "Traceback" not in log, log
         assert log.count("is null, which Kafka's schema does not allow") == len(NULL_ARRAYS), log
+
+
+def test_kafka_closes_the_connection_on_the_same_null_arrays(kafka_broker) -> None:
+    """Apache Kafka answers each of these requests as the gateway does: the connection is closed,
+    without an answer (its readers refuse a null where the schema has none)."""
+    host, port = kafka_broker.bootstrap.rsplit(":", 1)
+    for what, request_, _field in NULL_ARRAYS:
+        message = _frame_of(request_)
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(struct.pack(">i", len(message)) + message)
+            assert sock.recv(4) == b"", f"{what}: Kafka answered"

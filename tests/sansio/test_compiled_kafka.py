@@ -310,7 +310,11 @@ NULLS = "adiskq.kafka.null"
 nulls_values = st.sampled_from([b"key", b"value", b"key,value", b"value,key", b"", b"x,key", b"keys", b","])
 stored_headers = st.one_of(
     st.just(EMPTY_HEADERS),
-    st.dictionaries(st.sampled_from(["a", "b", NULLS, "é", ""]), st.binary(max_size=6), max_size=4),
+    st.dictionaries(
+        st.sampled_from(["a", "b", NULLS, NULLS + "~", NULLS + "~~", NULLS + "~x", "é", ""]),
+        st.binary(max_size=6),
+        max_size=4,
+    ),
     st.builds(lambda d, n: {**d, NULLS: n}, st.dictionaries(names, st.binary(max_size=6), max_size=2), nulls_values),
 )
 

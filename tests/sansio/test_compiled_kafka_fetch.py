@@ -30,7 +30,9 @@ from adiskq._sansio.kafka_stored_batch import batch_from_stored, batch_from_stor
 from adiskq._storage.stream import StreamReader
 
 LIMIT = 1 << 20
-names = st.sampled_from(["a", "b", "é", "", "x" * 3, NULLS_HEADER])
+names = st.sampled_from(
+    ["a", "b", "é", "", "x" * 3, NULLS_HEADER, NULLS_HEADER + "~", NULLS_HEADER + "~~", NULLS_HEADER + "x"]
+)
 # What the nulls header may say: the gateway's three texts, and what a library producer might write.
 nulls_texts = st.sampled_from([b"key", b"value", b"key,value", b"value,key", b"", b"keys", b"x,key,y", b","])
 header_values = st.one_of(st.binary(max_size=8), nulls_texts)

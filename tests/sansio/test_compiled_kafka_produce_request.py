@@ -253,8 +253,8 @@ def test_a_tagged_field_is_left_to_kio() -> None:
 
 @pytest.mark.parametrize("version", [3, 9])
 def test_a_null_topics_array_kio_reads_is_a_protocol_error(version: int) -> None:
-    """A null topic array, which the compiled reader declines and kio reads as None, is a
-    ProtocolError (the handler needs the topics), not a failure in the handler."""
+    """A null topic array, which the compiled reader declines and Kafka's schema allows not, is a
+    ProtocolError naming the field (the request check refuses it), not a failure in the handler."""
     payload = (b"\0" if version >= _FLEXIBLE else b"\xff\xff") + _ACKS_TIMEOUT
     payload += b"\0\0" if version >= _FLEXIBLE else b"\xff\xff\xff\xff"  # (then the request's tags)
     assert _both(payload, version) is None

@@ -1,6 +1,7 @@
 """SaslAuthenticate (key 36): one SASL token in, one out; a refusal closes the connection after it.
 
-Sessions do not expire (``session_lifetime`` 0: no re-authentication is asked for).
+Sessions do not expire (``session_lifetime`` 0: no re-authentication is asked for). A PLAIN login's
+key derivation runs in a worker thread, and a refusal is answered after Kafka's delay (``sasl_step``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from .._registry import RequestContext, register, respond
-from .._security import close_after_response, sasl_server
+from .._security import close_after_response, sasl_server, sasl_step
 
 __all__ = ["sasl_authenticate"]
 
@@ -30,7 +31,7 @@ async def sasl_authenticate(context: RequestContext, request: Any) -> Any:
             auth_bytes=b"",
             session_lifetime=dt.timedelta(0),
         )
-    step = server.step(request.auth_bytes)
+    step = await sasl_step(context.gateway, server, request.auth_bytes)
     if step.error:
         close_after_response(context.connection)
     return respond(
