@@ -27,6 +27,7 @@ from ._errors import StreamLockedError as StreamLockedError
 from ._errors import StreamNotFoundError as StreamNotFoundError
 from ._sansio import core as _core
 from ._sansio.values import GroupMember as GroupMember
+from ._sansio.values import Headers as Headers
 from ._sansio.values import Message as Message
 from ._sansio.values import PartitionStats as PartitionStats
 from ._sansio.values import Receipt as Receipt
@@ -125,6 +126,7 @@ __all__ = [
     "Error",
     "GroupInUseError",
     "GroupMember",
+    "Headers",
     "InvalidArgumentError",
     "InvalidNameError",
     "LockTimeoutError",

@@ -131,8 +131,28 @@ async def _many(path: str) -> None:
         )
 
 
+async def _kafka_headers(path: str) -> None:
+    """Format 5's headers: null values and repeated names, from push and push_many, beside plain ones."""
+    async with adiskq.Producer(path, partitions=2) as producer:
+        for n in range(20):
+            await producer.push(
+                _value(n),
+                key=f"h-{n % 3}",
+                headers=adiskq.Headers([("trace", b"%d" % n), ("gone", None), ("trace", b"again")])
+                if n % 2
+                else {"plain": b"%d" % n},
+                timestamp=_at(n),
+            )
+        await producer.push_many(
+            [
+                adiskq.Record(_value(n), key="many", headers=adiskq.Headers([("n", None)] * (n % 3)), tag="t")
+                for n in range(30)
+            ]
+        )
+
+
 async def _compressed(path: str, dictionary: bytes) -> None:
-    """A compressed stream (format 3), with a fixed dictionary: push and push_many."""
+    """A compressed stream (format 5 with compression), with a fixed dictionary: push and push_many."""
     async with adiskq.Producer(path, partitions=2, compression="zstd", zstd_dictionary=dictionary) as producer:
         for n in range(50):
             await producer.push(_value(n, 120), key=f"c{n % 4}", tag="z" if n % 5 == 0 else None, timestamp=_at(n))
@@ -190,6 +210,7 @@ async def write(root: str) -> None:
         lambda: _singles(os.path.join(root, "singles")),
         lambda: _batched(os.path.join(root, "batched")),
         lambda: _many(os.path.join(root, "many")),
+        lambda: _kafka_headers(os.path.join(root, "kafka-headers")),
         lambda: _compressed(os.path.join(root, "compressed"), dictionary),
         lambda: _shared(os.path.join(root, "shared")),
         lambda: _kafka(os.path.join(root, "kafka"), os.path.join(root, "kafka-compressed"), dictionary),

@@ -5,11 +5,13 @@ Compression is the stream's setting (``settings.json``): every producer of a str
 newest dictionary version when it opens (or with the one given as ``zstd_dictionary``, stored first
 as a new version when it differs from the newest). A stream with
 no dictionary yet gets one trained from the first ``TRAINING_SAMPLES`` values this producer pushes:
-those are written uncompressed (a record says whether it is compressed, so readers need nothing
-else), then the dictionary is trained in a worker thread, stored and fsynced (``add_dictionary``),
-and the values after it are compressed. Nothing is held back: every push is written when it is made.
-A ``push_many`` that brings the samples to ``TRAINING_SAMPLES`` trains from its own values before
-it is written, so a stream's first large batch is stored compressed, not raw.
+those are written compressed with plain zstd (frames that name no dictionary), each one whose frame
+is smaller than it (the others as they are: a record says whether it is compressed, so readers need
+nothing else), then the dictionary is trained in a worker thread, stored and fsynced
+(``add_dictionary``), and the values after it are compressed with it. Nothing is held back: every
+push is written when it is made. A ``push_many`` that brings the samples to ``TRAINING_SAMPLES``
+trains from its own values before it is written, so a stream's first large batch is stored
+compressed with the new dictionary.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .._sansio.compression import (
     DICTIONARY_ID_BASE,
     ZSTD_DICTIONARY_MAGIC,
     Dictionaries,
+    ReferencePlain,
     import_zstandard,
 )
 from .._sansio.native import NATIVE
@@ -59,7 +62,8 @@ def check_dictionary(dictionary: object) -> bytes | None:
 
 class ValueCompression:
     """What a compressing producer does to each value: compress it with the current dictionary, or
-    (while the stream has none) keep it as a training sample and write it as it is."""
+    (while the stream has none) keep it as a training sample and compress it with plain zstd, kept
+    as it is when its frame would not be smaller."""
 
     def __init__(self, stream_path: str, mode: int, dictionaries: Dictionaries, version: int | None) -> None:
         self._stream_path = stream_path
@@ -72,8 +76,10 @@ class ValueCompression:
         # None while training, or where the reference compresses.
         self.prepared: object = None
         self.wants_training = False
+        self._plain: object = None  # plain zstd's compress, while the stream has no dictionary
         if version is None:
             self._samples = []
+            self._plain = _plain_compressor(dictionaries.level)
         else:
             self._use(version)
 
@@ -102,6 +108,7 @@ class ValueCompression:
             reference = dictionaries.reference[dictionary_id]
             self.compress = reference.compress
         self._samples = None
+        self._plain = None
         self.wants_training = False
 
     @property
@@ -119,6 +126,11 @@ class ValueCompression:
             samples.append(value)
             if len(samples) % TRAINING_SAMPLES == 0 and not self._training:
                 self.wants_training = True
+        plain = self._plain
+        if plain is not None:
+            frame: bytes = plain(value)  # type: ignore[operator]
+            if len(frame) < len(value):
+                return frame, COMPRESSED
         return value, 0
 
     async def train_before(self, values: list[bytes]) -> None:
@@ -153,7 +165,7 @@ class ValueCompression:
                 self._stream_path,
                 len(taken),
             )
-            self._samples = None
+            self._samples = None  # values go on in plain zstd frames
 
     def _train_and_store(self, samples: list[bytes]) -> int | None:
         zstd = import_zstandard()
@@ -162,3 +174,13 @@ class ValueCompression:
         except zstd.ZstdError:  # type: ignore[attr-defined]
             return None
         return add_dictionary(self._stream_path, trained.as_bytes(), mode=self._mode)
+
+
+def _plain_compressor(level: int) -> object:
+    """Plain zstd's compress (frames that name no dictionary): libzstd's through the compiled core
+    where it can be loaded, the ``zstandard`` binding's otherwise."""
+    if NATIVE is not None:
+        prepared = NATIVE.zstd_prepare(None, level)
+        if prepared is not None:
+            return functools.partial(NATIVE.zstd_compress, prepared)
+    return ReferencePlain(level).compress

@@ -28,7 +28,7 @@ from typing import TypeAlias, TypeVar
 from .._sansio.codec import NEED_MORE, decode_record
 from .._sansio.kafka_mapping import StoredRecords
 from .._sansio.run_entries import run_records
-from .._sansio.values import Record
+from .._sansio.values import Headers, Record
 from .producer import Producer
 
 __all__ = ["Writable", "opened", "write", "write_now"]
@@ -79,4 +79,7 @@ def _as_records(records: StoredRecords) -> list[Record]:
 def _as_record(stored: bytes) -> Record:
     decoded = decode_record(stored)
     assert decoded is not NEED_MORE
-    return Record(decoded.value, decoded.key, dict(decoded.headers) or None, decoded.timestamp_ns)
+    headers = decoded.headers  # a Headers (null values, repeated names) is kept as it is
+    return Record(
+        decoded.value, decoded.key, headers if type(headers) is Headers else dict(headers) or None, decoded.timestamp_ns
+    )

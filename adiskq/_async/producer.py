@@ -58,12 +58,18 @@ from .._sansio.core import (
 from .._sansio.run_entries import INDEX_ENTRY_BYTES as _INDEX_ENTRY_BYTES
 from .._sansio.tags import ENTRIES as _TAG_ENTRIES
 from .._sansio.tags import NO_TAG_ENTRY, tag_entries, tag_entry
-from .._sansio.values import Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
+from .._sansio.values import Headers, Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
 from .._storage.disk_guard import DEFAULT_REFUSE_WRITES_ABOVE, DiskGuard, check_refuse_level
 from .._storage.files import DEFAULT_FILE_MODE
 from .._storage.flocks import turn_lock
 from .._storage.segment import PartlyCommittedError
-from .._storage.settings import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_SIZE_BYTES, StreamSettings, require_tags
+from .._storage.settings import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_SEGMENT_SIZE_BYTES,
+    StreamSettings,
+    require_kafka_headers,
+    require_tags,
+)
 from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
 from .batch import Batch
@@ -242,7 +248,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
     raises fails the push before anything is written). Without them, values are ``bytes`` and keys
     ``str`` or ``bytes``.
 
-    ``compression="zstd"`` creates the stream compressed (format ``adiskq/3``; refused for a stream
+    ``compression="zstd"`` creates the stream compressed (format ``adiskq/5`` with compression; refused for a stream
     made without it): each value is stored as a zstd frame made with the stream's dictionary, trained
     from the first 2,000 values pushed (stored as they are) or given as ``zstd_dictionary`` (bytes of
     a zstd dictionary; a new one becomes the stream's next version). Every producer of a compressed
@@ -323,6 +329,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         self._partition_count = 0
         self._max_message_bytes = 0
         self._holds_tags = True  # False on a stream whose format has no tags (adiskq/1)
+        self._holds_kafka_headers = True  # False before format 5: no null header values, no repeated names
         self._compression: ValueCompression | None = None  # on a stream created with compression="zstd"
         # key -> (its bytes, its partition, its key index hash), for keys pushed recently.
         self._placement: dict[str | bytes, tuple[bytes, int, int]] = {}
@@ -405,6 +412,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         self._partition_count = settings.partition_count
         self._max_message_bytes = settings.max_message_bytes
         self._holds_tags = settings.holds_tags
+        self._holds_kafka_headers = settings.holds_kafka_headers
         if self.refuse_writes_above is not None:
             self._disk_guard = DiskGuard(real, self.refuse_writes_above)
             if turns is not None:
@@ -571,6 +579,16 @@ class Producer(Generic[PushKeyT, PushValueT]):
         assert self._stream is not None
         require_tags(self._stream.settings, self._stream.path)
 
+    def _check_headers(self, records: Iterable[object]) -> None:
+        """SettingsMismatchError when a record's ``Headers`` hold a null value or a repeated name and
+        this stream's format cannot store either (before format 5)."""
+        if not self._holds_kafka_headers and any(
+            isinstance(record, Record) and type(record.headers) is Headers and record.headers.kafka_only
+            for record in records
+        ):
+            assert self._stream is not None
+            require_kafka_headers(self._stream.settings, self._stream.path)
+
     def _check_size(self, size: int) -> None:
         if size > self._max_message_bytes:
             raise MessageTooLargeError(
@@ -660,7 +678,8 @@ class Producer(Generic[PushKeyT, PushValueT]):
         """Append one message; returns its ``Receipt(partition, offset)``.
 
         ``key`` picks the partition (a random key when None); ``tag`` (1 to 255 bytes of UTF-8, or
-        None) is what filtering consumers select by; ``timestamp`` defaults to now. Returns
+        None) is what filtering consumers select by; ``headers`` maps names to bytes, or is a
+        ``Headers`` for Kafka's null values and repeated names; ``timestamp`` defaults to now. Returns
         once the message is handed to the OS (``flush="async"``) or on stable storage (``"sync"``).
         Cancellation is atomic: a cancelled push was either written with its offset or not at all.
         (asyncio's own ``task.cancel()`` — ``asyncio.timeout``, ``wait_for`` — cannot be delivered
@@ -673,8 +692,9 @@ class Producer(Generic[PushKeyT, PushValueT]):
             TypeError: the key is not ``str``, ``bytes`` or None, or the tag not ``str`` or None.
             InvalidArgumentError: the tag is empty or over 255 bytes of UTF-8, or the key or a header
                 name holds a lone surrogate.
-            SettingsMismatchError: a tag on a stream whose format has none (``adiskq/1``): the
-                message says how to move it (``adiskq upgrade PATH``).
+            SettingsMismatchError: a tag on a stream whose format has none (``adiskq/1``), or a
+                ``Headers`` with a null value or a repeated name before ``adiskq/5``: the message
+                says how to move it (``adiskq upgrade PATH``).
             DiskUsageRefusedError: the file system is fuller than ``refuse_writes_above``; nothing was
                 written, and pushes succeed again once usage is below the level.
             OSError: the disk failed the write (ENOSPC, EIO, EFBIG): nothing was written, and the next
@@ -692,6 +712,9 @@ class Producer(Generic[PushKeyT, PushValueT]):
             self._check_open()
         if tag is not None and not self._holds_tags:
             self._refuse_tags()
+        if type(headers) is Headers and not self._holds_kafka_headers and headers.kafka_only:
+            assert self._stream is not None
+            require_kafka_headers(self._stream.settings, self._stream.path)
         timestamp_ns = _time_ns() if timestamp is None else _timestamp_ns(timestamp)
         compression = self._compression
         if (
@@ -793,6 +816,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         items: list[Record | bytes] = list(records)  # type: ignore[arg-type]
         if not self._holds_tags and any(isinstance(item, Record) and item.tag is not None for item in items):
             self._refuse_tags()
+        self._check_headers(items)
         if not items:
             await self._shielded_turn()
             return []
@@ -887,6 +911,8 @@ class Producer(Generic[PushKeyT, PushValueT]):
         """``push_many`` with every record written to ``partition``, whatever its key: for writers
         that choose the partition themselves (a Kafka client, through the Kafka gateway). The
         records are one partition's share, so they are written whole or not at all."""
+
+        self._check_headers(records)
 
         async def write() -> list[Receipt]:
             encoded, stamps, _, key_hashes, entries = self._encode(list(records), time.time_ns())
@@ -1009,6 +1035,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
             return []
         if lane is None:
             return None
+        self._check_headers(records)
         encoded, stamps, _, key_hashes, entries = self._encode(list(records), time.time_ns())
         return self._write_share_now(lane, partition, encoded, stamps, key_hashes, entries)
 

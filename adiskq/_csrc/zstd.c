@@ -46,6 +46,8 @@ static struct {
     size_t (*decompress_usingDDict)(ZSTD_DCtx *, void *, size_t, const void *, size_t, const ZSTD_DDict *);
     size_t (*compress_usingCDict)(ZSTD_CCtx *, void *, size_t, const void *, size_t, const ZSTD_CDict *);
     size_t (*compressBound)(size_t);
+    size_t (*decompressDCtx)(ZSTD_DCtx *, void *, size_t, const void *, size_t);
+    size_t (*compressCCtx)(ZSTD_CCtx *, void *, size_t, const void *, size_t, int);
 } zstd;
 
 static int zstd_state = 0; /* 0 not tried, 1 loaded, -1 cannot be loaded */
@@ -70,6 +72,8 @@ static int load_zstd(void) {
     ZSTD_SYMBOL(decompress_usingDDict, "ZSTD_decompress_usingDDict")
     ZSTD_SYMBOL(compress_usingCDict, "ZSTD_compress_usingCDict")
     ZSTD_SYMBOL(compressBound, "ZSTD_compressBound")
+    ZSTD_SYMBOL(decompressDCtx, "ZSTD_decompressDCtx")
+    ZSTD_SYMBOL(compressCCtx, "ZSTD_compressCCtx")
 #undef ZSTD_SYMBOL
     dctx = zstd.createDCtx();
     cctx = zstd.createCCtx();
@@ -80,10 +84,13 @@ static int load_zstd(void) {
 
 #define PREPARED_NAME "adiskq.zstd_dictionary"
 
+/* A prepared dictionary, or the "plain" one (id 0, no DDict or CDict): zstd with no dictionary at
+ * `level`, what a stream compresses with until its first dictionary exists. */
 typedef struct {
     ZSTD_DDict *ddict;
     ZSTD_CDict *cdict;
     unsigned id;
+    int level;
 } prepared_dictionary;
 
 static void prepared_free(PyObject *capsule) {
@@ -94,12 +101,13 @@ static void prepared_free(PyObject *capsule) {
     PyMem_Free(prepared);
 }
 
-/* zstd_prepare(dictionary: bytes, level: int) -> capsule, or None where libzstd cannot be loaded.
- * ValueError when the bytes are not a zstd dictionary with an id (what the reference checks first). */
+/* zstd_prepare(dictionary: bytes | None, level: int) -> capsule, or None where libzstd cannot be
+ * loaded. ValueError when the bytes are not a zstd dictionary with an id (what the reference checks
+ * first). None for the dictionary prepares plain zstd: frames that name no dictionary. */
 PyObject *adq_py_zstd_prepare(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyLong_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "zstd_prepare(dictionary: bytes, level: int)");
+    if (nargs != 2 || !(PyBytes_Check(args[0]) || args[0] == Py_None) || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "zstd_prepare(dictionary: bytes | None, level: int)");
         return NULL;
     }
     long level = PyLong_AsLong(args[1]);
@@ -109,6 +117,14 @@ PyObject *adq_py_zstd_prepare(PyObject *module, PyObject *const *args, Py_ssize_
         return NULL;
     }
     if (load_zstd() < 0) Py_RETURN_NONE;
+    if (args[0] == Py_None) {
+        prepared_dictionary *plain = PyMem_Calloc(1, sizeof(prepared_dictionary));
+        if (plain == NULL) return PyErr_NoMemory();
+        plain->level = (int)level;
+        PyObject *capsule = PyCapsule_New(plain, PREPARED_NAME, prepared_free);
+        if (capsule == NULL) PyMem_Free(plain);
+        return capsule;
+    }
     const char *data = PyBytes_AS_STRING(args[0]);
     size_t length = (size_t)PyBytes_GET_SIZE(args[0]);
     unsigned id = zstd.getDictID_fromDict(data, length);
@@ -119,6 +135,7 @@ PyObject *adq_py_zstd_prepare(PyObject *module, PyObject *const *args, Py_ssize_
     prepared_dictionary *prepared = PyMem_Calloc(1, sizeof(prepared_dictionary));
     if (prepared == NULL) return PyErr_NoMemory();
     prepared->id = id;
+    prepared->level = (int)level;
     prepared->ddict = zstd.createDDict(data, length);
     prepared->cdict = zstd.createCDict(data, length, (int)level);
     if (prepared->ddict == NULL || prepared->cdict == NULL) {
@@ -184,8 +201,10 @@ PyObject *adq_zstd_compress(PyObject *capsule, PyObject *value) {
     size_t bound = zstd.compressBound(length);
     uint8_t *out = scratch_of(bound);
     if (out == NULL) return PyErr_NoMemory();
-    size_t written =
-        zstd.compress_usingCDict(cctx, out, bound, PyBytes_AS_STRING(value), length, prepared->cdict);
+    size_t written = prepared->cdict == NULL /* plain zstd: the frame names no dictionary */
+                         ? zstd.compressCCtx(cctx, out, bound, PyBytes_AS_STRING(value), length, prepared->level)
+                         : zstd.compress_usingCDict(cctx, out, bound, PyBytes_AS_STRING(value), length,
+                                                    prepared->cdict);
     PyObject *frame = NULL;
     if (zstd.isError(written) || written < sizeof frame_magic || memcmp(out, frame_magic, sizeof frame_magic))
         PyErr_SetString(PyExc_ValueError, "libzstd could not compress the value");
@@ -235,18 +254,21 @@ static int read_frame(const uint8_t *frame, size_t length, unsigned *id, unsigne
 }
 
 /* The value a record's frame holds, or NULL without an exception set when the frame is not one whole
- * frame of this stream's dictionaries stating a content size of at most `limit` and holding exactly
- * that many bytes (the caller lets the reference name what is wrong). NULL with an exception set is
- * an allocation failure. `dictionaries` maps dictionary ids to prepared dictionaries (a dict), or is
- * NULL; `last` keeps the one found last, for the records after it in the same call. */
+ * frame of this stream's dictionaries (or of plain zstd: one that names no dictionary) stating a
+ * content size of at most `limit` and holding exactly that many bytes (the caller lets the reference
+ * name what is wrong). NULL with an exception set is an allocation failure. `dictionaries` maps
+ * dictionary ids to prepared dictionaries (a dict), or is NULL (a reader given none reads no
+ * compressed value); `last` keeps the one found last, for the records after it in the same call. */
 PyObject *adq_zstd_decompress(const uint8_t *frame, size_t length, PyObject *dictionaries, size_t limit,
                               adq_zstd_last *last) {
-    if (dictionaries == NULL || zstd_state != 1) return NULL;
+    if (dictionaries == NULL || load_zstd() != 1) return NULL;
     unsigned id;
     unsigned long long size;
-    if (!read_frame(frame, length, &id, &size) || id == 0 || size > limit) return NULL;
+    if (!read_frame(frame, length, &id, &size) || size > limit) return NULL;
     prepared_dictionary *prepared = last->prepared;
-    if (prepared == NULL || last->id != id) {
+    if (id == 0) {
+        prepared = NULL; /* plain zstd: no dictionary to find */
+    } else if (prepared == NULL || last->id != id) {
         PyObject *key = PyLong_FromUnsignedLong(id);
         if (key == NULL) return NULL;
         PyObject *capsule = PyDict_GetItemWithError(dictionaries, key);
@@ -263,8 +285,10 @@ PyObject *adq_zstd_decompress(const uint8_t *frame, size_t length, PyObject *dic
     memcpy(whole + sizeof frame_magic, frame, length);
     PyObject *value = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
     if (value != NULL) {
-        size_t made = zstd.decompress_usingDDict(dctx, PyBytes_AS_STRING(value), (size_t)size, whole,
-                                                 sizeof frame_magic + length, prepared->ddict);
+        size_t made = prepared == NULL ? zstd.decompressDCtx(dctx, PyBytes_AS_STRING(value), (size_t)size, whole,
+                                                             sizeof frame_magic + length)
+                                       : zstd.decompress_usingDDict(dctx, PyBytes_AS_STRING(value), (size_t)size,
+                                                                    whole, sizeof frame_magic + length, prepared->ddict);
         if (zstd.isError(made) || made != size) Py_CLEAR(value);
     }
     scratch_trim();

@@ -1,4 +1,4 @@
-"""The record codec of the ``.data`` file, format version 2: bytes in, records out, no I/O.
+"""The record codec of the ``.data`` file, format version 5: bytes in, records out, no I/O.
 
 A record, all integers little-endian::
 
@@ -15,17 +15,20 @@ A record, all integers little-endian::
 
 The smallest record (empty key, no headers, empty value) is 24 bytes.
 
-Headers as Kafka has them: a header whose ``value_len`` is 0xFFFFFFFF has a null value (Kafka's
-null; no value bytes follow), and a name may appear more than once. Every reader takes both, in
-order: such a record's Message holds a ``values.Headers`` (a mapping of each name's last value, with
-``all()`` for every header as it was) where any other record's holds a ``dict``; the compiled
-decoder leaves those buffers to this reference. Only a ``Headers`` makes the encoder write either,
-and nothing in the library hands one to a producer yet: streams of formats 1 to 3 hold neither.
+Headers as Kafka has them (format 5, ``adiskq/5``): a header whose ``value_len`` is 0xFFFFFFFF has
+a null value (Kafka's null; no value bytes follow), and a name may appear more than once. Every
+reader takes both, in order: such a record's Message holds a ``values.Headers`` (a mapping of each
+name's last value, with ``all()`` for every header as it was) where any other record's holds a
+``dict``; the compiled decoder leaves those buffers to this reference. Only a ``Headers`` makes the
+encoder write either (a producer's push given one, or the Kafka gateway's record that has either);
+producers refuse it on a stream of formats 1 to 4 (``settings.require_kafka_headers``), which hold
+neither, and readers of those formats refuse a format-5 stream by its settings' format, since they
+would take a null's length for a 4 GiB value and call the record damaged.
 
 Versions. Format 1 (``settings.json`` ``"format": "adiskq/1"``) had no tags: attributes was always 0.
 Format 2 added the tag behind attributes bit 0, so an untagged record is byte for byte what format
-1 wrote, and a format-1 stream reads unchanged (a producer opening it moves its settings to
-``adiskq/2``). The magic byte stays 0xAD for that reason: every record of either version is read by
+1 wrote, and a format-1 stream reads and is written unchanged (only ``adiskq upgrade`` moves its
+settings on). The magic byte stays 0xAD for that reason: every record of either version is read by
 the same rules, and recovery's search for the next valid record needs one magic. A reader that
 only knows format 1 would misread a tagged record, so it is the stream's settings format that
 says which readers may open it. A tag is 1 to ``MAX_TAG_BYTES`` (255) bytes of UTF-8. Format 3
@@ -34,6 +37,10 @@ frame, without its magic number, made with a dictionary kept in the stream's fol
 (``compression.py`` says how), which readers of formats 1 and 2 would hand out as the value, so
 they refuse the stream by its settings' format. A format-3 stream's segments also keep no
 ``.timeindex`` and a ``.tagindex`` only from their first tagged message (``_storage/segment.py``).
+Format 4 (``adiskq/4``) changes no record: the stream has an identity in its settings. Format 5
+(``adiskq/5``, what a new stream is) adds the null header values and repeated names above; every
+record of formats 1 to 4 is the same bytes in format 5, so ``adiskq upgrade`` moves a stream by its
+settings alone, keeping its compression (attributes bit 1) and identity.
 
 Decoding follows h11's rule: a buffer that ends early is not an error. ``decode_record`` answers
 ``NEED_MORE`` for every proper prefix of a valid record, and raises ``CorruptRecordError`` (with the

@@ -13,6 +13,11 @@ its checksum when it has one, end where the value ends): anything else is a dama
 shorter or longer value. For a value of 263 bytes the frame's own bytes are 8: the descriptor
 (1), the dictionary id (2), the content size (2) and one block header (3).
 
+A frame that names no dictionary (no dictionary id, or id 0) is plain zstd: a producer writes such
+frames while the stream has no dictionary yet (its first values, which train the first one), and
+only for a value the frame is smaller than; a value plain zstd does not shrink is stored as it is
+(attributes bit 1 clear). Its other rules are the same: content size stated, one whole frame.
+
 A dictionary file, ``dictionaries/zstd-NNNNNNNN.dict`` in the stream's folder (NNNNNNNN its version,
 decimal, from 1), all integers little-endian::
 
@@ -50,6 +55,7 @@ __all__ = [
     "ZSTD_DICTIONARY_MAGIC",
     "Dictionaries",
     "ReferenceDictionary",
+    "ReferencePlain",
     "dictionary_file_name",
     "encode_dictionary_file",
     "frame_dictionary_id",
@@ -213,17 +219,50 @@ class ReferenceDictionary:
     def decompress(self, frame: bytes, size: int, position: int) -> bytes:
         """The value a stored frame holds, whose header was checked to state ``size`` and whose blocks
         end where it ends; CorruptRecordError (at ``position``) unless it holds exactly ``size`` bytes."""
+        return _decompressed(self._decompressor, frame, size, position)
+
+
+def _decompressed(decompressor: object, frame: bytes, size: int, position: int) -> bytes:
+    """What a ``zstandard`` decompressor makes of a stored frame stating ``size``: CorruptRecordError
+    unless it is exactly ``size`` bytes."""
+    import zstandard as zstd
+
+    try:
+        value: bytes = decompressor.decompress(  # type: ignore[attr-defined]
+            _FRAME_MAGIC + frame, max_output_size=size, allow_extra_data=False
+        )
+    except zstd.ZstdError as error:
+        raise CorruptRecordError(f"compressed value does not decompress ({error})", position=position) from None
+    if len(value) != size:
+        raise CorruptRecordError(
+            f"compressed value holds {len(value)} bytes, its zstd frame says {size}", position=position
+        )
+    return value
+
+
+class ReferencePlain:
+    """Plain zstd (no dictionary) for the ``zstandard`` binding: the reference's compressor and
+    decompressor of frames that name no dictionary."""
+
+    __slots__ = ("_compressor", "_decompressor")
+
+    def __init__(self, level: int) -> None:
+        import_zstandard()
         import zstandard as zstd
 
-        try:
-            value = self._decompressor.decompress(_FRAME_MAGIC + frame, max_output_size=size, allow_extra_data=False)
-        except zstd.ZstdError as error:
-            raise CorruptRecordError(f"compressed value does not decompress ({error})", position=position) from None
-        if len(value) != size:
-            raise CorruptRecordError(
-                f"compressed value holds {len(value)} bytes, its zstd frame says {size}", position=position
-            )
-        return value
+        self._compressor = zstd.ZstdCompressor(level=level, write_checksum=False, write_content_size=True)
+        self._decompressor = zstd.ZstdDecompressor()
+
+    def compress(self, value: bytes) -> bytes:
+        """``value`` as one plain zstd frame stating its content size, stored without its magic number."""
+        frame: bytes = self._compressor.compress(value)
+        if frame[:4] != _FRAME_MAGIC:  # pragma: no cover - zstd writes every frame with it
+            raise ValueError("zstandard wrote a frame without zstd's magic number")
+        return frame[4:]
+
+    def decompress(self, frame: bytes, size: int, position: int) -> bytes:
+        """The value a stored plain frame holds (``ReferenceDictionary.decompress``'s checks)."""
+        return _decompressed(self._decompressor, frame, size, position)
 
 
 class Dictionaries:
@@ -232,13 +271,20 @@ class Dictionaries:
     ``reference``: ``ReferenceDictionary`` by id), loaded on first need through ``load`` (the storage
     layer's reading of one version's file: the dictionary's bytes, or CorruptStreamError)."""
 
-    __slots__ = ("_load", "compiled", "level", "reference")
+    __slots__ = ("_load", "_plain", "compiled", "level", "reference")
 
     def __init__(self, load: Callable[[int], bytes], *, level: int = DEFAULT_LEVEL) -> None:
         self._load = load
         self.level = level
         self.compiled: dict[int, object] = {}
         self.reference: dict[int, ReferenceDictionary] = {}
+        self._plain: ReferencePlain | None = None
+
+    def plain(self) -> ReferencePlain:
+        """The reference's plain zstd (frames that name no dictionary), made on first need."""
+        if self._plain is None:
+            self._plain = ReferencePlain(self.level)
+        return self._plain
 
     def add(self, version: int, dictionary: bytes) -> None:
         """Make version ``version`` ready (its bytes already checked to carry its id)."""
@@ -269,7 +315,8 @@ class Dictionaries:
         if header is None:
             raise CorruptRecordError("compressed value is not a zstd frame", position=position)
         dictionary_id = header.dictionary_id
-        self.need(dictionary_id, position)
+        if dictionary_id != 0:  # 0: plain zstd, which needs no dictionary
+            self.need(dictionary_id, position)
         size = header.content_size
         if size is None or size > limit:
             raise CorruptRecordError(
@@ -281,6 +328,8 @@ class Dictionaries:
                 "compressed value is not one whole zstd frame (its blocks end before or after the value)",
                 position=position,
             )
+        if dictionary_id == 0:
+            return self.plain().decompress(frame, size, position)
         reference = self.reference.get(dictionary_id)
         if reference is None:  # ready for the compiled core only: make the reference's too
             reference = ReferenceDictionary(

@@ -161,15 +161,32 @@ def _reference_decode_messages(
 
 def _compiled_gains(buf: bytes, position: int, max_record_bytes: int, dictionaries: Dictionaries) -> bool:
     """Whether the record at ``position``, which the compiled decoder stopped at, is compressed with
-    a dictionary it lacked that is now loaded (so decoding again goes on). Damage raises here."""
-    record = reference.decode_record(buf, position, max_record_bytes=max_record_bytes)
+    a dictionary it lacked that is now loaded (so decoding again goes on). Not for damage, which the
+    reference's decoding then names as it does (a missing or damaged dictionary file raises here)."""
+    try:
+        record = reference.decode_record(buf, position, max_record_bytes=max_record_bytes)
+    except CorruptRecordError:
+        return False
     if record is NEED_MORE or not record.attributes & COMPRESSED:
         return False
     dictionary_id = frame_dictionary_id(record.value)
-    if dictionary_id is None or dictionary_id in dictionaries.compiled:
+    # 0: plain zstd, which the compiled decoder reads without a dictionary (it stopped for damage,
+    # or because libzstd cannot be loaded: the reference reads or names it).
+    if dictionary_id is None or dictionary_id == 0 or dictionary_id in dictionaries.compiled:
         return False
     dictionaries.need(dictionary_id, position)
     return dictionary_id in dictionaries.compiled
+
+
+def _stopped_at_compressed(buf: bytes, position: int, max_record_bytes: int) -> bool:
+    """Whether the record the compiled decoder stopped at is whole, sound and compressed: one it
+    cannot read without the stream's dictionaries, which the reference names (its damage, if any,
+    is named by ``raise_record_error`` instead)."""
+    try:
+        record = reference.decode_record(buf, position, max_record_bytes=max_record_bytes)
+    except CorruptRecordError:
+        return False
+    return record is not NEED_MORE and bool(record.attributes & COMPRESSED)
 
 
 def reference_receipts(partition: int, first_offset: int, count: int) -> list[Receipt]:
@@ -409,6 +426,10 @@ if _core is not None:
             return _reference_decode_messages(
                 buf, partition, first_offset, count, max_record_bytes=max_record_bytes, dictionaries=dictionaries
             )
+        if _stopped_at_compressed(buf, position, max_record_bytes):  # and this reader has no dictionaries
+            return _reference_decode_messages(
+                buf, partition, first_offset, count, max_record_bytes=max_record_bytes, dictionaries=None
+            )
         reference.raise_record_error(buf, position, max_record_bytes)
         raise AssertionError("unreachable")  # pragma: no cover - raise_record_error always raises
 
@@ -437,6 +458,8 @@ if _core is not None:
             return reference_decode_at(
                 buf, partition, offsets, max_record_bytes=max_record_bytes, dictionaries=dictionaries
             )
+        if _stopped_at_compressed(buf, position, max_record_bytes):  # and this reader has no dictionaries
+            return reference_decode_at(buf, partition, offsets, max_record_bytes=max_record_bytes, dictionaries=None)
         reference.raise_record_error(buf, position, max_record_bytes)
         raise AssertionError("unreachable")  # pragma: no cover - raise_record_error always raises
 

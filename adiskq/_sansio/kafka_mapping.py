@@ -9,8 +9,10 @@ The mapping, exact in both directions (the Kafka gateway's, ``adiskq/kafka/_reco
 - keys and values are bytes on both sides. Kafka also has null: a null key or value is stored as
   empty bytes plus the header ``NULLS_HEADER`` whose value names which were null (``key``,
   ``value`` or ``key,value``), added after the record's own headers;
-- headers keep their order. A record that repeats a header name, or has a null header value, or
-  uses the reserved name is refused (``MappingRefusedError``) rather than merged or changed.
+- headers keep their order, exactly: a record that repeats a header name or has a null header
+  value is stored with a ``values.Headers`` (every header as it came, which only a format-5 stream
+  holds: the writer refuses it on an older one, saying to run ``adiskq upgrade``). A record that
+  uses the reserved name is refused (``MappingRefusedError``).
 
 ``stored_records`` is the pure-Python reference of the compiled ``kafka_stored_records``
 (``adiskq/_csrc/kafka_store.c``): a Kafka batch's records section (uncompressed) straight to a run
@@ -19,7 +21,8 @@ of stored records (``run_entries.py``): the bytes adiskq's encoder writes for th
 and their key hashes (``keyindex.key_hash``, packed as the key index stores them), so a Produce
 writes them without building a ``KafkaRecord``, a ``Record`` or a bytes object a message. Both
 answer None for anything off the plain path (bytes the Kafka decoder refuses, a record the mapping
-refuses or the encoder cannot store, a record with more than ``MAX_PLAIN_HEADERS`` headers); the
+refuses or the encoder cannot store, a record with a null header value or a repeated header name,
+a record with more than ``MAX_PLAIN_HEADERS`` headers); the
 caller then takes the step by step path, whose errors name the fault.
 """
 
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Final, NamedTuple
 
 from .._errors import InvalidArgumentError
@@ -36,6 +39,7 @@ from .kafka_codec import KafkaBatchError, KafkaRecord, decode_records
 from .keyindex import pack_hashes
 from .native import NATIVE
 from .run_entries import INDEX_ENTRY_BYTES
+from .values import Headers
 
 __all__ = [
     "MAX_PLAIN_HEADERS",
@@ -90,28 +94,26 @@ class StoredRecords(NamedTuple):
 
 def record_fields(
     record: KafkaRecord, now_ns: int, log_append: bool
-) -> tuple[bytes, bytes, dict[str, bytes] | None, int]:
+) -> tuple[bytes, bytes, Mapping[str, bytes] | None, int]:
     """The stored value, key, headers and timestamp (ns) of one Kafka record, by the rules above."""
     headers: dict[str, bytes] | None = None
+    kafka_only = False  # a null value or a repeated name: kept as a Headers
     if record.headers:
         headers = {}
         for name, value in record.headers:
-            if value is None:
-                raise MappingRefusedError(
-                    f"header {name!r} has a null value; adiskq stores header values as bytes: send b'' instead"
-                )
-            if name in headers:
-                raise MappingRefusedError(
-                    f"header {name!r} is repeated; adiskq keeps one value per header name: "
-                    "send each name once (join the values, or number the names)"
-                )
             if name == NULLS_HEADER:
                 raise MappingRefusedError(f"header {NULLS_HEADER!r} is reserved by the gateway")
-            headers[name] = value
+            kafka_only = kafka_only or value is None or name in headers
+            headers[name] = b"" if value is None else value
     key, value = record.key, record.value
-    if key is None or value is None:
+    nulls = None if key is not None and value is not None else _NULL_TEXT[key is None, value is None]
+    stored: Mapping[str, bytes] | None = headers
+    if kafka_only:
+        stored = Headers([*record.headers, *([] if nulls is None else [(NULLS_HEADER, nulls)])])
+    elif nulls is not None:
         headers = headers or {}
-        headers[NULLS_HEADER] = _NULL_TEXT[key is None, value is None]
+        headers[NULLS_HEADER] = nulls
+        stored = headers
     timestamp_ms = record.timestamp_ms
     if log_append or timestamp_ms < 0:
         timestamp_ns = now_ns
@@ -122,7 +124,7 @@ def record_fields(
         )
     else:
         timestamp_ns = timestamp_ms * 1_000_000
-    return b"" if value is None else value, b"" if key is None else key, headers, timestamp_ns
+    return b"" if value is None else value, b"" if key is None else key, stored, timestamp_ns
 
 
 def stored_records_reference(
@@ -146,6 +148,8 @@ def stored_records_reference(
             return None
         try:
             value, key, headers, timestamp_ns = record_fields(record, now_ns, False)
+            if type(headers) is Headers:  # only a format-5 stream holds it: the producer checks that
+                return None
             stored = encode_record(value, key, timestamp_ns, headers)
         except (MappingRefusedError, InvalidArgumentError):
             return None

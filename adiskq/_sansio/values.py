@@ -73,7 +73,13 @@ HeaderPairs = tuple[tuple[str, bytes | None], ...]
 class Headers(Mapping[str, bytes]):
     """Headers as Kafka has them: every (name, value) in its order, a name possibly repeated, a
     value possibly None (Kafka's null). What a reader gives as ``Message.headers`` for a record
-    that has a repeated name or a null value; a record without either gets a plain ``dict``.
+    that has a repeated name or a null value (a Kafka client's, through the gateway, or a
+    producer's); a record without either gets a plain ``dict``.
+
+    To write them, give one as a push's ``headers`` (or a ``Record``'s):
+    ``Headers([("trace", b"a"), ("trace", b"b"), ("tombstone", None)])``. A stream stores a null
+    value or a repeated name from format ``adiskq/5`` on (every new stream); a producer of an older
+    stream refuses them with ``SettingsMismatchError`` saying to run ``adiskq upgrade``.
 
     As a mapping it is what code written for one value per name expects: each name once, in the
     order of its first header, with the value of its *last* header (as Kafka's ``lastHeader``),
@@ -132,6 +138,11 @@ class Headers(Mapping[str, bytes]):
 
     def __reduce__(self) -> tuple[type[Headers], tuple[HeaderPairs]]:
         return (Headers, (self._pairs,))
+
+    @property
+    def kafka_only(self) -> bool:
+        """Whether these headers hold what only a format-5 stream stores: a null value or a repeated name."""
+        return len(self._pairs) != len(self._last) or any(value is None for _, value in self._pairs)
 
 
 def header_pairs(headers: Mapping[str, bytes]) -> HeaderPairs:
@@ -216,6 +227,7 @@ class Record(NamedTuple, Generic[RecordKeyT_co, RecordValueT_co]):
     """A message to push: ``Record(b"value", key="k", headers={"type": b"x"}, tag="created")``.
 
     With a producer's ``value_serializer`` (``key_serializer``), ``value`` (``key``) is what it takes.
+    ``headers`` may be a ``Headers`` for a null value or a repeated name (a format-5 stream's).
     """
 
     value: RecordValueT_co

@@ -27,6 +27,14 @@ identity is given once (``give_identity``, under the rules of ``adiskq upgrade``
 stream open) and kept by every later write of this file. Readers of formats 1 to 3 refuse format 4
 by its name: an older producer would rewrite this file without the identity when it grows the
 partitions, and the next mirror would take the stream for another one and ship it all again.
+
+``adiskq/5`` is what a new stream is: its records may carry headers as Kafka has them (a null
+value, a name repeated; ``codec.py``), and it may also say ``"compression"`` (compact segments, as
+format 3) and a ``"stream_id"`` (optional here, given by ``give_identity`` as in format 4). Readers
+of formats 1 to 4 refuse format 5 by its name, since they would read a null header value's length as
+a 4 GiB value and call the record damaged. A stream of formats 1 to 4 is read and written as it is,
+refuses what it cannot hold (a producer's or the Kafka gateway's null header value or repeated name:
+``require_kafka_headers``), and moves to format 5 with ``adiskq upgrade`` (``upgrade.py``).
 """
 
 from __future__ import annotations
@@ -51,19 +59,22 @@ __all__ = [
     "FORMAT",
     "IDENTITY_FORMAT",
     "READABLE_FORMATS",
+    "TAGS_FORMAT",
     "AskedSettings",
     "PartitionCountChange",
     "StreamSettings",
     "load_settings",
     "require_compression",
+    "require_kafka_headers",
     "require_tags",
     "save_settings",
 ]
 
-FORMAT: Final = "adiskq/2"  # what a new stream is, and what `adiskq upgrade` moves an older one to
-COMPRESSED_FORMAT: Final = "adiskq/3"  # a stream created with compression="zstd"
+FORMAT: Final = "adiskq/5"  # what a new stream is, and what `adiskq upgrade` moves an older one to
+TAGS_FORMAT: Final = "adiskq/2"  # records may carry a tag
+COMPRESSED_FORMAT: Final = "adiskq/3"  # a stream created with compression="zstd" before format 5
 IDENTITY_FORMAT: Final = "adiskq/4"  # a stream with a "stream_id" (format 2, or 3 with "compression")
-READABLE_FORMATS: Final = ("adiskq/1", FORMAT, COMPRESSED_FORMAT, IDENTITY_FORMAT)  # what readers and producers take
+READABLE_FORMATS: Final = ("adiskq/1", TAGS_FORMAT, COMPRESSED_FORMAT, IDENTITY_FORMAT, FORMAT)  # what readers take
 STREAM_ID_PATTERN: Final = re.compile(r"[0-9a-f]{32}")
 COMPRESSIONS: Final = ("zstd",)
 DEFAULT_SEGMENT_SIZE_BYTES: Final = 32 * 2**20
@@ -97,23 +108,30 @@ class StreamSettings:
     key_index: bool = True
     # Earlier partition counts, oldest first (stored only once the count has grown).
     partition_history: tuple[PartitionCountChange, ...] = ()
-    # The stored format: kept as it is by producers; `adiskq upgrade` moves a format-1 stream to FORMAT.
+    # The stored format: kept as it is by producers; `adiskq upgrade` moves an older stream to FORMAT.
     format: str = FORMAT
-    # "zstd" on a stream created compressed (format 3): producers compress values with its dictionaries.
+    # "zstd" on a stream created compressed (formats 3, 4 and 5): producers compress values with its dictionaries.
     compression: str | None = None
-    # The stream's identity (format 4): 32 hex digits, given once by ``give_identity``.
+    # The stream's identity (formats 4 and 5): 32 hex digits, given once by ``give_identity``.
     stream_id: str | None = None
 
     @property
     def holds_tags(self) -> bool:
         """Whether records of this stream may carry a tag (format 2 on)."""
-        return self.format in (FORMAT, COMPRESSED_FORMAT, IDENTITY_FORMAT)
+        return self.format != "adiskq/1"
+
+    @property
+    def holds_kafka_headers(self) -> bool:
+        """Whether records of this stream may carry a null header value or a repeated name (format 5)."""
+        return self.format == FORMAT
 
     @property
     def compact_segments(self) -> bool:
         """Whether segments keep no ``.timeindex``, and a ``.tagindex`` only once a message has a tag
-        (format 3, and format 4 with compression)."""
-        return self.format == COMPRESSED_FORMAT or (self.format == IDENTITY_FORMAT and self.compression is not None)
+        (format 3, and formats 4 and 5 with compression)."""
+        return self.format == COMPRESSED_FORMAT or (
+            self.format in (IDENTITY_FORMAT, FORMAT) and self.compression is not None
+        )
 
     def __post_init__(self) -> None:
         if not _is_int(self.partition_count) or not 1 <= self.partition_count <= MAX_PARTITIONS:
@@ -199,7 +217,7 @@ class StreamSettings:
 def _stored_compression(data: Mapping[str, object], stored_format: str, path: str) -> str | None:
     compression = data.get("compression")
     if compression is not None and (
-        compression not in COMPRESSIONS or stored_format not in (COMPRESSED_FORMAT, IDENTITY_FORMAT)
+        compression not in COMPRESSIONS or stored_format not in (COMPRESSED_FORMAT, IDENTITY_FORMAT, FORMAT)
     ):
         raise NotAStreamError(
             os.path.dirname(path),
@@ -210,7 +228,9 @@ def _stored_compression(data: Mapping[str, object], stored_format: str, path: st
 
 def _stored_stream_id(data: Mapping[str, object], stored_format: str, path: str) -> str | None:
     stream_id = data.get("stream_id")
-    if stored_format != IDENTITY_FORMAT:
+    if stored_format == FORMAT and stream_id is None:  # format 5 has an identity once one is given
+        return None
+    if stored_format not in (IDENTITY_FORMAT, FORMAT):
         if stream_id is not None:
             raise NotAStreamError(
                 os.path.dirname(path),
@@ -219,7 +239,7 @@ def _stored_stream_id(data: Mapping[str, object], stored_format: str, path: str)
         return None
     if not isinstance(stream_id, str) or STREAM_ID_PATTERN.fullmatch(stream_id) is None:
         raise CorruptStreamError(
-            f"{path} is damaged: format {IDENTITY_FORMAT!r} needs a stream_id of 32 lowercase hex digits, "
+            f"{path} is damaged: format {stored_format!r} needs a stream_id of 32 lowercase hex digits, "
             f"not {stream_id!r}; restore it from a backup"
         )
     return stream_id
@@ -255,7 +275,7 @@ def require_compression(stored: StreamSettings | None, asked: AskedSettings, str
     if asked.compression is None:
         return None
     if stored is None:
-        return StreamSettings(format=COMPRESSED_FORMAT, compression=asked.compression)
+        return StreamSettings(format=FORMAT, compression=asked.compression)
     if stored.compression != asked.compression:
         raise SettingsMismatchError(
             f"stream {stream_path!r} was created without compression (format {stored.format!r}), and an adiskq "
@@ -274,6 +294,18 @@ def require_tags(settings: StreamSettings, stream_path: str) -> None:
             f"a tag cannot be written to it. Move it to {FORMAT!r} with `adiskq upgrade {stream_path}` once "
             "every program that reads or writes it runs an adiskq that knows tags (one that knows only "
             f"{settings.format!r} would misread a tagged message), then open the producer again"
+        )
+
+
+def require_kafka_headers(settings: StreamSettings, stream_path: str) -> None:
+    """SettingsMismatchError, saying how to move the stream, when its format has no null header
+    values or repeated header names (before format 5)."""
+    if not settings.holds_kafka_headers:
+        raise SettingsMismatchError(
+            f"stream {stream_path!r} is in format {settings.format!r}, which holds one bytes value per header "
+            "name, so a message with a null header value or a repeated header name cannot be written to it. "
+            f"Move it to {FORMAT!r} with `adiskq upgrade {stream_path}` once every program that reads or writes it "
+            f"runs an adiskq that knows {FORMAT!r}, then write again"
         )
 
 

@@ -1,11 +1,12 @@
 """``adiskq upgrade PATH``: move a stream to the current format, as a step its owner takes.
 
-A format-1 stream (``adiskq/1``, before tags) is read and written as it is; only this moves it to
-``adiskq/2``. The move itself is one atomic write of ``settings.json`` (the records do not change:
-an untagged record is the same bytes in both formats), but a program that knows only format 1 and
-has the stream open checked the format when it opened it: after the move it would misread the
-first tagged record as damage. So the move is refused while anything this process can see has the
-stream open:
+A stream of an older format (``adiskq/1`` before tags, ``adiskq/2`` to ``adiskq/4`` before Kafka's
+headers: ``settings.py``) is read and written as it is; only this moves it to ``adiskq/5``, keeping
+its compression and identity. The move itself is one atomic write of ``settings.json`` (the records
+do not change: every record of an older format is the same bytes in format 5), but a program that
+knows only an older format and has the stream open checked the format when it opened it: after the
+move it would misread the first tagged record, or the first null header value, as damage. So the
+move is refused while anything this process can see has the stream open:
 
 - a producer (``writers/``, and the owner lock this takes exclusively for the whole move, so no
   producer opens meanwhile: ``StreamLockedError`` names the one that holds it);
@@ -14,9 +15,10 @@ stream open:
 A plain ``Consumer`` leaves no trace in the stream: the command's documentation says to stop those
 first.
 
-``give_identity`` moves a stream to format 4 (``settings.py``: a ``stream_id``, which the Kafka
-mirror needs) under the same rules, for the same reason: a reader of an older adiskq that has the
-stream open would go on with it, and its producer could rewrite ``settings.json`` without the id.
+``give_identity`` moves a stream of formats 1 to 3 to format 4, and gives a format-5 stream its id
+(``settings.py``: a ``stream_id``, which the Kafka mirror needs), under the same rules, for the same
+reason: a reader of an older adiskq that has the stream open would go on with it, and its producer
+could rewrite ``settings.json`` without the id.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Upgrade(NamedTuple):
     before: str  # the format the stream had
     after: str  # the format it has now (``before`` when nothing was moved)
     readers: tuple[tuple[str, GroupMember], ...]  # (group, member) that had it open: nothing moved
+    identity_given: bool = False  # give_identity gave the stream its id now (a format-5 stream keeps its format)
 
 
 def open_group_members(stream_path: str) -> list[tuple[str, GroupMember]]:
@@ -55,7 +58,7 @@ def upgrade_stream(path: str, *, lock_timeout: float = 0.0) -> Upgrade:
     writer = StreamWriter.open(path, lock_timeout=lock_timeout)
     try:
         settings = writer.settings
-        if settings.holds_tags:
+        if settings.format == FORMAT:
             return Upgrade(settings.format, settings.format, ())
         readers = tuple(open_group_members(writer.path))
         if readers:
@@ -81,9 +84,10 @@ def give_identity(path: str, *, lock_timeout: float = 0.0) -> tuple[str | None, 
         readers = tuple(open_group_members(writer.path))
         if readers:
             return None, Upgrade(settings.format, settings.format, readers)
-        moved = dataclasses.replace(settings, format=IDENTITY_FORMAT, stream_id=uuid.uuid4().hex)
+        identity_format = FORMAT if settings.format == FORMAT else IDENTITY_FORMAT
+        moved = dataclasses.replace(settings, format=identity_format, stream_id=uuid.uuid4().hex)
         save_settings(writer.path, moved, mode=writer.mode)
         writer.settings = moved
-        return moved.stream_id, Upgrade(settings.format, moved.format, ())
+        return moved.stream_id, Upgrade(settings.format, moved.format, (), identity_given=True)
     finally:
         writer.close()

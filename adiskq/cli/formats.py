@@ -3,7 +3,10 @@
 ``json`` is one object per line: partition, offset, timestamp (ISO-8601, UTC, to the nanosecond),
 key, value and headers. Bytes that are not UTF-8 are given as base64, and a field says so:
 ``"key_encoding": "base64"``, ``"value_encoding": "base64"``, or ``"headers_encoding": {"name":
-"base64"}`` for the headers concerned, and ``"tag"`` for a message that has one. The fields
+"base64"}`` for the headers concerned, and ``"tag"`` for a message that has one. A message whose
+headers hold a null value or a repeated name (Kafka's, format ``adiskq/5``) also has
+``"header_list"``: every header in order as ``[name, value]``, the value null for Kafka's null, or
+``[name, base64, "base64"]``; ``"headers"`` then holds each name's last value. The fields
 appear only when needed. ``pretty`` shows the tag beside the key; ``value`` prints values alone.
 """
 
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING, BinaryIO, Final, Literal, TypeAlias
 
 import click
 
+from .._sansio.values import Headers
 from .output import console, format_time, iso_time
 
 if TYPE_CHECKING:
@@ -51,6 +55,18 @@ def _text(raw: bytes) -> tuple[str, bool]:
         return base64.b64encode(raw).decode("ascii"), True
 
 
+def _header_list(headers: Headers) -> list[list[str | None]]:
+    """``"header_list"``: each header as [name, text], [name, null] or [name, base64, "base64"]."""
+    listed: list[list[str | None]] = []
+    for name, raw in headers.all():
+        if raw is None:
+            listed.append([name, None])
+            continue
+        text, is_b64 = _text(raw)
+        listed.append([name, text, "base64"] if is_b64 else [name, text])
+    return listed
+
+
 def message_json(message: Message) -> dict[str, object]:
     """One message as a JSON object (see the module's docstring)."""
     key, key_b64 = _text(message.key)
@@ -77,6 +93,8 @@ def message_json(message: Message) -> dict[str, object]:
         document["value_encoding"] = "base64"
     if encoded:
         document["headers_encoding"] = encoded
+    if type(message.headers) is Headers and message.headers.kafka_only:
+        document["header_list"] = _header_list(message.headers)
     return document
 
 
@@ -107,6 +125,12 @@ def json_line(message: Message) -> bytes:
         parts.append(', "value_encoding": "base64"')
     if encoded:
         parts.append(', "headers_encoding": {' + ", ".join(encoded) + "}")
+    if type(message.headers) is Headers and message.headers.kafka_only:
+        listed = (
+            "[" + ", ".join("null" if item is None else _quote(item) for item in header) + "]"
+            for header in _header_list(message.headers)
+        )
+        parts.append(', "header_list": [' + ", ".join(listed) + "]")
     parts.append("}\n")
     return "".join(parts).encode("utf-8")
 

@@ -110,8 +110,8 @@ def mirror(
     --state-topic), so a mirror killed at any moment and started again ships each message exactly
     once; readers of the topic use isolation.level=read_committed. From Kafka, each record keeps
     its Kafka offset in the header adiskq.kafka.offset, and the stream's last record is where the
-    mirror resumes. The first mirror of a stream gives it an identity (format adiskq/4): that
-    needs the stream closed by its producers once.
+    mirror resumes. The first mirror of a stream gives it an identity (in settings.json, which an
+    adiskq older than the mirror refuses): that needs the stream closed by its producers once.
 
     `adiskq mirror status SRC DST` prints each partition's position, lag and the last error.
 

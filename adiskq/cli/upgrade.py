@@ -18,21 +18,26 @@ __all__ = ["upgrade"]
 @click.command()
 @click.argument("path", type=click.Path(path_type=str))
 @click.option(
-    "--identity", is_flag=True, help="Give the stream an identity (format adiskq/4), which `adiskq mirror` needs."
+    "--identity",
+    is_flag=True,
+    help="Give the stream an identity (format adiskq/4, or kept at adiskq/5), which `adiskq mirror` needs.",
 )
 def upgrade(path: str, identity: bool) -> None:
-    """Move a stream to the current format (adiskq/1 to adiskq/2, which adds tags).
+    """Move a stream to the current format, adiskq/5 (headers as Kafka has them).
 
-    A stream written by an adiskq before tags stays in its format until this moves it: producers
-    and consumers of this version read and write it as it is, and only a message with a tag needs
-    the move. The records are not rewritten: only settings.json changes.
+    A stream written by an older adiskq stays in its format until this moves it: producers and
+    consumers of this version read and write it as it is, and only what its format cannot hold
+    needs the move (a tag on adiskq/1; a null header value or a repeated header name, from a Kafka
+    client through the gateway or a producer's Headers, on adiskq/1 to adiskq/4). Compression and
+    the identity are kept. The records are not rewritten: only settings.json changes.
 
-    An adiskq that knows only the old format and has the stream open would misread the first tagged
-    message as damage, so stop every program that reads or writes the stream with an older adiskq
-    first. This refuses while a producer or a consumer group member has the stream open; a plain
-    Consumer leaves no trace it can see.
+    An adiskq that knows only an older format and has the stream open would misread the first
+    tagged message or null header value as damage, so stop every program that reads or writes the
+    stream with an older adiskq first. This refuses while a producer or a consumer group member has
+    the stream open; a plain Consumer leaves no trace it can see.
 
-    --identity gives the stream its identity instead (format adiskq/4: a random id in settings.json),
+    --identity gives the stream its identity instead (a random id in settings.json; format adiskq/4,
+    or adiskq/5 kept),
     from which `adiskq mirror` derives its Kafka transactional.id. The mirror gives it itself when
     nothing has the stream open; this does it ahead, under the same rules. An adiskq older than
     format 4 refuses the stream afterwards.
@@ -64,11 +69,15 @@ def upgrade(path: str, identity: bool) -> None:
             f"stream {path!r} is read by consumer group members now ({members}), so it cannot be upgraded: "
             "stop them (and every other reader of the stream), then run this again"
         )
-    if identity and done.before == done.after:
+    if identity and not done.identity_given:
         click.echo(f"{path} has its identity already: {stream_id}")
     elif identity:
-        click.echo(f"gave {path} the identity {stream_id} (format {done.before} to {done.after})")
+        moved = done.after if done.before == done.after else f"{done.before} to {done.after}"
+        click.echo(f"gave {path} the identity {stream_id} (format {moved})")
     elif done.before == done.after:
         click.echo(f"{path} is in format {done.after} already: nothing to do")
     else:
-        click.echo(f"moved {path} from format {done.before} to {done.after}: its producers may now write tags")
+        click.echo(
+            f"moved {path} from format {done.before} to {done.after}: its producers may now write tags, "
+            "null header values and repeated header names"
+        )

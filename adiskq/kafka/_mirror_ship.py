@@ -117,7 +117,7 @@ class Shipper:
             raise MirrorError(
                 f"stream {self.stream_path!r} has no identity yet, which the mirror derives its Kafka "
                 "transactional.id from; it is given once, while no producer has the stream open (the stream "
-                "moves to format adiskq/4, which an adiskq older than the mirror refuses): stop its producers "
+                "gains it in settings.json, which an adiskq older than the mirror refuses): stop its producers "
                 f"once and run `adiskq upgrade {self.stream_path} --identity`, or start the mirror then"
             ) from None
         if stream_id is None:

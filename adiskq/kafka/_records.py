@@ -11,9 +11,10 @@ The mapping, exact in both directions (its rules are written, and applied, in
   empty bytes plus the header ``adiskq.kafka.null`` whose value names which were null (``key``,
   ``value`` or ``key,value``), and read back to Kafka as null, without that header. A library
   consumer sees the empty bytes and the header;
-- headers keep their order. adiskq headers are a mapping, so a record that repeats a header name, or
-  has a null header value, or uses the reserved name is refused (INVALID_RECORD, with a message
-  saying which) rather than merged or changed.
+- headers keep their order, exactly: a null header value and a repeated name are stored as they
+  came (a ``Headers``, on a topic whose stream is in format ``adiskq/5``; a topic of an older format
+  refuses such a batch with INVALID_RECORD saying to run ``adiskq upgrade``) and served back as
+  they were. A record that uses the reserved name is refused (INVALID_RECORD).
 
 A Produce's batches are decoded straight to the bytes adiskq stores and their index entries
 (``decode_produce``: one compiled call a batch, no ``KafkaRecord``, ``Record`` or bytes object a

@@ -51,7 +51,7 @@ async def test_tags_are_written_once_the_stream_was_upgraded(stream_path: str) -
     """After the explicit move, the same producer code writes tags, read back by a filtered consumer."""
     await format_1_stream(stream_path)
     done = upgrade_stream(stream_path)
-    assert (done.before, done.after, done.readers) == ("adiskq/1", "adiskq/2", ())
+    assert (done.before, done.after, done.readers) == ("adiskq/1", "adiskq/5", ())
     async with adiskq.Producer(stream_path) as producer:
         await producer.push(b"tagged", key="k", tag="created")
     async with adiskq.Consumer(stream_path, end="close", tags={"created"}) as consumer:

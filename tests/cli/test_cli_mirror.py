@@ -97,6 +97,6 @@ def test_upgrade_gives_an_identity_once_and_not_while_a_producer_writes(stream_p
     settings = load_settings(stream_path)
     assert settings is not None
     assert settings.stream_id is not None
-    assert given.output == f"gave {stream_path} the identity {settings.stream_id} (format adiskq/2 to adiskq/4)\n"
+    assert given.output == f"gave {stream_path} the identity {settings.stream_id} (format adiskq/5)\n"
     again = invoke("upgrade", stream_path, "--identity")
     assert again.output == f"{stream_path} has its identity already: {settings.stream_id}\n"

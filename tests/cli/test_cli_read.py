@@ -55,6 +55,17 @@ def test_json_lines_carry_every_field(stream_path: str) -> None:
     ]
 
 
+def test_kafka_headers_are_listed_in_order_with_their_nulls(stream_path: str) -> None:
+    """A message with a null header value and a repeated name also has "header_list", exactly."""
+    kafka_headers = adiskq.Headers([("n", None), ("t", b"1"), ("t", b"\xff")])
+    fill(stream_path, [adiskq.Record(b"v", key="k", headers=kafka_headers, timestamp=T0)])
+    result = invoke("read", stream_path)
+    assert result.exit_code == 0
+    (line,) = lines(result.stdout)
+    assert line["headers"] == {"n": "", "t": base64.b64encode(b"\xff").decode()}
+    assert line["header_list"] == [["n", None], ["t", "1"], ["t", base64.b64encode(b"\xff").decode(), "base64"]]
+
+
 def test_bytes_that_are_not_utf8_are_base64_and_marked(stream_path: str) -> None:
     """A key, value or header that is not UTF-8 is base64, and a field says which."""
     raw = b"\xff\x00\xfe"
@@ -256,11 +267,14 @@ def test_a_message_read_back_matches_the_library(three_partitions: str) -> None:
 @hypothesis.given(
     key=st.binary(max_size=12) | st.text(max_size=12).map(str.encode),
     value=st.binary(max_size=40) | st.text(max_size=40).map(str.encode),
-    headers=st.dictionaries(st.text(max_size=8), st.binary(max_size=8) | st.text(max_size=8).map(str.encode)),
+    headers=st.dictionaries(st.text(max_size=8), st.binary(max_size=8) | st.text(max_size=8).map(str.encode))
+    | st.lists(st.tuples(st.sampled_from(["a", "b", "é"]), st.none() | st.binary(max_size=8)), max_size=5).map(
+        adiskq.Headers
+    ),
     timestamp_ns=st.integers(min_value=-(2**62), max_value=2**62),
 )
 def test_json_lines_are_the_json_of_the_documented_object(
-    key: bytes, value: bytes, headers: dict[str, bytes], timestamp_ns: int
+    key: bytes, value: bytes, headers: dict[str, bytes] | adiskq.Headers, timestamp_ns: int
 ) -> None:
     """The fast JSON line is exactly json.dumps of the documented object, for any bytes."""
     message = adiskq.Message(2, 7, timestamp_ns, key, value, headers)

@@ -1,4 +1,4 @@
-"""`adiskq upgrade`: the one step that moves a stream from format adiskq/1 to adiskq/2 (tags).
+"""`adiskq upgrade`: the one step that moves a stream from an older format to adiskq/5.
 
 A producer never moves a stream's format as a side effect of opening it: a reader of an older adiskq
 that has the stream open would then misread the first tagged message as damage. This command
@@ -33,17 +33,20 @@ def format_1_stream(path: str) -> dict[str, object]:
     return old
 
 
-def test_upgrade_moves_a_format_1_stream_to_format_2_and_keeps_everything_else(stream_path: str) -> None:
+def test_upgrade_moves_a_format_1_stream_to_format_5_and_keeps_everything_else(stream_path: str) -> None:
     """The format is all that changes: the settings, the messages and their offsets stay; a second
     run says there is nothing to do."""
     old = format_1_stream(stream_path)
     result = invoke("upgrade", stream_path)
     assert result.exit_code == 0, result.output
-    assert result.stdout == f"moved {stream_path} from format adiskq/1 to adiskq/2: its producers may now write tags\n"
-    assert settings(stream_path) == old | {"format": "adiskq/2"}
+    assert result.stdout == (
+        f"moved {stream_path} from format adiskq/1 to adiskq/5: its producers may now write tags, "
+        "null header values and repeated header names\n"
+    )
+    assert settings(stream_path) == old | {"format": "adiskq/5"}
     assert [adiskq.read(stream_path, 0, offset).value for offset in range(3)] == [b"m0", b"m1", b"m2"]
     again = invoke("upgrade", stream_path)
-    assert (again.exit_code, again.stdout) == (0, f"{stream_path} is in format adiskq/2 already: nothing to do\n")
+    assert (again.exit_code, again.stdout) == (0, f"{stream_path} is in format adiskq/5 already: nothing to do\n")
 
 
 def test_upgrade_is_refused_while_a_producer_has_the_stream_open(stream_path: str) -> None:
@@ -96,7 +99,7 @@ def test_a_tag_on_a_format_1_stream_says_how_to_move_it_and_upgrade_lets_it_thro
     result = invoke("write", stream_path, "--tag", "created", input=b"x\n")
     assert result.exit_code == 1
     assert "is in format 'adiskq/1', which has no tags" in result.stderr
-    assert f"Move it to 'adiskq/2' with `adiskq upgrade {stream_path}`" in result.stderr
+    assert f"Move it to 'adiskq/5' with `adiskq upgrade {stream_path}`" in result.stderr
     assert adiskq.stats(stream_path).message_count == 3
     assert invoke("upgrade", stream_path).exit_code == 0
     assert invoke("write", stream_path, "--tag", "created", input=b"x\n").exit_code == 0

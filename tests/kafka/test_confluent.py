@@ -113,17 +113,6 @@ def failure_code(future: Future[object]) -> int:
     return code
 
 
-def test_producer_header_repeat_refused(gateway, topic: str) -> None:
-    """A record repeating a header name is refused as INVALID_RECORD, never merged."""
-    errors: list[KafkaError] = []
-    producer = Producer({"bootstrap.servers": gateway.bootstrap, "retries": 0})
-    producer.produce(topic, b"v", headers=[("a", b"1"), ("a", b"2")], on_delivery=lambda e, _m: errors.append(e))
-    producer.flush(10)
-    assert len(errors) == 1
-    assert errors[0] is not None
-    assert errors[0].code() == KafkaError.INVALID_RECORD
-
-
 def test_fetch_max_bytes_lets_only_the_first_batch_exceed_it(gateway, topic: str) -> None:
     """A consumer whose fetch.max.bytes holds one of its messages but not two reads them all: only the
     response's first batch may exceed the limit (KIP-74), and librdkafka drops a response larger than

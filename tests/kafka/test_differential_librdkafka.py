@@ -94,10 +94,6 @@ def test_compressed_batches_read_back_alike(differential: Differential, codec: s
     differential.compare(scenario)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="null header values and repeated header names: the gateway refuses the batch (INVALID_RECORD)",
-)
 def test_null_header_values_and_repeated_names(differential: Differential) -> None:
     """A header with a null value, and a header name given twice, are kept in order as Kafka keeps them."""
 

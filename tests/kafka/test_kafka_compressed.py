@@ -63,3 +63,32 @@ def test_kafka_python_reads_and_writes_a_compressed_stream(gateway, topic: str) 
         consumer.close()
     assert got == events
     assert all(attributes & COMPRESSED for attributes in stored_attributes(stream_path))
+
+
+def test_kafka_python_fetches_a_new_streams_plain_zstd_values(gateway, topic: str) -> None:
+    """The values a compressed stream stores before its first dictionary (plain zstd frames) are
+    fetched as they were pushed, with no dictionary file in the stream."""
+    events = order_events(30)
+    stream_path = os.path.join(gateway.root, topic)
+
+    async def push() -> None:
+        async with adiskq.Producer(stream_path, compression="zstd") as producer:
+            for event in events:
+                await producer.push(event)
+
+    anyio.run(push)
+    assert all(attributes & COMPRESSED for attributes in stored_attributes(stream_path))
+    assert not os.path.exists(os.path.join(stream_path, "dictionaries", "zstd-00000001.dict"))
+    consumer = KafkaConsumer(bootstrap_servers=gateway.bootstrap, enable_auto_commit=False, consumer_timeout_ms=10_000)
+    try:
+        partition = KafkaPythonPartition(topic, 0)
+        consumer.assign([partition])
+        consumer.seek(partition, 0)
+        got = []
+        for message in consumer:
+            got.append(message.value)
+            if len(got) == len(events):
+                break
+    finally:
+        consumer.close()
+    assert got == events

@@ -107,14 +107,15 @@ def test_request_over_the_limit_is_refused_before_it_is_read(gateway) -> None:
 
 
 def test_a_refused_record_is_answered_in_every_produce_version(gateway, topic: str) -> None:
-    """A record with a repeated header gets INVALID_RECORD in Produce v3 (no record-error list) to v11."""
+    """A record with the gateway's reserved header gets INVALID_RECORD in Produce v3 (no record-error
+    list) to v11."""
     import datetime as dt
     import importlib
 
     from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
 
     batch = encode_batch(
-        base_offset=0, records=[KafkaRecord(0, 1, b"k", b"v", [("h", b"1"), ("h", b"2")])], base_timestamp_ms=1
+        base_offset=0, records=[KafkaRecord(0, 1, b"k", b"v", [("adiskq.kafka.null", b"key")])], base_timestamp_ms=1
     )
     for version in range(3, 12):
         schema = importlib.import_module(f"kio.schema.produce.v{version}.request")

@@ -19,9 +19,11 @@ from adiskq._sansio.kafka_batch import decode_batches
 from adiskq._sansio.kafka_codec import ATTRIBUTES_AT, CRC_AT, LOG_APPEND_TIME, KafkaRecord, crc32c, encode_batch
 from adiskq._sansio.kafka_mapping import NULLS_HEADER, StoredRecords
 from adiskq._sansio.run_entries import run_records, run_timestamps
+from adiskq._sansio.values import Headers
 from adiskq.kafka._records import (
     RecordRefusedError,
     decode_produce,
+    decode_produce_reference,
     records_from_batches,
     write_records,
     write_records_now,
@@ -82,8 +84,6 @@ def test_plain_batches_are_stored_as_the_step_by_step_path_stores_them(compressi
 @pytest.mark.parametrize(
     ("headers", "message"),
     [
-        ([("a", b"1"), ("a", b"2")], "header 'a' is repeated"),
-        ([("a", None)], "header 'a' has a null value"),
         ([(NULLS_HEADER, b"key")], f"header {NULLS_HEADER!r} is reserved"),
     ],
 )
@@ -95,6 +95,23 @@ def test_a_refused_record_is_named_by_the_step_by_step_path(
     with pytest.raises(RecordRefusedError, match=message) as refused:
         records_from_batches(decode_produce(data))
     assert refused.value.index == 3
+
+
+def test_null_header_values_and_repeated_names_are_kept_as_headers_by_the_step_by_step_path() -> None:
+    """Both decoders leave such a record to the step by step path, which keeps every header in
+    order (a ``Headers``) and the other records as they are; a null key still adds its header."""
+    kafka_headers = [("a", None), ("a", b"1"), ("b", b"2")]
+    data = request_of(RECORDS[:2], [RECORDS[0], RECORDS[1]._replace(headers=kafka_headers)])
+    for batches in (decode_produce(data), decode_produce_reference(data, time.time_ns())):
+        records = records_from_batches(batches)
+        assert isinstance(records, list)
+        assert [record.headers for record in records] == [
+            {"h": b"1", "a": b""},
+            {NULLS_HEADER: b"key"},
+            {"h": b"1", "a": b""},
+            Headers([*kafka_headers, (NULLS_HEADER, b"key")]),
+        ]
+        assert type(records[3].headers) is Headers
 
 
 def test_a_log_append_time_batch_is_stamped_with_the_time_of_the_write() -> None:

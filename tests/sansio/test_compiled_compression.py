@@ -9,7 +9,7 @@ import pytest
 import zstandard
 from compression_support import order_events, stream_dictionary
 from helpers.memory import growth_over
-from test_compression_codec import EVENT, FRAME, HOSTILE, LIMIT, MAGIC, record
+from test_compression_codec import EVENT, FRAME, HOSTILE, LIMIT, MAGIC, compress_plain, record
 
 from adiskq._sansio.compression import DICTIONARY_ID_BASE
 from adiskq._sansio.native import NATIVE
@@ -28,6 +28,18 @@ def test_compiled_and_reference_compressors_store_the_same_layout() -> None:
     assert zstandard.ZstdDecompressor(dict_data=dictionary).decompress(MAGIC + frame) == EVENT
 
 
+def test_compiled_and_reference_plain_frames_are_the_same_bytes() -> None:
+    """Plain zstd (a stream's values before its first dictionary): libzstd through the compiled core
+    and the zstandard binding store the same frames, and the compiled decoder reads them with no
+    dictionary at all."""
+    plain = compiled.zstd_prepare(None, 3)
+    values = [*EVENTS[:50], b"", b"x", bytes(5000), bytes(range(256)) * 3]
+    frames = [compiled.zstd_compress(plain, value) for value in values]
+    assert frames == [compress_plain(value) for value in values]
+    messages = compiled.decode_messages(b"".join(map(record, frames)), 0, 0, len(frames), LIMIT, {})
+    assert [message.value for message in messages] == values
+
+
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_compiled_decoder_never_returns_a_hostile_value(name: str) -> None:
     """The compiled decoder itself answers (position, False) for a hostile frame: it never hands out a value."""
@@ -40,7 +52,9 @@ def compression_round() -> None:
     """Prepared dictionaries made and dropped, values compressed, records decoded, hostile frames refused."""
     prepared = compiled.zstd_prepare(stream_dictionary(), 3)
     dictionaries = {DICTIONARY_ID_BASE + 1: prepared}
+    plain = compiled.zstd_prepare(None, 3)
     frames = [compiled.zstd_compress(prepared, event) for event in EVENTS]
+    frames += [compiled.zstd_compress(plain, event) for event in EVENTS[:200]]
     buffer = b"".join(map(record, frames))
     for _ in range(20):
         messages = compiled.decode_messages(buffer, 0, 0, len(frames), LIMIT, dictionaries)

@@ -25,7 +25,9 @@ from adiskq._sansio.compression import (
     DICTIONARY_ID_BASE,
     Dictionaries,
     ReferenceDictionary,
+    ReferencePlain,
     encode_dictionary_file,
+    frame_dictionary_id,
     parse_dictionary_file,
 )
 from adiskq._sansio.native import NATIVE
@@ -47,6 +49,11 @@ def dictionaries(*versions: int) -> Dictionaries:
 
 def compress(value: bytes, version: int = 1) -> bytes:
     return ReferenceDictionary(version, stream_dictionary(version, seed=version), 3).compress(value)
+
+
+def compress_plain(value: bytes) -> bytes:
+    """``value`` in a plain zstd frame (no dictionary), as a stream's first values are stored."""
+    return ReferencePlain(3).compress(value)
 
 
 def record(frame: bytes) -> bytes:
@@ -81,6 +88,10 @@ FRAME = compress(EVENT)
 # dictionary id (2), then the content size's first byte (no magic number: the record says what it is).
 CONTENT_SIZE_AT = 3
 MAGIC = b"\x28\xb5\x2f\xfd"
+# A plain frame's header: descriptor (single segment, no dictionary id, 2-byte content size), then
+# the content size.
+PLAIN = compress_plain(EVENT)
+PLAIN_CONTENT_SIZE_AT = 1
 
 
 def stored(frame: bytes) -> bytes:
@@ -127,7 +138,20 @@ HOSTILE: dict[str, bytes] = {
             dict_data=zstandard.ZstdCompressionDict(stream_dictionary()), write_content_size=False
         ).compress(EVENT)
     ),
-    "no dictionary": stored(zstandard.ZstdCompressor().compress(EVENT)),
+    "plain: cut short by one byte": PLAIN[:-1],
+    "plain: content size says one more": with_byte(
+        PLAIN, PLAIN_CONTENT_SIZE_AT, (PLAIN[PLAIN_CONTENT_SIZE_AT] + 1) % 256
+    ),
+    "plain: content size says one less": with_byte(
+        PLAIN, PLAIN_CONTENT_SIZE_AT, (PLAIN[PLAIN_CONTENT_SIZE_AT] - 1) % 256
+    ),
+    "plain: a byte after the frame": PLAIN + b"\x00",
+    "plain: no content size": stored(zstandard.ZstdCompressor(write_content_size=False).compress(EVENT)),
+    "plain: made with a dictionary it does not name": stored(
+        zstandard.ZstdCompressor(
+            dict_data=zstandard.ZstdCompressionDict(stream_dictionary()), write_dict_id=False
+        ).compress(EVENT)
+    ),
     "a dictionary the stream lacks": compress(EVENT, version=2),
     "raw dictionary content": stored(
         zstandard.ZstdCompressor(
@@ -155,6 +179,53 @@ def test_hostile_frames_are_damage_in_both_cores(name: str) -> None:
     assert pure[0] in ("CorruptRecordError", "CorruptStreamError")
 
 
+def test_plain_frames_name_no_dictionary_and_decode_alike() -> None:
+    """A plain zstd frame (a stream's values before its first dictionary) names no dictionary, states
+    its content size, and decodes to its value in both cores with no dictionary file at all."""
+    descriptor, content_size = struct.unpack_from("<BH", PLAIN)
+    assert (descriptor, content_size + 256) == (0x60, len(EVENT))
+    assert frame_dictionary_id(PLAIN) == 0
+    events = order_events(30)
+    buf = b"".join(
+        record(compress_plain(value)) if i % 2 else record(compress(value)) for i, value in enumerate(events)
+    )
+    compiled, pure = both(buf)
+    assert compiled == pure
+    assert [message.value for message in pure] == events  # type: ignore[attr-defined]
+    compiled, pure = both(record(PLAIN), versions=())  # the stream has no dictionary yet
+    assert compiled == pure
+    assert [message.value for message in pure] == [EVENT]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("frame", [PLAIN, FRAME], ids=["plain", "with a dictionary"])
+def test_a_compressed_record_read_without_dictionaries_is_the_same_error_in_both_cores(frame: bytes) -> None:
+    """A reader given no dictionaries (not its stream's reader) gets the reference's clear error for
+    a sound compressed record from both cores, by run and by offsets."""
+    buf = reference.encode_record(b"before", b"k", 1) + record(frame)
+    runs = [
+        outcome(lambda decode=decode: decode(buf, 0, 0, 2, max_record_bytes=LIMIT, dictionaries=None))  # type: ignore[misc]
+        for decode in (core.decode_messages, reference.decode_messages)
+    ]
+    picked = [
+        outcome(lambda decode=decode: decode(buf, 0, [0, 1], max_record_bytes=LIMIT, dictionaries=None))  # type: ignore[misc]
+        for decode in (core.decode_at, core.reference_decode_at)
+    ]
+    assert runs[0] == runs[1] == picked[0] == picked[1]
+    assert "given no zstd dictionaries" in runs[0][1]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("buf", [b"\x00" * 4, b"\x00" * 30, record(FRAME)[:-3]], ids=["short", "zeros", "torn"])
+def test_damage_read_by_a_compressed_streams_reader_is_the_same_error_in_both_cores(buf: bytes) -> None:
+    """Damage read with the stream's dictionaries gets the reference's error from both cores."""
+    compiled = outcome(lambda: core.decode_messages(buf, 0, 0, 1, max_record_bytes=LIMIT, dictionaries=dictionaries(1)))
+    pure = outcome(
+        lambda: reference.decode_messages(buf, 0, 0, 1, max_record_bytes=LIMIT, dictionaries=dictionaries(1))
+    )
+    assert compiled == pure
+    assert isinstance(pure, tuple)
+    assert pure[0] == "CorruptRecordError"
+
+
 def test_content_over_the_record_limit_is_damage() -> None:
     """A frame stating more bytes than the reader's record limit is refused before decompressing."""
     buf = record(FRAME)
@@ -176,10 +247,13 @@ def test_frame_naming_another_stream_dictionary_decodes_alike() -> None:
 @given(st.lists(st.binary(max_size=2000), min_size=1, max_size=12))
 def test_values_round_trip_through_both_compressors(values: list[bytes]) -> None:
     """Any value compressed by either core's compressor decodes to itself in both cores."""
-    frames = [compress(value) for value in values]
+    frames = [compress(value) for value in values] + [compress_plain(value) for value in values]
+    values = values + values
     if NATIVE is not None:
         prepared = NATIVE.zstd_prepare(stream_dictionary(), 3)
-        frames += [NATIVE.zstd_compress(prepared, value) for value in values]
+        plain = NATIVE.zstd_prepare(None, 3)
+        frames += [NATIVE.zstd_compress(prepared, value) for value in values[: len(values) // 2]]
+        frames += [NATIVE.zstd_compress(plain, value) for value in values[: len(values) // 2]]
         values = values + values
     compiled, pure = both(b"".join(map(record, frames)))
     assert compiled == pure

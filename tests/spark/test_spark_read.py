@@ -156,3 +156,18 @@ def test_a_compressed_stream_reads_back_its_values(spark: SparkSession, stream_p
     finally:
         plain.close()
     assert [value for _, _, value in rows(spark, stream_path)] == [e.decode() for e in events] + ["plain"]
+
+
+def test_a_new_compressed_streams_plain_zstd_values_read_back(spark: SparkSession, stream_path: str) -> None:
+    """The values a compressed stream stores before its first dictionary (plain zstd frames, naming
+    none) arrive decompressed, with no dictionary file in the stream."""
+    events = order_events(30)
+
+    async def push() -> None:
+        async with adiskq.Producer(stream_path, compression="zstd") as producer:
+            for event in events:
+                await producer.push(event)
+
+    anyio.run(push)
+    assert not os.path.exists(os.path.join(stream_path, "dictionaries", "zstd-00000001.dict"))
+    assert [value for _, _, value in rows(spark, stream_path)] == [e.decode() for e in events]

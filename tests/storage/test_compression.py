@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import random
 import struct
 
 import anyio
@@ -14,6 +15,7 @@ from compression_support import order_events, trained_dictionary
 from helpers.cli import invoke
 
 import adiskq
+from adiskq._async import compressing
 from adiskq._sansio import codec, compression
 from adiskq._sansio.compression import COMPRESSED, DICTIONARY_ID_BASE
 from adiskq._sansio.naming import PARTS_DIR, partition_dir_name
@@ -69,25 +71,31 @@ async def push_events(stream_path: str, events: list[bytes], **options: object) 
 
 async def test_compressed_stream_reads_back_every_value(stream_path: str) -> None:
     """Values pushed to a compressed stream (push and push_many) are read back as pushed, from sealed
-    segments and the active one, and its settings say format adiskq/3 with zstd compression."""
+    segments and the active one, and its settings say format adiskq/5 with zstd compression."""
     await push_events(stream_path, EVENTS, segment_size_bytes=65536)
     assert len(os.listdir(os.path.join(stream_path, PARTS_DIR, partition_dir_name(0)))) > 10
     assert await drain(stream_path) == EVENTS
     settings = json.loads(settings_of(stream_path))
-    assert (settings["format"], settings["compression"]) == ("adiskq/3", "zstd")
+    assert (settings["format"], settings["compression"]) == ("adiskq/5", "zstd")
+
+
+def dictionary_ids(records: list[codec.DecodedRecord]) -> list[int | None]:
+    """The dictionary id each record's frame names (0: plain zstd), None for a value stored raw."""
+    return [compression.frame_dictionary_id(r.value) if r.attributes & COMPRESSED else None for r in records]
 
 
 async def test_first_values_train_the_dictionary_then_values_are_compressed(stream_path: str) -> None:
-    """The first 2,000 values are stored as they are and train dictionary version 1; the values
-    pushed after are stored compressed with it, each far smaller."""
+    """The first 2,000 values are stored in plain zstd frames (no dictionary) and train dictionary
+    version 1; the values pushed after are stored compressed with it, each far smaller."""
     async with adiskq.Producer(stream_path, compression="zstd") as producer:
         for number, value in enumerate(EVENTS[:2300]):
             await producer.push(value, key=f"order-{number}")
         await producer.push_many(EVENTS[2300:])
     assert dictionary_file(stream_path).is_file()
     records = stored_records(stream_path)
-    assert [bool(r.attributes & COMPRESSED) for r in records] == [False] * 2000 + [True] * (len(EVENTS) - 2000)
+    assert dictionary_ids(records) == [0] * 2000 + [DICTIONARY_ID_BASE + 1] * (len(EVENTS) - 2000)
     assert {frame_version(r) for r in records[2000:]} == {1}
+    assert await drain(stream_path) == EVENTS
     compressed = sum(len(r.value) for r in records[2000:])
     assert compressed < 0.4 * sum(map(len, EVENTS[2000:]))
 
@@ -106,17 +114,56 @@ async def test_a_new_streams_first_large_batch_trains_the_dictionary_and_is_stor
     assert await drain(stream_path) == EVENTS
 
 
-async def test_a_small_first_batch_is_stored_raw_and_the_next_batch_that_reaches_the_samples_trains(
+async def test_a_small_first_batch_is_stored_in_plain_frames_and_the_next_batch_that_reaches_the_samples_trains(
     stream_path: str,
 ) -> None:
-    """A batch that does not bring the samples to 2,000 is stored raw (a sample); the batch that
-    does trains from both and is stored compressed."""
+    """A batch that does not bring the samples to 2,000 is stored in plain zstd frames (and kept as
+    samples); the batch that does trains from both and is stored compressed with the dictionary."""
     async with adiskq.Producer(stream_path, compression="zstd") as producer:
         await producer.push_many(EVENTS[:500])
         await producer.push_many(EVENTS[500:])
     records = stored_records(stream_path)
-    assert [bool(r.attributes & COMPRESSED) for r in records] == [False] * 500 + [True] * (len(EVENTS) - 500)
+    assert dictionary_ids(records) == [0] * 500 + [DICTIONARY_ID_BASE + 1] * (len(EVENTS) - 500)
     assert await drain(stream_path) == EVENTS
+
+
+async def test_a_new_streams_first_single_pushes_are_stored_in_plain_zstd_frames(stream_path: str) -> None:
+    """Before its dictionary exists, a new compressed stream stores each value pushed one by one in
+    a plain zstd frame (no dictionary file needed to read it), smaller than the value, and every
+    reader gets the values back as pushed."""
+    events = EVENTS[:1000]
+    async with adiskq.Producer(stream_path, compression="zstd") as producer:
+        for number, value in enumerate(events):
+            await producer.push(value, key=f"order-{number}")
+    assert not dictionary_file(stream_path).exists()
+    records = stored_records(stream_path)
+    assert dictionary_ids(records) == [0] * len(events)
+    assert all(len(r.value) < len(value) for r, value in zip(records, events, strict=True))
+    assert sum(len(r.value) for r in records) < 0.8 * sum(map(len, events))
+    with anyio.fail_after(20):
+        async with adiskq.Consumer(stream_path, start="oldest", end="close") as consumer:
+            batched = [message.value async for batch in consumer.batches() for message in batch]
+        async with adiskq.ConsumerGroup(stream_path, "audit", start="oldest", end="close") as group:
+            grouped = [message.value async for message in group]
+    assert batched == grouped == events
+    assert adiskq.read(stream_path, 0, 7).value == events[7]
+    assert [message.value for message in adiskq.find(stream_path, "order-3")] == [events[3]]
+    assert invoke("read", stream_path, "--format", "value").stdout.splitlines() == [e.decode() for e in events]
+    assert invoke("check", stream_path).exit_code == 0
+
+
+async def test_a_value_plain_zstd_does_not_shrink_is_stored_raw(stream_path: str) -> None:
+    """Before the dictionary exists, a value whose plain zstd frame would not be smaller (short, or
+    random bytes) is stored as it is, by push and push_many alike; compressible ones beside it are
+    compressed, and all read back as pushed."""
+    noise = random.Random(5).randbytes(300)
+    values = [b"", b"x", noise, EVENTS[0], b"ab" * 200]
+    async with adiskq.Producer(stream_path, compression="zstd") as producer:
+        for value in values:
+            await producer.push(value)
+        await producer.push_many(values)
+    assert dictionary_ids(stored_records(stream_path)) == [None, None, None, 0, 0] * 2
+    assert await drain(stream_path) == values + values
 
 
 async def test_given_dictionary_compresses_from_the_first_value(stream_path: str) -> None:
@@ -303,7 +350,7 @@ class NoLibzstd:
     """The compiled core where libzstd.so.1 cannot be loaded: zstd_prepare answers None."""
 
     @staticmethod
-    def zstd_prepare(dictionary: bytes, level: int) -> None:
+    def zstd_prepare(dictionary: bytes | None, level: int) -> None:
         return None
 
 
@@ -315,6 +362,22 @@ async def test_without_libzstd_the_zstd_binding_compresses_and_decompresses(
     monkeypatch.setattr(compression, "NATIVE", NoLibzstd)
     await push_events(stream_path, EVENTS[:40], zstd_dictionary=trained_dictionary())
     assert all(record.attributes & COMPRESSED for record in stored_records(stream_path))
+    assert await drain(stream_path) == EVENTS[:40]
+    monkeypatch.undo()
+    assert await drain(stream_path) == EVENTS[:40]
+
+
+async def test_without_libzstd_the_zstd_binding_writes_and_reads_plain_frames(
+    stream_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where libzstd cannot be loaded, a new stream's first values go into plain zstd frames through
+    the zstandard binding, the same bytes the compiled core writes, and both read them back."""
+    monkeypatch.setattr(compression, "NATIVE", NoLibzstd)
+    monkeypatch.setattr(compressing, "NATIVE", NoLibzstd)
+    await push_events(stream_path, EVENTS[:40])
+    records = stored_records(stream_path)
+    assert dictionary_ids(records) == [0] * 40
+    assert [r.value for r in records] == [compression.ReferencePlain(3).compress(e) for e in EVENTS[:40]]
     assert await drain(stream_path) == EVENTS[:40]
     monkeypatch.undo()
     assert await drain(stream_path) == EVENTS[:40]

@@ -28,7 +28,17 @@ async def test_the_script_writes_the_manifest_s_bytes(tmp_path: Path) -> None:
 def test_the_manifest_covers_every_kind_of_file() -> None:
     """Each stream of the script is there, with each kind of segment file it should hold."""
     paths = list(format_script.read_manifest())
-    streams = {"singles", "batched", "many/one", "many/spread", "compressed", "shared", "kafka", "kafka-compressed"}
+    streams = {
+        "singles",
+        "batched",
+        "many/one",
+        "many/spread",
+        "compressed",
+        "shared",
+        "kafka",
+        "kafka-compressed",
+        "kafka-headers",
+    }
     assert {path.split("/parts/")[0] for path in paths if path.endswith(".index")} == streams
     for suffix in (".data", ".index", ".timeindex", ".tagindex", ".keyindex", "settings.json"):
         assert any(path.endswith(suffix) for path in paths), suffix

@@ -31,7 +31,7 @@ def test_new_stream_records_its_settings(stream_path: str) -> None:
         retention=adiskq.Retention(max_bytes=10**6, max_age=dt.timedelta(hours=1)),
     ).close()
     assert _settings(stream_path) == {
-        "format": "adiskq/2",
+        "format": "adiskq/5",
         "partition_count": 3,
         "segment_size_bytes": 4096,
         "retention_max_bytes": 10**6,
@@ -71,7 +71,7 @@ def test_path_may_be_a_pathlike(tmp_path: pathlib.Path) -> None:
 def test_empty_folder_becomes_a_stream(tmp_path: pathlib.Path) -> None:
     """A producer creates a stream in an existing, empty folder."""
     StreamWriter.open(tmp_path).close()
-    assert _settings(os.fspath(tmp_path))["format"] == "adiskq/2"
+    assert _settings(os.fspath(tmp_path))["format"] == "adiskq/5"
 
 
 def test_a_format_1_stream_is_read_and_written_as_it_is(stream_path: str) -> None:
@@ -194,8 +194,8 @@ def test_go_diskq_stream_is_refused_and_untouched(tmp_path: pathlib.Path) -> Non
 
 def test_newer_format_is_refused(tmp_path: pathlib.Path) -> None:
     """A settings.json of another adiskq format version is refused, naming the format found."""
-    (tmp_path / "settings.json").write_text('{"format": "adiskq/5", "partition_count": 1}')
-    with pytest.raises(adiskq.NotAStreamError, match="adiskq/5"):
+    (tmp_path / "settings.json").write_text('{"format": "adiskq/6", "partition_count": 1}')
+    with pytest.raises(adiskq.NotAStreamError, match="adiskq/6"):
         StreamWriter.open(tmp_path)
 
 

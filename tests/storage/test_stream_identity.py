@@ -1,5 +1,6 @@
-"""A stream's identity (format adiskq/4): given once, kept by every later write of settings.json,
-refused by a reader that does not know the format, and refused while something has the stream open."""
+"""A stream's identity (format adiskq/4, or in a format-5 stream): given once, kept by every later
+write of settings.json, refused by a reader that does not know the format, and refused while
+something has the stream open."""
 
 from __future__ import annotations
 
@@ -17,6 +18,13 @@ from adiskq._storage.upgrade import give_identity
 pytestmark = pytest.mark.anyio
 
 
+def _as_format(path: str, stored_format: str) -> None:
+    """Leave the stream's settings.json in ``stored_format``, as an older adiskq wrote it."""
+    stored = _settings(path) | {"format": stored_format}
+    with open(os.path.join(path, "settings.json"), "w") as file:
+        json.dump(stored, file)
+
+
 def _settings(path: str) -> dict[str, object]:
     with open(os.path.join(path, "settings.json")) as file:
         loaded = json.load(file)
@@ -27,6 +35,7 @@ def _settings(path: str) -> dict[str, object]:
 async def test_an_identity_is_given_once_and_kept_when_the_partitions_grow(stream_path: str) -> None:
     async with adiskq.Producer(stream_path, partitions=2) as producer:
         await producer.push(b"before", key="k")
+    _as_format(stream_path, "adiskq/2")
     stream_id, done = give_identity(stream_path)
     assert stream_id is not None
     assert re.fullmatch(r"[0-9a-f]{32}", stream_id)
@@ -40,9 +49,19 @@ async def test_an_identity_is_given_once_and_kept_when_the_partitions_grow(strea
         assert sorted([m.value async for m in consumer]) == [b"after", b"before"]
 
 
+async def test_a_format_5_stream_keeps_its_format_with_its_identity(stream_path: str) -> None:
+    async with adiskq.Producer(stream_path) as producer:
+        await producer.push(b"x")
+    stream_id, done = give_identity(stream_path)
+    assert (done.before, done.after) == ("adiskq/5", "adiskq/5")
+    assert _settings(stream_path)["stream_id"] == stream_id
+    assert load_settings(stream_path) is not None
+
+
 async def test_a_compressed_stream_keeps_its_compression_and_compact_segments(stream_path: str) -> None:
     async with adiskq.Producer(stream_path, compression="zstd") as producer:
         await producer.push_many([adiskq.Record(b"value %d" % i) for i in range(3000)])
+    _as_format(stream_path, "adiskq/3")
     give_identity(stream_path)
     settings = load_settings(stream_path)
     assert settings is not None
@@ -59,7 +78,7 @@ async def test_no_identity_is_given_while_a_producer_has_the_stream_open(stream_
         await producer.push(b"x")
         with pytest.raises(StreamLockedError):
             give_identity(stream_path)
-    assert _settings(stream_path)["format"] == "adiskq/2"
+    assert "stream_id" not in _settings(stream_path)
 
 
 async def test_no_identity_is_given_while_a_group_member_reads(stream_path: str) -> None:
@@ -95,8 +114,8 @@ def test_an_identity_in_an_older_format_is_refused_as_a_newer_adiskq_s(tmp_path:
 
 
 def test_a_format_this_adiskq_does_not_know_is_refused_by_name(tmp_path: os.PathLike[str]) -> None:
-    # What an adiskq before format 4 does with one (its READABLE_FORMATS end at adiskq/3): the same check.
+    # What an adiskq before format 5 does with one (its READABLE_FORMATS end at adiskq/4): the same check.
     path = os.path.join(tmp_path, "s")
-    _write_settings(path, format="adiskq/5", stream_id="0" * 32)
-    with pytest.raises(NotAStreamError, match="'adiskq/5'"):
+    _write_settings(path, format="adiskq/6", stream_id="0" * 32)
+    with pytest.raises(NotAStreamError, match="'adiskq/6'"):
         load_settings(path)

@@ -29,6 +29,7 @@ import anyio
 from kio.schema.errors import ErrorCode
 
 from ..._async.producer import Producer
+from ..._errors import SettingsMismatchError
 from ..._sansio.kafka_batch import KafkaBatch, KafkaBatchError, KafkaCorruptBatchError
 from ..._sansio.kafka_mapping import StoredRecords
 from ..._sansio.kafka_produce_request import PRODUCE_REQUEST_VERSIONS, produce_request
@@ -365,12 +366,21 @@ def _records(batches: list[KafkaBatch]) -> ToWrite:
     return records
 
 
+def _write_error_code(error: BaseException) -> ErrorCode:
+    """Kafka's code for a failed write: INVALID_RECORD (not retried) for a record the topic's stream
+    cannot hold in its format (a null header value or a repeated name before adiskq/5), whose
+    message says to run `adiskq upgrade`."""
+    if isinstance(error, SettingsMismatchError):
+        return ErrorCode.invalid_record
+    return error_code_for(error)
+
+
 def _push_now(context: RequestContext, producer: Producer, topic: str, partition: int, records: ToWrite) -> int | None:
     try:
         return write_records_now(producer, partition, records)
     except Exception as error:
         logger.warning("adiskq: produce to %s-%d failed: %s", topic, partition, error)
-        raise _Refused(error_code_for(error), error_message_for(context.gateway, error)) from None
+        raise _Refused(_write_error_code(error), error_message_for(context.gateway, error)) from None
 
 
 async def _write(
@@ -383,4 +393,4 @@ async def _write(
             return await write_records(producer, partition, records)
     except Exception as error:
         logger.warning("adiskq: produce to %s-%d failed: %s", topic, partition, error)
-        raise _Refused(error_code_for(error), error_message_for(context.gateway, error)) from None
+        raise _Refused(_write_error_code(error), error_message_for(context.gateway, error)) from None
