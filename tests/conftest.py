@@ -84,22 +84,35 @@ def shared_dir() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def spark() -> SparkSession:
-    """One local Spark session (``local[2]``) shared by every Spark test, with ``adiskq`` registered.
+    """One local Spark session (``local[2]``) shared by every Spark test, with ``adiskq`` registered
+    and Spark's own Kafka connector on its class path (``format("kafka")``).
 
-    Starting Spark and its Python workers takes seconds, so the whole suite shares one session.
-    Missing Java or pyspark makes these tests fail, never skip: CI must run them.
+    Starting Spark and its Python workers takes seconds, so the whole suite shares one session; jars
+    are given to a session only when it starts, so the connector's are given to this one. Missing
+    Java, pyspark or the connector's jars makes these tests fail, never skip: CI must run them.
     """
     import sys
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    import pyspark
+    from kafka_jars import class_path, pinned_sets
     from pyspark.sql import SparkSession
 
     import adiskq.spark
 
+    # The connector works only at exactly the PySpark version it was built with.
+    connector = f"spark-kafka-{pyspark.__version__}"
+    if connector not in pinned_sets():
+        pytest.fail(
+            f"no Kafka connector pinned for PySpark {pyspark.__version__}: pin "
+            f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__} in tests/kafka/jars.txt "
+            "(scripts/fetch_kafka_jars.py --pin), or install the PySpark version pyproject.toml names"
+        )
     session = (
         SparkSession.builder.master("local[2]")
         .appName("adiskq-tests")
+        .config("spark.jars", ",".join(str(jar) for jar in class_path(connector)))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
