@@ -182,10 +182,14 @@ class Topics:
 
         for victim in self.budget.writers_to_close(name, partitions, busy):
             async with self._lock(victim):
-                producer = self._writers.pop(victim, None)
-                self.budget.writer_closed(victim)
-                if producer is not None:
-                    await producer.aclose()
+                await self._close_writer(victim)
+
+    async def _close_writer(self, name: str) -> None:
+        """Close the topic's producer, if it has one open (under the topic's lock, held by the caller)."""
+        producer = self._writers.pop(name, None)
+        self.budget.writer_closed(name)
+        if producer is not None:
+            await producer.aclose()
 
     async def create(self, name: str, partitions: int, **settings: Any) -> None:
         """Create the topic with ``partitions`` partitions (and these stream settings), whole or not
@@ -217,10 +221,7 @@ class Topics:
         """Give the topic ``count`` partitions (more than it has): its producer reopens with them."""
         self.budget.check_partitions(name, count)
         async with self._lock(name):
-            producer = self._writers.pop(name, None)
-            self.budget.writer_closed(name)
-            if producer is not None:
-                await producer.aclose()
+            await self._close_writer(name)
             await self._make_room(name, count)
             producer = await opened(Producer(self.path(name), partitions=count, flush=self.flush, shared=self.shared))
             self._writers[name] = producer
@@ -235,10 +236,7 @@ class Topics:
             path = self.path(name)
             if not self.exists(name):
                 raise StreamNotFoundError(path)
-            producer = self._writers.pop(name, None)
-            self.budget.writer_closed(name)
-            if producer is not None:
-                await producer.aclose()
+            await self._close_writer(name)
             count = self.partition_count(name, fresh=True)
             await self._make_room(name, count)
             producer = await opened(Producer(path, flush=self.flush, shared=self.shared, **settings))
@@ -282,10 +280,7 @@ class Topics:
             path = self.path(name)
             if not self.exists(name):
                 raise StreamNotFoundError(path)
-            producer = self._writers.pop(name, None)
-            self.budget.writer_closed(name)
-            if producer is not None:
-                await producer.aclose()
+            await self._close_writer(name)
             self._readers.pop(name, None)
             self.generation += 1
             await anyio.to_thread.run_sync(shutil.rmtree, path)

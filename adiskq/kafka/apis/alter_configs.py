@@ -6,16 +6,18 @@ fixed here (INVALID_CONFIG); other resource types are not served (INVALID_REQUES
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
+from ..._storage.settings import StreamSettings
 from .._registry import RequestContext, nested, register, respond
 from .._topic_configs import InvalidConfigError, replaced
 from .._topics import check_topic_name
 from ._common import NO_THROTTLE, error_code_for
 
-__all__ = ["TOPIC", "alter_answer", "alter_configs"]
+__all__ = ["TOPIC", "alter_answer", "alter_configs", "alter_each"]
 
 TOPIC: Final = 2
 _BROKER: Final = 4
@@ -42,9 +44,13 @@ def refused_resource(resource: Any) -> tuple[ErrorCode, str] | None:
     return None
 
 
-@register(33, "AlterConfigs", min_version=0, max_version=2)
-async def alter_configs(context: RequestContext, request: Any) -> Any:
-    """Set each topic's configs (checked first; ``validate_only``: only checked)."""
+async def alter_each(
+    context: RequestContext,
+    request: Any,
+    settings_of: Callable[[Any, StreamSettings], dict[str, object]],
+) -> tuple[Any, ...]:
+    """Each resource's answer, its topic given ``settings_of(resource, current settings)`` unless
+    the request only validates (AlterConfigs' and IncrementalAlterConfigs' shared loop)."""
     topics = context.gateway.topics
     answers = []
     for resource in request.resources:
@@ -53,8 +59,7 @@ async def alter_configs(context: RequestContext, request: Any) -> Any:
         if refused is None:
             try:
                 check_topic_name(resource.resource_name)
-                current = topics.reader(resource.resource_name).refresh()
-                settings = replaced({c.name: c.value for c in resource.configs}, current)
+                settings = settings_of(resource, topics.reader(resource.resource_name).refresh())
                 if not request.validate_only:
                     await topics.reconfigure(resource.resource_name, **settings)
             except InvalidConfigError as error:
@@ -62,4 +67,13 @@ async def alter_configs(context: RequestContext, request: Any) -> Any:
             except Exception as error:
                 code, message = error_code_for(error), str(error)
         answers.append(alter_answer(request, resource, code, message))
-    return respond(request, "AlterConfigsResponse", throttle_time=NO_THROTTLE, responses=tuple(answers))
+    return tuple(answers)
+
+
+@register(33, "AlterConfigs", min_version=0, max_version=2)
+async def alter_configs(context: RequestContext, request: Any) -> Any:
+    """Set each topic's configs (checked first; ``validate_only``: only checked)."""
+    answers = await alter_each(
+        context, request, lambda resource, current: replaced({c.name: c.value for c in resource.configs}, current)
+    )
+    return respond(request, "AlterConfigsResponse", throttle_time=NO_THROTTLE, responses=answers)

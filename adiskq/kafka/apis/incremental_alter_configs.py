@@ -8,13 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kio.schema.errors import ErrorCode
-
 from .._registry import RequestContext, register, respond
 from .._topic_configs import InvalidConfigError, settings_for
-from .._topics import check_topic_name
-from ._common import NO_THROTTLE, error_code_for
-from .alter_configs import alter_answer, refused_resource
+from ._common import NO_THROTTLE
+from .alter_configs import alter_each
 
 __all__ = ["incremental_alter_configs"]
 
@@ -41,21 +38,7 @@ def _changes(configs: Any) -> dict[str, str | None]:
 @register(44, "IncrementalAlterConfigs", min_version=0, max_version=1)
 async def incremental_alter_configs(context: RequestContext, request: Any) -> Any:
     """Change each topic's named configs (checked first; ``validate_only``: only checked)."""
-    topics = context.gateway.topics
-    answers = []
-    for resource in request.resources:
-        refused = refused_resource(resource)
-        code, message = refused if refused is not None else (ErrorCode.none, None)
-        if refused is None:
-            try:
-                check_topic_name(resource.resource_name)
-                current = topics.reader(resource.resource_name).refresh()
-                settings = settings_for(_changes(resource.configs), current)
-                if not request.validate_only:
-                    await topics.reconfigure(resource.resource_name, **settings)
-            except InvalidConfigError as error:
-                code, message = ErrorCode.invalid_config, str(error)
-            except Exception as error:
-                code, message = error_code_for(error), str(error)
-        answers.append(alter_answer(request, resource, code, message))
-    return respond(request, "IncrementalAlterConfigsResponse", throttle_time=NO_THROTTLE, responses=tuple(answers))
+    answers = await alter_each(
+        context, request, lambda resource, current: settings_for(_changes(resource.configs), current)
+    )
+    return respond(request, "IncrementalAlterConfigsResponse", throttle_time=NO_THROTTLE, responses=answers)
