@@ -107,16 +107,14 @@ def test_request_over_the_limit_is_refused_before_it_is_read(gateway) -> None:
 
 
 def test_a_refused_record_is_answered_in_every_produce_version(gateway, topic: str) -> None:
-    """A record with the gateway's reserved header gets INVALID_RECORD in Produce v3 (no record-error
-    list) to v11."""
+    """A record the gateway refuses (a timestamp past 2262, which no nanosecond clock holds) gets
+    INVALID_TIMESTAMP in Produce v3 (no record-error list) to v11."""
     import datetime as dt
     import importlib
 
     from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
 
-    batch = encode_batch(
-        base_offset=0, records=[KafkaRecord(0, 1, b"k", b"v", [("adiskq.kafka.null", b"key")])], base_timestamp_ms=1
-    )
+    batch = encode_batch(base_offset=0, records=[KafkaRecord(0, 10**13, b"k", b"v", [])], base_timestamp_ms=10**13)
     for version in range(3, 12):
         schema = importlib.import_module(f"kio.schema.produce.v{version}.request")
         request = schema.ProduceRequest(
@@ -131,7 +129,7 @@ def test_a_refused_record_is_answered_in_every_produce_version(gateway, topic: s
         call(gateway.gateway.port, MetadataRequest(topics=(MetadataRequestTopic(name=TopicName(topic)),)))
         response = call(gateway.gateway.port, request)
         (answer,) = response.responses[0].partition_responses
-        assert answer.error_code == 87, version  # INVALID_RECORD
+        assert answer.error_code == 32, version  # INVALID_TIMESTAMP
         assert answer.base_offset == -1
 
 
