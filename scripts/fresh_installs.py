@@ -223,11 +223,9 @@ def check_prometheus(venv: Venv, readme: str) -> None:
         raise AssertionError(f"no offsets in the exposition:\n{output}")
 
 
-def check_kafka(venv: Venv, readme: str) -> None:
-    """The README's gateway session: `adiskq serve --kafka`, then kcat produces and consumes."""
+def serving(venv: Venv, root: str) -> tuple[subprocess.Popen[str], str]:
+    """`adiskq serve ROOT --kafka` started in ``venv``, and its address once it listens."""
     port = free_port()
-    root = os.path.join(venv.work, "streams")
-    os.makedirs(root)
     server = subprocess.Popen(
         [os.path.join(venv.bin, "adiskq"), "serve", root, "--kafka", f"127.0.0.1:{port}"],
         cwd=venv.work,
@@ -235,12 +233,20 @@ def check_kafka(venv: Venv, readme: str) -> None:
         stderr=subprocess.STDOUT,
         text=True,
     )
+    assert server.stdout is not None
+    line = server.stdout.readline()  # it logs one line when it listens
+    if str(port) not in line:
+        server.terminate()
+        raise AssertionError(f"the gateway did not start: {line}{server.stdout.read() if server.poll() else ''}")
+    return server, f"127.0.0.1:{port}"
+
+
+def check_kafka(venv: Venv, readme: str) -> None:
+    """The README's gateway session: `adiskq serve --kafka`, then kcat produces and consumes."""
+    root = os.path.join(venv.work, "streams")
+    os.makedirs(root)
+    server, broker = serving(venv, root)
     try:
-        assert server.stdout is not None
-        line = server.stdout.readline()  # it logs one line when it listens
-        if str(port) not in line:
-            raise AssertionError(f"the gateway did not start: {line}{server.stdout.read() if server.poll() else ''}")
-        broker = f"127.0.0.1:{port}"
         venv.run("kcat", "-b", broker, "-P", "-t", "orders", "-K:", stdin='customer-00:{"id": 1}\n', timeout=60)
         out = venv.run("kcat", "-b", broker, "-C", "-t", "orders", "-e", "-f", "%o %k %s\\n", timeout=60).stdout
         if out.strip() != '0 customer-00 {"id": 1}':
@@ -248,6 +254,23 @@ def check_kafka(venv: Venv, readme: str) -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def check_kafka_cluster(venv: Venv, readme: str) -> None:
+    """`adiskq mirror kafka://.../TOPIC STREAM --once` copies a topic into a stream. The topic is served
+    by adiskq's own gateway (the extra brings what it needs), as no Kafka cluster is at hand here."""
+    root = os.path.join(venv.work, "streams")
+    os.makedirs(root)
+    venv.run("adiskq", "write", os.path.join(root, "orders"), stdin="a\nb\nc\n")
+    server, broker = serving(venv, root)
+    try:
+        venv.run("adiskq", "mirror", f"kafka://{broker}/orders", "copy", "--once", timeout=120)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    out = venv.run("adiskq", "read", "copy", "--format", "value").stdout
+    if out != "a\nb\nc\n":
+        raise AssertionError(f"the mirrored stream holds {out!r}")
 
 
 def check_examples(venv: Venv, readme: str) -> None:
@@ -271,6 +294,7 @@ CHECKS: dict[str | None, Callable[[Venv, str], None]] = {
     "otel": check_otel,
     "prometheus": check_prometheus,
     "kafka": check_kafka,
+    "kafka-cluster": check_kafka_cluster,
     "examples": check_examples,
     "bench": check_bench,
 }
