@@ -13,7 +13,7 @@ from helpers.cli import invoke
 from helpers.faults import DiskFaults
 
 import adiskq
-from adiskq._storage.segment import BUFFERED_ENTRIES
+from adiskq._sansio.entries import BUFFERED_ENTRIES
 
 pytestmark = pytest.mark.anyio
 
