@@ -17,7 +17,7 @@ from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from .log_start import load_log_start
 from .segment_files import segment_path
-from .segment_reader import SegmentReader, StoredRun
+from .segment_reader import SegmentReader, UndecodedRecords
 
 if TYPE_CHECKING:
     from .partition_reader import PartitionReader
@@ -157,7 +157,7 @@ class PartitionCursor(SegmentCursor[SegmentReader]):
                 break
         return []
 
-    def peek_stored(self, max_count: int = 1000, max_bytes: int | None = None) -> StoredRun | None:
+    def peek_stored(self, max_count: int = 1000, max_bytes: int | None = None) -> UndecodedRecords | None:
         """The stored bytes of the records ``read`` would return next (``SegmentReader.read_stored``),
         without moving the position: ``skip`` moves it once they are used, or ``read`` decodes the
         same records instead. None when caught up."""
