@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     import trio.lowlevel
 
+    from .._sansio.entries import EncodedRun
     from .steadfast import SteadfastFuture
 
 __all__ = ["Batch"]
@@ -52,10 +53,9 @@ class Batch:
         # The records' .tagindex entries as the pushes computed them; None once a push did not
         # (the segment then takes them from the records).
         self.tagindex: bytearray | None = bytearray()
-        # A batch that holds one run of records alone (a Kafka Produce's: its bytes, its .index and
-        # .timeindex entries numbered from 0, its key hashes packed; adiskq/_sansio/run_entries.py)
+        # A batch that holds one run of records alone (an EncodedRun: a Kafka Produce's batch)
         # writes it as it is; a push joining it takes it apart into the lists above first.
-        self.run: tuple[bytes, bytes, bytes, bytes] | None = None
+        self.run: EncodedRun | None = None
         # Set when the batch is finished: on asyncio the future its pushes wait for, on Trio an Event.
         self.waiter = waiter
         self.done: anyio.Event | None = anyio.Event() if waiter is None else None

@@ -60,8 +60,8 @@ import anyio.to_thread
 
 from .._errors import ClosedError, DiskUsageRefusedError, explain_os_error
 from .._sansio import keyindex as keyindex_format
-from .._sansio.core import PackedRecords
-from .._sansio.run_entries import INDEX_ENTRY_BYTES, run_records, run_timestamps
+from .._sansio.entries import TAG_ENTRY_BYTES, EncodedRun
+from .._sansio.run_entries import run_records, run_timestamps
 from .._storage.partition_writer import PartitionWriter
 from .._storage.segment_writer import PartlyCommittedError, PendingBatch, SegmentWriter
 from . import wakeup
@@ -114,13 +114,14 @@ _EXTRA_TURNS: Final = 2
 
 def _take_apart(batch: Batch) -> None:
     """A batch's run as the lists of records, timestamps, key hashes and tag entries pushes join."""
-    assert batch.run is not None
-    data, index, timeindex, key_hashes = batch.run
+    run = batch.run
+    assert run is not None
     batch.run = None
-    batch.records = run_records(data, index)
-    batch.timestamps = run_timestamps(timeindex)
-    batch.key_hashes = keyindex_format.unpack_hashes(key_hashes).tolist()
-    batch.tagindex = bytearray(len(key_hashes))  # no tag: a 4-byte entry of zeros a record
+    batch.records = run_records(run.data, run.index_entries)
+    batch.timestamps = run_timestamps(run.time_entries)
+    batch.key_hashes = keyindex_format.unpack_hashes(run.key_hashes).tolist()
+    # b"": no record carries a tag, a 4-byte entry of zeros a record
+    batch.tagindex = bytearray(run.tag_entries or bytes(run.record_count * TAG_ENTRY_BYTES))
 
 
 class Lane:
@@ -366,18 +367,13 @@ class Lane:
         """
         return self._write_made_inline(self.partition.active.append, records, timestamps, key_hashes, tagindex)
 
-    def write_run_inline(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> int:
-        """``write_inline`` of a run of records (``SegmentWriter.write_run``: its bytes, its entries
-        numbered from 0, its key hashes packed); returns the first offset."""
-        return self._write_made_inline(self.partition.append_run, data, index, timeindex, key_hashes)
-
-    def write_packed_inline(self, packed: PackedRecords) -> int:
-        """``write_inline`` of a batch packed by ``pack_records`` (``.data`` bytes and entries);
-        returns the first offset. Raises as ``write_inline``."""
-        return self._write_made_inline(self.partition.active.append_packed, packed)
+    def write_run_inline(self, run: EncodedRun) -> int:
+        """``write_inline`` of an ``EncodedRun`` (``SegmentWriter.write_run``: its bytes as they
+        are, its entries placed); returns the first offset. Raises as ``write_inline``."""
+        return self._write_made_inline(self.partition.append_run, run)
 
     def _write_made_inline(self, append: Callable[..., int], *made: object) -> int:
-        """``write_inline``'s write by ``append(*made)``: records, a run or a packed batch."""
+        """``write_inline``'s write by ``append(*made)``: records, or a run."""
         try:
             first = append(*made)
         except PartlyCommittedError as error:
@@ -424,22 +420,22 @@ class Lane:
                 batch.tagindex += tagindex
         return batch, start
 
-    def enqueue_run(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> tuple[Batch, int]:
-        """``enqueue`` of a run of records (``SegmentWriter.write_run``): a batch of its own, written
+    def enqueue_run(self, run: EncodedRun) -> tuple[Batch, int]:
+        """``enqueue`` of an ``EncodedRun`` (``SegmentWriter.write_run``): a batch of its own, written
         as it is, if none is open; else taken apart to join the open one."""
         batch = self._open
         if batch is not None:
             return self.enqueue(
-                run_records(data, index),
-                run_timestamps(timeindex),
-                keyindex_format.unpack_hashes(key_hashes).tolist(),
-                bytes(len(key_hashes)),  # no tag: a 4-byte .tagindex entry of zeros a record, as a key hash is 4
-                len(data),
+                run_records(run.data, run.index_entries),
+                run_timestamps(run.time_entries),
+                keyindex_format.unpack_hashes(run.key_hashes).tolist(),
+                run.tag_entries or bytes(run.record_count * TAG_ENTRY_BYTES),  # b"": no record carries a tag
+                len(run.data),
             )
         batch = self._open = self._new_batch()
         self.inline = False  # pushes join this batch until it closes: none overtakes it
-        batch.run = (data, index, timeindex, key_hashes)
-        batch.size_bytes = len(data)
+        batch.run = run
+        batch.size_bytes = len(run.data)
         return batch, 0
 
     def _new_batch(self) -> Batch:
@@ -605,7 +601,7 @@ class Lane:
         except Exception as error:  # every push of the batch not committed gets the error
             if isinstance(error, OSError):
                 explain_disk_error(error)
-            count = len(batch.records) if batch.run is None else len(batch.run[1]) // INDEX_ENTRY_BYTES
+            count = len(batch.records) if batch.run is None else batch.run.record_count
             logger.warning("partition %d: a batch of %d failed: %s", partition.partition, count, error)
             batch.error = error
             if not isinstance(error, PartlyCommittedError):
@@ -626,13 +622,13 @@ class Lane:
         batch.first_offset = pending.first_offset
         writer.write_entries(pending)
 
-    async def _commit_run(self, writer: SegmentWriter, batch: Batch, run: tuple[bytes, bytes, bytes, bytes]) -> None:
+    async def _commit_run(self, writer: SegmentWriter, batch: Batch, run: EncodedRun) -> None:
         """``_commit``'s write of a batch that holds one run alone, the same three ways."""
         if self.sync_flush:
-            await self._commit_durably(writer, batch, writer.write_run(*run))
+            await self._commit_durably(writer, batch, writer.write_run(run))
         elif batch.size_bytes > INLINE_MAX_BYTES:
             batch.first_offset = await run_in_thread(
-                functools.partial(writer.append_run, *run), self._limiter, on_trio=self._on_trio
+                functools.partial(writer.append_run, run), self._limiter, on_trio=self._on_trio
             )
         else:
-            batch.first_offset = writer.append_run(*run)
+            batch.first_offset = writer.append_run(run)

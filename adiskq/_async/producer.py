@@ -42,7 +42,6 @@ from .._sansio import keyindex
 from .._sansio.codec import byte_count, utf8
 from .._sansio.core import (
     COMPILED,
-    PackedRecords,
     encode_batch,
     encode_record,
     encode_records,
@@ -55,7 +54,8 @@ from .._sansio.core import (
     receipt,
     receipts,
 )
-from .._sansio.run_entries import INDEX_ENTRY_BYTES as _INDEX_ENTRY_BYTES
+from .._sansio.entries import INDEX_ENTRY_BYTES as _INDEX_ENTRY_BYTES
+from .._sansio.entries import EncodedRun
 from .._sansio.tags import ENTRIES as _TAG_ENTRIES
 from .._sansio.tags import NO_TAG_ENTRY, tag_entries, tag_entry
 from .._sansio.values import Headers, Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
@@ -869,7 +869,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         return await self._write_shares(encoded, stamps, partitions, key_hashes, total_bytes, entries)
 
     async def _push_packed(
-        self, items: list[Record | bytes], now: int, packed: PackedRecords, large: bool
+        self, items: list[Record | bytes], now: int, packed: EncodedRun, large: bool
     ) -> list[Receipt]:
         """The rest of ``_push_many`` for a batch ``pack_records`` packed: written as one buffer
         when partition 0's lane takes it inline now, else encoded record by record and written as any
@@ -887,7 +887,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
             encoded, stamps, partitions, key_hashes, entries, _ = self._encode_sized(items, now)
             return await self._write_shares(encoded, stamps, partitions, key_hashes, total_bytes, entries)
         try:
-            first = lane.write_packed_inline(packed)
+            first = lane.write_run_inline(packed)
         except PartlyCommittedError as error:  # its first records were kept: they have receipts
             raise _partly_written(error, len(items), 0, error.first_offset, error.committed) from error
         # Written: other tasks get a turn before the receipts are built, and a large batch's caller
@@ -934,13 +934,11 @@ class Producer(Generic[PushKeyT, PushValueT]):
         ``keyindex.key_hash``) are stored as they are: not on a stream that compresses its values."""
         return self._compression is None and keyindex.key_hash is _CRC32
 
-    async def _push_run_to_partition(
-        self, partition: int, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes, largest: int
-    ) -> int:
-        """``_push_to_partition`` of a run of records encoded already (``_sansio/run_entries.py``:
-        untagged, uncompressed, only when ``_takes_encoded``): their bytes back to back, their
-        ``.index`` and ``.timeindex`` entries numbered from 0, their key hashes packed as the key
-        index stores them (``keyindex.pack_hashes``), the size of the largest. Offsets are assigned
+    async def _push_run_to_partition(self, partition: int, run: EncodedRun) -> int:
+        """``_push_to_partition`` of a run of records encoded already (``entries.EncodedRun``:
+        uncompressed, only when ``_takes_encoded``): their bytes back to back, their ``.index`` and
+        ``.timeindex`` entries numbered from 0, their key hashes packed as the key index stores them
+        (``keyindex.pack_hashes``), the size of the largest. Offsets are assigned
         and the entries placed as for any push. Returns the first record's offset (the rest follow
         it: one partition's share gets contiguous offsets), not a receipt a record, which would cost
         more than the write. For the Kafka gateway, which encodes a Produce's records straight from
@@ -949,24 +947,22 @@ class Producer(Generic[PushKeyT, PushValueT]):
         only the first records were committed."""
         if not self._takes_encoded:
             raise InvalidArgumentError(f"stream {self.path!r} compresses its values: push Records to it")
-        count = len(index) // _INDEX_ENTRY_BYTES
+        count = len(run.index_entries) // _INDEX_ENTRY_BYTES
 
         async def write() -> int:
-            if largest > self._max_message_bytes:
-                self._check_size(largest)
+            if run.largest > self._max_message_bytes:
+                self._check_size(run.largest)
             if self._disk_guard is not None:
-                self._disk_guard.admit(len(data))
-            first = self._write_run_now(self._lanes[partition], partition, data, index, timeindex, key_hashes)
+                self._disk_guard.admit(len(run.data))
+            first = self._write_run_now(self._lanes[partition], partition, run)
             if first is not None:  # written inline, the run as it is
                 await self._shielded_turn()  # written: the call must return (the cancellation comes after)
                 return first
-            return await self._write_run_batched(partition, data, index, timeindex, key_hashes)
+            return await self._write_run_batched(partition, run)
 
         return await self._to_partition(partition, count, write, -1)
 
-    async def _write_run_batched(
-        self, partition: int, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes
-    ) -> int:
+    async def _write_run_batched(self, partition: int, run: EncodedRun) -> int:
         """A run queued in its partition's lane, as ``_write_shares_at`` queues one share: written off
         the loop's thread (a large one), after the write in flight, or with the fsync; a batch of its
         own, written as it is, unless pushes have opened one already (``Lane.enqueue_run``). The first
@@ -974,9 +970,9 @@ class Producer(Generic[PushKeyT, PushValueT]):
         first records were committed. Without the partition's lock (another shared producer held
         it), nothing was written: the run waits for the lock and is queued again."""
         lane = self._lanes[partition]
-        count = len(index) // _INDEX_ENTRY_BYTES
+        count = len(run.index_entries) // _INDEX_ENTRY_BYTES
         while True:
-            batch, start = lane.enqueue_run(data, index, timeindex, key_hashes)
+            batch, start = lane.enqueue_run(run)
             try:
                 return await lane.complete(batch, start + count - 1) + start
             except LockNotHeld:
@@ -1039,46 +1035,34 @@ class Producer(Generic[PushKeyT, PushValueT]):
         encoded, stamps, _, key_hashes, entries = self._encode(list(records), time.time_ns())
         return self._write_share_now(lane, partition, encoded, stamps, key_hashes, entries)
 
-    def _push_run_to_partition_now(
-        self, partition: int, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes, largest: int
-    ) -> int | None:
+    def _push_run_to_partition_now(self, partition: int, run: EncodedRun) -> int | None:
         """``_push_run_to_partition`` without awaiting, as ``_push_to_partition_now``: the first
         record's offset once written now (-1 for no records), or None (nothing written) when they
         must wait."""
         if not self._takes_encoded:
             raise InvalidArgumentError(f"stream {self.path!r} compresses its values: push Records to it")
         lane = self._inline_lane(partition)
-        if not index:
+        if not run.index_entries:
             return -1
         if lane is None:
             return None
-        if largest > self._max_message_bytes:
-            self._check_size(largest)
-        return self._write_run_now(lane, partition, data, index, timeindex, key_hashes, admit=True)
+        if run.largest > self._max_message_bytes:
+            self._check_size(run.largest)
+        return self._write_run_now(lane, partition, run, admit=True)
 
-    def _write_run_now(
-        self,
-        lane: Lane,
-        partition: int,
-        data: bytes,
-        index: bytes,
-        timeindex: bytes,
-        key_hashes: bytes,
-        *,
-        admit: bool = False,
-    ) -> int | None:
+    def _write_run_now(self, lane: Lane, partition: int, run: EncodedRun, *, admit: bool = False) -> int | None:
         """A run written on the loop thread if ``lane`` can take it inline now (``admit``: the disk
         guard admits it first); None, with nothing written or admitted, if not."""
-        if not lane.can_write_inline(len(data)):
+        if not lane.can_write_inline(len(run.data)):
             return None
         if admit and self._disk_guard is not None:
-            self._disk_guard.admit(len(data))
+            self._disk_guard.admit(len(run.data))
         try:
-            return lane.write_run_inline(data, index, timeindex, key_hashes)
+            return lane.write_run_inline(run)
         except PartlyCommittedError as error:
             if error.committed == 0:
                 raise
-            count = len(index) // _INDEX_ENTRY_BYTES
+            count = len(run.index_entries) // _INDEX_ENTRY_BYTES
             raise _partly_written(error, count, partition, error.first_offset, error.committed) from error
 
     def _inline_lane(self, partition: int) -> Lane | None:

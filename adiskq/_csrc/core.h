@@ -27,7 +27,7 @@
  *   kafka_fetch_request.c  what a Fetch request asks for, read from its payload
  *   kafka_produce_request.c  what a Produce request carries, read from its payload
  *   kafka_request_reader.c   the request readers' arguments, checked (their field readers: kafka_request_reader.h)
- *   run_entries.c  a run of stored records' index entries, made numbered from 0, placed where the run is written
+ *   run_entries.c  an EncodedRun's index entries, made numbered from 0, checked and placed where the run is written
  *   module.c  the Python module: its functions and the objects it is configured with
  *
  * The record layout (all integers little-endian; the reference's docstring is the full text):
@@ -219,8 +219,7 @@ PyObject *adq_py_zstd_prepare(PyObject *module, PyObject *const *args, Py_ssize_
 PyObject *adq_py_zstd_compress(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_append_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_append_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-PyObject *adq_py_place_run_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_place_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-PyObject *adq_py_rebase_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -30,7 +30,6 @@ from __future__ import annotations
 import struct
 from typing import Final, NamedTuple
 
-from . import keyindex, tags
 from .naming import KEYINDEX, TAGINDEX, TIMEINDEX
 
 __all__ = [
@@ -46,6 +45,7 @@ __all__ = [
     "TIMEINDEX_ENTRY",
     "TIMEINDEX_ENTRY_BYTES",
     "TIME_COLUMN",
+    "EncodedRun",
     "SideColumn",
 ]
 
@@ -53,8 +53,8 @@ INDEX_ENTRY: Final = struct.Struct("<QQQ")  # offset, position, size
 TIMEINDEX_ENTRY: Final = struct.Struct("<Qq")  # offset, timestamp_ns
 INDEX_ENTRY_BYTES: Final = INDEX_ENTRY.size
 TIMEINDEX_ENTRY_BYTES: Final = TIMEINDEX_ENTRY.size
-TAG_ENTRY_BYTES: Final = tags.ENTRY_BYTES  # u32 LE: the tag hash
-KEY_ENTRY_BYTES: Final = keyindex.ENTRY_BYTES  # u32 LE: the key hash
+TAG_ENTRY_BYTES: Final = 4  # u32 LE: the tag hash (tags.py)
+KEY_ENTRY_BYTES: Final = 4  # u32 LE: the key hash (keyindex.py)
 # How many time, tag and key index entries an active segment's single pushes buffer before writing
 # them (a global, not an attribute: it is read on the hot path).
 BUFFERED_ENTRIES: Final = 128
@@ -86,3 +86,28 @@ TAG_COLUMN: Final = SideColumn(TAGINDEX, TAG_ENTRY_BYTES, in_compact=False, from
 KEY_COLUMN: Final = SideColumn(KEYINDEX, KEY_ENTRY_BYTES, in_compact=True, from_first_tag=False, key_index_only=True)
 # In the order a write appends them.
 SIDE_COLUMNS: Final = (TIME_COLUMN, TAG_COLUMN, KEY_COLUMN)
+
+
+class EncodedRun(NamedTuple):
+    """Records encoded as ``.data`` stores them, back to back, with their entries made ahead of the
+    write, numbered from offset 0 at position 0 (``run_entries.place_entries`` places them where the
+    run is written, checking them against the records first): what one write takes whole, without a
+    Python object a record. push_many's packed batch (``core.pack_records``) and a Kafka Produce's
+    batch (``kafka_mapping.stored_records``) are both one. A tuple, so the compiled core builds it."""
+
+    data: bytes  # the records back to back, each as codec.encode_record makes it
+    index_entries: bytes  # .index: offset | position | size, u64 LE each, a record
+    time_entries: bytes  # .timeindex: offset | timestamp_ns
+    key_hashes: bytes  # .keyindex: the key hash of each record, u32 LE (keyindex.pack_hashes)
+    tag_entries: bytes  # .tagindex: the tag column (tags.tag_column), or b"" when no record carries a tag
+    largest: int  # bytes of the largest record (0 for none)
+
+    @property
+    def record_count(self) -> int:
+        """How many records."""
+        return len(self.index_entries) // INDEX_ENTRY_BYTES
+
+    @property
+    def total(self) -> int:
+        """Bytes of all the records: what the write takes."""
+        return len(self.data)

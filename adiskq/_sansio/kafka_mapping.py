@@ -33,14 +33,14 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable, Mapping
-from typing import Final, NamedTuple
+from typing import Final
 
 from .._errors import InvalidArgumentError
 from .codec import encode_record
+from .entries import EncodedRun
 from .kafka_codec import HEADER_ESCAPE, KafkaBatchError, KafkaRecord, decode_records
 from .keyindex import pack_hashes
 from .native import NATIVE
-from .run_entries import INDEX_ENTRY_BYTES
 from .values import Headers
 
 __all__ = [
@@ -48,7 +48,6 @@ __all__ = [
     "MAX_TIMESTAMP_MS",
     "NULLS_HEADER",
     "MappingRefusedError",
-    "StoredRecords",
     "TimestampRefusedError",
     "record_fields",
     "stored_header_name",
@@ -71,28 +70,6 @@ class MappingRefusedError(ValueError):
 
 class TimestampRefusedError(MappingRefusedError):
     """A Kafka timestamp later than adiskq stores (``MAX_TIMESTAMP_MS``)."""
-
-
-class StoredRecords(NamedTuple):
-    """A run of records as adiskq stores them (``run_entries.py``): what
-    ``Producer._push_run_to_partition`` writes. A tuple, so the compiled decoder builds it as it
-    builds a batch (``kafka_decode_batches``)."""
-
-    data: bytes  # the records back to back, each as codec.encode_record makes it
-    index_entries: bytes  # their .index entries, numbered from offset 0 at position 0
-    time_entries: bytes  # their .timeindex entries (timestamps in nanoseconds), numbered from 0
-    key_hashes: bytes  # keyindex.key_hash of each stored key, as the key index stores them (keyindex.pack_hashes)
-    largest: int  # bytes of the largest record (0 for none)
-
-    @property
-    def record_count(self) -> int:
-        """How many records."""
-        return len(self.index_entries) // INDEX_ENTRY_BYTES
-
-    @property
-    def total(self) -> int:
-        """Bytes of all the records: what the write takes."""
-        return len(self.data)
 
 
 def stored_header_name(name: str) -> str:
@@ -143,7 +120,7 @@ def record_fields(
 
 def stored_records_reference(
     buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base_timestamp_ms: int, now_ns: int
-) -> StoredRecords | None:
+) -> EncodedRun | None:
     """The ``count`` records filling ``buf[pos:end]`` (a CreateTime batch's), as adiskq stores
     them; None off the plain path (see the module's docstring), or for a negative count."""
     if count < 0:
@@ -174,26 +151,27 @@ def stored_records_reference(
         timeindex += (offset, timestamp_ns)
         position += len(stored)
         key_hashes.append(zlib.crc32(key))
-    return StoredRecords(
+    return EncodedRun(
         b"".join(records),
         struct.pack(f"<{len(index)}Q", *index),
         struct.pack(f"<{len(timeindex)}q", *timeindex),
         pack_hashes(key_hashes),
+        b"",  # a Kafka record carries no tag
         max(map(len, records), default=0),
     )
 
 
 def _compiled_stored_records(
     buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base_timestamp_ms: int, now_ns: int
-) -> StoredRecords | None:
+) -> EncodedRun | None:
     assert NATIVE is not None
-    found: tuple[bytes, bytes, bytes, bytes, int] | None = NATIVE.kafka_stored_records(
+    found: tuple[bytes, bytes, bytes, bytes, bytes, int] | None = NATIVE.kafka_stored_records(
         buf, pos, end, count, base_timestamp_ms, now_ns, NULLS_HEADER
     )
-    return None if found is None else tuple.__new__(StoredRecords, found)
+    return None if found is None else tuple.__new__(EncodedRun, found)
 
 
 # The compiled core's when it is built, the reference's otherwise.
-stored_records: Final[Callable[[bytes | bytearray | memoryview, int, int, int, int, int], StoredRecords | None]] = (
+stored_records: Final[Callable[[bytes | bytearray | memoryview, int, int, int, int, int], EncodedRun | None]] = (
     stored_records_reference if NATIVE is None else _compiled_stored_records
 )

@@ -26,6 +26,7 @@ from typing import Final, NamedTuple
 
 from .._errors import InvalidArgumentError
 from .codec import ATTRIBUTES_AT, TAGGED, record_tag, tag_bytes
+from .entries import TAG_ENTRY_BYTES
 
 __all__ = [
     "ENTRIES",
@@ -46,7 +47,7 @@ __all__ = [
     "unpack_column",
 ]
 
-ENTRY_BYTES: Final = 4
+ENTRY_BYTES: Final = TAG_ENTRY_BYTES
 NO_TAG: Final = 0
 UNKNOWN_TAG: Final = 0xFFFFFFFF  # a damaged record: a candidate for every filter
 _U32: Final = struct.Struct("<I")

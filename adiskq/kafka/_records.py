@@ -34,19 +34,19 @@ from typing import Final, cast
 from .._async.partition_writes import Writable as ToWrite
 from .._async.partition_writes import write as write_records
 from .._async.partition_writes import write_now as write_records_now
+from .._sansio.entries import EncodedRun
 from .._sansio.kafka_batch import KafkaBatch, KafkaRecord, decode_batches, encode_batch_from_messages
 from .._sansio.kafka_codec import DEFAULT_MAX_BYTES, LOG_APPEND_TIME
 from .._sansio.kafka_codec import decode_batches as decode_batches_with
 from .._sansio.kafka_mapping import (
     NULLS_HEADER,
     MappingRefusedError,
-    StoredRecords,
     TimestampRefusedError,
     record_fields,
     stored_records,
 )
 from .._sansio.native import NATIVE
-from .._sansio.run_entries import place_run_entries
+from .._sansio.run_entries import place_entries
 from .._sansio.values import Message, Record
 
 __all__ = [
@@ -80,7 +80,7 @@ class _OffThePlainPath(Exception):
 
 def decode_produce(data: bytes | bytearray | memoryview) -> list[KafkaBatch]:
     """A Produce request's batches for one partition, as ``decode_batches`` checks them (and with
-    its errors), each one's records left as ``StoredRecords`` when it took the compiled path.
+    its errors), each one's records left as ``EncodedRun`` when it took the compiled path.
 
     Uncompressed CreateTime batches of plain records are decoded whole by one compiled call
     (``kafka_decode_batches`` with a run of stored records a batch); anything else by
@@ -88,7 +88,7 @@ def decode_produce(data: bytes | bytearray | memoryview) -> list[KafkaBatch]:
     now_ns = time.time_ns()
     if NATIVE is not None and type(data) is bytes:
         batches: list[KafkaBatch] | None = NATIVE.kafka_decode_batches(
-            data, DEFAULT_MAX_BYTES, KafkaRecord, KafkaBatch, now_ns, NULLS_HEADER, StoredRecords
+            data, DEFAULT_MAX_BYTES, KafkaRecord, KafkaBatch, now_ns, NULLS_HEADER, EncodedRun
         )
         if batches is not None:
             return batches
@@ -98,7 +98,7 @@ def decode_produce(data: bytes | bytearray | memoryview) -> list[KafkaBatch]:
 def decode_produce_reference(
     data: bytes | bytearray | memoryview,
     now_ns: int,
-    to_stored: Callable[[bytes, int, int, int, int, int], StoredRecords | None] = stored_records,
+    to_stored: Callable[[bytes, int, int, int, int, int], EncodedRun | None] = stored_records,
 ) -> list[KafkaBatch]:
     """``decode_produce`` batch by batch in Python (compressed batches decompressed here), each
     batch's records mapped by ``to_stored``; a request with a LogAppendTime batch, or records off
@@ -125,11 +125,11 @@ def records_from_batches(batches: Sequence[KafkaBatch]) -> ToWrite:
     Raises RecordRefusedError for a record the mapping refuses."""
     if len(batches) == 1:  # the usual request: no list made
         only: object = batches[0].records
-        if type(only) is StoredRecords:
+        if type(only) is EncodedRun:
             return only
     found: list[object] = [batch.records for batch in batches]
-    if all(isinstance(records, StoredRecords) for records in found):
-        stored = cast(list[StoredRecords], found)
+    if all(isinstance(records, EncodedRun) for records in found):
+        stored = cast(list[EncodedRun], found)
         if len(stored) == 1:
             return stored[0]
         return _joined(stored)
@@ -149,25 +149,26 @@ def records_from_batches(batches: Sequence[KafkaBatch]) -> ToWrite:
     return records
 
 
-def _joined(runs: list[StoredRecords]) -> StoredRecords:
+def _joined(runs: list[EncodedRun]) -> EncodedRun:
     """One run of several, in order (a request with more than one batch for a partition): each
     run's entries placed after the records before it."""
     index: list[bytes] = []
     timeindex: list[bytes] = []
     count = position = 0
     for run in runs:
-        placed_index, placed_timeindex = place_run_entries(
-            run.data, run.index_entries, run.time_entries, count, position
+        placed_index, placed_timeindex = place_entries(
+            run.data, run.index_entries, run.time_entries, run.tag_entries, count, position
         )
         index.append(placed_index)
         timeindex.append(placed_timeindex)
         count += run.record_count
         position += run.total
-    return StoredRecords(
+    return EncodedRun(
         b"".join([run.data for run in runs]),
         b"".join(index),
         b"".join(timeindex),
         b"".join([run.key_hashes for run in runs]),
+        b"",  # a Kafka record carries no tag
         max(run.largest for run in runs),
     )
 

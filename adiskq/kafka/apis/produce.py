@@ -30,8 +30,8 @@ from kio.schema.errors import ErrorCode
 
 from ..._async.producer import Producer
 from ..._errors import SettingsMismatchError
+from ..._sansio.entries import EncodedRun
 from ..._sansio.kafka_batch import KafkaBatch, KafkaBatchError, KafkaCorruptBatchError
-from ..._sansio.kafka_mapping import StoredRecords
 from ..._sansio.kafka_produce_request import PRODUCE_REQUEST_VERSIONS, produce_request
 from .._fast_responses import ProducedPartition, produce_response
 from .._idempotence import Duplicate, SequenceError
@@ -361,7 +361,7 @@ def _records(batches: list[KafkaBatch]) -> ToWrite:
     except RecordRefusedError as error:
         code = ErrorCode.invalid_timestamp if error.bad_timestamp else ErrorCode.invalid_record
         raise _Refused(code, str(error), error.index) from None
-    if not (records.index_entries if isinstance(records, StoredRecords) else records):
+    if not (records.index_entries if isinstance(records, EncodedRun) else records):
         raise _Refused(ErrorCode.invalid_record, "the record batch holds no records")
     return records
 
