@@ -53,8 +53,6 @@ EVENT_LOOP_MODULES: Final = frozenset(
 STILL_IMPORTING_A_LOOP: Final = frozenset(
     {
         "adiskq._async.batch",  # Batch's finish and wait (moved out of lane.py as they were)
-        "adiskq._async.handoff",
-        "adiskq._async.lock_waits",
         "adiskq._async.notify",
         "adiskq._async.wakeup",
     }

@@ -18,7 +18,8 @@ a batch is led by a task of its own, created with the batch and done when it is:
 in the middle of a commit cut the batch back under its followers' receipts, or, waiting for the
 batch before, left its batch with no leader and every push that joined it waiting forever. Only its
 batch holds that task, so nothing cancels it but the loop's own shutdown: before the commit its
-pushes then get ``ClosedError``; during it, the commit's thread calls end first (``handoff.py``).
+pushes then get ``ClosedError``; during it, the commit's thread calls end first
+(``EventLoop.run_in_thread``).
 
 Once a push has joined a batch its wait cannot be cut short: on Trio it waits in
 ``wait_task_rescheduled`` with no way to abort, on asyncio it awaits a ``SteadfastFuture`` that
@@ -67,7 +68,6 @@ from .._storage.segment_writer import PartlyCommittedError, PendingBatch, Segmen
 from . import wakeup
 from .batch import Batch
 from .event_loop import EventLoop
-from .handoff import cannot_abort, run_in_thread
 from .lock_waits import take_lock
 from .turns import PROBE_SECONDS, TURN_MIN_SECONDS, Turns
 from .wakeup import anyone_waiting, waiters_of
@@ -151,8 +151,9 @@ class Lane:
         # The batches' waits, as the event loop has them (event_loop.EventLoop): on Trio,
         # trio.lowlevel for the followers' wait; on asyncio, how a batch gets its leading task and
         # the future its pushes wait for, and the cancellation that wait may meet.
-        self._on_trio = loop.on_trio
         self._trio_lowlevel = loop.lowlevel
+        self._cannot_abort = loop.cannot_abort
+        self._run_in_thread = loop.run_in_thread  # a blocking call, waited for whatever comes
         self._new_waiter = loop.new_batch_waiter
         self._start_task = loop.start_task
         self._asyncio_cancelled = loop.cancelled_errors
@@ -230,7 +231,7 @@ class Lane:
                 await turns.take()
                 if lock.held:
                     break
-                await take_lock(lock, turns.wait_seconds)
+                await take_lock(lock, turns.wait_seconds, turns.call_soon_threadsafe)
                 self._took_lock()
         finally:
             self._schedule_release()
@@ -475,7 +476,7 @@ class Lane:
                 lowlevel = self._trio_lowlevel
                 assert lowlevel is not None
                 batch.followers.append(lowlevel.current_task())
-                await lowlevel.wait_task_rescheduled(cannot_abort)
+                await lowlevel.wait_task_rescheduled(self._cannot_abort)
                 self._waking -= 1  # this push has run: the next batch's leader need not wait for it
         else:
             with anyio.CancelScope(shield=True):  # Trio's leader: Trio cancels only through scopes
@@ -581,7 +582,7 @@ class Lane:
                     batch.error = LockNotHeld()  # nothing written: its pushes wait for the lock
                     return
             if partition.needs_roll():
-                await run_in_thread(self._roll_locked, self._limiter, on_trio=self._on_trio)
+                await self._run_in_thread(self._roll_locked, self._limiter)
             writer = partition.active
             tagindex = None if batch.tagindex is None else bytes(batch.tagindex)
             if batch.run is not None:
@@ -590,10 +591,9 @@ class Lane:
                 pending = writer.write_data(batch.records, batch.timestamps, batch.key_hashes, tagindex)
                 await self._commit_durably(writer, batch, pending)
             elif batch.size_bytes > INLINE_MAX_BYTES:
-                batch.first_offset = await run_in_thread(
+                batch.first_offset = await self._run_in_thread(
                     functools.partial(writer.append, batch.records, batch.timestamps, batch.key_hashes, tagindex),
                     self._limiter,
-                    on_trio=self._on_trio,
                 )
             else:
                 batch.first_offset = writer.append(batch.records, batch.timestamps, batch.key_hashes, tagindex)
@@ -615,7 +615,7 @@ class Lane:
         """The batch's data, written, made durable, and only then the index entries that publish it:
         no consumer may see a message a power cut could take back."""
         try:
-            await run_in_thread(functools.partial(writer.sync, data_only=True), self._limiter, on_trio=self._on_trio)
+            await self._run_in_thread(functools.partial(writer.sync, data_only=True), self._limiter)
         except BaseException:
             writer.abandon(pending)
             raise
@@ -627,8 +627,6 @@ class Lane:
         if self.sync_flush:
             await self._commit_durably(writer, batch, writer.write_run(run))
         elif batch.size_bytes > INLINE_MAX_BYTES:
-            batch.first_offset = await run_in_thread(
-                functools.partial(writer.append_run, run), self._limiter, on_trio=self._on_trio
-            )
+            batch.first_offset = await self._run_in_thread(functools.partial(writer.append_run, run), self._limiter)
         else:
             batch.first_offset = writer.append_run(run)

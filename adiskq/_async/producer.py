@@ -404,7 +404,9 @@ class Producer(Generic[PushKeyT, PushValueT]):
         stream, real = opened[0]
         self._stream = stream
         turns = (
-            Turns(turn_lock(stream.path, stream.mode), loop.call_soon, stream.lock_wait_seconds)
+            Turns(
+                turn_lock(stream.path, stream.mode), loop.call_soon, loop.call_soon_threadsafe, stream.lock_wait_seconds
+            )
             if self.shared
             else None
         )
