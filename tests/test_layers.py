@@ -70,7 +70,7 @@ OWNER_WORDS: Final = {"Producer": "producer", "ConsumerGroup": "group"}
 # today. Only to shrink.
 PRIVATE_MEMBERS_TOUCHED: Final = frozenset({})
 # Modules that open a producer by calling its ``__aenter__`` themselves today. Only to shrink.
-OPENING_BY_HAND: Final = frozenset({"adiskq._async.retries"})
+OPENING_BY_HAND: Final[frozenset[str]] = frozenset()
 
 
 def _module_name(path: Path) -> str:

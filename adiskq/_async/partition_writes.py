@@ -11,7 +11,8 @@ gateway writes through this module, and only through it:
   None, with nothing written, when they have to wait;
 - ``await write(producer, partition, records)``: the same, waiting its turn when it must;
 - ``await opened(Producer(path, ...))``: a producer opened for a holder that keeps it across many
-  calls and closes it itself with ``aclose()`` (the gateway keeps one a topic).
+  calls and closes it itself with ``aclose()`` (the gateway keeps one a topic, a group one for its
+  dead letters).
 
 ``records`` is a run of encoded records (``EncodedRun``), written as it is, or ``Record``s to
 encode (records the mapping took apart, or a stream that compresses its values, whose records must
