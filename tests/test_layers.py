@@ -52,7 +52,6 @@ EVENT_LOOP_MODULES: Final = frozenset(
 # Only to shrink: each loses its entry once its loop-specific part moves behind the event-loop seam.
 STILL_IMPORTING_A_LOOP: Final = frozenset(
     {
-        "adiskq._async.batch",  # Batch's finish and wait (moved out of lane.py as they were)
         "adiskq._async.notify",
         "adiskq._async.wakeup",
     }

@@ -66,6 +66,7 @@ def asyncio_loop() -> EventLoop:
         call_soon_threadsafe=call_soon_threadsafe,
         run_in_thread=_run_in_thread,
         new_batch_waiter=functools.partial(SteadfastFuture, loop=loop),
+        shield=asyncio.shield,
         start_task=loop.create_task,
         cancelled_errors=(asyncio.CancelledError,),
     )

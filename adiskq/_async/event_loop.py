@@ -53,9 +53,10 @@ class EventLoop:
 
     A lane's batches wait differently on each (``lane.py`` says why): on asyncio a task leads each
     batch (``start_task``) and its pushes await a future nothing cancels (``new_batch_waiter()``),
-    where ``cancelled_errors`` may still arrive; on Trio a batch's first push leads it and the others
-    park through ``lowlevel`` (``trio.lowlevel``) until it is finished, a wait ``cannot_abort``
-    leaves unaborted. The other loop's members are None (and ``cancelled_errors`` empty)."""
+    where ``cancelled_errors`` may still arrive, and a wait that may be cancelled ``shield``s it; on
+    Trio a batch's first push leads it and the others park through ``lowlevel`` (``trio.lowlevel``)
+    until it is finished, a wait ``cannot_abort`` leaves unaborted. The other loop's members are
+    None (and ``cancelled_errors`` empty)."""
 
     __slots__ = (
         "call_soon",
@@ -68,6 +69,7 @@ class EventLoop:
         "name",
         "new_batch_waiter",
         "run_in_thread",
+        "shield",
         "shielded_turn",
         "start_task",
     )
@@ -83,6 +85,7 @@ class EventLoop:
         call_soon_threadsafe: Callable[[Callable[[], None]], None],
         run_in_thread: RunInThread,
         new_batch_waiter: Callable[[], SteadfastFuture] | None = None,
+        shield: Callable[[SteadfastFuture], Awaitable[None]] | None = None,
         start_task: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]] | None = None,
         cancelled_errors: tuple[type[BaseException], ...] = (),
         lowlevel: ModuleType | None = None,
@@ -96,6 +99,7 @@ class EventLoop:
         self.call_soon_threadsafe = call_soon_threadsafe
         self.run_in_thread = run_in_thread
         self.new_batch_waiter = new_batch_waiter
+        self.shield = shield
         self.start_task = start_task
         self.cancelled_errors = cancelled_errors
         self.lowlevel = lowlevel

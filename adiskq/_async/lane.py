@@ -152,6 +152,8 @@ class Lane:
         # trio.lowlevel for the followers' wait; on asyncio, how a batch gets its leading task and
         # the future its pushes wait for, and the cancellation that wait may meet.
         self._trio_lowlevel = loop.lowlevel
+        self._reschedule = None if loop.lowlevel is None else loop.lowlevel.reschedule
+        self._shield = loop.shield
         self._cannot_abort = loop.cannot_abort
         self._run_in_thread = loop.run_in_thread  # a blocking call, waited for whatever comes
         self._new_waiter = loop.new_batch_waiter
@@ -442,11 +444,11 @@ class Lane:
     def _new_batch(self) -> Batch:
         new_waiter = self._new_waiter
         if new_waiter is None:
-            return Batch()  # Trio: its first push leads it (complete)
+            return Batch(reschedule=self._reschedule)  # Trio: its first push leads it (complete)
         # asyncio: a task leads it, which nothing cancels (the module's docstring says why). It starts
         # at the loop's next turn, after the pushes already runnable had their chance to join.
         assert self._start_task is not None
-        batch = Batch(new_waiter())
+        batch = Batch(new_waiter(), shield=self._shield)
         batch.leader = self._start_task(self._lead(batch))
         return batch
 
