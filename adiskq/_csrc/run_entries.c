@@ -39,6 +39,45 @@ static PyObject *bad_entries(const char *what) {
     return NULL;
 }
 
+/* One pass over the run: each entry checked, then written placed; where the data ends, or *problem
+ * set at the first wrong entry. Inlined twice, with and without a tag column (the test of `tags`
+ * then leaves the loop). */
+static inline __attribute__((always_inline)) uint64_t
+place_all(const uint8_t *data, uint64_t data_length, const uint8_t *entry, const uint8_t *time_entry,
+          const uint8_t *tag, uint64_t count, uint64_t first_offset, uint64_t start, uint8_t *out,
+          uint8_t *time_out, const char **problem) {
+    uint64_t position = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t size = adq_load_u64(entry + 16);
+        if (adq_load_u64(entry) != i || adq_load_u64(time_entry) != i) {
+            *problem = "the entries must be numbered 0, 1, 2 ... in both columns";
+            break;
+        }
+        if (adq_load_u64(entry + 8) != position || size < ADQ_MIN_RECORD_BYTES || size > data_length - position ||
+            adq_load_u32(data + position + ADQ_SIZE_AT) != size) {
+            *problem = "each record must start where the one before it ends, of the size its entry says";
+            break;
+        }
+        int tagged = (data[position + ADQ_ATTRIBUTES_AT] & ADQ_TAGGED) != 0;
+        if (tag == NULL ? tagged : tagged != (adq_load_u32(tag) != 0)) {
+            *problem = "each record's tag entry must be 0 exactly when it carries no tag (no tagindex: no tags)";
+            break;
+        }
+        adq_store_u64(out, first_offset + i);
+        adq_store_u64(out + 8, start + position);
+        adq_store_u64(out + 16, size);
+        adq_store_u64(time_out, first_offset + i);
+        memcpy(time_out + 8, time_entry + 8, 8);
+        position += size;
+        entry += INDEX_ENTRY_BYTES;
+        time_entry += TIMEINDEX_ENTRY_BYTES;
+        out += INDEX_ENTRY_BYTES;
+        time_out += TIMEINDEX_ENTRY_BYTES;
+        if (tag != NULL) tag += TAG_ENTRY_BYTES;
+    }
+    return position;
+}
+
 /* place_entries(data, index, timeindex, tagindex, first_offset, start) */
 PyObject *adq_py_place_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -79,35 +118,10 @@ PyObject *adq_py_place_entries(PyObject *module, PyObject *const *args, Py_ssize
     uint8_t *index_out = (uint8_t *)PyBytes_AS_STRING(index);
     uint8_t *time_out = (uint8_t *)PyBytes_AS_STRING(timeindex);
     const char *problem = NULL;
-    uint64_t position = 0;
-    /* One pass: each entry checked, then written placed (the outputs are dropped if one is wrong). */
-    for (uint64_t i = 0; i < count; i++) {
-        const uint8_t *entry = index_in + i * INDEX_ENTRY_BYTES;
-        const uint8_t *time_entry = time_in + i * TIMEINDEX_ENTRY_BYTES;
-        uint64_t size = adq_load_u64(entry + 16);
-        if (adq_load_u64(entry) != i || adq_load_u64(time_entry) != i) {
-            problem = "the entries must be numbered 0, 1, 2 ... in both columns";
-            break;
-        }
-        if (adq_load_u64(entry + 8) != position || size < ADQ_MIN_RECORD_BYTES || size > data_length - position ||
-            adq_load_u32(data + position + ADQ_SIZE_AT) != size) {
-            problem = "each record must start where the one before it ends, of the size its entry says";
-            break;
-        }
-        int tagged = (data[position + ADQ_ATTRIBUTES_AT] & ADQ_TAGGED) != 0;
-        if (tags == NULL ? tagged : tagged != (adq_load_u32(tags + i * TAG_ENTRY_BYTES) != 0)) {
-            problem = "each record's tag entry must be 0 exactly when it carries no tag (no tagindex: no tags)";
-            break;
-        }
-        uint8_t *out = index_out + i * INDEX_ENTRY_BYTES;
-        uint8_t *time_entry_out = time_out + i * TIMEINDEX_ENTRY_BYTES;
-        adq_store_u64(out, first_offset + i);
-        adq_store_u64(out + 8, start + position);
-        memcpy(out + 16, entry + 16, 8);
-        adq_store_u64(time_entry_out, first_offset + i);
-        memcpy(time_entry_out + 8, time_entry + 8, 8);
-        position += size;
-    }
+    uint64_t position = tags == NULL ? place_all(data, data_length, index_in, time_in, NULL, count, first_offset, start,
+                                                 index_out, time_out, &problem)
+                                     : place_all(data, data_length, index_in, time_in, tags, count, first_offset, start,
+                                                 index_out, time_out, &problem);
     if (problem == NULL && position != data_length) problem = "the records must fill the data";
     if (problem != NULL) {
         Py_DECREF(index);
