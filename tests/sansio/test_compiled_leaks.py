@@ -8,7 +8,7 @@ import contextlib
 import errno
 import os
 
-from helpers.memory import growth_over
+from support.memory import growth_over
 
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core

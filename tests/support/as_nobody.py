@@ -1,7 +1,7 @@
 """Runs the adiskq command line, or a Python snippet, as the unprivileged user ``nobody``:
-``python -m helpers.as_nobody ARGS`` or ``python -m helpers.as_nobody --python CODE ARGS``.
+``python -m support.as_nobody ARGS`` or ``python -m support.as_nobody --python CODE ARGS``.
 
-Started by ``tests/unprivileged.py`` (``nobody_command``), which puts a copy of the adiskq package
+Started by ``tests/support/unprivileged.py`` (``nobody_command``), which puts a copy of the adiskq package
 that every user may read first on ``PYTHONPATH`` and names it in ``ADISKQ_READABLE_PACKAGE``. The test
 suite runs as root, and root reads any file, so permission errors can only be seen by another user.
 The interpreter lives where ``nobody`` may not go (under /root), so it cannot be started as
@@ -26,7 +26,7 @@ import rich.text  # noqa: F401
 
 import adiskq.cli
 import adiskq.cli.output
-from helpers.preload import import_all_of_adiskq, only_this_copy
+from support.preload import import_all_of_adiskq, only_this_copy
 
 
 def _warm_up() -> None:
@@ -45,7 +45,9 @@ def main() -> None:
     # compiled core's file) is read from there, not from a checkout nobody may not enter.
     package = os.environ.get("ADISKQ_READABLE_PACKAGE")
     if not package or not adiskq.__file__ or not adiskq.__file__.startswith(package + os.sep):
-        raise SystemExit(f"adiskq was imported from {adiskq.__file__}, not a readable copy: use tests/unprivileged.py")
+        raise SystemExit(
+            f"adiskq was imported from {adiskq.__file__}, not a readable copy: use tests/support/unprivileged.py"
+        )
     import_all_of_adiskq()
     _warm_up()
     only_this_copy()

@@ -1,6 +1,6 @@
 """Takes locks of a stream's ``locks/`` as a shared producer would, says so, and holds them until told.
 
-    python -m tests.helpers.lock_holder PATH NAME [NAME...]
+    python -m tests.support.lock_holder PATH NAME [NAME...]
 
 NAME is ``setup``, ``vacuum``, ``turn``, ``partition-N`` or ``offsets-GROUP`` (a group's
 ``offsets.lock``). Prints ``held`` once every lock is taken; a line on stdin makes it let go of them,

@@ -1,6 +1,6 @@
 """A shared producer that prints each receipt once its push returned, until it is killed or done.
 
-    python -m tests.helpers.shared_producer PATH FLUSH BACKEND NAME [COUNT]
+    python -m tests.support.shared_producer PATH FLUSH BACKEND NAME [COUNT]
 
 Each line is ``partition offset value``; the value names the writer, its task and a sequence number,
 and the key is the task's (so the parent can check each producer's order per key). With COUNT, each

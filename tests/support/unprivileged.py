@@ -5,9 +5,9 @@ Tests run as root in CI, and root ignores file permissions; so a test that claim
 only read permission" runs the reading as the 'nobody' user, one of two ways:
 
 - ``as_nobody(action)``: a forked child of the test process drops to 'nobody' and calls ``action``;
-  every adiskq module is imported first (``helpers/preload.py``), so nothing is read from the
+  every adiskq module is imported first (``support/preload.py``), so nothing is read from the
   checkout after the drop;
-- ``run_as_nobody(...)`` / ``nobody_command(...)``: a new process (``helpers/as_nobody.py``) starts as
+- ``run_as_nobody(...)`` / ``nobody_command(...)``: a new process (``support/as_nobody.py``) starts as
   root, imports adiskq from ``readable_package()`` (a copy of the package every user may read),
   drops to 'nobody', then runs the command line or a Python snippet.
 
@@ -33,10 +33,10 @@ import warnings
 from collections.abc import Callable
 
 import pytest
-from helpers.preload import import_all_of_adiskq, only_this_copy
-from paths import TESTS_DIR
 
 import adiskq
+from support.paths import TESTS_DIR
+from support.preload import import_all_of_adiskq, only_this_copy
 
 __all__ = ["as_nobody", "nobody_command", "readable_package", "run_as_nobody"]
 
@@ -76,7 +76,7 @@ def nobody_command(*args: str, code: str | None = None) -> tuple[list[str], dict
     """The command and environment that run ``adiskq ARGS`` (or Python ``code`` with ``args`` as
     ``sys.argv[1:]``) as 'nobody', adiskq imported from ``readable_package()``; run it in ``TESTS_DIR``."""
     _require_root()
-    command = [sys.executable, "-m", "helpers.as_nobody", *(("--python", code) if code is not None else ()), *args]
+    command = [sys.executable, "-m", "support.as_nobody", *(("--python", code) if code is not None else ()), *args]
     package = readable_package()
     environment = {**os.environ, "PYTHONPATH": package, "ADISKQ_READABLE_PACKAGE": package}
     return command, environment

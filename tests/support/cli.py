@@ -77,9 +77,9 @@ def run(*args: str, input: bytes | None = None, env: dict[str, str] | None = Non
 
 
 def run_as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run the command line as the user ``nobody`` (``tests/unprivileged.py``, where every test that
+    """Run the command line as the user ``nobody`` (``tests/support/unprivileged.py``, where every test that
     runs code as another user goes)."""
-    from unprivileged import run_as_nobody as run
+    from support.unprivileged import run_as_nobody as run
 
     return run(*args)
 

@@ -1,6 +1,6 @@
 """A producer that pushes messages under a few repeating keys and prints each receipt, until killed.
 
-    python -m tests.helpers.keyed_producer PATH ROUND
+    python -m tests.support.keyed_producer PATH ROUND
 
 Each line is ``partition offset key value``, printed once its push returned. Small segments make
 it roll often, so a kill can land anywhere: in a write, a seal, or between them.

@@ -1,7 +1,7 @@
 """A process that pushes and consumes with OpenTelemetry's SDK as the global meter and tracer
 providers, and prints what the SDK's in-memory reader and exporter got, as JSON.
 
-    python tests/helpers/otel_probe.py STREAM BACKEND
+    python tests/support/otel_probe.py STREAM BACKEND
 
 Its own process, because the global providers can be set once per process, and a tracer provider
 makes every later push carry a ``traceparent`` header.

@@ -11,15 +11,15 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class StoppedHolder:
-    """``tests.helpers.lock_holder`` in a child, stopped once it said it holds its locks."""
+    """``tests.support.lock_holder`` in a child, stopped once it said it holds its locks."""
 
     def __init__(self, stream_path: str, *names: str) -> None:
         self.child = subprocess.Popen(
-            [sys.executable, "-m", "tests.helpers.lock_holder", stream_path, *names],
+            [sys.executable, "-m", "tests.support.lock_holder", stream_path, *names],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

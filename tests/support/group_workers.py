@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from helpers.waiting import wait_for
+from support.waiting import wait_for
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "group_worker.py")
 

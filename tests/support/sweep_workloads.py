@@ -14,8 +14,6 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 import pyarrow as pa
-from compression_support import trained_dictionary
-from helpers.cli import invoke
 
 import adiskq
 from adiskq._storage.log_start import save_log_start
@@ -23,6 +21,8 @@ from adiskq._storage.offsets import load_offsets
 from adiskq._storage.stream import StreamWriter
 from adiskq.spark._encode import Columns, Grouped
 from adiskq.spark._sink import SinkCommitter, stage
+from support.cli import invoke
+from support.compression import trained_dictionary
 
 Step = Callable[[], None]
 

@@ -1,7 +1,7 @@
 """A consumer (or a named group) in its own process, noting each message it reads.
 
-    python -m tests.helpers.follower PATH BACKEND OUTPUT consumer PARTITION
-    python -m tests.helpers.follower PATH BACKEND OUTPUT group NAME PARTITIONS
+    python -m tests.support.follower PATH BACKEND OUTPUT consumer PARTITION
+    python -m tests.support.follower PATH BACKEND OUTPUT group NAME PARTITIONS
 
 It prints ``ready`` once reading, then appends a line ``partition offset value`` per message to
 OUTPUT (a file, so the parent never has to drain a pipe while it works). It stops after a message

@@ -12,7 +12,7 @@ import time
 import adiskq
 from adiskq._storage.stream import StreamReader
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 LIVE: list[Writer] = []
@@ -31,10 +31,10 @@ def dump_stacks() -> None:
 
 
 class Writer:
-    """``tests.helpers.shared_producer`` in a child process; its receipt lines gathered by a thread."""
+    """``tests.support.shared_producer`` in a child process; its receipt lines gathered by a thread."""
 
     def __init__(self, path: str, flush: str, backend: str, name: str, count: int | None = None) -> None:
-        args = [sys.executable, "-m", "tests.helpers.shared_producer", path, flush, backend, name]
+        args = [sys.executable, "-m", "tests.support.shared_producer", path, flush, backend, name]
         if count is not None:
             args.append(str(count))
         self.name = name

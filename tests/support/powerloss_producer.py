@@ -1,6 +1,6 @@
 """The crash producer, noting every fsync so the parent can simulate a power cut.
 
-    python -m tests.helpers.powerloss_producer PATH FLUSH BACKEND ROUND FSYNC_LOG
+    python -m tests.support.powerloss_producer PATH FLUSH BACKEND ROUND FSYNC_LOG
 
 Each fsync/fdatasync that returns appends ``path<TAB>size`` to FSYNC_LOG: the file's size when the
 call began, which is what the call made durable. Everything after it is lost in a power cut.
@@ -13,7 +13,7 @@ import sys
 
 import anyio
 
-from tests.helpers import crash_producer
+from tests.support import crash_producer
 
 
 def note_fsyncs(log_path: str) -> None:

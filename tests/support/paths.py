@@ -4,5 +4,5 @@ from __future__ import annotations
 
 import os
 
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT_DIR = os.path.dirname(TESTS_DIR)

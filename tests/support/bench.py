@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from paths import ROOT_DIR
+from support.paths import ROOT_DIR
 
 BENCHMARKS_DIR = os.path.join(ROOT_DIR, "benchmarks")
 

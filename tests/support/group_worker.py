@@ -1,6 +1,6 @@
 """A member of a consumer group in its own process, for tests and benchmarks of groups across processes.
 
-    python tests/helpers/group_worker.py STREAM NAME REPORT [--backend trio] [--rebalance-interval 0.2]
+    python tests/support/group_worker.py STREAM NAME REPORT [--backend trio] [--rebalance-interval 0.2]
                                          [--batch 20] [--exclusive]
 
 It reads the group in batches; for each batch it records the messages as processed, commits the

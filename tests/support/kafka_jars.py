@@ -14,7 +14,7 @@ import types
 
 import pytest
 
-CHECKOUT = pathlib.Path(__file__).resolve().parent.parent
+CHECKOUT = pathlib.Path(__file__).resolve().parent.parent.parent
 FETCH = "python scripts/fetch_kafka_jars.py"
 
 

@@ -7,7 +7,7 @@ asks for a broker (or the cluster) starts it under a file lock in that folder an
 (ports, process ids) to ``broker.json`` / ``cluster.json``; the other worker finds the state and uses
 the same nodes. The main process stops every node in ``pytest_unconfigure``, after all workers are
 done, and removes the folder. A watchdog per node kills the node's JVM if the main process dies
-without stopping it (helpers/kafka_watchdog.py).
+without stopping it (support/kafka_watchdog.py).
 
 Each node is Kafka's own "combined" shape (``process.roles=broker,controller``) with Kafka's defaults,
 except what one node needs to serve groups and transactions alone. Readiness is the node's own log
@@ -38,7 +38,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from asyncinotify import Inotify, Mask
-from kafka_jars import class_path
+
+from support.kafka_jars import class_path
 
 BROKER_JARS = "broker-4.4.0"  # the set of tests/kafka/jars.txt the nodes run
 RUN_VARIABLE = "ADISKQ_TEST_KAFKA_RUN"  # the run folder, named by the main process to its workers
@@ -47,7 +48,7 @@ STARTED = "Kafka Server started"  # the line a node logs once it serves clients
 START_TIMEOUT = 180.0  # seconds: a JVM broker starts in a few on two busy cores; this is the failure bound
 STOP_TIMEOUT = 30.0  # seconds a node has to shut down on SIGTERM before it is killed
 HEAP = "-Xmx512m"
-WATCHDOG = pathlib.Path(__file__).resolve().parent / "helpers" / "kafka_watchdog.py"
+WATCHDOG = pathlib.Path(__file__).resolve().parent / "kafka_watchdog.py"
 
 # Kafka's settings that differ from its defaults, for every node: the group coordinator starts a
 # group at once (the 3 s default delays every test's first join), and its ids are those of the test.

@@ -1,6 +1,6 @@
 """A producer that prints each receipt once its push returned, until it is killed.
 
-    python -m tests.helpers.crash_producer PATH FLUSH BACKEND ROUND
+    python -m tests.support.crash_producer PATH FLUSH BACKEND ROUND
 
 Each line is ``partition offset value``; the value names the round, task and sequence number, so the
 parent can check that what it saw acknowledged reads back, once.
