@@ -16,7 +16,8 @@ from .._sansio.naming import INDEX
 from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from .log_start import load_log_start
-from .segment import SegmentReader, StoredRun, segment_path
+from .segment_files import segment_path
+from .segment_reader import SegmentReader, StoredRun
 
 if TYPE_CHECKING:
     from .partition_reader import PartitionReader

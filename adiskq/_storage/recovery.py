@@ -40,13 +40,13 @@ from typing import NamedTuple
 
 from .._sansio import keyindex as keyindex_format
 from .._sansio import tags as tags_format
+from .._sansio.entries import INDEX_ENTRY, TIMEINDEX_ENTRY
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX
 from .._sansio.values import SegmentRepair
 from . import keyindex
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, read_file, write_all
 from .recovery_plan import SegmentPlan, damaged_file_name, plan_segment
-from .segment import INDEX_ENTRY, TIMEINDEX_ENTRY, entry_columns, segment_path
-from .segment_files import entry_count, index_positions
+from .segment_files import entry_columns, entry_count, index_positions, segment_path
 
 __all__ = ["RecoveredSegment", "describe_damaged", "ensure_sealed_key_index", "recover_segment"]
 

@@ -45,6 +45,7 @@ from .._sansio.codec import (
 )
 from .._sansio.compression import COMPRESSED, dictionary_file_name
 from .._sansio.core import decode_messages, scan_records
+from .._sansio.entries import BUFFERED_ENTRIES, INDEX_ENTRY, INDEX_ENTRY_BYTES, TIMEINDEX_ENTRY, TIMEINDEX_ENTRY_BYTES
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX
 from . import keyindex
 from .dictionaries import (
@@ -58,15 +59,7 @@ from .files import read_file
 from .offsets import OFFSETS_FILE, group_dir, list_groups, load_offsets
 from .recovery import describe_damaged
 from .recovery_plan import SegmentPlan, damaged_file_name, plan_segment
-from .segment import (
-    BUFFERED_ENTRIES,
-    INDEX_ENTRY,
-    INDEX_ENTRY_BYTES,
-    TIMEINDEX_ENTRY,
-    TIMEINDEX_ENTRY_BYTES,
-    segment_path,
-)
-from .segment_files import list_segment_files
+from .segment_files import list_segment_files, segment_path
 from .stream import StreamReader
 
 __all__ = [
