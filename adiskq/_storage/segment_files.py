@@ -17,7 +17,7 @@ import sys
 from typing import Final, NamedTuple
 
 from .._sansio.codec import TIMESTAMP_AT
-from .._sansio.entries import INDEX_ENTRY_BYTES, TAG_ENTRY_BYTES, TIMEINDEX_ENTRY_BYTES
+from .._sansio.entries import INDEX_ENTRY_BYTES, SIDE_COLUMNS, TAG_COLUMN, TIME_COLUMN
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, parse_segment_file, segment_file_name
 from .files import open_append, open_read, pread_exact
 
@@ -74,17 +74,18 @@ def open_writable(
 
     A ``compact`` segment (a compressed stream's) has no ``.timeindex`` (its descriptor is -1), and
     a ``.tagindex`` only from its first tagged message on (-1 until then; ``SegmentWriter`` makes it)."""
-    extensions = [DATA] if compact else [DATA, TIMEINDEX, TAGINDEX]
-    if key_index:
-        extensions.append(KEYINDEX)
-    extensions.append(INDEX)
+    made = [column for column in SIDE_COLUMNS if column.made_with_segment(compact=compact, key_index=key_index)]
+    # A compact segment's .tagindex exists from its first tagged message on: opened if it is there.
+    later = [column for column in SIDE_COLUMNS if compact and column.from_first_tag and not create]
     opened: dict[str, int] = {}
     try:
-        for extension in extensions:
+        for extension in (DATA, *(column.extension for column in made), INDEX):
             opened[extension] = open_append(segment_path(directory, base_offset, extension), create=create, mode=mode)
-        if compact and not create:
+        for column in later:
             with contextlib.suppress(FileNotFoundError):
-                opened[TAGINDEX] = open_append(segment_path(directory, base_offset, TAGINDEX), create=False)
+                opened[column.extension] = open_append(
+                    segment_path(directory, base_offset, column.extension), create=False
+                )
     except BaseException:
         for fd in opened.values():
             os.close(fd)
@@ -129,11 +130,11 @@ class SegmentFileState(NamedTuple):
         entries, partial = divmod(self.index_file[0], INDEX_ENTRY_BYTES)
         if partial:
             return None
-        if self.timeindex_file != ABSENT and self.timeindex_file[0] != entries * TIMEINDEX_ENTRY_BYTES:
+        if self.tagindex_file is None:
             return None
-        tags = self.tagindex_file
-        if tags is None or (tags != ABSENT and tags[0] != entries * TAG_ENTRY_BYTES):
-            return None
+        for state, column in ((self.timeindex_file, TIME_COLUMN), (self.tagindex_file, TAG_COLUMN)):
+            if state != ABSENT and state[0] != entries * column.width:
+                return None
         return entries
 
 

@@ -11,18 +11,11 @@ from ``.data`` and can be rebuilt from it. Write order is the whole consistency 
    index entry does, and by then its record is already in place.
 
 A single push (``append_one``) buffers its ``.timeindex``, ``.tagindex`` and ``.keyindex`` entries
-and writes them 128 at a time, or with the next batch, a roll or a close: a write call less each per
-push. So the active segment's time, tag and key indexes may end up to 127 entries short of its
-``.index``; readers take what they need for those messages from the records themselves (a
-timestamp, a tag, a key), ``check`` accepts such a tail, and recovery rebuilds it after a crash.
-Sealed segments are always complete. (A segment written before tags, format 1, has no
-``.tagindex``: readers take every tag from the records there.)
-
-A compressed stream's segments are *compact*: no ``.timeindex`` at all (readers take timestamps from
-the records, where ``.index`` places them), and no ``.tagindex`` until the first entry that names a
-tag is written, when the file is made holding a "no tag" entry for every message before it; from then
-on it is kept as above. Their single pushes still count their entries in the time buffer, which
-is then never written.
+and writes them ``BUFFERED_ENTRIES`` at a time, or with the next batch, a roll or a close: a write
+call less each per push (the side columns' rules, this one and the compact segments', are the table
+of ``entries.py``). A compact segment's single pushes still count their entries in the time buffer,
+which is then never written. (A segment written before tags, format 1, has no ``.tagindex``:
+readers take every tag from the records there.)
 
 A failed write is cut back (``ftruncate``) so the files stay as they were before the batch, with one
 exception: an ``.index`` write that fails after whole entries reached the file keeps those messages

@@ -12,6 +12,7 @@ from support.storage import encode, fields
 
 from adiskq._sansio import keyindex as keyindex_format
 from adiskq._sansio.codec import encode_record
+from adiskq._sansio.entries import BUFFERED_ENTRIES
 from adiskq._storage import keyindex, segment_writer
 from adiskq._storage.partition_writer import PartitionWriter
 from adiskq._storage.segment_writer import SegmentWriter
@@ -81,7 +82,7 @@ def test_single_pushes_are_written_128_at_a_time(tmp_path: object) -> None:
     """append_one buffers its entry; the 128th writes them all; flush_buffered_entries writes the rest."""
     directory = str(tmp_path)
     writer = SegmentWriter.create(directory, 0)
-    for i in range(keyindex_format.TAIL_BUFFER_ENTRIES - 1):
+    for i in range(BUFFERED_ENTRIES - 1):
         writer.append_one(encode_record(b"v", b"k", i), i, key_hash=i)
     assert column(directory) == []
     writer.append_one(encode_record(b"v", b"k", 0), 0, key_hash=1000)
@@ -173,7 +174,7 @@ def test_a_failed_buffer_write_undoes_the_single_push(tmp_path: object, monkeypa
     """A single push whose buffered entries cannot be written fails whole; the buffer is kept."""
     directory = str(tmp_path)
     writer = SegmentWriter.create(directory, 0)
-    for i in range(keyindex_format.TAIL_BUFFER_ENTRIES - 1):
+    for i in range(BUFFERED_ENTRIES - 1):
         writer.append_one(encode_record(b"v", b"k", i), i, key_hash=i)
     before = sizes(directory)
     undo = failing_writes(writer, monkeypatch)
