@@ -285,12 +285,15 @@ def decode_batches(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     records_decoder: DecodeRecords = decode_records,
+    transactional: bool = False,
 ) -> list[KafkaBatch]:
     """Every batch of a Produce request's records field, back to back, which they must fill exactly.
 
     ``max_bytes`` bounds the bytes of records (after decompression) the whole call decodes: a
     decompression bomb stops there with a ``KafkaBatchError``. ``records_decoder`` is what decodes
-    the records of a batch (the compiled twin passes its own).
+    the records of a batch (the compiled twin passes its own). ``transactional``: the request is a
+    transactional producer's, whose batches carry the transactional bit; without it such a batch is
+    refused. A control batch (a commit or abort marker) is always refused: the broker writes those.
     """
     _check_int(max_bytes, 0, _I64_MAX, "max_bytes")
     buf = bytes(data)
@@ -334,10 +337,16 @@ def decode_batches(
             base_sequence,
             count,
         ) = _AFTER_CRC.unpack_from(buf, pos + ATTRIBUTES_AT)
-        if attributes & TRANSACTIONAL or attributes & CONTROL:
+        if attributes & CONTROL:
             raise KafkaUnsupportedBatchError(
-                f"{where}: transactional and control batches are not supported (attributes 0x{attributes:04x}): "
-                "this server has no transactions",
+                f"{where}: a control batch (attributes 0x{attributes:04x}) is written by the broker when a "
+                "transaction ends, never sent by a producer",
+                position=pos + ATTRIBUTES_AT,
+            )
+        if attributes & TRANSACTIONAL and not transactional:
+            raise KafkaUnsupportedBatchError(
+                f"{where}: a transactional batch (attributes 0x{attributes:04x}) in a request without a "
+                "transactional id: a transactional producer names its transactional.id in every Produce",
                 position=pos + ATTRIBUTES_AT,
             )
         compression = attributes & COMPRESSION_MASK
