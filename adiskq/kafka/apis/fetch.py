@@ -51,6 +51,7 @@ class FetchAsked(NamedTuple):
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
+    isolation_level: int  # 1: read_committed (never past the last stable offset, with aborted transactions)
     # (topic, [(partition, fetch_offset, partition_max_bytes)]); a topic by name, or by its id's
     # 16 bytes from version 13 on
     topics: list[tuple[str | bytes, list[tuple[int, int, int]]]]
@@ -72,6 +73,7 @@ def _from_kio(request: Any) -> FetchAsked:
         request.max_wait // _MILLISECOND,
         request.min_bytes,
         getattr(request, "max_bytes", _NO_LIMIT),
+        getattr(request, "isolation_level", 0),
         [
             (
                 (bytes(16) if topic.topic_id is None else topic.topic_id.bytes) if by_id else topic.topic,
