@@ -21,7 +21,7 @@ before it answers, so what it has seen since its start is all there is.
 from __future__ import annotations
 
 import struct
-from typing import Final
+from typing import Any, Final
 
 from .._errors import CorruptRecordError
 from .._sansio import codec
@@ -38,27 +38,39 @@ _COORDINATOR_EPOCH_UNKNOWN: Final = -1
 
 
 class OpenTransactions:
-    """Per partition: the first offset of each producer's open transaction (for the LSO)."""
+    """Per partition: the first offset of each producer's open transaction (for the LSO), and the
+    transactions aborted since the gateway started (for a read_committed Fetch)."""
 
     def __init__(self) -> None:
         self._first: dict[tuple[str, int], dict[int, int]] = {}
+        # (topic, partition) -> [(producer id, first offset, offset of its abort marker)], in marker order
+        self._aborted: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
 
     def written(self, topic: str, partition: int, producer_id: int, first_offset: int) -> None:
         """A transactional write of ``producer_id`` at ``first_offset`` (the first one counts)."""
         self._first.setdefault((topic, partition), {}).setdefault(producer_id, first_offset)
 
-    def ended(self, topic: str, partition: int, producer_id: int) -> None:
-        """The producer's marker is written: its transaction no longer holds the LSO back."""
+    def ended(self, topic: str, partition: int, producer_id: int, marker_offset: int, commit: bool) -> None:
+        """The producer's marker is written at ``marker_offset``: its transaction no longer holds
+        the LSO back, and an aborted one is listed for read_committed Fetches."""
         open_here = self._first.get((topic, partition))
-        if open_here is not None:
-            open_here.pop(producer_id, None)
-            if not open_here:
-                del self._first[topic, partition]
+        if open_here is None or producer_id not in open_here:
+            return  # nothing of it in this partition (a partition added but never written)
+        first = open_here.pop(producer_id)
+        if not open_here:
+            del self._first[topic, partition]
+        if not commit:
+            self._aborted.setdefault((topic, partition), []).append((producer_id, first, marker_offset))
 
     def forget_topic(self, topic: str) -> None:
-        """A deleted topic's partitions hold nothing open any more."""
-        for key in [key for key in self._first if key[0] == topic]:
-            del self._first[key]
+        """A deleted topic's partitions hold nothing any more."""
+        for table in (self._first, self._aborted):
+            for key in [key for key in table if key[0] == topic]:
+                del table[key]
+
+    def holds_open(self, topic: str, partition: int) -> bool:
+        """Whether a transaction is open in the partition (the LSO is then before its end)."""
+        return (topic, partition) in self._first
 
     def last_stable_offset(self, topic: str, partition: int, high_watermark: int) -> int:
         """The first offset of the partition's oldest open transaction; ``high_watermark`` if none."""
@@ -66,6 +78,15 @@ class OpenTransactions:
         if not open_here:
             return high_watermark
         return min(high_watermark, *open_here.values())
+
+    def aborted(self, topic: str, partition: int, first: int, last_exclusive: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of each aborted transaction with records in
+        [``first``, ``last_exclusive``): what a read_committed Fetch of that range answers."""
+        return [
+            (producer_id, start)
+            for producer_id, start, marker in self._aborted.get((topic, partition), ())
+            if start < last_exclusive and marker >= first
+        ]
 
 
 def holds_transactions(data: bytes | memoryview, count: int) -> bool:
@@ -104,10 +125,11 @@ def transactional_batches(
     except CorruptRecordError:
         return None
     batches: list[bytes] = []
-    group: list[Message[bytes, bytes]] = []
+    group: list[Message[Any, bytes]] = []
     group_producer: tuple[int, int] | None = None
     pos = 0
-    for message in messages:
+    for stored in messages:
+        message: Message[Any, bytes] = stored
         (size,) = _SIZE.unpack_from(buf, pos)
         record = buf[pos : pos + size]
         pos += size
@@ -137,5 +159,5 @@ def transactional_batches(
     return batches
 
 
-def _batch(messages: list[Message[bytes, bytes]], producer: tuple[int, int] | None) -> bytes:
+def _batch(messages: list[Message[Any, bytes]], producer: tuple[int, int] | None) -> bytes:
     return encode_messages(messages, nulls_header=NULLS_HEADER, transaction=producer)

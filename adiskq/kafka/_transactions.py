@@ -48,6 +48,7 @@ from .._async import partition_writes
 from .._storage.files import atomic_write_json, read_json
 from ._core import GatewayCore
 from ._groups import groups_of
+from ._transactional_fetch import OpenTransactions
 from .group_offsets import Committed
 from .transaction_coordinator import (
     CONCURRENT_TRANSACTIONS,
@@ -112,6 +113,7 @@ class TransactionService:
         self._store_offsets = store_offsets
         self._save_lock = anyio.Lock()
         self._unfinished: dict[str, Markers] = {}  # endings whose markers failed, tried again by ``run``
+        self.open = OpenTransactions()  # what a Fetch needs: the LSO, and the aborted transactions
         self._deadline_moved: anyio.Event | None = None
 
     # -- the state file ------------------------------------------------------------------------
@@ -328,9 +330,10 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
         if not topics.exists(topic):
             return  # the topic was deleted with the transaction's records: nothing is left to end
         async with gateway.partition_lock(topic, partition), topics.writing(topic) as producer:
-            await partition_writes.write_marker(
+            offset = await partition_writes.write_marker(
                 producer, partition, markers.producer_id, markers.epoch, markers.commit, COORDINATOR_EPOCH
             )
+            service.open.ended(topic, partition, markers.producer_id, offset, markers.commit)
 
     async def store_offsets(group: str, topic: str, offsets: Mapping[int, Committed]) -> None:
         if topics.exists(topic):

@@ -364,6 +364,7 @@ async def _append_transactional(
                     context, topic, partition, [batch], None, transaction=(batch.producer_id, batch.producer_epoch)
                 )
                 _sequence_written(context, topic, partition, batch, offset)
+                transactions.open.written(topic, partition, batch.producer_id, offset)
             first_offset = offset if first_offset is None else first_offset
     assert first_offset is not None
     return first_offset
