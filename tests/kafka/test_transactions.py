@@ -18,7 +18,6 @@ from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from java_support import compile_client, run_client
 
-
 with warnings.catch_warnings():
     # kafka-python reads its schemas with importlib.resources.read_text, deprecated in 3.11.
     warnings.simplefilter("ignore", DeprecationWarning)
