@@ -16,7 +16,11 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from conftest import call
 from java_support import compile_client, run_client
+from kio.schema.list_offsets.v5.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i32, i64
 
 with warnings.catch_warnings():
     # kafka-python reads its schemas with importlib.resources.read_text, deprecated in 3.11.
@@ -234,3 +238,44 @@ def test_java_client_transactions(gateway, topic: str, version: str, tmp_path: p
     assert answers["committed"] == "c0,c1,c2", lines
     assert answers["uncommitted"] == "c0,c1,c2,a0,a1,zombie", lines
     assert answers["offset"] == "3", lines
+
+
+def latest_offset(port: int, topic: str, isolation_level: int, timestamp: int = -1) -> int:
+    """ListOffsets (v5) of partition 0 at ``timestamp`` (-1: the latest) for an isolation level."""
+    answer = call(
+        port,
+        ListOffsetsRequest(
+            replica_id=BrokerId(-1),
+            isolation_level=i8(isolation_level),
+            topics=(
+                ListOffsetsTopic(
+                    name=TopicName(topic),
+                    partitions=(ListOffsetsPartition(partition_index=i32(0), timestamp=i64(timestamp)),),
+                ),
+            ),
+        ),
+    )
+    partition = answer.topics[0].partitions[0]
+    assert partition.error_code.value == 0, partition
+    return int(partition.offset)
+
+
+def test_list_offsets_answers_the_last_stable_offset_to_read_committed(gateway, topic: str) -> None:
+    """With a transaction open from offset 2, read_committed's latest offset is 2 and a time finds
+    nothing past it; read_uncommitted's is the high watermark. Once committed, both are the end."""
+    port = gateway.gateway.port
+    plain = Producer({"bootstrap.servers": gateway.bootstrap})
+    for i in range(2):
+        plain.produce(topic, b"p%d" % i, partition=0, timestamp=1_000 + i)
+    plain.flush(_SECONDS)
+    producer = transactional(gateway.bootstrap, f"t-{topic}")
+    producer.begin_transaction()
+    producer.produce(topic, b"open", partition=0, timestamp=5_000)
+    producer.flush(_SECONDS)
+    assert latest_offset(port, topic, 1) == 2
+    assert latest_offset(port, topic, 0) == 3
+    assert latest_offset(port, topic, 1, timestamp=4_000) == -1
+    assert latest_offset(port, topic, 0, timestamp=4_000) == 2
+    assert latest_offset(port, topic, 1, timestamp=1_001) == 1
+    producer.commit_transaction(_SECONDS)
+    assert latest_offset(port, topic, 1) == latest_offset(port, topic, 0) == 4
