@@ -93,7 +93,7 @@ class EncodedRun(NamedTuple):
     write, numbered from offset 0 at position 0 (``run_entries.place_entries`` places them where the
     run is written, checking them against the records first): what one write takes whole, without a
     Python object a record. push_many's packed batch (``core.pack_records``) and a Kafka Produce's
-    batch (``kafka_mapping.stored_records``) are both one. A tuple, so the compiled core builds it."""
+    batch (``kafka/wire/mapping.stored_records``) are both one. A tuple, so the compiled core builds it."""
 
     data: bytes  # the records back to back, each as codec.encode_record makes it
     index_entries: bytes  # .index: offset | position | size, u64 LE each, a record

@@ -2,7 +2,7 @@
 
 A run (``entries.EncodedRun``) is records encoded ahead of the write with their entries, so that a
 segment writes them without a Python object a record: a Kafka Produce's batch
-(``kafka_mapping.stored_records``) or push_many's packed batch (``core.pack_records``):
+(``kafka/wire/mapping.stored_records``) or push_many's packed batch (``core.pack_records``):
 
 - ``data``: the records back to back, as ``.data`` holds them (``codec.py`` has the layout);
 - ``index``: one ``.index`` entry a record (offset, position, size; u64 little-endian each), numbered

@@ -24,6 +24,9 @@ The rules, in the order they are applied:
 6. A compact segment (a compressed stream's) keeps no ``.timeindex``: one found there is removed, as
    a stale file must not linger; and it has a ``.tagindex`` only when one of its valid records
    carries a tag (rule 4 then), none being made for a segment whose records carry none.
+7. ``.txnindex`` (the aborted Kafka transactions, ``txn_index.py``) must be what the valid records'
+   abort markers say: rewritten when torn, missing or naming a marker the data lost (a torn
+   marker), removed when no abort marker is left.
 
 Only the last segment needs this: a segment is fsynced before the next one is created, so sealed
 segments cannot have a torn tail. A sealed segment's key index that is missing or malformed is
@@ -43,7 +46,7 @@ from .._sansio import tags as tags_format
 from .._sansio.entries import INDEX_ENTRY, TAG_COLUMN, TIME_COLUMN, TIMEINDEX_ENTRY
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX
 from .._sansio.values import SegmentRepair
-from . import keyindex
+from . import keyindex, txn_index
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, read_file, write_all
 from .recovery_plan import SegmentPlan, damaged_file_name, plan_segment
 from .segment_files import entry_columns, entry_count, index_positions, segment_path
@@ -307,6 +310,9 @@ def recover_segment(
     made = TAG_COLUMN.made_with_segment(compact=compact, key_index=bool(key_index))
     if made or tags_format.names_a_tag(tag_column) or os.path.lexists(tagindex_path):
         changed |= _repair_key_index(tagindex_path, tag_column, repairs, partition, base_offset, mode, "tagindex")
+    txn_repairs = txn_index.repair(directory, partition, base_offset, data, records.positions, plan.damaged, mode)
+    repairs += txn_repairs
+    changed |= bool(txn_repairs)
     keyindex_path = segment_path(directory, base_offset, KEYINDEX)
     if key_index:
         expected = keyindex_format.pack_hashes(keyindex_format.data_key_hashes(data, records.positions))

@@ -9,7 +9,7 @@ import errno
 import os
 
 import pytest
-from helpers.memory import growth_over
+from support.memory import growth_over
 
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core

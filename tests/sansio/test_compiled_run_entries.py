@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 
 from adiskq._sansio import core, run_entries
 from adiskq._sansio.codec import encode_record
-from adiskq._sansio.kafka_codec import KafkaRecord, encode_records
-from adiskq._sansio.kafka_mapping import stored_records_reference
 from adiskq._sansio.native import NATIVE
 from adiskq._sansio.run_entries import place_entries_reference, run_records, run_timestamps
 from adiskq._sansio.values import Record
+from adiskq.kafka.wire.codec import KafkaRecord, encode_records
+from adiskq.kafka.wire.mapping import stored_records_reference
 
 assert NATIVE is not None
 NOW = 1_800_000_000_123_456_789

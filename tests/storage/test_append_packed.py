@@ -14,9 +14,9 @@ import pathlib
 import zlib
 
 import pytest
-from helpers.faults import DiskFaults
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.faults import DiskFaults
 
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core

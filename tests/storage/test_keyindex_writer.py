@@ -8,7 +8,7 @@ import zlib
 from collections.abc import Callable
 
 import pytest
-from storage_helpers import encode, fields
+from support.storage import encode, fields
 
 from adiskq._sansio import keyindex as keyindex_format
 from adiskq._sansio.codec import encode_record

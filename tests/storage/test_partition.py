@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator, Sequence
 
 import pytest
-from storage_helpers import append, encode, expected_messages, fields, read_all
+from support.storage import append, encode, expected_messages, fields, read_all
 
 import adiskq
 from adiskq._storage import segment_reader, segment_writer

@@ -9,7 +9,7 @@ import tempfile
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from storage_helpers import encode, expected_messages, read_all
+from support.storage import encode, expected_messages, read_all
 
 from adiskq._sansio.entries import INDEX_ENTRY, INDEX_ENTRY_BYTES
 from adiskq._sansio.values import Message

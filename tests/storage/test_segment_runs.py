@@ -14,7 +14,7 @@ import os
 import struct
 
 import pytest
-from storage_helpers import Fields, encode, expected_messages, fields, read_all
+from support.storage import Fields, encode, expected_messages, fields, read_all
 
 from adiskq._sansio.codec import encode_record
 from adiskq._sansio.entries import EncodedRun

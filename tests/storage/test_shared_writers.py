@@ -11,7 +11,7 @@ import textwrap
 import time
 
 import pytest
-from stopped_support import stopped_holder
+from support.stopped import stopped_holder
 
 import adiskq
 from adiskq import LockTimeoutError, SettingsMismatchError, StreamLockedError

@@ -6,7 +6,7 @@ import os
 
 import anyio
 import pytest
-from helpers.cli import invoke
+from support.cli import invoke
 
 import adiskq
 from adiskq._sansio.codec import encode_record
