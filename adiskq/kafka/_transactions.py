@@ -330,10 +330,10 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
         if not topics.exists(topic):
             return  # the topic was deleted with the transaction's records: nothing is left to end
         async with gateway.partition_lock(topic, partition), topics.writing(topic) as producer:
-            offset = await partition_writes.write_marker(
+            await partition_writes.write_marker(
                 producer, partition, markers.producer_id, markers.epoch, markers.commit, COORDINATOR_EPOCH
             )
-            service.open.ended(topic, partition, markers.producer_id, offset, markers.commit)
+            service.open.ended(topic, partition, markers.producer_id)
 
     async def store_offsets(group: str, topic: str, offsets: Mapping[int, Committed]) -> None:
         if topics.exists(topic):
