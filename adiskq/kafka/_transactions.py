@@ -57,6 +57,7 @@ from .transaction_coordinator import (
     Markers,
     TransactionCoordinator,
     TransactionCoordinatorStateError,
+    TxnState,
 )
 
 __all__ = [
@@ -206,14 +207,40 @@ class TransactionService:
         await self.save()
         return NONE
 
-    async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> int:
+    async def end_txn(
+        self, transactional_id: str, producer_id: int, epoch: int, commit: bool, *, bump_epoch: bool = False
+    ) -> int:
         """EndTxn: the error code, once the transaction has ended (or CONCURRENT_TRANSACTIONS when
-        its markers could not be written yet: they are tried again, and the client retries)."""
-        error, markers = self.coordinator.end_txn(transactional_id, producer_id, epoch, commit)
+        its markers could not be written yet: they are tried again, and the client retries).
+        ``bump_epoch``: transaction version 2's EndTxn, the epoch bumped (``current``, after it)."""
+        if bump_epoch:
+            error, markers = self.coordinator.end_txn_bumping(transactional_id, producer_id, epoch, commit)
+        else:
+            error, markers = self.coordinator.end_txn(transactional_id, producer_id, epoch, commit)
         if markers is None:
             return error
         await self.save()
         return NONE if await self._finish(markers) else CONCURRENT_TRANSACTIONS
+
+    def current(self, transactional_id: str) -> tuple[int, int]:
+        """The transactional id's producer id and epoch now."""
+        txn = self.coordinator.transactions[transactional_id]
+        return txn.producer_id, txn.epoch
+
+    async def add_implicitly(
+        self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
+    ) -> int:
+        """Transaction version 2: a Produce of a partition not in the producer's transaction adds it
+        (beginning the transaction if none is open); the error code."""
+        txn = self.coordinator.transactions.get(transactional_id)
+        if (
+            txn is not None
+            and txn.state is TxnState.ONGOING
+            and (topic, partition) in txn.partitions
+            and (producer_id, epoch) == (txn.producer_id, txn.epoch)
+        ):
+            return NONE  # added already: nothing to store
+        return await self.add_partitions(transactional_id, producer_id, epoch, [(topic, partition)])
 
     def check_produce(self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int) -> int:
         """May a Produce of this transactional producer write to (topic, partition)? Its error code."""

@@ -9,6 +9,8 @@ by read_committed consumers after it."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import pathlib
 import time
 import uuid
@@ -244,6 +246,12 @@ def test_java_client_transactions(gateway, topic: str, version: str, tmp_path: p
     assert answers["committed"] == "c0,c1,c2", lines
     assert answers["uncommitted"] == "c0,c1,c2,a0,a1,zombie", lines
     assert answers["offset"] == "3", lines
+    # The 4.x client uses transaction version 2 (KIP-890), which the gateway advertises: every ending
+    # bumps the epoch (init 0, commit 1, abort 2, the zombie's abort 3, the successor's init 4);
+    # 3.x uses version 1 (init 0, the zombie's abort 1, the successor's init 2).
+    with open(os.path.join(gateway.root, "kafka-transactions.json")) as state:
+        stored = json.load(state)["coordinator"]["transactions"][f"java-{topic}"]
+    assert stored["epoch"] == (4 if version.startswith("4.") else 2)
 
 
 def latest_offset(port: int, topic: str, isolation_level: int, timestamp: int = -1) -> int:
