@@ -47,7 +47,7 @@ async def test_committed_records_are_delivered_and_aborted_ones_and_markers_neve
             got = [(m.offset, m.value) async for batch in consumer.batches(batch_size) for m in batch]
         assert got == expected
     async with adiskq.ConsumerGroup(stream_path, "g", start="oldest") as group:
-        seen = []
+        seen: list[tuple[int, bytes]] = []
         while len(seen) < len(expected):
             with anyio.fail_after(WAKE_UP_SECONDS):
                 message = await group.__anext__()
