@@ -45,7 +45,7 @@ import anyio
 import anyio.to_thread
 
 from .._async import partition_writes
-from .._storage.files import atomic_write_json, read_json
+from .._storage.files import atomic_write_json, fsync_dir, read_json
 from ._core import GatewayCore
 from ._groups import groups_of
 from ._transactional_fetch import OpenTransactions
@@ -155,7 +155,14 @@ class TransactionService:
         """Store the state as it is now, durably (before a request that changed it is answered)."""
         async with self._save_lock:
             snapshot = self._snapshot()  # taken under the lock: a later save never stores an older state
-            await anyio.to_thread.run_sync(lambda: atomic_write_json(self.path, snapshot))
+            await anyio.to_thread.run_sync(self._write, snapshot)
+
+    def _write(self, snapshot: dict[str, object]) -> None:
+        folder = os.path.dirname(self.path)
+        if not os.path.isdir(folder):  # a root folder no topic was created in yet
+            os.makedirs(folder, exist_ok=True)
+            fsync_dir(os.path.dirname(os.path.abspath(folder)))
+        atomic_write_json(self.path, snapshot)
 
     # -- the requests --------------------------------------------------------------------------
 
