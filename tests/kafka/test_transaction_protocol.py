@@ -38,10 +38,10 @@ from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequestTopic 
 from kio.schema.types import BrokerId, GroupId, ProducerId, TopicName, TransactionalId
 from kio.static.primitive import i8, i16, i32, i64
 
-from adiskq._sansio import kafka_codec
-from adiskq._sansio.kafka_codec import KafkaRecord
 from adiskq.kafka import KafkaGateway
 from adiskq.kafka.transaction_coordinator import TransactionCoordinator, TransactionCoordinatorStateError
+from adiskq.kafka.wire import codec as kafka_codec
+from adiskq.kafka.wire.codec import KafkaRecord
 
 NONE = 0
 INVALID_PRODUCER_EPOCH = 47
