@@ -13,7 +13,17 @@ from typing import Final, NamedTuple
 
 from .._errors import UnsupportedFeatureError
 
-__all__ = ["FEATURES", "KAFKA_SCHEME", "Capability", "Feature", "backend_of", "capabilities", "is_kafka_url", "refuse"]
+__all__ = [
+    "FEATURES",
+    "KAFKA_SCHEME",
+    "Capability",
+    "Feature",
+    "backend_of",
+    "capabilities",
+    "is_kafka_url",
+    "markdown_table",
+    "refuse",
+]
 
 KAFKA_SCHEME: Final = "kafka://"
 
@@ -37,7 +47,11 @@ class Capability(NamedTuple):
 
 
 FEATURES: Final[tuple[Feature, ...]] = (
-    Feature("keys and values", "bytes (a str key as UTF-8)", "bytes (a str key as UTF-8); a null key is read as b''"),
+    Feature(
+        "keys and values",
+        "bytes (a str key as UTF-8); a push without a key gets a random one",
+        "bytes (a str key as UTF-8); a push without a key sends Kafka's null key (placed at random), read as b''",
+    ),
     Feature(
         "headers",
         "a mapping, or adiskq.Headers (repeated names, null values)",
@@ -80,6 +94,7 @@ FEATURES: Final[tuple[Feature, ...]] = (
         "Retention(max_bytes=, max_age=, max_disk_usage=), applied by the producer's vacuum",
         "max_bytes and max_age become the topic's retention.bytes and retention.ms, applied by the brokers; "
         "max_disk_usage is refused",
+        "max_disk_usage measures the local disk: bound the topic with max_bytes or max_age",
     ),
     Feature(
         'compression="zstd"', "each value compressed with a trained dictionary", "the client's zstd batch compression"
@@ -192,3 +207,13 @@ def refuse(name: str, *, asked: str | None = None) -> UnsupportedFeatureError:
     feature = _BY_NAME[name]
     backend = "local" if not feature.local else "kafka"
     return UnsupportedFeatureError(asked or name, backend, feature.instead)
+
+
+def markdown_table() -> str:
+    """The table as README.md shows it (a test holds the README to it)."""
+    lines = ["| feature | local stream (a folder) | Kafka topic (`kafka://`) |", "|---|---|---|"]
+    for feature in FEATURES:
+        local = feature.local or f"**no**: {feature.instead}"
+        kafka = feature.kafka or f"**no**: {feature.instead}"
+        lines.append(f"| {feature.name} | {local} | {kafka} |")
+    return "\n".join(lines)

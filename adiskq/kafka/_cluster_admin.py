@@ -50,6 +50,19 @@ def lag(url: str, group: str, kafka: KafkaOption = None) -> dict[int, int]:
     return {p: max(0, ends[p] - offset) for p, offset in sorted(committed.items())}
 
 
+def _refuse_if_live(config: Mapping[str, str], group: str) -> None:
+    """``GroupInUseError`` naming the group's members while it has any: they would commit over a reset."""
+    admin = admin_client(config)
+    try:
+        described = admin.describe_consumer_groups([group], request_timeout=TIMEOUT)[group].result(TIMEOUT)
+    except confluent_kafka.KafkaException as error:
+        if error.args[0].code() == confluent_kafka.KafkaError.GROUP_ID_NOT_FOUND:
+            return
+        raise OSError(f"cannot describe group {group!r}: {error}") from None
+    if described.members:
+        raise GroupInUseError(group, [f"{member.client_id} on {member.host}" for member in described.members])
+
+
 def reset_offsets(
     url: str, group: str, to: str | int | dt.datetime, *, partition: int | None = None, kafka: KafkaOption = None
 ) -> dict[int, int]:
@@ -66,12 +79,16 @@ def reset_offsets(
         offsets = offsets_at(consumer, where.topic, partitions, to)
     finally:
         consumer.close()
+    _refuse_if_live(where.config, group)
     admin = admin_client(where.config)
     request = ConsumerGroupTopicPartitions(
         group, [confluent_kafka.TopicPartition(where.topic, p, o) for p, o in offsets.items()]
     )
     try:
-        admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT)[group].result(TIMEOUT)
+        answer = admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT)[group].result(TIMEOUT)
+        failed = [tp.error for tp in answer.topic_partitions if tp.error is not None]
+        if failed:
+            raise confluent_kafka.KafkaException(failed[0])
     except confluent_kafka.KafkaException as error:
         if error.args[0].code() in _IN_USE:
             raise GroupInUseError(group, []) from None
@@ -84,6 +101,7 @@ def delete_group(url: str, group: str, kafka: KafkaOption = None) -> bool:
     span topics); False when it did not exist, ``GroupInUseError`` while it has members."""
     validate_group_name(group)
     where = target(url, kafka)
+    _refuse_if_live(where.config, group)
     admin = admin_client(where.config)
     try:
         admin.delete_consumer_groups([group], request_timeout=TIMEOUT)[group].result(TIMEOUT)

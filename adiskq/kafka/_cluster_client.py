@@ -8,9 +8,10 @@ here blocks and is called in an AnyIO worker thread, bounded by the mirror's ``T
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import confluent_kafka
@@ -26,6 +27,7 @@ from ._mirror_kafka import TIMEOUT, admin_client, create_topic, partition_count
 __all__ = [
     "KafkaTarget",
     "check_sync_flush",
+    "configured",
     "ensure_topic",
     "new_consumer",
     "offsets_at",
@@ -74,6 +76,20 @@ def target(url: str, kafka: Mapping[str, object] | str | os.PathLike[str] | None
             "kafka= holds bootstrap.servers, which the URL gives: write the brokers in kafka://HOST:PORT,.../TOPIC"
         )
     return KafkaTarget(end, {**given, "bootstrap.servers": end.bootstrap})
+
+
+@contextlib.contextmanager
+def configured(where: KafkaTarget) -> Iterator[None]:
+    """librdkafka's refusal of a setting (an unknown name, a bad value) as ``InvalidArgumentError``."""
+    try:
+        yield
+    except confluent_kafka.KafkaException as error:
+        if error.args and getattr(error.args[0], "code", lambda: None)() == confluent_kafka.KafkaError._INVALID_ARG:
+            raise InvalidArgumentError(
+                f"the Kafka client refused its configuration for {where.url}: {error.args[0].str()}; "
+                "kafka= takes librdkafka's setting names (its CONFIGURATION.md)"
+            ) from None
+        raise
 
 
 def topic_partitions(config: Mapping[str, str], topic: str) -> int:

@@ -21,7 +21,7 @@ from .._async.consumer import Consumer
 from .._async.reader import _Reader
 from .._errors import ClosedError, InvalidArgumentError
 from .._sansio.values import Message
-from ._cluster_client import new_consumer, offsets_at, topic_partitions
+from ._cluster_client import configured, new_consumer, offsets_at, topic_partitions
 from ._cluster_reader import KafkaReading, check_reader_options
 
 __all__ = ["KafkaConsumer"]
@@ -70,7 +70,8 @@ class KafkaConsumer(Consumer[Any, Any]):
     async def __aenter__(self) -> Any:
         if self._state != "new":
             raise ClosedError(self._closed_message)
-        await anyio.to_thread.run_sync(self._open_client)
+        with configured(self._reading_state.target):
+            await anyio.to_thread.run_sync(self._open_client)
         self._state = "open"
         return self
 

@@ -25,7 +25,7 @@ from .._errors import ClosedError, DeserializationError, InvalidArgumentError
 from .._sansio.capabilities import is_kafka_url, refuse
 from .._sansio.retries import dead_letter_headers
 from .._sansio.values import Message
-from ._cluster_client import KafkaTarget, ensure_topic, new_consumer, offsets_at, target, topic_partitions
+from ._cluster_client import KafkaTarget, configured, ensure_topic, new_consumer, offsets_at, target, topic_partitions
 from ._cluster_mapping import Outgoing
 from ._cluster_reader import KafkaReading, check_reader_options
 from ._mirror_config import KafkaEnd
@@ -112,7 +112,8 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
     async def __aenter__(self) -> Any:
         if self._state != "new":
             raise ClosedError(self._closed_message)
-        await anyio.to_thread.run_sync(self._open_client)
+        with configured(self._reading_state.target):
+            await anyio.to_thread.run_sync(self._open_client)
         self._state = "open"
         return self
 
@@ -297,7 +298,8 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         await anyio.to_thread.run_sync(self._commit_now, client)
 
     async def lag(self) -> dict[int, int]:
-        """Partition -> records left past the committed offset, for the partitions this member holds."""
+        """Partition -> records left past the commits (``commit(msg)`` marks included), for the
+        partitions this member holds and has committed in."""
         if self.closed:
             raise ClosedError(self._closed_message)
         client = self._reading_state.client
@@ -307,7 +309,8 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         def measure() -> dict[int, int]:
             topic = self._reading_state.target.topic
             ends = offsets_at(client, topic, held, "newest")
-            return {p: max(0, ends[p] - self._stored.get(p, ends[p])) for p in held if p in self._stored}
+            marks = {**self._stored, **self._pending}
+            return {p: max(0, ends[p] - marks[p]) for p in held if p in marks}
 
         return await anyio.to_thread.run_sync(measure)
 

@@ -30,7 +30,7 @@ from .._errors import ClosedError, InvalidArgumentError, MessageTooLargeError, P
 from .._sansio.capabilities import refuse
 from .._sansio.naming import partition_for_key
 from .._sansio.values import Receipt, Record, Retention
-from ._cluster_client import KafkaTarget, check_sync_flush, ensure_topic, target
+from ._cluster_client import KafkaTarget, check_sync_flush, configured, ensure_topic, target
 from ._cluster_mapping import Outgoing, outgoing
 from ._mirror_kafka import TIMEOUT
 
@@ -133,7 +133,8 @@ class KafkaProducer(Producer[PushKeyT, PushValueT]):
             raise ClosedError("a Producer is opened once; create a new one to write again")
         self._state = "open"
         try:
-            self._partition_count, self._client = await anyio.to_thread.run_sync(self._open)
+            with configured(self._target):
+                self._partition_count, self._client = await anyio.to_thread.run_sync(self._open)
         except BaseException:
             self._state = "closed"
             raise

@@ -112,4 +112,3 @@ class KafkaReading:
         client, self.client = self.client, None
         if client is not None:
             client.close()
-
