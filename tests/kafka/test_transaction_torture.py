@@ -49,7 +49,8 @@ WORKERS = pathlib.Path(__file__).resolve().parent / "transaction_torture_workers
 PARTITIONS = 3
 PRODUCERS = 2
 DEADLINE = 90.0  # seconds any one wait may take before the test fails
-RECORD = re.compile(r"record (\d+) (\d+) (\S+)")
+RECORD = re.compile(r"record (\d+) (\d+) ?(.*)")  # the value may be empty (a marker shown as a record)
+WRITTEN = re.compile(r"(.+):(\d+):(\d+)")  # a value a producer wrote: ID:K:J
 EVENT = re.compile(r"(begin|committing|committed|aborting|aborted|fatal) (\d+)\b")
 EXITED = "exited"  # the line the test adds when a worker's output ends
 
@@ -276,7 +277,7 @@ def account(reader: str, records: list[tuple[int, int, str]], outcomes: Outcomes
     where: dict[str, list[tuple[int, int]]] = collections.defaultdict(list)
     for position, value in at.items():
         where[value].append(position)
-    duplicates = sum(len(positions) - 1 for positions in where.values())
+    duplicates = sum(len(positions) - 1 for value, positions in where.items() if WRITTEN.fullmatch(value))
     seen = set(where)
     committed = outcomes.committed()
     lost = sum(len(values_of(t) - seen) for t in committed)
@@ -294,10 +295,14 @@ def account(reader: str, records: list[tuple[int, int, str]], outcomes: Outcomes
     for partition in range(PARTITIONS):
         last: dict[str, tuple[int, int]] = {}
         for offset in sorted(o for p, o in at if p == partition):
-            producer, k, j = at[(partition, offset)].rsplit(":", 2)
-            if last.get(producer, (-1, -1)) > (int(k), int(j)):
+            written = WRITTEN.fullmatch(at[(partition, offset)])
+            if written is None:
+                continue  # counted below
+            producer, k, j = written[1], int(written[2]), int(written[3])
+            if last.get(producer, (-1, -1)) > (k, j):
                 out_of_order += 1
-            last[producer] = (int(k), int(j))
+            last[producer] = (k, j)
+    unknown = sum(1 for value in at.values() if WRITTEN.fullmatch(value) is None)
     counts = {
         "records": len(at),
         "committed transactions": len(committed),
@@ -310,6 +315,7 @@ def account(reader: str, records: list[tuple[int, int, str]], outcomes: Outcomes
         "torn transactions": torn,
         "two values at one offset": conflicts,
         "out of order": out_of_order,
+        "records no producer wrote": unknown,
     }
     print(f"{reader}: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
     return counts
@@ -324,6 +330,7 @@ def assert_exactly_once(counts: dict[str, int]) -> None:
         "torn transactions",
         "two values at one offset",
         "out of order",
+        "records no producer wrote",
     ):
         assert counts[bad] == 0, f"{bad}: {counts[bad]}"
     assert counts["committed transactions"] > 0

@@ -5,7 +5,8 @@ get to print is not.
 
 ``python transaction_torture_workers.py producer BOOTSTRAP TOPIC PARTITIONS TRANSACTIONAL_ID FIRST``
     A transactional producer (confluent-kafka). Transaction K (from FIRST on) writes RECORDS records,
-    ``ID:K:J`` to partition J % PARTITIONS, and commits, but every third one aborts. It prints
+    ``ID:K:J`` to partition J % PARTITIONS, waits until they are sent, and commits, but every third
+    one aborts. It prints
     ``begin K``, then ``committing K`` / ``aborting K`` before it asks, and ``committed K`` /
     ``aborted K`` once the broker answered. A fatal error prints ``fatal K ERROR`` and exits 3 (the
     test starts it again: its ``init_transactions`` fences the dead instance). It stops after the
@@ -62,6 +63,9 @@ def produce(bootstrap: str, topic: str, partitions: int, transactional_id: str, 
             say(f"begin {k}")
             for j in range(RECORDS):
                 producer.produce(topic, f"{transactional_id}:{k}:{j}".encode(), partition=j % partitions)
+            # Written before it ends (librdkafka's abort would drop records still queued): an
+            # aborted transaction's records are then on the partitions, for the readers to skip.
+            assert producer.flush(60) == 0, "records left unsent"
             say(f"{'committing' if commit else 'aborting'} {k}")
             end_transaction(producer, commit)
             say(f"{'committed' if commit else 'aborted'} {k}")
