@@ -296,7 +296,10 @@ if _core is not None:
         headers: Mapping[str, bytes] | None = None,
         attributes: int = 0,
         tag: str | None = None,
+        transaction: reference.TransactionFields | None = None,
     ) -> bytes:
+        if transaction is not None:  # a transactional record or marker: the reference's alone
+            return reference.encode_record(value, key, timestamp_ns, headers, attributes, tag, transaction)
         record = _encode_record(value, key, timestamp_ns, headers or None, attributes, tag)
         if record is NotImplemented:
             return reference.encode_record(value, key, timestamp_ns, headers, attributes, tag)
