@@ -177,7 +177,9 @@ class PartitionFollower:
                     messages = self._read_tagged(max_count, self.tag_filter)
                 else:
                     messages = self._cursor.read(max_count, max_bytes)
-                    self.position += len(messages)
+                    # The records passed: more than the messages where a Kafka transaction's markers
+                    # and aborted records were left out (cursors.PartitionCursor).
+                    self.position = self._cursor.position
             except OffsetOutOfRangeError as error:
                 if error.oldest_offset is None:
                     raise

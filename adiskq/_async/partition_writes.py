@@ -18,7 +18,12 @@ gateway writes through this module, and only through it:
 - ``await write_marker(producer, partition, producer_id, epoch, commit, coordinator_epoch)``: the
   transaction's commit or abort marker, a record with an offset of its own, returned only once it is
   on stable storage (fsynced, whatever the stream's flush mode): the transaction coordinator
-  records a transaction complete only after every marker is durable.
+  records a transaction complete only after every marker is durable. An abort marker's
+  transaction is appended to the segment's ``.txnindex`` (``_storage/txn_index.py``) before that;
+- for a Kafka Fetch: ``last_stable_offset(producer, partition)`` (the first offset of the oldest
+  transaction still open, or the partition's end), ``aborted_transactions(producer, partition,
+  first_offset, last_offset)`` from the ``.txnindex`` files, and ``open_transactions``, the open
+  transactions found in the data (what the gateway's start aborts).
 
 ``records`` is a run of encoded records (``StoredRecords``), written as it is, or ``Record``s to
 encode (records the mapping took apart, or a stream that compresses its values, whose records must
@@ -30,7 +35,9 @@ producer's own: it alone (with ``producer.py``) reaches the producer's private w
 
 from __future__ import annotations
 
+import bisect
 import time
+import weakref
 from typing import TypeAlias, TypeVar
 
 import anyio.to_thread
@@ -40,10 +47,25 @@ from .._sansio.kafka_mapping import StoredRecords
 from .._sansio.run_entries import run_records
 from .._sansio.transactions import marker_run, producer_field, transactional_record, transactional_run
 from .._sansio.values import Headers, Receipt, Record
+from .._storage import txn_index
+from .._storage.partition_reader import PartitionReader
 from .._storage.settings import require_transactions
+from .._storage.transaction_outcomes import OpenTransactions
+from .._storage.txn_index import AbortedTransaction
 from .producer import Producer
 
-__all__ = ["Transaction", "Writable", "opened", "write", "write_marker", "write_now"]
+__all__ = [
+    "AbortedTransaction",
+    "Transaction",
+    "Writable",
+    "aborted_transactions",
+    "last_stable_offset",
+    "open_transactions",
+    "opened",
+    "write",
+    "write_marker",
+    "write_now",
+]
 
 # What a write to one partition takes: records encoded already, or Records to encode.
 Writable: TypeAlias = StoredRecords | list[Record]
@@ -105,6 +127,57 @@ def write_now(
     return None if receipts is None else receipts[0].offset
 
 
+class _PartitionTransactions:
+    """A producer's view of one partition's transactions: those open in the data, and those whose
+    marker is being written (still open for the last stable offset until it is durable)."""
+
+    def __init__(self, reader: PartitionReader) -> None:
+        self.reader = reader
+        self.open = OpenTransactions(reader)
+        self.ending: dict[int, int] = {}  # producer id -> first offset, while its marker is written
+
+
+_TRANSACTIONS: weakref.WeakKeyDictionary[Producer[str | bytes, bytes], dict[int, _PartitionTransactions]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _transactions(producer: Producer[str | bytes, bytes], partition: int) -> _PartitionTransactions:
+    producer._check_partition(partition)
+    partitions = _TRANSACTIONS.setdefault(producer, {})
+    found = partitions.get(partition)
+    if found is None:
+        directory = producer._lanes[partition].partition.directory
+        reader = PartitionReader(directory, partition, max_record_bytes=producer._max_message_bytes)
+        found = partitions[partition] = _PartitionTransactions(reader)
+    return found
+
+
+def open_transactions(producer: Producer[str | bytes, bytes], partition: int) -> dict[int, int]:
+    """The transactions of ``partition`` that wrote records and have no marker yet: producer id to
+    the offset of its first record, from the data (scanned once, then from where it stopped)."""
+    return dict(_transactions(producer, partition).open.catch_up())
+
+
+def last_stable_offset(producer: Producer[str | bytes, bytes], partition: int) -> int:
+    """The offset a ``read_committed`` reader stops before: the first record of the oldest
+    transaction still open (or whose marker is still being made durable), else the partition's end."""
+    state = _transactions(producer, partition)
+    firsts = [*state.open.catch_up().values(), *state.ending.values()]
+    return min(firsts) if firsts else state.reader.bounds()[1]
+
+
+def aborted_transactions(
+    producer: Producer[str | bytes, bytes], partition: int, first_offset: int, last_offset: int
+) -> list[AbortedTransaction]:
+    """The aborted transactions holding records from ``first_offset`` to ``last_offset`` (both
+    included), from the ``.txnindex`` files: a Kafka Fetch's ``aborted_transactions``."""
+    state = _transactions(producer, partition)
+    return txn_index.aborted_transactions(
+        state.reader.directory, state.reader.segment_bases(), first_offset, last_offset
+    )
+
+
 async def write_marker(
     producer: Producer[str | bytes, bytes],
     partition: int,
@@ -114,30 +187,47 @@ async def write_marker(
     coordinator_epoch: int,
 ) -> int:
     """Write the commit (``commit``) or abort marker of ``producer_id``'s transaction to
-    ``partition``, and fsync the partition; the marker's offset, once it is on stable storage.
+    ``partition`` and fsync the partition; the marker's offset, once it is on stable storage. An
+    abort marker's transaction (if it wrote records here) is appended to the ``.txnindex`` first.
     Raises what a push raises, or the fsync's OSError (the marker may then be written, but is not
     known durable: write it again, which a reader takes as the same end)."""
     _check_transactions(producer)
-    run = marker_run(producer_id, epoch, commit, coordinator_epoch, time.time_ns())
+    state = _transactions(producer, partition)
+    opened_at = await anyio.to_thread.run_sync(state.open.catch_up, limiter=producer._limiter)
+    first = opened_at.get(producer_id, -1)
+    if first >= 0:
+        state.ending[producer_id] = first
+    try:
+        offset = await _write_marker_record(
+            producer, partition, marker_run(producer_id, epoch, commit, coordinator_epoch, time.time_ns(), first)
+        )
+        if not commit and first >= 0:
+            bases = state.reader.segment_bases()
+            base = bases[bisect.bisect_right(bases, offset) - 1]
+            entry = AbortedTransaction(producer_id, first, offset)
+            await anyio.to_thread.run_sync(
+                txn_index.append_entry, state.reader.directory, base, entry, limiter=producer._limiter
+            )
+        await _sync_partition(producer, partition)
+    finally:
+        if state.ending.get(producer_id) == first:
+            del state.ending[producer_id]
+    return offset
+
+
+async def _write_marker_record(producer: Producer[str | bytes, bytes], partition: int, run: StoredRecords) -> int:
+    """The marker's record written as any run is; its offset."""
     if producer._takes_encoded:
-        offset = await producer._push_run_to_partition(
+        return await producer._push_run_to_partition(
             partition, run.data, run.index_entries, run.time_entries, run.key_hashes, run.largest
         )
-    else:  # a stream that compresses its values stores the marker as it is (it has no value)
 
-        async def write_one() -> list[Receipt]:
-            return await producer._write_share(
-                partition,
-                [run.data],
-                [int.from_bytes(run.time_entries[8:16], "little", signed=True)],
-                [_hash(run)],
-                None,
-            )
+    async def write_one() -> list[Receipt]:  # a stream that compresses values stores it as it is (it has none)
+        stamp = int.from_bytes(run.time_entries[8:16], "little", signed=True)
+        return await producer._write_share(partition, [run.data], [stamp], [_hash(run)], None)
 
-        nothing: list[Receipt] = []
-        offset = (await producer._to_partition(partition, 1, write_one, nothing))[0].offset
-    await _sync_partition(producer, partition)
-    return offset
+    nothing: list[Receipt] = []
+    return (await producer._to_partition(partition, 1, write_one, nothing))[0].offset
 
 
 async def _sync_partition(producer: Producer[str | bytes, bytes], partition: int) -> None:

@@ -14,7 +14,8 @@ A record, all integers little-endian::
    [i64  producer_id   the Kafka transactional producer that wrote it: only when bit 2 is set
     i16  epoch         and that producer's epoch]
    [u8   marker        0 abort, 1 commit: only when bit 3 (control) is set, which needs bit 2
-    i32  coordinator_epoch]
+    i32  coordinator_epoch
+    i64  first_offset  the offset of the transaction's first record in this partition, -1 for none]
     u16  header_count  then per header: u16 name_len, UTF-8 name, u32 value_len, value bytes
     ...  value         the rest of the record (may be empty)
 
@@ -53,13 +54,15 @@ producer's id and epoch after the tag field (after the key when it has no tag). 
 only with bit 2; a record with bit 3 alone is damaged): the record is a transaction marker, Kafka's
 commit or abort control record; it has its own offset and index entry like any record (so a Kafka
 offset and an adiskq offset are the same number), an empty key, no headers and an empty value, and
-after the producer fields a ``u8`` that is 1 for commit and 0 for abort (anything else is damage)
-and the ``i32`` coordinator epoch. Bit 4 (``KEYLESS``): the key is the 8 bytes generated for a push
-given no key; they stay (the partition was chosen by them, and the key index holds them), and only
-what a Kafka client reads through the gateway is the null key it would have read from Kafka. A
-stream of formats 1 to 4 never holds a record with bit 2, 3 or 4 (its producer writes none of
-them), and readers of those formats refuse a format-5 stream by its settings, as above; bits 5 to 7
-are reserved: a record with one set is damaged.
+after the producer fields a ``u8`` that is 1 for commit and 0 for abort (anything else is damage),
+the ``i32`` coordinator epoch, and the ``i64`` offset of the transaction's first record in the
+partition (-1 when it wrote none there), so that a segment's markers alone say which offsets each
+abort covers (``_storage/txn_index.py`` rebuilds its ``.txnindex`` from them). Bit 4
+(``KEYLESS``): the key is the 8 bytes generated for a push given no key; they stay (the partition
+was chosen by them, and the key index holds them), and only what a Kafka client reads through the
+gateway is the null key it would have read from Kafka. A stream of formats 1 to 4 never holds a
+record with bit 2, 3 or 4 (its producer writes none of them), and readers of those formats refuse a
+format-5 stream by its settings, as above; bits 5 to 7 are reserved: a record with one set is damaged.
 
 Decoding follows h11's rule: a buffer that ends early is not an error. ``decode_record`` answers
 ``NEED_MORE`` for every proper prefix of a valid record, and raises ``CorruptRecordError`` (with the
@@ -109,6 +112,7 @@ __all__ = [
     "RecordExtent",
     "ScannedRecords",
     "TransactionFields",
+    "TransactionalBatch",
     "byte_count",
     "crc32c",
     "decode_messages",
@@ -143,7 +147,7 @@ _SIZE_CRC = struct.Struct("<II")
 _AFTER_CRC = struct.Struct("<BBqI")  # magic, attributes, timestamp_ns, key_len
 _U16 = struct.Struct("<H")
 _PRODUCER = struct.Struct("<qh")  # producer_id, epoch: a transactional record's fields
-_MARKER = struct.Struct("<Bi")  # commit (1) or abort (0), coordinator_epoch: a control record's
+_MARKER = struct.Struct("<Biq")  # commit (1) or abort (0), coordinator_epoch, first_offset: a control record's
 _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
 _FIXED_BYTES: Final = _FIXED.size  # 22
@@ -188,10 +192,21 @@ class TransactionFields(NamedTuple):
     epoch: int
     commit: bool | None = None  # None: a record of the transaction; True, False: its commit or abort marker
     coordinator_epoch: int = -1  # a marker's; -1 for a record of the transaction
+    first_offset: int = -1  # a marker's: where its transaction began in the partition (-1: it wrote nothing there)
 
     @property
     def is_marker(self) -> bool:
         return self.commit is not None
+
+
+class TransactionalBatch(list[Message]):
+    """What ``decode_messages`` returns for records of which some are a Kafka transaction's or its
+    markers (attributes bit 2): the Messages of every record, and ``transactions``, the fields of
+    those records by their place in the list. Readers that deliver only committed records
+    (``_storage/transaction_outcomes.py``) take out the markers and the records of aborted and still
+    open transactions; any other batch is a plain ``list``, which they pass on untouched."""
+
+    transactions: dict[int, TransactionFields]
 
 
 class DecodedRecord(NamedTuple):
@@ -209,7 +224,7 @@ class DecodedRecord(NamedTuple):
 
 def _transaction_field(transaction: TransactionFields) -> tuple[bytes, int]:
     """The producer fields (and a marker's) a transactional record stores, and the attribute bits they need."""
-    producer_id, epoch, commit, coordinator_epoch = transaction
+    producer_id, epoch, commit, coordinator_epoch, first_offset = transaction
     if not _I64_MIN <= producer_id <= _I64_MAX or not -(2**15) <= epoch < 2**15:
         raise InvalidArgumentError(
             f"a transaction's producer id is a signed 64-bit integer and its epoch a signed 16-bit one, "
@@ -220,7 +235,9 @@ def _transaction_field(transaction: TransactionFields) -> tuple[bytes, int]:
         return field, TRANSACTIONAL
     if not -(2**31) <= coordinator_epoch < 2**31:
         raise InvalidArgumentError(f"a coordinator epoch is a signed 32-bit integer, not {coordinator_epoch}")
-    return field + _MARKER.pack(1 if commit else 0, coordinator_epoch), TRANSACTIONAL | CONTROL
+    if not -1 <= first_offset <= _I64_MAX:
+        raise InvalidArgumentError(f"a transaction's first offset is -1 (none) or an offset, not {first_offset}")
+    return field + _MARKER.pack(1 if commit else 0, coordinator_epoch, first_offset), TRANSACTIONAL | CONTROL
 
 
 class RecordExtent(NamedTuple):
@@ -467,10 +484,10 @@ def _parse_transaction(
         return TransactionFields(producer_id, epoch), pos
     if pos + _MARKER.size + 2 > end:
         raise CorruptRecordError("the marker's fields overrun the record", position=record_position)
-    kind, coordinator_epoch = _MARKER.unpack_from(buf, pos)
+    kind, coordinator_epoch, first_offset = _MARKER.unpack_from(buf, pos)
     if kind > 1:
         raise CorruptRecordError(f"a marker is 0 (abort) or 1 (commit), not {kind}", position=record_position)
-    return TransactionFields(producer_id, epoch, kind == 1, coordinator_epoch), pos + _MARKER.size
+    return TransactionFields(producer_id, epoch, kind == 1, coordinator_epoch, first_offset), pos + _MARKER.size
 
 
 def _parse_headers(
@@ -804,6 +821,7 @@ def decode_messages(
     # When the whole buffer is within max_record_bytes, no record in it can be larger, and the
     # fast loop below need not check each size against it.
     careful = limit > max_record_bytes
+    transactions: dict[int, TransactionFields] = {}
     try:
         for offset in range(first_offset, first_offset + count):
             size, stored_crc, magic, attributes, timestamp_ns, key_len = unpack(buf, pos)
@@ -812,8 +830,13 @@ def decode_messages(
             # short, a size too small) goes through _decode_one, which says what is wrong.
             if careful or not _plain_and_sound(buf, pos, end, limit, magic, attributes, stored_crc, key_len):
                 timestamp_ns, key, value, headers, end, tag = _decode_one(buf, pos, limit, max_record_bytes)
-                if buf[pos + ATTRIBUTES_AT] & COMPRESSED:
+                attributes = buf[pos + ATTRIBUTES_AT]
+                if attributes & COMPRESSED:
                     value = _decompressed(dictionaries, value, max_record_bytes, pos)
+                if attributes & TRANSACTIONAL:
+                    fields = record_transaction(buf[pos:end])
+                    assert fields is not None
+                    transactions[offset - first_offset] = fields
                 append(new(message_type, (partition, offset, timestamp_ns, key, value, headers, tag)))
             else:
                 key_end = pos + _FIXED_BYTES + key_len
@@ -837,6 +860,10 @@ def decode_messages(
         raise  # pragma: no cover - _decode_one always raises here
     if pos != limit:
         raise CorruptRecordError("records and index entries disagree about the data's length", position=pos)
+    if transactions:
+        batch = TransactionalBatch(messages)
+        batch.transactions = transactions
+        return batch
     return messages
 
 

@@ -139,7 +139,12 @@ def reference_decode_at(
     decoded = reference.decode_messages(
         buf, partition, 0, len(offsets), max_record_bytes=max_record_bytes, dictionaries=dictionaries
     )
-    return [message._replace(offset=offset) for message, offset in zip(decoded, offsets, strict=True)]
+    moved = [message._replace(offset=offset) for message, offset in zip(decoded, offsets, strict=True)]
+    if type(decoded) is reference.TransactionalBatch:  # a Kafka transaction's records among them: say which
+        batch = reference.TransactionalBatch(moved)
+        batch.transactions = decoded.transactions
+        return batch
+    return moved
 
 
 def _reference_decode_messages(

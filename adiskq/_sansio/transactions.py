@@ -46,16 +46,20 @@ _TIME_ENTRY: Final = struct.Struct("<Qq")  # a .timeindex entry: offset, timesta
 _PRODUCER: Final = struct.Struct("<qh")
 
 
-def encode_marker(producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, timestamp_ns: int) -> bytes:
-    """The record of a commit (``commit``) or abort marker of ``producer_id``'s transaction."""
-    return encode_record(
-        b"", b"", timestamp_ns, None, 0, None, TransactionFields(producer_id, epoch, commit, coordinator_epoch)
-    )
+def encode_marker(
+    producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, timestamp_ns: int, first_offset: int = -1
+) -> bytes:
+    """The record of a commit (``commit``) or abort marker of ``producer_id``'s transaction, whose
+    first record in the partition is at ``first_offset`` (-1: it wrote none there)."""
+    fields = TransactionFields(producer_id, epoch, commit, coordinator_epoch, first_offset)
+    return encode_record(b"", b"", timestamp_ns, None, 0, None, fields)
 
 
-def marker_run(producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, timestamp_ns: int) -> StoredRecords:
+def marker_run(
+    producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, timestamp_ns: int, first_offset: int = -1
+) -> StoredRecords:
     """A marker as a run of one record, for the write path that stores runs (``partition_writes``)."""
-    record = encode_marker(producer_id, epoch, commit, coordinator_epoch, timestamp_ns)
+    record = encode_marker(producer_id, epoch, commit, coordinator_epoch, timestamp_ns, first_offset)
     return StoredRecords(
         record,
         _ENTRY.pack(0, 0, len(record)),

@@ -24,6 +24,9 @@ The rules, in the order they are applied:
 6. A compact segment (a compressed stream's) keeps no ``.timeindex``: one found there is removed, as
    a stale file must not linger; and it has a ``.tagindex`` only when one of its valid records
    carries a tag (rule 4 then), none being made for a segment whose records carry none.
+7. ``.txnindex`` (the aborted Kafka transactions, ``txn_index.py``) must be what the valid records'
+   abort markers say: rewritten when torn, missing or naming a marker the data lost (a torn
+   marker), removed when no abort marker is left.
 
 Only the last segment needs this: a segment is fsynced before the next one is created, so sealed
 segments cannot have a torn tail. A sealed segment's key index that is missing or malformed is
@@ -42,7 +45,7 @@ from .._sansio import keyindex as keyindex_format
 from .._sansio import tags as tags_format
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX
 from .._sansio.values import SegmentRepair
-from . import keyindex
+from . import keyindex, txn_index
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, read_file, write_all
 from .recovery_plan import SegmentPlan, damaged_file_name, plan_segment
 from .segment import INDEX_ENTRY, TIMEINDEX_ENTRY, entry_columns, segment_path
@@ -305,6 +308,9 @@ def recover_segment(
     tag_column = tags_format.data_tag_column(data, records.positions, plan.damaged)
     if not compact or tags_format.names_a_tag(tag_column) or os.path.lexists(tagindex_path):
         changed |= _repair_key_index(tagindex_path, tag_column, repairs, partition, base_offset, mode, "tagindex")
+    txn_repairs = txn_index.repair(directory, partition, base_offset, data, records.positions, plan.damaged, mode)
+    repairs += txn_repairs
+    changed |= bool(txn_repairs)
     keyindex_path = segment_path(directory, base_offset, KEYINDEX)
     if key_index:
         expected = keyindex_format.pack_hashes(keyindex_format.data_key_hashes(data, records.positions))

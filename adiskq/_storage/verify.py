@@ -45,8 +45,8 @@ from .._sansio.codec import (
 )
 from .._sansio.compression import COMPRESSED, dictionary_file_name
 from .._sansio.core import decode_messages, scan_records
-from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX
-from . import keyindex
+from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, TXNINDEX
+from . import keyindex, txn_index
 from .dictionaries import (
     DICTIONARIES_DIR,
     dictionary_versions,
@@ -304,6 +304,7 @@ def check_segment(
     if time_raw is not None:
         _check_timeindex(found, segment, time_raw, entries, stamps, in_flight, index_fix)
     _check_tag_index(found, segment, data, [e.position for e in extents[:entries]], entries, in_flight, index_fix)
+    _check_txn_index(found, segment, data, [e.position for e in extents[:entries]], in_flight, index_fix)
     if not segment.is_active:
         _check_key_index(found, segment, entries)
     _check_compressed_values(found, segment, data, extents[:entries], data_fix)
@@ -656,6 +657,38 @@ def _check_tag_index(
             found.add(
                 path, at, f"the entry of offset {segment.base + i} does not hold its record's tag hash", index_fix
             )
+
+
+def _check_txn_index(
+    found: _Findings, segment: SegmentRef, data: bytes, positions: list[int], in_flight: bool, index_fix: Fix
+) -> None:
+    """The ``.txnindex`` names exactly the transactions the segment's abort markers ended
+    (``txn_index.expected_entries``); a live producer's newest entry may still be on its way."""
+    raw = read_file(segment.path(TXNINDEX)) or b""
+    expected = txn_index.expected_entries(data, positions, segment.base)
+    if raw == expected or (in_flight and expected.startswith(raw) and len(raw) % txn_index.ENTRY.size == 0):
+        return
+    path = segment.path(TXNINDEX)
+    if not raw:
+        found.add(
+            path, None, f"is missing: the data holds {len(expected) // txn_index.ENTRY.size} abort markers", index_fix
+        )
+        return
+    said = txn_index.parse_entries(raw)
+    wanted = txn_index.parse_entries(expected)
+    if len(raw) % txn_index.ENTRY.size:
+        found.add(path, len(said) * txn_index.ENTRY.size, "ends with a partial entry", index_fix)
+    for number, entry in enumerate(said):
+        if number >= len(wanted) or entry != wanted[number]:
+            found.add(
+                path,
+                number * txn_index.ENTRY.size,
+                f"entry {number} ({entry}) is not what the segment's abort markers say",
+                index_fix,
+            )
+            return
+    if len(said) < len(wanted):
+        found.add(path, len(raw), f"lacks {len(wanted) - len(said)} of the segment's abort markers", index_fix)
 
 
 def _check_timeindex(

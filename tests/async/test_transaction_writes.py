@@ -71,8 +71,8 @@ async def test_a_transaction_s_records_carry_its_producer_and_its_marker_an_offs
     assert [record.transaction for record in stored] == [
         None,
         *[TransactionFields(*PRODUCER)] * 3,
-        TransactionFields(*PRODUCER, True, 3),
-        TransactionFields(*PRODUCER, False, 3),
+        TransactionFields(*PRODUCER, True, 3, 1),
+        TransactionFields(*PRODUCER, False, 3, -1),  # the commit ended the transaction: none is open
         None,
     ]
     assert all(record.key == b"k" for record in stored[1:4])

@@ -51,15 +51,17 @@ def test_a_transactional_record_round_trips_and_both_makers_agree(
     assert reference.record_transaction(plain) is None
 
 
-@given(producer_ids, epochs, st.booleans(), coordinator_epochs)
-def test_a_marker_round_trips(producer_id: int, epoch: int, commit: bool, coordinator_epoch: int) -> None:
-    record = encode_marker(producer_id, epoch, commit, coordinator_epoch, 5)
+@given(producer_ids, epochs, st.booleans(), coordinator_epochs, st.integers(min_value=-1, max_value=2**63 - 1))
+def test_a_marker_round_trips(
+    producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, first_offset: int
+) -> None:
+    record = encode_marker(producer_id, epoch, commit, coordinator_epoch, 5, first_offset)
     decoded = reference.decode_record(record)
     assert decoded is not reference.NEED_MORE
-    assert decoded.transaction == TransactionFields(producer_id, epoch, commit, coordinator_epoch)
+    assert decoded.transaction == TransactionFields(producer_id, epoch, commit, coordinator_epoch, first_offset)
     assert decoded.transaction.is_marker
     assert (decoded.key, decoded.value, dict(decoded.headers)) == (b"", b"", {})
-    run = marker_run(producer_id, epoch, commit, coordinator_epoch, 5)
+    run = marker_run(producer_id, epoch, commit, coordinator_epoch, 5, first_offset)
     assert run.data == record
     assert (run.record_count, run.largest) == (1, len(record))
 
@@ -71,6 +73,8 @@ def test_a_transaction_s_fields_out_of_range_are_refused() -> None:
         reference.encode_record(b"", b"", 0, transaction=TransactionFields(2**63, 0))
     with pytest.raises(InvalidArgumentError, match="coordinator epoch"):
         encode_marker(1, 0, True, 2**31, 0)
+    with pytest.raises(InvalidArgumentError, match="first offset"):
+        encode_marker(1, 0, True, 0, 0, -2)
 
 
 def _damaged_records() -> dict[str, bytes]:
