@@ -79,9 +79,6 @@ def test_only_fetch_measures_the_fetch_alone(tmp_path: pathlib.Path) -> None:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(
-    strict=True, reason="the gateway refuses transactional producers (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
-)
 def test_only_transactions_measures_the_gateway_beside_apache_kafka(
     tmp_path: pathlib.Path, kafka_broker: KafkaBroker
 ) -> None:

@@ -20,7 +20,6 @@ from differential import Differential, Side
 from transaction_support import (
     COMMITTED,
     DEADLINE,
-    GATEWAY_WITHOUT_TRANSACTIONS,
     UNCOMMITTED,
     create,
     end_offsets,
@@ -30,8 +29,6 @@ from transaction_support import (
     stable_offset_reaches,
     transactional_producer,
 )
-
-pytestmark = GATEWAY_WITHOUT_TRANSACTIONS
 
 
 def values(seen: list[Any]) -> list[tuple[int, bytes | None]]:

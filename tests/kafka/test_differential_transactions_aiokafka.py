@@ -18,9 +18,6 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 from differential import Differential, Side
-from transaction_support import GATEWAY_WITHOUT_TRANSACTIONS
-
-pytestmark = GATEWAY_WITHOUT_TRANSACTIONS
 
 COMMITTED = "read_committed"
 UNCOMMITTED = "read_uncommitted"
@@ -80,7 +77,7 @@ async def both_readers(side: Side, topic: str) -> dict[str, Any]:
     }
 
 
-def test_commit_abort_and_an_open_transaction(differential: Differential) -> None:
+def test_aiokafka_commit_abort_and_an_open_transaction(differential: Differential) -> None:
     """A committed then an aborted transaction, then one left open: ``read_committed`` is given the
     committed records and stops at the open one's first record (its end offset is the last stable
     offset), ``read_uncommitted`` reads every record; once the open one commits, both read it."""
@@ -116,7 +113,7 @@ def test_commit_abort_and_an_open_transaction(differential: Differential) -> Non
     }
 
 
-def test_zombie_is_fenced(differential: Differential) -> None:
+def test_aiokafka_zombie_is_fenced(differential: Differential) -> None:
     """A second producer of the same transactional id fences the first: the first's open transaction
     is aborted and its commit raises ProducerFenced; ``read_committed`` is given only the second's."""
 
@@ -153,7 +150,7 @@ def test_zombie_is_fenced(differential: Differential) -> None:
     assert seen[UNCOMMITTED] == {"records": [(0, b"zombie"), (2, b"fresh")], "end": 4}
 
 
-def test_consume_transform_produce(differential: Differential) -> None:
+def test_aiokafka_consume_transform_produce(differential: Differential) -> None:
     """A group member reads an input topic; a transactional producer writes what it read, upper-cased,
     and the group's offsets (``send_offsets_to_transaction``): a committed round commits the offsets,
     an aborted one leaves them; ``read_committed`` is given only the committed round's output."""

@@ -12,9 +12,9 @@ import signal
 from differential import Side
 from test_transaction_torture import Gateway
 from transaction_support import (
+    ABORTED_BEFORE_A_RESTART_SERVED,
     COMMITTED,
     DEADLINE,
-    GATEWAY_WITHOUT_TRANSACTIONS,
     UNCOMMITTED,
     create,
     end_offsets,
@@ -23,7 +23,7 @@ from transaction_support import (
     transactional_producer,
 )
 
-pytestmark = GATEWAY_WITHOUT_TRANSACTIONS
+pytestmark = ABORTED_BEFORE_A_RESTART_SERVED
 
 
 def test_transactions_read_alike_after_restarts(tmp_path: pathlib.Path) -> None:

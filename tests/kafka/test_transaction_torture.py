@@ -40,7 +40,7 @@ import anyio
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from differential import Side
-from transaction_support import COMMITTED, GATEWAY_WITHOUT_TRANSACTIONS, read_to_end
+from transaction_support import ABORTED_BEFORE_A_RESTART_SERVED, COMMITTED, read_to_end
 from transaction_torture_workers import RECORDS
 
 import adiskq
@@ -490,7 +490,7 @@ SAMPLED = ["producer at commit", "gateway at abort", "group member", "library co
 KINDS = [*SAMPLED, "producer at abort", "gateway at commit"]
 
 
-@GATEWAY_WITHOUT_TRANSACTIONS
+@ABORTED_BEFORE_A_RESTART_SERVED
 def test_transaction_torture_sampled(tmp_path: pathlib.Path) -> None:
     """One kill of each kind around commits and aborts: every committed transaction read exactly
     once by each reader, nothing aborted, nothing torn, per-partition order kept."""
@@ -498,7 +498,7 @@ def test_transaction_torture_sampled(tmp_path: pathlib.Path) -> None:
 
 
 @pytest.mark.slow
-@GATEWAY_WITHOUT_TRANSACTIONS
+@ABORTED_BEFORE_A_RESTART_SERVED
 def test_transaction_torture(tmp_path: pathlib.Path) -> None:
     """Sixty kills, of kinds and producers drawn at random."""
     rng = random.Random(39)
