@@ -27,9 +27,9 @@ from .._errors import CorruptRecordError
 from .._sansio import codec
 from .._sansio.codec import ATTRIBUTES_AT, KEYLESS, TRANSACTIONAL, record_transaction
 from .._sansio.compression import Dictionaries
-from .._sansio.kafka_codec import encode_control_batch, encode_messages
 from .._sansio.values import Message
 from ._records import NULLS_HEADER
+from .wire.codec import encode_control_batch, encode_messages
 
 __all__ = ["OpenTransactions", "holds_transactions", "transactional_batches"]
 

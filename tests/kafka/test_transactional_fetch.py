@@ -12,9 +12,9 @@ from kio.index import load_response_schema
 from kio.serial import entity_reader
 
 from adiskq._sansio.codec import TransactionFields, encode_record
-from adiskq._sansio.kafka_codec import encode_control_batch
-from adiskq._sansio.kafka_fetch_answer import FETCH_ANSWER_VERSIONS, fetch_answer_with_transactions
 from adiskq.kafka._transactional_fetch import OpenTransactions, holds_transactions, transactional_batches
+from adiskq.kafka.wire.codec import encode_control_batch
+from adiskq.kafka.wire.fetch_answer import FETCH_ANSWER_VERSIONS, fetch_answer_with_transactions
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
