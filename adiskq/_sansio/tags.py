@@ -181,7 +181,7 @@ def matching_records(
     (its tag is not known without its record). Candidates are taken in order up to ``max_count``, or
     until their sizes reach ``max_bytes`` (-1: no limit); ``passed`` is then the entries up to the
     last one taken, else all of them. An int instead: the number of the entry whose offset is not
-    the one expected (the caller raises). ``adiskq/_csrc/tags.c`` does the same in one C loop.
+    the one expected (the caller raises). ``adiskq/_csrc/log/tags.c`` does the same in one C loop.
     """
     count = memoryview(entries).nbytes // _INDEX_ENTRY.size  # bytes, whatever the view's items
     covered = min(count, len(column) // ENTRY_BYTES)

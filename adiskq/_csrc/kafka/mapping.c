@@ -20,7 +20,7 @@
  * No KafkaRecord, key, value or bytes object is made a record: each record is parsed into
  * positions in `buf`, then written once into the run's one bytes object, its entries into the
  * columns, so a Produce's write takes the columns as they are. */
-#include "kafka.h"
+#include "codec.h"
 
 #define MAX_PLAIN_HEADERS 64 /* the reference's MAX_PLAIN_HEADERS */
 #define NS_PER_MS 1000000

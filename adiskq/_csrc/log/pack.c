@@ -6,7 +6,7 @@
  *
  * Why: a bytes object a record (its allocation, its header, its freeing) and the join that copied
  * them into one buffer for the .data write were a third of push_many's own work a record. */
-#include "core.h"
+#include "../core.h"
 
 /* What the first pass learns of a record, for the second to write it without asking again. */
 typedef struct {
@@ -43,7 +43,7 @@ static int item_fields(PyObject *item, PyObject **value, PyObject **key, PyObjec
  * (attributes 0), one after the other. `index`: one entry a record (offset | position | size, u64
  * each) and `timeindex` (offset | timestamp_ns), counted from offset 0 and position 0 (rebase_entries
  * moves them to where the batch is written). `keyindex`: the CRC-32 of each key, u32 little-endian
- * (the key index's column); `tagindex`: the tag column (tags.c). `largest`: the largest record's size.
+ * (the key index's column); `tagindex`: the tag column (log/tags.c). `largest`: the largest record's size.
  * None when the records take more than `max_total` bytes in all (decided before anything is built:
  * the caller writes such a batch another way); NotImplemented for anything encode_records would not
  * take (the producer's other paths then encode it, or raise the reference's error). */

@@ -6,7 +6,7 @@
  * The records are the producer's own, just encoded, so only their shape is checked here; anything
  * that is not a list of bytes whose tag fields fit makes it return NotImplemented (the reference then
  * raises its error). */
-#include "core.h"
+#include "../core.h"
 
 PyObject *adq_py_tag_column(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;

@@ -10,7 +10,7 @@
  *     one before it ends (the first at 0, the last ending where data ends), each entry's size its
  *     record's own size field, no record tagged (a run's .tagindex is all "no tag"), and no placed
  *     offset or position past 2**63 - 1. ValueError (the reference's message) otherwise. */
-#include "core.h"
+#include "../core.h"
 
 #define INDEX_ENTRY_BYTES 24
 #define TIMEINDEX_ENTRY_BYTES 16

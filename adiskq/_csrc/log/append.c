@@ -37,7 +37,7 @@
  * write the lists are left as they were and the error is append_record's. A single push's append in one
  * call from Python.
  */
-#include "core.h"
+#include "../core.h"
 
 #include <errno.h>
 #include <limits.h>
