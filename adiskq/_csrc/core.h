@@ -29,6 +29,12 @@
 #define ADQ_TAGGED 0x01u        /* attributes bit 0: u16 tag_len and the UTF-8 tag follow the key */
 #define ADQ_COMPRESSED 0x02u    /* attributes bit 1: the value is a zstd frame (adiskq/_sansio/compression.py) */
 #define ADQ_MAX_TAG_BYTES 255
+/* A segment's entry files, one entry a record: their widths, defined here alone (the Python side's
+ * are its reference's; tests/sansio/test_entry_widths.py holds the two together). */
+#define ADQ_INDEX_ENTRY_BYTES 24     /* .index: offset | position in .data | size, u64 LE each */
+#define ADQ_TIMEINDEX_ENTRY_BYTES 16 /* .timeindex: offset u64 | timestamp_ns i64, LE */
+#define ADQ_TAG_ENTRY_BYTES 4        /* .tagindex: the tag's hash, u32 LE */
+#define ADQ_KEY_ENTRY_BYTES 4        /* .keyindex: the key's hash, u32 LE */
 /* A header's value_len that says its value is null (Kafka's null), no value bytes after it
  * (codec.py): a reader's Message then holds a Headers, which only the reference builds. */
 #define ADQ_NULL_HEADER_LENGTH 0xFFFFFFFFu

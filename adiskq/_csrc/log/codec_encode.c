@@ -374,8 +374,8 @@ PyObject *adq_py_index_entries(PyObject *module, PyObject *const *args, Py_ssize
     Py_ssize_t count;
     if (!same_length_sequences(args + 2, seq, 2, &count)) return not_implemented();
     PyObject *result = NULL;
-    PyObject *index = PyBytes_FromStringAndSize(NULL, count * 24);
-    PyObject *timeindex = PyBytes_FromStringAndSize(NULL, count * 16);
+    PyObject *index = PyBytes_FromStringAndSize(NULL, count * ADQ_INDEX_ENTRY_BYTES);
+    PyObject *timeindex = PyBytes_FromStringAndSize(NULL, count * ADQ_TIMEINDEX_ENTRY_BYTES);
     if (index == NULL || timeindex == NULL) goto done;
     uint8_t *entry = (uint8_t *)PyBytes_AS_STRING(index);
     uint8_t *time_entry = (uint8_t *)PyBytes_AS_STRING(timeindex);
@@ -404,8 +404,8 @@ PyObject *adq_py_index_entries(PyObject *module, PyObject *const *args, Py_ssize
         adq_store_u64(entry + 16, size);
         adq_store_u64(time_entry, offset);
         adq_store_u64(time_entry + 8, (uint64_t)timestamp_ns);
-        entry += 24;
-        time_entry += 16;
+        entry += ADQ_INDEX_ENTRY_BYTES;
+        time_entry += ADQ_TIMEINDEX_ENTRY_BYTES;
         position += size;
     }
     result = Py_BuildValue("(OOK)", index, timeindex, position);
