@@ -24,7 +24,7 @@ from .._async.follower import PartitionFollower
 from .._async.notify import Notifier, get_notifier
 from .._sansio.naming import INDEX
 from .._storage.log_start import load_log_start
-from .._storage.segment import segment_path
+from .._storage.segment_files import segment_path
 from ._records import NULLS_HEADER, batch_from_messages
 from ._topics import Topics
 from .wire.stored_batch import batch_from_stored

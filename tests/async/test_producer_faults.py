@@ -13,7 +13,7 @@ from support.cli import invoke
 from support.faults import DiskFaults
 
 import adiskq
-from adiskq._storage.segment import BUFFERED_ENTRIES
+from adiskq._sansio.entries import BUFFERED_ENTRIES
 
 pytestmark = pytest.mark.anyio
 

@@ -22,7 +22,7 @@ from adiskq._sansio import codec as reference
 from adiskq._sansio import core
 from adiskq._sansio.tags import tag_entry
 from adiskq._sansio.values import Record
-from adiskq._storage.segment import PartlyCommittedError, SegmentWriter
+from adiskq._storage.segment_writer import PartlyCommittedError, SegmentWriter
 
 SUFFIXES = (".data", ".index", ".timeindex", ".keyindex", ".tagindex")
 
