@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
 from .codec import KEY_AT, KEY_LENGTH_AT
 from .core import crc32c, raw_sorted_key_values
+from .entries import KEY_ENTRY_BYTES
 
 # What the searches take: bytes, or a sealed file mapped into memory.
 Buffer: TypeAlias = "bytes | mmap.mmap"
@@ -80,7 +81,7 @@ __all__ = [
 # The key hash. A module global looked up at each use (tests replace it to force collisions).
 key_hash: Callable[[bytes], int] = zlib.crc32
 
-ENTRY_BYTES: Final = 4
+ENTRY_BYTES: Final = KEY_ENTRY_BYTES
 MAGIC: Final = b"AKX1"
 TRAILER: Final = struct.Struct("<4sIIBBHI12x")
 TRAILER_BYTES: Final = TRAILER.size

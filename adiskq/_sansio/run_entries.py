@@ -23,12 +23,11 @@ from collections.abc import Callable
 from typing import Final, NamedTuple
 
 from .codec import ATTRIBUTES_AT, MIN_RECORD_BYTES, TAGGED
+from .entries import INDEX_ENTRY_BYTES, TIMEINDEX_ENTRY_BYTES
 from .native import NATIVE
 
 __all__ = ["StoredRecords", "place_run_entries", "place_run_entries_reference", "run_records", "run_timestamps"]
 
-INDEX_ENTRY_BYTES: Final = 24
-TIMEINDEX_ENTRY_BYTES: Final = 16
 _MAX_PLACED: Final = 2**63 - 1
 _U32: Final = struct.Struct("<I")
 

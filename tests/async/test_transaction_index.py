@@ -12,8 +12,8 @@ import os
 
 import anyio
 import pytest
-from support.crash import run_and_kill
 from support.cli import invoke
+from support.crash import run_and_kill
 
 import adiskq
 from adiskq._async import partition_writes
