@@ -88,6 +88,7 @@ def _kio_fields(request: Any) -> tuple[Any, ...]:
         request.max_wait // dt.timedelta(milliseconds=1),
         request.min_bytes,
         request.max_bytes,
+        request.isolation_level,
         [
             (
                 topic.topic_id.bytes if by_id else topic.topic,
@@ -181,7 +182,7 @@ def test_a_tagged_field_is_left_to_kio() -> None:
     payload = _encode(request)
     assert _compiled.kafka_fetch_request(payload, 0, 16) is None
     assert fetch_request_reference(payload, 0, 16) is None
-    assert _kio_read(16, payload) == (0, 1, 2**31 - 1, [])
+    assert _kio_read(16, payload) == (0, 1, 2**31 - 1, 0, [])
 
 
 @pytest.mark.parametrize(
