@@ -58,7 +58,7 @@ from .._sansio.core import (
     receipt,
     receipts,
 )
-from .._sansio.run_entries import INDEX_ENTRY_BYTES as _INDEX_ENTRY_BYTES
+from .._sansio.entries import INDEX_ENTRY_BYTES as _INDEX_ENTRY_BYTES
 from .._sansio.tags import ENTRIES as _TAG_ENTRIES
 from .._sansio.tags import NO_TAG_ENTRY, tag_entries, tag_entry
 from .._sansio.values import Headers, Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime

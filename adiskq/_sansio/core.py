@@ -74,10 +74,10 @@ raw_place: Final = _core.place if _core is not None else None
 raw_encode_record: Final = _core.encode_record if _core is not None else None
 # One push's placement and encoding in one call (reference_encode_push is its reference form).
 raw_encode_push: Final = _core.encode_push if _core is not None else None
-# The sealed key index's sort (keysort.c), for keyindex.py, whose reference form it answers
+# The sealed key index's sort (log/keyindex.c), for keyindex.py, whose reference form it answers
 # NotImplemented to: None without the compiled core.
 raw_sorted_key_values: Final = _core.sorted_key_values if _core is not None else None
-# ``async for``'s buffer in C (adiskq/_csrc/iterate.c), or None: adiskq/_async/buffered.py has its Python form.
+# ``async for``'s buffer in C (adiskq/_csrc/log/buffered.c), or None: adiskq/_async/buffered.py has its Python form.
 Buffer: Final[type | None] = _core.Buffer if _core is not None else None
 CRC32C_IMPLEMENTATION: Final[str] = _core.crc32c_implementation if _core is not None else "crc32c package"
 # What ``adiskq --version`` says of the core that runs.

@@ -940,7 +940,7 @@ def test_decode_at_answers_as_the_reference(batch: list[Fields], data: st.DataOb
     )
 
 
-# -- the sealed key index's sorted column (keysort.c) ----------------------------------------------
+# -- the sealed key index's sorted column (log/keyindex.c) ----------------------------------------------
 
 
 @given(st.lists(st.integers(0, 2**32 - 1), max_size=3000), st.booleans(), st.sampled_from([0, 3, 9, 12]))

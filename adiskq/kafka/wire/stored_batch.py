@@ -6,7 +6,7 @@ the Messages a reader decodes from them, mapped by the gateway's rules (``wire/m
 offset the run's first, timestamps floored from nanoseconds to milliseconds, headers in their stored
 order, a key or value the ``nulls_header`` names as null written as null and that header left out,
 compressed values decompressed. The compiled core does it in one call a run, without a ``Message`` a
-record (``adiskq/_csrc/kafka_fetch.c``); ``batch_from_stored_reference`` is its pure-Python reference,
+record (``adiskq/_csrc/kafka/stored_batch.c``); ``batch_from_stored_reference`` is its pure-Python reference,
 which decodes and encodes through the two references.
 
 Both answer None off the plain path: a record that is not whole and valid, records that end before

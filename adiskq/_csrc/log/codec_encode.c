@@ -7,7 +7,7 @@
  * that are not a dict of str to bytes, too many of them...) makes them return NotImplemented: the
  * caller (adiskq/_sansio/core.py) then runs the reference, which encodes it or raises its error. So
  * errors are the reference's by construction, and this file holds only the fast path. */
-#include "core.h"
+#include "../core.h"
 
 #define MAX_U32 0xFFFFFFFFull
 
@@ -86,7 +86,7 @@ static int timestamp_of(PyObject *timestamp, long long *timestamp_ns) {
 /* The bytes one record takes, or 0 when it is not plain ("use the reference"; no exception set): its
  * value is not bytes, its tag or headers are not plain, or it is over 4 GiB. *raw_tag and *tag_len
  * are the tag's UTF-8 (NULL for None), for adq_write_record. */
-/* Inlined always, as encode_at's body was before pack.c shared it: a push felt the calls. */
+/* Inlined always, as encode_at's body was before log/pack.c shared it: a push felt the calls. */
 static inline __attribute__((always_inline)) uint64_t record_size(PyObject *value, size_t key_len, PyObject *headers,
                                                                  PyObject *tag, const char **raw_tag,
                                                                  Py_ssize_t *tag_len) {
@@ -375,8 +375,8 @@ PyObject *adq_py_index_entries(PyObject *module, PyObject *const *args, Py_ssize
     Py_ssize_t count;
     if (!same_length_sequences(args + 2, seq, 2, &count)) return not_implemented();
     PyObject *result = NULL;
-    PyObject *index = PyBytes_FromStringAndSize(NULL, count * 24);
-    PyObject *timeindex = PyBytes_FromStringAndSize(NULL, count * 16);
+    PyObject *index = PyBytes_FromStringAndSize(NULL, count * ADQ_INDEX_ENTRY_BYTES);
+    PyObject *timeindex = PyBytes_FromStringAndSize(NULL, count * ADQ_TIMEINDEX_ENTRY_BYTES);
     if (index == NULL || timeindex == NULL) goto done;
     uint8_t *entry = (uint8_t *)PyBytes_AS_STRING(index);
     uint8_t *time_entry = (uint8_t *)PyBytes_AS_STRING(timeindex);
@@ -405,8 +405,8 @@ PyObject *adq_py_index_entries(PyObject *module, PyObject *const *args, Py_ssize
         adq_store_u64(entry + 16, size);
         adq_store_u64(time_entry, offset);
         adq_store_u64(time_entry + 8, (uint64_t)timestamp_ns);
-        entry += 24;
-        time_entry += 16;
+        entry += ADQ_INDEX_ENTRY_BYTES;
+        time_entry += ADQ_TIMEINDEX_ENTRY_BYTES;
         position += size;
     }
     result = Py_BuildValue("(OOK)", index, timeindex, position);
@@ -436,7 +436,7 @@ static uint64_t next_random(void) {
  * writes them as the key index's column (an int a record, made here for the column's packing to take
  * apart again, was a sixth of push_many's own work). Items are adiskq.Record or bytes (a value alone); a missing timestamp is `now`, a missing key a random one.
  * Anything else (a datetime timestamp, a bytearray value, a Mapping that is not a dict...) is
- * NotImplemented and the producer's Python path takes the batch. With `prepared` (zstd.c's prepared
+ * NotImplemented and the producer's Python path takes the batch. With `prepared` (log/compression.c's prepared
  * dictionary, or None) each value is stored compressed (attributes bit 1). `largest` is the size of
  * the largest record, counting the value uncompressed (what max_message_bytes limits); `total` the
  * records' size as stored (what the batch adds to .data: the disk guard admits it, the lane decides by
@@ -594,8 +594,8 @@ PyObject *adq_py_receipts(PyObject *module, PyObject *const *args, Py_ssize_t na
     return list;
 }
 
-/* What pack.c shares of this file's per-record work (see core.h). Wrappers, so that the calls within
- * this file stay calls of static functions the compiler inlines, as they were before pack.c: an
+/* What log/pack.c shares of this file's per-record work (see core.h). Wrappers, so that the calls within
+ * this file stay calls of static functions the compiler inlines, as they were before log/pack.c: an
  * exported function of a shared library is called through its symbol, which a push felt. */
 uint64_t adq_record_size(PyObject *value, size_t key_len, PyObject *headers, PyObject *tag, const char **raw_tag,
                          Py_ssize_t *tag_len) {
