@@ -26,7 +26,8 @@ from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from .._storage.cursors import PartitionCursor
 from .._storage.lock import owner_text
-from .._storage.segment import StoredRun, segment_path
+from .._storage.segment_files import segment_path
+from .._storage.segment_reader import StoredRun
 from .._storage.stream import StreamReader
 from . import wakeup
 

@@ -43,8 +43,7 @@ from typing import TypeAlias, TypeVar
 import anyio.to_thread
 
 from .._sansio.codec import NEED_MORE, decode_record
-from .._sansio.kafka_mapping import StoredRecords
-from .._sansio.run_entries import run_records
+from .._sansio.run_entries import StoredRecords, run_records
 from .._sansio.transactions import marker_run, producer_field, transactional_record, transactional_run
 from .._sansio.values import Headers, Receipt, Record
 from .._storage import txn_index

@@ -42,7 +42,7 @@ says which readers may open it. A tag is 1 to ``MAX_TAG_BYTES`` (255) bytes of U
 frame, without its magic number, made with a dictionary kept in the stream's folder
 (``compression.py`` says how), which readers of formats 1 and 2 would hand out as the value, so
 they refuse the stream by its settings' format. A format-3 stream's segments also keep no
-``.timeindex`` and a ``.tagindex`` only from their first tagged message (``_storage/segment.py``).
+``.timeindex`` and a ``.tagindex`` only from their first tagged message (``_storage/segment_writer.py``).
 Format 4 (``adiskq/4``) changes no record: the stream has an identity in its settings. Format 5
 (``adiskq/5``, what a new stream is) adds the null header values and repeated names above; every
 record of formats 1 to 4 is the same bytes in format 5, so ``adiskq upgrade`` moves a stream by its

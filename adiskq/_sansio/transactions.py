@@ -32,9 +32,8 @@ from .codec import (
     crc32c,
     encode_record,
 )
-from .kafka_mapping import StoredRecords
 from .keyindex import key_hash, pack_hashes
-from .run_entries import INDEX_ENTRY_BYTES
+from .run_entries import INDEX_ENTRY_BYTES, StoredRecords
 
 __all__ = ["encode_marker", "marker_run", "producer_field", "transactional_record", "transactional_run"]
 

@@ -17,7 +17,8 @@ from .._sansio.naming import INDEX
 from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from .log_start import load_log_start
-from .segment import SegmentReader, StoredRun, segment_path
+from .segment_files import segment_path
+from .segment_reader import SegmentReader, StoredRun
 from .transaction_outcomes import committed
 
 if TYPE_CHECKING:

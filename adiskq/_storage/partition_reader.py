@@ -16,6 +16,7 @@ from .._errors import CorruptRecordError, InvalidArgumentError, OffsetOutOfRange
 from .._sansio import keyindex as keyindex_format
 from .._sansio import tags as tags_format
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES, TransactionalBatch
+from .._sansio.entries import INDEX_ENTRY_BYTES, TIMEINDEX_ENTRY, TIMEINDEX_ENTRY_BYTES
 from .._sansio.naming import INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, parse_segment_file
 from .._sansio.values import Message, PartitionStats, ns_from_datetime
 from . import keyindex
@@ -23,15 +24,16 @@ from .cursors import PartitionCursor
 from .dictionaries import partition_stream_path, stream_dictionaries
 from .files import open_read, read_file
 from .log_start import load_log_start
-from .segment import (
-    INDEX_ENTRY_BYTES,
-    TIMEINDEX_ENTRY,
-    TIMEINDEX_ENTRY_BYTES,
-    SegmentReader,
+from .segment_files import (
     entry_columns,
+    entry_count,
+    file_size,
+    list_segment_files,
+    record_timestamps,
     segment_path,
+    timestamps,
 )
-from .segment_files import entry_count, file_size, list_segment_files, record_timestamps, timestamps
+from .segment_reader import SegmentReader
 from .tag_stats import segment_tag_counts
 from .transaction_outcomes import TransactionOutcomes, committed
 

@@ -36,8 +36,16 @@ from .._sansio.values import SegmentRepair, VacuumReport
 from .files import DEFAULT_FILE_MODE, dir_mode, fsync_dir, read_file
 from .flocks import FileLock
 from .recovery import ensure_sealed_key_index, recover_segment
-from .segment import SegmentFileState, SegmentWriter, segment_path
-from .segment_files import entry_count, file_size, list_segment_files, record_timestamps, timestamps
+from .segment_files import (
+    SegmentFileState,
+    entry_count,
+    file_size,
+    list_segment_files,
+    record_timestamps,
+    segment_path,
+    timestamps,
+)
+from .segment_writer import SegmentWriter
 
 __all__ = ["PartitionWriter"]
 

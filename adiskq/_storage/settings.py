@@ -15,7 +15,7 @@ of formats 1 and 2 (adiskq before compression) refuse it by this format, with ``
 naming a newer adiskq format, instead of handing out compressed bytes as values. A stream gets
 format 3 only when it is created compressed: a producer asking for compression on an older stream is
 refused, since a reader of that stream's older adiskq may have it open. Its segments are compact
-(``segment.py``): no ``.timeindex``, and a ``.tagindex`` only from a segment's first tagged message,
+(``segment_writer.py``): no ``.timeindex``, and a ``.tagindex`` only from a segment's first tagged message,
 since the records hold timestamps and tags and those index files would otherwise outweigh a
 compressed value.
 

@@ -30,7 +30,7 @@ from .._sansio.codec import ATTRIBUTES_AT, CONTROL, record_transaction
 from .._sansio.naming import TXNINDEX
 from .._sansio.values import SegmentRepair
 from .files import DEFAULT_FILE_MODE, atomic_write, fsync_dir, read_file, write_all
-from .segment import segment_path
+from .segment_files import segment_path
 
 __all__ = ["ENTRY", "AbortedTransaction", "aborted_transactions", "append_entry", "expected_entries", "repair"]
 

@@ -12,8 +12,8 @@ import os
 
 import anyio
 import pytest
-from crash_support import run_and_kill
-from helpers.cli import invoke
+from support.cli import invoke
+from support.crash import run_and_kill
 
 import adiskq
 from adiskq._async import partition_writes
@@ -161,7 +161,7 @@ async def test_check_repairs_a_sealed_segment_s_txnindex_and_vacuum_deletes_it(s
 
 
 async def test_a_writer_killed_between_its_records_and_their_marker(stream_path: str) -> None:
-    lines = run_and_kill("tests.helpers.transaction_writer", [stream_path, "asyncio"], 6)
+    lines = run_and_kill("tests.support.transaction_writer", [stream_path, "asyncio"], 6)
     written = [line.split() for line in lines]
     first_transactional = int(written[0][1])
     plains = [int(offset) for kind, offset in written if kind == "plain"]

@@ -17,7 +17,7 @@ from adiskq._async import partition_writes
 from adiskq._sansio import codec
 from adiskq._sansio.codec import TransactionFields
 from adiskq._sansio.core import pack_records, reference_pack_records
-from adiskq._sansio.kafka_mapping import StoredRecords
+from adiskq._sansio.run_entries import StoredRecords
 
 pytestmark = pytest.mark.anyio
 
