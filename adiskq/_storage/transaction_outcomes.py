@@ -18,6 +18,7 @@ transaction's record to the reference, whose ``TransactionalBatch`` is what send
 from __future__ import annotations
 
 import bisect
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
@@ -95,13 +96,16 @@ class OpenTransactions:
         self._reader = reader
         self.first_offsets: dict[int, int] = {}
         self._position: int | None = None
+        # One scan at a time: the writer of a marker scans in a worker thread, a Fetch on the loop's.
+        self._scanning = threading.Lock()
 
     def catch_up(self) -> dict[int, int]:
-        """``first_offsets`` as the data has them now."""
-        oldest = self._reader.bounds()[0]
-        position = oldest if self._position is None else max(self._position, oldest)
-        self._position = scan_transactions(self._reader, position, self._note, markers_only=False)
-        return self.first_offsets
+        """A copy of ``first_offsets`` as the data has them now."""
+        with self._scanning:
+            oldest = self._reader.bounds()[0]
+            position = oldest if self._position is None else max(self._position, oldest)
+            self._position = scan_transactions(self._reader, position, self._note, markers_only=False)
+            return dict(self.first_offsets)
 
     def _note(self, offset: int, fields: TransactionFields) -> None:
         if fields.commit is None:
