@@ -6,8 +6,11 @@ transactions has gaps where its markers and aborted records are."""
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import pytest
+from support.cli import invoke
 
 import adiskq
 from adiskq._async import partition_writes
@@ -108,3 +111,19 @@ async def test_a_reader_waiting_at_an_aborted_transaction_skips_it(stream_path: 
                 await partition_writes.write_marker(producer, 0, *A, commit=False, coordinator_epoch=1)
         assert got == [(2, b"p2")]
         assert await read_all(stream_path) == [(2, b"p2")]
+
+
+async def test_the_command_line_reads_committed_records_and_stops_at_an_open_transaction(stream_path: str) -> None:
+    async with adiskq.Producer(stream_path) as producer:
+        await producer.push(b"p0")  # 0
+        await partition_writes.write(producer, 0, records(b"a1"), transaction=A)  # 1
+        await partition_writes.write(producer, 0, records(b"b2"), transaction=B)  # 2
+        await partition_writes.write_marker(producer, 0, *B, commit=False, coordinator_epoch=0)  # 3
+        await partition_writes.write_marker(producer, 0, *A, commit=True, coordinator_epoch=0)  # 4
+        await partition_writes.write(producer, 0, records(b"a5"), transaction=A)  # 5: open
+        await producer.push(b"p6")  # 6
+    result = invoke("read", stream_path)
+    assert result.exit_code == 0, result.output
+    printed = [json.loads(line) for line in result.output.splitlines()]
+    # Up to the open transaction, and no further: "the end of what is there now" for a reader.
+    assert [(line["offset"], line["value"]) for line in printed] == [(0, "p0"), (1, "a1")]
