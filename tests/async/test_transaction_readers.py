@@ -127,3 +127,19 @@ async def test_the_command_line_reads_committed_records_and_stops_at_an_open_tra
     printed = [json.loads(line) for line in result.output.splitlines()]
     # Up to the open transaction, and no further: "the end of what is there now" for a reader.
     assert [(line["offset"], line["value"]) for line in printed] == [(0, "p0"), (1, "a1")]
+
+
+async def test_markers_far_from_their_records_are_found_across_scan_steps(stream_path: str) -> None:
+    """A marker thousands of records after its transaction's first (past a step of the scan that
+    looks for it), with a second transaction open across the first one's marker: each resolved."""
+    plain = [adiskq.Record(b"p%05d" % i, key=b"k") for i in range(6000)]
+    async with adiskq.Producer(stream_path, segment_size_bytes=64 * 1024) as producer:
+        await partition_writes.write(producer, 0, records(b"a0"), transaction=A)  # 0
+        await producer.push_many(plain[:5000])  # 1..5000
+        await partition_writes.write(producer, 0, records(b"b5001"), transaction=B)  # 5001
+        await partition_writes.write_marker(producer, 0, *A, commit=True, coordinator_epoch=0)  # 5002
+        await producer.push_many(plain[5000:])  # 5003..6002
+        await partition_writes.write_marker(producer, 0, *B, commit=False, coordinator_epoch=0)  # 6003
+    got = await read_all(stream_path)
+    assert [value for _, value in got] == [b"a0"] + [record.value for record in plain]
+    assert [offset for offset, _ in got] == [0, *range(1, 5001), *range(5003, 6003)]
