@@ -17,6 +17,7 @@ typedef struct {
     const char *tag; /* its UTF-8 (cached in the str), NULL for none */
     Py_ssize_t tag_len;
     uint8_t random_key[8]; /* the key of a record given none */
+    int attributes;        /* 0, or the keyless bits of a record given no key */
 } extent;
 
 /* A push_many item's fields: an adiskq.Record's, or a value alone (bytes); 0 for anything else. */
@@ -36,11 +37,11 @@ static int item_fields(PyObject *item, PyObject **value, PyObject **key, PyObjec
     return 1;
 }
 
-/* pack_records(items, now, max_total) -> (data, index, timeindex, keyindex, tagindex, largest)
+/* pack_records(items, now, max_total[, keyless]) -> (data, index, timeindex, keyindex, tagindex, largest)
  *                                        | None | NotImplemented
  * `items`: a list of adiskq.Record or bytes (a value alone); a missing timestamp is `now`, a missing
- * key 8 random bytes (as encode_records gives). `data`: the records, encoded as encode_record does
- * (attributes 0), one after the other. `index`: one entry a record (offset | position | size, u64
+ * key 8 random bytes (as encode_records gives; its attributes `keyless`, adq_keyless_bits). `data`:
+ * the records, encoded as encode_record does (attributes 0), one after the other. `index`: one entry a record (offset | position | size, u64
  * each) and `timeindex` (offset | timestamp_ns), counted from offset 0 and position 0 (rebase_entries
  * moves them to where the batch is written). `keyindex`: the CRC-32 of each key, u32 little-endian
  * (the key index's column); `tagindex`: the tag column (log/tags.c). `largest`: the largest record's size.
@@ -49,10 +50,12 @@ static int item_fields(PyObject *item, PyObject **value, PyObject **key, PyObjec
  * take (the producer's other paths then encode it, or raise the reference's error). */
 PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "pack_records takes 3 arguments");
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "pack_records takes 3 or 4 arguments");
         return NULL;
     }
+    int keyless = adq_keyless_bits(nargs == 4 ? args[3] : NULL);
+    if (keyless < 0) return NULL;
     long long max_total = PyLong_AsLongLong(args[2]);
     if (max_total == -1 && PyErr_Occurred()) return NULL;
     if (max_total < 0) {
@@ -81,10 +84,12 @@ PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_
         } else if (!adq_timestamp_of(stamp, &e->timestamp_ns)) {
             goto not_plain;
         }
+        e->attributes = 0;
         if (key == Py_None) {
             adq_store_u64(e->random_key, adq_next_random());
             e->key = e->random_key;
             e->key_len = 8;
+            e->attributes = keyless;
         } else if (!adq_key_bytes(key, &e->key, &e->key_len)) {
             goto not_plain;
         }
@@ -112,8 +117,8 @@ PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_
         PyObject *value, *key, *headers, *stamp, *tag;
         if (!item_fields(PyList_GET_ITEM(items, i), &value, &key, &headers, &stamp, &tag))
             goto not_plain; /* never: the first pass took it, and no Python code ran since */
-        adq_write_record(out + position, e->size, value, e->key, e->key_len, e->timestamp_ns, headers, 0, e->tag,
-                         e->tag_len);
+        adq_write_record(out + position, e->size, value, e->key, e->key_len, e->timestamp_ns, headers, e->attributes,
+                         e->tag, e->tag_len);
         adq_store_u64(index_at, (uint64_t)i);
         adq_store_u64(index_at + 8, position);
         adq_store_u64(index_at + 16, e->size);
