@@ -144,9 +144,8 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         topic = self._reading_state.target.topic
         committed = client.committed(partitions, timeout=TIMEOUT) if partitions else []
         fresh = [tp.partition for tp in committed if tp.offset < 0]
-        starts: dict[int, int] = {}
-        if fresh and not isinstance(self.start, str):
-            starts = offsets_at(client, topic, fresh, self.start)
+        # Concrete offsets, "oldest" and "newest" too: an empty partition is then seen at its end.
+        starts = offsets_at(client, topic, fresh, self.start) if fresh else {}
         for tp in committed:
             if tp.offset >= 0:
                 self._stored[tp.partition] = tp.offset
@@ -174,8 +173,12 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
             await anyio.lowlevel.checkpoint()
             return
         self._mark_closed()
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._close_client)
+        try:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._close_client)
+        finally:
+            self._held.clear()
+            self._note_assignment_change()
 
     def _close_client(self) -> None:
         client = self._reading_state.client
@@ -211,7 +214,10 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
                     return self._delivered(reading.deliver([], max_messages))
                 if self._group_ends and self._held and self._held <= self._done:
                     return []
+                held = frozenset(self._held)
                 messages = await anyio.to_thread.run_sync(self._poll, max_messages)
+                if self._held != held:  # a rebalance ran in the poll: wake assignments()
+                    self._note_assignment_change()
                 if messages:
                     return self._delivered(reading.deliver(messages, max_messages))
         finally:

@@ -9,8 +9,9 @@ import datetime as dt
 import json
 from typing import Any
 
+import anyio
 import pytest
-from backends import Where
+from backends_support import Where
 
 import adiskq
 from adiskq import serializers
@@ -206,3 +207,43 @@ def anyio_fail_after(seconds: float) -> Any:
     import anyio
 
     return anyio.fail_after(seconds)
+
+
+async def test_members_of_a_named_group_share_the_partitions(where: Where) -> None:
+    """Two members: each partition read by one of them at a time, every message delivered, and
+    assignments() says each change."""
+    place = where.new()
+    async with adiskq.Producer(place, partitions=4) as producer:
+        await producer.push_many([adiskq.Record(b"%d" % i, key=f"k{i}") for i in range(40)])
+    seen: set[bytes] = set()
+    shared = anyio.Event()
+    async with (
+        adiskq.ConsumerGroup(place, "pool") as first,
+        adiskq.ConsumerGroup(place, "pool") as second,
+    ):
+
+        def check() -> None:
+            if len(seen) == 40 and first.assignment and second.assignment:
+                shared.set()
+
+        async def read(group: adiskq.ConsumerGroup[bytes, bytes]) -> None:
+            async for message in group:
+                seen.add(message.value)
+                group.commit(message)
+                check()
+
+        async def watch(group: adiskq.ConsumerGroup[bytes, bytes]) -> None:
+            async for assignment in group.assignments():
+                assert assignment == group.assignment
+                check()
+
+        with anyio_fail_after(120):
+            async with anyio.create_task_group() as tasks:
+                for group in (first, second):
+                    tasks.start_soon(read, group)
+                    tasks.start_soon(watch, group)
+                await shared.wait()
+                tasks.cancel_scope.cancel()
+        assert not set(first.assignment) & set(second.assignment)
+        assert set(first.assignment) | set(second.assignment) == {0, 1, 2, 3}
+    assert seen == {b"%d" % i for i in range(40)}

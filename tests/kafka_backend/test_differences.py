@@ -9,7 +9,7 @@ import pathlib
 from typing import Any
 
 import pytest
-from backends import Where
+from backends_support import Where
 
 import adiskq
 from adiskq._sansio.capabilities import FEATURES, markdown_table
