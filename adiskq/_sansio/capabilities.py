@@ -135,7 +135,9 @@ FEATURES: Final[tuple[Feature, ...]] = (
         "give the topic one partition, or run one member (Kafka's groups have no exclusive member)",
     ),
     Feature(
-        "commit, committed, flush, seek, lag, assignment", "stored in the stream's folder", "Kafka's committed offsets"
+        "commit, committed, flush, seek, lag, assignment, assignments()",
+        "stored in the stream's folder",
+        "Kafka's committed offsets; Kafka's coordinator assigns the partitions",
     ),
     Feature(
         "adiskq.lag, reset_offsets, delete_group", "the stream's group files", "Kafka's group offsets (AdminClient)"
