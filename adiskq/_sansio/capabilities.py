@@ -165,9 +165,9 @@ FEATURES: Final[tuple[Feature, ...]] = (
     ),
     Feature(
         "metrics (OpenTelemetry)",
-        "push, read and lag instruments",
-        "",
-        "librdkafka's own statistics: kafka={'statistics.interval.ms': ...} (a stats_cb)",
+        "push and delivery counts, durations, trace context, group lag, disk usage",
+        "the same, with messaging.system kafka and the topic as the destination; no disk gauges "
+        "(the brokers' disks are Kafka's to report)",
     ),
     Feature(
         "kafka= (client configuration)",

@@ -59,6 +59,8 @@ class KafkaConsumer(Consumer[Any, Any]):
         self.path = path
         self._ends: dict[int, int | None] = {}  # partition -> end offset (exclusive), None: follow
         self._done: set[int] = set()
+        self._polled: list[Message[bytes, bytes]] = []
+        self.__dict__.pop("_read_some", None)  # the local __init__'s telemetry wrapper, of its placeholder path
         _Reader.__init__(self)
 
     _closed_message = "this consumer was closed; open a new Consumer"
@@ -138,14 +140,23 @@ class KafkaConsumer(Consumer[Any, Any]):
                 if self.closed:
                     raise ClosedError(self._closed_while_reading)
                 if reading.undelivered:
-                    return reading.deliver([], max_messages)
+                    return self._hand_out([], max_messages)
                 if len(self._done) == len(self._ends):
                     return []
                 messages = await anyio.to_thread.run_sync(self._poll, max_messages)
                 if messages:
-                    return reading.deliver(messages, max_messages)
+                    return self._hand_out(messages, max_messages)
         finally:
             self._reading = False
+
+    def _hand_out(self, polled: list[Message[bytes, bytes]], max_messages: int) -> list[Message[Any, Any]]:
+        """What a read hands out, through ``_read_some`` (which telemetry counts, when it is on)."""
+        self._polled = polled
+        return self._read_some(max_messages)
+
+    def _read_some(self, max_messages: int) -> list[Message[Any, Any]]:
+        polled, self._polled = self._polled, []
+        return self._reading_state.deliver(polled, max_messages)
 
     def _poll(self, max_messages: int) -> list[Message[bytes, bytes]]:
         reading = self._reading_state

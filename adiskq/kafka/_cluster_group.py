@@ -20,6 +20,7 @@ import anyio.to_thread
 import confluent_kafka
 
 from .._async.group import ConsumerGroup
+from .._async.metrics import ObservedGroup, telemetry
 from .._async.reader import _Reader
 from .._errors import ClosedError, DeserializationError, InvalidArgumentError
 from .._sansio.capabilities import is_kafka_url, refuse
@@ -99,6 +100,8 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         self._raw: dict[tuple[int, int], tuple[bytes, bytes]] = {}  # the last batch's stored bytes, with deserializers
         self._raw_of_batch: dict[tuple[int, int], tuple[bytes, bytes]] = {}
         self._dead_letter_client: confluent_kafka.Producer | None = None
+        self._polled: list[Message[bytes, bytes]] = []
+        self.__dict__.pop("_read_some", None)  # the local __init__'s telemetry wrapper, of its placeholder path
         _Reader.__init__(self)
 
     _closed_message = "this consumer group was closed; open a new ConsumerGroup"
@@ -115,7 +118,32 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         with configured(self._reading_state.target):
             await anyio.to_thread.run_sync(self._open_client)
         self._state = "open"
+        instruments = telemetry()
+        if instruments is not None:
+            self._observed = ObservedGroup(self.path, self.name or "", self._cached_lag)
+            instruments.watch_group(self._observed)  # its lag, as adiskq.consumer.lag
         return self
+
+    def _cached_lag(self) -> dict[int, int]:
+        """The lag of the partitions held, from the end offsets librdkafka last fetched (no request:
+        telemetry's reader calls this from its own thread)."""
+        client = self._reading_state.client
+        if client is None:
+            return {}
+        topic = self._reading_state.target.topic
+        marks = {**self._stored, **self._pending}
+        lag = {}
+        for partition in list(self._held):
+            if partition in marks:
+                try:
+                    _, high = client.get_watermark_offsets(
+                        confluent_kafka.TopicPartition(topic, partition), cached=True
+                    )
+                except confluent_kafka.KafkaException:
+                    continue
+                if high >= 0:
+                    lag[partition] = max(0, high - marks[partition])
+        return lag
 
     def _open_client(self) -> None:
         reading = self._reading_state
@@ -179,6 +207,9 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         finally:
             self._held.clear()
             self._note_assignment_change()
+            instruments = telemetry()
+            if instruments is not None:
+                instruments.unwatch_group(self._observed)
 
     def _close_client(self) -> None:
         client = self._reading_state.client
@@ -211,7 +242,7 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
                 if self.closed:
                     raise ClosedError(self._closed_while_reading)
                 if reading.undelivered:
-                    return self._delivered(reading.deliver([], max_messages))
+                    return self._delivered(self._hand_out([], max_messages))
                 if self._group_ends and self._held and self._held <= self._done:
                     return []
                 held = frozenset(self._held)
@@ -219,7 +250,7 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
                 if self._held != held:  # a rebalance ran in the poll: wake assignments()
                     self._note_assignment_change()
                 if messages:
-                    return self._delivered(reading.deliver(messages, max_messages))
+                    return self._delivered(self._hand_out(messages, max_messages))
         finally:
             self._reading = False
 
@@ -227,6 +258,15 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         if self._reading_state.decoder is not None:
             self._raw = self._raw_of_batch
         return messages
+
+    def _hand_out(self, polled: list[Message[bytes, bytes]], max_messages: int) -> list[Message[Any, Any]]:
+        """What a read hands out, through ``_read_some`` (which telemetry counts, when it is on)."""
+        self._polled = polled
+        return self._read_some(max_messages)
+
+    def _read_some(self, max_messages: int) -> list[Message[Any, Any]]:
+        polled, self._polled = self._polled, []
+        return self._reading_state.deliver(polled, max_messages)
 
     def _poll(self, max_messages: int) -> list[Message[bytes, bytes]]:
         reading = self._reading_state

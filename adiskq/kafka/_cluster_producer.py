@@ -25,7 +25,9 @@ import anyio
 import anyio.to_thread
 import confluent_kafka
 
+from .._async.metrics import telemetry
 from .._async.producer import Producer, PushKeyT, PushValueT, Timestamp, _timestamp_ns
+from .._async.producer import _observed as observed_producer
 from .._errors import ClosedError, InvalidArgumentError, MessageTooLargeError, PartialWriteError
 from .._sansio.capabilities import refuse
 from .._sansio.naming import partition_for_key
@@ -125,6 +127,14 @@ class KafkaProducer(Producer[PushKeyT, PushValueT]):
         self._client: confluent_kafka.Producer | None = None
         self._limiter = anyio.CapacityLimiter(16)
         self._random = random.Random()
+        self._observed = None
+        instruments = telemetry()
+        if instruments is not None:  # decided once, as a local producer decides it
+            self._observed = observed_producer(self)
+            push, push_many, flush = instruments.wrap_producer(self._observed, self.push, self.push_many, self.flush)
+            self.push = push  # type: ignore[method-assign,assignment]
+            self.push_many = push_many  # type: ignore[method-assign,assignment]
+            self.flush = flush  # type: ignore[method-assign,assignment]
 
     # -- opening and closing ---------------------------------------------------------------------
 
