@@ -419,9 +419,9 @@ def protocol_layer() -> dict[str, float]:
     from kio.schema.types import TopicName
     from kio.serial import entity_writer
 
-    from adiskq._sansio.kafka_batch import KafkaRecord, decode_batches, encode_batch
-    from adiskq.kafka._protocol import decode_request, encode_response, parse_header
     from adiskq.kafka._registry import respond
+    from adiskq.kafka.wire.batch import KafkaRecord, decode_batches, encode_batch
+    from adiskq.kafka.wire.protocol import decode_request, encode_response, parse_header
 
     records = [KafkaRecord(i, 1_700_000_000_000, b"key-%d" % i, VALUE, []) for i in range(1000)]
     batch = encode_batch(base_offset=0, records=records, base_timestamp_ms=1_700_000_000_000)
@@ -476,8 +476,8 @@ def protocol_layer() -> dict[str, float]:
         return encode_response(1, response)
 
     def fetch_answer_by_hand() -> bytes:
-        from adiskq.kafka._fast_responses import FetchedPartition, fetch_response
-        from adiskq.kafka._protocol import frame_payload
+        from adiskq.kafka.wire.fast_responses import FetchedPartition, fetch_response
+        from adiskq.kafka.wire.protocol import frame_payload
 
         payload = fetch_response(12, [("t", [FetchedPartition(0, 0, 1000, 0, batch)])])
         return frame_payload(1, 1, 12, payload)

@@ -26,8 +26,7 @@ from __future__ import annotations
 from typing import TypeAlias, TypeVar
 
 from .._sansio.codec import NEED_MORE, decode_record
-from .._sansio.kafka_mapping import StoredRecords
-from .._sansio.run_entries import run_records
+from .._sansio.run_entries import StoredRecords, run_records
 from .._sansio.values import Headers, Record
 from .producer import Producer
 

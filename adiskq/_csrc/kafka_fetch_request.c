@@ -1,5 +1,5 @@
 /* A Fetch request's payload read in one call: the reference's fetch_request_reference
- * (adiskq/_sansio/kafka_fetch_request.py, which has the format and what "not here" means).
+ * (adiskq/kafka/wire/fetch_request.py, which has the format and what "not here" means).
  *
  * kafka_fetch_request(message, at, version) -> (max_wait_ms, min_bytes, max_bytes, topics) | None
  *

@@ -1,5 +1,5 @@
 /* A Produce request's payload read in one call: the reference's produce_request_reference
- * (adiskq/_sansio/kafka_produce_request.py, which has the format and what "not here" means).
+ * (adiskq/kafka/wire/produce_request.py, which has the format and what "not here" means).
  *
  * kafka_produce_request(message, at, version) -> (transactional_id, acks, timeout_ms, topics) | None
  *

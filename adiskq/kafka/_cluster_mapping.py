@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 from .._errors import InvalidArgumentError
-from .._sansio.kafka_mapping import NULLS_HEADER
 from .._sansio.values import EMPTY_HEADERS, Headers, Message
 from ._mirror_mapping import TAG_HEADER
+from .wire.mapping import NULLS_HEADER
 
 __all__ = ["Outgoing", "key_bytes", "message_of", "outgoing"]
 

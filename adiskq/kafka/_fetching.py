@@ -22,12 +22,12 @@ import anyio.lowlevel
 from .._async import wakeup
 from .._async.follower import PartitionFollower
 from .._async.notify import Notifier, get_notifier
-from .._sansio.kafka_stored_batch import batch_from_stored
 from .._sansio.naming import INDEX
 from .._storage.log_start import load_log_start
 from .._storage.segment import segment_path
 from ._records import NULLS_HEADER, batch_from_messages
 from ._topics import Topics
+from .wire.stored_batch import batch_from_stored
 
 __all__ = ["MAX_FETCH_MESSAGES", "FetchSession", "read_batch"]
 

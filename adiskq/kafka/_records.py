@@ -1,7 +1,7 @@
 """Kafka records <-> adiskq messages: what a Produce stores and what a Fetch hands back.
 
 The mapping, exact in both directions (its rules are written, and applied, in
-``adiskq/_sansio/kafka_mapping.py``):
+``adiskq/kafka/wire/mapping.py``):
 
 - offsets are the partition's offsets; a Kafka timestamp in milliseconds is stored as
   ``ms * 1_000_000`` nanoseconds and read back as ``ns // 1_000_000`` (so a Kafka record round-trips
@@ -34,20 +34,19 @@ from typing import Final, cast
 from .._async.partition_writes import Writable as ToWrite
 from .._async.partition_writes import write as write_records
 from .._async.partition_writes import write_now as write_records_now
-from .._sansio.kafka_batch import KafkaBatch, KafkaRecord, decode_batches, encode_batch_from_messages
-from .._sansio.kafka_codec import DEFAULT_MAX_BYTES, LOG_APPEND_TIME
-from .._sansio.kafka_codec import decode_batches as decode_batches_with
-from .._sansio.kafka_mapping import (
+from .._sansio.native import NATIVE
+from .._sansio.run_entries import StoredRecords, place_run_entries
+from .._sansio.values import Message, Record
+from .wire.batch import KafkaBatch, KafkaRecord, decode_batches, encode_batch_from_messages
+from .wire.codec import DEFAULT_MAX_BYTES, LOG_APPEND_TIME
+from .wire.codec import decode_batches as decode_batches_with
+from .wire.mapping import (
     NULLS_HEADER,
     MappingRefusedError,
-    StoredRecords,
     TimestampRefusedError,
     record_fields,
     stored_records,
 )
-from .._sansio.native import NATIVE
-from .._sansio.run_entries import place_run_entries
-from .._sansio.values import Message, Record
 
 __all__ = [
     "NULLS_HEADER",

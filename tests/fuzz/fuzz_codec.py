@@ -23,15 +23,15 @@ import sys
 
 import atheris
 
-with atheris.instrument_imports(include=["adiskq._sansio.codec", "adiskq._sansio.kafka_stored_batch"]):
+with atheris.instrument_imports(include=["adiskq._sansio.codec", "adiskq.kafka.wire.stored_batch"]):
     from adiskq._sansio import codec as reference
     from adiskq._sansio.compression import COMPRESSED, Dictionaries, ReferencePlain
-    from adiskq._sansio.kafka_stored_batch import batch_from_stored_reference
+    from adiskq.kafka.wire.stored_batch import batch_from_stored_reference
 
 from adiskq._sansio import core
-from adiskq._sansio.kafka_mapping import NULLS_HEADER
 from adiskq._sansio.native import NATIVE
 from adiskq._sansio.values import Headers
+from adiskq.kafka.wire.mapping import NULLS_HEADER
 
 _LIMITS = (reference.DEFAULT_MAX_RECORD_BYTES, 24, 64, 512)
 # The seeded records' headers: none, the gateway's nulls header, and Kafka's null values and

@@ -18,8 +18,8 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.types import TopicName
 
 import adiskq
-from adiskq._sansio.kafka_batch import decode_batches
 from adiskq._storage import segment
+from adiskq.kafka.wire.batch import decode_batches
 
 VALUE = b"v" * 100
 

@@ -13,8 +13,8 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.types import TopicName
 
-from adiskq.kafka._protocol import request_schema, response_schema
 from adiskq.kafka._registry import API_TABLE
+from adiskq.kafka.wire.protocol import request_schema, response_schema
 
 
 def assert_closed(sock: socket.socket) -> None:
@@ -112,7 +112,7 @@ def test_a_refused_record_is_answered_in_every_produce_version(gateway, topic: s
     import datetime as dt
     import importlib
 
-    from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
+    from adiskq.kafka.wire.batch import KafkaRecord, encode_batch
 
     batch = encode_batch(base_offset=0, records=[KafkaRecord(0, 10**13, b"k", b"v", [])], base_timestamp_ms=10**13)
     for version in range(3, 12):
@@ -139,7 +139,7 @@ def test_a_produce_naming_a_topic_twice_is_answered_per_entry(gateway, topic: st
 
     from kio.schema.produce.v3.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-    from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
+    from adiskq.kafka.wire.batch import KafkaRecord, encode_batch
 
     batch = encode_batch(base_offset=0, records=[KafkaRecord(0, 1, b"k", b"v", [])], base_timestamp_ms=1)
     entry = TopicProduceData(name=TopicName(topic), partition_data=(PartitionProduceData(index=0, records=batch),))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from adiskq._sansio.kafka_mapping import NULLS_HEADER
 from adiskq._sansio.values import Headers, Message
 from adiskq.kafka._mirror_mapping import (
     EXACT_HEADERS,
@@ -18,6 +17,7 @@ from adiskq.kafka._mirror_mapping import (
     record_crc,
     to_kafka,
 )
+from adiskq.kafka.wire.mapping import NULLS_HEADER
 
 KafkaHeaders = list[tuple[str, bytes | None]]
 

@@ -26,13 +26,13 @@ from kio.schema.errors import ErrorCode
 from ..._async.asyncio_deadlines import AsyncioDeadline
 from ..._async.follower import PartitionFollower
 from ..._errors import OffsetOutOfRangeError
-from ..._sansio.kafka_fetch_answer import fetch_answer
-from ..._sansio.kafka_fetch_request import FETCH_REQUEST_VERSIONS, fetch_request
 from .._fetching import MAX_STORED_RECORDS, read_batch
-from .._protocol import FastReader, add_fast_reader
 from .._registry import Later, RequestContext, ResponseFrame, answers_now, register
 from .._topic_ids import TopicIds
 from .._topics import check_topic_name
+from ..wire.fetch_answer import fetch_answer
+from ..wire.fetch_request import FETCH_REQUEST_VERSIONS, fetch_request
+from ..wire.protocol import FastReader, add_fast_reader
 from ._common import error_code_for
 
 if TYPE_CHECKING:

@@ -30,12 +30,8 @@ from kio.schema.errors import ErrorCode
 
 from ..._async.producer import Producer
 from ..._errors import SettingsMismatchError
-from ..._sansio.kafka_batch import KafkaBatch, KafkaBatchError, KafkaCorruptBatchError
-from ..._sansio.kafka_mapping import StoredRecords
-from ..._sansio.kafka_produce_request import PRODUCE_REQUEST_VERSIONS, produce_request
-from .._fast_responses import ProducedPartition, produce_response
+from ..._sansio.run_entries import StoredRecords
 from .._idempotence import Duplicate, SequenceError
-from .._protocol import FastReader, add_fast_reader
 from .._records import (
     RecordRefusedError,
     ToWrite,
@@ -46,6 +42,10 @@ from .._records import (
 )
 from .._registry import Later, RequestContext, answers_now, register
 from .._topics import check_topic_name
+from ..wire.batch import KafkaBatch, KafkaBatchError, KafkaCorruptBatchError
+from ..wire.fast_responses import ProducedPartition, produce_response
+from ..wire.produce_request import PRODUCE_REQUEST_VERSIONS, produce_request
+from ..wire.protocol import FastReader, add_fast_reader
 from ._common import error_code_for, error_message_for
 
 __all__ = ["one_partition_response", "produce"]

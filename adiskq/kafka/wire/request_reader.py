@@ -1,5 +1,5 @@
 """A Kafka request's payload read field by field: what the references of the compiled request
-readers (``kafka_fetch_request.py``, ``kafka_produce_request.py``) share, as their C files share
+readers (``wire/fetch_request.py``, ``wire/produce_request.py``) share, as their C files share
 ``adiskq/_csrc/kafka_request_reader.h``.
 
 Flexible versions write an array's, a string's or a record set's length as an unsigned varint of

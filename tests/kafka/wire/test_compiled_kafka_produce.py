@@ -13,11 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adiskq._sansio.kafka_batch import KafkaBatch, KafkaBatchError, KafkaRecord, encode_batch
-from adiskq._sansio.kafka_codec import ATTRIBUTES_AT, CRC_AT, DEFAULT_MAX_BYTES, LOG_APPEND_TIME, crc32c
-from adiskq._sansio.kafka_mapping import NULLS_HEADER, StoredRecords, stored_records_reference
 from adiskq._sansio.native import NATIVE
+from adiskq._sansio.run_entries import StoredRecords
 from adiskq.kafka._records import decode_produce, decode_produce_reference
+from adiskq.kafka.wire.batch import KafkaBatch, KafkaBatchError, KafkaRecord, encode_batch
+from adiskq.kafka.wire.codec import ATTRIBUTES_AT, CRC_AT, DEFAULT_MAX_BYTES, LOG_APPEND_TIME, crc32c
+from adiskq.kafka.wire.mapping import NULLS_HEADER, stored_records_reference
 
 assert NATIVE is not None
 NOW = 1_800_000_000_123_456_789

@@ -12,8 +12,8 @@ from helpers.memory import growth_over
 from adiskq import _compiled
 from adiskq._sansio.codec import encode_record
 from adiskq._sansio.compression import COMPRESSED, DICTIONARY_ID_BASE
-from adiskq._sansio.kafka_batch import KafkaBatch, KafkaBatchError, KafkaRecord, decode_batches, encode_batch
-from adiskq._sansio.kafka_mapping import NULLS_HEADER
+from adiskq.kafka.wire.batch import KafkaBatch, KafkaBatchError, KafkaRecord, decode_batches, encode_batch
+from adiskq.kafka.wire.mapping import NULLS_HEADER
 
 ROUND = 100_000
 PER_BATCH = 1000

@@ -18,8 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adiskq._sansio import kafka_codec, kafka_compression
-from adiskq._sansio.kafka_batch import (
+from adiskq._sansio.values import EMPTY_HEADERS, Message
+from adiskq.kafka.wire import codec as kafka_codec
+from adiskq.kafka.wire import compression as kafka_compression
+from adiskq.kafka.wire.batch import (
     KafkaBatch,
     KafkaBatchError,
     KafkaCorruptBatchError,
@@ -29,7 +31,6 @@ from adiskq._sansio.kafka_batch import (
     encode_batch,
     encode_batch_from_messages,
 )
-from adiskq._sansio.values import EMPTY_HEADERS, Message
 
 with warnings.catch_warnings():
     # kafka-python's package import reads its protocol schemas with a deprecated importlib call.

@@ -2,7 +2,7 @@
 
 The compiled functions answer None (decoding) or NotImplemented (encoding) wherever the reference
 would raise, and exactly the reference's result everywhere else; the public functions of
-``kafka_batch`` then give the same results and the same errors, word for word and byte for byte,
+``wire.batch`` then give the same results and the same errors, word for word and byte for byte,
 on valid batches, damaged ones and noise.
 """
 
@@ -17,10 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adiskq import _compiled
-from adiskq._sansio import kafka_batch, kafka_codec
-from adiskq._sansio import kafka_codec as reference
-from adiskq._sansio.kafka_batch import KafkaBatch, KafkaRecord
 from adiskq._sansio.values import EMPTY_HEADERS, Message
+from adiskq.kafka.wire import batch as kafka_batch
+from adiskq.kafka.wire import codec as kafka_codec
+from adiskq.kafka.wire import codec as reference
+from adiskq.kafka.wire.batch import KafkaBatch, KafkaRecord
 
 I32 = st.integers(min_value=-(2**31), max_value=2**31 - 1)
 I64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)

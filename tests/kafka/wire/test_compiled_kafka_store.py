@@ -17,12 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adiskq import _compiled
-from adiskq._sansio import kafka_codec, kafka_mapping
 from adiskq._sansio.codec import decode_record
-from adiskq._sansio.kafka_codec import KafkaRecord
-from adiskq._sansio.kafka_mapping import MAX_PLAIN_HEADERS, NULLS_HEADER, StoredRecords, stored_records_reference
 from adiskq._sansio.keyindex import pack_hashes
-from adiskq._sansio.run_entries import place_run_entries_reference, run_records, run_timestamps
+from adiskq._sansio.run_entries import StoredRecords, place_run_entries_reference, run_records, run_timestamps
+from adiskq.kafka.wire import codec as kafka_codec
+from adiskq.kafka.wire import mapping as kafka_mapping
+from adiskq.kafka.wire.codec import KafkaRecord
+from adiskq.kafka.wire.mapping import MAX_PLAIN_HEADERS, NULLS_HEADER, stored_records_reference
 
 I64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 NOW = 1_800_000_000_123_456_789

@@ -75,7 +75,7 @@ _LENGTHED: Final = frozenset({"string", "bytes", "records"})
 
 
 class GuardError(ValueError):
-    """A count or length the request cannot hold (``_protocol`` turns it into ProtocolError)."""
+    """A count or length the request cannot hold (``wire.protocol`` turns it into ProtocolError)."""
 
 
 def _read_uvarint(data: bytes, at: int) -> tuple[int, int]:

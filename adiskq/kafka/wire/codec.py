@@ -1,6 +1,6 @@
 """Kafka's record batch v2 (magic 2): bytes in, batches out, no I/O — the pure-Python reference.
 
-``kafka_batch.py`` is what the gateway imports: it runs the compiled twin of this module
+``wire/batch.py`` is what the gateway imports: it runs the compiled twin of this module
 (``adiskq/_csrc/kafka_*.c``) when it is built and this one otherwise; the differential tests hold
 the two to the same batches, bytes and errors.
 
@@ -50,10 +50,10 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple
 
-from .._errors import Error, InvalidArgumentError
-from . import kafka_compression
-from .native import NATIVE
-from .values import Message, header_pairs
+from ..._errors import Error, InvalidArgumentError
+from ..._sansio.native import NATIVE
+from ..._sansio.values import Message, header_pairs
+from . import compression as kafka_compression
 
 if NATIVE is not None:
     crc32c: Callable[..., int] = NATIVE.crc32c  # the CPU's instruction; equal to the package's (tested)
@@ -506,7 +506,7 @@ def encode_batch(
 
 
 # A Kafka header whose name is the nulls header's, or that name and escape marks, is stored with one
-# escape mark more (``kafka_mapping.stored_header_name``), and served with one fewer.
+# escape mark more (``wire.mapping.stored_header_name``), and served with one fewer.
 HEADER_ESCAPE: Final = "~"
 
 

@@ -1,10 +1,10 @@
 """Kafka record batches (v2) for the Kafka gateway: decode a Produce request's batches, encode Fetch's.
 
 The compiled core (``adiskq/_csrc/kafka_*.c``) does the per-record work when it is built; the
-pure-Python reference (``kafka_codec.py``, which has the format) runs with ``ADISKQ_NO_EXTENSIONS=1``
+pure-Python reference (``wire/codec.py``, which has the format) runs with ``ADISKQ_NO_EXTENSIONS=1``
 and names every fault: the compiled functions answer None or NotImplemented for anything but plain,
 valid input, and the reference then raises its own error, so errors are the reference's word for
-word. Compression (``kafka_compression.py``) stays in Python, through its libraries; the compiled core
+word. Compression (``wire/compression.py``) stays in Python, through its libraries; the compiled core
 decodes and encodes the uncompressed records around it.
 """
 
@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from . import kafka_codec as reference
-from .kafka_codec import (
+from ..._sansio.native import NATIVE
+from ..._sansio.values import Message
+from . import codec as reference
+from .codec import (
     DEFAULT_MAX_BYTES,
     KafkaBatch,
     KafkaBatchError,
@@ -22,8 +24,6 @@ from .kafka_codec import (
     KafkaRecord,
     KafkaUnsupportedBatchError,
 )
-from .native import NATIVE
-from .values import Message
 
 __all__ = [
     "COMPILED",

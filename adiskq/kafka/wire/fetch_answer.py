@@ -29,7 +29,7 @@ list of bytes (the record batches; empty for none). The frame, from Kafka's ``Fe
 Versions 12 and up (flexible) write array and bytes lengths as an unsigned varint of length + 1;
 older ones an i32 (arrays, records) or i16 (strings). The tagged fields those versions define tell a
 client where a partition's leader moved: this single broker leads every partition, so they are
-left out at their defaults, as ``_fast_responses.py`` explains.
+left out at their defaults, as ``wire/fast_responses.py`` explains.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import struct
 from collections.abc import Sequence
 from typing import Final
 
-from .native import NATIVE
+from ..._sansio.native import NATIVE
 
 __all__ = ["FETCH_ANSWER_VERSIONS", "fetch_answer", "fetch_answer_reference"]
 

@@ -17,7 +17,7 @@ from kio.index import load_request_schema
 from kio.serial import entity_reader, entity_writer
 
 from adiskq import _compiled
-from adiskq._sansio.kafka_fetch_request import FETCH_REQUEST_VERSIONS, fetch_request, fetch_request_reference
+from adiskq.kafka.wire.fetch_request import FETCH_REQUEST_VERSIONS, fetch_request, fetch_request_reference
 
 _I32 = st.integers(-(2**31), 2**31 - 1)
 _I64 = st.integers(-(2**63), 2**63 - 1)

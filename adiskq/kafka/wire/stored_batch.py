@@ -1,8 +1,8 @@
 """adiskq's stored records straight to one Kafka record batch (v2): what a Fetch answers with. No I/O.
 
 ``batch_from_stored`` takes the bytes of a run of stored records (as the segment's ``.data`` holds
-them: ``codec.py`` has the layout) and returns the batch ``kafka_codec.encode_messages`` makes of
-the Messages a reader decodes from them, mapped by the gateway's rules (``kafka_mapping.py``): base
+them: ``codec.py`` has the layout) and returns the batch ``wire.codec.encode_messages`` makes of
+the Messages a reader decodes from them, mapped by the gateway's rules (``wire/mapping.py``): base
 offset the run's first, timestamps floored from nanoseconds to milliseconds, headers in their stored
 order, a key or value the ``nulls_header`` names as null written as null and that header left out,
 compressed values decompressed. The compiled core does it in one call a run, without a ``Message`` a
@@ -13,7 +13,7 @@ Both answer None off the plain path: a record that is not whole and valid, recor
 the bytes do, a value that will not decompress (for the compiled core: whose dictionary is not
 prepared yet), a record that repeats a header name or has a null header value (its Message holds a
 ``Headers``) or has more than ``MAX_PLAIN_HEADERS`` headers, a batch over 2**31 - 1 bytes. Escaped
-header names are served unescaped (``kafka_codec.served_header_name``). The caller then reads
+header names are served unescaped (``wire.codec.served_header_name``). The caller then reads
 Messages, which raise the error naming the damage, or handle the unusual record.
 """
 
@@ -22,13 +22,13 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from .._errors import CorruptRecordError
-from . import codec
-from .codec import ATTRIBUTES_AT, KEY_AT, KEY_LENGTH_AT, MIN_RECORD_BYTES, TAGGED
-from .compression import Dictionaries
-from .kafka_codec import encode_messages
-from .kafka_mapping import MAX_PLAIN_HEADERS
-from .native import NATIVE
+from ..._errors import CorruptRecordError
+from ..._sansio import codec
+from ..._sansio.codec import ATTRIBUTES_AT, KEY_AT, KEY_LENGTH_AT, MIN_RECORD_BYTES, TAGGED
+from ..._sansio.compression import Dictionaries
+from ..._sansio.native import NATIVE
+from .codec import encode_messages
+from .mapping import MAX_PLAIN_HEADERS
 
 __all__ = ["batch_from_stored", "batch_from_stored_reference"]
 

@@ -13,7 +13,7 @@ The mapping, exact in both directions (the Kafka gateway's, ``adiskq/kafka/_reco
   value is stored with a ``values.Headers`` (every header as it came, which only a format-5 stream
   holds: the writer refuses it on an older one, saying to run ``adiskq upgrade``). A Kafka header
   named as the nulls header, or as it followed by ``~`` marks, is stored with one ``~`` more
-  (``stored_header_name``), and served back with one fewer (``kafka_codec.served_header_name``):
+  (``stored_header_name``), and served back with one fewer (``wire.codec.served_header_name``):
   ``adiskq.kafka.null`` round-trips, stored as ``adiskq.kafka.null~``.
 
 ``stored_records`` is the pure-Python reference of the compiled ``kafka_stored_records``
@@ -33,22 +33,21 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable, Mapping
-from typing import Final, NamedTuple
+from typing import Final
 
-from .._errors import InvalidArgumentError
-from .codec import encode_record
-from .kafka_codec import HEADER_ESCAPE, KafkaBatchError, KafkaRecord, decode_records
-from .keyindex import pack_hashes
-from .native import NATIVE
-from .run_entries import INDEX_ENTRY_BYTES
-from .values import Headers
+from ..._errors import InvalidArgumentError
+from ..._sansio.codec import encode_record
+from ..._sansio.keyindex import pack_hashes
+from ..._sansio.native import NATIVE
+from ..._sansio.run_entries import StoredRecords
+from ..._sansio.values import Headers
+from .codec import HEADER_ESCAPE, KafkaBatchError, KafkaRecord, decode_records
 
 __all__ = [
     "MAX_PLAIN_HEADERS",
     "MAX_TIMESTAMP_MS",
     "NULLS_HEADER",
     "MappingRefusedError",
-    "StoredRecords",
     "TimestampRefusedError",
     "record_fields",
     "stored_header_name",
@@ -71,28 +70,6 @@ class MappingRefusedError(ValueError):
 
 class TimestampRefusedError(MappingRefusedError):
     """A Kafka timestamp later than adiskq stores (``MAX_TIMESTAMP_MS``)."""
-
-
-class StoredRecords(NamedTuple):
-    """A run of records as adiskq stores them (``run_entries.py``): what
-    ``Producer._push_run_to_partition`` writes. A tuple, so the compiled decoder builds it as it
-    builds a batch (``kafka_decode_batches``)."""
-
-    data: bytes  # the records back to back, each as codec.encode_record makes it
-    index_entries: bytes  # their .index entries, numbered from offset 0 at position 0
-    time_entries: bytes  # their .timeindex entries (timestamps in nanoseconds), numbered from 0
-    key_hashes: bytes  # keyindex.key_hash of each stored key, as the key index stores them (keyindex.pack_hashes)
-    largest: int  # bytes of the largest record (0 for none)
-
-    @property
-    def record_count(self) -> int:
-        """How many records."""
-        return len(self.index_entries) // INDEX_ENTRY_BYTES
-
-    @property
-    def total(self) -> int:
-        """Bytes of all the records: what the write takes."""
-        return len(self.data)
 
 
 def stored_header_name(name: str) -> str:

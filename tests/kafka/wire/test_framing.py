@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from adiskq.kafka._framing import LARGE_RECEIVE_BYTES, RECEIVE_BYTES, Frames
+from adiskq.kafka.wire.framing import LARGE_RECEIVE_BYTES, RECEIVE_BYTES, Frames
 
 
 def frame(size: int) -> bytes:

@@ -12,7 +12,7 @@ nullable field's null, a count or length larger than the bytes left, a null topi
 transactional id that is not UTF-8, a varint longer than 5 bytes or above 32 bits), or a tagged
 field is present, which only kio's generated reader knows how to read (ProduceRequest defines none
 up to version 11; no client sends one). The gateway then reads the request with kio, after the
-request guard (``_request_guard.py``), which raises the error that names the faulty field, or reads
+request guard (``wire/request_guard.py``), which raises the error that names the faulty field, or reads
 it. The compiled core's ``kafka_produce_request`` (``adiskq/_csrc/kafka_produce_request.c``) answers
 the same; this is its reference (``produce_request_reference``), and the tests hold the two equal,
 and equal to what kio reads, for any bytes. The payload, from Kafka's ``ProduceRequest.json``
@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from .kafka_request_reader import I16, I32, Cut, RequestReader, check_request_arguments
-from .native import NATIVE
+from ..._sansio.native import NATIVE
+from .request_reader import I16, I32, Cut, RequestReader, check_request_arguments
 
 __all__ = ["PRODUCE_REQUEST_VERSIONS", "ProduceAskedFor", "produce_request", "produce_request_reference"]
 

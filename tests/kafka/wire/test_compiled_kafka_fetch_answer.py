@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adiskq import _compiled
-from adiskq._sansio.kafka_fetch_answer import FETCH_ANSWER_VERSIONS, fetch_answer, fetch_answer_reference
-from adiskq.kafka._fast_responses import FetchedPartition, fetch_response
-from adiskq.kafka._protocol import frame_payload
+from adiskq.kafka.wire.fast_responses import FetchedPartition, fetch_response
+from adiskq.kafka.wire.fetch_answer import FETCH_ANSWER_VERSIONS, fetch_answer, fetch_answer_reference
+from adiskq.kafka.wire.protocol import frame_payload
 
 _I16 = st.integers(-(2**15), 2**15 - 1)
 _I32 = st.integers(-(2**31), 2**31 - 1)

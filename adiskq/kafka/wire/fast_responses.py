@@ -3,7 +3,7 @@
 Every other response is a kio dataclass written by kio; these two are answered per message batch, and
 building their dataclasses and walking them through kio's generic writer cost more than the rest of
 a small request's handling. So their handlers give the fields to the functions here, which write
-exactly the bytes kio writes for the same response (``tests/kafka/test_fast_responses.py`` compares
+exactly the bytes kio writes for the same response (``tests/kafka/wire/test_fast_responses.py`` compares
 them for every version the gateway serves). The payloads, after the response header, from Kafka's
 ``ProduceResponse.json`` and ``FetchResponse.json``; ``[X]`` is an array of X, big-endian integers::
 

@@ -34,7 +34,7 @@ from typing import Any, Final, NamedTuple
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from ._request_guard import GuardError, request_guard
+from .request_guard import GuardError, request_guard
 
 __all__ = [
     "FRAME_PREFIX",
@@ -272,7 +272,7 @@ _flexible_responses: dict[tuple[int, int], bool] = {}
 
 
 def frame_payload(correlation_id: int, api_key: int, api_version: int, payload: bytes | list[bytes]) -> bytes:
-    """A whole response frame around a payload already encoded (``_fast_responses.py``): size, the
+    """A whole response frame around a payload already encoded (``wire/fast_responses.py``): size, the
     header that API and version take, the payload. A payload given as its pieces (a Fetch's: its
     record batches among them) is joined once, into the frame."""
     flexible = _flexible_responses.get((api_key, api_version))

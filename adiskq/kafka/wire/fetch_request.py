@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from .kafka_request_reader import I8, I32, I64, Cut, RequestReader, check_request_arguments
-from .native import NATIVE
+from ..._sansio.native import NATIVE
+from .request_reader import I8, I32, I64, Cut, RequestReader, check_request_arguments
 
 __all__ = ["FETCH_REQUEST_VERSIONS", "FetchAskedFor", "fetch_request", "fetch_request_reference"]
 

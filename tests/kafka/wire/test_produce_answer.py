@@ -8,10 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from adiskq.kafka._fast_responses import ProducedPartition, produce_response
 from adiskq.kafka._registry import API_TABLE
 from adiskq.kafka.apis import produce as produce_module
 from adiskq.kafka.apis.produce import one_partition_response
+from adiskq.kafka.wire.fast_responses import ProducedPartition, produce_response
 
 
 @pytest.mark.parametrize("version", range(API_TABLE[0].min_version, API_TABLE[0].max_version + 1))

@@ -2,7 +2,7 @@
 
 The server feeds it whatever a receive returned (part of a frame, or several frames a client
 pipelined) and takes whole frames out; one receive of ``receive_bytes()`` then serves every request
-it holds. A frame is the i32 size and that many bytes (``_protocol.py``); the size is checked
+it holds. A frame is the i32 size and that many bytes (``wire/protocol.py``); the size is checked
 as soon as its four bytes are in, so a request over the limit is refused before its body is read.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from ._protocol import FRAME_PREFIX, frame_size
+from .protocol import FRAME_PREFIX, frame_size
 
 __all__ = ["LARGE_RECEIVE_BYTES", "RECEIVE_BYTES", "FrameTooLargeError", "Frames"]
 

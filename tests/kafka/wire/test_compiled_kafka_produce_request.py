@@ -18,13 +18,13 @@ from kio.index import load_request_schema
 from kio.serial import entity_reader, entity_writer
 
 from adiskq import _compiled
-from adiskq._sansio.kafka_produce_request import (
+from adiskq.kafka.apis.produce import ProduceAsked
+from adiskq.kafka.wire.produce_request import (
     PRODUCE_REQUEST_VERSIONS,
     produce_request,
     produce_request_reference,
 )
-from adiskq.kafka._protocol import ProtocolError, decode_request, parse_header
-from adiskq.kafka.apis.produce import ProduceAsked
+from adiskq.kafka.wire.protocol import ProtocolError, decode_request, parse_header
 
 _I16 = st.integers(-(2**15), 2**15 - 1)
 _I32 = st.integers(-(2**31), 2**31 - 1)

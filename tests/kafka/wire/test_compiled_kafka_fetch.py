@@ -23,11 +23,11 @@ import adiskq
 from adiskq import _compiled
 from adiskq._sansio import codec
 from adiskq._sansio.compression import COMPRESSED, DICTIONARY_ID_BASE, Dictionaries, ReferenceDictionary
-from adiskq._sansio.kafka_batch import KafkaRecord, decode_batches, encode_batch_from_messages
-from adiskq._sansio.kafka_codec import crc32c
-from adiskq._sansio.kafka_mapping import MAX_PLAIN_HEADERS, NULLS_HEADER
-from adiskq._sansio.kafka_stored_batch import batch_from_stored, batch_from_stored_reference
 from adiskq._storage.stream import StreamReader
+from adiskq.kafka.wire.batch import KafkaRecord, decode_batches, encode_batch_from_messages
+from adiskq.kafka.wire.codec import crc32c
+from adiskq.kafka.wire.mapping import MAX_PLAIN_HEADERS, NULLS_HEADER
+from adiskq.kafka.wire.stored_batch import batch_from_stored, batch_from_stored_reference
 
 LIMIT = 1 << 20
 names = st.sampled_from(

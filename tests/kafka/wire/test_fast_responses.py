@@ -12,15 +12,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from adiskq.kafka._fast_responses import (
+from adiskq.kafka._registry import API_TABLE, _class_of
+from adiskq.kafka.wire.fast_responses import (
     FETCH_TOPIC_IDS,
     FetchedPartition,
     ProducedPartition,
     fetch_response,
     produce_response,
 )
-from adiskq.kafka._protocol import encode_response, frame_payload
-from adiskq.kafka._registry import API_TABLE, _class_of
+from adiskq.kafka.wire.protocol import encode_response, frame_payload
 
 _I32 = st.integers(-(2**31), 2**31 - 1)
 _I64 = st.integers(-(2**63), 2**63 - 1)
