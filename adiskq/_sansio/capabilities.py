@@ -80,6 +80,12 @@ FEATURES: Final[tuple[Feature, ...]] = (
         "min.insync.replicas is 2 or more",
     ),
     Feature(
+        "message size",
+        "max_message_bytes (8 MiB by default)",
+        "the client's message.max.bytes (1,000,000 by default) and the topic's max.message.bytes; a push "
+        "over the client's limit is refused before anything is sent",
+    ),
+    Feature(
         "push_many",
         "each partition's share written whole or not at all",
         "each record acknowledged on its own; a failure raises PartialWriteError whose receipts say which were written",
