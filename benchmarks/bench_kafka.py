@@ -625,11 +625,11 @@ def apache_kafka(count: int, seconds: float, trips: int) -> dict[str, float]:
     """The gateway's workloads, with the same client and settings, against one Apache Kafka node
     (4.4, KRaft, ``-Xmx512m``) on this machine: the figures, and the JVM's CPU and peak memory.
 
-    The node is the test suite's own (``tests/kafka_broker_support.py``, from the jars
+    The node is the test suite's own (``tests/support/kafka_broker.py``, from the jars
     ``scripts/fetch_kafka_jars.py`` fetches): inside a test run (the suite's quick run of this
     benchmark), the run's shared node; else one started for this run and stopped after it."""
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
-    import kafka_broker_support
+    from support import kafka_broker as kafka_broker_support
 
     inside_a_test_run = kafka_broker_support.RUN_VARIABLE in os.environ
     if not inside_a_test_run:

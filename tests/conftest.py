@@ -46,10 +46,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 if TYPE_CHECKING:
-    from backends_support import Where
-    from helpers.faults import DiskFaults
-    from kafka_broker_support import KafkaBroker, KafkaCluster
     from pyspark.sql import SparkSession
+    from support.backends import Where
+    from support.faults import DiskFaults
+    from support.kafka_broker import KafkaBroker, KafkaCluster
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -67,7 +67,7 @@ def stream_path(tmp_path: pathlib.Path) -> str:
 @pytest.fixture
 def faults(monkeypatch: pytest.MonkeyPatch) -> DiskFaults:
     """Write-fault injection (writes or fdatasync to chosen files fail) for the duration of one test."""
-    from helpers.faults import DiskFaults
+    from support.faults import DiskFaults
 
     return DiskFaults(monkeypatch)
 
@@ -97,8 +97,8 @@ def spark() -> SparkSession:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     import pyspark
-    from kafka_jars import class_path, pinned_sets
     from pyspark.sql import SparkSession
+    from support.kafka_jars import class_path, pinned_sets
 
     import adiskq.spark
 
@@ -129,13 +129,13 @@ def spark() -> SparkSession:
 # --- Apache Kafka itself: the reference the gateway's differential tests compare with -------------
 # One node (and, for the tests that need replication, a three-node cluster) per test run, shared by
 # pytest-xdist's workers through a run folder that the main process makes here and cleans up after
-# every worker is done (tests/kafka_broker_support.py).
+# every worker is done (tests/support/kafka_broker.py).
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """The main process (not an xdist worker) names a run folder for the run's Kafka nodes."""
     if not hasattr(config, "workerinput"):
-        import kafka_broker_support
+        from support import kafka_broker as kafka_broker_support
 
         kafka_broker_support.claim_run_folder()
 
@@ -143,7 +143,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The main process stops the run's Kafka nodes, once every worker has finished."""
     if not hasattr(config, "workerinput"):
-        import kafka_broker_support
+        from support import kafka_broker as kafka_broker_support
 
         kafka_broker_support.release_run_folder()
 
@@ -152,7 +152,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def kafka_broker() -> KafkaBroker:
     """Apache Kafka, one KRaft node (id 0) on loopback: ``.bootstrap``, ``.log_path``. Started by the
     first test of the run that asks, shared by every worker, stopped when the run ends."""
-    import kafka_broker_support
+    from support import kafka_broker as kafka_broker_support
 
     return kafka_broker_support.shared_broker()
 
@@ -162,20 +162,20 @@ def kafka_cluster() -> KafkaCluster:
     """Apache Kafka, three KRaft nodes (ids 1, 2, 3) on loopback, replication factor 3 and
     min.insync.replicas 2: ``.bootstrap``, ``.kill(node_id)``, ``.restart(node_id)``. Started only when
     a test asks for it."""
-    import kafka_broker_support
+    from support import kafka_broker as kafka_broker_support
 
     return kafka_broker_support.shared_cluster()
 
 
 # --- one test, two backends: a local stream and a topic of the suite's Apache Kafka ---------------
-# (tests/backends_support.py; README's "Moving to a cluster" has the capability table saying what maps)
+# (tests/support/backends.py; README's "Moving to a cluster" has the capability table saying what maps)
 
 
 @pytest.fixture(params=["local", "kafka"])
 def where(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Where:
     """Each test that takes it runs once on a local stream and once on Kafka (``kafka_broker``):
     ``where.new()`` is a fresh stream path or ``kafka://`` topic URL."""
-    from backends_support import Where
+    from support.backends import Where
 
     bootstrap = request.getfixturevalue("kafka_broker").bootstrap if request.param == "kafka" else None
     return Where(request.param, tmp_path, bootstrap)

@@ -65,7 +65,7 @@ from .._sansio.values import Headers, Receipt, Record, RecoveryReport, Retention
 from .._storage.disk_guard import DEFAULT_REFUSE_WRITES_ABOVE, DiskGuard, check_refuse_level
 from .._storage.files import DEFAULT_FILE_MODE
 from .._storage.flocks import turn_lock
-from .._storage.segment import PartlyCommittedError
+from .._storage.segment_writer import PartlyCommittedError
 from .._storage.settings import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_SEGMENT_SIZE_BYTES,

@@ -127,6 +127,7 @@ static int write_record(batch_buffer *batch, const uint8_t *buf, size_t limit, s
                         const char *nulls_name, size_t nulls_length, batch_times *times) {
     adq_record record;
     if (adq_check_record(buf, limit, *pos, max_record_bytes, &record) != ADQ_RECORD_OK) return NOT_PLAIN;
+    if (record.attributes & ADQ_TRANSACTIONAL) return NOT_PLAIN; /* a transaction's batch is not a plain one */
     stored_header headers[MAX_PLAIN_HEADERS];
     int nulls_at;
     if (read_headers(buf, &record, nulls_name, nulls_length, headers, &nulls_at) != 0) return NOT_PLAIN;

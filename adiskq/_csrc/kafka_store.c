@@ -24,7 +24,7 @@
 
 #define MAX_PLAIN_HEADERS 64 /* the reference's MAX_PLAIN_HEADERS */
 #define NS_PER_MS 1000000
-#define INDEX_ENTRY_BYTES 24     /* offset, position, size: u64 LE each (adiskq/_storage/segment.py) */
+#define INDEX_ENTRY_BYTES 24     /* offset, position, size: u64 LE each (adiskq/_sansio/entries.py) */
 #define TIMEINDEX_ENTRY_BYTES 16 /* offset, timestamp_ns */
 
 typedef struct {

@@ -44,6 +44,7 @@ from ._open_files import raise_open_files_limit
 from ._options import GroupOptions, SecurityOptions
 from ._registry import API_TABLE, Later, RequestContext, ResponseFrame, respond
 from ._security import GatewayTLSListener, may_handle, raw_sasl_answer, raw_sasl_expected, should_close
+from ._transactions import start_transactions
 from .wire.framing import Frames, FrameTooLargeError
 from .wire.protocol import (
     ProtocolError,
@@ -233,13 +234,26 @@ class KafkaGateway:
         groups = self.groups.install(core)
         self.security.install(core, sasl)
         try:
+            # Transactions left open by the last run are aborted, and endings it decided carried out,
+            # before any client is answered.
+            transactions = start_transactions(core)
+            await transactions.recover()
+        except BaseException:
+            self._state = "closed"
+            with anyio.CancelScope(shield=True):
+                await listener.aclose()
+                await core.topics.aclose()
+            raise
+        try:
             async with anyio.create_task_group() as connections:
                 accepting = anyio.CancelScope()
                 timers = anyio.CancelScope()
 
                 async def run_timers() -> None:
                     with timers:
-                        await groups.run()
+                        async with anyio.create_task_group() as both:
+                            both.start_soon(groups.run)
+                            both.start_soon(transactions.run)
 
                 connections.start_soon(run_timers)
                 watching = anyio.CancelScope()

@@ -255,6 +255,17 @@ class TransactionCoordinator:
             return INVALID_TXN_STATE
         return NONE
 
+    def check_produce(self, transactional_id: str, producer_id: int, epoch: int, partition: tuple[str, int]) -> int:
+        """Whether a Produce of the producer may write to ``partition`` (topic, index): the producer
+        is current and the partition is in its Ongoing transaction (INVALID_TXN_STATE otherwise, as
+        Kafka's verification of a transactional write answers)."""
+        error, txn = self._check_producer(transactional_id, producer_id, epoch)
+        if txn is None:
+            return error
+        if txn.state is not TxnState.ONGOING or partition not in txn.partitions:
+            return INVALID_TXN_STATE
+        return NONE
+
     # ---- EndTxn, timeouts, completion ----
 
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> tuple[int, Markers | None]:

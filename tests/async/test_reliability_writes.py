@@ -7,8 +7,8 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers.cli import invoke
-from helpers.faults import DiskFaults
+from support.cli import invoke
+from support.faults import DiskFaults
 
 import adiskq
 from adiskq._sansio.naming import fnv1_32

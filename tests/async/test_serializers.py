@@ -16,7 +16,7 @@ import adiskq
 from adiskq.serializers import JSON, msgspec_json, pydantic_json
 
 if TYPE_CHECKING:
-    from backends_support import Where
+    from support.backends import Where
 
 pytestmark = pytest.mark.anyio
 

@@ -56,7 +56,7 @@ def test_unknown_api_key_answers_unsupported_version(gateway) -> None:
     """A request the gateway does not serve is answered with UNSUPPORTED_VERSION, not a dropped connection."""
     payload = raw_request(gateway.gateway.port, 99, 0)
     assert struct.unpack(">ih", payload) == (7, 35)
-    payload = raw_request(gateway.gateway.port, 24, 0)  # AddPartitionsToTxn: no transactions
+    payload = raw_request(gateway.gateway.port, 27, 0)  # WriteTxnMarkers: only brokers send it
     assert struct.unpack(">ih", payload) == (7, 35)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from backends_support import Where
+from support.backends import Where
 
 import adiskq
 from adiskq import serializers

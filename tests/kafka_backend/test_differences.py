@@ -9,8 +9,8 @@ import pathlib
 from typing import Any
 
 import pytest
-from backends_support import Where
 from confluent_kafka.admin import AdminClient, NewTopic
+from support.backends import Where
 
 import adiskq
 from adiskq._sansio.capabilities import FEATURES, markdown_table

@@ -13,9 +13,9 @@ import uuid
 from typing import Any
 
 import pytest
-from paths import ROOT_DIR
+from support.paths import ROOT_DIR
 
-PROBE = os.path.join(ROOT_DIR, "tests", "helpers", "otel_probe.py")
+PROBE = os.path.join(ROOT_DIR, "tests", "support", "otel_probe.py")
 
 
 @pytest.fixture(scope="module", params=["asyncio", "trio"])

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import pytest
-from compression_support import stream_dictionary
+from support.compression import stream_dictionary
 
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core

@@ -8,8 +8,8 @@ import pathlib
 import types
 
 import pytest
-from paths import ROOT_DIR
 from pyspark.sql import SparkSession
+from support.paths import ROOT_DIR
 
 ROOT = pathlib.Path(ROOT_DIR)
 

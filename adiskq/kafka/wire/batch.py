@@ -61,21 +61,27 @@ def _compiled_encode_records(records: Sequence[KafkaRecord], base_timestamp_ms: 
     return encoded
 
 
-def decode_batches(data: bytes | bytearray | memoryview, *, max_bytes: int = DEFAULT_MAX_BYTES) -> list[KafkaBatch]:
+def decode_batches(
+    data: bytes | bytearray | memoryview, *, max_bytes: int = DEFAULT_MAX_BYTES, transactional: bool = False
+) -> list[KafkaBatch]:
     """Every batch of a Produce request's records field, back to back, which they must fill exactly.
 
     Raises ``KafkaBatchError`` (``KafkaCorruptBatchError`` for a CRC mismatch,
-    ``KafkaUnsupportedBatchError`` for older formats and transactional batches) naming the first
-    fault and its byte. ``max_bytes`` bounds the bytes of records, after decompression, of the call.
+    ``KafkaUnsupportedBatchError`` for older formats, control batches, and transactional batches
+    unless ``transactional``) naming the first fault and its byte. ``max_bytes`` bounds the bytes
+    of records, after decompression, of the call. (The compiled decoder leaves a transactional
+    batch to the reference.)
     """
     if NATIVE is None or type(max_bytes) is not int or max_bytes < 0:
-        return reference.decode_batches(data, max_bytes=max_bytes)
+        return reference.decode_batches(data, max_bytes=max_bytes, transactional=transactional)
     if isinstance(data, bytes | bytearray | memoryview) and (type(data) is not memoryview or data.c_contiguous):
         batches: list[KafkaBatch] | None = NATIVE.kafka_decode_batches(data, max_bytes, KafkaRecord, KafkaBatch)
         if batches is not None:
             return batches
     # Compressed batches (decompressed in Python), or a fault the reference names.
-    return reference.decode_batches(data, max_bytes=max_bytes, records_decoder=_compiled_decode_records)
+    return reference.decode_batches(
+        data, max_bytes=max_bytes, records_decoder=_compiled_decode_records, transactional=transactional
+    )
 
 
 def encode_batch(

@@ -79,6 +79,7 @@ __all__ = [
     "decode_batches",
     "decode_records",
     "encode_batch",
+    "encode_control_batch",
     "encode_messages",
     "encode_records",
 ]
@@ -285,12 +286,15 @@ def decode_batches(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     records_decoder: DecodeRecords = decode_records,
+    transactional: bool = False,
 ) -> list[KafkaBatch]:
     """Every batch of a Produce request's records field, back to back, which they must fill exactly.
 
     ``max_bytes`` bounds the bytes of records (after decompression) the whole call decodes: a
     decompression bomb stops there with a ``KafkaBatchError``. ``records_decoder`` is what decodes
-    the records of a batch (the compiled twin passes its own).
+    the records of a batch (the compiled twin passes its own). ``transactional``: the request is a
+    transactional producer's, whose batches carry the transactional bit; without it such a batch is
+    refused. A control batch (a commit or abort marker) is always refused: the broker writes those.
     """
     _check_int(max_bytes, 0, _I64_MAX, "max_bytes")
     buf = bytes(data)
@@ -334,10 +338,16 @@ def decode_batches(
             base_sequence,
             count,
         ) = _AFTER_CRC.unpack_from(buf, pos + ATTRIBUTES_AT)
-        if attributes & TRANSACTIONAL or attributes & CONTROL:
+        if attributes & CONTROL:
             raise KafkaUnsupportedBatchError(
-                f"{where}: transactional and control batches are not supported (attributes 0x{attributes:04x}): "
-                "this server has no transactions",
+                f"{where}: a control batch (attributes 0x{attributes:04x}) is written by the broker when a "
+                "transaction ends, never sent by a producer",
+                position=pos + ATTRIBUTES_AT,
+            )
+        if attributes & TRANSACTIONAL and not transactional:
+            raise KafkaUnsupportedBatchError(
+                f"{where}: a transactional batch (attributes 0x{attributes:04x}) in a request without a "
+                "transactional id: a transactional producer names its transactional.id in every Produce",
                 position=pos + ATTRIBUTES_AT,
             )
         compression = attributes & COMPRESSION_MASK
@@ -460,11 +470,15 @@ def encode_batch(
     compression: int = 0,
     partition_leader_epoch: int = 0,
     records_encoder: Callable[[Sequence[KafkaRecord], int], tuple[bytes, int, int]] = encode_records,
+    transactional: bool = False,
+    control: bool = False,
 ) -> bytes:
     """The bytes of one batch of ``records`` (at least one; offset deltas increasing from 0 or more).
 
     ``max_timestamp_ms`` is the records' latest timestamp; the timestamp type is CreateTime.
-    ``partition_leader_epoch`` is the epoch Metadata reports for the partition.
+    ``partition_leader_epoch`` is the epoch Metadata reports for the partition. ``transactional``
+    and ``control`` set attributes bits 4 and 5: records of ``producer_id``'s transaction, and its
+    commit or abort marker (``encode_control_batch``).
     """
     _check_int(base_offset, _I64_MIN, _I64_MAX, "base_offset")
     _check_int(base_timestamp_ms, _I64_MIN, _I64_MAX, "base_timestamp_ms")
@@ -483,9 +497,10 @@ def encode_batch(
     batch_length = HEADER_BYTES - _LENGTH_PREFIX_BYTES + len(section)
     if batch_length > _I32_MAX:
         raise InvalidArgumentError(f"a batch of {batch_length} bytes is over Kafka's 2 GiB limit")
+    attributes = compression | (TRANSACTIONAL if transactional else 0) | (CONTROL if control else 0)
     after_crc = (
         _AFTER_CRC.pack(
-            compression,
+            attributes,
             last_offset_delta,
             base_timestamp_ms,
             max_timestamp_ms,
@@ -505,6 +520,43 @@ def encode_batch(
     )
 
 
+_CONTROL_KEY: Final = struct.Struct(">hh")  # version 0, type: 0 abort, 1 commit
+_CONTROL_VALUE: Final = struct.Struct(">hi")  # version 0, coordinator epoch
+
+
+def encode_control_batch(
+    *,
+    offset: int,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+    timestamp_ms: int,
+    partition_leader_epoch: int = 0,
+) -> bytes:
+    """The control batch Kafka writes when a transaction ends: one record at ``offset`` whose key
+    says commit or abort (version 0, type 1 or 0) and whose value holds the coordinator epoch
+    (version 0), in a batch with attributes bits 4 and 5 and the transaction's producer."""
+    _check_int(coordinator_epoch, _I32_MIN, _I32_MAX, "coordinator_epoch")
+    record = KafkaRecord(
+        0,
+        timestamp_ms,
+        _CONTROL_KEY.pack(0, 1 if commit else 0),
+        _CONTROL_VALUE.pack(0, coordinator_epoch),
+        [],
+    )
+    return encode_batch(
+        base_offset=offset,
+        records=[record],
+        base_timestamp_ms=timestamp_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        partition_leader_epoch=partition_leader_epoch,
+        transactional=True,
+        control=True,
+    )
+
+
 # A Kafka header whose name is the nulls header's, or that name and escape marks, is stored with one
 # escape mark more (``wire.mapping.stored_header_name``), and served with one fewer.
 HEADER_ESCAPE: Final = "~"
@@ -521,10 +573,15 @@ def served_header_name(name: str, nulls_header: str) -> str:
 
 
 def encode_messages(
-    messages: Sequence[Message], *, nulls_header: str | None = None, partition_leader_epoch: int = 0
+    messages: Sequence[Message],
+    *,
+    nulls_header: str | None = None,
+    partition_leader_epoch: int = 0,
+    transaction: tuple[int, int] | None = None,
 ) -> bytes:
     """One uncompressed batch of stored messages: consecutive offsets of one partition, as a reader
-    returns them (what a Fetch answers with).
+    returns them (what a Fetch answers with); with ``transaction`` (producer id, epoch), a
+    transactional batch of that producer.
 
     The batch's base offset is the first message's; timestamps are nanoseconds floored to
     milliseconds; headers keep their order. ``nulls_header`` names the header (if any) in which a
@@ -560,9 +617,13 @@ def encode_messages(
         else:
             pairs = list(header_pairs(headers))
         records.append(KafkaRecord(message.offset - first, message.timestamp_ns // 1_000_000, key, value, pairs))
+    producer_id, producer_epoch = (-1, -1) if transaction is None else transaction
     return encode_batch(
         base_offset=first,
         records=records,
         base_timestamp_ms=records[0].timestamp_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
         partition_leader_epoch=partition_leader_epoch,
+        transactional=transaction is not None,
     )

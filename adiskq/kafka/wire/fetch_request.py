@@ -2,7 +2,8 @@
 
 ``fetch_request(message, at, version)`` reads the FetchRequest of ``version`` (4..16) that starts at
 ``message[at]`` (after the request header and its tagged fields) and answers
-``(max_wait_ms, min_bytes, max_bytes, topics)``, ``topics`` a list of ``(topic, partitions)`` —
+``(max_wait_ms, min_bytes, max_bytes, isolation_level, topics)`` (``isolation_level`` 0 for
+read_uncommitted, 1 for read_committed), ``topics`` a list of ``(topic, partitions)`` —
 ``topic`` the name (str) up to version 12, the topic id's 16 bytes from version 13 on — and each
 partition ``(partition, fetch_offset, partition_max_bytes)``. Every other field is read past (and
 must be there); bytes after the payload are ignored, as Kafka ignores them.
@@ -43,8 +44,9 @@ FETCH_REQUEST_VERSIONS: Final = range(4, 17)
 _FLEXIBLE: Final = 12
 _TOPIC_IDS: Final = 13
 
-# (max_wait_ms, min_bytes, max_bytes, [(topic, [(partition, fetch_offset, partition_max_bytes)])])
-FetchAskedFor = tuple[int, int, int, list[tuple[str | bytes, list[tuple[int, int, int]]]]]
+# (max_wait_ms, min_bytes, max_bytes, isolation_level,
+#  [(topic, [(partition, fetch_offset, partition_max_bytes)])])
+FetchAskedFor = tuple[int, int, int, int, list[tuple[str | bytes, list[tuple[int, int, int]]]]]
 
 
 def fetch_request_reference(message: bytes, at: int, version: int) -> FetchAskedFor | None:
@@ -59,7 +61,7 @@ def fetch_request_reference(message: bytes, at: int, version: int) -> FetchAsked
         max_wait_ms = reader.fixed(I32)
         min_bytes = reader.fixed(I32)
         max_bytes = reader.fixed(I32)
-        reader.fixed(I8)  # isolation_level
+        isolation_level = reader.fixed(I8)
         if version >= 7:
             reader.take(8)  # session_id, session_epoch
         topics: list[tuple[str | bytes, list[tuple[int, int, int]]]] = []
@@ -90,7 +92,7 @@ def fetch_request_reference(message: bytes, at: int, version: int) -> FetchAsked
         reader.no_tags()
     except Cut:
         return None
-    return max_wait_ms, min_bytes, max_bytes, topics
+    return max_wait_ms, min_bytes, max_bytes, isolation_level, topics
 
 
 def fetch_request(message: bytes, at: int, version: int) -> FetchAskedFor | None:

@@ -11,9 +11,11 @@ which decodes and encodes through the two references.
 
 Both answer None off the plain path: a record that is not whole and valid, records that end before
 the bytes do, a value that will not decompress (for the compiled core: whose dictionary is not
-prepared yet), a record that repeats a header name or has a null header value (its Message holds a
-``Headers``) or has more than ``MAX_PLAIN_HEADERS`` headers, a batch over 2**31 - 1 bytes. Escaped
-header names are served unescaped (``wire.codec.served_header_name``). The caller then reads
+prepared yet), a record written in a Kafka transaction or a marker (``codec.py``: attributes bit 2;
+the gateway sends those in batches of their own), a record that repeats a header name or has a null
+header value (its Message holds a ``Headers``) or has more than ``MAX_PLAIN_HEADERS`` headers, a
+batch over 2**31 - 1 bytes. Escaped header names are served unescaped
+(``wire.codec.served_header_name``). The caller then reads
 Messages, which raise the error naming the damage, or handle the unusual record.
 """
 
@@ -24,7 +26,7 @@ from typing import Final
 
 from ..._errors import CorruptRecordError
 from ..._sansio import codec
-from ..._sansio.codec import ATTRIBUTES_AT, KEY_AT, KEY_LENGTH_AT, MIN_RECORD_BYTES, TAGGED
+from ..._sansio.codec import ATTRIBUTES_AT, KEY_AT, KEY_LENGTH_AT, MIN_RECORD_BYTES, TAGGED, TRANSACTIONAL
 from ..._sansio.compression import Dictionaries
 from ..._sansio.native import NATIVE
 from .codec import encode_messages
@@ -101,6 +103,8 @@ def batch_from_stored_reference(
         return None
     pos = 0
     for _ in range(count):
+        if buf[pos + ATTRIBUTES_AT] & TRANSACTIONAL:
+            return None  # a transaction's records and markers go out in batches of their own
         names = _header_names(buf, pos)
         if names is None or len(names) > MAX_PLAIN_HEADERS or len(set(names)) != len(names):
             return None

@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 import anyio
 import pytest
-from compression_support import stream_dictionary
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.compression import stream_dictionary
 
 import adiskq
 from adiskq import _compiled

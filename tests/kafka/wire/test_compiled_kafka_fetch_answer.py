@@ -149,7 +149,7 @@ def _answer_many() -> None:
 
 def test_answering_leaves_memory_flat() -> None:
     """A million frames written or refused grow memory by less than 4 MiB."""
-    from helpers.memory import growth_over
+    from support.memory import growth_over
 
     grown = growth_over(_answer_many, rounds=10)
     assert grown < 4 * 2**20, f"memory grew by {grown / 2**20:.1f} MiB"

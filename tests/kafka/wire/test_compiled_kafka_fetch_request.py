@@ -88,6 +88,7 @@ def _kio_fields(request: Any) -> tuple[Any, ...]:
         request.max_wait // dt.timedelta(milliseconds=1),
         request.min_bytes,
         request.max_bytes,
+        request.isolation_level,
         [
             (
                 topic.topic_id.bytes if by_id else topic.topic,
@@ -181,7 +182,7 @@ def test_a_tagged_field_is_left_to_kio() -> None:
     payload = _encode(request)
     assert _compiled.kafka_fetch_request(payload, 0, 16) is None
     assert fetch_request_reference(payload, 0, 16) is None
-    assert _kio_read(16, payload) == (0, 1, 2**31 - 1, [])
+    assert _kio_read(16, payload) == (0, 1, 2**31 - 1, 0, [])
 
 
 @pytest.mark.parametrize(
@@ -236,7 +237,7 @@ def _read_many() -> None:
 def test_reading_leaves_memory_flat() -> None:
     """A million requests read, refused or cut short grow memory by less than 4 MiB (a leaked topic
     name or partition tuple a call would be far more)."""
-    from helpers.memory import growth_over
+    from support.memory import growth_over
 
     grown = growth_over(_read_many, rounds=10)
     assert grown < 4 * 2**20, f"memory grew by {grown / 2**20:.1f} MiB"

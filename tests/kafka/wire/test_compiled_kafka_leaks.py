@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import contextlib
 
-from compression_support import stream_dictionary
-from helpers.memory import growth_over
+from support.compression import stream_dictionary
+from support.memory import growth_over
 
 from adiskq import _compiled
 from adiskq._sansio.codec import encode_record

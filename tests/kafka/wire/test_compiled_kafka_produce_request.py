@@ -328,7 +328,7 @@ def _read_many() -> None:
 def test_reading_leaves_memory_flat() -> None:
     """A million requests read, refused or cut short grow memory by less than 4 MiB (a leaked name,
     record set or partition tuple a call would be far more)."""
-    from helpers.memory import growth_over
+    from support.memory import growth_over
 
     grown = growth_over(_read_many, rounds=10)
     assert grown < 4 * 2**20, f"memory grew by {grown / 2**20:.1f} MiB"

@@ -266,14 +266,29 @@ def test_other_message_formats_are_refused_by_name(magic: int) -> None:
     assert error.position == kafka_codec.MAGIC_AT
 
 
-@pytest.mark.parametrize("flag", [kafka_codec.TRANSACTIONAL, kafka_codec.CONTROL])
-def test_transactional_and_control_batches_are_refused(flag: int) -> None:
-    """The gateway has no transactions: such batches raise KafkaUnsupportedBatchError, not silently appended."""
+def test_control_batches_are_refused_even_from_a_transactional_producer() -> None:
+    """A commit or abort marker is the broker's to write: a producer's control batch is refused."""
     batch = bytearray(KNOWN_BATCH)
-    struct.pack_into(">h", batch, kafka_codec.ATTRIBUTES_AT, flag)
-    error = fault(with_crc(batch))
-    assert isinstance(error, KafkaUnsupportedBatchError)
-    assert "no transactions" in str(error)
+    struct.pack_into(">h", batch, kafka_codec.ATTRIBUTES_AT, kafka_codec.CONTROL | kafka_codec.TRANSACTIONAL)
+    for transactional in (False, True):
+        with pytest.raises(KafkaUnsupportedBatchError, match="control batch") as raised:
+            decode_batches(with_crc(batch), transactional=transactional)
+        assert raised.value.position == kafka_codec.ATTRIBUTES_AT
+
+
+def test_a_transactional_batch_is_decoded_only_for_a_transactional_request() -> None:
+    """Without the request's transactional id a transactional batch is refused, saying why; with
+    it, the batch decodes as any other, its attributes kept."""
+    batch = bytearray(KNOWN_BATCH)
+    struct.pack_into(">h", batch, kafka_codec.ATTRIBUTES_AT, kafka_codec.TRANSACTIONAL)
+    data = with_crc(batch)
+    with pytest.raises(KafkaUnsupportedBatchError, match=r"transactional\.id"):
+        decode_batches(data)
+    (decoded,) = decode_batches(data, transactional=True)
+    (plain,) = decode_batches(KNOWN_BATCH)
+    assert decoded.attributes == kafka_codec.TRANSACTIONAL
+    assert decoded.records == plain.records
+    assert kafka_codec.decode_batches(data, transactional=True) == [decoded]
 
 
 def test_an_undefined_compression_codec_is_refused() -> None:
