@@ -96,6 +96,7 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         self._stored: dict[int, int] = {}  # partition -> the offset committed to Kafka last
         self._group_ends: dict[int, int] = {}  # end="close": each partition's end when the group opened
         self._done: set[int] = set()
+        self._assigned = False  # whether Kafka assigned this member partitions (or none) yet
         self._last_commit = time.monotonic()
         self._raw: dict[tuple[int, int], tuple[bytes, bytes]] = {}  # the last batch's stored bytes, with deserializers
         self._raw_of_batch: dict[tuple[int, int], tuple[bytes, bytes]] = {}
@@ -183,11 +184,13 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
             if end is not None and 0 <= tp.offset >= end:
                 self._done.add(tp.partition)
         self._held.update(tp.partition for tp in committed)
+        self._assigned = True
         client.assign(committed)
 
     def _on_revoke(self, client: confluent_kafka.Consumer, partitions: list[confluent_kafka.TopicPartition]) -> None:
         """``partitions`` go to another member: their marks are committed first (in the polling thread)."""
         gone = {tp.partition for tp in partitions}
+        self._assigned = False  # until the rebalance's assignment comes
         self._commit_now(client, only=gone)
         self._held -= gone
         for partition in gone:
@@ -243,7 +246,9 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
                     raise ClosedError(self._closed_while_reading)
                 if reading.undelivered:
                     return self._delivered(self._hand_out([], max_messages))
-                if self._group_ends and self._held and self._held <= self._done:
+                # end="close": done once Kafka assigned this member its share, read to the ends (a
+                # member given none, with more members than partitions, is done at once).
+                if self._group_ends and self._assigned and self._held <= self._done:
                     return []
                 held = frozenset(self._held)
                 messages = await anyio.to_thread.run_sync(self._poll, max_messages)

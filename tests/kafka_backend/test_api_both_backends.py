@@ -247,3 +247,23 @@ async def test_members_of_a_named_group_share_the_partitions(where: Where) -> No
         assert not set(first.assignment) & set(second.assignment)
         assert set(first.assignment) | set(second.assignment) == {0, 1, 2, 3}
     assert seen == {b"%d" % i for i in range(40)}
+
+
+async def test_members_reading_to_the_end_stop_also_when_one_holds_nothing(where: Where) -> None:
+    """end="close" with more members than partitions: every member stops, and the messages are read."""
+    place = where.new()
+    async with adiskq.Producer(place) as producer:
+        await producer.push_many([b"1", b"2", b"3"])
+    seen: list[bytes] = []
+
+    async def member() -> None:
+        async with adiskq.ConsumerGroup(place, "few", end="close") as group:
+            async for message in group:
+                seen.append(message.value)
+                group.commit(message)
+
+    with anyio_fail_after(120):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(member)
+            tasks.start_soon(member)
+    assert set(seen) == {b"1", b"2", b"3"}
