@@ -48,10 +48,18 @@ class KafkaConsumer(Consumer[Any, Any]):
         unknown = set(options) - _TAKEN
         if unknown:
             raise TypeError(f"Consumer() got an unexpected keyword argument {sorted(unknown)[0]!r}")
-        check_reader_options(options)
-        # The local checks of the shared arguments, on a throwaway local consumer (no I/O).
-        local = {k: v for k, v in options.items() if k in ("start", "end", "on_data_loss", "poll_interval")}
-        Consumer.__init__(self, "unused", partition, **local)
+        if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int) or partition < 0):
+            raise InvalidArgumentError(
+                f"partition={partition!r}: partitions are numbered from 0 (None, the default: every partition)"
+            )
+        check_reader_options(options, group=False)
+        self.partition = partition
+        self.start = options.get("start", "oldest")
+        self.end = options.get("end", "wait")
+        self.on_data_loss = options.get("on_data_loss", "skip")
+        self.poll_interval = options.get("poll_interval")
+        self.wait_for_stream = False
+        self._reading = False
         self._reading_state = KafkaReading(
             path, options.get("kafka"), options.get("key_deserializer"), options.get("value_deserializer")
         )
@@ -60,7 +68,6 @@ class KafkaConsumer(Consumer[Any, Any]):
         self._ends: dict[int, int | None] = {}  # partition -> end offset (exclusive), None: follow
         self._done: set[int] = set()
         self._polled: list[Message[bytes, bytes]] = []
-        self.__dict__.pop("_read_some", None)  # the local __init__'s telemetry wrapper, of its placeholder path
         _Reader.__init__(self)
 
     _closed_message = "this consumer was closed; open a new Consumer"

@@ -19,11 +19,12 @@ import anyio.lowlevel
 import anyio.to_thread
 import confluent_kafka
 
-from .._async.group import ConsumerGroup
+from .._async.group import DEFAULT_COMMIT_INTERVAL, DEFAULT_REBALANCE_INTERVAL, ConsumerGroup
 from .._async.metrics import ObservedGroup, telemetry
 from .._async.reader import _Reader
 from .._errors import ClosedError, DeserializationError, InvalidArgumentError
 from .._sansio.capabilities import is_kafka_url, refuse
+from .._sansio.naming import validate_group_name
 from .._sansio.retries import dead_letter_headers
 from .._sansio.values import Message
 from ._cluster_client import KafkaTarget, configured, ensure_topic, new_consumer, offsets_at, target, topic_partitions
@@ -69,16 +70,27 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
             raise refuse("exclusive=True")
         if options.get("max_attempts") is not None:
             raise refuse("max_attempts=")
-        check_reader_options(options)
+        check_reader_options(options, group=True)
         dead_letters = options.get("dead_letter_path")
         if dead_letters is not None and not is_kafka_url(dead_letters):
             raise InvalidArgumentError(
                 f"dead_letter_path={dead_letters!r}: a group of a Kafka topic sends dead letters to a Kafka topic: "
                 "give its kafka:// URL (or None for TOPIC.NAME.dead-letters on the same cluster)"
             )
-        shared = ("start", "end", "on_data_loss", "commit_interval", "poll_interval", "rebalance_interval")
-        # The local checks of the shared arguments (no I/O).
-        ConsumerGroup.__init__(self, "unused", name, **{k: v for k, v in options.items() if k in shared})
+        validate_group_name(name)
+        self.name = name
+        self.start = options.get("start", "oldest")
+        self.end = options.get("end", "wait")
+        self.on_data_loss = options.get("on_data_loss", "skip")
+        self.commit_interval = options.get("commit_interval", DEFAULT_COMMIT_INTERVAL)
+        self.poll_interval = options.get("poll_interval")
+        self.rebalance_interval = options.get("rebalance_interval", DEFAULT_REBALANCE_INTERVAL)
+        self.exclusive = False
+        self.max_attempts = None
+        self.wait_for_stream = False
+        self._reading = False
+        self._changed: anyio.Event | None = None  # what assignments() waits on
+        self._observed: ObservedGroup | None = None
         kafka = options.get("kafka")
         self._reading_state = KafkaReading(
             path, kafka, options.get("key_deserializer"), options.get("value_deserializer")
@@ -102,7 +114,6 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         self._raw_of_batch: dict[tuple[int, int], tuple[bytes, bytes]] = {}
         self._dead_letter_client: confluent_kafka.Producer | None = None
         self._polled: list[Message[bytes, bytes]] = []
-        self.__dict__.pop("_read_some", None)  # the local __init__'s telemetry wrapper, of its placeholder path
         _Reader.__init__(self)
 
     _closed_message = "this consumer group was closed; open a new ConsumerGroup"

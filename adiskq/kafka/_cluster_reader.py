@@ -13,7 +13,8 @@ from typing import Any, Final
 
 import confluent_kafka
 
-from .._errors import ClosedError, DeserializationError, OffsetOutOfRangeError
+from .._async.arguments import check_on_data_loss, check_start, positive_seconds
+from .._errors import ClosedError, DeserializationError, InvalidArgumentError, OffsetOutOfRangeError
 from .._sansio.capabilities import refuse
 from .._sansio.decoding import MessageDecoder
 from .._sansio.values import Message
@@ -26,12 +27,24 @@ _POLL_SECONDS: Final = 0.1
 _IGNORED: Final = (confluent_kafka.KafkaError._PARTITION_EOF,)
 
 
-def check_reader_options(options: dict[str, Any]) -> None:
-    """Refuse what a Kafka reader lacks (the capability table's rows), before anything is opened."""
+def check_reader_options(options: dict[str, Any], *, group: bool) -> None:
+    """Check what both backends' readers take as a local reader checks it, and refuse what a Kafka
+    reader lacks (the capability table's rows), before anything is opened."""
     if options.get("tags") is not None:
         raise refuse("tags= (tag filters)")
     if options.get("wait_for_stream"):
         raise refuse("wait_for_stream=True")
+    check_start(options.get("start", "oldest"))
+    end = options.get("end", "wait")
+    if group and end not in ("wait", "close"):
+        raise InvalidArgumentError(f"end={end!r}: a group takes 'wait' or 'close'")
+    if not group and end not in ("wait", "close") and (isinstance(end, bool) or not isinstance(end, int) or end < 0):
+        raise InvalidArgumentError(f"end={end!r}: use 'wait', 'close' or an offset (exclusive)")
+    check_on_data_loss(options.get("on_data_loss", "skip"))
+    positive_seconds("poll_interval", options.get("poll_interval"), optional=True)
+    for name in ("commit_interval", "rebalance_interval"):
+        if name in options:
+            positive_seconds(name, options[name])
 
 
 class KafkaReading:

@@ -267,3 +267,22 @@ async def test_members_reading_to_the_end_stop_also_when_one_holds_nothing(where
             tasks.start_soon(member)
             tasks.start_soon(member)
     assert set(seen) == {b"1", b"2", b"3"}
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda place: adiskq.Consumer(place, end="later"),
+        lambda place: adiskq.Consumer(place, partition=-1),
+        lambda place: adiskq.Consumer(place, on_data_loss="ignore"),
+        lambda place: adiskq.ConsumerGroup(place, "g", end=10),
+        lambda place: adiskq.ConsumerGroup(place, "g", commit_interval=0),
+        lambda place: adiskq.ConsumerGroup(place, "../g"),
+        lambda place: adiskq.Producer(place, flush="sometimes"),
+        lambda place: adiskq.Producer(place, partitions=0),
+    ],
+)
+def test_bad_arguments_are_refused_at_construction_alike(where: Where, make: Any) -> None:
+    """The same mistakes, the same errors, before any I/O, on both backends."""
+    with pytest.raises((adiskq.InvalidArgumentError, adiskq.InvalidNameError)):
+        make(where.new())
