@@ -209,8 +209,8 @@ def offsets_at(
     for p, (low, high) in bounds.items():
         if not low <= at <= high:
             raise OffsetOutOfRangeError(
-                f"partition {p} of Kafka topic {topic!r} holds offsets {low}..{high - 1} (next {high}), so it cannot "
-                f"start at {at}: give an offset in {low}..{high}",
+                f"partition {p} of Kafka topic {topic!r} holds offsets {low}..{high - 1} (the next offset is "
+                f"{high}), so it cannot start at {at}: give an offset in {low}..{high}",
                 partition=p,
                 offset=at,
                 oldest_offset=low,

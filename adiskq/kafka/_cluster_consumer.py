@@ -198,14 +198,19 @@ class KafkaConsumer(Consumer[Any, Any]):
 
     @property
     def positions(self) -> dict[int, int]:
-        """Partition -> the offset after the last message handed out (where reading goes on)."""
-        return dict(self._reading_state.positions)
+        """Partition -> the offset of the next message this consumer returns from it (empty before it opens)."""
+        return self._reading_state.next_offsets(self._messages.remaining)
 
     @property
     def position(self) -> int | None:
-        if self.partition is None:
-            return None
-        return self._reading_state.positions.get(self.partition)
+        """The offset of the next message this consumer returns, when it reads one partition."""
+        if len(self._ends) > 1:
+            raise InvalidArgumentError(
+                "this consumer reads several partitions: its `positions` maps each to its next offset "
+                "(or open it with partition=N to read one)"
+            )
+        positions = self.positions
+        return next(iter(positions.values())) if positions else None
 
     @property
     def assignment(self) -> tuple[int, ...]:

@@ -63,6 +63,7 @@ class KafkaReading:
         self.undelivered: list[Message[bytes, bytes]] = []  # read, not handed out (a deserializer failed on the first)
         self.positions: dict[int, int] = {}  # partition -> the offset after the last message handed out
         self.on_data_loss = "skip"
+        self.last_batch: list[Message[Any, Any]] = []  # what the last read handed out (one partition's)
 
     def poll(self, max_messages: int, keep: Callable[[Message[bytes, bytes]], bool]) -> list[Message[bytes, bytes]]:
         """Up to ``max_messages`` records as messages (in a worker thread); ``keep`` drops those
@@ -97,7 +98,12 @@ class KafkaReading:
         """``messages`` (after the undelivered ones) through the deserializers, up to ``max_messages``;
         the rest wait for the next read. ``DeserializationError`` when the first fails."""
         waiting = self.undelivered + messages if self.undelivered else messages
-        handed, self.undelivered = waiting[:max_messages], waiting[max_messages:]
+        # One partition's run at a time, as a local group's batches are: a reader's position in a
+        # partition is then the batch's next message (``next_offsets``).
+        run = 1
+        while run < min(len(waiting), max_messages) and waiting[run].partition == waiting[0].partition:
+            run += 1
+        handed, self.undelivered = waiting[:run], waiting[run:]
         decoded: list[Message[Any, Any]] = handed
         if self.decoder is not None:
             decoded, failure = self.decoder.decode(handed)
@@ -116,7 +122,17 @@ class KafkaReading:
                     ) from failure.error
         for message in decoded:
             self.positions[message.partition] = message.offset + 1
+        self.last_batch = decoded
         return decoded
+
+    def next_offsets(self, buffered: int) -> dict[int, int]:
+        """Partition -> the offset of the next message handed out, ``buffered`` messages of the last
+        batch being still to hand out (Kafka's offsets may have gaps: they are read, not counted)."""
+        positions = dict(self.positions)
+        batch = self.last_batch
+        if buffered and batch:
+            positions[batch[0].partition] = batch[len(batch) - buffered].offset
+        return positions
 
     def drop_undelivered(self, partition: int | None = None) -> None:
         self.undelivered = [m for m in self.undelivered if partition is not None and m.partition != partition]
