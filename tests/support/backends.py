@@ -1,14 +1,13 @@
-"""The two backends the API suite runs on: a local stream's folder, and a topic of the suite's Apache
-Kafka (``kafka_broker``) named by a ``kafka://`` URL. A test takes ``where`` and makes its streams
-or topics with ``where.new()``; what it asks of the API is the same on both."""
+"""The two backends the API's tests run on: a local stream's folder, and a topic of the suite's Apache
+Kafka (``kafka_broker``) named by a ``kafka://`` URL. A test takes the ``where`` fixture
+(tests/conftest.py) and makes its streams or topics with ``where.new()``; what it asks of the API
+is the same on both."""
 
 from __future__ import annotations
 
 import os
 import pathlib
 import uuid
-
-import pytest
 
 BACKENDS = ("local", "kafka")
 
@@ -37,12 +36,3 @@ class Where:
         if self.kafka:
             return f"{place}.{group}.dead-letters"
         return os.path.join(place, "groups", group, "dead-letters")
-
-
-@pytest.fixture(params=BACKENDS)
-def where(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Where:
-    """Each test of the API suite once on a local stream and once on Kafka."""
-    bootstrap = None
-    if request.param == "kafka":
-        bootstrap = request.getfixturevalue("kafka_broker").bootstrap
-    return Where(request.param, tmp_path, bootstrap)
