@@ -66,7 +66,15 @@ class BatchEncoder:
     producer's cache, and its ``place`` for a key not in it), its values' compression, and its
     size check (``check_size``: MessageTooLargeError above ``max_message_bytes``)."""
 
-    __slots__ = ("_check_size", "_compression", "_max_message_bytes", "_partition_count", "_place", "_placement")
+    __slots__ = (
+        "_check_size",
+        "_compression",
+        "_keyless",
+        "_max_message_bytes",
+        "_partition_count",
+        "_place",
+        "_placement",
+    )
 
     def __init__(
         self,
@@ -77,6 +85,7 @@ class BatchEncoder:
         compression: ValueCompression | None,
         max_message_bytes: int,
         check_size: Callable[[int], None],
+        keyless: int,
     ) -> None:
         self._partition_count = partition_count
         self._placement = placement
@@ -84,6 +93,8 @@ class BatchEncoder:
         self._compression = compression
         self._max_message_bytes = max_message_bytes
         self._check_size = check_size
+        # The attributes of a record pushed without a key (codec.KEYLESS; 0 before format 5).
+        self._keyless = keyless
 
     def encode(
         self, items: list[Record | bytes], now: int
@@ -104,7 +115,7 @@ class BatchEncoder:
         compression = self._compression
         prepared = None if compression is None else compression.prepared
         if COMPILED and keyindex.key_hash is _CRC32 and (compression is None or prepared is not None):
-            encoded = encode_records(items, now, self._partition_count, prepared)
+            encoded = encode_records(items, now, self._partition_count, prepared, self._keyless)
             if encoded is not None:
                 records, stamps, partitions, key_hashes, largest, total_bytes = encoded
                 if largest > self._max_message_bytes:
@@ -141,10 +152,25 @@ class BatchEncoder:
         else:
             stamps = [now if t is None else timestamp_ns(t) for t in timestamps]
         untagged = tags.count(None) == len(tags)
+        keyless = self._keyless if None in keys else 0  # the records given no key carry it
         if self._compression is not None:  # each value compressed (or kept as a training sample)
             self._check_size(max(map(len, values)))
             stored, attributes = zip(*map(self._compression.apply, values), strict=True)
+            if keyless:
+                attributes = tuple(a | (keyless if k is None else 0) for a, k in zip(attributes, keys, strict=True))
             encoded = list(map(encode_record, stored, raw_keys, stamps, all_headers, attributes, tags))
+        elif keyless:
+            encoded = list(
+                map(
+                    encode_record,
+                    values,
+                    raw_keys,
+                    stamps,
+                    all_headers,
+                    [0 if key is not None else keyless for key in keys],
+                    tags,
+                )
+            )
         else:
             encoded = encode_batch(
                 values, raw_keys, stamps, all_headers if any(all_headers) else None, None if untagged else tags

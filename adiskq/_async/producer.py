@@ -35,9 +35,12 @@ from .._errors import (
     MessageTooLargeError,
     PartialWriteError,
     StreamLockedError,
+    UnsupportedFeatureError,
 )
+from .._extras import needs_extra
 from .._sansio import keyindex
-from .._sansio.codec import byte_count, utf8
+from .._sansio.capabilities import is_kafka_url, refuse
+from .._sansio.codec import KEYLESS, byte_count, utf8
 from .._sansio.core import (
     COMPILED,
     encode_record,
@@ -229,6 +232,15 @@ class Producer(Generic[PushKeyT, PushValueT]):
     closed producer cannot be reopened; using one raises ``ClosedError``.
     """
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        # A kafka:// URL selects the Kafka backend, here and only here: a push never asks.
+        path = args[0] if args else kwargs.get("path")
+        if cls is Producer and is_kafka_url(path):
+            with needs_extra("kafka-cluster", "a Producer of a kafka:// URL"):
+                from ..kafka._cluster_producer import KafkaProducer
+            return super().__new__(KafkaProducer)  # type: ignore[return-value]
+        return super().__new__(cls)
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -249,7 +261,17 @@ class Producer(Generic[PushKeyT, PushValueT]):
         key_serializer: Callable[[PushKeyT], bytes | str] | None = None,
         compression: Literal["zstd"] | None = None,
         zstd_dictionary: bytes | None = None,
+        partitioner: Literal["fnv1", "murmur2"] | None = None,
+        kafka: Mapping[str, object] | str | os.PathLike[str] | None = None,
     ) -> None:
+        if kafka is not None:
+            raise refuse("kafka= (client configuration)")
+        if partitioner not in (None, "fnv1"):
+            raise UnsupportedFeatureError(
+                f"partitioner={partitioner!r}",
+                "local",
+                'a stream places keys by FNV-1 (partitioner="fnv1", the default); murmur2 is for kafka:// URLs',
+            )
         if compression not in (None, "zstd"):
             raise InvalidArgumentError(f'compression={compression!r}: give "zstd", or None (the default) for none')
         if zstd_dictionary is not None and compression is None:
@@ -300,6 +322,8 @@ class Producer(Generic[PushKeyT, PushValueT]):
         self._max_message_bytes = 0
         self._holds_tags = True  # False on a stream whose format has no tags (adiskq/1)
         self._holds_kafka_headers = True  # False before format 5: no null header values, no repeated names
+        # The attributes of a record pushed without a key: codec.KEYLESS, 0 before format 5.
+        self._keyless = KEYLESS
         self._compression: ValueCompression | None = None  # on a stream created with compression="zstd"
         # key -> (its bytes, its partition, its key index hash), for keys pushed recently.
         self._placement: dict[str | bytes, tuple[bytes, int, int]] = {}
@@ -386,6 +410,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         self._max_message_bytes = settings.max_message_bytes
         self._holds_tags = settings.holds_tags
         self._holds_kafka_headers = settings.holds_kafka_headers
+        self._keyless = KEYLESS if settings.holds_transactions else 0
         self._encoder = self._new_encoder()
         if self.refuse_writes_above is not None:
             self._disk_guard = DiskGuard(real, self.refuse_writes_above)
@@ -557,6 +582,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
             compression=self._compression,
             max_message_bytes=self._max_message_bytes,
             check_size=self._check_size,
+            keyless=self._keyless,
         )
 
     def _refuse_tags(self) -> None:
@@ -638,9 +664,10 @@ class Producer(Generic[PushKeyT, PushValueT]):
             self._check_size(len(data) + len(raw_key))
         if headers:  # checked before encoding, so a huge header never gets copied
             self._check_size(len(data) + len(raw_key) + sum(len(name) + byte_count(v) for name, v in headers.items()))
-        attributes = 0
+        attributes = self._keyless if key is None else 0
         if self._compression is not None:
-            data, attributes = self._compression.apply(data)
+            data, compressed = self._compression.apply(data)
+            attributes |= compressed
         if (
             raw_encode_record is None
             or (record := raw_encode_record(data, raw_key, timestamp_ns, headers or None, attributes, tag))
@@ -708,7 +735,14 @@ class Producer(Generic[PushKeyT, PushValueT]):
             or keyindex.key_hash is not _CRC32
             or (
                 encoded := raw_encode_push(
-                    value, key, timestamp_ns, headers, tag, self._partition_count, self._max_message_bytes
+                    value,
+                    key,
+                    timestamp_ns,
+                    headers,
+                    tag,
+                    self._partition_count,
+                    self._max_message_bytes,
+                    self._keyless,
                 )
             )
             is NotImplemented
@@ -827,7 +861,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
             # One partition, values stored as they are, a write that would go inline (no fsync to wait
             # for, no batch in flight, no roll due): the batch packed in one buffer with its entries
             # (None where it is too large to write inline or not plain; then encoded below).
-            packed = pack_records(items, now, INLINE_MAX_BYTES) if keyindex.key_hash is _CRC32 else None
+            packed = pack_records(items, now, INLINE_MAX_BYTES, self._keyless) if keyindex.key_hash is _CRC32 else None
             if packed is not None:
                 return await self._push_packed(items, now, packed, large)
         first_chunk = items if len(items) <= chunk else items[:chunk]  # no copy of a batch of one chunk

@@ -13,7 +13,7 @@ segment writes them without a Python object a record: a Kafka Produce's batch
 ``place_entries`` turns the two numbered columns into the entries the segment appends: ``first_offset``
 added to each offset, ``start`` (where ``data`` goes in ``.data``) to each position. It checks them
 first, since the files take them as they are (see the function). The compiled core does it in one
-call (``adiskq/_csrc/run_entries.c``); ``place_entries_reference`` is its pure-Python reference.
+call (``adiskq/_csrc/log/run_entries.c``); ``place_entries_reference`` is its pure-Python reference.
 """
 
 from __future__ import annotations
