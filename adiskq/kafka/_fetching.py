@@ -42,7 +42,12 @@ MAX_STORED_RECORDS: Final = 8192
 
 
 def read_batch(
-    follower: PartitionFollower, max_bytes: int, max_count: int = MAX_STORED_RECORDS, *, at_least_one: bool = True
+    follower: PartitionFollower,
+    max_bytes: int,
+    max_count: int = MAX_STORED_RECORDS,
+    *,
+    at_least_one: bool = True,
+    starts: list[tuple[int, int]] | None = None,
 ) -> tuple[bytes, int] | None:
     """The partition's next records (up to ``max_count``, and ``max_bytes`` of stored records but
     at least one) as one Kafka record batch, and how many records it holds, the follower moved past
@@ -59,11 +64,13 @@ def read_batch(
     record, a value whose dictionary is not loaded yet, a record that repeats a header name) is read
     as Messages instead (up to MAX_FETCH_MESSAGES), as every reader
     reads it: that read returns the records before a damaged one, and the read that reaches it
-    raises the error that names it."""
+    raises the error that names it. ``starts`` gets the (producer id, offset) where each transaction
+    among the records returned starts (``transactional_batches``)."""
     while True:
         run = follower.peek_stored(max_count, max_bytes)
         if run is None:
             return None
+        found: list[tuple[int, int]] = []  # the transactions starting in the run (``starts``)
         batch = batch_from_stored(
             run.data,
             run.first_offset,
@@ -80,6 +87,7 @@ def read_batch(
                 run.record_count,
                 max_record_bytes=run.max_record_bytes,
                 dictionaries=run.dictionaries,
+                starts=found,
             )
             batch = None if batches is None else b"".join(batches)
         if batch is None:
@@ -88,6 +96,8 @@ def read_batch(
         del run
         if at_least_one or len(batch) <= max_bytes:
             follower.skip(count)
+            if starts is not None and found:
+                starts.extend(found)
             return batch, count
         if count == 1:
             return _NOTHING_FITS

@@ -11,6 +11,9 @@ of one control record (commit or abort, and the coordinator epoch). A ``read_com
 drops the records of aborted transactions itself, from the ``aborted_transactions`` of the answer;
 a ``read_uncommitted`` one reads them, as it would from Kafka.
 
+A read_committed answer lists, of the transactions whose records it holds, those that aborted
+(``aborted_among``: each one's outcome found in the data, from its producer's next marker).
+
 The last stable offset (LSO) is the first offset of the oldest transaction still open in the
 partition (the high watermark when none is): ``OpenTransactions`` keeps, per partition, the first
 offset each producer wrote in its open transaction, from the write of its first record to the
@@ -28,45 +31,38 @@ from .._sansio import codec
 from .._sansio.codec import ATTRIBUTES_AT, KEYLESS, TRANSACTIONAL, record_transaction
 from .._sansio.compression import Dictionaries
 from .._sansio.values import Message
+from .._storage.transaction_outcomes import TransactionOutcomes
 from ._records import NULLS_HEADER
 from .wire.codec import encode_control_batch, encode_messages
 
-__all__ = ["OpenTransactions", "holds_transactions", "transactional_batches"]
+__all__ = ["OpenTransactions", "aborted_among", "holds_transactions", "transactional_batches"]
 
 _SIZE: Final = struct.Struct("<I")
 _COORDINATOR_EPOCH_UNKNOWN: Final = -1
 
 
 class OpenTransactions:
-    """Per partition: the first offset of each producer's open transaction (for the LSO), and the
-    transactions aborted since the gateway started (for a read_committed Fetch)."""
+    """Per partition: the first offset of each producer's open transaction (for the LSO)."""
 
     def __init__(self) -> None:
         self._first: dict[tuple[str, int], dict[int, int]] = {}
-        # (topic, partition) -> [(producer id, first offset, offset of its abort marker)], in marker order
-        self._aborted: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
 
     def written(self, topic: str, partition: int, producer_id: int, first_offset: int) -> None:
         """A transactional write of ``producer_id`` at ``first_offset`` (the first one counts)."""
         self._first.setdefault((topic, partition), {}).setdefault(producer_id, first_offset)
 
-    def ended(self, topic: str, partition: int, producer_id: int, marker_offset: int, commit: bool) -> None:
-        """The producer's marker is written at ``marker_offset``: its transaction no longer holds
-        the LSO back, and an aborted one is listed for read_committed Fetches."""
+    def ended(self, topic: str, partition: int, producer_id: int) -> None:
+        """The producer's marker is written: its transaction no longer holds the LSO back."""
         open_here = self._first.get((topic, partition))
-        if open_here is None or producer_id not in open_here:
-            return  # nothing of it in this partition (a partition added but never written)
-        first = open_here.pop(producer_id)
-        if not open_here:
-            del self._first[topic, partition]
-        if not commit:
-            self._aborted.setdefault((topic, partition), []).append((producer_id, first, marker_offset))
+        if open_here is not None:
+            open_here.pop(producer_id, None)
+            if not open_here:
+                del self._first[topic, partition]
 
     def forget_topic(self, topic: str) -> None:
-        """A deleted topic's partitions hold nothing any more."""
-        for table in (self._first, self._aborted):
-            for key in [key for key in table if key[0] == topic]:
-                del table[key]
+        """A deleted topic's partitions hold nothing open any more."""
+        for key in [key for key in self._first if key[0] == topic]:
+            del self._first[key]
 
     def holds_open(self, topic: str, partition: int) -> bool:
         """Whether a transaction is open in the partition (the LSO is then before its end)."""
@@ -79,14 +75,13 @@ class OpenTransactions:
             return high_watermark
         return min(high_watermark, *open_here.values())
 
-    def aborted(self, topic: str, partition: int, first: int, last_exclusive: int) -> list[tuple[int, int]]:
-        """(producer id, first offset) of each aborted transaction with records in
-        [``first``, ``last_exclusive``): what a read_committed Fetch of that range answers."""
-        return [
-            (producer_id, start)
-            for producer_id, start, marker in self._aborted.get((topic, partition), ())
-            if start < last_exclusive and marker >= first
-        ]
+
+def aborted_among(outcomes: TransactionOutcomes, starts: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Of the transactions starting at ``starts`` (producer id, offset), those that aborted: what a
+    read_committed Fetch answers as ``aborted_transactions``. Each outcome is found in the data,
+    from the producer's next marker (``transaction_outcomes.py``, which remembers what it scanned):
+    so it holds for transactions aborted before the gateway started too."""
+    return [(producer_id, offset) for producer_id, offset in starts if outcomes.outcome(producer_id, offset) is False]
 
 
 def holds_transactions(data: bytes | memoryview, count: int) -> bool:
@@ -113,10 +108,13 @@ def transactional_batches(
     *,
     max_record_bytes: int,
     dictionaries: Dictionaries | None,
+    starts: list[tuple[int, int]] | None = None,
 ) -> list[bytes] | None:
     """The Kafka batches serving the ``count`` stored records that fill ``data`` (numbered from
     ``first_offset``), in order; None when a record is damaged (the caller reads Messages, whose
-    read names the damage)."""
+    read names the damage). ``starts`` gets (producer id, offset) of each transaction's first
+    record among them (a producer's first, and its first after each of its markers): the
+    transactions a read_committed answer lists as aborted if they were."""
     buf = bytes(data)
     try:
         messages = codec.decode_messages(
@@ -127,6 +125,7 @@ def transactional_batches(
     batches: list[bytes] = []
     group: list[Message[Any, bytes]] = []
     group_producer: tuple[int, int] | None = None
+    started: set[int] = set()  # producers whose transaction's start is noted (until their marker)
     pos = 0
     for stored in messages:
         message: Message[Any, bytes] = stored
@@ -141,6 +140,7 @@ def transactional_batches(
             batches.append(_batch(group, group_producer))
             group = []
         if fields is not None and fields.is_marker:
+            started.discard(fields.producer_id)
             batches.append(
                 encode_control_batch(
                     offset=message.offset,
@@ -152,6 +152,9 @@ def transactional_batches(
                 )
             )
             continue
+        if fields is not None and starts is not None and fields.producer_id not in started:
+            started.add(fields.producer_id)
+            starts.append((fields.producer_id, message.offset))
         group.append(message)
         group_producer = producer
     if group:

@@ -45,7 +45,7 @@ import anyio
 import anyio.to_thread
 
 from .._async import partition_writes
-from .._storage.files import atomic_write_json, read_json
+from .._storage.files import atomic_write_json, fsync_dir, read_json
 from ._core import GatewayCore
 from ._groups import groups_of
 from ._transactional_fetch import OpenTransactions
@@ -57,6 +57,7 @@ from .transaction_coordinator import (
     Markers,
     TransactionCoordinator,
     TransactionCoordinatorStateError,
+    TxnState,
 )
 
 __all__ = [
@@ -154,7 +155,14 @@ class TransactionService:
         """Store the state as it is now, durably (before a request that changed it is answered)."""
         async with self._save_lock:
             snapshot = self._snapshot()  # taken under the lock: a later save never stores an older state
-            await anyio.to_thread.run_sync(lambda: atomic_write_json(self.path, snapshot))
+            await anyio.to_thread.run_sync(self._write, snapshot)
+
+    def _write(self, snapshot: dict[str, object]) -> None:
+        folder = os.path.dirname(self.path)
+        if not os.path.isdir(folder):  # a root folder no topic was created in yet
+            os.makedirs(folder, exist_ok=True)
+            fsync_dir(os.path.dirname(os.path.abspath(folder)))
+        atomic_write_json(self.path, snapshot)
 
     # -- the requests --------------------------------------------------------------------------
 
@@ -206,14 +214,40 @@ class TransactionService:
         await self.save()
         return NONE
 
-    async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> int:
+    async def end_txn(
+        self, transactional_id: str, producer_id: int, epoch: int, commit: bool, *, bump_epoch: bool = False
+    ) -> int:
         """EndTxn: the error code, once the transaction has ended (or CONCURRENT_TRANSACTIONS when
-        its markers could not be written yet: they are tried again, and the client retries)."""
-        error, markers = self.coordinator.end_txn(transactional_id, producer_id, epoch, commit)
+        its markers could not be written yet: they are tried again, and the client retries).
+        ``bump_epoch``: transaction version 2's EndTxn, the epoch bumped (``current``, after it)."""
+        if bump_epoch:
+            error, markers = self.coordinator.end_txn_bumping(transactional_id, producer_id, epoch, commit)
+        else:
+            error, markers = self.coordinator.end_txn(transactional_id, producer_id, epoch, commit)
         if markers is None:
             return error
         await self.save()
         return NONE if await self._finish(markers) else CONCURRENT_TRANSACTIONS
+
+    def current(self, transactional_id: str) -> tuple[int, int]:
+        """The transactional id's producer id and epoch now."""
+        txn = self.coordinator.transactions[transactional_id]
+        return txn.producer_id, txn.epoch
+
+    async def add_implicitly(
+        self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
+    ) -> int:
+        """Transaction version 2: a Produce of a partition not in the producer's transaction adds it
+        (beginning the transaction if none is open); the error code."""
+        txn = self.coordinator.transactions.get(transactional_id)
+        if (
+            txn is not None
+            and txn.state is TxnState.ONGOING
+            and (topic, partition) in txn.partitions
+            and (producer_id, epoch) == (txn.producer_id, txn.epoch)
+        ):
+            return NONE  # added already: nothing to store
+        return await self.add_partitions(transactional_id, producer_id, epoch, [(topic, partition)])
 
     def check_produce(self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int) -> int:
         """May a Produce of this transactional producer write to (topic, partition)? Its error code."""
@@ -330,10 +364,10 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
         if not topics.exists(topic):
             return  # the topic was deleted with the transaction's records: nothing is left to end
         async with gateway.partition_lock(topic, partition), topics.writing(topic) as producer:
-            offset = await partition_writes.write_marker(
+            await partition_writes.write_marker(
                 producer, partition, markers.producer_id, markers.epoch, markers.commit, COORDINATOR_EPOCH
             )
-            service.open.ended(topic, partition, markers.producer_id, offset, markers.commit)
+            service.open.ended(topic, partition, markers.producer_id)
 
     async def store_offsets(group: str, topic: str, offsets: Mapping[int, Committed]) -> None:
         if topics.exists(topic):

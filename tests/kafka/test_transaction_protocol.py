@@ -1,11 +1,13 @@
 """The transaction coordinator's APIs as a client sends them (FindCoordinator for a transactional
 id, InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn, OffsetFetch's
 require_stable), answered as Kafka answers them; its state kept across a restart and the
-transactions left open aborted then; a hung transaction aborted at its timeout."""
+transactions left open aborted then; a hung transaction aborted at its timeout; transaction version 2
+(KIP-890: EndTxn v5, TxnOffsetCommit v5, Produce v12)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import os
 import pathlib
 import time
@@ -20,19 +22,26 @@ from kio.schema.add_partitions_to_txn.v1.request import AddPartitionsToTxnTopic 
 from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from kio.schema.create_topics.v5.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.end_txn.v3.request import EndTxnRequest
+from kio.schema.end_txn.v5.request import EndTxnRequest as EndTxnV5
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.list_offsets.v5.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRequestTopic
 from kio.schema.txn_offset_commit.v3.request import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitRequestPartition,
     TxnOffsetCommitRequestTopic,
 )
-from kio.schema.types import GroupId, ProducerId, TopicName, TransactionalId
-from kio.static.primitive import i16, i32, i64
+from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequest as TxnOffsetCommitV5
+from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequestPartition as TxnOffsetCommitV5Partition
+from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequestTopic as TxnOffsetCommitV5Topic
+from kio.schema.types import BrokerId, GroupId, ProducerId, TopicName, TransactionalId
+from kio.static.primitive import i8, i16, i32, i64
 
 from adiskq.kafka import KafkaGateway
-from adiskq.kafka.transaction_coordinator import TransactionCoordinatorStateError
+from adiskq.kafka.transaction_coordinator import TransactionCoordinator, TransactionCoordinatorStateError
+from adiskq.kafka.wire import codec as kafka_codec
+from adiskq.kafka.wire.codec import KafkaRecord
 
 NONE = 0
 INVALID_PRODUCER_EPOCH = 47
@@ -353,3 +362,142 @@ def test_a_damaged_state_file_stops_the_start_with_a_message(restartable) -> Non
         (error,) = error.exceptions
     assert isinstance(error, TransactionCoordinatorStateError)
     assert "not version 1 of the coordinator's state" in str(error)
+
+
+# ---- transaction version 2 (KIP-890): EndTxn v5, TxnOffsetCommit v5, Produce v12 ----
+
+
+def end_v5(port: int, transactional_id: str, ids: tuple[int, int], commit: bool) -> tuple[int, int, int]:
+    """(error code, producer id, epoch) of an EndTxn v5."""
+    answer = call(
+        port,
+        EndTxnV5(
+            transactional_id=TransactionalId(transactional_id),
+            producer_id=ProducerId(ids[0]),
+            producer_epoch=i16(ids[1]),
+            committed=commit,
+        ),
+    )
+    return int(answer.error_code.value), answer.producer_id, answer.producer_epoch
+
+
+def txn_commit_offset_v5(port: int, transactional_id: str, ids: tuple[int, int], group: str, topic: str) -> int:
+    answer = call(
+        port,
+        TxnOffsetCommitV5(
+            transactional_id=TransactionalId(transactional_id),
+            group_id=GroupId(group),
+            producer_id=ProducerId(ids[0]),
+            producer_epoch=i16(ids[1]),
+            topics=(
+                TxnOffsetCommitV5Topic(
+                    name=TopicName(topic),
+                    partitions=(
+                        TxnOffsetCommitV5Partition(
+                            partition_index=i32(0), committed_offset=i64(5), committed_metadata=""
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
+    return int(answer.topics[0].partitions[0].error_code.value)
+
+
+def test_end_txn_v5_bumps_the_epoch_at_every_ending(gateway, topic: str) -> None:
+    """Transaction version 2: TxnOffsetCommit v5 adds its group itself (no AddOffsetsToTxn); EndTxn
+    v5 answers the epoch bumped, its retry with the old epoch the same answer, the old epoch is
+    fenced after; an abort with nothing open is allowed (and bumps), a commit of nothing is not."""
+    port = gateway.gateway.port
+    create_topic(port, topic)
+    group = f"g-{topic}"
+    ids = producer(port, "t-v2")
+    assert txn_commit_offset_v5(port, "t-v2", ids, group, topic) == NONE
+    assert end_v5(port, "t-v2", ids, commit=True) == (NONE, ids[0], ids[1] + 1)
+    assert end_v5(port, "t-v2", ids, commit=True) == (NONE, ids[0], ids[1] + 1)  # the retry
+    assert committed(port, group, topic, stable=True) == (NONE, 5)
+    assert add_offsets(port, "t-v2", ids, group) == PRODUCER_FENCED
+    bumped = (ids[0], ids[1] + 1)
+    assert end_v5(port, "t-v2", bumped, commit=True)[0] == INVALID_TXN_STATE
+    assert end_v5(port, "t-v2", bumped, commit=False) == (NONE, ids[0], ids[1] + 2)
+
+
+def test_an_exhausted_epoch_ends_with_a_new_producer_id() -> None:
+    """At the last epochs EndTxn v5 hands out a new producer id at epoch 0; the markers carry the
+    old id (its records' producer), at the epoch after the last it held."""
+    ids = iter(range(100, 200))
+    coordinator = TransactionCoordinator(lambda: next(ids))
+    answer = coordinator.init_producer_id("t", 60_000, 0)
+    coordinator.transactions["t"].epoch = 32766
+    assert coordinator.add_partitions("t", answer.producer_id, 32766, [("orders", 0)], 0) == NONE
+    error, markers = coordinator.end_txn_bumping("t", answer.producer_id, 32766, commit=True)
+    assert error == NONE
+    assert markers is not None
+    assert (markers.producer_id, markers.epoch, markers.partitions) == (answer.producer_id, 32767, {("orders", 0)})
+    txn = coordinator.transactions["t"]
+    assert (txn.producer_id, txn.epoch) == (101, 0)
+    coordinator.complete("t")
+    assert coordinator.end_txn_bumping("t", answer.producer_id, 32766, commit=True) == (NONE, None)  # a retry
+
+
+def produce_transactional(port: int, version: int, transactional_id: str, ids: tuple[int, int], topic: str) -> int:
+    """The error code of a Produce of ``version`` with one transactional batch (sequence 0)."""
+    schema = importlib.import_module(f"kio.schema.produce.v{version}.request")
+    batch = kafka_codec.encode_batch(
+        base_offset=0,
+        records=[KafkaRecord(0, 1_000, b"k", b"in-v2", [])],
+        base_timestamp_ms=1_000,
+        producer_id=ids[0],
+        producer_epoch=ids[1],
+        base_sequence=0,
+        transactional=True,
+    )
+    answer = call(
+        port,
+        schema.ProduceRequest(
+            transactional_id=TransactionalId(transactional_id),
+            acks=-1,
+            timeout=dt.timedelta(seconds=10),
+            topic_data=(
+                schema.TopicProduceData(
+                    name=TopicName(topic), partition_data=(schema.PartitionProduceData(index=i32(0), records=batch),)
+                ),
+            ),
+        ),
+    )
+    return int(answer.responses[0].partition_responses[0].error_code.value)
+
+
+def test_produce_v12_adds_its_partition_to_the_transaction(gateway, topic: str) -> None:
+    """Transaction version 2: a Produce v12 of a partition not in the transaction adds it (a v11
+    one is refused with INVALID_TXN_STATE, as version 1 wants AddPartitionsToTxn first); the commit
+    then writes its marker, after which the partition has no transaction open."""
+    port = gateway.gateway.port
+    create_topic(port, topic)
+    ids = producer(port, "t-v12")
+    assert produce_transactional(port, 11, "t-v12", ids, topic) == INVALID_TXN_STATE
+    assert produce_transactional(port, 12, "t-v12", ids, topic) == NONE
+    assert latest_offsets(port, topic) == (0, 1)  # (read_committed's, read_uncommitted's): open from 0
+    assert end_v5(port, "t-v12", ids, commit=True) == (NONE, ids[0], ids[1] + 1)
+    assert latest_offsets(port, topic) == (2, 2)  # the record, its commit marker
+
+
+def latest_offsets(port: int, topic: str) -> tuple[int, int]:
+    """ListOffsets' latest offset of partition 0 for read_committed, then read_uncommitted."""
+    found = []
+    for isolation_level in (1, 0):
+        answer = call(
+            port,
+            ListOffsetsRequest(
+                replica_id=BrokerId(-1),
+                isolation_level=i8(isolation_level),
+                topics=(
+                    ListOffsetsTopic(
+                        name=TopicName(topic),
+                        partitions=(ListOffsetsPartition(partition_index=i32(0), timestamp=i64(-1)),),
+                    ),
+                ),
+            ),
+        )
+        found.append(int(answer.topics[0].partitions[0].offset))
+    return found[0], found[1]

@@ -62,8 +62,10 @@ def test_a_run_is_served_as_plain_transactional_and_control_batches() -> None:
     data = _stored(plain, first, second, marker, other)
     assert holds_transactions(data, 5)
     assert not holds_transactions(_stored(plain, plain), 2)
-    batches = transactional_batches(data, 10, 5, max_record_bytes=2**20, dictionaries=None)
+    starts: list[tuple[int, int]] = []
+    batches = transactional_batches(data, 10, 5, max_record_bytes=2**20, dictionaries=None, starts=starts)
     assert batches is not None
+    assert starts == [(7, 11), (9, 14)]
     decoded = [b for batch in batches for b in _batches(batch)]
     assert [(b.base_offset, b.is_transactional, b.is_control_batch, b.producer_id) for b in decoded] == [
         (10, False, False, -1),
@@ -76,20 +78,18 @@ def test_a_run_is_served_as_plain_transactional_and_control_batches() -> None:
     assert [r.offset for r in records[1]] == [11, 12]
 
 
-def test_open_transactions_give_the_last_stable_offset_and_the_aborted_ones() -> None:
+def test_open_transactions_give_the_last_stable_offset() -> None:
     opened = OpenTransactions()
     assert opened.last_stable_offset("t", 0, 10) == 10
     opened.written("t", 0, 7, 3)
     opened.written("t", 0, 7, 5)  # the first write of the transaction counts
     opened.written("t", 0, 9, 4)
     assert opened.last_stable_offset("t", 0, 10) == 3
-    opened.ended("t", 0, 7, 6, commit=False)
+    opened.ended("t", 0, 7)
     assert opened.last_stable_offset("t", 0, 10) == 4
-    opened.ended("t", 0, 9, 7, commit=True)
+    opened.ended("t", 0, 9)
     assert opened.last_stable_offset("t", 0, 10) == 10
-    assert opened.aborted("t", 0, 0, 10) == [(7, 3)]
-    assert opened.aborted("t", 0, 7, 10) == []  # the abort marker is before the range
-    assert opened.aborted("t", 0, 0, 3) == []  # the transaction starts after it
+    assert not opened.holds_open("t", 0)
 
 
 @pytest.mark.parametrize("version", FETCH_ANSWER_VERSIONS)

@@ -2,25 +2,33 @@
 kafka-python and the Java client (3.x and 4.x). A committed transaction is read by read_committed
 and read_uncommitted consumers; an aborted one only by read_uncommitted ones; an open one holds
 read_committed consumers at its first offset (the last stable offset); a zombie is fenced and its
-transaction aborted; offsets sent in a transaction are committed with it."""
+transaction aborted; offsets sent in a transaction are committed with it; a transaction left open by
+a gateway that stopped is aborted at the next start, and one aborted before a restart stays dropped
+by read_committed consumers after it."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import pathlib
 import time
 import uuid
 import warnings
+from collections.abc import Iterator
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition as AioTopicPartition
+from anyio.from_thread import start_blocking_portal
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from conftest import call
 from java_support import compile_client, run_client
 from kio.schema.list_offsets.v5.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i64
+
+from adiskq.kafka import KafkaGateway
 
 with warnings.catch_warnings():
     # kafka-python reads its schemas with importlib.resources.read_text, deprecated in 3.11.
@@ -238,6 +246,12 @@ def test_java_client_transactions(gateway, topic: str, version: str, tmp_path: p
     assert answers["committed"] == "c0,c1,c2", lines
     assert answers["uncommitted"] == "c0,c1,c2,a0,a1,zombie", lines
     assert answers["offset"] == "3", lines
+    # The 4.x client uses transaction version 2 (KIP-890), which the gateway advertises: every ending
+    # bumps the epoch (init 0, commit 1, abort 2, the zombie's abort 3, the successor's init 4);
+    # 3.x uses version 1 (init 0, the zombie's abort 1, the successor's init 2).
+    with open(os.path.join(gateway.root, "kafka-transactions.json")) as state:
+        stored = json.load(state)["coordinator"]["transactions"][f"java-{topic}"]
+    assert stored["epoch"] == (4 if version.startswith("4.") else 2)
 
 
 def latest_offset(port: int, topic: str, isolation_level: int, timestamp: int = -1) -> int:
@@ -279,3 +293,57 @@ def test_list_offsets_answers_the_last_stable_offset_to_read_committed(gateway, 
     assert latest_offset(port, topic, 1, timestamp=1_001) == 1
     producer.commit_transaction(_SECONDS)
     assert latest_offset(port, topic, 1) == latest_offset(port, topic, 0) == 4
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def restartable(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[object]:
+    """Gateways started one after another on the same root: ``start()`` returns the bootstrap."""
+    with start_blocking_portal(backend=str(request.param)) as portal:
+        running: list[object] = []
+
+        class Gateways:
+            def start(self) -> str:
+                self.stop()
+                gateway = KafkaGateway(str(tmp_path), port=0)
+                context = portal.wrap_async_context_manager(gateway)
+                context.__enter__()
+                running.append(context)
+                return f"127.0.0.1:{gateway.port}"
+
+            def stop(self) -> None:
+                while running:
+                    running.pop().__exit__(None, None, None)  # type: ignore[attr-defined]
+
+        gateways = Gateways()
+        try:
+            yield gateways
+        finally:
+            gateways.stop()
+
+
+def test_a_transaction_left_open_is_aborted_at_the_next_start(restartable) -> None:
+    """The gateway stops while a transaction has records written: the next start writes its abort
+    marker before it answers, so read_committed consumers read past it, without its records; a
+    transaction aborted before the restart stays dropped too (found in the data, not in memory)."""
+    bootstrap = restartable.start()
+    producer = transactional(bootstrap, "t-restart")
+    producer.begin_transaction()
+    producer.produce("orders", b"committed", partition=0)
+    producer.commit_transaction(_SECONDS)  # 0, its marker at 1
+    producer.begin_transaction()
+    producer.produce("orders", b"aborted", partition=0)
+    producer.flush(_SECONDS)
+    producer.abort_transaction(_SECONDS)  # 2, its marker at 3
+    producer.begin_transaction()
+    producer.produce("orders", b"left-open", partition=0)
+    producer.flush(_SECONDS)  # 4
+    _, stable_end = read_to_end(bootstrap, "orders", "read_committed")
+    assert stable_end == 4
+    del producer  # (never told: its gateway went away)
+
+    bootstrap = restartable.start()
+    committed, stable_end = read_to_end(bootstrap, "orders", "read_committed")
+    assert committed == [(0, b"committed")]
+    assert stable_end == 6  # past the abort marker at 5
+    uncommitted, _ = read_to_end(bootstrap, "orders", "read_uncommitted")
+    assert uncommitted == [(0, b"committed"), (2, b"aborted"), (4, b"left-open")]

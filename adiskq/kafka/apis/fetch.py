@@ -30,6 +30,7 @@ from .._fetching import MAX_STORED_RECORDS, read_batch
 from .._registry import Later, RequestContext, ResponseFrame, answers_now, register
 from .._topic_ids import TopicIds
 from .._topics import check_topic_name
+from .._transactional_fetch import aborted_among
 from .._transactions import transactions_of
 from ..wire.fetch_answer import fetch_answer, fetch_answer_with_transactions
 from ..wire.fetch_request import FETCH_REQUEST_VERSIONS, fetch_request
@@ -93,13 +94,24 @@ add_fast_reader(1, FastReader(_read, _from_kio, FETCH_REQUEST_VERSIONS))
 class _Partition:
     """One partition of the request: its follower (or error) and what was read for it."""
 
-    __slots__ = ("batches", "budget", "caught_up", "error", "first", "follower", "index", "name", "stable_end", "topic")
+    __slots__ = (
+        "batches",
+        "budget",
+        "caught_up",
+        "error",
+        "follower",
+        "index",
+        "name",
+        "stable_end",
+        "starts",
+        "topic",
+    )
 
     def __init__(self, topic: str | bytes, name: str, index: int, budget: int) -> None:
         self.topic = topic  # as the request named it: by name, or by id from version 13 on
         self.name = name
         self.index = index
-        self.first = -1  # the position the request reads from
+        self.starts: list[tuple[int, int]] = []  # (producer id, offset) of each transaction read that starts
         self.stable_end = False  # a read_committed read stopped at the last stable offset
         self.budget = budget  # bytes it may still take
         self.follower: PartitionFollower | None = None
@@ -172,7 +184,6 @@ class _FetchJob:
                     try:
                         check_topic_name(name)
                         part.follower = session.follower(name, partition, fetch_offset)
-                        part.first = part.follower.position
                     except Exception as error:
                         part.error = error_code_for(error)
                 self.parts.append(part)
@@ -210,7 +221,7 @@ class _FetchJob:
             limit = min(part.budget, response_budget - self.taken)
             try:
                 # Only the response's first batch may go over the limits (KIP-74).
-                read = read_batch(follower, limit, max_count, at_least_one=not self.taken)
+                read = read_batch(follower, limit, max_count, at_least_one=not self.taken, starts=part.starts)
             except OffsetOutOfRangeError:
                 part.error = ErrorCode.offset_out_of_range
                 part.follower = None
@@ -409,8 +420,8 @@ def _response(context: RequestContext, request: FetchAsked, parts: list[_Partiti
         if follower is not None and error == ErrorCode.none:
             last_stable = open_transactions.last_stable_offset(part.name, part.index, high_watermark)
             aborted = (
-                open_transactions.aborted(part.name, part.index, part.first, follower.position)
-                if read_committed and records
+                aborted_among(follower.reader.transaction_outcomes(), part.starts)
+                if read_committed and part.starts
                 else None
             )
             if last_stable != high_watermark or aborted:

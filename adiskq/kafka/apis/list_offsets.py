@@ -16,10 +16,14 @@ a time finds only offsets before it.
 
 from __future__ import annotations
 
+import struct
 from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
+from ..._errors import OffsetOutOfRangeError
+from ..._sansio.codec import record_timestamp
+from ..._storage.partition_reader import PartitionReader
 from .._registry import RequestContext, nested, register, respond
 from .._topics import check_topic_name
 from .._transactions import transactions_of
@@ -33,6 +37,17 @@ _MAX_TIMESTAMP: Final = -3  # version 7 on
 _EARLIEST_LOCAL: Final = -4  # version 8 on
 _LATEST_TIERED: Final = -5  # version 9 on
 _READ_COMMITTED: Final = 1
+_SIZE: Final = struct.Struct("<I")  # a stored record's first field: its size
+
+
+def _stored_timestamp_ns(reader: PartitionReader, offset: int) -> int:
+    """The timestamp of the record at ``offset`` as stored, whatever it is (a record of a Kafka
+    transaction too, which Kafka's ListOffsets finds as any other)."""
+    with reader.cursor(offset) as cursor:
+        run = cursor.peek_stored(1)
+        if run is None:
+            raise OffsetOutOfRangeError(f"offset {offset} is not written", offset=offset)
+        return record_timestamp(bytes(run.data[: _SIZE.unpack_from(run.data)[0]]))
 
 
 @register(2, "ListOffsets", min_version=1, max_version=10)
@@ -68,7 +83,7 @@ async def list_offsets(context: RequestContext, request: Any) -> Any:
                     found = reader.offset_for_time(asked.timestamp * 1_000_000)
                     if found < next_offset:
                         offset = found
-                        timestamp_ms = reader.read_one(found).timestamp_ns // 1_000_000
+                        timestamp_ms = _stored_timestamp_ns(reader, found) // 1_000_000
                 else:
                     error = ErrorCode.invalid_request
             except Exception as failure:

@@ -231,7 +231,9 @@ async def _produce_partition(
         else:
             batches = waiting.batches
         if transactional_id is not None:
-            base_offset = await _append_transactional(context, transactional_id, topic, partition, batches)
+            base_offset = await _append_transactional(
+                context, transactional_id, topic, partition, batches, request.version
+            )
         else:
             base_offset = await _append(
                 context, topic, partition, batches, None if waiting is None else waiting.records
@@ -333,7 +335,12 @@ async def _append(
 
 
 async def _append_transactional(
-    context: RequestContext, transactional_id: str, topic: str, partition: int, batches: list[KafkaBatch]
+    context: RequestContext,
+    transactional_id: str,
+    topic: str,
+    partition: int,
+    batches: list[KafkaBatch],
+    version: int,
 ) -> int:
     """Write a transactional producer's batches as records of its open transaction: each batch
     checked against the transaction coordinator (the producer current, the partition added to its
@@ -349,6 +356,14 @@ async def _append_transactional(
                     f"a Produce naming transactional id {transactional_id!r} holds a batch that is not "
                     "transactional: a transactional producer sends every batch in its transaction",
                 )
+            if version >= _TRANSACTION_VERSION_2_FROM:  # the partition joins the transaction here
+                error = await transactions.add_implicitly(
+                    transactional_id, batch.producer_id, batch.producer_epoch, topic, partition
+                )
+                if error:
+                    raise _Refused(
+                        ErrorCode(_PRODUCE_ERROR.get(error, error)), _transaction_refusal(error, topic, partition)
+                    )
             error = transactions.check_produce(
                 transactional_id, batch.producer_id, batch.producer_epoch, topic, partition
             )
@@ -370,6 +385,7 @@ async def _append_transactional(
     return first_offset
 
 
+_TRANSACTION_VERSION_2_FROM: Final = 12
 # Produce answers a fenced producer INVALID_PRODUCER_EPOCH in every version, as Kafka does.
 _PRODUCE_ERROR: Final = {PRODUCER_FENCED: INVALID_PRODUCER_EPOCH}
 

@@ -4,7 +4,8 @@ The offsets are kept pending in the transaction (``_transactions.py``): OffsetFe
 them, and a commit makes them the group's committed offsets, an abort drops them. The group must
 have been added with AddOffsetsToTxn first (INVALID_TXN_STATE otherwise). From version 3 on, a
 member of a live group names its member id and generation, checked as OffsetCommit checks them
-(generation -1 with no member id: not checked, as Kafka does not).
+(generation -1 with no member id: not checked, as Kafka does not). Version 5 (transaction version
+2, KIP-890) comes without AddOffsetsToTxn: it adds the group to the transaction itself.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .offset_commit import MAX_METADATA_BYTES
 __all__ = ["txn_offset_commit"]
 
 _PRODUCER_FENCED_FROM: Final = 3
+_TRANSACTION_VERSION_2_FROM: Final = 5
 
 
 def _partition_error(context: RequestContext, topic: str, partition: Any) -> ErrorCode | None:
@@ -54,7 +56,7 @@ def _member_error(context: RequestContext, request: Any) -> int:
     )
 
 
-@register(28, "TxnOffsetCommit", min_version=0, max_version=3)
+@register(28, "TxnOffsetCommit", min_version=0, max_version=5)
 async def txn_offset_commit(context: RequestContext, request: Any) -> Any:
     """Keep the offsets pending in the transaction; each partition's error code."""
     codes: dict[tuple[str, int], ErrorCode] = {}
@@ -72,8 +74,14 @@ async def txn_offset_commit(context: RequestContext, request: Any) -> Any:
         error: int = ErrorCode.invalid_group_id
     else:
         error = _member_error(context, request)
+        transactions = transactions_of(context.gateway)
+        if not error and offsets and request.__version__ >= _TRANSACTION_VERSION_2_FROM:
+            # Transaction version 2: no AddOffsetsToTxn before, the group is added here
+            error = await transactions.add_offsets(
+                request.transactional_id, request.producer_id, request.producer_epoch, request.group_id
+            )
         if not error and offsets:
-            error = await transactions_of(context.gateway).commit_offsets(
+            error = await transactions.commit_offsets(
                 request.transactional_id, request.producer_id, request.producer_epoch, request.group_id, offsets
             )
     code = ErrorCode(fenced_error_for(error, request.__version__ >= _PRODUCER_FENCED_FROM))

@@ -1,6 +1,6 @@
 """A Produce request's payload read in one call: what the Kafka gateway's Produce uses of it.
 
-``produce_request(message, at, version)`` reads the ProduceRequest of ``version`` (3..11, the
+``produce_request(message, at, version)`` reads the ProduceRequest of ``version`` (3..12, the
 versions the gateway serves) that starts at ``message[at]`` (after the request header and its tagged
 fields) and answers ``(transactional_id, acks, timeout_ms, topics)``, ``topics`` a list of
 ``(name, partitions)`` and each partition ``(index, records)``: ``records`` the partition's record
@@ -11,7 +11,7 @@ None means "not here": the bytes are cut short or malformed (a negative length o
 nullable field's null, a count or length larger than the bytes left, a null topic name, a name or
 transactional id that is not UTF-8, a varint longer than 5 bytes or above 32 bits), or a tagged
 field is present, which only kio's generated reader knows how to read (ProduceRequest defines none
-up to version 11; no client sends one). The gateway then reads the request with kio, after the
+up to version 12; no client sends one). The gateway then reads the request with kio, after the
 request guard (``wire/request_guard.py``), which raises the error that names the faulty field, or reads
 it. The compiled core's ``kafka_produce_request`` (``adiskq/_csrc/kafka_produce_request.c``) answers
 the same; this is its reference (``produce_request_reference``), and the tests hold the two equal,
@@ -26,9 +26,9 @@ and equal to what kio reads, for any bytes. The payload, from Kafka's ``ProduceR
 Versions 9 and up (flexible) write an array's, a string's or a record set's length as an unsigned
 varint of length + 1 (0: null) and end each structure with its tagged fields (a varint count, 0 for
 none); older ones an i32 (arrays, records) or i16 (strings) length, -1 for null. The request's
-fields are the same in every version from 3 to 11 (the versions differ in their answers), so only
-that encoding depends on the version here. (Version 13 names topics by id; the gateway does not
-serve it.)
+fields are the same in every version from 3 to 12 (the versions differ in their answers; 12, KIP-890's
+transaction version 2, differs only in what a transactional producer's request means), so only that
+encoding depends on the version here. (Version 13 names topics by id; the gateway does not serve it.)
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from .request_reader import I16, I32, Cut, RequestReader, check_request_argument
 
 __all__ = ["PRODUCE_REQUEST_VERSIONS", "ProduceAskedFor", "produce_request", "produce_request_reference"]
 
-PRODUCE_REQUEST_VERSIONS: Final = range(3, 12)
+PRODUCE_REQUEST_VERSIONS: Final = range(3, 13)
 _FLEXIBLE: Final = 9
 
 # (transactional_id, acks, timeout_ms, [(name, [(index, records)])])

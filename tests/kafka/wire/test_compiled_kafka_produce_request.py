@@ -291,7 +291,7 @@ def test_a_hostile_request_is_a_protocol_error_naming_the_field(version: int, pa
         ((b"\0" * 40, 2**70, 9), ValueError),
         ((b"\0" * 40, -(2**70), 9), ValueError),
         ((b"\0" * 40, 0, 2), ValueError),
-        ((b"\0" * 40, 0, 12), ValueError),
+        ((b"\0" * 40, 0, 13), ValueError),
         ((b"\0" * 40, 0, 2**70), ValueError),
     ],
 )
