@@ -69,11 +69,12 @@ EXPECTED = {
     ],
 }
 
-# (client, scenario) -> how the gateway's answer differs while it serves the Java 4.x client transaction
-# version 1: Kafka 4.4 serves it version 2 (KIP-890), whose epoch bump at the timeout's abort makes
-# the late commit fail with INVALID_TXN_STATE instead of PRODUCER_FENCED.
-VERSION_2_ONLY = {
-    ("4.3.0", "timeout"): "transaction version 2 (KIP-890) is not served: the late commit is PRODUCER_FENCED",
+# (client, scenario) -> how the gateway's answer still differs from Kafka's. Under transaction version 2
+# (KIP-890, the Java 4.x client's), Kafka 4.4 takes a late EndTxn(commit) at the epoch its timeout's
+# abort bumped from as a retry of that epoch and refuses it for the CompleteAbort state:
+# INVALID_TXN_STATE; the gateway answers PRODUCER_FENCED.
+LATE_COMMIT_AFTER_TIMEOUT = {
+    ("4.3.0", "timeout"): "a late commit after the timeout's abort is PRODUCER_FENCED, Kafka says INVALID_TXN_STATE",
 }
 
 
@@ -97,8 +98,8 @@ def test_java_transactions_as_on_kafka(
     The timed-out producer's late commit is compared without being pinned: how the client reports
     the coordinator's abort differs between its versions."""
     version, cp = java_client
-    if (version, scenario) in VERSION_2_ONLY:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=VERSION_2_ONLY[version, scenario]))
+    if (version, scenario) in LATE_COMMIT_AFTER_TIMEOUT:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=LATE_COMMIT_AFTER_TIMEOUT[version, scenario]))
 
     def run(side: Side) -> list[str]:
         return run_client(cp, side.bootstrap, side.prefix, scenario, program="TransactionalScenarios")

@@ -40,7 +40,7 @@ import anyio
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from differential import Side
-from transaction_support import ABORTED_BEFORE_A_RESTART_SERVED, COMMITTED, read_to_end
+from transaction_support import COMMITTED, read_to_end
 from transaction_torture_workers import RECORDS
 
 import adiskq
@@ -267,7 +267,7 @@ def values_of(transaction: tuple[str, int]) -> set[str]:
     return {f"{producer}:{k}:{j}" for j in range(RECORDS)}
 
 
-def account(reader: str, records: list[tuple[int, int, str]], outcomes: Outcomes) -> dict[str, int]:
+def account(reader: str, records: list[tuple[int, int, str]], outcomes: Outcomes) -> dict[str, Any]:
     """What ``reader`` read against the outcomes: printed, and the counts returned."""
     at: dict[tuple[int, int], str] = {}
     conflicts = 0
@@ -303,7 +303,8 @@ def account(reader: str, records: list[tuple[int, int, str]], outcomes: Outcomes
                 out_of_order += 1
             last[producer] = (k, j)
     unknown = sum(1 for value in at.values() if WRITTEN.fullmatch(value) is None)
-    counts = {
+    counts: dict[str, Any] = {
+        "reader": reader,
         "records": len(at),
         "committed transactions": len(committed),
         "in doubt, all there": doubt_committed,
@@ -317,11 +318,11 @@ def account(reader: str, records: list[tuple[int, int, str]], outcomes: Outcomes
         "out of order": out_of_order,
         "records no producer wrote": unknown,
     }
-    print(f"{reader}: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
+    print(f"{reader}: " + ", ".join(f"{name} {count}" for name, count in counts.items() if name != "reader"))
     return counts
 
 
-def assert_exactly_once(counts: dict[str, int]) -> None:
+def assert_exactly_once(counts: dict[str, Any]) -> None:
     """Every committed transaction exactly once, nothing aborted, nothing torn, order kept."""
     for bad in (
         "duplicates",
@@ -332,7 +333,7 @@ def assert_exactly_once(counts: dict[str, int]) -> None:
         "out of order",
         "records no producer wrote",
     ):
-        assert counts[bad] == 0, f"{bad}: {counts[bad]}"
+        assert counts.get(bad, 0) == 0, f"{counts['reader']}, {bad}: {counts[bad]}"
     assert counts["committed transactions"] > 0
 
 
@@ -438,7 +439,7 @@ def library_read(stream: pathlib.Path) -> list[tuple[int, int, str]]:
     return anyio.run(main)
 
 
-def final_reads(torture: Torture, outcomes: Outcomes, side: Side) -> Iterator[dict[str, int]]:
+def final_reads(torture: Torture, outcomes: Outcomes, side: Side) -> Iterator[dict[str, Any]]:
     """The accounting of a fresh read_committed consumer and, on the gateway, a fresh library read."""
     seen = read_to_end(side, [(torture.topic, p) for p in range(PARTITIONS)], COMMITTED)
     yield account("fresh read_committed consumer", [(p, o, v.decode()) for _t, p, o, _k, v in seen], outcomes)
@@ -482,15 +483,22 @@ def run_on_gateway(tmp_path: pathlib.Path, events: list[str], seed: int) -> None
     finally:
         torture.stop()
         gateway.stop()
+    parked: dict[str, int] = {}
     for each in counts:
+        if each["reader"] == "group member":
+            # Known: a read_committed Fetch parked in the long poll before a transaction began is
+            # served that transaction's records when its writes wake it (test_differential_transactions.py
+            # pins it against Kafka). Only the live member's Fetch parks; every other count holds.
+            parked = {name: each.pop(name) for name in ("aborted records seen", "torn transactions")}
         assert_exactly_once(each)
+    if any(parked.values()):
+        pytest.xfail(f"the live read_committed member was served records of unfinished transactions: {parked}")
 
 
 SAMPLED = ["producer at commit", "gateway at abort", "group member", "library consumer", "gateway after commit"]
 KINDS = [*SAMPLED, "producer at abort", "gateway at commit"]
 
 
-@ABORTED_BEFORE_A_RESTART_SERVED
 def test_transaction_torture_sampled(tmp_path: pathlib.Path) -> None:
     """One kill of each kind around commits and aborts: every committed transaction read exactly
     once by each reader, nothing aborted, nothing torn, per-partition order kept."""
@@ -498,7 +506,6 @@ def test_transaction_torture_sampled(tmp_path: pathlib.Path) -> None:
 
 
 @pytest.mark.slow
-@ABORTED_BEFORE_A_RESTART_SERVED
 def test_transaction_torture(tmp_path: pathlib.Path) -> None:
     """Sixty kills, of kinds and producers drawn at random."""
     rng = random.Random(39)
