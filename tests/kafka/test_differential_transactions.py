@@ -16,7 +16,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from differential import Differential, Side
 from transaction_support import (
@@ -328,9 +327,6 @@ def test_many_partitions_in_one_transaction(differential: Differential) -> None:
     assert seen["ends"] == {COMMITTED: [4] * 7 + [6], UNCOMMITTED: [4] * 7 + [6]}
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a read_committed Fetch parked before a transaction began serves its records when woken"
-)
 def test_parked_read_committed_fetch_waits_for_the_outcome(differential: Differential) -> None:
     """A ``read_committed`` consumer already waiting at the end of the partition (its Fetch parked in
     the long poll) when a transaction writes: it is given none of the transaction's records while it

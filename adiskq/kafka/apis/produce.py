@@ -375,11 +375,21 @@ async def _append_transactional(
             if isinstance(verdict, Duplicate):
                 offset = verdict.base_offset
             else:
-                offset = await _write(
-                    context, topic, partition, [batch], None, transaction=(batch.producer_id, batch.producer_epoch)
-                )
+                # Open before the write: the write wakes parked read_committed Fetches, which must
+                # find the transaction open then, or they would serve its records past the LSO.
+                end = context.gateway.topics.reader(topic).partition(partition).bounds()[1]
+                starts = transactions.open.starting(topic, partition, batch.producer_id, end)
+                try:
+                    offset = await _write(
+                        context, topic, partition, [batch], None, transaction=(batch.producer_id, batch.producer_epoch)
+                    )
+                except BaseException:
+                    if starts:
+                        transactions.open.ended(topic, partition, batch.producer_id)
+                    raise
                 _sequence_written(context, topic, partition, batch, offset)
-                transactions.open.written(topic, partition, batch.producer_id, offset)
+                if starts:
+                    transactions.open.settle(topic, partition, batch.producer_id, offset)
             first_offset = offset if first_offset is None else first_offset
     assert first_offset is not None
     return first_offset
