@@ -236,6 +236,37 @@ def native_fetch(path: str, count: int) -> float:
     return anyio.run(run)
 
 
+TRANSACTION_RECORDS = 100
+
+
+def kafka_transactions(bootstrap: str, topic: str, transactions: int) -> dict[str, float]:
+    """A librdkafka transactional producer's transactions of 100 records (100-byte values), one
+    after another: records per second over them all, and the commit's latency (its
+    ``commit_transaction`` call, which flushes the records and waits for the ending), p50 and p99 in
+    microseconds."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}", "linger.ms": 5, "acks": "all"}
+    )
+    producer.init_transactions(30)
+    producer.list_topics(topic, timeout=10)
+    commits: list[float] = []
+    started = time.perf_counter()
+    for transaction in range(transactions):
+        producer.begin_transaction()
+        for i in range(TRANSACTION_RECORDS):
+            producer.produce(topic, VALUE, b"key-%d-%d" % (transaction, i), partition=0)
+        committing = time.perf_counter()
+        producer.commit_transaction(30)
+        commits.append((time.perf_counter() - committing) * 1e6)
+    elapsed = time.perf_counter() - started
+    cuts = statistics.quantiles(commits, n=100) if len(commits) > 1 else commits * 99
+    return {
+        "txn_records_per_s": transactions * TRANSACTION_RECORDS / elapsed,
+        "txn_commit_p50_us": statistics.median(commits),
+        "txn_commit_p99_us": cuts[98],
+    }
+
+
 def kafka_latency(bootstrap: str, topic: str, seconds: float) -> list[float]:
     """Microseconds from produce() to the consumer holding the message, one every 0.5 ms."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1})
@@ -526,6 +557,9 @@ def main(argv: list[str] | None = None) -> int:
         latency = kafka_latency(bootstrap, "latency", seconds)
         results["kafka_e2e_p50_us"] = statistics.median(latency)
         results["kafka_e2e_p99_us"] = statistics.quantiles(latency, n=100)[98]
+        print(f"{time.strftime('%H:%M:%S')} measuring kafka transactions ...", file=sys.stderr, flush=True)
+        transactions = kafka_transactions(bootstrap, "transactions", 5 if args.quick else 200)
+        results.update({f"kafka_{name}": value for name, value in transactions.items()})
         print(f"{time.strftime('%H:%M:%S')} measuring gateway_cpu_per_round_trip_us ...", file=sys.stderr, flush=True)
         cpu, requests = gateway_cpu_per_round_trip(bootstrap, "trips", process.pid, trips)
         results["gateway_cpu_per_round_trip_us"] = cpu
@@ -537,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
         results["unbatched_trip_requests"] = sum(requests.values())
     finally:
         stop_gateway(process)
-    results.update(apache_kafka(count, seconds, trips))
+    results.update(apache_kafka(count, seconds, trips, 5 if args.quick else 200))
     native_root = tempfile.mkdtemp(prefix="adiskq-bench-native-")
     try:
         path = os.path.join(native_root, "bench")
@@ -621,7 +655,7 @@ def make_topic(bootstrap: str, topic: str) -> None:
         consumer.close()
 
 
-def apache_kafka(count: int, seconds: float, trips: int) -> dict[str, float]:
+def apache_kafka(count: int, seconds: float, trips: int, transaction_count: int) -> dict[str, float]:
     """The gateway's workloads, with the same client and settings, against one Apache Kafka node
     (4.4, KRaft, ``-Xmx512m``) on this machine: the figures, and the JVM's CPU and peak memory.
 
@@ -639,7 +673,7 @@ def apache_kafka(count: int, seconds: float, trips: int) -> dict[str, float]:
         broker = kafka_broker_support.shared_broker()
         bootstrap, jvm = broker.bootstrap, psutil.Process(broker.pid)
         run = f"{os.getpid()}-{time.monotonic_ns()}"  # the suite's node outlives this run: topics of its own
-        for name in ("bench", "latency", "trips"):
+        for name in ("bench", "latency", "trips", "transactions"):
             make_topic(bootstrap, f"{name}-{run}")
         results: dict[str, float] = {}
         print(f"{time.strftime('%H:%M:%S')} measuring apache_kafka_produce_msgs ...", file=sys.stderr, flush=True)
@@ -653,6 +687,9 @@ def apache_kafka(count: int, seconds: float, trips: int) -> dict[str, float]:
         latency = kafka_latency(bootstrap, f"latency-{run}", seconds)
         results["apache_kafka_e2e_p50_us"] = statistics.median(latency)
         results["apache_kafka_e2e_p99_us"] = statistics.quantiles(latency, n=100)[98]
+        print(f"{time.strftime('%H:%M:%S')} measuring apache_kafka transactions ...", file=sys.stderr, flush=True)
+        transactions = kafka_transactions(bootstrap, f"transactions-{run}", transaction_count)
+        results.update({f"apache_kafka_{name}": value for name, value in transactions.items()})
         print(
             f"{time.strftime('%H:%M:%S')} measuring apache_kafka_cpu_per_round_trip_us ...", file=sys.stderr, flush=True
         )
@@ -677,6 +714,9 @@ def _print_beside_apache_kafka(results: dict[str, float]) -> None:
         ("broker CPU per round trip (µs)", "gateway_cpu_per_round_trip_us", "apache_kafka_cpu_per_round_trip_us", ""),
         ("broker CPU a fetched message (µs)", "kafka_fetch_gateway_us", "apache_kafka_fetch_broker_us", ""),
         ("broker peak memory (MiB, VmHWM)", "gateway_peak_rss_mib", "apache_kafka_peak_rss_mib", "< 1"),
+        ("transactions of 100 records (records/s)", "kafka_txn_records_per_s", "apache_kafka_txn_records_per_s", "≥ 1"),
+        ("transaction commit p50 (µs)", "kafka_txn_commit_p50_us", "apache_kafka_txn_commit_p50_us", "≤ 1"),
+        ("transaction commit p99 (µs)", "kafka_txn_commit_p99_us", "apache_kafka_txn_commit_p99_us", "≤ 1"),
     ]
     print(f"{'':38} {'Kafka gateway':>14} {'Apache Kafka':>13} {'ratio':>7}  target (ratio)")
     for label, gateway, kafka, target in rows:

@@ -31,6 +31,7 @@ def test_quick_mode_measures_the_gateway_beside_the_library_and_apache_kafka(
     names = ["kafka_produce_msgs", "native_produce_msgs", "kafka_fetch_msgs", "native_fetch_msgs"]
     names += [f"apache_kafka_{name}" for name in ("produce_msgs", "fetch_msgs", "cpu_per_round_trip_us")]
     names += ["apache_kafka_peak_rss_mib", "gateway_peak_rss_mib", "apache_kafka_fetch_broker_us"]
+    names += [f"{side}_txn_{name}" for side in ("kafka", "apache_kafka") for name in ("records_per_s", "commit_p50_us")]
     for name in names:
         assert figures[name] > 0, name
     assert 0 < figures["kafka_e2e_p50_us"] <= figures["kafka_e2e_p99_us"]
