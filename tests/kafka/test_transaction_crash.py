@@ -195,6 +195,7 @@ def test_sigkill_around_commits_and_aborts(tmp_path: pathlib.Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # about half a minute a round
 def test_sigkill_around_commits_and_aborts_many_rounds(tmp_path: pathlib.Path) -> None:
     """Twenty rounds of the same."""
     for seed in range(20):
