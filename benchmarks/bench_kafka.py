@@ -4,6 +4,7 @@
     python benchmarks/bench_kafka.py --quick    # small sizes, for the test that keeps this working
     python benchmarks/bench_kafka.py --only fetch   # the fetch figures alone
     python benchmarks/bench_kafka.py --only produce # the produce figures alone
+    python benchmarks/bench_kafka.py --only transactions  # transactions of 100 records, beside Kafka's
 
 Values are 100 bytes with distinct keys. The gateway runs as ``adiskq serve`` in a process of its own
 (``--flush async``), the client in this one: both share the machine's cores. Figures:
@@ -42,9 +43,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
+import kafka_transactions_workload
 import psutil
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
@@ -234,37 +237,6 @@ def native_fetch(path: str, count: int) -> float:
             return got / (time.perf_counter() - started)
 
     return anyio.run(run)
-
-
-TRANSACTION_RECORDS = 100
-
-
-def kafka_transactions(bootstrap: str, topic: str, transactions: int) -> dict[str, float]:
-    """A librdkafka transactional producer's transactions of 100 records (100-byte values), one
-    after another: records per second over them all, and the commit's latency (its
-    ``commit_transaction`` call, which flushes the records and waits for the ending), p50 and p99 in
-    microseconds."""
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}", "linger.ms": 5, "acks": "all"}
-    )
-    producer.init_transactions(30)
-    producer.list_topics(topic, timeout=10)
-    commits: list[float] = []
-    started = time.perf_counter()
-    for transaction in range(transactions):
-        producer.begin_transaction()
-        for i in range(TRANSACTION_RECORDS):
-            producer.produce(topic, VALUE, b"key-%d-%d" % (transaction, i), partition=0)
-        committing = time.perf_counter()
-        producer.commit_transaction(30)
-        commits.append((time.perf_counter() - committing) * 1e6)
-    elapsed = time.perf_counter() - started
-    cuts = statistics.quantiles(commits, n=100) if len(commits) > 1 else commits * 99
-    return {
-        "txn_records_per_s": transactions * TRANSACTION_RECORDS / elapsed,
-        "txn_commit_p50_us": statistics.median(commits),
-        "txn_commit_p99_us": cuts[98],
-    }
 
 
 def kafka_latency(bootstrap: str, topic: str, seconds: float) -> list[float]:
@@ -528,7 +500,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny counts: checks that everything works")
     parser.add_argument("--out", default=None, help="write the figures as kafka.json here")
     parser.add_argument(
-        "--only", choices=["fetch", "produce"], help="fetch (or produce) alone: the gateway's and the library's"
+        "--only",
+        choices=["fetch", "produce", "transactions"],
+        help="fetch (or produce) alone: the gateway's and the library's; transactions: the gateway's and Kafka's",
     )
     args = parser.parse_args(argv)
     count = 2_000 if args.quick else 200_000
@@ -536,6 +510,8 @@ def main(argv: list[str] | None = None) -> int:
         return fetch_only(count, args.out)
     if args.only == "produce":
         return produce_only(count, args.out)
+    if args.only == "transactions":
+        return transactions_only(20 if args.quick else 2_000, args.out)
     seconds = 0.25 if args.quick else 5.0
     # The kernel counts CPU time in 10 ms ticks: quick mode still makes enough trips to pass a few.
     trips = 40 if args.quick else 500
@@ -557,9 +533,6 @@ def main(argv: list[str] | None = None) -> int:
         latency = kafka_latency(bootstrap, "latency", seconds)
         results["kafka_e2e_p50_us"] = statistics.median(latency)
         results["kafka_e2e_p99_us"] = statistics.quantiles(latency, n=100)[98]
-        print(f"{time.strftime('%H:%M:%S')} measuring kafka transactions ...", file=sys.stderr, flush=True)
-        transactions = kafka_transactions(bootstrap, "transactions", 5 if args.quick else 200)
-        results.update({f"kafka_{name}": value for name, value in transactions.items()})
         print(f"{time.strftime('%H:%M:%S')} measuring gateway_cpu_per_round_trip_us ...", file=sys.stderr, flush=True)
         cpu, requests = gateway_cpu_per_round_trip(bootstrap, "trips", process.pid, trips)
         results["gateway_cpu_per_round_trip_us"] = cpu
@@ -571,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
         results["unbatched_trip_requests"] = sum(requests.values())
     finally:
         stop_gateway(process)
-    results.update(apache_kafka(count, seconds, trips, 5 if args.quick else 200))
+    results.update(apache_kafka(count, seconds, trips))
     native_root = tempfile.mkdtemp(prefix="adiskq-bench-native-")
     try:
         path = os.path.join(native_root, "bench")
@@ -655,9 +628,9 @@ def make_topic(bootstrap: str, topic: str) -> None:
         consumer.close()
 
 
-def apache_kafka(count: int, seconds: float, trips: int, transaction_count: int) -> dict[str, float]:
-    """The gateway's workloads, with the same client and settings, against one Apache Kafka node
-    (4.4, KRaft, ``-Xmx512m``) on this machine: the figures, and the JVM's CPU and peak memory.
+def on_apache_kafka(work: Callable[[str, psutil.Process], dict[str, float]]) -> dict[str, float]:
+    """``work(bootstrap, jvm)`` against one Apache Kafka node (4.4, KRaft, ``-Xmx512m``) on this
+    machine: its figures.
 
     The node is the test suite's own (``tests/support/kafka_broker.py``, from the jars
     ``scripts/fetch_kafka_jars.py`` fetches): inside a test run (the suite's quick run of this
@@ -671,9 +644,19 @@ def apache_kafka(count: int, seconds: float, trips: int, transaction_count: int)
     try:
         print(f"{time.strftime('%H:%M:%S')} starting Apache Kafka ...", file=sys.stderr, flush=True)
         broker = kafka_broker_support.shared_broker()
-        bootstrap, jvm = broker.bootstrap, psutil.Process(broker.pid)
+        return work(broker.bootstrap, psutil.Process(broker.pid))
+    finally:
+        if not inside_a_test_run:
+            kafka_broker_support.release_run_folder()
+
+
+def apache_kafka(count: int, seconds: float, trips: int) -> dict[str, float]:
+    """The gateway's workloads, with the same client and settings, against one Apache Kafka node
+    (``on_apache_kafka``): the figures, and the JVM's CPU and peak memory."""
+
+    def work(bootstrap: str, jvm: psutil.Process) -> dict[str, float]:
         run = f"{os.getpid()}-{time.monotonic_ns()}"  # the suite's node outlives this run: topics of its own
-        for name in ("bench", "latency", "trips", "transactions"):
+        for name in ("bench", "latency", "trips"):
             make_topic(bootstrap, f"{name}-{run}")
         results: dict[str, float] = {}
         print(f"{time.strftime('%H:%M:%S')} measuring apache_kafka_produce_msgs ...", file=sys.stderr, flush=True)
@@ -687,9 +670,6 @@ def apache_kafka(count: int, seconds: float, trips: int, transaction_count: int)
         latency = kafka_latency(bootstrap, f"latency-{run}", seconds)
         results["apache_kafka_e2e_p50_us"] = statistics.median(latency)
         results["apache_kafka_e2e_p99_us"] = statistics.quantiles(latency, n=100)[98]
-        print(f"{time.strftime('%H:%M:%S')} measuring apache_kafka transactions ...", file=sys.stderr, flush=True)
-        transactions = kafka_transactions(bootstrap, f"transactions-{run}", transaction_count)
-        results.update({f"apache_kafka_{name}": value for name, value in transactions.items()})
         print(
             f"{time.strftime('%H:%M:%S')} measuring apache_kafka_cpu_per_round_trip_us ...", file=sys.stderr, flush=True
         )
@@ -697,9 +677,8 @@ def apache_kafka(count: int, seconds: float, trips: int, transaction_count: int)
         results["apache_kafka_cpu_per_round_trip_us"] = cpu
         results["apache_kafka_peak_rss_mib"] = peak_rss_mib(jvm.pid)
         return results
-    finally:
-        if not inside_a_test_run:
-            kafka_broker_support.release_run_folder()
+
+    return on_apache_kafka(work)
 
 
 def _print_beside_apache_kafka(results: dict[str, float]) -> None:
@@ -714,9 +693,6 @@ def _print_beside_apache_kafka(results: dict[str, float]) -> None:
         ("broker CPU per round trip (µs)", "gateway_cpu_per_round_trip_us", "apache_kafka_cpu_per_round_trip_us", ""),
         ("broker CPU a fetched message (µs)", "kafka_fetch_gateway_us", "apache_kafka_fetch_broker_us", ""),
         ("broker peak memory (MiB, VmHWM)", "gateway_peak_rss_mib", "apache_kafka_peak_rss_mib", "< 1"),
-        ("transactions of 100 records (records/s)", "kafka_txn_records_per_s", "apache_kafka_txn_records_per_s", "≥ 1"),
-        ("transaction commit p50 (µs)", "kafka_txn_commit_p50_us", "apache_kafka_txn_commit_p50_us", "≤ 1"),
-        ("transaction commit p99 (µs)", "kafka_txn_commit_p99_us", "apache_kafka_txn_commit_p99_us", "≤ 1"),
     ]
     print(f"{'':38} {'Kafka gateway':>14} {'Apache Kafka':>13} {'ratio':>7}  target (ratio)")
     for label, gateway, kafka, target in rows:
@@ -808,6 +784,26 @@ def produce_only(count: int, out: str | None) -> int:
         f"{results['native_produce_msgs']:>12,.0f} {ratio:>6.2f}x  ≥ 400,000"
     )
     print(f"{'gateway CPU a message (µs)':38} {results['kafka_produce_gateway_us']:>14.2f}")
+    if out:
+        with open(os.path.join(out, "kafka.json"), "w") as file:
+            json.dump(results, file, indent=2)
+    return 0
+
+
+def transactions_only(count: int, out: str | None) -> int:
+    """``--only transactions``: transactions of 100 records (kafka_transactions_workload.py) against
+    the gateway and Apache Kafka in the same run."""
+    root = tempfile.mkdtemp(prefix="adiskq-bench-kafka-")
+
+    def gateway() -> tuple[str, psutil.Process, Callable[[], None]]:
+        process, port = start_gateway(root)
+        return f"127.0.0.1:{port}", psutil.Process(process.pid), lambda: stop_gateway(process)
+
+    try:
+        results = kafka_transactions_workload.measure(gateway, on_apache_kafka, count)
+    finally:
+        shutil.rmtree(root)
+    kafka_transactions_workload.print_beside(results)
     if out:
         with open(os.path.join(out, "kafka.json"), "w") as file:
             json.dump(results, file, indent=2)
