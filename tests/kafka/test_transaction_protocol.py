@@ -527,3 +527,20 @@ def test_an_ending_whose_state_cannot_be_stored_waits_and_then_completes(
     monkeypatch.setattr(_transactions, "atomic_write_json", real_write)
     wait_until(lambda: end(port, f"t-{topic}", ids, commit=True) == NONE)
     assert committed(port, group, topic, stable=True) == (NONE, 11)
+
+
+def test_a_late_ending_after_a_timeout_in_version_2() -> None:
+    """Transaction version 2: the coordinator's abort at the timeout bumps the epoch once; the
+    producer's late EndTxn v5 with the epoch before it is INVALID_TXN_STATE for a commit and the
+    same answer (NONE) for an abort, as Kafka 4.4 answers; an epoch older still is fenced."""
+    ids = iter(range(100, 200))
+    coordinator = TransactionCoordinator(lambda: next(ids))
+    answer = coordinator.init_producer_id("t", 1_000, 0)
+    producer_id, epoch = answer.producer_id, answer.epoch
+    assert coordinator.add_partitions("t", producer_id, epoch, [("orders", 0)], 0) == NONE
+    (markers,) = coordinator.timed_out(5_000)
+    assert markers.epoch == epoch + 1
+    coordinator.complete("t")
+    assert coordinator.end_txn_bumping("t", producer_id, epoch, commit=True) == (INVALID_TXN_STATE, None)
+    assert coordinator.end_txn_bumping("t", producer_id, epoch, commit=False) == (NONE, None)
+    assert coordinator.end_txn_bumping("t", producer_id, epoch - 1, commit=True) == (PRODUCER_FENCED, None)
