@@ -69,14 +69,6 @@ EXPECTED = {
     ],
 }
 
-# (client, scenario) -> how the gateway's answer still differs from Kafka's. Under transaction version 2
-# (KIP-890, the Java 4.x client's), Kafka 4.4 takes a late EndTxn(commit) at the epoch its timeout's
-# abort bumped from as a retry of that epoch and refuses it for the CompleteAbort state:
-# INVALID_TXN_STATE; the gateway answers PRODUCER_FENCED.
-LATE_COMMIT_AFTER_TIMEOUT = {
-    ("4.3.0", "timeout"): "a late commit after the timeout's abort is PRODUCER_FENCED, Kafka says INVALID_TXN_STATE",
-}
-
 
 @pytest.fixture(scope="module", params=CLIENTS)
 def java_client(
@@ -92,14 +84,11 @@ def test_java_transactions_as_on_kafka(
     differential: Differential,
     java_client: tuple[str, list[pathlib.Path]],
     scenario: str,
-    request: pytest.FixtureRequest,
 ) -> None:
     """The scenario's lines are the same on both sides, and Kafka's include the expected ones.
     The timed-out producer's late commit is compared without being pinned: how the client reports
     the coordinator's abort differs between its versions."""
-    version, cp = java_client
-    if (version, scenario) in LATE_COMMIT_AFTER_TIMEOUT:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=LATE_COMMIT_AFTER_TIMEOUT[version, scenario]))
+    _, cp = java_client
 
     def run(side: Side) -> list[str]:
         return run_client(cp, side.bootstrap, side.prefix, scenario, program="TransactionalScenarios")
