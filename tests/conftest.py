@@ -47,7 +47,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 if TYPE_CHECKING:
     from helpers.faults import DiskFaults
-    from kafka_broker_support import KafkaBroker, KafkaCluster
+    from kafka_broker_support import KafkaBroker, KafkaCluster, KafkaSaslBroker
     from pyspark.sql import SparkSession
 
 
@@ -154,6 +154,18 @@ def kafka_broker() -> KafkaBroker:
     import kafka_broker_support
 
     return kafka_broker_support.shared_broker()
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl_broker() -> KafkaSaslBroker:
+    """A second Apache Kafka node, only for the tests that compare SASL and the per-address
+    connection limit: a SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, one user), a
+    failed login answered after ``.failed_delay_ms``, and ``max.connections.per.ip`` of
+    ``.per_address_limit`` for connections from ``.limited_address``. Started by the first test of
+    the run that asks, shared by every worker, stopped when the run ends."""
+    import kafka_broker_support
+
+    return kafka_broker_support.shared_sasl_broker()
 
 
 @pytest.fixture(scope="session")
