@@ -265,8 +265,8 @@ class Topics:
 
     async def create(self, name: str, partitions: int, **settings: Any) -> None:
         """Create the topic with ``partitions`` partitions (and these stream settings), whole or not
-        at all; TopicExistsError if it is there, TooManyPartitionsError if its producer could not
-        be open within the open-files limit."""
+        at all; TopicExistsError if it is there, TooManyPartitionsError if a shared producer of it
+        could not be open within the open-files limit."""
         self.budget.check_partitions(name, partitions, shared=self.shared)
         async with self._lock(name):
             if self.exists(name):
