@@ -194,7 +194,9 @@ def produce_rows(bootstrap: str, topic: str, rows: int, stream: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the creation is answered
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
+    # The rows are timestamped in January 2026: Kafka's default retention (7 days) would delete them
+    # at its next check (every 5 minutes) while the benchmark runs.
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={"retention.ms": "-1"})])[topic].result(60)
     failures: list[object] = []
     producer = Producer(
         {
