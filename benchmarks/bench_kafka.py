@@ -419,9 +419,9 @@ def protocol_layer() -> dict[str, float]:
     from kio.schema.types import TopicName
     from kio.serial import entity_writer
 
-    from adiskq._sansio.kafka_batch import KafkaRecord, decode_batches, encode_batch
-    from adiskq.kafka._protocol import decode_request, encode_response, parse_header
     from adiskq.kafka._registry import respond
+    from adiskq.kafka.wire.batch import KafkaRecord, decode_batches, encode_batch
+    from adiskq.kafka.wire.protocol import decode_request, encode_response, parse_header
 
     records = [KafkaRecord(i, 1_700_000_000_000, b"key-%d" % i, VALUE, []) for i in range(1000)]
     batch = encode_batch(base_offset=0, records=records, base_timestamp_ms=1_700_000_000_000)
@@ -476,8 +476,8 @@ def protocol_layer() -> dict[str, float]:
         return encode_response(1, response)
 
     def fetch_answer_by_hand() -> bytes:
-        from adiskq.kafka._fast_responses import FetchedPartition, fetch_response
-        from adiskq.kafka._protocol import frame_payload
+        from adiskq.kafka.wire.fast_responses import FetchedPartition, fetch_response
+        from adiskq.kafka.wire.protocol import frame_payload
 
         payload = fetch_response(12, [("t", [FetchedPartition(0, 0, 1000, 0, batch)])])
         return frame_payload(1, 1, 12, payload)
@@ -625,11 +625,11 @@ def apache_kafka(count: int, seconds: float, trips: int) -> dict[str, float]:
     """The gateway's workloads, with the same client and settings, against one Apache Kafka node
     (4.4, KRaft, ``-Xmx512m``) on this machine: the figures, and the JVM's CPU and peak memory.
 
-    The node is the test suite's own (``tests/kafka_broker_support.py``, from the jars
+    The node is the test suite's own (``tests/support/kafka_broker.py``, from the jars
     ``scripts/fetch_kafka_jars.py`` fetches): inside a test run (the suite's quick run of this
     benchmark), the run's shared node; else one started for this run and stopped after it."""
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
-    import kafka_broker_support
+    from support import kafka_broker as kafka_broker_support
 
     inside_a_test_run = kafka_broker_support.RUN_VARIABLE in os.environ
     if not inside_a_test_run:

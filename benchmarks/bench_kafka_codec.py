@@ -4,8 +4,8 @@ What the Kafka gateway does per record on its hot paths: ``decode_batches`` of a
 records field and ``encode_batch`` of a Fetch response's, on batches of 1,000 records with 100-byte
 values and distinct 12-byte keys, no headers (as librdkafka's clients produce them); also a batch
 with two headers a record, zstd- and lz4-compressed batches (decompression in cramjam, then the
-same decoder), and ``encode_batch_from_messages`` of the stored Messages a Fetch reads. Both cores run in the same process: the compiled one through ``kafka_batch`` and the
-reference through ``kafka_codec``, so the ratio is measured on one machine at one moment.
+same decoder), and ``encode_batch_from_messages`` of the stored Messages a Fetch reads. Both cores run in the same process: the compiled one through ``wire.batch`` and the
+reference through ``wire.codec``, so the ratio is measured on one machine at one moment.
 
     python benchmarks/bench_kafka_codec.py            # medians of 9 repeats of ~0.2 s each
     python benchmarks/bench_kafka_codec.py --quick    # a second: checks that it works
@@ -24,9 +24,10 @@ sys.path.insert(0, HERE)
 from bench_codec import time_per_call  # noqa: E402
 from compare.common import BATCH_SIZE, VALUES, key  # noqa: E402
 
-from adiskq._sansio import kafka_batch, kafka_codec  # noqa: E402
-from adiskq._sansio.kafka_batch import KafkaRecord  # noqa: E402
 from adiskq._sansio.values import EMPTY_HEADERS, Message  # noqa: E402
+from adiskq.kafka.wire import batch as kafka_batch  # noqa: E402
+from adiskq.kafka.wire import codec as kafka_codec  # noqa: E402
+from adiskq.kafka.wire.batch import KafkaRecord  # noqa: E402
 
 BASE_MS = 1_790_000_000_000
 

@@ -312,7 +312,7 @@ def kafka_class_path() -> str:
     import pyspark
 
     sys.path.insert(0, TESTS)
-    from kafka_jars import class_path
+    from support.kafka_jars import class_path
 
     return ",".join(str(jar) for jar in class_path(f"spark-kafka-{pyspark.__version__}"))
 
@@ -323,8 +323,8 @@ def kafka_peers(root: str) -> Iterator[dict[str, str]]:
     Kafka node (the test suite's own, started for this run and stopped after it): name -> bootstrap."""
     sys.path.insert(0, HERE)
     sys.path.insert(0, TESTS)
-    import kafka_broker_support
     from bench_kafka import start_gateway, stop_gateway
+    from support import kafka_broker as kafka_broker_support
 
     os.makedirs(root, exist_ok=True)
     gateway, port = start_gateway(root)

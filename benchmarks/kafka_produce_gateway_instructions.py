@@ -29,11 +29,11 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.types import TopicName
 from kio.serial import entity_writer
 
-from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
 from adiskq.kafka._asyncio_transport import ConnectionProtocol
 from adiskq.kafka._core import Connection, GatewayCore
 from adiskq.kafka._deadlines import Deadline
 from adiskq.kafka._server import KafkaGateway
+from adiskq.kafka.wire.batch import KafkaRecord, encode_batch
 
 READ_BYTES = 256 * 1024
 BASE_MS = 1_700_000_000_000

@@ -19,8 +19,8 @@ import sys
 from collections.abc import Callable
 
 from adiskq._sansio.core import encode_records
-from adiskq._sansio.kafka_batch import KafkaRecord, decode_batches, encode_batch
 from adiskq.kafka._records import decode_produce, records_from_batches
+from adiskq.kafka.wire.batch import KafkaRecord, decode_batches, encode_batch
 
 COUNT = 1000
 BASE_MS = 1_700_000_000_000

@@ -47,8 +47,8 @@ from kio.schema.produce.v10.request import PartitionProduceData, ProduceRequest,
 from kio.schema.types import TopicName
 from kio.serial import entity_writer
 
-from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
 from adiskq.kafka._core import GatewayCore
+from adiskq.kafka.wire.batch import KafkaRecord, encode_batch
 
 TOPIC = "trips"
 CLIENT_ID = b"rdkafka"

@@ -86,7 +86,7 @@ def produce(folder: str, count: int, backend: str) -> None:
 
 def consume(folder: str, count: int, backend: str) -> None:
     from adiskq._async import notify, wakeup
-    from adiskq._storage import segment
+    from adiskq._storage import segment_reader
 
     log: list[tuple[str, int]] = []
     dispatch = notify.Notifier.dispatch
@@ -94,9 +94,11 @@ def consume(folder: str, count: int, backend: str) -> None:
     # On Trio the only waiting task takes its wake-up and reads the events later, off the way
     take_wakeup = wakeup.Waiter.take_wakeup
     wakeup.Waiter.take_wakeup = _logged(log, "events read", _logged(log, "woken", take_wakeup, before=True))  # type: ignore[method-assign]
-    segment.SegmentReader.read_index = _logged(log, "read starts", segment.SegmentReader.read_index, before=True)  # type: ignore[method-assign]
-    segment.SegmentReader.read_span = _logged(log, "data read", segment.SegmentReader.read_span)  # type: ignore[method-assign]
-    segment.decode_messages = _logged(log, "decoded", segment.decode_messages)
+    segment_reader.SegmentReader.read_index = _logged(
+        log, "read starts", segment_reader.SegmentReader.read_index, before=True
+    )  # type: ignore[method-assign]
+    segment_reader.SegmentReader.read_span = _logged(log, "data read", segment_reader.SegmentReader.read_span)  # type: ignore[method-assign]
+    segment_reader.decode_messages = _logged(log, "decoded", segment_reader.decode_messages)
     real_latency_of = bench_wakeup.latency_of
 
     def latency_of(value: bytes) -> int:

@@ -46,9 +46,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 if TYPE_CHECKING:
-    from helpers.faults import DiskFaults
-    from kafka_broker_support import KafkaBroker, KafkaCluster, KafkaSaslBroker
     from pyspark.sql import SparkSession
+    from support.faults import DiskFaults
+    from support.kafka_broker import KafkaBroker, KafkaCluster, KafkaSaslBroker
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -66,7 +66,7 @@ def stream_path(tmp_path: pathlib.Path) -> str:
 @pytest.fixture
 def faults(monkeypatch: pytest.MonkeyPatch) -> DiskFaults:
     """Write-fault injection (writes or fdatasync to chosen files fail) for the duration of one test."""
-    from helpers.faults import DiskFaults
+    from support.faults import DiskFaults
 
     return DiskFaults(monkeypatch)
 
@@ -96,8 +96,8 @@ def spark() -> SparkSession:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     import pyspark
-    from kafka_jars import class_path, pinned_sets
     from pyspark.sql import SparkSession
+    from support.kafka_jars import class_path, pinned_sets
 
     import adiskq.spark
 
@@ -128,13 +128,13 @@ def spark() -> SparkSession:
 # --- Apache Kafka itself: the reference the gateway's differential tests compare with -------------
 # One node (and, for the tests that need replication, a three-node cluster) per test run, shared by
 # pytest-xdist's workers through a run folder that the main process makes here and cleans up after
-# every worker is done (tests/kafka_broker_support.py).
+# every worker is done (tests/support/kafka_broker.py).
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """The main process (not an xdist worker) names a run folder for the run's Kafka nodes."""
     if not hasattr(config, "workerinput"):
-        import kafka_broker_support
+        from support import kafka_broker as kafka_broker_support
 
         kafka_broker_support.claim_run_folder()
 
@@ -142,7 +142,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The main process stops the run's Kafka nodes, once every worker has finished."""
     if not hasattr(config, "workerinput"):
-        import kafka_broker_support
+        from support import kafka_broker as kafka_broker_support
 
         kafka_broker_support.release_run_folder()
 
@@ -151,7 +151,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def kafka_broker() -> KafkaBroker:
     """Apache Kafka, one KRaft node (id 0) on loopback: ``.bootstrap``, ``.log_path``. Started by the
     first test of the run that asks, shared by every worker, stopped when the run ends."""
-    import kafka_broker_support
+    from support import kafka_broker as kafka_broker_support
 
     return kafka_broker_support.shared_broker()
 
@@ -163,7 +163,7 @@ def kafka_sasl_broker() -> KafkaSaslBroker:
     failed login answered after ``.failed_delay_ms``, and ``max.connections.per.ip`` of
     ``.per_address_limit`` for connections from ``.limited_address``. Started by the first test of
     the run that asks, shared by every worker, stopped when the run ends."""
-    import kafka_broker_support
+    from support import kafka_broker as kafka_broker_support
 
     return kafka_broker_support.shared_sasl_broker()
 
@@ -173,6 +173,6 @@ def kafka_cluster() -> KafkaCluster:
     """Apache Kafka, three KRaft nodes (ids 1, 2, 3) on loopback, replication factor 3 and
     min.insync.replicas 2: ``.bootstrap``, ``.kill(node_id)``, ``.restart(node_id)``. Started only when
     a test asks for it."""
-    import kafka_broker_support
+    from support import kafka_broker as kafka_broker_support
 
     return kafka_broker_support.shared_cluster()

@@ -40,8 +40,8 @@ from typing import Final
 import anyio
 
 import adiskq
-from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
 from adiskq.kafka._records import decode_produce, records_from_batches, write_records, write_records_now
+from adiskq.kafka.wire.batch import KafkaRecord, encode_batch
 
 MANIFEST: Final = Path(__file__).resolve().parent / "storage" / "format_manifest.sha256"
 CLOCK_START_NS: Final = 1_700_000_000_000_000_000

@@ -2,9 +2,11 @@
 
 What is pinned here:
 
-- nothing in ``_sansio`` or ``_storage`` imports anyio, asyncio or Trio, and neither imports
-  anything above it (``_sansio`` only itself and the bottom modules: ``_errors``, ``_extras``, the
-  compiled core; ``_storage`` also ``_sansio``);
+- nothing in ``_sansio``, ``_storage`` or the Kafka gateway's wire code (``kafka/wire``) imports
+  anyio, asyncio or Trio, and none imports anything above it (``_sansio`` only itself and the
+  bottom modules: ``_errors``, ``_extras``, the compiled core; ``_storage`` and ``kafka/wire`` also
+  ``_sansio``);
+- ``_sansio`` is the log's codec alone: no Kafka library (the ``kafka`` extra's cramjam and kio);
 - below the public API (``_sansio``, ``_storage``, ``_async``), only the event-loop modules import
   an event loop (asyncio, Trio, or anyio's private backends) or look one up in ``sys.modules``;
 - no module outside a public class's own files touches a ``_``-prefixed member of that class
@@ -31,6 +33,8 @@ import pytest
 PACKAGE: Final = Path(__file__).resolve().parent.parent / "adiskq"
 
 LOOPS: Final = ("asyncio", "trio", "anyio")
+# What the ``kafka`` extra installs: the Kafka gateway's libraries, which the log's layers never import.
+KAFKA_LIBRARIES: Final = ("cramjam", "kio")
 # The modules every layer may use: the exceptions, the optional parts' import guard, the compiled core.
 BOTTOM: Final = ("adiskq._errors", "adiskq._extras", "adiskq._compiled")
 # The packages whose import means "this module knows which event loop runs": anyio's public API is
@@ -134,11 +138,11 @@ def _in_layer(name: str, *layers: str) -> bool:
 
 
 def test_the_bottom_layers_import_no_event_loop_library() -> None:
-    """``_sansio`` and ``_storage`` are sans event loop: no anyio, asyncio or Trio, even lazily."""
+    """``_sansio``, ``_storage`` and ``kafka/wire`` are sans event loop: no anyio, asyncio or Trio, even lazily."""
     found = [
         f"{name}:{line} imports {imported}"
         for name, tree in _modules().items()
-        if _in_layer(name, "_sansio", "_storage")
+        if _in_layer(name, "_sansio", "_storage", "kafka.wire")
         for imported, line in _imports(name, tree)
         if _is_within(imported, LOOPS)
     ]
@@ -156,6 +160,33 @@ def test_sansio_imports_nothing_above_it() -> None:
         if _is_within(imported, ("adiskq",)) and not _is_within(imported, allowed) and imported != "adiskq"
     ]
     assert found == []
+
+
+def test_sansio_imports_no_kafka_library() -> None:
+    """The Kafka codecs live in ``kafka/wire``: ``_sansio`` runs without the ``kafka`` extra."""
+    found = [
+        f"{name}:{line} imports {imported}"
+        for name, tree in _modules().items()
+        if _in_layer(name, "_sansio")
+        for imported, line in _imports(name, tree)
+        if _is_within(imported, KAFKA_LIBRARIES)
+    ]
+    assert found == []
+
+
+def test_the_kafka_wire_code_imports_only_the_codec_below_it() -> None:
+    """``kafka/wire`` (bytes in, requests out; responses in, bytes out) imports only itself,
+    ``_sansio`` and the bottom modules: never the gateway's server, handlers or the log's storage."""
+    allowed = ("adiskq.kafka.wire", "adiskq._sansio", *BOTTOM)
+    found = [
+        f"{name}:{line} imports {imported}"
+        for name, tree in _modules().items()
+        if _in_layer(name, "kafka.wire")
+        for imported, line in _imports(name, tree)
+        if _is_within(imported, ("adiskq",)) and not _is_within(imported, allowed) and imported != "adiskq"
+    ]
+    assert found == []
+    assert any(_in_layer(name, "kafka.wire") for name in _modules()), "kafka/wire moved: point these rules at it"
 
 
 def test_storage_imports_nothing_above_it() -> None:

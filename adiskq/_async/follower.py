@@ -26,7 +26,8 @@ from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from .._storage.cursors import PartitionCursor
 from .._storage.lock import owner_text
-from .._storage.segment import StoredRun, segment_path
+from .._storage.segment_files import segment_path
+from .._storage.segment_reader import StoredRun
 from .._storage.stream import StreamReader
 from . import wakeup
 
@@ -177,7 +178,9 @@ class PartitionFollower:
                     messages = self._read_tagged(max_count, self.tag_filter)
                 else:
                     messages = self._cursor.read(max_count, max_bytes)
-                    self.position += len(messages)
+                    # The records passed: more than the messages where a Kafka transaction's markers
+                    # and aborted records were left out (cursors.PartitionCursor).
+                    self.position = self._cursor.position
             except OffsetOutOfRangeError as error:
                 if error.oldest_offset is None:
                     raise

@@ -63,7 +63,7 @@ from .._sansio import keyindex as keyindex_format
 from .._sansio.core import PackedRecords
 from .._sansio.run_entries import INDEX_ENTRY_BYTES, run_records, run_timestamps
 from .._storage.partition_writer import PartitionWriter
-from .._storage.segment import PartlyCommittedError, PendingBatch, SegmentWriter
+from .._storage.segment_writer import PartlyCommittedError, PendingBatch, SegmentWriter
 from . import wakeup
 from .batch import Batch
 from .event_loop import EventLoop

@@ -14,10 +14,22 @@ gateway writes through this module, and only through it:
   calls and closes it itself with ``aclose()`` (the gateway keeps one a topic);
 - with ``opened(..., parked=True)``, every partition is parked as it opens (its active segment's
   files fsynced and closed, its position kept: ``PartitionWriter.park``), so a topic of more
-  partitions than the process may hold files for opens at all; ``write`` opens a parked partition's
-  files again (``unpark``, cheap: no scan), ``write_now`` leaves it to ``write`` (it answers None),
-  and ``await park(producer, partition)`` closes an idle one's files (the holder chooses which,
-  within its open-files limit: the gateway's ``_open_files.py``).
+  partitions than the process may hold files for opens at all; ``write`` and ``write_marker`` open
+  a parked partition's files again (``unpark``, cheap: no scan), ``write_now`` leaves it to
+  ``write`` (it answers None), and ``await park(producer, partition)`` closes an idle one's files
+  (the holder chooses which, within its open-files limit: the gateway's ``_open_files.py``);
+- ``write(..., transaction=(producer_id, epoch))`` and ``write_now`` alike: the records stored as
+  records of that Kafka producer's open transaction (``_sansio/transactions.py``), which readers
+  hold back until its marker;
+- ``await write_marker(producer, partition, producer_id, epoch, commit, coordinator_epoch)``: the
+  transaction's commit or abort marker, a record with an offset of its own, returned only once it is
+  on stable storage (fsynced, whatever the stream's flush mode): the transaction coordinator
+  records a transaction complete only after every marker is durable. An abort marker's
+  transaction is appended to the segment's ``.txnindex`` (``_storage/txn_index.py``) before that;
+- for a Kafka Fetch: ``last_stable_offset(producer, partition)`` (the first offset of the oldest
+  transaction still open, or the partition's end), ``aborted_transactions(producer, partition,
+  first_offset, last_offset)`` from the ``.txnindex`` files, and ``open_transactions``, the open
+  transactions found in the data (what the gateway's start aborts).
 
 ``records`` is a run of encoded records (``StoredRecords``), written as it is, or ``Record``s to
 encode (records the mapping took apart, or a stream that compresses its values, whose records must
@@ -29,23 +41,47 @@ producer's own: it alone (with ``producer.py``) reaches the producer's private w
 
 from __future__ import annotations
 
+import bisect
 import functools
+import time
+import weakref
 from typing import TypeAlias, TypeVar
 
 import anyio
 import anyio.to_thread
 
 from .._sansio.codec import NEED_MORE, decode_record
-from .._sansio.kafka_mapping import StoredRecords
-from .._sansio.run_entries import run_records
-from .._sansio.values import Headers, Record
+from .._sansio.run_entries import StoredRecords, run_records
+from .._sansio.transactions import marker_run, producer_field, transactional_record, transactional_run
+from .._sansio.values import Headers, Receipt, Record
+from .._storage import txn_index
+from .._storage.partition_reader import PartitionReader
+from .._storage.settings import require_transactions
+from .._storage.transaction_outcomes import OpenTransactions
+from .._storage.txn_index import AbortedTransaction
 from .lane import Lane
 from .producer import Producer
 
-__all__ = ["Writable", "is_parked", "opened", "park", "unpark", "write", "write_now"]
+__all__ = [
+    "AbortedTransaction",
+    "Transaction",
+    "Writable",
+    "aborted_transactions",
+    "is_parked",
+    "last_stable_offset",
+    "open_transactions",
+    "opened",
+    "park",
+    "unpark",
+    "write",
+    "write_marker",
+    "write_now",
+]
 
 # What a write to one partition takes: records encoded already, or Records to encode.
 Writable: TypeAlias = StoredRecords | list[Record]
+# A Kafka transaction's producer: (producer_id, epoch).
+Transaction: TypeAlias = tuple[int, int]
 ProducerT = TypeVar("ProducerT", bound=Producer)  # any producer, its own type kept
 
 
@@ -105,12 +141,27 @@ def _park_lane(producer: Producer[str | bytes, bytes], lane: Lane) -> None:
         lane.dirty = False
 
 
-async def write(producer: Producer[str | bytes, bytes], partition: int, records: Writable) -> int:
-    """Write one partition's records, whole or not at all; the offset of the first (the rest follow
-    it), the partition's files opened again first if it was parked. Raises what the producer's push
-    raises."""
+async def _unparked(producer: Producer[str | bytes, bytes], partition: int) -> None:
+    """``partition``'s files opened again if it was parked (a partition out of range is the write's to refuse)."""
     if 0 <= partition < len(producer._lanes) and producer._lanes[partition].files_closed:
         await unpark(producer, partition)
+
+
+async def write(
+    producer: Producer[str | bytes, bytes], partition: int, records: Writable, transaction: Transaction | None = None
+) -> int:
+    """Write one partition's records, whole or not at all; the offset of the first (the rest follow
+    it), the partition's files opened again first if it was parked. With ``transaction``, as
+    records of that producer's transaction. Raises what the producer's push raises;
+    SettingsMismatchError for a transaction on a stream before format 5."""
+    await _unparked(producer, partition)
+    if transaction is not None:
+        _check_transactions(producer)
+        if isinstance(records, StoredRecords) and producer._takes_encoded:
+            records = transactional_run(records, *transaction)
+        else:
+            listed = _as_records(records) if isinstance(records, StoredRecords) else records
+            return (await _push_transactional(producer, partition, listed, transaction))[0].offset
     if not isinstance(records, StoredRecords):
         return (await producer._push_to_partition(partition, records))[0].offset
     if producer._takes_encoded:
@@ -120,12 +171,22 @@ async def write(producer: Producer[str | bytes, bytes], partition: int, records:
     return (await producer._push_to_partition(partition, _as_records(records)))[0].offset
 
 
-def write_now(producer: Producer[str | bytes, bytes], partition: int, records: Writable) -> int | None:
+def write_now(
+    producer: Producer[str | bytes, bytes], partition: int, records: Writable, transaction: Transaction | None = None
+) -> int | None:
     """``write`` without awaiting: the first record's offset if the partition took the records now,
     None (nothing written) if they have to wait (a parked partition among them: ``write`` opens it)."""
     lanes = producer._lanes
     if 0 <= partition < len(lanes) and lanes[partition].files_closed:
         return None
+    if transaction is not None:
+        _check_transactions(producer)
+        if isinstance(records, StoredRecords) and producer._takes_encoded:
+            records = transactional_run(records, *transaction)
+        else:
+            listed = _as_records(records) if isinstance(records, StoredRecords) else records
+            written = _push_transactional_now(producer, partition, listed, transaction)
+            return None if written is None else written[0].offset
     if not isinstance(records, StoredRecords):
         receipts = producer._push_to_partition_now(partition, records)
     elif producer._takes_encoded:
@@ -135,6 +196,172 @@ def write_now(producer: Producer[str | bytes, bytes], partition: int, records: W
     else:
         receipts = producer._push_to_partition_now(partition, _as_records(records))
     return None if receipts is None else receipts[0].offset
+
+
+class _PartitionTransactions:
+    """A producer's view of one partition's transactions: those open in the data, and those whose
+    marker is being written (still open for the last stable offset until it is durable)."""
+
+    def __init__(self, reader: PartitionReader) -> None:
+        self.reader = reader
+        self.open = OpenTransactions(reader)
+        self.ending: dict[int, int] = {}  # producer id -> first offset, while its marker is written
+
+
+_TRANSACTIONS: weakref.WeakKeyDictionary[Producer[str | bytes, bytes], dict[int, _PartitionTransactions]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _transactions(producer: Producer[str | bytes, bytes], partition: int) -> _PartitionTransactions:
+    producer._check_partition(partition)
+    partitions = _TRANSACTIONS.setdefault(producer, {})
+    found = partitions.get(partition)
+    if found is None:
+        directory = producer._lanes[partition].partition.directory
+        reader = PartitionReader(directory, partition, max_record_bytes=producer._max_message_bytes)
+        found = partitions[partition] = _PartitionTransactions(reader)
+    return found
+
+
+def open_transactions(producer: Producer[str | bytes, bytes], partition: int) -> dict[int, int]:
+    """The transactions of ``partition`` that wrote records and have no marker yet: producer id to
+    the offset of its first record, from the data (scanned once, then from where it stopped)."""
+    return dict(_transactions(producer, partition).open.catch_up())
+
+
+def last_stable_offset(producer: Producer[str | bytes, bytes], partition: int) -> int:
+    """The offset a ``read_committed`` reader stops before: the first record of the oldest
+    transaction still open (or whose marker is still being made durable), else the partition's end."""
+    state = _transactions(producer, partition)
+    firsts = [*state.open.catch_up().values(), *state.ending.values()]
+    return min(firsts) if firsts else state.reader.bounds()[1]
+
+
+def aborted_transactions(
+    producer: Producer[str | bytes, bytes], partition: int, first_offset: int, last_offset: int
+) -> list[AbortedTransaction]:
+    """The aborted transactions holding records from ``first_offset`` to ``last_offset`` (both
+    included), from the ``.txnindex`` files: a Kafka Fetch's ``aborted_transactions``."""
+    state = _transactions(producer, partition)
+    return txn_index.aborted_transactions(
+        state.reader.directory, state.reader.segment_bases(), first_offset, last_offset
+    )
+
+
+async def write_marker(
+    producer: Producer[str | bytes, bytes],
+    partition: int,
+    producer_id: int,
+    epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+) -> int:
+    """Write the commit (``commit``) or abort marker of ``producer_id``'s transaction to
+    ``partition`` and fsync the partition; the marker's offset, once it is on stable storage. An
+    abort marker's transaction (if it wrote records here) is appended to the ``.txnindex`` first.
+    Raises what a push raises, or the fsync's OSError (the marker may then be written, but is not
+    known durable: write it again, which a reader takes as the same end)."""
+    _check_transactions(producer)
+    await _unparked(producer, partition)
+    state = _transactions(producer, partition)
+    opened_at = await anyio.to_thread.run_sync(state.open.catch_up, limiter=producer._limiter)
+    first = opened_at.get(producer_id, -1)
+    if first >= 0:
+        state.ending[producer_id] = first
+    try:
+        offset = await _write_marker_record(
+            producer, partition, marker_run(producer_id, epoch, commit, coordinator_epoch, time.time_ns(), first)
+        )
+        if not commit and first >= 0:
+            bases = state.reader.segment_bases()
+            base = bases[bisect.bisect_right(bases, offset) - 1]
+            entry = AbortedTransaction(producer_id, first, offset)
+            await anyio.to_thread.run_sync(
+                txn_index.append_entry, state.reader.directory, base, entry, limiter=producer._limiter
+            )
+        await _sync_partition(producer, partition)
+    finally:
+        if state.ending.get(producer_id) == first:
+            del state.ending[producer_id]
+    return offset
+
+
+async def _write_marker_record(producer: Producer[str | bytes, bytes], partition: int, run: StoredRecords) -> int:
+    """The marker's record written as any run is; its offset."""
+    if producer._takes_encoded:
+        return await producer._push_run_to_partition(
+            partition, run.data, run.index_entries, run.time_entries, run.key_hashes, run.largest
+        )
+
+    async def write_one() -> list[Receipt]:  # a stream that compresses values stores it as it is (it has none)
+        stamp = int.from_bytes(run.time_entries[8:16], "little", signed=True)
+        return await producer._write_share(partition, [run.data], [stamp], [_hash(run)], None)
+
+    nothing: list[Receipt] = []
+    return (await producer._to_partition(partition, 1, write_one, nothing))[0].offset
+
+
+async def _sync_partition(producer: Producer[str | bytes, bytes], partition: int) -> None:
+    """fsync ``partition`` (what it holds is then on stable storage), raising the fsync's error."""
+    lane = producer._lanes[partition]
+    await lane.drain()
+    await anyio.to_thread.run_sync(producer._sync_lanes, [lane], limiter=producer._limiter)
+    error, producer._sync_error = producer._sync_error, None
+    if error is not None:
+        raise error
+
+
+def _hash(run: StoredRecords) -> int:
+    return int.from_bytes(run.key_hashes[:4], "little")
+
+
+def _check_transactions(producer: Producer[str | bytes, bytes]) -> None:
+    """SettingsMismatchError when the producer's stream cannot hold a transaction's records."""
+    producer._check_open()
+    stream = producer._stream
+    assert stream is not None
+    require_transactions(stream.settings, stream.path)
+
+
+async def _push_transactional(
+    producer: Producer[str | bytes, bytes], partition: int, records: list[Record], transaction: Transaction
+) -> list[Receipt]:
+    """``_push_to_partition`` of records stored as ``transaction``'s."""
+    producer._check_headers(records)
+    field = producer_field(*transaction)
+
+    async def write_share() -> list[Receipt]:
+        encoded, stamps, key_hashes, entries = _encode_transactional(producer, records, field)
+        return await producer._write_share(partition, encoded, stamps, key_hashes, entries)
+
+    nothing: list[Receipt] = []
+    return await producer._to_partition(partition, len(records), write_share, nothing)
+
+
+def _push_transactional_now(
+    producer: Producer[str | bytes, bytes], partition: int, records: list[Record], transaction: Transaction
+) -> list[Receipt] | None:
+    """``_push_to_partition_now`` of records stored as ``transaction``'s."""
+    lane = producer._inline_lane(partition)
+    if not records:
+        return []
+    if lane is None:
+        return None
+    producer._check_headers(records)
+    encoded, stamps, key_hashes, entries = _encode_transactional(producer, records, producer_field(*transaction))
+    return producer._write_share_now(lane, partition, encoded, stamps, key_hashes, entries)
+
+
+def _encode_transactional(
+    producer: Producer[str | bytes, bytes], records: list[Record], field: bytes
+) -> tuple[list[bytes], list[int], list[int], list[bytes] | None]:
+    """The records encoded as any push's (compressed on a stream that compresses), each then made
+    a record of the transaction whose producer field is ``field``."""
+    encoded, stamps, _, key_hashes, entries = producer._encode(list(records), time.time_ns())
+    made = [transactional_record(record, field) for record in encoded]
+    producer._check_size(max(map(len, made)))
+    return made, stamps, key_hashes, entries
 
 
 def _as_records(records: StoredRecords) -> list[Record]:

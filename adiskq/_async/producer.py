@@ -62,7 +62,7 @@ from .._sansio.values import Headers, Receipt, Record, RecoveryReport, Retention
 from .._storage.disk_guard import DEFAULT_REFUSE_WRITES_ABOVE, DiskGuard, check_refuse_level
 from .._storage.files import DEFAULT_FILE_MODE
 from .._storage.flocks import turn_lock
-from .._storage.segment import PartlyCommittedError
+from .._storage.segment_writer import PartlyCommittedError
 from .._storage.settings import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_SEGMENT_SIZE_BYTES,
@@ -944,7 +944,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         and the entries placed as for any push. Returns the first record's offset (the rest follow
         it: one partition's share gets contiguous offsets), not a receipt a record, which would cost
         more than the write. For the Kafka gateway, which encodes a Produce's records straight from
-        the request (``_sansio/kafka_mapping.py``) and answers with the first offset (-1 for no
+        the request (``kafka/wire/mapping.py``) and answers with the first offset (-1 for no
         records). Raises as ``_push_to_partition``; ``PartialWriteError`` (with its receipts) when
         only the first records were committed."""
         if not self._takes_encoded:

@@ -1,5 +1,5 @@
 /* The inline push's two writes in one call: a record to the end of .data, then its entry to the end of
- * .index (adiskq/_storage/segment.py, SegmentWriter.append_one, is the caller and writes the same bytes
+ * .index (adiskq/_storage/segment_writer.py, SegmentWriter.append_one, is the caller and writes the same bytes
  * itself when the pure-Python core runs: append_record_reference there is this function's reference).
  *
  * The one function of the compiled core that does I/O. It exists because a push that goes inline
@@ -16,7 +16,7 @@
  * with the rest; EINTR retries after running the signal handlers (PEP 475, as os.write does).
  *
  * The .index entry: u64 offset | u64 position (the record's first byte in .data) | u64 size, little-
- * endian (segment.py's INDEX_ENTRY, "<QQQ").
+ * endian (entries.py's INDEX_ENTRY, "<QQQ").
  *
  * On failure it raises what the failing write raised (an OSError; or what a signal handler raised
  * while a write was retried). When the record went in whole and its entry did not (or only partly),
@@ -27,8 +27,8 @@
  *              timestamp_ns, time_buffer, tag_entry, tag_buffer, key_hash, key_buffer) -> None
  *
  * append_record, and once both writes are made, the record's buffered entries noted as
- * SegmentWriter.append_one notes them (segment.py's append_one_reference is this function's reference):
- * its .timeindex entry (u64 offset | i64 timestamp_ns, little-endian: segment.py's TIMEINDEX_ENTRY, "<Qq")
+ * SegmentWriter.append_one notes them (_storage/append.py's append_one_reference is this function's reference):
+ * its .timeindex entry (u64 offset | i64 timestamp_ns, little-endian: entries.py's TIMEINDEX_ENTRY, "<Qq")
  * appended to the list time_buffer, tag_entry (the 4 bytes of its .tagindex entry) to the list
  * tag_buffer, and key_hash (its key index entry, a u32) to the list key_buffer unless that is None.
  * Every argument is checked (TypeError for a wrong type; ValueError for a tag entry of another size;

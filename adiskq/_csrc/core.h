@@ -33,6 +33,8 @@
  * The record layout (all integers little-endian; the reference's docstring is the full text):
  *   u32 size | u32 crc | u8 magic 0xAD | u8 attributes | i64 timestamp_ns | u32 key_len | key |
  *   [u16 tag_len | UTF-8 tag: only when attributes bit 0 is set] |
+ *   [i64 producer_id | i16 epoch: only when bit 2 is set]
+ *   [u8 commit | i32 coordinator_epoch | i64 first_offset: only with bit 3] |
  *   u16 header_count | per header: u16 name_len, UTF-8 name, u32 value_len, value | value
  * The CRC-32C covers every byte from the magic byte on.
  */
@@ -55,6 +57,12 @@
 #define ADQ_MIN_RECORD_BYTES 24 /* the fixed fields plus header_count */
 #define ADQ_TAGGED 0x01u        /* attributes bit 0: u16 tag_len and the UTF-8 tag follow the key */
 #define ADQ_COMPRESSED 0x02u    /* attributes bit 1: the value is a zstd frame (adiskq/_sansio/compression.py) */
+#define ADQ_TRANSACTIONAL 0x04u /* attributes bit 2: i64 producer_id | i16 epoch follow the tag field (or the key) */
+#define ADQ_CONTROL 0x08u       /* attributes bit 3, only with bit 2: a marker, u8 commit | i32 coordinator_epoch next */
+#define ADQ_KEYLESS 0x10u       /* attributes bit 4: the key was generated for a push given none */
+#define ADQ_RESERVED 0xE0u      /* attributes bits 5 to 7: a record with one set is damaged */
+#define ADQ_PRODUCER_BYTES 10   /* producer_id, epoch */
+#define ADQ_MARKER_BYTES 13     /* commit, coordinator_epoch, first_offset */
 #define ADQ_MAX_TAG_BYTES 255
 /* A header's value_len that says its value is null (Kafka's null), no value bytes after it
  * (codec.py): a reader's Message then holds a Headers, which only the reference builds. */
@@ -142,6 +150,7 @@ typedef struct {
     uint16_t header_count;
     size_t value_at;
     uint8_t attributes;
+    size_t transaction_at; /* the producer_id field of a transactional record (bit 2); 0 when it has none */
 } adq_record;
 
 /* Check the record at buf[pos:limit] as the reference's decode_record does, filling *record when it

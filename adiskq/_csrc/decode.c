@@ -12,7 +12,8 @@
  * not decompress, or whose dictionary is not there, answers (position, False) like any damage.
  *
  * A record whose headers hold a null value or a repeated name (Kafka's headers: its Message holds a
- * Headers, codec.py) makes the whole call answer NotImplemented: the reference decodes such buffers.
+ * Headers, codec.py), and a record written in a Kafka transaction or a marker (attributes bit 2),
+ * make the whole call answer NotImplemented: the reference decodes such buffers.
  *
  * A Message is a tuple (the NamedTuple adiskq.Message, seven fields, the tag last). One without
  * headers holds only ints, bytes, the shared empty headers and a str tag or None, so it can never be
@@ -136,6 +137,10 @@ static PyObject *decode_records(const uint8_t *buf, size_t limit, PyObject *part
                 answer = NULL;
                 goto discard;
             }
+        }
+        if (record.attributes & ADQ_TRANSACTIONAL) { /* transactions' records: the reference's */
+            answer = Py_NewRef(Py_NotImplemented);
+            goto discard;
         }
         PyObject *value = NULL;
         if (record.attributes & ADQ_COMPRESSED) {

@@ -185,7 +185,8 @@ PyObject *adq_py_encode_record(PyObject *module, PyObject *const *args, Py_ssize
     }
     if (!PyBytes_CheckExact(args[1]) || !PyLong_CheckExact(args[4])) return not_implemented();
     long attributes = PyLong_AsLong(args[4]);
-    if (attributes < 0 || attributes > 255) {
+    /* Bits 2 and 3 come with a transaction's fields, which only the reference writes. */
+    if (attributes < 0 || attributes > 255 || attributes & (ADQ_TRANSACTIONAL | ADQ_CONTROL | ADQ_RESERVED)) {
         PyErr_Clear();
         return not_implemented();
     }

@@ -11,9 +11,9 @@
  *   kafka_request_reader.c   the request readers' arguments, checked (their field readers: kafka_request_reader.h)
  *
  * The format, every check and every error message are the pure-Python reference's
- * (adiskq/_sansio/kafka_codec.py). These functions never raise for bad Kafka bytes or unusual
+ * (adiskq/kafka/wire/codec.py). These functions never raise for bad Kafka bytes or unusual
  * arguments: they answer None (decoding) or NotImplemented (encoding) and the wrappers in
- * adiskq/_sansio/kafka_batch.py let the reference raise its own error, word for word. */
+ * adiskq/kafka/wire/batch.py let the reference raise its own error, word for word. */
 #ifndef ADQ_KAFKA_H
 #define ADQ_KAFKA_H
 

@@ -1,5 +1,5 @@
 /* A Produce request's record batches, and a batch's records: the reference's decode_batches and
- * decode_records (adiskq/_sansio/kafka_codec.py, which has the format).
+ * decode_records (adiskq/kafka/wire/codec.py, which has the format).
  *
  * kafka_decode_records(buf, pos, end, count, base_timestamp_ms, KafkaRecord) -> list | None
  *     exactly `count` records filling buf[pos:end] (buf: any contiguous buffer).

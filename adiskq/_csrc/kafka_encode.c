@@ -1,5 +1,5 @@
 /* A record batch from KafkaRecords or from stored Messages: the reference's encode_batch,
- * encode_records and encode_messages (adiskq/_sansio/kafka_codec.py, which has the format).
+ * encode_records and encode_messages (adiskq/kafka/wire/codec.py, which has the format).
  *
  * kafka_encode_records(records, base_timestamp_ms) -> (section, last_offset_delta, max_timestamp_ms)
  *     the records section of a batch, uncompressed (a compressed batch's, before its codec runs).
@@ -91,7 +91,7 @@ static int next_header(const record_plan *plan, header_cursor *cursor, PyObject 
 }
 
 /* A header name's length as served: an escaped name (the nulls header and '~' marks, as
- * kafka_mapping.stored_header_name stores a Kafka header named like it) loses its last mark. */
+ * wire.mapping.stored_header_name stores a Kafka header named like it) loses its last mark. */
 static Py_ssize_t served_length(const record_plan *plan, const char *text, Py_ssize_t length) {
     Py_ssize_t prefix = plan->escape_prefix_length;
     if (plan->escape_prefix == NULL || length <= prefix || memcmp(text, plan->escape_prefix, (size_t)prefix) != 0)
@@ -214,7 +214,7 @@ static int plan_message(PyObject *item, int64_t first_offset, PyObject *nulls_he
     if (!PyDict_CheckExact(plan->headers)) return NOT_PLAIN;
     plan->header_count = PyDict_GET_SIZE(plan->headers);
     if (nulls_header != Py_None && plan->header_count) {
-        /* its escaped names are served with one '~' fewer (kafka_codec.served_header_name) */
+        /* its escaped names are served with one '~' fewer (wire.codec.served_header_name) */
         plan->escape_prefix = PyUnicode_AsUTF8AndSize(nulls_header, &plan->escape_prefix_length);
         if (plan->escape_prefix == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;

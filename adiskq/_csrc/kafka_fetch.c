@@ -1,7 +1,7 @@
 /* adiskq's stored records straight to one Kafka record batch: what a Fetch answers with. The
- * reference is batch_from_stored_reference (adiskq/_sansio/kafka_stored_batch.py): the records
+ * reference is batch_from_stored_reference (adiskq/kafka/wire/stored_batch.py): the records
  * decoded to Messages (decode.c's checks) and encoded as kafka_encode_messages encodes them
- * (kafka_encode.c; kafka_codec.py has the Kafka format, core.h adiskq's record layout).
+ * (kafka_encode.c; wire/codec.py has the Kafka format, core.h adiskq's record layout).
  *
  * kafka_batch_from_stored(data, first_offset, count, max_record_bytes, dictionaries, nulls_header,
  *                         partition_leader_epoch) -> bytes | None
@@ -21,7 +21,7 @@
  * no Message, key or value object is made (a compressed value's, alone, is decompressed into one). */
 #include "kafka.h"
 
-#define MAX_PLAIN_HEADERS 64 /* the reference's MAX_PLAIN_HEADERS (kafka_mapping.py) */
+#define MAX_PLAIN_HEADERS 64 /* the reference's MAX_PLAIN_HEADERS (wire/mapping.py) */
 #define NS_PER_MS 1000000
 #define NOT_PLAIN 1
 
@@ -79,8 +79,8 @@ static int read_headers(const uint8_t *buf, const adq_record *record, const char
             memcmp(header->name, nulls_name, nulls_length) == 0)
             *nulls_at = h;
     }
-    /* An escaped name (the nulls header and '~' marks, as kafka_mapping.stored_header_name stores a
-     * Kafka header named like it) is served with one mark fewer (kafka_codec.served_header_name). */
+    /* An escaped name (the nulls header and '~' marks, as wire.mapping.stored_header_name stores a
+     * Kafka header named like it) is served with one mark fewer (wire.codec.served_header_name). */
     for (int h = 0; nulls_name != NULL && h < record->header_count; h++) {
         stored_header *header = &headers[h];
         if (header->name_length <= nulls_length || memcmp(header->name, nulls_name, nulls_length) != 0) continue;
@@ -127,6 +127,7 @@ static int write_record(batch_buffer *batch, const uint8_t *buf, size_t limit, s
                         const char *nulls_name, size_t nulls_length, batch_times *times) {
     adq_record record;
     if (adq_check_record(buf, limit, *pos, max_record_bytes, &record) != ADQ_RECORD_OK) return NOT_PLAIN;
+    if (record.attributes & ADQ_TRANSACTIONAL) return NOT_PLAIN; /* a transaction's batch is not a plain one */
     stored_header headers[MAX_PLAIN_HEADERS];
     int nulls_at;
     if (read_headers(buf, &record, nulls_name, nulls_length, headers, &nulls_at) != 0) return NOT_PLAIN;

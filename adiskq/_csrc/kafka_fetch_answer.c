@@ -1,5 +1,5 @@
 /* A whole Fetch response frame in one call: the reference's fetch_answer_reference
- * (adiskq/_sansio/kafka_fetch_answer.py, which has the format and the argument rules).
+ * (adiskq/kafka/wire/fetch_answer.py, which has the format and the argument rules).
  *
  * kafka_fetch_answer(correlation_id, version, topics) -> bytes
  *

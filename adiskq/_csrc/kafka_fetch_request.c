@@ -1,7 +1,7 @@
 /* A Fetch request's payload read in one call: the reference's fetch_request_reference
- * (adiskq/_sansio/kafka_fetch_request.py, which has the format and what "not here" means).
+ * (adiskq/kafka/wire/fetch_request.py, which has the format and what "not here" means).
  *
- * kafka_fetch_request(message, at, version) -> (max_wait_ms, min_bytes, max_bytes, topics) | None
+ * kafka_fetch_request(message, at, version) -> (max_wait_ms, min_bytes, max_bytes, isolation_level, topics) | None
  *
  * None for bytes this reader does not take (cut short, malformed, or carrying a tagged field): the
  * gateway then reads the request with kio. Nothing is allocated for an array's count before its
@@ -83,10 +83,11 @@ static PyObject *read_partitions(kq_request_reader *r, long version, int *bad) {
 static PyObject *read_request(kq_request_reader *r, long version, int *bad) {
     int by_id = version >= FR_TOPIC_IDS;
     int32_t max_wait, min_bytes, max_bytes;
+    const uint8_t *isolation_level;
     int64_t count;
     if ((version <= 14 && kq_take(r, 4, NULL) < 0) || fixed32(r, &max_wait) < 0 || fixed32(r, &min_bytes) < 0 ||
-        fixed32(r, &max_bytes) < 0 || kq_take(r, 1, NULL) < 0 || (version >= 7 && kq_take(r, 8, NULL) < 0) ||
-        kq_count_of(r, &count) < 0) {
+        fixed32(r, &max_bytes) < 0 || kq_take(r, 1, &isolation_level) < 0 ||
+        (version >= 7 && kq_take(r, 8, NULL) < 0) || kq_count_of(r, &count) < 0) {
         *bad = 1;
         return NULL;
     }
@@ -144,7 +145,8 @@ static PyObject *read_request(kq_request_reader *r, long version, int *bad) {
         Py_DECREF(rack);
     }
     if (kq_no_tags(r) < 0) goto bad_bytes;
-    PyObject *request = Py_BuildValue("(iiiN)", max_wait, min_bytes, max_bytes, topics);
+    PyObject *request =
+        Py_BuildValue("(iiiiN)", max_wait, min_bytes, max_bytes, (int)(int8_t)isolation_level[0], topics);
     return request;
 bad_bytes:
     *bad = 1;

@@ -1,5 +1,5 @@
 /* A Produce request's payload read in one call: the reference's produce_request_reference
- * (adiskq/_sansio/kafka_produce_request.py, which has the format and what "not here" means).
+ * (adiskq/kafka/wire/produce_request.py, which has the format and what "not here" means).
  *
  * kafka_produce_request(message, at, version) -> (transactional_id, acks, timeout_ms, topics) | None
  *
@@ -123,7 +123,7 @@ PyObject *adq_py_kafka_produce_request(PyObject *module, PyObject *const *args, 
     (void)module;
     kq_request_reader reader;
     long version;
-    if (kq_request_arguments(args, nargs, "kafka_produce_request", "produce_request", 3, 11, PR_FLEXIBLE, &reader,
+    if (kq_request_arguments(args, nargs, "kafka_produce_request", "produce_request", 3, 12, PR_FLEXIBLE, &reader,
                              &version) < 0)
         return NULL;
     int bad = 0;

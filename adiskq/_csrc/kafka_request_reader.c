@@ -1,5 +1,5 @@
 /* The arguments of a Kafka request reader (kafka_fetch_request, kafka_produce_request), checked
- * alike; the reference: check_request_arguments in adiskq/_sansio/kafka_request_reader.py. */
+ * alike; the reference: check_request_arguments in adiskq/kafka/wire/request_reader.py. */
 #include "kafka_request_reader.h"
 
 int kq_request_arguments(PyObject *const *args, Py_ssize_t nargs, const char *function, const char *name,

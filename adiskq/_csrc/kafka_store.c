@@ -1,5 +1,5 @@
 /* A Kafka batch's records section as adiskq's stored records: the reference's stored_records
- * (adiskq/_sansio/kafka_mapping.py, which has the mapping rules; kafka_codec.py has the Kafka format,
+ * (adiskq/kafka/wire/mapping.py, which has the mapping rules; wire/codec.py has the Kafka format,
  * core.h adiskq's record layout).
  *
  * kafka_stored_records(buf, pos, end, count, base_timestamp_ms, now_ns, nulls_header)
@@ -24,7 +24,7 @@
 
 #define MAX_PLAIN_HEADERS 64 /* the reference's MAX_PLAIN_HEADERS */
 #define NS_PER_MS 1000000
-#define INDEX_ENTRY_BYTES 24     /* offset, position, size: u64 LE each (adiskq/_storage/segment.py) */
+#define INDEX_ENTRY_BYTES 24     /* offset, position, size: u64 LE each (adiskq/_sansio/entries.py) */
 #define TIMEINDEX_ENTRY_BYTES 16 /* offset, timestamp_ns */
 
 typedef struct {
@@ -93,7 +93,7 @@ static int parse_record(const uint8_t *buf, size_t *pos, size_t end, int64_t bas
         if (read_span(buf, &p, record_end, name) != 0 || !adq_is_utf8(buf + name->at, name->length) ||
             name->length > 0xFFFF || read_span(buf, &p, record_end, &record->values[h]) != 0)
             return -1;
-        /* the reserved name, or one that starts with it (an escaped one, kafka_mapping.stored_header_name):
+        /* the reserved name, or one that starts with it (an escaped one, wire.mapping.stored_header_name):
          * the step by step path stores it */
         if (name->length >= nulls_length && memcmp(buf + name->at, nulls_name, nulls_length) == 0) return -1;
         for (Py_ssize_t before = 0; before < h; before++) /* a repeated name */

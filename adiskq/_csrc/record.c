@@ -59,6 +59,17 @@ adq_record_status adq_check_record(const uint8_t *buf, size_t limit, size_t pos,
         if (count_at + 2 > size) return ADQ_RECORD_BAD;
         if (!adq_is_utf8(at + key_end + 2, (size_t)tag_len)) return ADQ_RECORD_BAD;
     }
+    uint64_t transaction_at = 0;
+    if (attributes & (ADQ_TRANSACTIONAL | ADQ_CONTROL | ADQ_RESERVED)) { /* codec._parse_transaction */
+        if (attributes & ADQ_RESERVED || !(attributes & ADQ_TRANSACTIONAL)) return ADQ_RECORD_BAD;
+        transaction_at = count_at;
+        count_at += ADQ_PRODUCER_BYTES;
+        if (count_at + 2 > size) return ADQ_RECORD_BAD;
+        if (attributes & ADQ_CONTROL) {
+            if (count_at + ADQ_MARKER_BYTES + 2 > size || at[count_at] > 1) return ADQ_RECORD_BAD;
+            count_at += ADQ_MARKER_BYTES;
+        }
+    }
     uint16_t count = adq_load_u16(at + count_at);
     uint64_t p = count_at + 2;
     for (uint16_t h = 0; h < count; h++) {
@@ -85,5 +96,6 @@ adq_record_status adq_check_record(const uint8_t *buf, size_t limit, size_t pos,
     record->headers_at = pos + (size_t)count_at + 2;
     record->header_count = count;
     record->value_at = pos + (size_t)p;
+    record->transaction_at = transaction_at ? pos + (size_t)transaction_at : 0;
     return ADQ_RECORD_OK;
 }

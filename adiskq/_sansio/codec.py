@@ -6,10 +6,16 @@ A record, all integers little-endian::
     u32  crc           CRC-32C (Castagnoli) of every byte after this field
     u8   magic         0xAD
     u8   attributes    bit 0: the record carries a tag; bit 1: the value is compressed (format 3,
-                       ``compression.py``); the other bits are 0 (reserved)
+                       ``compression.py``); bits 2, 3 and 4: transactional, control and keyless
+                       (format 5, below); bits 5 to 7 are 0 (reserved)
     i64  timestamp_ns  UTC nanoseconds since the epoch
     u32  key_len       then key_len bytes of key
    [u16  tag_len       then tag_len bytes of UTF-8 tag: only when attributes bit 0 is set]
+   [i64  producer_id   the Kafka transactional producer that wrote it: only when bit 2 is set
+    i16  epoch         and that producer's epoch]
+   [u8   marker        0 abort, 1 commit: only when bit 3 (control) is set, which needs bit 2
+    i32  coordinator_epoch
+    i64  first_offset  the offset of the transaction's first record in this partition, -1 for none]
     u16  header_count  then per header: u16 name_len, UTF-8 name, u32 value_len, value bytes
     ...  value         the rest of the record (may be empty)
 
@@ -36,11 +42,27 @@ says which readers may open it. A tag is 1 to ``MAX_TAG_BYTES`` (255) bytes of U
 frame, without its magic number, made with a dictionary kept in the stream's folder
 (``compression.py`` says how), which readers of formats 1 and 2 would hand out as the value, so
 they refuse the stream by its settings' format. A format-3 stream's segments also keep no
-``.timeindex`` and a ``.tagindex`` only from their first tagged message (``_storage/segment.py``).
+``.timeindex`` and a ``.tagindex`` only from their first tagged message (``_storage/segment_writer.py``).
 Format 4 (``adiskq/4``) changes no record: the stream has an identity in its settings. Format 5
 (``adiskq/5``, what a new stream is) adds the null header values and repeated names above; every
 record of formats 1 to 4 is the same bytes in format 5, so ``adiskq upgrade`` moves a stream by its
 settings alone, keeping its compression (attributes bit 1) and identity.
+
+Transactions (format 5 too; ``_sansio/transactions.py`` holds what is built on these fields).
+Attributes bit 2 (``TRANSACTIONAL``): the record was written in a Kafka transaction, and carries its
+producer's id and epoch after the tag field (after the key when it has no tag). Bit 3 (``CONTROL``,
+only with bit 2; a record with bit 3 alone is damaged): the record is a transaction marker, Kafka's
+commit or abort control record; it has its own offset and index entry like any record (so a Kafka
+offset and an adiskq offset are the same number), an empty key, no headers and an empty value, and
+after the producer fields a ``u8`` that is 1 for commit and 0 for abort (anything else is damage),
+the ``i32`` coordinator epoch, and the ``i64`` offset of the transaction's first record in the
+partition (-1 when it wrote none there), so that a segment's markers alone say which offsets each
+abort covers (``_storage/txn_index.py`` rebuilds its ``.txnindex`` from them). Bit 4
+(``KEYLESS``): the key is the 8 bytes generated for a push given no key; they stay (the partition
+was chosen by them, and the key index holds them), and only what a Kafka client reads through the
+gateway is the null key it would have read from Kafka. A stream of formats 1 to 4 never holds a
+record with bit 2, 3 or 4 (its producer writes none of them), and readers of those formats refuse a
+format-5 stream by its settings, as above; bits 5 to 7 are reserved: a record with one set is damaged.
 
 Decoding follows h11's rule: a buffer that ends early is not an error. ``decode_record`` answers
 ``NEED_MORE`` for every proper prefix of a valid record, and raises ``CorruptRecordError`` (with the
@@ -70,8 +92,10 @@ else:
 
 __all__ = [
     "ATTRIBUTES_AT",
+    "CONTROL",
     "CRC_AT",
     "DEFAULT_MAX_RECORD_BYTES",
+    "KEYLESS",
     "KEY_AT",
     "KEY_LENGTH_AT",
     "MAGIC_AT",
@@ -82,10 +106,13 @@ __all__ = [
     "SIZE_AT",
     "TAGGED",
     "TIMESTAMP_AT",
+    "TRANSACTIONAL",
     "DecodedRecord",
     "NeedMore",
     "RecordExtent",
     "ScannedRecords",
+    "TransactionFields",
+    "TransactionalBatch",
     "byte_count",
     "crc32c",
     "decode_messages",
@@ -99,6 +126,7 @@ __all__ = [
     "record_key",
     "record_tag",
     "record_timestamp",
+    "record_transaction",
     "scan_columns",
     "scan_records",
     "tag_bytes",
@@ -107,6 +135,10 @@ __all__ = [
 
 MAGIC_V1: Final = 0xAD
 TAGGED: Final = 0x01  # attributes bit 0: a tag follows the key
+TRANSACTIONAL: Final = 0x04  # attributes bit 2: producer_id and epoch follow the tag (or the key)
+CONTROL: Final = 0x08  # attributes bit 3 (with bit 2): a commit or abort marker
+KEYLESS: Final = 0x10  # attributes bit 4: the key was generated for a push given none
+_RESERVED: Final = 0xE0  # attributes bits 5 to 7: no record sets them
 MAX_TAG_BYTES: Final = 255
 
 # size, crc, magic, attributes, timestamp_ns, key_len
@@ -114,6 +146,8 @@ _FIXED = struct.Struct("<IIBBqI")
 _SIZE_CRC = struct.Struct("<II")
 _AFTER_CRC = struct.Struct("<BBqI")  # magic, attributes, timestamp_ns, key_len
 _U16 = struct.Struct("<H")
+_PRODUCER = struct.Struct("<qh")  # producer_id, epoch: a transactional record's fields
+_MARKER = struct.Struct("<Biq")  # commit (1) or abort (0), coordinator_epoch, first_offset: a control record's
 _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
 _FIXED_BYTES: Final = _FIXED.size  # 22
@@ -151,6 +185,30 @@ class NeedMore(enum.Enum):
 NEED_MORE: Final = NeedMore.NEED_MORE
 
 
+class TransactionFields(NamedTuple):
+    """A transactional record's fields (attributes bit 2), and a marker's (bit 3)."""
+
+    producer_id: int
+    epoch: int
+    commit: bool | None = None  # None: a record of the transaction; True, False: its commit or abort marker
+    coordinator_epoch: int = -1  # a marker's; -1 for a record of the transaction
+    first_offset: int = -1  # a marker's: where its transaction began in the partition (-1: it wrote nothing there)
+
+    @property
+    def is_marker(self) -> bool:
+        return self.commit is not None
+
+
+class TransactionalBatch(list[Message]):
+    """What ``decode_messages`` returns for records of which some are a Kafka transaction's or its
+    markers (attributes bit 2): the Messages of every record, and ``transactions``, the fields of
+    those records by their place in the list. Readers that deliver only committed records
+    (``_storage/transaction_outcomes.py``) take out the markers and the records of aborted and still
+    open transactions; any other batch is a plain ``list``, which they pass on untouched."""
+
+    transactions: dict[int, TransactionFields]
+
+
 class DecodedRecord(NamedTuple):
     """One record decoded from a buffer, and the position just after it."""
 
@@ -161,6 +219,25 @@ class DecodedRecord(NamedTuple):
     attributes: int
     end: int
     tag: str | None = None
+    transaction: TransactionFields | None = None
+
+
+def _transaction_field(transaction: TransactionFields) -> tuple[bytes, int]:
+    """The producer fields (and a marker's) a transactional record stores, and the attribute bits they need."""
+    producer_id, epoch, commit, coordinator_epoch, first_offset = transaction
+    if not _I64_MIN <= producer_id <= _I64_MAX or not -(2**15) <= epoch < 2**15:
+        raise InvalidArgumentError(
+            f"a transaction's producer id is a signed 64-bit integer and its epoch a signed 16-bit one, "
+            f"not {producer_id} and {epoch}"
+        )
+    field = _PRODUCER.pack(producer_id, epoch)
+    if commit is None:
+        return field, TRANSACTIONAL
+    if not -(2**31) <= coordinator_epoch < 2**31:
+        raise InvalidArgumentError(f"a coordinator epoch is a signed 32-bit integer, not {coordinator_epoch}")
+    if not -1 <= first_offset <= _I64_MAX:
+        raise InvalidArgumentError(f"a transaction's first offset is -1 (none) or an offset, not {first_offset}")
+    return field + _MARKER.pack(1 if commit else 0, coordinator_epoch, first_offset), TRANSACTIONAL | CONTROL
 
 
 class RecordExtent(NamedTuple):
@@ -271,13 +348,24 @@ def encode_record(
     headers: Mapping[str, bytes] | None = None,
     attributes: int = 0,
     tag: str | None = None,
+    transaction: TransactionFields | None = None,
 ) -> bytes:
-    """The bytes of one record (``tag``: None, or a str that ``tag_bytes`` takes)."""
+    """The bytes of one record (``tag``: None, or a str that ``tag_bytes`` takes; ``transaction``:
+    None, or the fields of a transactional record or marker, which set attributes bits 2 and 3)."""
     if not _I64_MIN <= timestamp_ns <= _I64_MAX:
         raise InvalidArgumentError(f"timestamp_ns {timestamp_ns} does not fit in a signed 64-bit integer")
+    if attributes & (TRANSACTIONAL | CONTROL | _RESERVED):
+        raise InvalidArgumentError(
+            f"attributes 0x{attributes:02x}: bits 2 and 3 come with a transaction's fields (transaction=), "
+            "bits 5 to 7 are reserved"
+        )
     header_bytes = _encode_headers(headers) if headers else _NO_HEADERS
     if type(key) is not bytes:
         key = bytes(key)  # its key_len is its bytes' count, whatever a view's items are
+    if transaction is not None:  # its fields come after the tag field, before the headers
+        producer_field, transaction_bits = _transaction_field(transaction)
+        header_bytes = producer_field + header_bytes
+        attributes |= transaction_bits
     if tag is not None:
         field = _TAG_FIELDS.get(tag) if type(tag) is str else None
         if field is None:
@@ -376,6 +464,32 @@ def _parse_tag(buf: bytes | bytearray | memoryview, pos: int, end: int, record_p
     return tag, pos + tag_len
 
 
+def _parse_transaction(
+    buf: bytes | bytearray | memoryview, pos: int, end: int, attributes: int, record_position: int
+) -> tuple[TransactionFields | None, int]:
+    """The transactional fields starting at ``pos`` (after the tag field) of a record whose attributes
+    are ``attributes``; returns them (None for a record outside transactions) and where the
+    header_count field starts. Raises for reserved bits, and for a marker without producer fields."""
+    if attributes & _RESERVED:
+        raise CorruptRecordError(f"reserved attribute bits are set (0x{attributes:02x})", position=record_position)
+    if not attributes & TRANSACTIONAL:
+        if attributes & CONTROL:
+            raise CorruptRecordError("a control record without its transaction's fields", position=record_position)
+        return None, pos
+    if pos + _PRODUCER.size + 2 > end:
+        raise CorruptRecordError("the transaction's fields overrun the record", position=record_position)
+    producer_id, epoch = _PRODUCER.unpack_from(buf, pos)
+    pos += _PRODUCER.size
+    if not attributes & CONTROL:
+        return TransactionFields(producer_id, epoch), pos
+    if pos + _MARKER.size + 2 > end:
+        raise CorruptRecordError("the marker's fields overrun the record", position=record_position)
+    kind, coordinator_epoch, first_offset = _MARKER.unpack_from(buf, pos)
+    if kind > 1:
+        raise CorruptRecordError(f"a marker is 0 (abort) or 1 (commit), not {kind}", position=record_position)
+    return TransactionFields(producer_id, epoch, kind == 1, coordinator_epoch, first_offset), pos + _MARKER.size
+
+
 def _parse_headers(
     buf: bytes | bytearray | memoryview, pos: int, end: int, record_position: int
 ) -> tuple[Mapping[str, bytes], int]:
@@ -435,10 +549,20 @@ def decode_record(
     key_end = key_start + key_len
     if key_end > end:
         raise CorruptRecordError("key overruns the record", position=pos)
-    tag, headers_at = _parse_tag(buf, key_end, end, pos) if attributes & TAGGED else (None, key_end)
+    tag, fields_at = _parse_tag(buf, key_end, end, pos) if attributes & TAGGED else (None, key_end)
+    transaction, headers_at = (
+        _parse_transaction(buf, fields_at, end, attributes, pos) if attributes else (None, fields_at)
+    )
     headers, value_start = _parse_headers(buf, headers_at, end, pos)
     return DecodedRecord(
-        timestamp_ns, bytes(buf[key_start:key_end]), bytes(buf[value_start:end]), headers, attributes, end, tag
+        timestamp_ns,
+        bytes(buf[key_start:key_end]),
+        bytes(buf[value_start:end]),
+        headers,
+        attributes,
+        end,
+        tag,
+        transaction,
     )
 
 
@@ -583,7 +707,8 @@ def _decode_one(
     key_end = pos + _FIXED_BYTES + key_len
     if key_end + 2 > end:
         raise CorruptRecordError("key overruns the record", position=pos)
-    tag, headers_at = _parse_tag(buf, key_end, end, pos) if attributes & TAGGED else (None, key_end)
+    tag, fields_at = _parse_tag(buf, key_end, end, pos) if attributes & TAGGED else (None, key_end)
+    _, headers_at = _parse_transaction(buf, fields_at, end, attributes, pos) if attributes else (None, fields_at)
     headers, value_start = _parse_headers(buf, headers_at, end, pos)
     return timestamp_ns, buf[pos + _FIXED_BYTES : key_end], buf[value_start:end], headers, end, tag
 
@@ -696,6 +821,7 @@ def decode_messages(
     # When the whole buffer is within max_record_bytes, no record in it can be larger, and the
     # fast loop below need not check each size against it.
     careful = limit > max_record_bytes
+    transactions: dict[int, TransactionFields] = {}
     try:
         for offset in range(first_offset, first_offset + count):
             size, stored_crc, magic, attributes, timestamp_ns, key_len = unpack(buf, pos)
@@ -704,8 +830,13 @@ def decode_messages(
             # short, a size too small) goes through _decode_one, which says what is wrong.
             if careful or not _plain_and_sound(buf, pos, end, limit, magic, attributes, stored_crc, key_len):
                 timestamp_ns, key, value, headers, end, tag = _decode_one(buf, pos, limit, max_record_bytes)
-                if buf[pos + ATTRIBUTES_AT] & COMPRESSED:
+                attributes = buf[pos + ATTRIBUTES_AT]
+                if attributes & COMPRESSED:
                     value = _decompressed(dictionaries, value, max_record_bytes, pos)
+                if attributes & TRANSACTIONAL:
+                    fields = record_transaction(buf[pos:end])
+                    assert fields is not None
+                    transactions[offset - first_offset] = fields
                 append(new(message_type, (partition, offset, timestamp_ns, key, value, headers, tag)))
             else:
                 key_end = pos + _FIXED_BYTES + key_len
@@ -729,6 +860,10 @@ def decode_messages(
         raise  # pragma: no cover - _decode_one always raises here
     if pos != limit:
         raise CorruptRecordError("records and index entries disagree about the data's length", position=pos)
+    if transactions:
+        batch = TransactionalBatch(messages)
+        batch.transactions = transactions
+        return batch
     return messages
 
 
@@ -756,6 +891,17 @@ def record_tag(record: bytes) -> bytes | None:
     tag_at = KEY_AT + _U32.unpack_from(record, KEY_LENGTH_AT)[0]
     (length,) = _U16.unpack_from(record, tag_at)
     return record[tag_at + 2 : tag_at + 2 + length]
+
+
+def record_transaction(record: bytes) -> TransactionFields | None:
+    """The transactional fields of one encoded (and already checked) record, or None outside transactions."""
+    attributes = record[ATTRIBUTES_AT]
+    if not attributes & TRANSACTIONAL:
+        return None
+    at = KEY_AT + _U32.unpack_from(record, KEY_LENGTH_AT)[0]
+    if attributes & TAGGED:
+        at += 2 + _U16.unpack_from(record, at)[0]
+    return _parse_transaction(record, at, len(record), attributes, 0)[0]
 
 
 def record_timestamp(record: bytes) -> int:

@@ -139,7 +139,12 @@ def reference_decode_at(
     decoded = reference.decode_messages(
         buf, partition, 0, len(offsets), max_record_bytes=max_record_bytes, dictionaries=dictionaries
     )
-    return [message._replace(offset=offset) for message, offset in zip(decoded, offsets, strict=True)]
+    moved = [message._replace(offset=offset) for message, offset in zip(decoded, offsets, strict=True)]
+    if type(decoded) is reference.TransactionalBatch:  # a Kafka transaction's records among them: say which
+        batch = reference.TransactionalBatch(moved)
+        batch.transactions = decoded.transactions
+        return batch
+    return moved
 
 
 def _reference_decode_messages(
@@ -296,7 +301,10 @@ if _core is not None:
         headers: Mapping[str, bytes] | None = None,
         attributes: int = 0,
         tag: str | None = None,
+        transaction: reference.TransactionFields | None = None,
     ) -> bytes:
+        if transaction is not None:  # a transactional record or marker: the reference's alone
+            return reference.encode_record(value, key, timestamp_ns, headers, attributes, tag, transaction)
         record = _encode_record(value, key, timestamp_ns, headers or None, attributes, tag)
         if record is NotImplemented:
             return reference.encode_record(value, key, timestamp_ns, headers, attributes, tag)

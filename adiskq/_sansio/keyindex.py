@@ -61,7 +61,6 @@ Buffer: TypeAlias = "bytes | mmap.mmap"
 __all__ = [
     "ENTRY_BYTES",
     "MAGIC",
-    "TAIL_BUFFER_ENTRIES",
     "TRAILER",
     "TRAILER_BYTES",
     "TRAILER_CRC_AT",
@@ -86,8 +85,6 @@ MAGIC: Final = b"AKX1"
 TRAILER: Final = struct.Struct("<4sIIBBHI12x")
 TRAILER_BYTES: Final = TRAILER.size
 TRAILER_CRC_AT: Final = 16  # the trailer's bytes before the CRC field are covered by it
-# Single pushes are buffered and written this many at a time (readers check the rest in the data).
-TAIL_BUFFER_ENTRIES: Final = 128
 # Blocks of 4,096 messages, or of 512 where one value per message would be needed anyway (mostly
 # distinct keys per block): then smaller blocks cost nothing to sort and an eighth to scan.
 _LARGE_BLOCK_SHIFT: Final = 12

@@ -5,7 +5,7 @@
     STREAM/settings.json  owner  recovery.json
     STREAM/writers/ID     one file per open producer (its flock says it is alive)
     STREAM/locks/setup | vacuum | partition-000000    the shared producers' flocks
-    STREAM/parts/000000/00000000000000000000.data | .index | .timeindex | .tagindex | .keyindex
+    STREAM/parts/000000/00000000000000000000.data | .index | .timeindex | .tagindex | .keyindex | .txnindex
     STREAM/groups/NAME/...
 """
 
@@ -29,6 +29,7 @@ __all__ = [
     "SETTINGS_FILE",
     "TAGINDEX",
     "TIMEINDEX",
+    "TXNINDEX",
     "WRITERS_DIR",
     "fnv1_32",
     "group_folder",
@@ -55,14 +56,15 @@ INDEX: Final = "index"
 TIMEINDEX: Final = "timeindex"
 KEYINDEX: Final = "keyindex"
 TAGINDEX: Final = "tagindex"
-SEGMENT_EXTENSIONS: Final = (DATA, INDEX, TIMEINDEX, TAGINDEX, KEYINDEX)
+TXNINDEX: Final = "txnindex"  # the aborted Kafka transactions of a segment (``_storage/txn_index.py``)
+SEGMENT_EXTENSIONS: Final = (DATA, INDEX, TIMEINDEX, TAGINDEX, KEYINDEX, TXNINDEX)
 
 MAX_PARTITIONS: Final = 1_000_000  # six digits
 _MAX_OFFSET: Final = 10**20 - 1  # twenty digits
 
 # fullmatch and [0-9], not match and \d: "$" also matches before a trailing newline, and \d matches
 # any Unicode digit (int() would even parse them), so either would let odd names pass as ours.
-_SEGMENT_FILE = re.compile(r"([0-9]{20})\.(data|index|timeindex|tagindex|keyindex)")
+_SEGMENT_FILE = re.compile(r"([0-9]{20})\.(data|index|timeindex|tagindex|keyindex|txnindex)")
 _PARTITION_DIR = re.compile(r"[0-9]{6}")
 _GROUP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}")
 

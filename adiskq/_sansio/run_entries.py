@@ -1,7 +1,7 @@
 """A run of stored records with its index entries made ahead of the write, and where the write places them. No I/O.
 
 A run is what the Kafka gateway's Produce makes of a batch in one compiled call
-(``kafka_mapping.stored_records``), so that the segment writes it without a Python object a record:
+(``wire.mapping.stored_records``), so that the segment writes it without a Python object a record:
 
 - ``data``: the stored records back to back, as ``.data`` holds them (``codec.py`` has the layout);
 - ``index``: one ``.index`` entry a record (offset, position, size; u64 little-endian each), numbered
@@ -20,17 +20,39 @@ import array
 import struct
 import sys
 from collections.abc import Callable
-from typing import Final
+from typing import Final, NamedTuple
 
 from .codec import ATTRIBUTES_AT, MIN_RECORD_BYTES, TAGGED
 from .native import NATIVE
 
-__all__ = ["place_run_entries", "place_run_entries_reference", "run_records", "run_timestamps"]
+__all__ = ["StoredRecords", "place_run_entries", "place_run_entries_reference", "run_records", "run_timestamps"]
 
 INDEX_ENTRY_BYTES: Final = 24
 TIMEINDEX_ENTRY_BYTES: Final = 16
 _MAX_PLACED: Final = 2**63 - 1
 _U32: Final = struct.Struct("<I")
+
+
+class StoredRecords(NamedTuple):
+    """A run of records as adiskq stores them (this module's layout): what
+    ``Producer._push_run_to_partition`` writes. A tuple, so the compiled decoder builds it as it
+    builds a batch (``kafka_decode_batches``)."""
+
+    data: bytes  # the records back to back, each as codec.encode_record makes it
+    index_entries: bytes  # their .index entries, numbered from offset 0 at position 0
+    time_entries: bytes  # their .timeindex entries (timestamps in nanoseconds), numbered from 0
+    key_hashes: bytes  # keyindex.key_hash of each stored key, as the key index stores them (keyindex.pack_hashes)
+    largest: int  # bytes of the largest record (0 for none)
+
+    @property
+    def record_count(self) -> int:
+        """How many records."""
+        return len(self.index_entries) // INDEX_ENTRY_BYTES
+
+    @property
+    def total(self) -> int:
+        """Bytes of all the records: what the write takes."""
+        return len(self.data)
 
 
 def _u64_column(raw: bytes, typecode: str) -> array.array[int]:

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from .._errors import CorruptRecordError
 from .cursors import SegmentCursor
-from .segment import SegmentReader
+from .segment_reader import SegmentReader
 
 __all__ = ["RawCursor", "RawRun", "RawSegment"]
 

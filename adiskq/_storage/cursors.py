@@ -12,14 +12,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, Self, TypeVar
 
 from .._errors import OffsetOutOfRangeError
+from .._sansio.codec import TransactionalBatch
 from .._sansio.naming import INDEX
 from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from .log_start import load_log_start
-from .segment import SegmentReader, StoredRun, segment_path
+from .segment_files import segment_path
+from .segment_reader import SegmentReader, StoredRun
+from .transaction_outcomes import committed
 
 if TYPE_CHECKING:
     from .partition_reader import PartitionReader
+    from .transaction_outcomes import TransactionOutcomes
 
 __all__ = ["PartitionCursor", "SegmentCursor", "open_segment_at"]
 
@@ -140,7 +144,13 @@ class SegmentCursor(Generic[_Segment]):
 
 class PartitionCursor(SegmentCursor[SegmentReader]):
     """Reads one partition's messages in order from an offset (see ``SegmentCursor``); ``read``
-    returns ``[]`` when caught up."""
+    returns ``[]`` when caught up.
+
+    Of a Kafka transaction's records it delivers the committed ones only, never a marker, and stops
+    at the first record of a transaction still open (``transaction_outcomes.py``): the position is
+    then that record's, and ``read`` answers ``[]`` as when caught up, until its marker is written.
+    The position counts the records passed, so it may move by more than the messages returned.
+    (``read_tagged`` needs none of this: a transaction's records and markers carry no tag.)"""
 
     def _open_segment(self, base: int, sealed: bool) -> SegmentReader:
         return self.partition.open_segment(base, sealed=sealed)
@@ -149,12 +159,22 @@ class PartitionCursor(SegmentCursor[SegmentReader]):
         """Up to ``max_count`` messages from the current position on; ``[]`` when caught up."""
         while (segment := self._current()) is not None:
             messages = segment.read_messages(self.position, max_count, max_bytes)
+            if type(messages) is TransactionalBatch:
+                delivered, passed = committed(messages, self.outcomes())
+                self.position += passed
+                if delivered or not passed:  # not passed: at an open transaction, as if caught up
+                    return delivered
+                continue  # only markers and aborted records: read on
             if messages:
                 self.position += len(messages)
                 return messages
             if not self._done_with(segment):
                 break
         return []
+
+    def outcomes(self) -> TransactionOutcomes:
+        """What became of this partition's transactions (the partition reader keeps them)."""
+        return self.partition.transaction_outcomes()
 
     def peek_stored(self, max_count: int = 1000, max_bytes: int | None = None) -> StoredRun | None:
         """The stored bytes of the records ``read`` would return next (``SegmentReader.read_stored``),

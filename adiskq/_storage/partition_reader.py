@@ -15,7 +15,8 @@ from collections.abc import Iterator, Sequence
 from .._errors import CorruptRecordError, InvalidArgumentError, OffsetOutOfRangeError
 from .._sansio import keyindex as keyindex_format
 from .._sansio import tags as tags_format
-from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
+from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES, TransactionalBatch
+from .._sansio.entries import INDEX_ENTRY_BYTES, TIMEINDEX_ENTRY, TIMEINDEX_ENTRY_BYTES
 from .._sansio.naming import INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, parse_segment_file
 from .._sansio.values import Message, PartitionStats, ns_from_datetime
 from . import keyindex
@@ -23,16 +24,18 @@ from .cursors import PartitionCursor
 from .dictionaries import partition_stream_path, stream_dictionaries
 from .files import open_read, read_file
 from .log_start import load_log_start
-from .segment import (
-    INDEX_ENTRY_BYTES,
-    TIMEINDEX_ENTRY,
-    TIMEINDEX_ENTRY_BYTES,
-    SegmentReader,
+from .segment_files import (
     entry_columns,
+    entry_count,
+    file_size,
+    list_segment_files,
+    record_timestamps,
     segment_path,
+    timestamps,
 )
-from .segment_files import entry_count, file_size, list_segment_files, record_timestamps, timestamps
+from .segment_reader import SegmentReader
 from .tag_stats import segment_tag_counts
+from .transaction_outcomes import TransactionOutcomes, committed
 
 __all__ = ["PartitionReader", "held_offsets"]
 
@@ -98,12 +101,37 @@ class PartitionReader:
         """Sequential reading from ``offset`` on."""
         return PartitionCursor(self, offset)
 
+    def transaction_outcomes(self) -> TransactionOutcomes:
+        """What became of this partition's Kafka transactions (``transaction_outcomes.py``), kept
+        across reads: made at the first transaction a reader of this partition meets."""
+        outcomes = self.__dict__.get("_transaction_outcomes")
+        if outcomes is None:
+            outcomes = self.__dict__["_transaction_outcomes"] = TransactionOutcomes(self)
+        return outcomes
+
     def read_one(self, offset: int) -> Message:
-        """The message at ``offset``; OffsetOutOfRangeError if vacuumed or not written."""
+        """The message at ``offset``; OffsetOutOfRangeError if vacuumed or not written, or when the
+        record there is not one a reader is given (a Kafka transaction's marker, or a record of a
+        transaction aborted or still open)."""
         with self.cursor(offset) as cursor:
             messages = cursor.read(1)
+            passed = cursor.position > offset
+        if (messages and messages[0].offset != offset) or (not messages and passed):
+            raise OffsetOutOfRangeError(
+                f"offset {offset} of partition {self.partition} holds no message a reader is given: it is a Kafka "
+                "transaction's commit or abort marker, or a record of a transaction that was aborted",
+                partition=self.partition,
+                offset=offset,
+            )
         if not messages:
             oldest, next_offset = self.bounds()
+            if oldest <= offset < next_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} of partition {self.partition} is a record of a Kafka transaction still open "
+                    "(or after one): it is given to readers once the transaction commits",
+                    partition=self.partition,
+                    offset=offset,
+                )
             raise OffsetOutOfRangeError(
                 f"offset {offset} of partition {self.partition} is not written yet "
                 f"(the partition holds {held_offsets(oldest, next_offset)})"
@@ -236,7 +264,10 @@ class PartitionReader:
             if covered < entries:
                 offsets += _search_data(segment, key, base + covered, base + entries)
             for offset in offsets:
-                for message in segment.read_messages(offset, 1):
+                messages = segment.read_messages(offset, 1)
+                if type(messages) is TransactionalBatch:  # only a committed transaction's record is found
+                    messages, _ = committed(messages, self.transaction_outcomes())
+                for message in messages:
                     if message.key == key:  # hash collisions and damaged key indexes end here
                         yield message
 

@@ -30,14 +30,22 @@ from collections.abc import Sequence
 from .._errors import CorruptStreamError, InvalidArgumentError
 from .._sansio import keyindex as keyindex_format
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
-from .._sansio.naming import DATA, INDEX, KEYINDEX, SEGMENT_EXTENSIONS, TAGINDEX, TIMEINDEX
+from .._sansio.naming import DATA, INDEX, KEYINDEX, SEGMENT_EXTENSIONS, TAGINDEX, TIMEINDEX, TXNINDEX
 from .._sansio.retention import SegmentInfo
 from .._sansio.values import SegmentRepair, VacuumReport
 from .files import DEFAULT_FILE_MODE, dir_mode, fsync_dir, read_file
 from .flocks import FileLock
 from .recovery import ensure_sealed_key_index, recover_segment
-from .segment import SegmentFileState, SegmentWriter, segment_path
-from .segment_files import entry_count, file_size, list_segment_files, record_timestamps, timestamps
+from .segment_files import (
+    SegmentFileState,
+    entry_count,
+    file_size,
+    list_segment_files,
+    record_timestamps,
+    segment_path,
+    timestamps,
+)
+from .segment_writer import SegmentWriter
 
 __all__ = ["PartitionWriter"]
 
@@ -400,7 +408,7 @@ class PartitionWriter:
                 keep.append(segment)
                 continue
             # .index first: readers find segments by it, and recovery finishes what this starts.
-            for extension in (INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, DATA):
+            for extension in (INDEX, KEYINDEX, TAGINDEX, TXNINDEX, TIMEINDEX, DATA):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(segment_path(self.directory, segment.base_offset, extension))
             removed.append((self.partition, segment.base_offset))
@@ -433,7 +441,7 @@ def _remove_vacuum_leftovers(directory: str, partition: int, files: dict[int, se
     """Remove (from the folder and from ``files``) the oldest segments' files an interrupted vacuum
     left without their data, and refuse a sealed segment that lost its data otherwise.
 
-    Vacuum deletes .index, .keyindex, .tagindex, .timeindex, then .data. A crash in between leaves the oldest
+    Vacuum deletes .index, .keyindex, .tagindex, .txnindex, .timeindex, then .data. A crash in between leaves the oldest
     segments without some of them. Leftovers without .data hold nothing and go; a segment that still
     has its .data is rebuilt, not deleted: recovery never destroys data (an index lost any other way
     would take its data with it), and the next vacuum deletes the segment again if the retention

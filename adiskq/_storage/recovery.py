@@ -24,6 +24,9 @@ The rules, in the order they are applied:
 6. A compact segment (a compressed stream's) keeps no ``.timeindex``: one found there is removed, as
    a stale file must not linger; and it has a ``.tagindex`` only when one of its valid records
    carries a tag (rule 4 then), none being made for a segment whose records carry none.
+7. ``.txnindex`` (the aborted Kafka transactions, ``txn_index.py``) must be what the valid records'
+   abort markers say: rewritten when torn, missing or naming a marker the data lost (a torn
+   marker), removed when no abort marker is left.
 
 Only the last segment needs this: a segment is fsynced before the next one is created, so sealed
 segments cannot have a torn tail. A sealed segment's key index that is missing or malformed is
@@ -40,13 +43,13 @@ from typing import NamedTuple
 
 from .._sansio import keyindex as keyindex_format
 from .._sansio import tags as tags_format
+from .._sansio.entries import INDEX_ENTRY, TAG_COLUMN, TIME_COLUMN, TIMEINDEX_ENTRY
 from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX
 from .._sansio.values import SegmentRepair
-from . import keyindex
+from . import keyindex, txn_index
 from .files import DEFAULT_FILE_MODE, fsync_dir, open_read, pread_exact, read_file, write_all
 from .recovery_plan import SegmentPlan, damaged_file_name, plan_segment
-from .segment import INDEX_ENTRY, TIMEINDEX_ENTRY, entry_columns, segment_path
-from .segment_files import entry_count, index_positions
+from .segment_files import entry_columns, entry_count, index_positions, segment_path
 
 __all__ = ["RecoveredSegment", "describe_damaged", "ensure_sealed_key_index", "recover_segment"]
 
@@ -231,10 +234,11 @@ def recover_segment(
 
     data = _read_data(data_path)
     timeindex_path = segment_path(directory, base_offset, TIMEINDEX)
+    keeps_time = TIME_COLUMN.made_with_segment(compact=compact, key_index=bool(key_index))
     plan = plan_segment(
         data,
         read_file(segment_path(directory, base_offset, INDEX)),
-        None if compact else read_file(timeindex_path),
+        read_file(timeindex_path) if keeps_time else None,
         base_offset,
         max_record_bytes,
     )
@@ -272,7 +276,7 @@ def recover_segment(
     records = plan.records
     offsets = range(base_offset, base_offset + plan.record_count)
     # The time index first, then the index: the same order as the write path.
-    if not compact:
+    if keeps_time:
         changed = _repair_derived_file(
             timeindex_path,
             TIMEINDEX_ENTRY,
@@ -303,8 +307,12 @@ def recover_segment(
     )
     tagindex_path = segment_path(directory, base_offset, TAGINDEX)
     tag_column = tags_format.data_tag_column(data, records.positions, plan.damaged)
-    if not compact or tags_format.names_a_tag(tag_column) or os.path.lexists(tagindex_path):
+    made = TAG_COLUMN.made_with_segment(compact=compact, key_index=bool(key_index))
+    if made or tags_format.names_a_tag(tag_column) or os.path.lexists(tagindex_path):
         changed |= _repair_key_index(tagindex_path, tag_column, repairs, partition, base_offset, mode, "tagindex")
+    txn_repairs = txn_index.repair(directory, partition, base_offset, data, records.positions, plan.damaged, mode)
+    repairs += txn_repairs
+    changed |= bool(txn_repairs)
     keyindex_path = segment_path(directory, base_offset, KEYINDEX)
     if key_index:
         expected = keyindex_format.pack_hashes(keyindex_format.data_key_hashes(data, records.positions))

@@ -12,7 +12,7 @@ The rules, from the first byte of ``.data`` on:
 2. Bad bytes where the ``.index`` entry of the next offset says a record starts, and whose bytes
    are all in ``.data``, are that record, damaged: it keeps its offset and the size its entry
    gives, readers raise ``CorruptRecordError`` there, and the scan goes on after it. An index entry
-   is the commit point (``segment.py``), so its offset is never given to another message: this
+   is the commit point (``segment_writer.py``), so its offset is never given to another message: this
    holds for two damaged records side by side (each has its entry) and for the newest record.
 3. Bad bytes no entry delimits (the entries that follow are damaged too) are damaged records up to
    the next record that is valid where an ``.index`` entry says one starts: those entries number
@@ -38,7 +38,7 @@ from typing import Final, NamedTuple
 
 from .._sansio.codec import MIN_RECORD_BYTES, ScannedRecords, is_valid_record
 from .._sansio.core import scan_columns
-from .segment import entry_columns
+from .segment_files import entry_columns
 
 __all__ = ["SET_ASIDE_SUFFIX", "SegmentPlan", "damaged_file_name", "plan_segment"]
 

@@ -15,7 +15,7 @@ of formats 1 and 2 (adiskq before compression) refuse it by this format, with ``
 naming a newer adiskq format, instead of handing out compressed bytes as values. A stream gets
 format 3 only when it is created compressed: a producer asking for compression on an older stream is
 refused, since a reader of that stream's older adiskq may have it open. Its segments are compact
-(``segment.py``): no ``.timeindex``, and a ``.tagindex`` only from a segment's first tagged message,
+(``segment_writer.py``): no ``.timeindex``, and a ``.tagindex`` only from a segment's first tagged message,
 since the records hold timestamps and tags and those index files would otherwise outweigh a
 compressed value.
 
@@ -67,6 +67,7 @@ __all__ = [
     "require_compression",
     "require_kafka_headers",
     "require_tags",
+    "require_transactions",
     "save_settings",
 ]
 
@@ -123,6 +124,12 @@ class StreamSettings:
     @property
     def holds_kafka_headers(self) -> bool:
         """Whether records of this stream may carry a null header value or a repeated name (format 5)."""
+        return self.format == FORMAT
+
+    @property
+    def holds_transactions(self) -> bool:
+        """Whether records of this stream may be a Kafka transaction's, markers, or keyless (format 5:
+        ``codec.py``'s attributes bits 2 to 4)."""
         return self.format == FORMAT
 
     @property
@@ -306,6 +313,17 @@ def require_kafka_headers(settings: StreamSettings, stream_path: str) -> None:
             "name, so a message with a null header value or a repeated header name cannot be written to it. "
             f"Move it to {FORMAT!r} with `adiskq upgrade {stream_path}` once every program that reads or writes it "
             f"runs an adiskq that knows {FORMAT!r}, then write again"
+        )
+
+
+def require_transactions(settings: StreamSettings, stream_path: str) -> None:
+    """SettingsMismatchError, saying how to move the stream, when its format cannot hold a Kafka
+    transaction's records and markers (before format 5)."""
+    if not settings.holds_transactions:
+        raise SettingsMismatchError(
+            f"stream {stream_path!r} is in format {settings.format!r}, which cannot hold a Kafka transaction's "
+            f"records. Move it to {FORMAT!r} with `adiskq upgrade {stream_path}` once every program that reads or "
+            f"writes it runs an adiskq that knows {FORMAT!r}, then write again"
         )
 
 

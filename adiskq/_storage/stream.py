@@ -57,7 +57,7 @@ from .lock import OwnerLock
 from .log_start import load_log_start, settle_log_start
 from .partition_reader import PartitionReader
 from .partition_writer import PartitionWriter
-from .segment import SegmentFileState
+from .segment_files import SegmentFileState
 from .settings import (
     AskedSettings,
     PartitionCountChange,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from .._errors import CorruptRecordError
 from .._sansio.tags import NO_TAG, TagFilter
-from .segment import SegmentReader
+from .segment_reader import SegmentReader
 
 __all__ = ["segment_tag_counts"]
 

@@ -45,8 +45,17 @@ from .._sansio.codec import (
 )
 from .._sansio.compression import COMPRESSED, dictionary_file_name
 from .._sansio.core import decode_messages, scan_records
-from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX
-from . import keyindex
+from .._sansio.entries import (
+    ACTIVE_SHORTFALL,
+    INDEX_ENTRY,
+    INDEX_ENTRY_BYTES,
+    TAG_COLUMN,
+    TIME_COLUMN,
+    TIMEINDEX_ENTRY,
+    SideColumn,
+)
+from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, TXNINDEX
+from . import keyindex, txn_index
 from .dictionaries import (
     DICTIONARIES_DIR,
     dictionary_versions,
@@ -58,15 +67,7 @@ from .files import read_file
 from .offsets import OFFSETS_FILE, group_dir, list_groups, load_offsets
 from .recovery import describe_damaged
 from .recovery_plan import SegmentPlan, damaged_file_name, plan_segment
-from .segment import (
-    BUFFERED_ENTRIES,
-    INDEX_ENTRY,
-    INDEX_ENTRY_BYTES,
-    TIMEINDEX_ENTRY,
-    TIMEINDEX_ENTRY_BYTES,
-    segment_path,
-)
-from .segment_files import list_segment_files
+from .segment_files import list_segment_files, segment_path
 from .stream import StreamReader
 
 __all__ = [
@@ -304,6 +305,7 @@ def check_segment(
     if time_raw is not None:
         _check_timeindex(found, segment, time_raw, entries, stamps, in_flight, index_fix)
     _check_tag_index(found, segment, data, [e.position for e in extents[:entries]], entries, in_flight, index_fix)
+    _check_txn_index(found, segment, data, [e.position for e in extents[:entries]], in_flight, index_fix)
     if not segment.is_active:
         _check_key_index(found, segment, entries)
     _check_compressed_values(found, segment, data, extents[:entries], data_fix)
@@ -627,35 +629,44 @@ def _check_tag_index(
     tag_raw = read_file(segment.path(TAGINDEX))
     if tag_raw is None:
         return
-    path = segment.path(TAGINDEX)
-    width = tags_format.ENTRY_BYTES
-    count, partial = divmod(len(tag_raw), width)
-    if partial and not in_flight:
-        found.add(path, count * width, f"ends with a partial entry of {partial} bytes", index_fix)
-    if count < entries and not (segment.is_active and entries - count < BUFFERED_ENTRIES):
-        found.add(
-            path,
-            count * width,
-            f"has {count} entries but the index has {entries}: {entries - count} missing",
-            index_fix,
-        )
-    elif count > entries and not in_flight:
-        found.add(
-            path,
-            entries * width,
-            f"has {count} entries but the index has {entries}: {count - entries} too many",
-            index_fix,
-        )
-    shared = min(count, len(positions))
-    expected = tags_format.data_tag_column(data, positions[:shared])
-    if tag_raw[: shared * width] == expected:
+    expected = tags_format.data_tag_column(data, positions)
+
+    def mismatch(i: int, entry: bytes) -> str:
+        return f"the entry of offset {segment.base + i} does not hold its record's tag hash"
+
+    _check_side_column(found, segment, TAG_COLUMN, tag_raw, entries, expected, in_flight, index_fix, mismatch)
+
+
+def _check_txn_index(
+    found: _Findings, segment: SegmentRef, data: bytes, positions: list[int], in_flight: bool, index_fix: Fix
+) -> None:
+    """The ``.txnindex`` names exactly the transactions the segment's abort markers ended
+    (``txn_index.expected_entries``); a live producer's newest entry may still be on its way."""
+    raw = read_file(segment.path(TXNINDEX)) or b""
+    expected = txn_index.expected_entries(data, positions, segment.base)
+    if raw == expected or (in_flight and expected.startswith(raw) and len(raw) % txn_index.ENTRY.size == 0):
         return
-    for i in range(shared):
-        at = i * width
-        if tag_raw[at : at + width] != expected[at : at + width]:
+    path = segment.path(TXNINDEX)
+    if not raw:
+        found.add(
+            path, None, f"is missing: the data holds {len(expected) // txn_index.ENTRY.size} abort markers", index_fix
+        )
+        return
+    said = txn_index.parse_entries(raw)
+    wanted = txn_index.parse_entries(expected)
+    if len(raw) % txn_index.ENTRY.size:
+        found.add(path, len(said) * txn_index.ENTRY.size, "ends with a partial entry", index_fix)
+    for number, entry in enumerate(said):
+        if number >= len(wanted) or entry != wanted[number]:
             found.add(
-                path, at, f"the entry of offset {segment.base + i} does not hold its record's tag hash", index_fix
+                path,
+                number * txn_index.ENTRY.size,
+                f"entry {number} ({entry}) is not what the segment's abort markers say",
+                index_fix,
             )
+            return
+    if len(said) < len(wanted):
+        found.add(path, len(raw), f"lacks {len(wanted) - len(said)} of the segment's abort markers", index_fix)
 
 
 def _check_timeindex(
@@ -669,45 +680,63 @@ def _check_timeindex(
 ) -> None:
     """Each time-index entry names the offset and the timestamp of the record the index points at."""
     base = segment.base
-    time_path = segment.path(TIMEINDEX)
-    count = len(time_raw) // TIMEINDEX_ENTRY_BYTES
-    partial = len(time_raw) % TIMEINDEX_ENTRY_BYTES
+    expected = b"".join(
+        TIMEINDEX_ENTRY.pack(base + i, stamp if stamp is not None else 0) for i, stamp in enumerate(stamps)
+    )
+
+    def mismatch(i: int, entry: bytes) -> str | None:
+        offset, stamp = TIMEINDEX_ENTRY.unpack(entry)
+        if offset != base + i:
+            return f"entry {i} is for offset {offset}, expected {base + i}"
+        if stamps[i] is not None and stamp != stamps[i]:
+            return f"the entry of offset {base + i} says timestamp {stamp}, the record says {stamps[i]}"
+        return None  # (the record is damaged: its timestamp is not known)
+
+    _check_side_column(found, segment, TIME_COLUMN, time_raw, entries, expected, in_flight, index_fix, mismatch)
+
+
+def _check_side_column(
+    found: _Findings,
+    segment: SegmentRef,
+    column: SideColumn,
+    raw: bytes,
+    entries: int,
+    expected: bytes,
+    in_flight: bool,
+    index_fix: Fix,
+    mismatch: Callable[[int, bytes], str | None],
+) -> None:
+    """A side column's file (``raw``) against the ``.index`` (``entries`` messages) and against
+    ``expected``, the entries its records give (as many as are known): whole entries, one a message
+    (the active segment may lack up to ``ACTIVE_SHORTFALL``, still buffered by its producer or lost
+    with it in a crash: readers take those from the records, recovery rewrites them), and each entry
+    the one its record gives (``mismatch`` words a difference, or None to let it pass)."""
+    path = segment.path(column.extension)
+    width = column.width
+    count, partial = divmod(len(raw), width)
     if partial and not in_flight:
-        found.add(time_path, count * TIMEINDEX_ENTRY_BYTES, f"ends with a partial entry of {partial} bytes", index_fix)
-    if count < entries and not (segment.is_active and entries - count < BUFFERED_ENTRIES):
-        # (The active segment's last time entries may still be buffered by its producer, or lost
-        # with it in a crash: readers take those times from the records, recovery rewrites them.)
+        found.add(path, count * width, f"ends with a partial entry of {partial} bytes", index_fix)
+    if count < entries and not (segment.is_active and entries - count <= ACTIVE_SHORTFALL):
         found.add(
-            time_path,
-            count * TIMEINDEX_ENTRY_BYTES,
+            path,
+            count * width,
             f"has {count} entries but the index has {entries}: {entries - count} missing",
             index_fix,
         )
     elif count > entries and not in_flight:
         found.add(
-            time_path,
-            entries * TIMEINDEX_ENTRY_BYTES,
+            path,
+            entries * width,
             f"has {count} entries but the index has {entries}: {count - entries} too many",
             index_fix,
         )
-    shared = min(count, entries)
-    expected = b"".join(
-        TIMEINDEX_ENTRY.pack(base + i, stamp if stamp is not None else 0) for i, stamp in enumerate(stamps[:shared])
-    )
-    if time_raw[: shared * TIMEINDEX_ENTRY_BYTES] == expected:
+    shared = min(count, entries, len(expected) // width)
+    if raw[: shared * width] == expected[: shared * width]:
         return
     for i in range(shared):
-        offset, stamp = TIMEINDEX_ENTRY.unpack_from(time_raw, i * TIMEINDEX_ENTRY_BYTES)
-        at = i * TIMEINDEX_ENTRY_BYTES
-        if offset != base + i:
-            found.add(time_path, at, f"entry {i} is for offset {offset}, expected {base + i}", index_fix)
-        elif stamps[i] is not None and stamp != stamps[i]:
-            found.add(
-                time_path,
-                at,
-                f"the entry of offset {base + i} says timestamp {stamp}, the record says {stamps[i]}",
-                index_fix,
-            )
+        at = i * width
+        if raw[at : at + width] != expected[at : at + width] and (what := mismatch(i, raw[at : at + width])):
+            found.add(path, at, what, index_fix)
 
 
 def check_groups(stream: StreamReader, next_offsets: dict[int, int], notes: list[Problem]) -> Iterator[Problem]:

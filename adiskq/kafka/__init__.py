@@ -1,7 +1,7 @@
 """adiskq speaks Kafka: ``KafkaGateway`` serves the streams under a folder to any Kafka client.
 
-Layers, as in the rest of adiskq: ``_protocol`` (frames and headers, payloads through kio; no I/O;
-``_request_guard`` checks a request's counts and lengths before kio reads it),
+Layers, as in the rest of adiskq: ``wire.protocol`` (frames and headers, payloads through kio; no I/O;
+``wire.request_guard`` checks a request's counts and lengths before kio reads it),
 ``apis/`` (one module per API, request in, response out, registered in ``_registry``),
 ``_topics``/``_records``/``_fetching``/``_idempotence`` (topics as streams, the record mapping, the
 long poll, producer sequences), and ``_server`` (connections on AnyIO). ``Mirror`` (``mirror.py``

@@ -3,7 +3,7 @@
 Every request costs the AnyIO stream path a receive and a send, each a checkpoint (a turn of the
 event loop, a cancel scope entered and left) and a task switch: more than the gateway's own work
 for a small Produce or Fetch. On asyncio the gateway therefore serves a plain TCP connection with
-an ``asyncio.Protocol``: ``data_received`` feeds the framing (``_framing.py``) and answers each
+an ``asyncio.Protocol``: ``data_received`` feeds the framing (``wire/framing.py``) and answers each
 whole request at once when its handler can (``answers_now`` in ``_registry.py``: a Produce the
 producer writes inline, a Fetch with data at hand), writing the answer to the transport in the same
 callback. A Fetch whose long poll waits for a producer of this process is parked (``Later.park``):
@@ -32,10 +32,10 @@ from typing import Final
 
 from ._core import Connection, GatewayCore
 from ._deadlines import Deadline
-from ._framing import Frames, FrameTooLargeError
-from ._protocol import encode_error_response
 from ._registry import Later
 from ._security import raw_sasl_answer, raw_sasl_expected, should_close
+from .wire.framing import Frames, FrameTooLargeError
+from .wire.protocol import encode_error_response
 
 __all__ = ["READ_AHEAD_BYTES", "WRITE_HIGH_BYTES", "ConnectionProtocol"]
 

@@ -9,6 +9,8 @@ import dataclasses
 import uuid
 from typing import Final, Literal
 
+import anyio
+
 from .._async import wakeup
 from ._fetching import FetchSession
 from ._idempotence import ProducerIds, Sequences
@@ -45,6 +47,16 @@ class GatewayCore:
         self.closing = False  # set as the gateway shuts down: long polls answer at once
         # Whatever a handler module keeps for the whole gateway (the group coordinator, credentials).
         self.extensions: dict[str, object] = {}
+        self._partition_locks: dict[tuple[str, int], anyio.Lock] = {}
+
+    def partition_lock(self, topic: str, partition: int) -> anyio.Lock:
+        """The lock an idempotent or transactional write holds from its checks to its write, and a
+        transaction's marker while it is written: so no marker comes between a batch's check
+        against its transaction and the batch, and no two batches of a producer race their sequences."""
+        lock = self._partition_locks.get((topic, partition))
+        if lock is None:
+            lock = self._partition_locks[topic, partition] = anyio.Lock()
+        return lock
 
     @staticmethod
     def topic_id(name: str) -> uuid.UUID:

@@ -22,12 +22,13 @@ import anyio.lowlevel
 from .._async import wakeup
 from .._async.follower import PartitionFollower
 from .._async.notify import Notifier, get_notifier
-from .._sansio.kafka_stored_batch import batch_from_stored
 from .._sansio.naming import INDEX
 from .._storage.log_start import load_log_start
-from .._storage.segment import segment_path
+from .._storage.segment_files import segment_path
 from ._records import NULLS_HEADER, batch_from_messages
 from ._topics import Topics
+from ._transactional_fetch import holds_transactions, transactional_batches
+from .wire.stored_batch import batch_from_stored
 
 __all__ = ["MAX_FETCH_MESSAGES", "FetchSession", "read_batch"]
 
@@ -41,7 +42,12 @@ MAX_STORED_RECORDS: Final = 8192
 
 
 def read_batch(
-    follower: PartitionFollower, max_bytes: int, max_count: int = MAX_STORED_RECORDS, *, at_least_one: bool = True
+    follower: PartitionFollower,
+    max_bytes: int,
+    max_count: int = MAX_STORED_RECORDS,
+    *,
+    at_least_one: bool = True,
+    starts: list[tuple[int, int]] | None = None,
 ) -> tuple[bytes, int] | None:
     """The partition's next records (up to ``max_count``, and ``max_bytes`` of stored records but
     at least one) as one Kafka record batch, and how many records it holds, the follower moved past
@@ -52,15 +58,19 @@ def read_batch(
     only the first batch of a response exceed the request's limits (KIP-74); a client sizes its
     receive buffer from them, and librdkafka drops a response larger than that.
 
-    The stored records go straight to the batch (``batch_from_stored``: no Message a record). A run
-    off that path (a damaged record, a value whose dictionary is not loaded yet, a record that
-    repeats a header name) is read as Messages instead (up to MAX_FETCH_MESSAGES), as every reader
+    The stored records go straight to the batch (``batch_from_stored``: no Message a record); a run
+    holding a Kafka transaction's records or markers is served as Kafka serves them, in
+    transactional and control batches (``transactional_batches``). A run off those paths (a damaged
+    record, a value whose dictionary is not loaded yet, a record that repeats a header name) is read
+    as Messages instead (up to MAX_FETCH_MESSAGES), as every reader
     reads it: that read returns the records before a damaged one, and the read that reaches it
-    raises the error that names it."""
+    raises the error that names it. ``starts`` gets the (producer id, offset) where each transaction
+    among the records returned starts (``transactional_batches``)."""
     while True:
         run = follower.peek_stored(max_count, max_bytes)
         if run is None:
             return None
+        found: list[tuple[int, int]] = []  # the transactions starting in the run (``starts``)
         batch = batch_from_stored(
             run.data,
             run.first_offset,
@@ -69,12 +79,25 @@ def read_batch(
             dictionaries=run.dictionaries,
             nulls_header=NULLS_HEADER,
         )
+        if batch is None and holds_transactions(run.data, run.record_count):
+            # A transaction's records or markers: batches of their own (``_transactional_fetch.py``)
+            batches = transactional_batches(
+                run.data,
+                run.first_offset,
+                run.record_count,
+                max_record_bytes=run.max_record_bytes,
+                dictionaries=run.dictionaries,
+                starts=found,
+            )
+            batch = None if batches is None else b"".join(batches)
         if batch is None:
             break
         count = run.record_count
         del run
         if at_least_one or len(batch) <= max_bytes:
             follower.skip(count)
+            if starts is not None and found:
+                starts.extend(found)
             return batch, count
         if count == 1:
             return _NOTHING_FITS

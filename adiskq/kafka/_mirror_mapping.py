@@ -3,7 +3,7 @@
 The rules (``docs/MIRROR.md``, "What maps, and what does not"):
 
 - key and value are bytes both ways. A Kafka null key or value is stored as empty bytes plus the
-  header ``adiskq.kafka.null`` (the gateway's rule, ``_sansio/kafka_mapping.py``); a local record
+  header ``adiskq.kafka.null`` (the gateway's rule, ``kafka/wire/mapping.py``); a local record
   with that header goes to Kafka with null where it says, and without the header;
 - a Kafka timestamp (ms) is stored as ``ms * 1_000_000`` ns; a local one reaches Kafka as its
   millisecond (the sub-millisecond part is dropped);
@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from typing import Final, NamedTuple
 
 from .._sansio.codec import encode_record
-from .._sansio.kafka_mapping import NULLS_HEADER
 from .._sansio.values import Message, Record
+from .wire.mapping import NULLS_HEADER
 
 __all__ = [
     "EXACT_HEADERS",

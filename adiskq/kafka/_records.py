@@ -1,7 +1,7 @@
 """Kafka records <-> adiskq messages: what a Produce stores and what a Fetch hands back.
 
 The mapping, exact in both directions (its rules are written, and applied, in
-``adiskq/_sansio/kafka_mapping.py``):
+``adiskq/kafka/wire/mapping.py``):
 
 - offsets are the partition's offsets; a Kafka timestamp in milliseconds is stored as
   ``ms * 1_000_000`` nanoseconds and read back as ``ns // 1_000_000`` (so a Kafka record round-trips
@@ -34,20 +34,19 @@ from typing import Final, cast
 from .._async.partition_writes import Writable as ToWrite
 from .._async.partition_writes import write as write_records
 from .._async.partition_writes import write_now as write_records_now
-from .._sansio.kafka_batch import KafkaBatch, KafkaRecord, decode_batches, encode_batch_from_messages
-from .._sansio.kafka_codec import DEFAULT_MAX_BYTES, LOG_APPEND_TIME
-from .._sansio.kafka_codec import decode_batches as decode_batches_with
-from .._sansio.kafka_mapping import (
+from .._sansio.native import NATIVE
+from .._sansio.run_entries import StoredRecords, place_run_entries
+from .._sansio.values import Message, Record
+from .wire.batch import KafkaBatch, KafkaRecord, decode_batches, encode_batch_from_messages
+from .wire.codec import DEFAULT_MAX_BYTES, LOG_APPEND_TIME
+from .wire.codec import decode_batches as decode_batches_with
+from .wire.mapping import (
     NULLS_HEADER,
     MappingRefusedError,
-    StoredRecords,
     TimestampRefusedError,
     record_fields,
     stored_records,
 )
-from .._sansio.native import NATIVE
-from .._sansio.run_entries import place_run_entries
-from .._sansio.values import Message, Record
 
 __all__ = [
     "NULLS_HEADER",
@@ -78,13 +77,14 @@ class _OffThePlainPath(Exception):
     """A batch's records need the step by step decoding (which names what is wrong with them)."""
 
 
-def decode_produce(data: bytes | bytearray | memoryview) -> list[KafkaBatch]:
+def decode_produce(data: bytes | bytearray | memoryview, *, transactional: bool = False) -> list[KafkaBatch]:
     """A Produce request's batches for one partition, as ``decode_batches`` checks them (and with
     its errors), each one's records left as ``StoredRecords`` when it took the compiled path.
+    ``transactional``: the request names a transactional id, so its batches may be transactional.
 
     Uncompressed CreateTime batches of plain records are decoded whole by one compiled call
-    (``kafka_decode_batches`` with a run of stored records a batch); anything else by
-    ``decode_produce_reference``, its reference."""
+    (``kafka_decode_batches`` with a run of stored records a batch); anything else (a transactional
+    batch too) by ``decode_produce_reference``, its reference."""
     now_ns = time.time_ns()
     if NATIVE is not None and type(data) is bytes:
         batches: list[KafkaBatch] | None = NATIVE.kafka_decode_batches(
@@ -92,13 +92,15 @@ def decode_produce(data: bytes | bytearray | memoryview) -> list[KafkaBatch]:
         )
         if batches is not None:
             return batches
-    return decode_produce_reference(data, now_ns)
+    return decode_produce_reference(data, now_ns, transactional=transactional)
 
 
 def decode_produce_reference(
     data: bytes | bytearray | memoryview,
     now_ns: int,
     to_stored: Callable[[bytes, int, int, int, int, int], StoredRecords | None] = stored_records,
+    *,
+    transactional: bool = False,
 ) -> list[KafkaBatch]:
     """``decode_produce`` batch by batch in Python (compressed batches decompressed here), each
     batch's records mapped by ``to_stored``; a request with a LogAppendTime batch, or records off
@@ -111,11 +113,12 @@ def decode_produce_reference(
         return cast(list[KafkaRecord], found)  # carried in the batch's records field, read by records_from_batches
 
     try:
-        batches = decode_batches_with(data, records_decoder=stored)
+        batches = decode_batches_with(data, records_decoder=stored, transactional=transactional)
     except _OffThePlainPath:
-        return decode_batches(data)
+        return decode_batches(data, transactional=transactional)
     if any(batch.attributes & _TIMESTAMP_LOG_APPEND for batch in batches):
-        return decode_batches(data)  # the time of the write for every record: the step by step path
+        # the time of the write for every record: the step by step path
+        return decode_batches(data, transactional=transactional)
     return batches
 
 

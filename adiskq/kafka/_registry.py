@@ -18,7 +18,7 @@ Fetch that has data), or returns ``Later``, whose ``finish`` the connection's ta
 rest (a long poll, a write behind an fsync). Its awaited handler does both in turn.
 
 A handler returns the response payload (a kio dataclass), or that payload already encoded as bytes
-(Produce, whose answer ``_fast_responses.py`` writes without kio), or the whole response frame
+(Produce, whose answer ``wire/fast_responses.py`` writes without kio), or the whole response frame
 (``ResponseFrame``: Fetch's, written by one compiled call), or None when the request takes no
 response (Produce with acks=0). ``context.gateway`` is the gateway's shared state
 (``GatewayCore``: the root folder, topics, writers, options), ``context.connection`` this
@@ -37,7 +37,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from ._protocol import RequestHeader, response_schema
+from .wire.protocol import RequestHeader, response_schema
 
 if TYPE_CHECKING:
     from ._core import Connection, GatewayCore

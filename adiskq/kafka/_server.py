@@ -1,7 +1,7 @@
 """``KafkaGateway``: the TCP server that answers Kafka clients from the streams under a root folder.
 
 The server layer on AnyIO streams: it owns the listening socket, one task per connection,
-deadlines and shutdown; the protocol (``_protocol.py``) and the handlers (``apis/``) do no I/O of
+deadlines and shutdown; the protocol (``wire/protocol.py``) and the handlers (``apis/``) do no I/O of
 their own. A connection's requests are answered one at a time, in order, as a Kafka broker does (a
 client pipelines requests and pairs answers by correlation id, in order). A slow or stalled client
 holds only its own task: a frame it does not finish within ``request_timeout`` seconds, or an
@@ -39,11 +39,14 @@ from ._accepting import ResilientListener, connection_limit
 from ._asyncio_transport import ConnectionProtocol
 from ._core import Connection, GatewayCore
 from ._deadlines import Deadline, Deadlines
-from ._framing import Frames, FrameTooLargeError
 from ._memory import MemoryReturn
 from ._open_files import raise_open_files_limit
 from ._options import GroupOptions, SecurityOptions
-from ._protocol import (
+from ._registry import API_TABLE, Later, RequestContext, ResponseFrame, respond
+from ._security import GatewayTLSListener, may_handle, raw_sasl_answer, raw_sasl_expected, should_close
+from ._transactions import start_transactions
+from .wire.framing import Frames, FrameTooLargeError
+from .wire.protocol import (
     ProtocolError,
     RequestHeader,
     decode_request,
@@ -53,8 +56,6 @@ from ._protocol import (
     parse_header,
     request_schema,
 )
-from ._registry import API_TABLE, Later, RequestContext, ResponseFrame, respond
-from ._security import GatewayTLSListener, may_handle, raw_sasl_answer, raw_sasl_expected, should_close
 
 __all__ = ["DEFAULT_MAX_REQUEST_BYTES", "KafkaGateway"]
 
@@ -233,13 +234,26 @@ class KafkaGateway:
         groups = self.groups.install(core)
         self.security.install(core, sasl)
         try:
+            # Transactions left open by the last run are aborted, and endings it decided carried out,
+            # before any client is answered.
+            transactions = start_transactions(core)
+            await transactions.recover()
+        except BaseException:
+            self._state = "closed"
+            with anyio.CancelScope(shield=True):
+                await listener.aclose()
+                await core.topics.aclose()
+            raise
+        try:
             async with anyio.create_task_group() as connections:
                 accepting = anyio.CancelScope()
                 timers = anyio.CancelScope()
 
                 async def run_timers() -> None:
                     with timers:
-                        await groups.run()
+                        async with anyio.create_task_group() as both:
+                            both.start_soon(groups.run)
+                            both.start_soon(transactions.run)
 
                 connections.start_soon(run_timers)
                 watching = anyio.CancelScope()

@@ -29,12 +29,16 @@ Errors are Kafka's (``group_errors``-style integers, below), in the order Apache
 and AddOffsetsToTxn are answered CONCURRENT_TRANSACTIONS before the producer is looked at, EndTxn
 after its producer id and epoch are checked; the gateway's handlers send them as they are. Requests
 of older versions that predate PRODUCER_FENCED get INVALID_PRODUCER_EPOCH instead
-(``fenced_error_for``). This is transaction version 1 (the client adds partitions explicitly).
-KIP-890's version 2 is not modelled yet: clients use it only where ApiVersions lists the finalized
-feature ``transaction.version`` at 2 or more, so a broker that does not list it is served version
-1 by every client. (Kafka 4.4 lists it; there EndTxn v5 bumps the epoch at every ending and answers
-the new one, a retry with the old epoch gets the same answer, and aborting an Empty transaction is
-allowed.)
+(``fenced_error_for``).
+
+Transaction version 1 has the client add partitions and groups explicitly. Version 2 (KIP-890, for
+clients that find the finalized feature ``transaction.version`` at 2 in ApiVersions) adds them
+implicitly (a Produce v12 or a TxnOffsetCommit v5 of a partition or group not in the transaction:
+``add_partitions`` / ``add_offsets`` on its behalf), and ``end_txn(..., bump_epoch=True)`` (EndTxn
+v5) bumps the epoch at every ending: the markers carry the new epoch, the answer hands it to the
+client (a new producer id at epoch 0 once the epoch is exhausted; the markers then carry the old
+id), the retry of an ending already done, with the epoch before the bump, gets the same answer,
+and aborting a transaction that is not open is allowed (it bumps the epoch and writes no marker).
 """
 
 from __future__ import annotations
@@ -255,6 +259,17 @@ class TransactionCoordinator:
             return INVALID_TXN_STATE
         return NONE
 
+    def check_produce(self, transactional_id: str, producer_id: int, epoch: int, partition: tuple[str, int]) -> int:
+        """Whether a Produce of the producer may write to ``partition`` (topic, index): the producer
+        is current and the partition is in its Ongoing transaction (INVALID_TXN_STATE otherwise, as
+        Kafka's verification of a transactional write answers)."""
+        error, txn = self._check_producer(transactional_id, producer_id, epoch)
+        if txn is None:
+            return error
+        if txn.state is not TxnState.ONGOING or partition not in txn.partitions:
+            return INVALID_TXN_STATE
+        return NONE
+
     # ---- EndTxn, timeouts, completion ----
 
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> tuple[int, Markers | None]:
@@ -274,6 +289,38 @@ class TransactionCoordinator:
         if state is (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
             return NONE, None  # the retry of an ending already done
         return INVALID_TXN_STATE, None
+
+    def end_txn_bumping(
+        self, transactional_id: str, producer_id: int, epoch: int, commit: bool
+    ) -> tuple[int, Markers | None]:
+        """EndTxn of transaction version 2: as ``end_txn``, the epoch bumped at the ending (the
+        module's docstring); the new producer id and epoch are then the transaction's."""
+        if not transactional_id:
+            return INVALID_REQUEST, None
+        txn = self.transactions.get(transactional_id)
+        if txn is None:
+            return INVALID_PRODUCER_ID_MAPPING, None
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if (producer_id, epoch) == (txn.last_producer_id, txn.last_epoch) and txn.state is done:
+            return NONE, None  # the retry of an ending already done: the same answer
+        if producer_id != txn.producer_id:
+            return INVALID_PRODUCER_ID_MAPPING, None
+        if epoch != txn.epoch:
+            return PRODUCER_FENCED, None
+        if txn.state in _PREPARED:
+            return CONCURRENT_TRANSACTIONS, None
+        if txn.state is not TxnState.ONGOING and commit:
+            return INVALID_TXN_STATE, None
+        if txn.state is not TxnState.ONGOING:
+            txn.partitions, txn.groups = frozenset(), frozenset()  # an abort of nothing: no marker to write
+        txn.last_producer_id, txn.last_epoch = txn.producer_id, txn.epoch
+        marker_producer, marker_epoch = txn.producer_id, txn.epoch + 1
+        if _epoch_exhausted(txn.epoch):
+            txn.producer_id, txn.epoch = self._new_producer_id(), 0
+        else:
+            txn.epoch += 1
+        txn.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        return NONE, Markers(transactional_id, marker_producer, marker_epoch, commit, txn.partitions, txn.groups)
 
     def timed_out(self, now_ms: int) -> list[Markers]:
         """Abort every Ongoing transaction older than its timeout, fencing its producer (its epoch

@@ -42,14 +42,22 @@ from .._sansio.codec import (
     MIN_RECORD_BYTES,
     NEED_MORE,
     TIMESTAMP_AT,
+    TRANSACTIONAL,
+    TransactionalBatch,
     decode_record,
 )
 from .._sansio.compression import COMPRESSED, Dictionaries
 from .._sansio.core import crc32c, decode_messages
 from .._sansio.values import Message
 from .._storage.columns import RawRun
+from .._storage.transaction_outcomes import TransactionOutcomes, committed
 
-__all__ = ["ARROW_SCHEMA", "CRC_RESET", "HEADERS_TYPE", "messages_to_batch", "run_to_batch"]
+__all__ = ["ARROW_SCHEMA", "CRC_RESET", "HEADERS_TYPE", "TransactionOpenError", "messages_to_batch", "run_to_batch"]
+
+
+class TransactionOpenError(RuntimeError):
+    """A Spark read planned past the first record of a Kafka transaction still open."""
+
 
 HEADERS_TYPE: Final = pa.map_(pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary()))
 ARROW_SCHEMA: Final = pa.schema(
@@ -161,9 +169,18 @@ def _headers_array(count: int, rows: Sequence[int], headers: Sequence[dict[str, 
     )
 
 
-def run_to_batch(run: RawRun, *, max_record_bytes: int, dictionaries: Dictionaries | None = None) -> pa.RecordBatch:
+def run_to_batch(
+    run: RawRun,
+    *,
+    max_record_bytes: int,
+    dictionaries: Dictionaries | None = None,
+    outcomes: TransactionOutcomes | None = None,
+) -> pa.RecordBatch:
     """The run as a record batch of ``ARROW_SCHEMA``, every record checked (size, magic, CRC), the
-    values of compressed records decompressed with the stream's ``dictionaries``."""
+    values of compressed records decompressed with the stream's ``dictionaries``. Of a Kafka
+    transaction's records only the committed ones are rows, as ``outcomes`` (the partition's) says;
+    a record of a transaction still open raises ``TransactionOpenError``: the planned range reaches
+    past what a reader may be given yet."""
     try:
         return _fast_batch(run, max_record_bytes)
     except _Inconsistent:
@@ -180,6 +197,18 @@ def run_to_batch(run: RawRun, *, max_record_bytes: int, dictionaries: Dictionari
         )
     except CorruptRecordError as error:
         raise error.with_path(run.data_path, run.data_position) from None
+    if type(messages) is TransactionalBatch:
+        if outcomes is None:
+            raise ValueError("run_to_batch: a run holding a Kafka transaction's records needs its partition's outcomes")
+        delivered, passed = committed(messages, outcomes)
+        if passed < len(messages):
+            offset = messages[passed].offset
+            raise TransactionOpenError(
+                f"offset {offset} of partition {run.partition} is a record of a Kafka transaction still open, and the "
+                "read was planned past it: read again once the transaction ends (a running Kafka gateway ends it at "
+                "its transaction.timeout.ms)"
+            )
+        return messages_to_batch(delivered)
     return messages_to_batch(messages)
 
 
@@ -210,8 +239,10 @@ def _fast_batch(run: RawRun, max_record_bytes: int) -> pa.RecordBatch:
     words = _words(buffer)
     if not np.array_equal(words[rel], sizes) or (buffer[rel + 8] != MAGIC_V1).any():
         raise _Inconsistent
-    if (buffer[rel + ATTRIBUTES_AT] & COMPRESSED).any():
-        raise _Inconsistent  # values to decompress: decode_messages does it, record by record
+    if (buffer[rel + ATTRIBUTES_AT] & (COMPRESSED | TRANSACTIONAL)).any():
+        # Values to decompress, or a Kafka transaction's records (fields after the key; markers
+        # and aborted records to leave out): decode_messages does it, record by record.
+        raise _Inconsistent
     key_lengths = words[rel + KEY_LENGTH_AT].astype(np.int64)
     key_ends = rel + _FIXED_BYTES + key_lengths
     ends = rel + sizes

@@ -150,7 +150,12 @@ def read_range(
             if run is None:
                 _taken_back(split, position, fail_on_data_loss)
                 return
-            yield run_to_batch(run, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, dictionaries=reader.dictionaries)
+            yield run_to_batch(
+                run,
+                max_record_bytes=DEFAULT_MAX_RECORD_BYTES,
+                dictionaries=reader.dictionaries,
+                outcomes=reader.transaction_outcomes(),
+            )
             position += run.message_count
 
 

@@ -45,11 +45,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from .._errors import CorruptStreamError
+from .._sansio.entries import INDEX_ENTRY, INDEX_ENTRY_BYTES
 from .._sansio.retention import DEFAULT_REFUSE_WRITES_ABOVE
 from .._storage.columns import RawCursor
 from .._storage.files import atomic_write_json, read_json
 from .._storage.partition_reader import PartitionReader
-from .._storage.segment import INDEX_ENTRY, INDEX_ENTRY_BYTES
 from .._storage.stream import StreamWriter
 from ._encode import Columns, Grouped
 from ._options import WriteOptions

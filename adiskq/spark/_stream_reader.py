@@ -21,9 +21,10 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from .._sansio.entries import INDEX_ENTRY_BYTES
 from .._sansio.naming import INDEX, PARTS_DIR, SETTINGS_FILE, partition_dir_name
 from .._storage.partition_reader import PartitionReader
-from .._storage.segment import INDEX_ENTRY_BYTES, segment_path
+from .._storage.segment_files import segment_path
 from .._storage.stream import StreamReader
 from ._options import InvalidOptionError, ReadOptions
 from ._reader import OffsetRange, chosen_partitions, plan_splits, read_range, resolve_start

@@ -8,8 +8,8 @@ import pathlib
 
 import anyio
 import pytest
-from _consumer_support import Writer
-from helpers.cli import append, flip_byte
+from support.cli import append, flip_byte
+from support.consumer import Writer
 
 import adiskq
 from adiskq._sansio.naming import PARTS_DIR, partition_dir_name

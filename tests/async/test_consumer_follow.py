@@ -12,7 +12,7 @@ import sys
 import anyio
 import anyio.lowlevel
 import pytest
-from _consumer_support import Writer
+from support.consumer import Writer
 
 import adiskq
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from _consumer_support import Writer
-from helpers.blocked import wait_all_tasks_blocked
+from support.blocked import wait_all_tasks_blocked
+from support.consumer import Writer
 
 import adiskq
 

@@ -12,10 +12,10 @@ import tempfile
 
 import anyio
 import pytest
-from _consumer_support import Writer
-from helpers.waiting import until_changed
-from paths import TESTS_DIR
-from unprivileged import nobody_command
+from support.consumer import Writer
+from support.paths import TESTS_DIR
+from support.unprivileged import nobody_command
+from support.waiting import until_changed
 
 import adiskq
 from adiskq._sansio.naming import partition_for_key

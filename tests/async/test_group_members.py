@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 import anyio
 import anyio.abc
 import pytest
-from _consumer_support import Writer
 from asyncinotify import Inotify, Mask
+from support.consumer import Writer
 
 import adiskq
 from adiskq._storage.leases import Membership

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 import anyio
 import anyio.to_thread
 import pytest
-from _consumer_support import Writer
-from helpers.group_workers import Worker, wait_until
+from support.consumer import Writer
+from support.group_workers import Worker, wait_until
 
 import adiskq
 from adiskq._async import exits

@@ -9,7 +9,7 @@ One scenario per backend (the workers run on it), run once and checked by the te
 4. the three live workers get SIGTERM and close cleanly.
 
 Each worker commits and flushes after every batch and reports what it processed and stored
-(tests/helpers/group_worker.py).
+(tests/support/group_worker.py).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import time
 from collections import Counter
 
 import pytest
-from _consumer_support import Writer
-from helpers.group_workers import Worker, balanced, wait_until
+from support.consumer import Writer
+from support.group_workers import Worker, balanced, wait_until
 
 import adiskq
 from adiskq._storage.offsets import load_offsets

@@ -8,9 +8,9 @@ import os
 
 import anyio
 import pytest
-from _consumer_support import Writer, read_and_commit
-from helpers.blocked import wait_all_tasks_blocked
-from helpers.cli import invoke
+from support.blocked import wait_all_tasks_blocked
+from support.cli import invoke
+from support.consumer import Writer, read_and_commit
 
 import adiskq
 

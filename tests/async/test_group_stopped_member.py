@@ -7,7 +7,7 @@ import time
 
 import anyio
 import pytest
-from stopped_support import stopped_holder
+from support.stopped import stopped_holder
 
 import adiskq
 from adiskq._storage.offsets import load_offsets

@@ -1,6 +1,6 @@
 """OpenTelemetry metrics and trace context, read back through the SDK's in-memory reader and exporter.
 
-The SDK runs in a process of its own (tests/helpers/otel_probe.py): global providers are set once
+The SDK runs in a process of its own (tests/support/otel_probe.py): global providers are set once
 per process, and a tracer provider would make every later push of this process carry a traceparent.
 """
 
@@ -14,10 +14,10 @@ import textwrap
 from typing import Any
 
 import pytest
-from helpers.snippets import run_snippet
-from paths import ROOT_DIR
+from support.paths import ROOT_DIR
+from support.snippets import run_snippet
 
-PROBE = os.path.join(ROOT_DIR, "tests", "helpers", "otel_probe.py")
+PROBE = os.path.join(ROOT_DIR, "tests", "support", "otel_probe.py")
 BACKENDS = ["asyncio", "trio"]
 
 

@@ -11,7 +11,7 @@ import os
 
 import anyio
 import pytest
-from _consumer_support import Writer
+from support.consumer import Writer
 
 import adiskq
 

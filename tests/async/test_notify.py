@@ -13,8 +13,8 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import pytest
-from _consumer_support import Writer
-from helpers.blocked import wait_all_tasks_blocked
+from support.blocked import wait_all_tasks_blocked
+from support.consumer import Writer
 
 import adiskq
 from adiskq._async import notify, wakeup
@@ -378,7 +378,7 @@ async def test_a_consumer_polling_often_sleeps_between_polls(stream_path: str, p
     """A consumer polling every 50 or 100 ms is seen asleep between polls, look after look.
 
     anyio's own wait_all_tasks_blocked never saw it so on asyncio: its 0.1 s look fell in the loop
-    turn of the poll's timer, every time (tests/helpers/blocked.py).
+    turn of the poll's timer, every time (tests/support/blocked.py).
     """
     with Writer(stream_path, notify=False) as writer:
         async with adiskq.Consumer(stream_path, poll_interval=poll_interval) as consumer:

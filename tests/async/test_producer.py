@@ -16,7 +16,7 @@ import pytest
 import adiskq
 from adiskq._async import producer as producer_module
 from adiskq._sansio.naming import partition_for_key
-from adiskq._storage.segment import SegmentWriter
+from adiskq._storage.segment_writer import SegmentWriter
 from adiskq._storage.stream import StreamWriter
 
 pytestmark = pytest.mark.anyio

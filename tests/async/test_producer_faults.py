@@ -9,11 +9,11 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers.cli import invoke
-from helpers.faults import DiskFaults
+from support.cli import invoke
+from support.faults import DiskFaults
 
 import adiskq
-from adiskq._storage.segment import BUFFERED_ENTRIES
+from adiskq._sansio.entries import BUFFERED_ENTRIES
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from helpers.snippets import run_snippet
+from support.snippets import run_snippet
 
 # A program that runs its event loop once without adiskq (what the loop itself imports), then imports
 # adiskq, pushes one keyed message, and prints the modules that loaded since.

@@ -6,7 +6,7 @@ import os
 import textwrap
 
 import pytest
-from helpers.snippets import run_snippet
+from support.snippets import run_snippet
 
 # Pushes 1,000 keys (the producer's buffers and caches warm), then starts tracing allocations and
 # pushes 20,000 more distinct keys: what is still allocated at the end is what those keys left behind.

@@ -7,8 +7,8 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers.cli import invoke
-from helpers.faults import DiskFaults
+from support.cli import invoke
+from support.faults import DiskFaults
 
 import adiskq
 from adiskq._sansio.naming import fnv1_32
@@ -170,8 +170,8 @@ async def test_a_run_cut_by_a_failed_index_write_reports_its_first_records(
     awaited, or records to encode) report a part-way ``.index`` failure as every write does:
     ``PartialWriteError`` with the receipts of the records kept, and nothing taken back."""
     from adiskq._async import partition_writes
-    from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
     from adiskq.kafka._records import decode_produce, records_from_batches
+    from adiskq.kafka.wire.batch import KafkaRecord, encode_batch
 
     batch = encode_batch(
         base_offset=0,

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import anyio
 import psutil
 import pytest
-from helpers.waiting import wait_for
+from support.waiting import wait_for
 
 import adiskq
 from adiskq._storage.offsets import group_dir

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
-from helpers.blocked import wait_all_tasks_blocked
+from support.blocked import wait_all_tasks_blocked
 
 import adiskq
 from adiskq._storage.flocks import partition_lock

@@ -8,7 +8,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import pytest
-import shared_support
+from support import shared as shared_support
 
 import adiskq
 from adiskq._storage.flocks import partition_lock

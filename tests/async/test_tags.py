@@ -10,8 +10,8 @@ from typing import Any
 
 import anyio
 import pytest
-from _consumer_support import read_and_commit
-from helpers.cli import invoke
+from support.cli import invoke
+from support.consumer import read_and_commit
 
 import adiskq
 from adiskq._async import follower

@@ -8,7 +8,7 @@ import pathlib
 
 import anyio
 import pytest
-from helpers.blocked import wait_all_tasks_blocked
+from support.blocked import wait_all_tasks_blocked
 
 import adiskq
 from adiskq._async import notify as notify_module

@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from bench_support import run_quick
-from paths import ROOT_DIR
+from support.bench import run_quick
+from support.paths import ROOT_DIR
 
 BENCHMARKS = os.path.join(ROOT_DIR, "benchmarks")
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from paths import ROOT_DIR
+from support.paths import ROOT_DIR
 
 sys.path.insert(0, os.path.join(ROOT_DIR, "benchmarks"))
 import bench_checkouts

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from paths import ROOT_DIR
+from support.paths import ROOT_DIR
 
 ROOT = pathlib.Path(ROOT_DIR)
 PEERS = ["adiskq", "adiskq-py", "sqlite-wal", "redis-streams", "persist-queue", "litequeue"]

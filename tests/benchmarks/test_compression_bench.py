@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from bench_support import run_quick
+from support.bench import run_quick
 
 
 def test_compression_benchmark_quick(tmp_path: os.PathLike[str]) -> None:

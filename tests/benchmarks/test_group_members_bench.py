@@ -7,8 +7,8 @@ import re
 import subprocess
 import sys
 
-from bench_support import run_quick
-from paths import ROOT_DIR
+from support.bench import run_quick
+from support.paths import ROOT_DIR
 
 BENCHMARK = pathlib.Path(ROOT_DIR) / "benchmarks" / "bench_group.py"
 

@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from kafka_broker_support import KafkaBroker
-from paths import ROOT_DIR
+from support.kafka_broker import KafkaBroker
+from support.paths import ROOT_DIR
 
 
 @pytest.mark.timeout(400)

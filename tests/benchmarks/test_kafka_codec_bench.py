@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench_support import run_quick
+from support.bench import run_quick
 
 
 def test_the_kafka_codec_benchmark_runs_in_quick_mode() -> None:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from paths import ROOT_DIR
+from support.paths import ROOT_DIR
 
 
 @pytest.mark.timeout(120)

@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 
-from bench_support import run_quick
-from paths import ROOT_DIR
+from support.bench import run_quick
+from support.paths import ROOT_DIR
 
 BENCHMARKS = os.path.join(ROOT_DIR, "benchmarks")
 

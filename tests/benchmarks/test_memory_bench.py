@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from bench_support import run_quick
+from support.bench import run_quick
 
 
 def test_memory_benchmark_quick(tmp_path: os.PathLike[str]) -> None:

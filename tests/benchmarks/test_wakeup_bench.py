@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from bench_support import run_quick
-from paths import ROOT_DIR
+from support.bench import run_quick
+from support.paths import ROOT_DIR
 
 BENCHMARKS = pathlib.Path(ROOT_DIR) / "benchmarks"
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers.cli import fill, invoke, run
+from support.cli import fill, invoke, run
 
 import adiskq
 import adiskq._storage.api

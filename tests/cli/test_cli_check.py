@@ -6,7 +6,7 @@ import os
 import pathlib
 
 import pytest
-from helpers.cli import append, fill, flip_byte, invoke, producer_open, run_as_nobody, segment_files
+from support.cli import append, fill, flip_byte, invoke, producer_open, run_as_nobody, segment_files
 
 import adiskq
 from adiskq._storage.offsets import save_offsets

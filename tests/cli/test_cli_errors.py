@@ -11,7 +11,7 @@ import os
 import pathlib
 
 import pytest
-from helpers.cli import fill, flip_byte, invoke, producer_open, run_as_nobody, segment_files
+from support.cli import fill, flip_byte, invoke, producer_open, run_as_nobody, segment_files
 
 import adiskq
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from helpers.cli import fill, invoke
+from support.cli import fill, invoke
 
 import adiskq
 from adiskq._sansio.naming import partition_for_key

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from helpers.cli import fill, invoke
+from support.cli import fill, invoke
 
 import adiskq
 from adiskq._storage.offsets import load_offsets, save_offsets

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 
-from helpers.cli import fill, invoke, producer_open, run
+from support.cli import fill, invoke, producer_open, run
 
 from adiskq._storage.settings import load_settings
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from helpers.cli import fill, invoke
 from prometheus_client.parser import text_string_to_metric_families
+from support.cli import fill, invoke
 
 import adiskq
 from adiskq._storage.offsets import save_offsets

@@ -11,7 +11,7 @@ import sys
 import hypothesis
 import hypothesis.strategies as st
 import pytest
-from helpers.cli import fill, invoke
+from support.cli import fill, invoke
 
 import adiskq
 from adiskq._sansio.naming import partition_for_key

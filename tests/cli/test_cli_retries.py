@@ -6,7 +6,7 @@ import json
 
 import anyio
 import pytest
-from helpers.cli import fill, invoke
+from support.cli import fill, invoke
 
 import adiskq
 

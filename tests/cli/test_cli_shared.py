@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import os
 
-from helpers.cli import invoke, run
-from stopped_support import stopped_holder
+from support.cli import invoke, run
+from support.stopped import stopped_holder
 
 import adiskq
 from adiskq._sansio.codec import encode_record

@@ -6,7 +6,7 @@ import json
 import os
 import re
 
-from helpers.cli import append, fill, invoke, producer_open, segment_files
+from support.cli import append, fill, invoke, producer_open, segment_files
 
 import adiskq
 from adiskq._storage.offsets import save_offsets

@@ -10,7 +10,7 @@ import zlib
 
 import anyio
 import pytest
-from helpers.cli import invoke
+from support.cli import invoke
 
 import adiskq
 from adiskq.cli.formats import json_line, message_json

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 
-from helpers.cli import fill, invoke, producer_open
+from support.cli import fill, invoke, producer_open
 
 import adiskq
 from adiskq._storage.leases import Membership

@@ -6,7 +6,7 @@ import datetime as dt
 import time
 
 import pytest
-from helpers.cli import fill, invoke, producer_open
+from support.cli import fill, invoke, producer_open
 
 import adiskq
 

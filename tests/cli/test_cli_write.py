@@ -9,7 +9,7 @@ import struct
 import subprocess
 import sys
 
-from helpers.cli import fill, invoke
+from support.cli import fill, invoke
 
 import adiskq
 from adiskq._sansio.naming import partition_for_key
@@ -171,7 +171,7 @@ def test_lines_from_a_slow_pipe_are_written_as_they_arrive(stream_path: str) -> 
     import subprocess
     import sys
 
-    from helpers.waiting import wait_for
+    from support.waiting import wait_for
 
     from adiskq._storage.stream import StreamWriter
 

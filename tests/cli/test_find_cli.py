@@ -6,7 +6,7 @@ import base64
 import json
 
 import pytest
-from helpers.cli import fill, invoke
+from support.cli import fill, invoke
 
 import adiskq
 

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from paths import ROOT_DIR
+from support.paths import ROOT_DIR
 
 import adiskq
 

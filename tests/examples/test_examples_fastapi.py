@@ -14,11 +14,11 @@ from collections.abc import Iterator
 import anyio
 import httpx
 import pytest
-from helpers.waiting import wait_for
-from paths import ROOT_DIR
+from support.paths import ROOT_DIR
+from support.waiting import wait_for
 
 import adiskq
-from tests.helpers.chromium import Chromium
+from tests.support.chromium import Chromium
 
 ROOT = pathlib.Path(ROOT_DIR)
 SERVICE = ROOT / "examples" / "fastapi_service.py"

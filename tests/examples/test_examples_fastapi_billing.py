@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers.waiting import wait_for
+from support.waiting import wait_for
 from test_examples_fastapi import Service, service
 
 import adiskq

@@ -14,8 +14,8 @@ import sys
 import anyio
 import httpx
 import pytest
-from helpers.waiting import wait_for
-from paths import ROOT_DIR
+from support.paths import ROOT_DIR
+from support.waiting import wait_for
 from test_examples_fastapi import free_port
 
 import adiskq

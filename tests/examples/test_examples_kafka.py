@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from paths import ROOT_DIR
+from support.paths import ROOT_DIR
 
 ROOT = pathlib.Path(ROOT_DIR)
 SERVICE = ROOT / "examples" / "kafka_gateway.py"

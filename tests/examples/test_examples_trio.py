@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from paths import ROOT_DIR
+from support.paths import ROOT_DIR
 
 import adiskq
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from paths import ROOT_DIR
+from support.paths import ROOT_DIR
 
 README = pathlib.Path(ROOT_DIR, "README.md").read_text()
 PROGRAMS = [block for block in re.findall(r"```python\n(.*?)```", README, re.DOTALL) if "anyio.run(main" in block]

@@ -1,4 +1,4 @@
-"""Tests that run code as another user all go through ``tests/unprivileged.py``, which imports adiskq
+"""Tests that run code as another user all go through ``tests/support/unprivileged.py``, which imports adiskq
 from a copy every user may read: the suite then passes in a checkout under a private folder."""
 
 from __future__ import annotations
@@ -7,17 +7,17 @@ import os
 import pathlib
 import re
 
-from paths import TESTS_DIR
-from unprivileged import readable_package, run_as_nobody
+from support.paths import TESTS_DIR
+from support.unprivileged import readable_package, run_as_nobody
 
 # The only files that may give up root: the helper and the process it starts.
 DROPPING_PRIVILEGES = re.compile(r"\bset(e?uid|e?gid|groups)\(")
-ALLOWED = {"unprivileged.py", os.path.join("helpers", "as_nobody.py")}
+ALLOWED = {os.path.join("support", "unprivileged.py"), os.path.join("support", "as_nobody.py")}
 
 
 def test_only_the_unprivileged_helper_gives_up_root() -> None:
     """No test drops to another user on its own (that is how a run from a private folder broke
-    before): each goes through tests/unprivileged.py."""
+    before): each goes through tests/support/unprivileged.py."""
     offenders = [
         str(path.relative_to(TESTS_DIR))
         for path in pathlib.Path(TESTS_DIR).rglob("*.py")

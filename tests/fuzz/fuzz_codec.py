@@ -5,7 +5,8 @@ compiled decoder, scan, search for the next valid record and Kafka record batch 
 (a Fetch's) must answer exactly as the pure-Python reference does (the same messages, the same error
 at the same position, the same batch or None) and never crash. Some seeded inputs hold values in
 plain zstd frames (a compressed stream's values before its first dictionary), decoded by both cores
-with the stream's dictionaries (none: frames that name one are damage here). Coverage
+with the stream's dictionaries (none: frames that name one are damage here), and some are a
+Kafka transaction's records and markers. Coverage
 guides the search through the reference's Python (atheris instruments it; gcc, which builds the
 core, has no libFuzzer instrumentation), so inputs reach every check the C mirrors.
 
@@ -23,15 +24,15 @@ import sys
 
 import atheris
 
-with atheris.instrument_imports(include=["adiskq._sansio.codec", "adiskq._sansio.kafka_stored_batch"]):
+with atheris.instrument_imports(include=["adiskq._sansio.codec", "adiskq.kafka.wire.stored_batch"]):
     from adiskq._sansio import codec as reference
     from adiskq._sansio.compression import COMPRESSED, Dictionaries, ReferencePlain
-    from adiskq._sansio.kafka_stored_batch import batch_from_stored_reference
+    from adiskq.kafka.wire.stored_batch import batch_from_stored_reference
 
 from adiskq._sansio import core
-from adiskq._sansio.kafka_mapping import NULLS_HEADER
 from adiskq._sansio.native import NATIVE
 from adiskq._sansio.values import Headers
+from adiskq.kafka.wire.mapping import NULLS_HEADER
 
 _LIMITS = (reference.DEFAULT_MAX_RECORD_BYTES, 24, 64, 512)
 # The seeded records' headers: none, the gateway's nulls header, and Kafka's null values and
@@ -75,10 +76,23 @@ def _seeded(data: bytes) -> bytes:
             i,
             _SEED_HEADERS[i // 7 % len(_SEED_HEADERS)],
             COMPRESSED if plain else 0,
+            None,
+            _seed_transaction(data, i),
         )
         for i in range(0, min(len(data), 40), 7)
     )
     return records + data[1:]
+
+
+def _seed_transaction(data: bytes, i: int) -> reference.TransactionFields | None:
+    """Some seeded records are a Kafka transaction's, or its markers (codec.py's bits 2 and 3),
+    which the compiled core checks and skips and leaves to the reference to decode."""
+    if not data[0] & 4:
+        return None
+    kind = i // 7 % 3
+    if kind == 0:
+        return None
+    return reference.TransactionFields(i, 1, None if kind == 1 else bool(i & 8), 2)
 
 
 def test_one_input(raw: bytes) -> None:

@@ -1,10 +1,10 @@
 """A coverage-guided fuzzer (atheris) over the compiled Kafka record batch decoder.
 
 Each input is a Produce request's records field as a hostile client could send it: the compiled
-decoder must answer exactly as the pure-Python reference (``adiskq/_sansio/kafka_codec.py``) does —
+decoder must answer exactly as the pure-Python reference (``adiskq/kafka/wire/codec.py``) does —
 the same batches, or the same error at the same byte — and never crash, over-read or hang. The
 same bytes as a records section go through ``kafka_stored_records`` (the same run of stored records
-as ``kafka_mapping.stored_records_reference``, or None alike), the run it makes, and the bytes cut
+as ``wire.mapping.stored_records_reference``, or None alike), the run it makes, and the bytes cut
 in three as a run's data and entries, through ``place_run_entries`` (the same entries as
 ``run_entries.place_run_entries_reference``, or the same error); and the records field whole
 through ``kafka_decode_batches`` with runs (a Produce's write: the batches of the reference with
@@ -25,15 +25,15 @@ import sys
 import atheris
 
 with atheris.instrument_imports(
-    include=["adiskq._sansio.kafka_codec", "adiskq._sansio.kafka_mapping", "adiskq._sansio.run_entries"]
+    include=["adiskq.kafka.wire.codec", "adiskq.kafka.wire.mapping", "adiskq._sansio.run_entries"]
 ):
-    from adiskq._sansio import kafka_codec as reference
-    from adiskq._sansio.kafka_mapping import NULLS_HEADER, StoredRecords, stored_records_reference
-    from adiskq._sansio.run_entries import place_run_entries_reference
+    from adiskq._sansio.run_entries import StoredRecords, place_run_entries_reference
+    from adiskq.kafka.wire import codec as reference
+    from adiskq.kafka.wire.mapping import NULLS_HEADER, stored_records_reference
 
 from adiskq import _compiled
-from adiskq._sansio import kafka_batch
-from adiskq._sansio.kafka_batch import KafkaBatch, KafkaRecord
+from adiskq.kafka.wire import batch as kafka_batch
+from adiskq.kafka.wire.batch import KafkaBatch, KafkaRecord
 
 _LIMITS = (reference.DEFAULT_MAX_BYTES, 0, 64, 4096)
 _NOW = 1_800_000_000_123_456_789

@@ -3,7 +3,7 @@
 Each input is a Produce request's payload as a hostile client could send it, read as the version its
 first byte picks (3..11), from the offset its second byte picks: the compiled
 ``kafka_produce_request`` must answer exactly as the pure-Python reference
-(``adiskq/_sansio/kafka_produce_request.py``) does — the same fields, or None alike — and never
+(``adiskq/kafka/wire/produce_request.py``) does — the same fields, or None alike — and never
 crash, over-read or hang. Half the inputs start with a valid request's fixed fields (a null
 transactional id, acks, timeout), so the topic and partition arrays are reached as often as the front.
 
@@ -20,8 +20,8 @@ import sys
 
 import atheris
 
-with atheris.instrument_imports(include=["adiskq._sansio.kafka_produce_request"]):
-    from adiskq._sansio import kafka_produce_request as reference
+with atheris.instrument_imports(include=["adiskq.kafka.wire.produce_request"]):
+    from adiskq.kafka.wire import produce_request as reference
 
 from adiskq._sansio.native import NATIVE
 

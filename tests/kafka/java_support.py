@@ -12,7 +12,7 @@ import shutil
 import subprocess
 
 import pytest
-from kafka_jars import class_path
+from support.kafka_jars import class_path
 
 JAVA_SOURCES = pathlib.Path(__file__).resolve().parent / "java"
 

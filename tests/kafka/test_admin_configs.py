@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from conftest import RunningGateway
-from kafka_broker_support import KafkaBroker
+from support.kafka_broker import KafkaBroker
 
 import adiskq
 from adiskq._storage.settings import StreamSettings

@@ -17,8 +17,8 @@ from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupTopicPart
 from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import RunningGateway
-from kafka_broker_support import KafkaBroker
 from kafka_support import produce_all
+from support.kafka_broker import KafkaBroker
 
 with warnings.catch_warnings():
     # kafka-python reads its schemas with importlib.resources.read_text, deprecated in 3.11.

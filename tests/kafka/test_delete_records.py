@@ -14,7 +14,7 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Pr
 from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from conftest import RunningGateway
-from kafka_broker_support import KafkaBroker
+from support.kafka_broker import KafkaBroker
 
 import adiskq
 from adiskq._errors import OffsetOutOfRangeError

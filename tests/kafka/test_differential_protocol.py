@@ -33,7 +33,7 @@ from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRe
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.types import GroupId, TopicName
 
-from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
+from adiskq.kafka.wire.batch import KafkaRecord, encode_batch
 
 FIRST = 1_700_000_000_000
 

@@ -21,8 +21,8 @@ import pytest
 from anyio.from_thread import start_blocking_portal
 from confluent_kafka import KafkaError, Producer
 from differential import Side
-from helpers.cli import invoke
-from kafka_broker_support import KafkaSaslBroker
+from support.cli import invoke
+from support.kafka_broker import KafkaSaslBroker
 
 from adiskq.kafka import KafkaGateway, SecurityOptions
 

@@ -18,8 +18,8 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.types import TopicName
 
 import adiskq
-from adiskq._sansio.kafka_batch import decode_batches
-from adiskq._storage import segment
+from adiskq._storage import segment_reader
+from adiskq.kafka.wire.batch import decode_batches
 
 VALUE = b"v" * 100
 
@@ -114,13 +114,13 @@ def test_plain_records_are_served_without_decoding_messages(
     Message: the gateway's cost a message is one compiled pass over the stored bytes."""
     write(gateway.path(topic), 3000, headers={"h": b"1", "z": b""})
     decoded: list[int] = []
-    original = segment.SegmentReader.read_messages
+    original = segment_reader.SegmentReader.read_messages
 
-    def counted(self: segment.SegmentReader, offset: int, max_count: int, max_bytes: int | None = None) -> list:  # type: ignore[type-arg]
+    def counted(self: segment_reader.SegmentReader, offset: int, max_count: int, max_bytes: int | None = None) -> list:  # type: ignore[type-arg]
         decoded.append(offset)
         return original(self, offset, max_count, max_bytes)
 
-    monkeypatch.setattr(segment.SegmentReader, "read_messages", counted)
+    monkeypatch.setattr(segment_reader.SegmentReader, "read_messages", counted)
     consumer = Consumer({"bootstrap.servers": gateway.bootstrap, "group.id": "g", "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, 0, 0)])
     got = []

@@ -11,8 +11,8 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.types import TopicName
 
 from adiskq import stats
-from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
 from adiskq.kafka._idempotence import Duplicate, Sequences
+from adiskq.kafka.wire.batch import KafkaRecord, encode_batch
 
 
 def _init_producer(port: int, topic: str) -> tuple[int, int]:

@@ -11,7 +11,7 @@ import uuid
 import pytest
 from conftest import RunningGateway
 from java_support import compile_client, run_client
-from kafka_broker_support import KafkaBroker
+from support.kafka_broker import KafkaBroker
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ CLIENTS = {"3.9.0": "lz4", "4.3.0": "zstd"}
 # client version -> {API key: the version it sends}: the newest both it and the gateway speak
 VERSIONS = {
     "3.9.0": {0: 11, 1: 16, 2: 9, 3: 12},  # Produce, Fetch (topic ids), ListOffsets, Metadata
-    "4.3.0": {0: 11, 1: 16, 2: 10, 3: 13},
+    "4.3.0": {0: 12, 1: 16, 2: 10, 3: 13},
 }
 
 

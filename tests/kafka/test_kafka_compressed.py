@@ -9,7 +9,7 @@ import warnings
 
 import anyio
 import pytest
-from compression_support import order_events, trained_dictionary
+from support.compression import order_events, trained_dictionary
 
 import adiskq
 from adiskq._sansio import codec

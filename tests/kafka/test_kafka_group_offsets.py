@@ -10,7 +10,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from group_support import SESSION_CONFIG, ServeProcess, bootstrap, running_gateway
-from helpers.cli import invoke
+from support.cli import invoke
 
 import adiskq
 

@@ -18,7 +18,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.types import TopicName
 
 import adiskq
-from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
+from adiskq.kafka.wire.batch import KafkaRecord, encode_batch
 
 
 def test_null_values_and_repeated_names_round_trip_in_order(gateway, topic: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from group_support import ServeProcess, bootstrap, running_gateway
-from helpers.cli import invoke
+from support.cli import invoke
 
 from adiskq.kafka import SecurityOptions
 

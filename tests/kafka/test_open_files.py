@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from gateway_process import GatewayProcess
-from kafka_broker_support import KafkaBroker
+from support.kafka_broker import KafkaBroker
 
 from adiskq.kafka._open_files import STREAM_FILES, WRITE_FILES_PER_PARTITION, FileBudget, topic_files
 

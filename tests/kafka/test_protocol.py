@@ -13,8 +13,8 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.types import TopicName
 
-from adiskq.kafka._protocol import request_schema, response_schema
 from adiskq.kafka._registry import API_TABLE
+from adiskq.kafka.wire.protocol import request_schema, response_schema
 
 
 def assert_closed(sock: socket.socket) -> None:
@@ -39,7 +39,15 @@ def test_api_versions_lists_exactly_the_registered_ranges(gateway) -> None:
     response = call(gateway.gateway.port, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     got = {entry.api_key: (entry.min_version, entry.max_version) for entry in response.api_keys}
     assert got == {api.key: (api.min_version, api.max_version) for api in API_TABLE.values()}
-    assert got[0] == (3, 11)  # Produce
+    assert got[0] == (3, 12)  # Produce
+    # Kafka 4's transaction version 2 (KIP-890), finalized as Kafka 4.4 finalizes it
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features] == [
+        ("transaction.version", 2, 2)
+    ]
+    assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] == [
+        ("transaction.version", 0, 2)
+    ]
+    assert response.finalized_features_epoch >= 0
 
 
 def test_api_versions_in_an_unknown_version_answers_v0_with_the_ranges(gateway) -> None:
@@ -56,7 +64,7 @@ def test_unknown_api_key_answers_unsupported_version(gateway) -> None:
     """A request the gateway does not serve is answered with UNSUPPORTED_VERSION, not a dropped connection."""
     payload = raw_request(gateway.gateway.port, 99, 0)
     assert struct.unpack(">ih", payload) == (7, 35)
-    payload = raw_request(gateway.gateway.port, 24, 0)  # AddPartitionsToTxn: no transactions
+    payload = raw_request(gateway.gateway.port, 27, 0)  # WriteTxnMarkers: only brokers send it
     assert struct.unpack(">ih", payload) == (7, 35)
 
 
@@ -108,14 +116,14 @@ def test_request_over_the_limit_is_refused_before_it_is_read(gateway) -> None:
 
 def test_a_refused_record_is_answered_in_every_produce_version(gateway, topic: str) -> None:
     """A record the gateway refuses (a timestamp past 2262, which no nanosecond clock holds) gets
-    INVALID_TIMESTAMP in Produce v3 (no record-error list) to v11."""
+    INVALID_TIMESTAMP in Produce v3 (no record-error list) to v12."""
     import datetime as dt
     import importlib
 
-    from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
+    from adiskq.kafka.wire.batch import KafkaRecord, encode_batch
 
     batch = encode_batch(base_offset=0, records=[KafkaRecord(0, 10**13, b"k", b"v", [])], base_timestamp_ms=10**13)
-    for version in range(3, 12):
+    for version in range(3, 13):
         schema = importlib.import_module(f"kio.schema.produce.v{version}.request")
         request = schema.ProduceRequest(
             acks=1,
@@ -139,7 +147,7 @@ def test_a_produce_naming_a_topic_twice_is_answered_per_entry(gateway, topic: st
 
     from kio.schema.produce.v3.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-    from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
+    from adiskq.kafka.wire.batch import KafkaRecord, encode_batch
 
     batch = encode_batch(base_offset=0, records=[KafkaRecord(0, 1, b"k", b"v", [])], base_timestamp_ms=1)
     entry = TopicProduceData(name=TopicName(topic), partition_data=(PartitionProduceData(index=0, records=batch),))

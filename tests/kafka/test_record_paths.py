@@ -15,10 +15,7 @@ import pytest
 
 import adiskq
 from adiskq._sansio.codec import encode_record
-from adiskq._sansio.kafka_batch import decode_batches
-from adiskq._sansio.kafka_codec import ATTRIBUTES_AT, CRC_AT, LOG_APPEND_TIME, KafkaRecord, crc32c, encode_batch
-from adiskq._sansio.kafka_mapping import NULLS_HEADER, StoredRecords
-from adiskq._sansio.run_entries import run_records, run_timestamps
+from adiskq._sansio.run_entries import StoredRecords, run_records, run_timestamps
 from adiskq._sansio.values import Headers, Message
 from adiskq.kafka._records import (
     batch_from_messages,
@@ -28,6 +25,9 @@ from adiskq.kafka._records import (
     write_records,
     write_records_now,
 )
+from adiskq.kafka.wire.batch import decode_batches
+from adiskq.kafka.wire.codec import ATTRIBUTES_AT, CRC_AT, LOG_APPEND_TIME, KafkaRecord, crc32c, encode_batch
+from adiskq.kafka.wire.mapping import NULLS_HEADER
 
 RECORDS = [
     KafkaRecord(0, 1_700_000_000_000, b"k0", b"v0", [("h", b"1"), ("a", b"")]),

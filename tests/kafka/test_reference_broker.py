@@ -13,7 +13,7 @@ import sys
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka_broker_support import STARTED, KafkaBroker, KafkaCluster
+from support.kafka_broker import STARTED, KafkaBroker, KafkaCluster
 
 CHECKOUT = pathlib.Path(__file__).resolve().parent.parent.parent
 
@@ -169,7 +169,7 @@ def test_two_workers_share_one_node_and_the_run_leaves_no_jvm(tmp_path: pathlib.
 DYING_RUN = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-import kafka_broker_support
+from support import kafka_broker as kafka_broker_support
 kafka_broker_support.claim_run_folder()
 broker = kafka_broker_support.shared_broker()
 print(broker.pid, flush=True)
@@ -181,7 +181,7 @@ sys.stdin.read()
 def test_a_run_killed_outright_leaves_no_jvm_and_no_folder(tmp_path: pathlib.Path) -> None:
     """A test run SIGKILLed while its node runs (no pytest_unconfigure): the node's watchdog kills
     the JVM and removes the run's folder."""
-    from helpers.waiting import wait_for
+    from support.waiting import wait_for
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("ADISKQ_TEST_KAFKA_")}
     env["TMPDIR"] = str(tmp_path)

@@ -24,8 +24,8 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.types import TopicName
 from kio.serial import entity_writer
 
-from adiskq._sansio.kafka_batch import KafkaRecord, encode_batch
-from adiskq.kafka._protocol import ProtocolError, decode_request, parse_header
+from adiskq.kafka.wire.batch import KafkaRecord, encode_batch
+from adiskq.kafka.wire.protocol import ProtocolError, decode_request, parse_header
 
 _BATCH = encode_batch(base_offset=0, records=[KafkaRecord(0, 1, b"k", b"v", [("h", b"x")])], base_timestamp_ms=1)
 _SEEDS = [

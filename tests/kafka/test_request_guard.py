@@ -22,9 +22,9 @@ from kio.static.primitive import i8, i32
 from test_request_fuzz import _FRAMES
 
 import adiskq.kafka.apis  # noqa: F401 (registers the handlers in API_TABLE)
-from adiskq.kafka._protocol import ProtocolError, decode_request, parse_header, request_schema
 from adiskq.kafka._registry import API_TABLE
-from adiskq.kafka._request_guard import request_guard
+from adiskq.kafka.wire.protocol import ProtocolError, decode_request, parse_header, request_schema
+from adiskq.kafka.wire.request_guard import request_guard
 
 HUGE_UVARINT = "ffffffff0f"  # 2**32 - 1: a compact count or length of 2**32 - 2
 
@@ -37,7 +37,7 @@ def _message(api_key: int, version: int, flexible: bool, body_hex: str) -> bytes
 
 _DECODE = """
 import sys
-from adiskq.kafka._protocol import ProtocolError, decode_request, parse_header
+from adiskq.kafka.wire.protocol import ProtocolError, decode_request, parse_header
 message = sys.stdin.buffer.read()
 header, at = parse_header(message)
 try:

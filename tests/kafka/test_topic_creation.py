@@ -14,8 +14,8 @@ import anyio
 import pytest
 from confluent_kafka.admin import AdminClient
 from gateway_process import GatewayProcess
-from helpers.cli import invoke
-from helpers.syscalls import Call, Syscalls
+from support.cli import invoke
+from support.syscalls import Call, Syscalls
 
 import adiskq
 from adiskq._storage.stream import StreamReader, StreamWriter

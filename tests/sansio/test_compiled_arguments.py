@@ -20,16 +20,16 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import pytest
-from compression_support import stream_dictionary
+from support.compression import stream_dictionary
 
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core
-from adiskq._sansio import kafka_codec as kafka_reference
 from adiskq._sansio import tags as reference_tags
 from adiskq._sansio.compression import DICTIONARY_ID_BASE
-from adiskq._sansio.kafka_codec import KafkaBatch, KafkaRecord
 from adiskq._sansio.native import NATIVE
 from adiskq._sansio.values import EMPTY_HEADERS, Message, Receipt, Record
+from adiskq.kafka.wire import codec as kafka_reference
+from adiskq.kafka.wire.codec import KafkaBatch, KafkaRecord
 
 # The compiled module itself (scripts/test runs this file only where it is built).
 compiled: Any = NATIVE

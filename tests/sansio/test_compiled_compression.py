@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 import zstandard
-from compression_support import order_events, stream_dictionary
-from helpers.memory import growth_over
+from support.compression import order_events, stream_dictionary
+from support.memory import growth_over
 from test_compression_codec import EVENT, FRAME, HOSTILE, LIMIT, MAGIC, compress_plain, record
 
 from adiskq._sansio.compression import DICTIONARY_ID_BASE

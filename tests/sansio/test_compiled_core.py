@@ -25,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import adiskq
+from adiskq import InvalidArgumentError
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core, keyindex
 from adiskq._sansio import tags as reference_tags
@@ -100,9 +101,16 @@ def test_placing_a_key_is_the_reference(key: str | bytes, partition_count: int) 
 def test_encode_record_gives_the_references_bytes(
     value: bytes, key: bytes, timestamp_ns: int, hdrs: dict[str, bytes], attributes: int, tag: str | None
 ) -> None:
-    assert core.encode_record(value, key, timestamp_ns, hdrs, attributes, tag) == reference.encode_record(
-        value, key, timestamp_ns, hdrs, attributes, tag
-    )
+    """The same bytes, or the same refusal: attributes bits 2 and 3 come only with a transaction's
+    fields (``transaction=``), and bits 5 to 7 are reserved."""
+    try:
+        expected = reference.encode_record(value, key, timestamp_ns, hdrs, attributes, tag)
+    except InvalidArgumentError as refused:
+        assert attributes & (reference.TRANSACTIONAL | reference.CONTROL | 0xE0)
+        with pytest.raises(InvalidArgumentError, match=re.escape(str(refused))):
+            core.encode_record(value, key, timestamp_ns, hdrs, attributes, tag)
+        return
+    assert core.encode_record(value, key, timestamp_ns, hdrs, attributes, tag) == expected
 
 
 @given(st.lists(fields, max_size=20), st.booleans(), st.booleans())

@@ -8,13 +8,13 @@ import contextlib
 import errno
 import os
 
-from helpers.memory import growth_over
+from support.memory import growth_over
 
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core
 from adiskq._sansio.native import NATIVE
 from adiskq._sansio.values import Headers, Record
-from adiskq._storage.segment import append_one, append_record
+from adiskq._storage.append import append_one, append_record
 
 ROUND = 100_000
 VALUE = bytes(range(100))

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from adiskq._sansio import run_entries
 from adiskq._sansio.codec import encode_record
-from adiskq._sansio.kafka_codec import KafkaRecord, encode_records
-from adiskq._sansio.kafka_mapping import stored_records_reference
 from adiskq._sansio.native import NATIVE
 from adiskq._sansio.run_entries import place_run_entries_reference, run_records, run_timestamps
+from adiskq.kafka.wire.codec import KafkaRecord, encode_records
+from adiskq.kafka.wire.mapping import stored_records_reference
 
 assert NATIVE is not None
 NOW = 1_800_000_000_123_456_789

@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import pytest
 import zstandard
-from compression_support import order_events, stream_dictionary, trained_dictionary
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.compression import order_events, stream_dictionary, trained_dictionary
 
 import adiskq
 from adiskq._sansio import codec as reference

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from adiskq._errors import CorruptRecordError
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core
-from adiskq._sansio.kafka_codec import decode_records, encode_messages
-from adiskq._sansio.kafka_stored_batch import batch_from_stored, batch_from_stored_reference
 from adiskq._sansio.values import EMPTY_HEADERS, Headers, Message, header_pairs
+from adiskq.kafka.wire.codec import decode_records, encode_messages
+from adiskq.kafka.wire.stored_batch import batch_from_stored, batch_from_stored_reference
 
 KAFKA_PAIRS = [("trace", b"1"), ("empty", None), ("trace", b"2"), ("solo", b"")]
 

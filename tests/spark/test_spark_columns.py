@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from spark_support import fill
+from support.spark import fill
 
 from adiskq import CorruptRecordError, OffsetOutOfRangeError
 from adiskq._sansio.codec import decode_messages

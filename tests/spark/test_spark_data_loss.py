@@ -9,7 +9,7 @@ import logging
 import anyio
 import pyarrow as pa
 import pytest
-from spark_support import delete_oldest_segment
+from support.spark import delete_oldest_segment
 
 import adiskq
 from adiskq.spark._reader import OffsetRange, read_range

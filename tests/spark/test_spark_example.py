@@ -9,9 +9,9 @@ import types
 
 import pytest
 from anyio.from_thread import start_blocking_portal
-from kafka_broker_support import KafkaBroker
-from paths import ROOT_DIR
 from pyspark.sql import SparkSession
+from support.kafka_broker import KafkaBroker
+from support.paths import ROOT_DIR
 
 from adiskq.kafka import KafkaGateway
 

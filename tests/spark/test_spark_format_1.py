@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from helpers.cli import fill
+from support.cli import fill
 
 import adiskq
 from adiskq.spark._options import WriteOptions

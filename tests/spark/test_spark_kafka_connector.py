@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 from anyio.from_thread import start_blocking_portal
 from pyspark.sql import DataFrame, SparkSession
-from spark_support import T0_NS, delete_oldest_segment, fill, read_all, write_messages
+from support.spark import T0_NS, delete_oldest_segment, fill, read_all, write_messages
 
 from adiskq.kafka import KafkaGateway
 

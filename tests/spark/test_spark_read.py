@@ -6,11 +6,11 @@ import os
 
 import anyio
 import pytest
-from compression_support import order_events, trained_dictionary
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.types import BinaryType, IntegerType, LongType, MapType, StringType, TimestampType
-from spark_support import T0_NS, data_files, delete_oldest_segment, fill, write_messages
+from support.compression import order_events, trained_dictionary
+from support.spark import T0_NS, data_files, delete_oldest_segment, fill, write_messages
 
 import adiskq
 from adiskq._sansio.codec import encode_record

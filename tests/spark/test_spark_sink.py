@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
-from spark_support import fill, read_all
+from support.spark import fill, read_all
 
 from adiskq import CorruptRecordError, StreamLockedError
 from adiskq._sansio.codec import encode_record

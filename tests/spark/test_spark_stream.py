@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
-from spark_support import delete_oldest_segment, fill, read_all
+from support.spark import delete_oldest_segment, fill, read_all
 
 from adiskq import OffsetOutOfRangeError
 from adiskq._sansio.codec import encode_record

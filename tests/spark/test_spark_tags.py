@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import anyio
 import pyarrow as pa
 import pytest
-from helpers.cli import flip_byte
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import EqualTo, GreaterThan, In
+from support.cli import flip_byte
 
 import adiskq
 from adiskq._sansio.naming import PARTS_DIR, partition_dir_name

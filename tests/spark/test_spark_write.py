@@ -8,7 +8,7 @@ import os
 import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
-from spark_support import placed_correctly, read_all
+from support.spark import placed_correctly, read_all
 
 from adiskq._sansio.codec import encode_record
 from adiskq._storage.stream import StreamReader, StreamWriter

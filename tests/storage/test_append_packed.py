@@ -14,15 +14,15 @@ import pathlib
 import zlib
 
 import pytest
-from helpers.faults import DiskFaults
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.faults import DiskFaults
 
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core
 from adiskq._sansio.tags import tag_entry
 from adiskq._sansio.values import Record
-from adiskq._storage.segment import PartlyCommittedError, SegmentWriter
+from adiskq._storage.segment_writer import PartlyCommittedError, SegmentWriter
 
 SUFFIXES = (".data", ".index", ".timeindex", ".keyindex", ".tagindex")
 

@@ -2,7 +2,7 @@
 
 ``adiskq/_csrc/append.c`` writes a record to ``.data`` and its entry to ``.index`` in one call (the one
 I/O of the compiled core); ``append_one`` also notes the record's buffered entries in the segment's
-lists. Each and its reference (``segment.append_record_reference``, ``segment.append_one_reference``)
+lists. Each and its reference (``append.append_record_reference``, ``append.append_one_reference``)
 must leave the same bytes in the files and the lists, make the same ``write`` calls when a test
 replaces ``os.write`` (short writes, errors), and fail the same way, marking an error that came after
 the record went in with ``index_entry``.
@@ -25,7 +25,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adiskq import _compiled
-from adiskq._storage.segment import INDEX_ENTRY, TIMEINDEX_ENTRY, append_one_reference, append_record_reference
+from adiskq._sansio.entries import INDEX_ENTRY, TIMEINDEX_ENTRY
+from adiskq._storage.append import append_one_reference, append_record_reference
 
 Append = Callable[..., None]
 BOTH: list[tuple[str, Append]] = [("compiled", _compiled.append_record), ("reference", append_record_reference)]

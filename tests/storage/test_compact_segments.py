@@ -9,8 +9,8 @@ import pathlib
 
 import anyio
 import pytest
-from compression_support import order_events, trained_dictionary
-from helpers.cli import invoke
+from support.cli import invoke
+from support.compression import order_events, trained_dictionary
 
 import adiskq
 from adiskq._sansio.naming import PARTS_DIR, partition_dir_name

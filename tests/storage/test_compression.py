@@ -11,8 +11,8 @@ import struct
 
 import anyio
 import pytest
-from compression_support import order_events, trained_dictionary
-from helpers.cli import invoke
+from support.cli import invoke
+from support.compression import order_events, trained_dictionary
 
 import adiskq
 from adiskq._async import compressing

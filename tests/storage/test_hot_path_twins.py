@@ -136,7 +136,7 @@ async def test_every_way_writes_the_same_files_and_receipts(tmp_path: Path, way:
 @pytest.mark.parametrize("way", WAYS, indirect=True)
 async def test_every_way_writes_the_same_compressed_files(tmp_path: Path, way: str) -> None:
     """The same on a compressed stream (compact segments: no ``.timeindex``, a ``.tagindex`` once tagged)."""
-    from compression_support import trained_dictionary
+    from support.compression import trained_dictionary
 
     options = {"partitions": 2, "compression": "zstd", "zstd_dictionary": trained_dictionary()}
     expected_answers, expected_files = await _expected(tmp_path, "compressed", **options)

@@ -6,9 +6,9 @@ import json
 import os
 
 import pytest
-from crash_support import run_and_kill
-from storage_helpers import snapshot
-from unprivileged import as_nobody
+from support.crash import run_and_kill
+from support.storage import snapshot
+from support.unprivileged import as_nobody
 
 import adiskq
 from adiskq._sansio.codec import encode_record
@@ -251,7 +251,7 @@ def test_lookups_are_complete_after_a_sigkill_and_a_reopen(stream_path: str) -> 
     keys = [f"key-{i}".encode() for i in range(7)]
     acknowledged: dict[bytes, set[tuple[int, int]]] = {key: set() for key in keys}
     for round_, lines in enumerate([150, 37, 420, 5]):
-        for line in run_and_kill("tests.helpers.keyed_producer", [stream_path, str(round_)], lines):
+        for line in run_and_kill("tests.support.keyed_producer", [stream_path, str(round_)], lines):
             partition, offset, key, _ = line.split()
             acknowledged[key.encode()].add((int(partition), int(offset)))
         # Before any recovery, a reader copes with whatever the kill left.

@@ -8,13 +8,14 @@ import zlib
 from collections.abc import Callable
 
 import pytest
-from storage_helpers import encode, fields
+from support.storage import encode, fields
 
 from adiskq._sansio import keyindex as keyindex_format
 from adiskq._sansio.codec import encode_record
-from adiskq._storage import keyindex, segment
+from adiskq._sansio.entries import BUFFERED_ENTRIES
+from adiskq._storage import keyindex, segment_writer
 from adiskq._storage.partition_writer import PartitionWriter
-from adiskq._storage.segment import SegmentWriter
+from adiskq._storage.segment_writer import SegmentWriter
 
 
 def column(directory: str, base: int = 0) -> list[int]:
@@ -81,7 +82,7 @@ def test_single_pushes_are_written_128_at_a_time(tmp_path: object) -> None:
     """append_one buffers its entry; the 128th writes them all; flush_buffered_entries writes the rest."""
     directory = str(tmp_path)
     writer = SegmentWriter.create(directory, 0)
-    for i in range(keyindex_format.TAIL_BUFFER_ENTRIES - 1):
+    for i in range(BUFFERED_ENTRIES - 1):
         writer.append_one(encode_record(b"v", b"k", i), i, key_hash=i)
     assert column(directory) == []
     writer.append_one(encode_record(b"v", b"k", 0), 0, key_hash=1000)
@@ -136,7 +137,7 @@ def test_a_roll_seals_the_old_key_index(tmp_path: object) -> None:
 
 def failing_writes(writer: SegmentWriter, monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     """Make every write to the writer's key index fail with ENOSPC; returns the undo."""
-    real = segment.write_all
+    real = segment_writer.write_all
 
     def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
         if fd == writer._keyindex_fd:
@@ -144,8 +145,8 @@ def failing_writes(writer: SegmentWriter, monkeypatch: pytest.MonkeyPatch) -> Ca
             raise OSError(errno.ENOSPC, "No space left on device")
         real(fd, data)
 
-    monkeypatch.setattr(segment, "write_all", write_all)
-    return lambda: monkeypatch.setattr(segment, "write_all", real)
+    monkeypatch.setattr(segment_writer, "write_all", write_all)
+    return lambda: monkeypatch.setattr(segment_writer, "write_all", real)
 
 
 def sizes(directory: str) -> dict[str, int]:
@@ -173,7 +174,7 @@ def test_a_failed_buffer_write_undoes_the_single_push(tmp_path: object, monkeypa
     """A single push whose buffered entries cannot be written fails whole; the buffer is kept."""
     directory = str(tmp_path)
     writer = SegmentWriter.create(directory, 0)
-    for i in range(keyindex_format.TAIL_BUFFER_ENTRIES - 1):
+    for i in range(BUFFERED_ENTRIES - 1):
         writer.append_one(encode_record(b"v", b"k", i), i, key_hash=i)
     before = sizes(directory)
     undo = failing_writes(writer, monkeypatch)
@@ -195,7 +196,7 @@ def test_a_failed_seal_leaves_the_bare_column_and_can_be_retried(
     partition, _ = PartitionWriter.open(directory, 0, segment_size_bytes=1024)
     partition.append(*encode(fields(5)))
     undo = failing_writes(partition.active, monkeypatch)
-    monkeypatch.setattr(keyindex, "write_all", segment.write_all)
+    monkeypatch.setattr(keyindex, "write_all", segment_writer.write_all)
     with pytest.raises(OSError, match="No space"):
         partition.roll()
     assert os.path.getsize(os.path.join(directory, f"{0:020d}.keyindex")) == 5 * 4
@@ -215,12 +216,12 @@ def test_a_roll_retried_after_its_seal_succeeded_never_cuts_the_sealed_key_index
     partition, _ = PartitionWriter.open(directory, 0, segment_size_bytes=1024)
     partition.append(*encode(fields(5)))
     path = os.path.join(directory, f"{0:020d}.keyindex")
-    real_fsync_dir = segment.fsync_dir
+    real_fsync_dir = segment_writer.fsync_dir
 
     def failing_fsync_dir(folder: str) -> None:
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(segment, "fsync_dir", failing_fsync_dir)
+    monkeypatch.setattr(segment_writer, "fsync_dir", failing_fsync_dir)
     with pytest.raises(OSError, match="Input/output"):
         partition.roll()
     sealed = os.stat(path)
@@ -233,7 +234,7 @@ def test_a_roll_retried_after_its_seal_succeeded_never_cuts_the_sealed_key_index
             truncations.append(length)
         real_ftruncate(fd, length)
 
-    monkeypatch.setattr(segment, "fsync_dir", real_fsync_dir)
+    monkeypatch.setattr(segment_writer, "fsync_dir", real_fsync_dir)
     monkeypatch.setattr(os, "ftruncate", watched_ftruncate)
     partition.roll()
     monkeypatch.undo()

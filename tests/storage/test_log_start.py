@@ -9,7 +9,7 @@ import os
 import pathlib
 
 import pytest
-from helpers.cli import invoke
+from support.cli import invoke
 
 import adiskq
 from adiskq._errors import OffsetOutOfRangeError

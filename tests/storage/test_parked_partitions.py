@@ -10,7 +10,7 @@ import pytest
 
 import adiskq
 from adiskq._sansio.codec import encode_record
-from adiskq._storage.segment import SegmentWriter
+from adiskq._storage.segment_writer import SegmentWriter
 from adiskq._storage.stream import StreamWriter
 
 T0 = 1_700_000_000_000_000_000

@@ -7,13 +7,13 @@ import os
 from collections.abc import Iterator, Sequence
 
 import pytest
-from storage_helpers import append, encode, expected_messages, fields, read_all
+from support.storage import append, encode, expected_messages, fields, read_all
 
 import adiskq
-from adiskq._storage import segment as segment_module
+from adiskq._storage import segment_reader, segment_writer
 from adiskq._storage.partition_reader import PartitionReader
 from adiskq._storage.partition_writer import PartitionWriter
-from adiskq._storage.segment import SegmentWriter
+from adiskq._storage.segment_writer import SegmentWriter
 
 
 @pytest.fixture
@@ -246,7 +246,7 @@ def test_a_sealed_segment_that_cannot_be_mapped_is_read_with_pread(
     def no_space(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOMEM, "Cannot allocate memory")
 
-    monkeypatch.setattr(segment_module.mmap, "mmap", no_space)
+    monkeypatch.setattr(segment_reader.mmap, "mmap", no_space)
     assert read_all(directory) == expected_messages(fields(5))
 
 
@@ -341,7 +341,7 @@ def test_failed_index_write_leaves_the_segment_as_it_was(
     """If the index entries cannot be written, the batch's data and entries are all cut back."""
     append(writer, fields(2))
     before = _sizes(directory)
-    real_write_all = segment_module.write_all
+    real_write_all = segment_writer.write_all
     calls = []
 
     def fail_second(fd: int, data: bytes) -> None:
@@ -351,7 +351,7 @@ def test_failed_index_write_leaves_the_segment_as_it_was(
             raise OSError(errno.EIO, "I/O error")
         real_write_all(fd, data[5:])
 
-    monkeypatch.setattr(segment_module, "write_all", fail_second)
+    monkeypatch.setattr(segment_writer, "write_all", fail_second)
     with pytest.raises(OSError, match="I/O error"):
         append(writer, fields(3, 2))
     monkeypatch.undo()

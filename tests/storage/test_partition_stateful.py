@@ -9,12 +9,12 @@ import tempfile
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from storage_helpers import encode, expected_messages, read_all
+from support.storage import encode, expected_messages, read_all
 
+from adiskq._sansio.entries import INDEX_ENTRY, INDEX_ENTRY_BYTES
 from adiskq._sansio.values import Message
 from adiskq._storage.partition_reader import PartitionReader
 from adiskq._storage.partition_writer import PartitionWriter
-from adiskq._storage.segment import INDEX_ENTRY, INDEX_ENTRY_BYTES
 
 SEGMENT_SIZE_BYTES = 1024
 

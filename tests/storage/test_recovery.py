@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from helpers.cli import flip_byte
-from storage_helpers import append, encode, expected_messages, fields, read_all, reopen, write_stream
+from support.cli import flip_byte
+from support.storage import append, encode, expected_messages, fields, read_all, reopen, write_stream
 
 import adiskq
 from adiskq._sansio.codec import encode_record

@@ -8,8 +8,8 @@ import struct
 import time
 
 import pytest
-from helpers.cli import flip_byte
-from storage_helpers import reopen
+from support.cli import flip_byte
+from support.storage import reopen
 
 import adiskq
 from adiskq._sansio.codec import encode_record

@@ -10,8 +10,8 @@ import sys
 import textwrap
 
 import pytest
-from paths import TESTS_DIR
-from storage_helpers import append, expected_messages, fields, read_all, write_stream
+from support.paths import TESTS_DIR
+from support.storage import append, expected_messages, fields, read_all, write_stream
 
 import adiskq
 from adiskq._storage import partition_writer as partition_module
@@ -51,7 +51,7 @@ def _crash_after(stream: str, code: str) -> None:
             f"""
         import os, signal, sys
         sys.path.insert(0, {TESTS_DIR!r})
-        from storage_helpers import append, fields
+        from support.storage import append, fields
         from adiskq._storage.stream import StreamWriter
         writer = StreamWriter.open({stream!r})
         """

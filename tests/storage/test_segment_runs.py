@@ -14,11 +14,11 @@ import os
 import struct
 
 import pytest
-from storage_helpers import Fields, encode, expected_messages, fields, read_all
+from support.storage import Fields, encode, expected_messages, fields, read_all
 
 from adiskq._sansio.codec import encode_record
 from adiskq._sansio.keyindex import key_hash, pack_hashes
-from adiskq._storage import segment as segment_module
+from adiskq._storage import segment_writer
 from adiskq._storage.partition_writer import PartitionWriter
 
 
@@ -115,7 +115,7 @@ def test_a_failed_run_write_leaves_the_segment_as_it_was(
     try:
         writer.append(*encode(fields(2)))
         before = _sizes(directory)
-        real_write_all = segment_module.write_all
+        real_write_all = segment_writer.write_all
         calls: list[int] = []
 
         def fail_one(fd: int, data: bytes) -> None:
@@ -125,7 +125,7 @@ def test_a_failed_run_write_leaves_the_segment_as_it_was(
                 raise OSError(errno.EIO, "I/O error")
             real_write_all(fd, data[5:])
 
-        monkeypatch.setattr(segment_module, "write_all", fail_one)
+        monkeypatch.setattr(segment_writer, "write_all", fail_one)
         with pytest.raises(OSError, match="I/O error"):
             writer.append_run(*run_of(fields(3, 2)))
         monkeypatch.undo()

@@ -9,7 +9,7 @@ import pathlib
 import shutil
 
 import pytest
-from storage_helpers import append, expected_messages, fields, read_all, snapshot, write_stream
+from support.storage import append, expected_messages, fields, read_all, snapshot, write_stream
 
 import adiskq
 from adiskq._storage.stream import StreamWriter

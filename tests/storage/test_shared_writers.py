@@ -11,7 +11,7 @@ import textwrap
 import time
 
 import pytest
-from stopped_support import stopped_holder
+from support.stopped import stopped_holder
 
 import adiskq
 from adiskq import LockTimeoutError, SettingsMismatchError, StreamLockedError
@@ -19,7 +19,7 @@ from adiskq._sansio.codec import encode_record
 from adiskq._sansio.naming import DATA, INDEX, TIMEINDEX
 from adiskq._storage.check import repair_stream
 from adiskq._storage.flocks import partition_lock, vacuum_lock
-from adiskq._storage.segment import segment_path
+from adiskq._storage.segment_files import segment_path
 from adiskq._storage.stream import StreamWriter
 
 

@@ -6,8 +6,8 @@ import datetime as dt
 import os
 
 import pytest
-from storage_helpers import append, expected_messages, fields, read_all, write_stream
-from unprivileged import as_nobody
+from support.storage import append, expected_messages, fields, read_all, write_stream
+from support.unprivileged import as_nobody
 
 import adiskq
 from adiskq._sansio.values import Message, ns_from_datetime

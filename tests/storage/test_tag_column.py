@@ -9,9 +9,9 @@ import struct
 
 import anyio
 import pytest
-from helpers.cli import invoke
 from hypothesis import given
 from hypothesis import strategies as st
+from support.cli import invoke
 
 import adiskq
 from adiskq._sansio import tags

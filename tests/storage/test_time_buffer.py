@@ -6,11 +6,12 @@ import os
 
 import anyio
 import pytest
-from helpers.cli import invoke
+from support.cli import invoke
 
 import adiskq
 from adiskq._sansio.codec import encode_record
-from adiskq._storage.segment import BUFFERED_ENTRIES, TIMEINDEX_ENTRY, SegmentWriter
+from adiskq._sansio.entries import BUFFERED_ENTRIES, TIMEINDEX_ENTRY
+from adiskq._storage.segment_writer import SegmentWriter
 
 T0 = 1_700_000_000_000_000_000  # a fixed time, so every timestamp below is known
 

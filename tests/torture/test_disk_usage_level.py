@@ -17,9 +17,9 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
-from helpers.cli import invoke
-from helpers.small_disk import fill, fill_to, mounted_small_disk, remove_filler, usage
-from helpers.waiting import until_changed
+from support.cli import invoke
+from support.small_disk import fill, fill_to, mounted_small_disk, remove_filler, usage
+from support.waiting import until_changed
 
 import adiskq
 

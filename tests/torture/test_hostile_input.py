@@ -7,7 +7,7 @@ import stat
 
 import anyio
 import pytest
-from unprivileged import as_nobody
+from support.unprivileged import as_nobody
 
 import adiskq
 from adiskq._storage.offsets import load_offsets, save_offsets

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-import crash_support
 import pytest
+from support import crash as crash_support
 
 import adiskq
 
@@ -16,7 +16,7 @@ ROOT = crash_support.ROOT
 def run_and_kill(path: str, flush: str, backend: str, round_: int, lines_before_kill: int) -> list[str]:
     """Start a pushing producer, let it acknowledge some pushes, SIGKILL it; return its receipts."""
     return crash_support.run_and_kill(
-        "tests.helpers.crash_producer", [path, flush, backend, str(round_)], lines_before_kill
+        "tests.support.crash_producer", [path, flush, backend, str(round_)], lines_before_kill
     )
 
 

@@ -1,5 +1,5 @@
 """A service tortured: HTTP producers under ``uvicorn --workers 2`` (examples/fastapi_service.py), two
-workers of one consumer group with retries and dead letters (tests/helpers/service_worker.py), and
+workers of one consumer group with retries and dead letters (tests/support/service_worker.py), and
 repeated SIGKILLs of both workers and of the service's worker processes while orders come in.
 
 Every order acknowledged (201) must end processed or dead-lettered: lost = 0. The accounting is
@@ -27,13 +27,13 @@ import time
 import httpx
 import psutil
 import pytest
-from helpers.waiting import wait_for
-from paths import ROOT_DIR
+from support.paths import ROOT_DIR
+from support.waiting import wait_for
 
 import adiskq
 
 SERVICE = os.path.join(ROOT_DIR, "examples", "fastapi_service.py")
-WORKER = os.path.join(ROOT_DIR, "tests", "helpers", "service_worker.py")
+WORKER = os.path.join(ROOT_DIR, "tests", "support", "service_worker.py")
 HTTP_WORKERS = 2
 
 

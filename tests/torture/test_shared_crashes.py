@@ -14,7 +14,7 @@ import random
 
 import anyio
 import pytest
-import shared_support
+from support import shared as shared_support
 from test_torture_followers import PARTITIONS, finish, lines_of, push_stops, start_follower
 
 from adiskq._storage.stream import StreamWriter

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
-import shared_support
+from support import shared as shared_support
 
 import adiskq
 from adiskq._sansio.codec import encode_record

@@ -1,7 +1,7 @@
 """Crash after every system call: the process dying there, and the power failing there.
 
-Each workload of ``sweep_workloads`` runs once with every call on the stream's files counted;
-before each call, the stream is saved as a crash right there would leave it (``helpers.syscalls``):
+Each workload of ``support.sweep_workloads`` runs once with every call on the stream's files counted;
+before each call, the stream is saved as a crash right there would leave it (``support.syscalls``):
 the process dying (every write kept), the power failing (only what was fsynced kept), and the power
 failing with whole sectors of unsynced appends kept. Each saved state must then open (recovery
 included) and hold: for a dead process, every message acknowledged by then; after a power cut, a
@@ -22,8 +22,8 @@ import struct
 
 import anyio
 import pytest
-from helpers.syscalls import Call, Syscalls
-from sweep_workloads import FLUSHED, WORKLOADS, Run, stream_messages
+from support.sweep_workloads import FLUSHED, WORKLOADS, Run, stream_messages
+from support.syscalls import Call, Syscalls
 
 import adiskq
 from adiskq._storage.stream import StreamWriter

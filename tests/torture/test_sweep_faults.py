@@ -1,6 +1,6 @@
 """Fail every system call of every operation, one at a time, with ENOSPC, EIO and EFBIG.
 
-For each workload of ``sweep_workloads`` the calls on the stream's files are counted in one clean
+For each workload of ``support.sweep_workloads`` the calls on the stream's files are counted in one clean
 run (N), then the workload runs again once per k in 1..N with the k-th call failing. After each run:
 the call raised or returned within a bound (no hang), the process went on (the workload's last push
 after the fault succeeded), and the reopened stream holds every acknowledged message, every message
@@ -15,8 +15,8 @@ import shutil
 
 import anyio
 import pytest
-from helpers.syscalls import FAULTS, Call, Syscalls
-from sweep_workloads import FLUSHED, WORKLOADS, Run, oldest_offsets, stream_messages, violations
+from support.sweep_workloads import FLUSHED, WORKLOADS, Run, oldest_offsets, stream_messages, violations
+from support.syscalls import FAULTS, Call, Syscalls
 
 from adiskq._storage.stream import StreamWriter
 

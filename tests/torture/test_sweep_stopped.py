@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
-from helpers.cli import run as run_cli
-from stopped_support import StoppedHolder, stopped_holder
+from support.cli import run as run_cli
+from support.stopped import StoppedHolder, stopped_holder
 
 import adiskq
 from adiskq._sansio.core import fnv1_32

@@ -9,9 +9,9 @@ import shutil
 
 import anyio
 import pytest
-from helpers.cli import flip_byte
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.cli import flip_byte
 
 import adiskq
 from adiskq._storage.partition_reader import PartitionReader

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
-from helpers.small_disk import fill, mounted_small_disk, use_up_space
+from support.small_disk import fill, mounted_small_disk, use_up_space
 
 import adiskq
 from adiskq._storage.offsets import load_offsets, save_offsets

@@ -16,14 +16,14 @@ import adiskq
 from adiskq._sansio.naming import partition_for_key
 from adiskq._storage.offsets import load_offsets
 
-PARTITIONS = 3  # as tests.helpers.crash_producer makes the stream
+PARTITIONS = 3  # as tests.support.crash_producer makes the stream
 ROUNDS = 5
 
 
 def start_follower(path: str, backend: str, output: str, *args: str) -> subprocess.Popen[str]:
     """A follower process noting what it reads in `output`, once it says it is reading."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.helpers.follower", path, backend, output, *args],
+        [sys.executable, "-m", "tests.support.follower", path, backend, output, *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

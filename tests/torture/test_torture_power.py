@@ -11,8 +11,8 @@ import random
 import subprocess
 import sys
 
-import crash_support
 import pytest
+from support import crash as crash_support
 
 import adiskq
 
@@ -30,7 +30,7 @@ anyio.run(main)
 def run_and_kill(path: str, flush: str, backend: str, round_: int, log: str, lines: int) -> list[str]:
     """A pushing producer noting its fsyncs in `log`, killed after `lines` acknowledgements."""
     return crash_support.run_and_kill(
-        "tests.helpers.powerloss_producer", [path, flush, backend, str(round_), log], lines
+        "tests.support.powerloss_producer", [path, flush, backend, str(round_), log], lines
     )
 
 

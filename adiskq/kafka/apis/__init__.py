@@ -6,6 +6,8 @@ below to answer one more API.
 """
 
 from . import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     api_versions,
     create_partitions,
@@ -15,6 +17,7 @@ from . import (
     delete_topics,
     describe_configs,
     describe_groups,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -32,9 +35,12 @@ from . import (
     sasl_authenticate,
     sasl_handshake,
     sync_group,
+    txn_offset_commit,
 )
 
 __all__ = [
+    "add_offsets_to_txn",
+    "add_partitions_to_txn",
     "alter_configs",
     "api_versions",
     "create_partitions",
@@ -44,6 +50,7 @@ __all__ = [
     "delete_topics",
     "describe_configs",
     "describe_groups",
+    "end_txn",
     "fetch",
     "find_coordinator",
     "heartbeat",
@@ -61,4 +68,5 @@ __all__ = [
     "sasl_authenticate",
     "sasl_handshake",
     "sync_group",
+    "txn_offset_commit",
 ]

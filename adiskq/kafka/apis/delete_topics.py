@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from ..._errors import StreamNotFoundError
 from .._registry import RequestContext, nested, register, respond
 from .._topics import check_topic_name
+from .._transactions import transactions_of
 from ._common import NO_THROTTLE, error_code_for, error_message_for
 
 __all__ = ["delete_topics"]
@@ -33,6 +34,7 @@ async def delete_topics(context: RequestContext, request: Any) -> Any:
             check_topic_name(name)
             await gateway.topics.delete(name)
             gateway.sequences.forget_topic(name)
+            transactions_of(gateway).open.forget_topic(name)
             logger.info("adiskq: deleted topic %s", name)
         except StreamNotFoundError:
             code, message = ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist"

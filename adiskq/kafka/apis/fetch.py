@@ -26,13 +26,15 @@ from kio.schema.errors import ErrorCode
 from ..._async.asyncio_deadlines import AsyncioDeadline
 from ..._async.follower import PartitionFollower
 from ..._errors import OffsetOutOfRangeError
-from ..._sansio.kafka_fetch_answer import fetch_answer
-from ..._sansio.kafka_fetch_request import FETCH_REQUEST_VERSIONS, fetch_request
 from .._fetching import MAX_STORED_RECORDS, read_batch
-from .._protocol import FastReader, add_fast_reader
 from .._registry import Later, RequestContext, ResponseFrame, answers_now, register
 from .._topic_ids import TopicIds
 from .._topics import check_topic_name
+from .._transactional_fetch import aborted_among
+from .._transactions import transactions_of
+from ..wire.fetch_answer import fetch_answer, fetch_answer_with_transactions
+from ..wire.fetch_request import FETCH_REQUEST_VERSIONS, fetch_request
+from ..wire.protocol import FastReader, add_fast_reader
 from ._common import error_code_for
 
 if TYPE_CHECKING:
@@ -43,6 +45,7 @@ __all__ = ["fetch"]
 _NO_LIMIT: Final = 2**31 - 1
 _TOPIC_IDS_FROM: Final = 13  # the first version that names topics by id
 _MILLISECOND: Final = dt.timedelta(milliseconds=1)
+_READ_COMMITTED: Final = 1
 
 
 class FetchAsked(NamedTuple):
@@ -51,6 +54,7 @@ class FetchAsked(NamedTuple):
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
+    isolation_level: int  # 1: read_committed (never past the last stable offset, with aborted transactions)
     # (topic, [(partition, fetch_offset, partition_max_bytes)]); a topic by name, or by its id's
     # 16 bytes from version 13 on
     topics: list[tuple[str | bytes, list[tuple[int, int, int]]]]
@@ -72,6 +76,7 @@ def _from_kio(request: Any) -> FetchAsked:
         request.max_wait // _MILLISECOND,
         request.min_bytes,
         getattr(request, "max_bytes", _NO_LIMIT),
+        getattr(request, "isolation_level", 0),
         [
             (
                 (bytes(16) if topic.topic_id is None else topic.topic_id.bytes) if by_id else topic.topic,
@@ -89,11 +94,25 @@ add_fast_reader(1, FastReader(_read, _from_kio, FETCH_REQUEST_VERSIONS))
 class _Partition:
     """One partition of the request: its follower (or error) and what was read for it."""
 
-    __slots__ = ("batches", "budget", "caught_up", "error", "follower", "index", "topic")
+    __slots__ = (
+        "batches",
+        "budget",
+        "caught_up",
+        "error",
+        "follower",
+        "index",
+        "name",
+        "stable_end",
+        "starts",
+        "topic",
+    )
 
-    def __init__(self, topic: str | bytes, index: int, budget: int) -> None:
+    def __init__(self, topic: str | bytes, name: str, index: int, budget: int) -> None:
         self.topic = topic  # as the request named it: by name, or by id from version 13 on
+        self.name = name
         self.index = index
+        self.starts: list[tuple[int, int]] = []  # (producer id, offset) of each transaction read that starts
+        self.stable_end = False  # a read_committed read stopped at the last stable offset
         self.budget = budget  # bytes it may still take
         self.follower: PartitionFollower | None = None
         self.error = ErrorCode.none
@@ -158,7 +177,7 @@ class _FetchJob:
         for topic, partitions in request.topics:
             name = (TopicIds.of(gateway).name_of(topic) or "") if isinstance(topic, bytes) else topic
             for partition, fetch_offset, partition_max_bytes in partitions:
-                part = _Partition(topic, partition, partition_max_bytes)
+                part = _Partition(topic, name, partition, partition_max_bytes)
                 if by_id and not name:
                     part.error = ErrorCode.unknown_topic_id
                 else:
@@ -171,6 +190,8 @@ class _FetchJob:
 
     def read_all(self) -> None:
         response_budget = self._response_budget
+        read_committed = self._request.isolation_level == _READ_COMMITTED
+        open_transactions = transactions_of(self._context.gateway).open
         for part in self.parts:
             follower = part.follower
             if follower is None:
@@ -178,33 +199,47 @@ class _FetchJob:
             part.caught_up = False  # known only from this look: data may have come since the last
             if part.budget <= 0 or self.taken >= response_budget:
                 continue
-            self._context.connection.fetches.reading(follower)
-            # Chunks of at most MAX_STORED_RECORDS, each encoded as one record batch at once: the
-            # batch's size is what the budgets count.
-            max_count = MAX_STORED_RECORDS
-            while part.budget > 0 and self.taken < response_budget:
-                limit = min(part.budget, response_budget - self.taken)
+            if read_committed and open_transactions.holds_open(part.name, part.index):
+                # Never past the first record of a transaction still open (Kafka's last stable offset)
+                high_watermark = follower.reader.bounds()[1]
+                follower.end = open_transactions.last_stable_offset(part.name, part.index, high_watermark)
                 try:
-                    # Only the response's first batch may go over the limits (KIP-74).
-                    read = read_batch(follower, limit, max_count, at_least_one=not self.taken)
-                except OffsetOutOfRangeError:
-                    part.error = ErrorCode.offset_out_of_range
-                    part.follower = None
-                    break
-                if read is None:
-                    part.caught_up = True
-                    break
-                batch, records = read
-                if not records:
-                    break  # the next record does not fit in what is left: the next Fetch takes it
-                size = len(batch)
-                part.batches.append(batch)
-                part.budget -= size
-                self.taken += size
-                # The next chunk fills what is left of the budget (the stored records are larger than
-                # their Kafka records): as many records as that holds at this chunk's size a record,
-                # and some more, so that its index entries are read for them and not for thousands.
-                max_count = min(MAX_STORED_RECORDS, max(0, limit - size) // max(1, size // records) + 16)
+                    self._read_part(part, follower, response_budget)
+                finally:
+                    part.stable_end = follower.done
+                    follower.end = None
+                continue
+            part.stable_end = False
+            self._read_part(part, follower, response_budget)
+
+    def _read_part(self, part: _Partition, follower: PartitionFollower, response_budget: int) -> None:
+        self._context.connection.fetches.reading(follower)
+        # Chunks of at most MAX_STORED_RECORDS, each encoded as one record batch at once: the
+        # batch's size is what the budgets count.
+        max_count = MAX_STORED_RECORDS
+        while part.budget > 0 and self.taken < response_budget:
+            limit = min(part.budget, response_budget - self.taken)
+            try:
+                # Only the response's first batch may go over the limits (KIP-74).
+                read = read_batch(follower, limit, max_count, at_least_one=not self.taken, starts=part.starts)
+            except OffsetOutOfRangeError:
+                part.error = ErrorCode.offset_out_of_range
+                part.follower = None
+                break
+            if read is None:
+                part.caught_up = True
+                break
+            batch, records = read
+            if not records:
+                break  # the next record does not fit in what is left: the next Fetch takes it
+            size = len(batch)
+            part.batches.append(batch)
+            part.budget -= size
+            self.taken += size
+            # The next chunk fills what is left of the budget (the stored records are larger than
+            # their Kafka records): as many records as that holds at this chunk's size a record,
+            # and some more, so that its index entries are read for them and not for thousands.
+            max_count = min(MAX_STORED_RECORDS, max(0, limit - size) // max(1, size // records) + 16)
 
     def followers(self) -> list[PartitionFollower]:
         return [part.follower for part in self.parts if part.follower is not None]
@@ -355,17 +390,24 @@ class _FetchJob:
 
 
 def _response(context: RequestContext, request: FetchAsked, parts: list[_Partition]) -> ResponseFrame:
-    """The response frame, written whole by one compiled call (the record batches copied once, into it)."""
+    """The response frame, written whole by one compiled call (the record batches copied once, into
+    it); in Python when a partition has a transaction open, or a read_committed answer lists aborted
+    transactions (``fetch_answer_with_transactions``)."""
     session = context.connection.fetches
-    by_topic: dict[str | bytes, list[tuple[int, int, int, int, list[bytes]]]] = {}
+    open_transactions = transactions_of(context.gateway).open
+    read_committed = request.isolation_level == _READ_COMMITTED
+    with_transactions = False
+    by_topic: dict[str | bytes, list[tuple[Any, ...]]] = {}
     for part in parts:
         high_watermark = log_start = -1
         error = part.error
         follower = part.follower
         if error == ErrorCode.none and follower is not None:
             try:
-                # A read that came back empty found the end: no need to look it up again.
-                high_watermark = follower.position if part.caught_up else follower.reader.bounds()[1]
+                # A read that came back empty found the end (unless the LSO stopped it): no need to
+                # look it up again.
+                caught_up = part.caught_up and not part.stable_end
+                high_watermark = follower.position if caught_up else follower.reader.bounds()[1]
                 log_start = session.log_start(follower)
             except OSError as failure:
                 error = error_code_for(failure)
@@ -374,5 +416,17 @@ def _response(context: RequestContext, request: FetchAsked, parts: list[_Partiti
         partitions = by_topic.get(part.topic)
         if partitions is None:
             partitions = by_topic[part.topic] = []
-        partitions.append((part.index, error, high_watermark, log_start, records))
-    return ResponseFrame(fetch_answer(context.header.correlation_id, request.version, list(by_topic.items())))
+        entry: tuple[Any, ...] = (part.index, error, high_watermark, log_start, records)
+        if follower is not None and error == ErrorCode.none:
+            last_stable = open_transactions.last_stable_offset(part.name, part.index, high_watermark)
+            aborted = (
+                aborted_among(follower.reader.transaction_outcomes(), part.starts)
+                if read_committed and part.starts
+                else None
+            )
+            if last_stable != high_watermark or aborted:
+                entry = (*entry, last_stable, aborted if read_committed else None)
+                with_transactions = True
+        partitions.append(entry)
+    answer = fetch_answer_with_transactions if with_transactions else fetch_answer
+    return ResponseFrame(answer(context.header.correlation_id, request.version, list(by_topic.items())))

@@ -1,14 +1,11 @@
-"""FindCoordinator (key 10): which broker coordinates a group — always this one.
+"""FindCoordinator (key 10): which broker coordinates a group or a transactional id — always this one.
 
 Versions 0-3 ask for one key, 4+ for several. Any group id is served: one that is not a plain
 folder name is stored under an encoded folder name (``naming.group_folder``); only an empty one, or
-one too long for a folder name, is refused with INVALID_GROUP_ID and a message saying why.
-
-Transaction coordinators (key type 1) are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and a
-message saying transactions are not served. That is the answer Kafka gives a principal that may not
-use the transactional id, and clients take it as final at once (librdkafka's ``init_transactions``
-raises a fatal error, aiokafka's transactional producer fails to start), where a retriable
-COORDINATOR_NOT_AVAILABLE left them asking again until their own timeout.
+one too long for a folder name, is refused with INVALID_GROUP_ID and a message saying why. A
+transactional id (key type 1) is served by the gateway's transaction coordinator
+(``_transactions.py``); an empty one is refused with INVALID_REQUEST, as Kafka refuses it. Another
+key type (Kafka 4's share groups) is refused with INVALID_REQUEST too.
 """
 
 from __future__ import annotations
@@ -25,18 +22,26 @@ from ._common import NO_THROTTLE
 __all__ = ["find_coordinator"]
 
 _GROUP: Final = 0
-_NO_TRANSACTIONS: Final = (
-    "transactions are not served by this gateway: use an idempotent producer (enable.idempotence=true) "
-    "without transactional.id"
-)
+_TRANSACTION: Final = 1
+_NO_TRANSACTIONAL_ID: Final = "give a non-empty transactional id"
 _BAD_GROUP: Final = "group id {!r} cannot be stored: {}"
 
 
 def _answer(context: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port) for one key."""
     gateway = context.gateway
+    if key_type == _TRANSACTION:
+        if not key:
+            return ErrorCode.invalid_request, _NO_TRANSACTIONAL_ID, -1, "", -1
+        return ErrorCode.none, None, NODE_ID, gateway.advertised_host, gateway.advertised_port
     if key_type != _GROUP:
-        return ErrorCode.transactional_id_authorization_failed, _NO_TRANSACTIONS, -1, "", -1
+        return (
+            ErrorCode.invalid_request,
+            f"key type {key_type} is not served: 0 (a group) or 1 (a transaction)",
+            -1,
+            "",
+            -1,
+        )
     refusal = group_id_refusal(key)
     if refusal is not None:
         return ErrorCode.invalid_group_id, _BAD_GROUP.format(key[:60], refusal), -1, "", -1
@@ -45,7 +50,7 @@ def _answer(context: RequestContext, key: str, key_type: int) -> tuple[ErrorCode
 
 @register(10, "FindCoordinator", min_version=0, max_version=4)
 async def find_coordinator(context: RequestContext, request: Any) -> Any:
-    """This broker, for every group key."""
+    """This broker, for every group and transactional id."""
     key_type = getattr(request, "key_type", _GROUP)
     if request.__version__ >= 4:
         coordinators = []

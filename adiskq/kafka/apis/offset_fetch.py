@@ -4,6 +4,10 @@ leader epochs (-1 where none was committed).
 Versions 1-7 ask for one group, 8+ for several; a null topic list (v2+) asks for every topic the
 group has committed in. The offsets are read from disk each time, so offsets moved with
 ``adiskq offsets --reset-to`` while the group was stopped are what the group resumes from.
+
+A request with ``require_stable`` (v7+, sent by ``read_committed`` consumers) gets
+UNSTABLE_OFFSET_COMMIT (retriable) for a partition whose offset an open transaction is committing
+(TxnOffsetCommit), as Kafka answers: the consumer asks again once the transaction has ended.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from .._groups import groups_of, valid_group_id
 from .._registry import RequestContext, nested, register, respond
 from .._topics import check_topic_name
+from .._transactions import transactions_of
 from ..group_offsets import NO_LEADER_EPOCH
 from ._common import NO_THROTTLE, error_code_for
 
@@ -34,6 +39,8 @@ async def _group_topics(
     else:
         wanted = [(topic.name, list(topic.partition_indexes)) for topic in asked]
     answers = []
+    stable = getattr(request, "require_stable", False)
+    transactions = transactions_of(context.gateway)
     for topic, partitions in wanted:
         rows: list[tuple[int, int, str, int, ErrorCode]] = []
         try:
@@ -48,6 +55,14 @@ async def _group_topics(
             if code is ErrorCode.unknown_server_error or partitions is None:
                 return code, []
             rows = [(p, -1, "", NO_LEADER_EPOCH, code) for p in partitions]
+        if stable:
+            rows = [
+                (p, -1, "", NO_LEADER_EPOCH, ErrorCode.unstable_offset_commit)
+                if transactions.has_pending_offsets(group_id, topic, p)
+                else row
+                for row in rows
+                for p in (row[0],)
+            ]
         answers.append(
             nested(
                 request,

@@ -30,12 +30,8 @@ from kio.schema.errors import ErrorCode
 
 from ..._async.producer import Producer
 from ..._errors import SettingsMismatchError
-from ..._sansio.kafka_batch import KafkaBatch, KafkaBatchError, KafkaCorruptBatchError
-from ..._sansio.kafka_mapping import StoredRecords
-from ..._sansio.kafka_produce_request import PRODUCE_REQUEST_VERSIONS, produce_request
-from .._fast_responses import ProducedPartition, produce_response
+from ..._sansio.run_entries import StoredRecords
 from .._idempotence import Duplicate, SequenceError
-from .._protocol import FastReader, add_fast_reader
 from .._records import (
     RecordRefusedError,
     ToWrite,
@@ -46,6 +42,13 @@ from .._records import (
 )
 from .._registry import Later, RequestContext, answers_now, register
 from .._topics import check_topic_name
+from .._transactions import transactions_of
+from ..transaction_coordinator import INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, PRODUCER_FENCED
+from ..wire.batch import KafkaBatch, KafkaBatchError, KafkaCorruptBatchError
+from ..wire.codec import TRANSACTIONAL
+from ..wire.fast_responses import ProducedPartition, produce_response
+from ..wire.produce_request import PRODUCE_REQUEST_VERSIONS, produce_request
+from ..wire.protocol import FastReader, add_fast_reader
 from ._common import error_code_for, error_message_for
 
 __all__ = ["one_partition_response", "produce"]
@@ -203,8 +206,8 @@ def _produce_partition_now(
     """One partition's answer if it can be given at once; what it has decoded, to go on in the
     connection's task, if it has to wait (nothing was written then)."""
     try:
-        if request.transactional_id is not None:
-            raise _Refused(ErrorCode.transactional_id_not_found, "this broker has no transactions")
+        if request.transactional_id is not None:  # checked against its transaction in the connection's task
+            return _Waiting(_checked_batches(context, topic, partition, data, transactional=True), None)
         base_offset = _append_now(context, topic, partition, data)
     except _Refused as refused:
         return _refusal(partition, refused)
@@ -221,11 +224,20 @@ async def _produce_partition(
     data: bytes | None,
     waiting: _Waiting | None,
 ) -> ProducedPartition:
+    transactional_id = request.transactional_id
     try:
-        if request.transactional_id is not None:
-            raise _Refused(ErrorCode.transactional_id_not_found, "this broker has no transactions")
-        batches = _checked_batches(context, topic, partition, data) if waiting is None else waiting.batches
-        base_offset = await _append(context, topic, partition, batches, None if waiting is None else waiting.records)
+        if waiting is None:
+            batches = _checked_batches(context, topic, partition, data, transactional=transactional_id is not None)
+        else:
+            batches = waiting.batches
+        if transactional_id is not None:
+            base_offset = await _append_transactional(
+                context, transactional_id, topic, partition, batches, request.version
+            )
+        else:
+            base_offset = await _append(
+                context, topic, partition, batches, None if waiting is None else waiting.records
+            )
     except _Refused as refused:
         return _refusal(partition, refused)
     return ProducedPartition(partition, ErrorCode.none, base_offset)
@@ -248,9 +260,12 @@ class _Waiting:
         self.records = records
 
 
-def _checked_batches(context: RequestContext, topic: str, partition: int, data: bytes | None) -> list[KafkaBatch]:
-    """The partition's record batches, decoded; _Refused with Kafka's error code for a topic or
-    partition that is not there, or batches that do not decode."""
+def _checked_batches(
+    context: RequestContext, topic: str, partition: int, data: bytes | None, *, transactional: bool = False
+) -> list[KafkaBatch]:
+    """The partition's record batches, decoded (transactional ones too if ``transactional``);
+    _Refused with Kafka's error code for a topic or partition that is not there, or batches that do
+    not decode."""
     topics = context.gateway.topics
     try:
         check_topic_name(topic)
@@ -265,7 +280,7 @@ def _checked_batches(context: RequestContext, topic: str, partition: int, data: 
     if not data:
         raise _Refused(ErrorCode.invalid_record, "the request holds no record batch for this partition")
     try:
-        batches = decode_produce(data)
+        batches = decode_produce(data, transactional=transactional)
     except KafkaCorruptBatchError as error:
         raise _Refused(ErrorCode.corrupt_message, str(error)) from None
     except KafkaBatchError as error:
@@ -319,14 +334,72 @@ async def _append(
         return first_offset
 
 
+async def _append_transactional(
+    context: RequestContext,
+    transactional_id: str,
+    topic: str,
+    partition: int,
+    batches: list[KafkaBatch],
+    version: int,
+) -> int:
+    """Write a transactional producer's batches as records of its open transaction: each batch
+    checked against the transaction coordinator (the producer current, the partition added to its
+    transaction) and its sequence, then written, under the partition's lock (a marker ending the
+    transaction waits for it, so it never comes between the check and the batch)."""
+    transactions = transactions_of(context.gateway)
+    first_offset: int | None = None
+    async with _sequence_lock(context, topic, partition):
+        for batch in batches:
+            if batch.producer_id < 0 or not batch.attributes & TRANSACTIONAL:
+                raise _Refused(
+                    ErrorCode.invalid_record,
+                    f"a Produce naming transactional id {transactional_id!r} holds a batch that is not "
+                    "transactional: a transactional producer sends every batch in its transaction",
+                )
+            if version >= _TRANSACTION_VERSION_2_FROM:  # the partition joins the transaction here
+                error = await transactions.add_implicitly(
+                    transactional_id, batch.producer_id, batch.producer_epoch, topic, partition
+                )
+                if error:
+                    raise _Refused(
+                        ErrorCode(_PRODUCE_ERROR.get(error, error)), _transaction_refusal(error, topic, partition)
+                    )
+            error = transactions.check_produce(
+                transactional_id, batch.producer_id, batch.producer_epoch, topic, partition
+            )
+            if error:
+                raise _Refused(
+                    ErrorCode(_PRODUCE_ERROR.get(error, error)), _transaction_refusal(error, topic, partition)
+                )
+            verdict = _check_sequence(context, topic, partition, batch)
+            if isinstance(verdict, Duplicate):
+                offset = verdict.base_offset
+            else:
+                offset = await _write(
+                    context, topic, partition, [batch], None, transaction=(batch.producer_id, batch.producer_epoch)
+                )
+                _sequence_written(context, topic, partition, batch, offset)
+                transactions.open.written(topic, partition, batch.producer_id, offset)
+            first_offset = offset if first_offset is None else first_offset
+    assert first_offset is not None
+    return first_offset
+
+
+_TRANSACTION_VERSION_2_FROM: Final = 12
+# Produce answers a fenced producer INVALID_PRODUCER_EPOCH in every version, as Kafka does.
+_PRODUCE_ERROR: Final = {PRODUCER_FENCED: INVALID_PRODUCER_EPOCH}
+
+
+def _transaction_refusal(error: int, topic: str, partition: int) -> str:
+    if error == INVALID_TXN_STATE:
+        return f"{topic}-{partition} is not in the producer's open transaction: add it (AddPartitionsToTxn) first"
+    if error in (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH):
+        return "the producer was fenced: a newer instance of its transactional id, or a timeout, ended its epoch"
+    return "the producer id is not the transactional id's"
+
+
 def _sequence_lock(context: RequestContext, topic: str, partition: int) -> anyio.Lock:
-    locks = context.gateway.extensions.setdefault("produce.sequence_locks", {})
-    assert isinstance(locks, dict)
-    lock = locks.get((topic, partition))
-    if lock is None:
-        lock = locks[topic, partition] = anyio.Lock()
-    assert isinstance(lock, anyio.Lock)
-    return lock
+    return context.gateway.partition_lock(topic, partition)
 
 
 def _check_sequence(context: RequestContext, topic: str, partition: int, batch: KafkaBatch) -> Duplicate | None:
@@ -387,12 +460,20 @@ def _push_now(context: RequestContext, producer: Producer, topic: str, partition
 
 
 async def _write(
-    context: RequestContext, topic: str, partition: int, batches: list[KafkaBatch], records: ToWrite | None
+    context: RequestContext,
+    topic: str,
+    partition: int,
+    batches: list[KafkaBatch],
+    records: ToWrite | None,
+    *,
+    transaction: tuple[int, int] | None = None,
 ) -> int:
     if records is None:
         records = _records(batches)
     try:
         async with context.gateway.topics.writing(topic, partition) as producer:
+            if transaction is not None:
+                return await write_records(producer, partition, records, transaction=transaction)
             return await write_records(producer, partition, records)
     except Exception as error:
         logger.warning("adiskq: produce to %s-%d failed: %s", topic, partition, error)

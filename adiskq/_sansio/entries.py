@@ -1,0 +1,88 @@
+"""A segment's entry files: ``.index``, and the side columns ``.timeindex``, ``.tagindex``, ``.keyindex``.
+
+``.index`` holds 24 bytes a message (offset | position in .data | size, u64 LE each) and is the
+commit point: a message exists for readers once its entry does. The side columns hold one entry a
+message too, all derived from ``.data`` (recovery rebuilds them from it), and their rules live in
+one table here, ``SIDE_COLUMNS``, in the order they are written (after ``.data``, before
+``.index``):
+
+=============  =====  ===========================================  ==============================
+file           width  entry                                        in a compact segment
+=============  =====  ===========================================  ==============================
+``.timeindex``  16    offset u64 | timestamp_ns i64, LE            never (records hold the time)
+``.tagindex``    4    the tag's hash, u32 LE (``tags.py``)         from the first entry naming a tag
+``.keyindex``    4    the key's hash, u32 LE (``keyindex.py``)     as in any segment
+=============  =====  ===========================================  ==============================
+
+``.keyindex`` exists only in a stream that keeps a key index, and a sealed segment's has a sorted
+column and a trailer after the hash column (``keyindex.py``). Single pushes buffer their side
+entries and write ``BUFFERED_ENTRIES`` at a time, so the *active* segment's side columns may be up
+to ``ACTIVE_SHORTFALL`` entries short of its ``.index`` (readers take those from the records,
+``check`` accepts it, recovery rebuilds it after a crash); a sealed segment's are whole.
+
+A *compact* segment is a compressed stream's: no ``.timeindex``, and no ``.tagindex`` until the
+first entry that names a tag is written, when the file is made with a "no tag" entry for every
+message before it.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final, NamedTuple
+
+from . import keyindex, tags
+from .naming import KEYINDEX, TAGINDEX, TIMEINDEX
+
+__all__ = [
+    "ACTIVE_SHORTFALL",
+    "BUFFERED_ENTRIES",
+    "INDEX_ENTRY",
+    "INDEX_ENTRY_BYTES",
+    "KEY_COLUMN",
+    "KEY_ENTRY_BYTES",
+    "SIDE_COLUMNS",
+    "TAG_COLUMN",
+    "TAG_ENTRY_BYTES",
+    "TIMEINDEX_ENTRY",
+    "TIMEINDEX_ENTRY_BYTES",
+    "TIME_COLUMN",
+    "SideColumn",
+]
+
+INDEX_ENTRY: Final = struct.Struct("<QQQ")  # offset, position, size
+TIMEINDEX_ENTRY: Final = struct.Struct("<Qq")  # offset, timestamp_ns
+INDEX_ENTRY_BYTES: Final = INDEX_ENTRY.size
+TIMEINDEX_ENTRY_BYTES: Final = TIMEINDEX_ENTRY.size
+TAG_ENTRY_BYTES: Final = tags.ENTRY_BYTES  # u32 LE: the tag hash
+KEY_ENTRY_BYTES: Final = keyindex.ENTRY_BYTES  # u32 LE: the key hash
+# How many time, tag and key index entries an active segment's single pushes buffer before writing
+# them (a global, not an attribute: it is read on the hot path).
+BUFFERED_ENTRIES: Final = 128
+# How many entries an active segment's side columns may lack: the most its single pushes leave buffered.
+ACTIVE_SHORTFALL: Final = BUFFERED_ENTRIES - 1
+
+
+class SideColumn(NamedTuple):
+    """One side column of a segment: its file's extension, the bytes an entry, and when a segment has it."""
+
+    extension: str
+    width: int
+    # A compact segment has it from its creation on (else: never, or from its first tag on).
+    in_compact: bool
+    # A compact segment makes it when the first entry naming a tag is written.
+    from_first_tag: bool
+    # Only a stream that keeps a key index has it.
+    key_index_only: bool
+
+    def made_with_segment(self, *, compact: bool, key_index: bool) -> bool:
+        """Whether a new segment is created with this file (``.data`` first, ``.index`` last)."""
+        return (not compact or self.in_compact) and (key_index or not self.key_index_only)
+
+
+TIME_COLUMN: Final = SideColumn(
+    TIMEINDEX, TIMEINDEX_ENTRY_BYTES, in_compact=False, from_first_tag=False, key_index_only=False
+)
+TAG_COLUMN: Final = SideColumn(TAGINDEX, TAG_ENTRY_BYTES, in_compact=False, from_first_tag=True, key_index_only=False)
+KEY_COLUMN: Final = SideColumn(KEYINDEX, KEY_ENTRY_BYTES, in_compact=True, from_first_tag=False, key_index_only=True)
+# In the order a write appends them.
+SIDE_COLUMNS: Final = (TIME_COLUMN, TAG_COLUMN, KEY_COLUMN)

@@ -1,1 +1,0 @@
-"""Programs the tests run in subprocesses."""
