@@ -37,8 +37,11 @@ from .._errors import (
     MessageTooLargeError,
     PartialWriteError,
     StreamLockedError,
+    UnsupportedFeatureError,
 )
+from .._extras import needs_extra
 from .._sansio import keyindex
+from .._sansio.capabilities import is_kafka_url, refuse
 from .._sansio.codec import byte_count, utf8
 from .._sansio.core import (
     COMPILED,
@@ -259,6 +262,15 @@ class Producer(Generic[PushKeyT, PushValueT]):
     closed producer cannot be reopened; using one raises ``ClosedError``.
     """
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        # A kafka:// URL selects the Kafka backend, here and only here: a push never asks.
+        path = args[0] if args else kwargs.get("path")
+        if cls is Producer and is_kafka_url(path):
+            with needs_extra("kafka-cluster", "a Producer of a kafka:// URL"):
+                from ..kafka._cluster_producer import KafkaProducer
+            return super().__new__(KafkaProducer)  # type: ignore[return-value]
+        return super().__new__(cls)
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -279,7 +291,17 @@ class Producer(Generic[PushKeyT, PushValueT]):
         key_serializer: Callable[[PushKeyT], bytes | str] | None = None,
         compression: Literal["zstd"] | None = None,
         zstd_dictionary: bytes | None = None,
+        partitioner: Literal["fnv1", "murmur2"] | None = None,
+        kafka: Mapping[str, object] | str | os.PathLike[str] | None = None,
     ) -> None:
+        if kafka is not None:
+            raise refuse("kafka= (client configuration)")
+        if partitioner not in (None, "fnv1"):
+            raise UnsupportedFeatureError(
+                f"partitioner={partitioner!r}",
+                "local",
+                'a stream places keys by FNV-1 (partitioner="fnv1", the default); murmur2 is for kafka:// URLs',
+            )
         if compression not in (None, "zstd"):
             raise InvalidArgumentError(f'compression={compression!r}: give "zstd", or None (the default) for none')
         if zstd_dictionary is not None and compression is None:

@@ -53,13 +53,16 @@ HEAP = "-Xmx512m"
 WATCHDOG = pathlib.Path(__file__).resolve().parent / "kafka_watchdog.py"
 
 # Kafka's settings that differ from its defaults, for every node: the group coordinator starts a
-# group at once (the 3 s default delays every test's first join), and its ids are those of the test.
+# group at once (the 3 s default delays every test's first join), and its ids are those of the test;
+# the transaction coordinator looks for transactions past their timeout every second, not every ten
+# (a hung transaction is then aborted within a second of its timeout, as the gateway aborts it).
 COMMON_SETTINGS = {
     "process.roles": "broker,controller",
     "controller.listener.names": "CONTROLLER",
     "inter.broker.listener.name": "PLAINTEXT",
     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
     "group.initial.rebalance.delay.ms": "0",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 }
 # One node alone: the internal topics' replication must fit one broker (else groups and
 # init_transactions wait forever for replicas that do not exist).

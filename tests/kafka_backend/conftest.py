@@ -1,0 +1,1 @@
+from backends import where as where
