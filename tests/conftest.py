@@ -47,6 +47,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from support.backends import Where
     from support.faults import DiskFaults
     from support.kafka_broker import KafkaBroker, KafkaCluster, KafkaSaslBroker
 
@@ -176,3 +177,17 @@ def kafka_cluster() -> KafkaCluster:
     from support import kafka_broker as kafka_broker_support
 
     return kafka_broker_support.shared_cluster()
+
+
+# --- one test, two backends: a local stream and a topic of the suite's Apache Kafka ---------------
+# (tests/support/backends.py; README's "Moving to a cluster" has the capability table saying what maps)
+
+
+@pytest.fixture(params=["local", "kafka"])
+def where(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Where:
+    """Each test that takes it runs once on a local stream and once on Kafka (``kafka_broker``):
+    ``where.new()`` is a fresh stream path or ``kafka://`` topic URL."""
+    from support.backends import Where
+
+    bootstrap = request.getfixturevalue("kafka_broker").bootstrap if request.param == "kafka" else None
+    return Where(request.param, tmp_path, bootstrap)

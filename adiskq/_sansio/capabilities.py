@@ -80,6 +80,12 @@ FEATURES: Final[tuple[Feature, ...]] = (
         "min.insync.replicas is 2 or more",
     ),
     Feature(
+        "message size",
+        "max_message_bytes (8 MiB by default)",
+        "the client's message.max.bytes (1,000,000 by default) and the topic's max.message.bytes; a push "
+        "over the client's limit is refused before anything is sent",
+    ),
+    Feature(
         "push_many",
         "each partition's share written whole or not at all",
         "each record acknowledged on its own; a failure raises PartialWriteError whose receipts say which were written",
@@ -135,7 +141,9 @@ FEATURES: Final[tuple[Feature, ...]] = (
         "give the topic one partition, or run one member (Kafka's groups have no exclusive member)",
     ),
     Feature(
-        "commit, committed, flush, seek, lag, assignment", "stored in the stream's folder", "Kafka's committed offsets"
+        "commit, committed, flush, seek, lag, assignment, assignments()",
+        "stored in the stream's folder",
+        "Kafka's committed offsets; Kafka's coordinator assigns the partitions",
     ),
     Feature(
         "adiskq.lag, reset_offsets, delete_group", "the stream's group files", "Kafka's group offsets (AdminClient)"
@@ -163,9 +171,9 @@ FEATURES: Final[tuple[Feature, ...]] = (
     ),
     Feature(
         "metrics (OpenTelemetry)",
-        "push, read and lag instruments",
-        "",
-        "librdkafka's own statistics: kafka={'statistics.interval.ms': ...} (a stats_cb)",
+        "push and delivery counts, durations, trace context, group lag, disk usage",
+        "the same, with messaging.system kafka and the topic as the destination; no disk gauges "
+        "(the brokers' disks are Kafka's to report)",
     ),
     Feature(
         "kafka= (client configuration)",

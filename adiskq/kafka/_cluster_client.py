@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -148,12 +149,18 @@ def check_sync_flush(config: Mapping[str, str], topic: str) -> None:
     when a write needs two replicas (``acks=all`` with ``min.insync.replicas >= 2``)."""
     admin = admin_client(config)
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    try:
-        described: Any = next(iter(admin.describe_configs([resource], request_timeout=TIMEOUT).values())).result(
-            TIMEOUT
-        )
-    except confluent_kafka.KafkaException as error:
-        raise InvalidArgumentError(f"cannot read the settings of Kafka topic {topic!r}: {error}") from None
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        try:
+            answer = admin.describe_configs([resource], request_timeout=TIMEOUT)
+            described: Any = next(iter(answer.values())).result(TIMEOUT)
+            break
+        except confluent_kafka.KafkaException as error:
+            # A topic just made reaches every broker's metadata a little after the controller answers.
+            unknown = error.args[0].code() == confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART
+            if not unknown or time.monotonic() > deadline:
+                raise InvalidArgumentError(f"cannot read the settings of Kafka topic {topic!r}: {error}") from None
+            time.sleep(0.1)
     entry = described.get("min.insync.replicas")
     replicas = int(entry.value) if entry is not None and entry.value is not None else 1
     if replicas < 2:
@@ -202,8 +209,8 @@ def offsets_at(
     for p, (low, high) in bounds.items():
         if not low <= at <= high:
             raise OffsetOutOfRangeError(
-                f"partition {p} of Kafka topic {topic!r} holds offsets {low}..{high - 1} (next {high}), so it cannot "
-                f"start at {at}: give an offset in {low}..{high}",
+                f"partition {p} of Kafka topic {topic!r} holds offsets {low}..{high - 1} (the next offset is "
+                f"{high}), so it cannot start at {at}: give an offset in {low}..{high}",
                 partition=p,
                 offset=at,
                 oldest_offset=low,

@@ -48,10 +48,18 @@ class KafkaConsumer(Consumer[Any, Any]):
         unknown = set(options) - _TAKEN
         if unknown:
             raise TypeError(f"Consumer() got an unexpected keyword argument {sorted(unknown)[0]!r}")
-        check_reader_options(options)
-        # The local checks of the shared arguments, on a throwaway local consumer (no I/O).
-        local = {k: v for k, v in options.items() if k in ("start", "end", "on_data_loss", "poll_interval")}
-        Consumer.__init__(self, "unused", partition, **local)
+        if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int) or partition < 0):
+            raise InvalidArgumentError(
+                f"partition={partition!r}: partitions are numbered from 0 (None, the default: every partition)"
+            )
+        check_reader_options(options, group=False)
+        self.partition = partition
+        self.start = options.get("start", "oldest")
+        self.end = options.get("end", "wait")
+        self.on_data_loss = options.get("on_data_loss", "skip")
+        self.poll_interval = options.get("poll_interval")
+        self.wait_for_stream = False
+        self._reading = False
         self._reading_state = KafkaReading(
             path, options.get("kafka"), options.get("key_deserializer"), options.get("value_deserializer")
         )
@@ -59,6 +67,7 @@ class KafkaConsumer(Consumer[Any, Any]):
         self.path = path
         self._ends: dict[int, int | None] = {}  # partition -> end offset (exclusive), None: follow
         self._done: set[int] = set()
+        self._polled: list[Message[bytes, bytes]] = []
         _Reader.__init__(self)
 
     _closed_message = "this consumer was closed; open a new Consumer"
@@ -138,14 +147,23 @@ class KafkaConsumer(Consumer[Any, Any]):
                 if self.closed:
                     raise ClosedError(self._closed_while_reading)
                 if reading.undelivered:
-                    return reading.deliver([], max_messages)
+                    return self._hand_out([], max_messages)
                 if len(self._done) == len(self._ends):
                     return []
                 messages = await anyio.to_thread.run_sync(self._poll, max_messages)
                 if messages:
-                    return reading.deliver(messages, max_messages)
+                    return self._hand_out(messages, max_messages)
         finally:
             self._reading = False
+
+    def _hand_out(self, polled: list[Message[bytes, bytes]], max_messages: int) -> list[Message[Any, Any]]:
+        """What a read hands out, through ``_read_some`` (which telemetry counts, when it is on)."""
+        self._polled = polled
+        return self._read_some(max_messages)
+
+    def _read_some(self, max_messages: int) -> list[Message[Any, Any]]:
+        polled, self._polled = self._polled, []
+        return self._reading_state.deliver(polled, max_messages)
 
     def _poll(self, max_messages: int) -> list[Message[bytes, bytes]]:
         reading = self._reading_state
@@ -180,14 +198,19 @@ class KafkaConsumer(Consumer[Any, Any]):
 
     @property
     def positions(self) -> dict[int, int]:
-        """Partition -> the offset after the last message handed out (where reading goes on)."""
-        return dict(self._reading_state.positions)
+        """Partition -> the offset of the next message this consumer returns from it (empty before it opens)."""
+        return self._reading_state.next_offsets(self._messages.remaining)
 
     @property
     def position(self) -> int | None:
-        if self.partition is None:
-            return None
-        return self._reading_state.positions.get(self.partition)
+        """The offset of the next message this consumer returns, when it reads one partition."""
+        if len(self._ends) > 1:
+            raise InvalidArgumentError(
+                "this consumer reads several partitions: its `positions` maps each to its next offset "
+                "(or open it with partition=N to read one)"
+            )
+        positions = self.positions
+        return next(iter(positions.values())) if positions else None
 
     @property
     def assignment(self) -> tuple[int, ...]:

@@ -19,10 +19,12 @@ import anyio.lowlevel
 import anyio.to_thread
 import confluent_kafka
 
-from .._async.group import ConsumerGroup
+from .._async.group import DEFAULT_COMMIT_INTERVAL, DEFAULT_REBALANCE_INTERVAL, ConsumerGroup
+from .._async.metrics import ObservedGroup, telemetry
 from .._async.reader import _Reader
 from .._errors import ClosedError, DeserializationError, InvalidArgumentError
 from .._sansio.capabilities import is_kafka_url, refuse
+from .._sansio.naming import validate_group_name
 from .._sansio.retries import dead_letter_headers
 from .._sansio.values import Message
 from ._cluster_client import KafkaTarget, configured, ensure_topic, new_consumer, offsets_at, target, topic_partitions
@@ -68,16 +70,27 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
             raise refuse("exclusive=True")
         if options.get("max_attempts") is not None:
             raise refuse("max_attempts=")
-        check_reader_options(options)
+        check_reader_options(options, group=True)
         dead_letters = options.get("dead_letter_path")
         if dead_letters is not None and not is_kafka_url(dead_letters):
             raise InvalidArgumentError(
                 f"dead_letter_path={dead_letters!r}: a group of a Kafka topic sends dead letters to a Kafka topic: "
                 "give its kafka:// URL (or None for TOPIC.NAME.dead-letters on the same cluster)"
             )
-        shared = ("start", "end", "on_data_loss", "commit_interval", "poll_interval", "rebalance_interval")
-        # The local checks of the shared arguments (no I/O).
-        ConsumerGroup.__init__(self, "unused", name, **{k: v for k, v in options.items() if k in shared})
+        validate_group_name(name)
+        self.name = name
+        self.start = options.get("start", "oldest")
+        self.end = options.get("end", "wait")
+        self.on_data_loss = options.get("on_data_loss", "skip")
+        self.commit_interval = options.get("commit_interval", DEFAULT_COMMIT_INTERVAL)
+        self.poll_interval = options.get("poll_interval")
+        self.rebalance_interval = options.get("rebalance_interval", DEFAULT_REBALANCE_INTERVAL)
+        self.exclusive = False
+        self.max_attempts = None
+        self.wait_for_stream = False
+        self._reading = False
+        self._changed: anyio.Event | None = None  # what assignments() waits on
+        self._observed: ObservedGroup | None = None
         kafka = options.get("kafka")
         self._reading_state = KafkaReading(
             path, kafka, options.get("key_deserializer"), options.get("value_deserializer")
@@ -95,10 +108,12 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         self._stored: dict[int, int] = {}  # partition -> the offset committed to Kafka last
         self._group_ends: dict[int, int] = {}  # end="close": each partition's end when the group opened
         self._done: set[int] = set()
+        self._assigned = False  # whether Kafka assigned this member partitions (or none) yet
         self._last_commit = time.monotonic()
         self._raw: dict[tuple[int, int], tuple[bytes, bytes]] = {}  # the last batch's stored bytes, with deserializers
         self._raw_of_batch: dict[tuple[int, int], tuple[bytes, bytes]] = {}
         self._dead_letter_client: confluent_kafka.Producer | None = None
+        self._polled: list[Message[bytes, bytes]] = []
         _Reader.__init__(self)
 
     _closed_message = "this consumer group was closed; open a new ConsumerGroup"
@@ -115,7 +130,32 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         with configured(self._reading_state.target):
             await anyio.to_thread.run_sync(self._open_client)
         self._state = "open"
+        instruments = telemetry()
+        if instruments is not None:
+            self._observed = ObservedGroup(self.path, self.name or "", self._cached_lag)
+            instruments.watch_group(self._observed)  # its lag, as adiskq.consumer.lag
         return self
+
+    def _cached_lag(self) -> dict[int, int]:
+        """The lag of the partitions held, from the end offsets librdkafka last fetched (no request:
+        telemetry's reader calls this from its own thread)."""
+        client = self._reading_state.client
+        if client is None:
+            return {}
+        topic = self._reading_state.target.topic
+        marks = {**self._stored, **self._pending}
+        lag = {}
+        for partition in list(self._held):
+            if partition in marks:
+                try:
+                    _, high = client.get_watermark_offsets(
+                        confluent_kafka.TopicPartition(topic, partition), cached=True
+                    )
+                except confluent_kafka.KafkaException:
+                    continue
+                if high >= 0:
+                    lag[partition] = max(0, high - marks[partition])
+        return lag
 
     def _open_client(self) -> None:
         reading = self._reading_state
@@ -144,9 +184,8 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         topic = self._reading_state.target.topic
         committed = client.committed(partitions, timeout=TIMEOUT) if partitions else []
         fresh = [tp.partition for tp in committed if tp.offset < 0]
-        starts: dict[int, int] = {}
-        if fresh and not isinstance(self.start, str):
-            starts = offsets_at(client, topic, fresh, self.start)
+        # Concrete offsets, "oldest" and "newest" too: an empty partition is then seen at its end.
+        starts = offsets_at(client, topic, fresh, self.start) if fresh else {}
         for tp in committed:
             if tp.offset >= 0:
                 self._stored[tp.partition] = tp.offset
@@ -156,11 +195,13 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
             if end is not None and 0 <= tp.offset >= end:
                 self._done.add(tp.partition)
         self._held.update(tp.partition for tp in committed)
+        self._assigned = True
         client.assign(committed)
 
     def _on_revoke(self, client: confluent_kafka.Consumer, partitions: list[confluent_kafka.TopicPartition]) -> None:
         """``partitions`` go to another member: their marks are committed first (in the polling thread)."""
         gone = {tp.partition for tp in partitions}
+        self._assigned = False  # until the rebalance's assignment comes
         self._commit_now(client, only=gone)
         self._held -= gone
         for partition in gone:
@@ -174,8 +215,15 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
             await anyio.lowlevel.checkpoint()
             return
         self._mark_closed()
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._close_client)
+        try:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._close_client)
+        finally:
+            self._held.clear()
+            self._note_assignment_change()
+            instruments = telemetry()
+            if instruments is not None:
+                instruments.unwatch_group(self._observed)
 
     def _close_client(self) -> None:
         client = self._reading_state.client
@@ -208,12 +256,17 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
                 if self.closed:
                     raise ClosedError(self._closed_while_reading)
                 if reading.undelivered:
-                    return self._delivered(reading.deliver([], max_messages))
-                if self._group_ends and self._held and self._held <= self._done:
+                    return self._delivered(self._hand_out([], max_messages))
+                # end="close": done once Kafka assigned this member its share, read to the ends (a
+                # member given none, with more members than partitions, is done at once).
+                if self._group_ends and self._assigned and self._held <= self._done:
                     return []
+                held = frozenset(self._held)
                 messages = await anyio.to_thread.run_sync(self._poll, max_messages)
+                if self._held != held:  # a rebalance ran in the poll: wake assignments()
+                    self._note_assignment_change()
                 if messages:
-                    return self._delivered(reading.deliver(messages, max_messages))
+                    return self._delivered(self._hand_out(messages, max_messages))
         finally:
             self._reading = False
 
@@ -221,6 +274,15 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         if self._reading_state.decoder is not None:
             self._raw = self._raw_of_batch
         return messages
+
+    def _hand_out(self, polled: list[Message[bytes, bytes]], max_messages: int) -> list[Message[Any, Any]]:
+        """What a read hands out, through ``_read_some`` (which telemetry counts, when it is on)."""
+        self._polled = polled
+        return self._read_some(max_messages)
+
+    def _read_some(self, max_messages: int) -> list[Message[Any, Any]]:
+        polled, self._polled = self._polled, []
+        return self._reading_state.deliver(polled, max_messages)
 
     def _poll(self, max_messages: int) -> list[Message[bytes, bytes]]:
         reading = self._reading_state

@@ -25,7 +25,9 @@ import anyio
 import anyio.to_thread
 import confluent_kafka
 
+from .._async.metrics import telemetry
 from .._async.producer import Producer, PushKeyT, PushValueT, Timestamp, _timestamp_ns
+from .._async.producer import _observed as observed_producer
 from .._errors import ClosedError, InvalidArgumentError, MessageTooLargeError, PartialWriteError
 from .._sansio.capabilities import refuse
 from .._sansio.naming import partition_for_key
@@ -65,6 +67,7 @@ _TAKEN: Final = frozenset(
 # How long a push waits for its acknowledgement past librdkafka's own delivery timeout.
 _DELIVERY_MARGIN: Final = 10.0
 _DELIVERY_TIMEOUT_MS: Final = 120_000
+_CLIENT_MAX_BYTES: Final = 1_000_000  # librdkafka's default message.max.bytes
 
 
 class KafkaProducer(Producer[PushKeyT, PushValueT]):
@@ -109,6 +112,7 @@ class KafkaProducer(Producer[PushKeyT, PushValueT]):
                 raise TypeError(f"{name} takes a function that returns the bytes to store, not {type(given).__name__}")
             serializers[name] = given
         self._target: KafkaTarget = target(path, options.get("kafka"))
+        self._max_message_bytes = _client_max_bytes(self._target.config)
         self.path = path
         self.flush_mode = flush
         self.shared = shared
@@ -125,6 +129,14 @@ class KafkaProducer(Producer[PushKeyT, PushValueT]):
         self._client: confluent_kafka.Producer | None = None
         self._limiter = anyio.CapacityLimiter(16)
         self._random = random.Random()
+        self._observed = None
+        instruments = telemetry()
+        if instruments is not None:  # decided once, as a local producer decides it
+            self._observed = observed_producer(self)
+            push, push_many, flush = instruments.wrap_producer(self._observed, self.push, self.push_many, self.flush)
+            self.push = push  # type: ignore[method-assign,assignment]
+            self.push_many = push_many  # type: ignore[method-assign,assignment]
+            self.flush = flush  # type: ignore[method-assign,assignment]
 
     # -- opening and closing ---------------------------------------------------------------------
 
@@ -197,7 +209,14 @@ class KafkaProducer(Producer[PushKeyT, PushValueT]):
         timestamp_ns = time.time_ns() if timestamp is None else _timestamp_ns(timestamp)
         if headers is not None and not isinstance(headers, Mapping):
             raise TypeError(f"headers is a mapping of names to bytes, or adiskq.Headers, not {type(headers).__name__}")
-        return outgoing(value, key, tag, headers, timestamp_ns)
+        record = outgoing(value, key, tag, headers, timestamp_ns)
+        size = len(record.value) + len(record.key or b"") + sum(len(n) + len(v or b"") for n, v in record.headers)
+        if size > self._max_message_bytes:
+            raise MessageTooLargeError(
+                f"a record of {size} bytes is over the Kafka client's message.max.bytes ({self._max_message_bytes}); "
+                "nothing was sent. Raise it in kafka= (and the topic's max.message.bytes), or send less"
+            )
+        return record
 
     async def push(
         self,
@@ -319,6 +338,15 @@ class KafkaProducer(Producer[PushKeyT, PushValueT]):
     def partitions(self) -> int:
         """The topic's partition count (0 until opened)."""
         return self._partition_count
+
+
+def _client_max_bytes(config: Mapping[str, str]) -> int:
+    """The largest record the client sends (librdkafka's message.max.bytes, 1,000,000 by default)."""
+    given = config.get("message.max.bytes", str(_CLIENT_MAX_BYTES))
+    try:
+        return int(given)
+    except ValueError:
+        raise InvalidArgumentError(f"kafka={{'message.max.bytes': {given!r}}}: give a number of bytes") from None
 
 
 def _failure(error: Any) -> BaseException:

@@ -13,7 +13,8 @@ from typing import Any, Final
 
 import confluent_kafka
 
-from .._errors import ClosedError, DeserializationError, OffsetOutOfRangeError
+from .._async.arguments import check_on_data_loss, check_start, positive_seconds
+from .._errors import ClosedError, DeserializationError, InvalidArgumentError, OffsetOutOfRangeError
 from .._sansio.capabilities import refuse
 from .._sansio.decoding import MessageDecoder
 from .._sansio.values import Message
@@ -26,12 +27,24 @@ _POLL_SECONDS: Final = 0.1
 _IGNORED: Final = (confluent_kafka.KafkaError._PARTITION_EOF,)
 
 
-def check_reader_options(options: dict[str, Any]) -> None:
-    """Refuse what a Kafka reader lacks (the capability table's rows), before anything is opened."""
+def check_reader_options(options: dict[str, Any], *, group: bool) -> None:
+    """Check what both backends' readers take as a local reader checks it, and refuse what a Kafka
+    reader lacks (the capability table's rows), before anything is opened."""
     if options.get("tags") is not None:
         raise refuse("tags= (tag filters)")
     if options.get("wait_for_stream"):
         raise refuse("wait_for_stream=True")
+    check_start(options.get("start", "oldest"))
+    end = options.get("end", "wait")
+    if group and end not in ("wait", "close"):
+        raise InvalidArgumentError(f"end={end!r}: a group takes 'wait' or 'close'")
+    if not group and end not in ("wait", "close") and (isinstance(end, bool) or not isinstance(end, int) or end < 0):
+        raise InvalidArgumentError(f"end={end!r}: use 'wait', 'close' or an offset (exclusive)")
+    check_on_data_loss(options.get("on_data_loss", "skip"))
+    positive_seconds("poll_interval", options.get("poll_interval"), optional=True)
+    for name in ("commit_interval", "rebalance_interval"):
+        if name in options:
+            positive_seconds(name, options[name])
 
 
 class KafkaReading:
@@ -50,6 +63,7 @@ class KafkaReading:
         self.undelivered: list[Message[bytes, bytes]] = []  # read, not handed out (a deserializer failed on the first)
         self.positions: dict[int, int] = {}  # partition -> the offset after the last message handed out
         self.on_data_loss = "skip"
+        self.last_batch: list[Message[Any, Any]] = []  # what the last read handed out (one partition's)
 
     def poll(self, max_messages: int, keep: Callable[[Message[bytes, bytes]], bool]) -> list[Message[bytes, bytes]]:
         """Up to ``max_messages`` records as messages (in a worker thread); ``keep`` drops those
@@ -84,7 +98,12 @@ class KafkaReading:
         """``messages`` (after the undelivered ones) through the deserializers, up to ``max_messages``;
         the rest wait for the next read. ``DeserializationError`` when the first fails."""
         waiting = self.undelivered + messages if self.undelivered else messages
-        handed, self.undelivered = waiting[:max_messages], waiting[max_messages:]
+        # One partition's run at a time, as a local group's batches are: a reader's position in a
+        # partition is then the batch's next message (``next_offsets``).
+        run = 1
+        while run < min(len(waiting), max_messages) and waiting[run].partition == waiting[0].partition:
+            run += 1
+        handed, self.undelivered = waiting[:run], waiting[run:]
         decoded: list[Message[Any, Any]] = handed
         if self.decoder is not None:
             decoded, failure = self.decoder.decode(handed)
@@ -103,7 +122,17 @@ class KafkaReading:
                     ) from failure.error
         for message in decoded:
             self.positions[message.partition] = message.offset + 1
+        self.last_batch = decoded
         return decoded
+
+    def next_offsets(self, buffered: int) -> dict[int, int]:
+        """Partition -> the offset of the next message handed out, ``buffered`` messages of the last
+        batch being still to hand out (Kafka's offsets may have gaps: they are read, not counted)."""
+        positions = dict(self.positions)
+        batch = self.last_batch
+        if buffered and batch:
+            positions[batch[0].partition] = batch[len(batch) - buffered].offset
+        return positions
 
     def drop_undelivered(self, partition: int | None = None) -> None:
         self.undelivered = [m for m in self.undelivered if partition is not None and m.partition != partition]

@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 import pytest
-from paths import ROOT_DIR
+from support.paths import ROOT_DIR
 
 ROOT = pathlib.Path(ROOT_DIR)
 SERVICE = ROOT / "examples" / "orders_service.py"

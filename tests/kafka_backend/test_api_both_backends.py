@@ -9,8 +9,9 @@ import datetime as dt
 import json
 from typing import Any
 
+import anyio
 import pytest
-from backends import Where
+from support.backends import Where
 
 import adiskq
 from adiskq import serializers
@@ -206,3 +207,82 @@ def anyio_fail_after(seconds: float) -> Any:
     import anyio
 
     return anyio.fail_after(seconds)
+
+
+async def test_members_of_a_named_group_share_the_partitions(where: Where) -> None:
+    """Two members: each partition read by one of them at a time, every message delivered, and
+    assignments() says each change."""
+    place = where.new()
+    async with adiskq.Producer(place, partitions=4) as producer:
+        await producer.push_many([adiskq.Record(b"%d" % i, key=f"k{i}") for i in range(40)])
+    seen: set[bytes] = set()
+    shared = anyio.Event()
+    async with (
+        adiskq.ConsumerGroup(place, "pool") as first,
+        adiskq.ConsumerGroup(place, "pool") as second,
+    ):
+
+        def check() -> None:
+            if len(seen) == 40 and first.assignment and second.assignment:
+                shared.set()
+
+        async def read(group: adiskq.ConsumerGroup[bytes, bytes]) -> None:
+            async for message in group:
+                seen.add(message.value)
+                group.commit(message)
+                check()
+
+        async def watch(group: adiskq.ConsumerGroup[bytes, bytes]) -> None:
+            async for assignment in group.assignments():
+                assert assignment == group.assignment
+                check()
+
+        with anyio_fail_after(120):
+            async with anyio.create_task_group() as tasks:
+                for group in (first, second):
+                    tasks.start_soon(read, group)
+                    tasks.start_soon(watch, group)
+                await shared.wait()
+                tasks.cancel_scope.cancel()
+        assert not set(first.assignment) & set(second.assignment)
+        assert set(first.assignment) | set(second.assignment) == {0, 1, 2, 3}
+    assert seen == {b"%d" % i for i in range(40)}
+
+
+async def test_members_reading_to_the_end_stop_also_when_one_holds_nothing(where: Where) -> None:
+    """end="close" with more members than partitions: every member stops, and the messages are read."""
+    place = where.new()
+    async with adiskq.Producer(place) as producer:
+        await producer.push_many([b"1", b"2", b"3"])
+    seen: list[bytes] = []
+
+    async def member() -> None:
+        async with adiskq.ConsumerGroup(place, "few", end="close") as group:
+            async for message in group:
+                seen.append(message.value)
+                group.commit(message)
+
+    with anyio_fail_after(120):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(member)
+            tasks.start_soon(member)
+    assert set(seen) == {b"1", b"2", b"3"}
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda place: adiskq.Consumer(place, end="later"),
+        lambda place: adiskq.Consumer(place, partition=-1),
+        lambda place: adiskq.Consumer(place, on_data_loss="ignore"),
+        lambda place: adiskq.ConsumerGroup(place, "g", end=10),
+        lambda place: adiskq.ConsumerGroup(place, "g", commit_interval=0),
+        lambda place: adiskq.ConsumerGroup(place, "../g"),
+        lambda place: adiskq.Producer(place, flush="sometimes"),
+        lambda place: adiskq.Producer(place, partitions=0),
+    ],
+)
+def test_bad_arguments_are_refused_at_construction_alike(where: Where, make: Any) -> None:
+    """The same mistakes, the same errors, before any I/O, on both backends."""
+    with pytest.raises((adiskq.InvalidArgumentError, adiskq.InvalidNameError)):
+        make(where.new())

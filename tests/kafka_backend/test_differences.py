@@ -9,7 +9,8 @@ import pathlib
 from typing import Any
 
 import pytest
-from backends import Where
+from confluent_kafka.admin import AdminClient, NewTopic
+from support.backends import Where
 
 import adiskq
 from adiskq._sansio.capabilities import FEATURES, markdown_table
@@ -187,3 +188,38 @@ def test_capabilities_of_a_path_and_of_a_url(tmp_path: pathlib.Path) -> None:
 def test_the_readme_table_is_the_capability_table() -> None:
     """README's table is the table the code enforces, row for row."""
     assert markdown_table() in README.read_text()
+
+
+# -- push_many: each record acknowledged on its own ---------------------------------------------
+
+
+async def test_a_record_over_the_client_limit_fails_push_many_whole(kafka_broker: Any) -> None:
+    """Kafka only: its client's limit (message.max.bytes) is checked before anything is sent."""
+    url = _url(kafka_broker, f"big-{os.urandom(4).hex()}")
+    async with adiskq.Producer(url) as producer:
+        with pytest.raises(adiskq.MessageTooLargeError, match=r"message\.max\.bytes"):
+            await producer.push_many([b"small", b"x" * 1_000_001])
+        await producer.push(b"after")
+    async with adiskq.Consumer(url, end="close") as consumer:
+        assert [m.value async for m in consumer] == [b"after"]
+
+
+async def test_push_many_says_which_records_kafka_took(kafka_broker: Any) -> None:
+    """Kafka only: records are acknowledged one by one, so when the broker refuses some (here the
+    topic's max.message.bytes is below the client's limit), PartialWriteError gives the receipts of
+    those written and None for the others."""
+    topic = f"partial-{os.urandom(4).hex()}"
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1, config={"max.message.bytes": "2000"})])[topic].result(60)
+    url = _url(kafka_broker, topic)
+    records = [adiskq.Record(b"s", key="a"), adiskq.Record(b"x" * 5000, key="b"), adiskq.Record(b"t", key="a")]
+    async with adiskq.Producer(url, partitioner="fnv1") as producer:
+        assert producer.partitions == 2
+        with pytest.raises(adiskq.PartialWriteError) as raised:
+            await producer.push_many(records)
+    first, refused, third = raised.value.receipts  # "a" goes to partition 0, "b" to 1 (FNV-1)
+    assert refused is None
+    assert first == (0, 0)
+    assert third == (0, 1)
+    async with adiskq.Consumer(url, end="close") as consumer:
+        assert [(m.partition, m.offset, m.value) async for m in consumer] == [(0, 0, b"s"), (0, 1, b"t")]

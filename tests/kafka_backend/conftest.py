@@ -1,1 +1,0 @@
-from backends import where as where
