@@ -460,10 +460,13 @@ def _write_error_code(error: BaseException) -> ErrorCode:
 
 def _push_now(context: RequestContext, producer: Producer, topic: str, partition: int, records: ToWrite) -> int | None:
     try:
-        return write_records_now(producer, partition, records)
+        first = write_records_now(producer, partition, records)
     except Exception as error:
         logger.warning("adiskq: produce to %s-%d failed: %s", topic, partition, error)
         raise _Refused(_write_error_code(error), error_message_for(context.gateway, error)) from None
+    if first is not None:
+        context.gateway.topics.partition_written(topic, partition)  # the last to be parked for room
+    return first
 
 
 async def _write(
@@ -478,7 +481,7 @@ async def _write(
     if records is None:
         records = _records(batches)
     try:
-        async with context.gateway.topics.writing(topic) as producer:
+        async with context.gateway.topics.writing(topic, partition) as producer:
             if transaction is not None:
                 return await write_records(producer, partition, records, transaction=transaction)
             return await write_records(producer, partition, records)
