@@ -346,8 +346,9 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
 
     @property
     def committed(self) -> dict[int, int]:
-        """Partition -> offset committed to Kafka by this member (or found there when it got the partition)."""
-        return dict(self._stored)
+        """Partition -> next offset, as committed (committed to Kafka or still pending), for the partitions held."""
+        marks = {**self._stored, **self._pending}
+        return {partition: offset for partition, offset in marks.items() if partition in self._held}
 
     async def flush(self) -> None:
         """Commit the marks to Kafka now."""
