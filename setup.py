@@ -14,11 +14,12 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 NO_EXTENSIONS = os.environ.get("ADISKQ_NO_EXTENSIONS", "") not in ("", "0")
-SOURCES = sorted(glob.glob("adiskq/_csrc/*.c"))
-HEADERS = sorted(glob.glob("adiskq/_csrc/*.h"))
+# The module (module.c, core.h) at the top; the log's core in log/, the Kafka gateway's in kafka/.
+SOURCES = sorted(glob.glob("adiskq/_csrc/**/*.c", recursive=True))
+HEADERS = sorted(glob.glob("adiskq/_csrc/**/*.h", recursive=True))
 
 CANNOT_COMPILE = """
-adiskq's compiled core (adiskq/_csrc/*.c) could not be compiled: {error}
+adiskq's compiled core (adiskq/_csrc/**/*.c) could not be compiled: {error}
 
 It needs a C compiler and the Python headers (on Debian: apt-get install gcc python3-dev).
 To install adiskq without it, running its pure-Python core (same files, slower), set

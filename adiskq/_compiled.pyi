@@ -55,6 +55,7 @@ def encode_push(
     tag: str | None,
     partition_count: int,
     max_message_bytes: int,
+    keyless: int = ...,
     /,
 ) -> tuple[bytes, int, int] | NotImplementedType: ...
 def index_entries(
@@ -71,11 +72,11 @@ def scan_columns(
 ) -> tuple[list[int], list[int], list[int], int]: ...
 def next_valid_record(buf: bytes | bytearray | memoryview, start: int, max_record_bytes: int, /) -> int | None: ...
 def encode_records(
-    items: list[Any], now: int, partition_count: int, /
+    items: list[Any], now: int, partition_count: int, prepared: object = ..., keyless: int = ..., /
 ) -> tuple[list[bytes], list[int], list[int], bytes, int, int] | NotImplementedType: ...
 def receipts(partition: int, first_offset: int, count: int, /) -> list[Any]: ...
 def pack_records(
-    items: list[Any], now: int, max_total: int, /
+    items: list[Any], now: int, max_total: int, keyless: int = ..., /
 ) -> tuple[bytes, bytes, bytes, bytes, bytes, int] | NotImplementedType | None: ...
 def rebase_entries(
     index: bytes, timeindex: bytes, first_offset: int, start: int, /

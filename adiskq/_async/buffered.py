@@ -1,6 +1,6 @@
 """The last batch's messages for ``async for``, handed out one per step.
 
-The compiled core's ``Buffer`` (``adiskq/_csrc/iterate.c``) hands out a buffered message without
+The compiled core's ``Buffer`` (``adiskq/_csrc/log/buffered.c``) hands out a buffered message without
 running any Python: its ``__anext__`` returns an awaitable that gives the message at once. This is
 the same object in Python, for the pure-Python core. Either way, with nothing buffered (or once
 closed) ``__anext__`` awaits ``refill()``: the reader's coroutine that reads the next batch (or waits

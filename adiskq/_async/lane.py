@@ -61,7 +61,8 @@ import anyio.to_thread
 from .._errors import ClosedError, DiskUsageRefusedError, explain_os_error
 from .._sansio import keyindex as keyindex_format
 from .._sansio.core import PackedRecords
-from .._sansio.run_entries import INDEX_ENTRY_BYTES, run_records, run_timestamps
+from .._sansio.entries import INDEX_ENTRY_BYTES
+from .._sansio.run_entries import run_records, run_timestamps
 from .._storage.partition_writer import PartitionWriter
 from .._storage.segment_writer import PartlyCommittedError, PendingBatch, SegmentWriter
 from . import wakeup

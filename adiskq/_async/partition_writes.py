@@ -147,7 +147,7 @@ def _transactions(producer: Producer[str | bytes, bytes], partition: int) -> _Pa
     found = partitions.get(partition)
     if found is None:
         directory = producer._lanes[partition].partition.directory
-        reader = PartitionReader(directory, partition, max_record_bytes=producer._max_message_bytes)
+        reader = PartitionReader(directory, partition)  # any record the stream holds (its limit may have changed)
         found = partitions[partition] = _PartitionTransactions(reader)
     return found
 

@@ -42,7 +42,7 @@ from .._errors import (
 from .._extras import needs_extra
 from .._sansio import keyindex
 from .._sansio.capabilities import is_kafka_url, refuse
-from .._sansio.codec import byte_count, utf8
+from .._sansio.codec import KEYLESS, byte_count, utf8
 from .._sansio.core import (
     COMPILED,
     PackedRecords,
@@ -58,7 +58,7 @@ from .._sansio.core import (
     receipt,
     receipts,
 )
-from .._sansio.run_entries import INDEX_ENTRY_BYTES as _INDEX_ENTRY_BYTES
+from .._sansio.entries import INDEX_ENTRY_BYTES as _INDEX_ENTRY_BYTES
 from .._sansio.tags import ENTRIES as _TAG_ENTRIES
 from .._sansio.tags import NO_TAG_ENTRY, tag_entries, tag_entry
 from .._sansio.values import Headers, Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
@@ -352,6 +352,8 @@ class Producer(Generic[PushKeyT, PushValueT]):
         self._max_message_bytes = 0
         self._holds_tags = True  # False on a stream whose format has no tags (adiskq/1)
         self._holds_kafka_headers = True  # False before format 5: no null header values, no repeated names
+        # The attributes of a record pushed without a key: codec.KEYLESS, 0 before format 5.
+        self._keyless = KEYLESS
         self._compression: ValueCompression | None = None  # on a stream created with compression="zstd"
         # key -> (its bytes, its partition, its key index hash), for keys pushed recently.
         self._placement: dict[str | bytes, tuple[bytes, int, int]] = {}
@@ -435,6 +437,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         self._max_message_bytes = settings.max_message_bytes
         self._holds_tags = settings.holds_tags
         self._holds_kafka_headers = settings.holds_kafka_headers
+        self._keyless = KEYLESS if settings.holds_transactions else 0
         if self.refuse_writes_above is not None:
             self._disk_guard = DiskGuard(real, self.refuse_writes_above)
             if turns is not None:
@@ -675,9 +678,10 @@ class Producer(Generic[PushKeyT, PushValueT]):
             self._check_size(len(data) + len(raw_key))
         if headers:  # checked before encoding, so a huge header never gets copied
             self._check_size(len(data) + len(raw_key) + sum(len(name) + byte_count(v) for name, v in headers.items()))
-        attributes = 0
+        attributes = self._keyless if key is None else 0
         if self._compression is not None:
-            data, attributes = self._compression.apply(data)
+            data, compressed = self._compression.apply(data)
+            attributes |= compressed
         if (
             raw_encode_record is None
             or (record := raw_encode_record(data, raw_key, timestamp_ns, headers or None, attributes, tag))
@@ -745,7 +749,14 @@ class Producer(Generic[PushKeyT, PushValueT]):
             or keyindex.key_hash is not _CRC32
             or (
                 encoded := raw_encode_push(
-                    value, key, timestamp_ns, headers, tag, self._partition_count, self._max_message_bytes
+                    value,
+                    key,
+                    timestamp_ns,
+                    headers,
+                    tag,
+                    self._partition_count,
+                    self._max_message_bytes,
+                    self._keyless,
                 )
             )
             is NotImplemented
@@ -864,7 +875,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
             # One partition, values stored as they are, a write that would go inline (no fsync to wait
             # for, no batch in flight, no roll due): the batch packed in one buffer with its entries
             # (None where it is too large to write inline or not plain; then encoded below).
-            packed = pack_records(items, now, INLINE_MAX_BYTES) if keyindex.key_hash is _CRC32 else None
+            packed = pack_records(items, now, INLINE_MAX_BYTES, self._keyless) if keyindex.key_hash is _CRC32 else None
             if packed is not None:
                 return await self._push_packed(items, now, packed, large)
         first_chunk = items if len(items) <= chunk else items[:chunk]  # no copy of a batch of one chunk
@@ -1171,7 +1182,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         compression = self._compression
         prepared = None if compression is None else compression.prepared
         if COMPILED and keyindex.key_hash is _CRC32 and (compression is None or prepared is not None):
-            encoded = encode_records(items, now, self._partition_count, prepared)
+            encoded = encode_records(items, now, self._partition_count, prepared, self._keyless)
             if encoded is not None:
                 records, stamps, partitions, key_hashes, largest, total_bytes = encoded
                 if largest > self._max_message_bytes:
@@ -1208,10 +1219,25 @@ class Producer(Generic[PushKeyT, PushValueT]):
         else:
             stamps = [now if t is None else _timestamp_ns(t) for t in timestamps]
         untagged = tags.count(None) == len(tags)
+        keyless = self._keyless if None in keys else 0  # the records given no key carry it
         if self._compression is not None:  # each value compressed (or kept as a training sample)
             self._check_size(max(map(len, values)))
             stored, attributes = zip(*map(self._compression.apply, values), strict=True)
+            if keyless:
+                attributes = tuple(a | (keyless if k is None else 0) for a, k in zip(attributes, keys, strict=True))
             encoded = list(map(encode_record, stored, raw_keys, stamps, all_headers, attributes, tags))
+        elif keyless:
+            encoded = list(
+                map(
+                    encode_record,
+                    values,
+                    raw_keys,
+                    stamps,
+                    all_headers,
+                    [0 if key is not None else keyless for key in keys],
+                    tags,
+                )
+            )
         else:
             encoded = encode_batch(
                 values, raw_keys, stamps, all_headers if any(all_headers) else None, None if untagged else tags

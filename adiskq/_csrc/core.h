@@ -1,34 +1,7 @@
-/* adiskq's compiled core: the codec's per-record work, sans I/O but for append.c (see adiskq/_sansio/codec.py, the
+/* adiskq's compiled core: the codec's per-record work, sans I/O but for log/append.c (see adiskq/_sansio/codec.py, the
  * pure-Python reference every function here must match byte for byte, error for error).
  *
- * One job per source file:
- *   crc32c.c  CRC-32C (Castagnoli) of record bodies: the CPU's instruction, or a table
- *   crc32.c   CRC-32 (zlib's, ISO-HDLC) of keys: the key index's hash
- *   fnv.c     FNV-1 32-bit of keys: the partition of a key, as go-diskq places it
- *   record.c  reading one record's fields from a buffer and checking them (every check of the reference)
- *   encode.c  records (and batches of them) from values, keys, timestamps and headers
- *   pack.c    push_many's batch as one .data buffer with its index columns, no object a record
- *   decode.c  Messages from a buffer of records, the read hot path
- *   message.c Message objects: allocated untracked, and kept on a free list when freed
- *   receipt.c Receipt objects (push_many's, and a single push's): the same
- *   named_tuple.c what those two share: the NamedTuple layout their free lists take, its ordinary dealloc
- *   scan.c    recovery's and check's scans: the valid records of a buffer, and the next valid one
- *   iterate.c `async for` over the last batch read: a message a step without running Python
- *   keysort.c the sealed key index's sorted column (a radix sort)
- *   tags.c    the tag column (.tagindex entries) of a batch of records, and the scans of one (the
- *             filtering consumer's: which records to read, in which spans)
- *   values.c  adiskq.Record's constructor
- *   append.c  the inline push's two writes (.data, .index) in one call, and its buffered entries: the only I/O here
- *   zstd.c    values compressed with a stream's zstd dictionary (libzstd opened at first use)
- *   kafka_decode.c, kafka_encode.c  Kafka's record batch v2 (kafka.h: its varints and fields)
- *   kafka_store.c  a Kafka batch's records as adiskq's stored records, without Python objects between
- *   kafka_fetch.c  adiskq's stored records as one Kafka batch (a Fetch's answer), the same way back
- *   kafka_fetch_answer.c  a whole Fetch response frame around those batches
- *   kafka_fetch_request.c  what a Fetch request asks for, read from its payload
- *   kafka_produce_request.c  what a Produce request carries, read from its payload
- *   kafka_request_reader.c   the request readers' arguments, checked (their field readers: kafka_request_reader.h)
- *   run_entries.c  a run of stored records' index entries, made numbered from 0, placed where the run is written
- *   module.c  the Python module: its functions and the objects it is configured with
+ * One job per source file: adiskq/_csrc/README.md lists them, each with its pure-Python reference.
  *
  * The record layout (all integers little-endian; the reference's docstring is the full text):
  *   u32 size | u32 crc | u8 magic 0xAD | u8 attributes | i64 timestamp_ns | u32 key_len | key |
@@ -64,6 +37,12 @@
 #define ADQ_PRODUCER_BYTES 10   /* producer_id, epoch */
 #define ADQ_MARKER_BYTES 13     /* commit, coordinator_epoch, first_offset */
 #define ADQ_MAX_TAG_BYTES 255
+/* A segment's entry files, one entry a record: their widths, defined here alone (the Python side's
+ * are its reference's; tests/sansio/test_entry_widths.py holds the two together). */
+#define ADQ_INDEX_ENTRY_BYTES 24     /* .index: offset | position in .data | size, u64 LE each */
+#define ADQ_TIMEINDEX_ENTRY_BYTES 16 /* .timeindex: offset u64 | timestamp_ns i64, LE */
+#define ADQ_TAG_ENTRY_BYTES 4        /* .tagindex: the tag's hash, u32 LE */
+#define ADQ_KEY_ENTRY_BYTES 4        /* .keyindex: the key's hash, u32 LE */
 /* A header's value_len that says its value is null (Kafka's null), no value bytes after it
  * (codec.py): a reader's Message then holds a Headers, which only the reference builds. */
 #define ADQ_NULL_HEADER_LENGTH 0xFFFFFFFFu
@@ -107,7 +86,7 @@ static inline void adq_store_u64(uint8_t *p, uint64_t v) {
     memcpy(p, &v, 8);
 }
 
-/* encode.c: one record's size and its writing into a buffer (what encode_records and pack.c share),
+/* log/codec_encode.c: one record's size and its writing into a buffer (what encode_records and log/pack.c share),
  * and the plain fields they take: a timestamp as an i64, a key's bytes, a random key's 8 bytes. */
 uint64_t adq_record_size(PyObject *value, size_t key_len, PyObject *headers, PyObject *tag, const char **raw_tag,
                          Py_ssize_t *tag_len);
@@ -117,21 +96,25 @@ void adq_write_record(uint8_t *out, uint64_t size, PyObject *value, const uint8_
 int adq_timestamp_of(PyObject *timestamp, long long *timestamp_ns);
 int adq_key_bytes(PyObject *key, const uint8_t **raw, size_t *length);
 uint64_t adq_next_random(void);
+/* The attribute bits of a record pushed without a key, from an encoder's optional `keyless` argument
+ * (NULL: a new stream's, ADQ_KEYLESS): 0 (a stream before format 5) or ADQ_KEYLESS; -1 with an error
+ * set for anything else. */
+int adq_keyless_bits(PyObject *keyless);
 
-/* crc32c.c */
+/* log/crc32c.c */
 void adq_crc32c_init(void);
 uint32_t adq_crc32c(uint32_t crc, const uint8_t *data, size_t length);
 uint32_t adq_crc32c_table(uint32_t crc, const uint8_t *data, size_t length); /* always the table */
 const char *adq_crc32c_implementation(void);
 
-/* crc32.c */
+/* log/crc32.c */
 void adq_crc32_init(void);
 uint32_t adq_crc32(uint32_t crc, const uint8_t *data, size_t length);
 
-/* fnv.c */
+/* log/fnv.c */
 uint32_t adq_fnv1_32(const uint8_t *data, size_t length);
 
-/* record.c: what the bytes at a position hold */
+/* log/codec_record.c: what the bytes at a position hold */
 typedef enum {
     ADQ_RECORD_OK = 0,   /* a whole, valid record */
     ADQ_RECORD_TORN = 1, /* the buffer ends before the record does (nothing present proves it bad) */
@@ -164,37 +147,37 @@ static inline size_t adq_value_length(const adq_record *record) {
     return record->size - (record->value_at - (record->key_at - ADQ_KEY_AT));
 }
 
-/* module.c: the types and objects configure() hands over: what decode.c builds Messages with, what
- * encode.c takes Records as and builds Receipts with, and the seed of push_many's random keys. */
+/* module.c: the types and objects configure() hands over: what log/codec_decode.c builds Messages with, what
+ * log/codec_encode.c takes Records as and builds Receipts with, and the seed of push_many's random keys. */
 extern PyTypeObject *adq_message_type;
 extern PyObject *adq_empty_headers;
 extern PyTypeObject *adq_record_type;
 extern PyTypeObject *adq_receipt_type;
 extern uint64_t adq_random_state;
 
-/* message.c: a Message of seven slots, left for the caller to fill (untracked, reference count 1),
+/* log/values_message.c: a Message of seven slots, left for the caller to fill (untracked, reference count 1),
  * and configure()'s installation of the Message type, which gives it the dealloc that keeps a free
  * list of them. */
 #define ADQ_MESSAGE_FIELDS 7
 PyObject *adq_message_new(void);
 void adq_message_install(PyTypeObject *type);
 
-/* receipt.c: a Receipt of two slots, left for the caller to fill (untracked, reference count 1), and
+/* log/values_receipt.c: a Receipt of two slots, left for the caller to fill (untracked, reference count 1), and
  * configure()'s installation of the Receipt type, which gives it the dealloc that keeps a free list
  * of them. */
 PyObject *adq_receipt_new(void);
 void adq_receipt_install(PyTypeObject *type);
 PyObject *adq_py_receipt(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
-/* named_tuple.c: what message.c's and receipt.c's free lists share. */
+/* log/values_named_tuple.c: what log/values_message.c's and log/values_receipt.c's free lists share. */
 int adq_plain_named_tuple(PyTypeObject *type);
 void adq_named_tuple_free(PyObject *self, destructor dealloc);
 
-/* iterate.c: the Buffer type (and the Ready awaitable it hands out), added to the module */
+/* log/buffered.c: the Buffer type (and the Ready awaitable it hands out), added to the module */
 int adq_add_iteration_types(PyObject *module);
 
-/* zstd.c: the value a compressed record's frame holds (NULL, no exception set, when it is not a
- * valid frame of one of `dictionaries`, a dict of prepared dictionaries by id; see zstd.c). `last`
+/* log/compression.c: the value a compressed record's frame holds (NULL, no exception set, when it is not a
+ * valid frame of one of `dictionaries`, a dict of prepared dictionaries by id; see log/compression.c). `last`
  * starts zeroed for each decoding call and keeps the dictionary found last. */
 typedef struct {
     unsigned id;

@@ -35,7 +35,7 @@ yields bytes decompressed with the wrong dictionary (zstd itself refuses a frame
 is not its dictionary's).
 
 The reference decompresses through the ``zstandard`` binding (the ``zstd`` extra); the compiled core
-calls libzstd directly (``adiskq/_csrc/zstd.c``), and both take and give the same bytes.
+calls libzstd directly (``adiskq/_csrc/log/compression.c``), and both take and give the same bytes.
 """
 
 from __future__ import annotations

@@ -74,10 +74,10 @@ raw_place: Final = _core.place if _core is not None else None
 raw_encode_record: Final = _core.encode_record if _core is not None else None
 # One push's placement and encoding in one call (reference_encode_push is its reference form).
 raw_encode_push: Final = _core.encode_push if _core is not None else None
-# The sealed key index's sort (keysort.c), for keyindex.py, whose reference form it answers
+# The sealed key index's sort (log/keyindex.c), for keyindex.py, whose reference form it answers
 # NotImplemented to: None without the compiled core.
 raw_sorted_key_values: Final = _core.sorted_key_values if _core is not None else None
-# ``async for``'s buffer in C (adiskq/_csrc/iterate.c), or None: adiskq/_async/buffered.py has its Python form.
+# ``async for``'s buffer in C (adiskq/_csrc/log/buffered.c), or None: adiskq/_async/buffered.py has its Python form.
 Buffer: Final[type | None] = _core.Buffer if _core is not None else None
 CRC32C_IMPLEMENTATION: Final[str] = _core.crc32c_implementation if _core is not None else "crc32c package"
 # What ``adiskq --version`` says of the core that runs.
@@ -98,17 +98,24 @@ def reference_place(key: str | bytes, partition_count: int) -> tuple[bytes, int,
 
 def reference_encode_push(
     value: bytes,
-    key: str | bytes,
+    key: str | bytes | None,
     timestamp_ns: int,
     headers: Mapping[str, bytes] | None,
     tag: str | None,
     partition_count: int,
     max_message_bytes: int,
+    keyless: int = reference.KEYLESS,
 ) -> tuple[bytes, int, int] | None:
     """One push's record, partition and key index hash (``place`` and ``encode_record`` in one);
-    None when the record would be over ``max_message_bytes``."""
-    raw, partition, key_hash = reference_place(key, partition_count)
-    record = reference.encode_record(value, raw, timestamp_ns, headers, 0, tag)
+    None when the record would be over ``max_message_bytes``. A push given no key (None) gets 8
+    random bytes, and its record the attributes ``keyless``: ``KEYLESS``, or 0 on a stream before
+    format 5."""
+    if key is None:
+        raw = random.randbytes(8)
+        partition, key_hash = reference_fnv1_32(raw) % partition_count, zlib.crc32(raw)
+    else:
+        raw, partition, key_hash = reference_place(key, partition_count)
+    record = reference.encode_record(value, raw, timestamp_ns, headers, 0 if key is not None else keyless, tag)
     return None if len(record) > max_message_bytes else (record, partition, key_hash)
 
 
@@ -224,10 +231,12 @@ class PackedRecords(NamedTuple):
     largest: int  # the largest record's size
 
 
-def reference_pack_records(items: Sequence[Record | bytes], now: int, max_total: int) -> PackedRecords | None:
+def reference_pack_records(
+    items: Sequence[Record | bytes], now: int, max_total: int, keyless: int = reference.KEYLESS
+) -> PackedRecords | None:
     """Records (adiskq.Record, or bytes: a value alone; ``now`` where they have no timestamp, 8 random
-    bytes where they have no key) encoded as ``encode_record`` does, into one buffer, with their
-    entries; None when they take more than ``max_total`` bytes in all."""
+    bytes where they have no key, with the attributes ``keyless``) encoded as ``encode_record`` does,
+    into one buffer, with their entries; None when they take more than ``max_total`` bytes in all."""
     encoded: list[bytes] = []
     stamps: list[int] = []
     hashes: list[int] = []
@@ -238,7 +247,8 @@ def reference_pack_records(items: Sequence[Record | bytes], now: int, max_total:
         raw = random.randbytes(8) if key is None else reference.utf8(key, "key") if isinstance(key, str) else key
         timestamp = record.timestamp
         stamp = now if timestamp is None else timestamp if isinstance(timestamp, int) else ns_from_datetime(timestamp)
-        encoded.append(reference.encode_record(record.value, raw, stamp, record.headers, 0, record.tag))
+        attributes = keyless if key is None else 0
+        encoded.append(reference.encode_record(record.value, raw, stamp, record.headers, attributes, record.tag))
         stamps.append(stamp)
         hashes.append(zlib.crc32(raw))
     if sum(map(len, encoded)) > max_total:
@@ -353,7 +363,11 @@ if _core is not None:
         return reference_tags.MatchingRecords._make(found)
 
     def encode_records(
-        items: list[Record | bytes], now: int, partition_count: int, prepared: object = None
+        items: list[Record | bytes],
+        now: int,
+        partition_count: int,
+        prepared: object = None,
+        keyless: int = reference.KEYLESS,
     ) -> EncodedRecords | None:
         """push_many's records (adiskq.Record or bytes) encoded, with their timestamps (``now`` where
         they have none), partitions, key hashes and the largest record's size; None where the batch
@@ -362,17 +376,19 @@ if _core is not None:
         last two items: the largest record's size (its value counted uncompressed) and the records'
         size in all, as stored. The key hashes come as an ``array("I")``: the key index's column as
         it is written (the compiled core packs them; no int is made per record)."""
-        encoded = _encode_records(items, now, partition_count, prepared)
+        encoded = _encode_records(items, now, partition_count, prepared, keyless)
         if encoded is NotImplemented:
             return None
         records, stamps, partitions, packed_hashes, largest, total = encoded
         return records, stamps, partitions, array.array("I", packed_hashes), largest, total
 
-    def pack_records(items: list[Record | bytes], now: int, max_total: int) -> PackedRecords | None:
+    def pack_records(
+        items: list[Record | bytes], now: int, max_total: int, keyless: int = reference.KEYLESS
+    ) -> PackedRecords | None:
         """push_many's batch for a one-partition stream that stores values as they are, packed in one
         call (``reference_pack_records``); None when it is over ``max_total`` bytes or holds something
         only the producer's other paths take (a datetime, a bytearray...), which then encode it."""
-        packed = _pack_records(items, now, max_total)
+        packed = _pack_records(items, now, max_total, keyless)
         if packed is None or packed is NotImplemented:
             return None
         return PackedRecords._make(packed)
@@ -494,7 +510,11 @@ else:
     encode_batch = reference.encode_batch
 
     def encode_records(
-        items: list[Record | bytes], now: int, partition_count: int, prepared: object = None
+        items: list[Record | bytes],
+        now: int,
+        partition_count: int,
+        prepared: object = None,
+        keyless: int = reference.KEYLESS,
     ) -> EncodedRecords | None:
         return None  # the producer's Python path encodes every batch
 
@@ -510,7 +530,9 @@ else:
             buf, partition, offsets, max_record_bytes=max_record_bytes, dictionaries=dictionaries
         )
 
-    def pack_records(items: list[Record | bytes], now: int, max_total: int) -> PackedRecords | None:
+    def pack_records(
+        items: list[Record | bytes], now: int, max_total: int, keyless: int = reference.KEYLESS
+    ) -> PackedRecords | None:
         return None  # the producer's Python path encodes every batch
 
     receipts = reference_receipts

@@ -30,7 +30,6 @@ from __future__ import annotations
 import struct
 from typing import Final, NamedTuple
 
-from . import keyindex, tags
 from .naming import KEYINDEX, TAGINDEX, TIMEINDEX
 
 __all__ = [
@@ -53,8 +52,8 @@ INDEX_ENTRY: Final = struct.Struct("<QQQ")  # offset, position, size
 TIMEINDEX_ENTRY: Final = struct.Struct("<Qq")  # offset, timestamp_ns
 INDEX_ENTRY_BYTES: Final = INDEX_ENTRY.size
 TIMEINDEX_ENTRY_BYTES: Final = TIMEINDEX_ENTRY.size
-TAG_ENTRY_BYTES: Final = tags.ENTRY_BYTES  # u32 LE: the tag hash
-KEY_ENTRY_BYTES: Final = keyindex.ENTRY_BYTES  # u32 LE: the key hash
+TAG_ENTRY_BYTES: Final = 4  # u32 LE: the tag hash (tags.py)
+KEY_ENTRY_BYTES: Final = 4  # u32 LE: the key hash (keyindex.py)
 # How many time, tag and key index entries an active segment's single pushes buffer before writing
 # them (a global, not an attribute: it is read on the hot path).
 BUFFERED_ENTRIES: Final = 128

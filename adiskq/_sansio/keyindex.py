@@ -27,7 +27,7 @@ where they mostly do not (judged on a few sample blocks), blocks are 512 entries
 scan) and there is one value per message, duplicates and all (no set to build). Segments of over
 2 or 16 million messages get larger blocks, so there are at most 4,096 of them. ``hash_bits +
 block_bits`` is 30, so the values are small integers: the compiled core sorts them in three
-counting passes of 10 bits (``adiskq/_csrc/keysort.c``), the reference with bulk conversions and
+counting passes of 10 bits (``adiskq/_csrc/log/keyindex.c``), the reference with bulk conversions and
 ``sorted`` (no Python code runs per message).
 
 **Trust.** Every candidate offset is read back and its key compared, so a hash collision or a
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
 from .codec import KEY_AT, KEY_LENGTH_AT
 from .core import crc32c, raw_sorted_key_values
+from .entries import KEY_ENTRY_BYTES
 
 # What the searches take: bytes, or a sealed file mapped into memory.
 Buffer: TypeAlias = "bytes | mmap.mmap"
@@ -80,7 +81,7 @@ __all__ = [
 # The key hash. A module global looked up at each use (tests replace it to force collisions).
 key_hash: Callable[[bytes], int] = zlib.crc32
 
-ENTRY_BYTES: Final = 4
+ENTRY_BYTES: Final = KEY_ENTRY_BYTES
 MAGIC: Final = b"AKX1"
 TRAILER: Final = struct.Struct("<4sIIBBHI12x")
 TRAILER_BYTES: Final = TRAILER.size
@@ -262,7 +263,7 @@ def sealed_tail(column: bytes) -> bytes:
 
 def sorted_values(column: bytes, layout: Layout, unique: bool) -> bytes:
     """The sorted column of a hash column: every entry's value in ascending order (each value once
-    when ``unique``), packed. A radix sort in the compiled core (``keysort.c``), or the reference."""
+    when ``unique``), packed. A radix sort in the compiled core (``log/keyindex.c``), or the reference."""
     if raw_sorted_key_values is not None:
         packed = raw_sorted_key_values(column, layout.hash_bits, layout.block_bits, layout.block_shift, unique)
         if isinstance(packed, bytes):  # else NotImplemented: a layout outside the format

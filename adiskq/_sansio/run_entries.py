@@ -11,7 +11,7 @@ A run is what the Kafka gateway's Produce makes of a batch in one compiled call
 ``place_run_entries`` turns the two columns into the entries the segment appends: ``first_offset``
 added to each offset, ``start`` (where ``data`` goes in ``.data``) to each position. It checks them
 first, since the files take them as they are (see the function). The compiled core does it in one
-call (``adiskq/_csrc/run_entries.c``); ``place_run_entries_reference`` is its pure-Python reference.
+call (``adiskq/_csrc/log/run_entries.c``); ``place_run_entries_reference`` is its pure-Python reference.
 """
 
 from __future__ import annotations
@@ -23,12 +23,11 @@ from collections.abc import Callable
 from typing import Final, NamedTuple
 
 from .codec import ATTRIBUTES_AT, MIN_RECORD_BYTES, TAGGED
+from .entries import INDEX_ENTRY_BYTES, TIMEINDEX_ENTRY_BYTES
 from .native import NATIVE
 
 __all__ = ["StoredRecords", "place_run_entries", "place_run_entries_reference", "run_records", "run_timestamps"]
 
-INDEX_ENTRY_BYTES: Final = 24
-TIMEINDEX_ENTRY_BYTES: Final = 16
 _MAX_PLACED: Final = 2**63 - 1
 _U32: Final = struct.Struct("<I")
 

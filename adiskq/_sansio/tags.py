@@ -26,6 +26,7 @@ from typing import Final, NamedTuple
 
 from .._errors import InvalidArgumentError
 from .codec import ATTRIBUTES_AT, TAGGED, record_tag, tag_bytes
+from .entries import INDEX_ENTRY, TAG_ENTRY_BYTES
 
 __all__ = [
     "ENTRIES",
@@ -46,7 +47,7 @@ __all__ = [
     "unpack_column",
 ]
 
-ENTRY_BYTES: Final = 4
+ENTRY_BYTES: Final = TAG_ENTRY_BYTES
 NO_TAG: Final = 0
 UNKNOWN_TAG: Final = 0xFFFFFFFF  # a damaged record: a candidate for every filter
 _U32: Final = struct.Struct("<I")
@@ -153,9 +154,6 @@ def matching_entries(column: bytes, hashes: tuple[int, ...]) -> list[int]:
     return found
 
 
-_INDEX_ENTRY: Final = struct.Struct("<QQQ")  # offset, position, size: a .index entry
-
-
 class MatchingRecords(NamedTuple):
     """Which records a filtered read fetches (``matching_records``)."""
 
@@ -181,9 +179,9 @@ def matching_records(
     (its tag is not known without its record). Candidates are taken in order up to ``max_count``, or
     until their sizes reach ``max_bytes`` (-1: no limit); ``passed`` is then the entries up to the
     last one taken, else all of them. An int instead: the number of the entry whose offset is not
-    the one expected (the caller raises). ``adiskq/_csrc/tags.c`` does the same in one C loop.
+    the one expected (the caller raises). ``adiskq/_csrc/log/tags.c`` does the same in one C loop.
     """
-    count = memoryview(entries).nbytes // _INDEX_ENTRY.size  # bytes, whatever the view's items
+    count = memoryview(entries).nbytes // INDEX_ENTRY.size  # bytes, whatever the view's items
     covered = min(count, len(column) // ENTRY_BYTES)
     candidates = matching_entries(column[: covered * ENTRY_BYTES], hashes)
     candidates.extend(range(covered, count))
@@ -194,7 +192,7 @@ def matching_records(
     total = 0
     run_end = -1
     for entry in candidates:
-        found, position, size = _INDEX_ENTRY.unpack_from(entries, entry * _INDEX_ENTRY.size)
+        found, position, size = INDEX_ENTRY.unpack_from(entries, entry * INDEX_ENTRY.size)
         if found != first_offset + entry:
             return entry
         offsets.append(found)

@@ -32,16 +32,15 @@ from .codec import (
     crc32c,
     encode_record,
 )
+from .entries import INDEX_ENTRY, INDEX_ENTRY_BYTES, TIMEINDEX_ENTRY
 from .keyindex import key_hash, pack_hashes
-from .run_entries import INDEX_ENTRY_BYTES, StoredRecords
+from .run_entries import StoredRecords
 
 __all__ = ["encode_marker", "marker_run", "producer_field", "transactional_record", "transactional_run"]
 
 _U16: Final = struct.Struct("<H")
 _U32: Final = struct.Struct("<I")
 _SIZE_CRC: Final = struct.Struct("<II")
-_ENTRY: Final = struct.Struct("<QQQ")  # an .index entry: offset, position, size
-_TIME_ENTRY: Final = struct.Struct("<Qq")  # a .timeindex entry: offset, timestamp_ns
 _PRODUCER: Final = struct.Struct("<qh")
 
 
@@ -61,8 +60,8 @@ def marker_run(
     record = encode_marker(producer_id, epoch, commit, coordinator_epoch, timestamp_ns, first_offset)
     return StoredRecords(
         record,
-        _ENTRY.pack(0, 0, len(record)),
-        _TIME_ENTRY.pack(0, timestamp_ns),
+        INDEX_ENTRY.pack(0, 0, len(record)),
+        TIMEINDEX_ENTRY.pack(0, timestamp_ns),
         pack_hashes([key_hash(b"")]),
         len(record),
     )
@@ -110,10 +109,10 @@ def transactional_run(run: StoredRecords, producer_id: int, epoch: int) -> Store
     position = 0
     data = run.data
     for at in range(0, len(run.index_entries), INDEX_ENTRY_BYTES):
-        offset, start, size = _ENTRY.unpack_from(run.index_entries, at)
+        offset, start, size = INDEX_ENTRY.unpack_from(run.index_entries, at)
         record = transactional_record(data[start : start + size], field)
         records.append(record)
-        entries.append(_ENTRY.pack(offset, position, len(record)))
+        entries.append(INDEX_ENTRY.pack(offset, position, len(record)))
         position += len(record)
     largest = max(map(len, records), default=0)
     return StoredRecords(b"".join(records), b"".join(entries), run.time_entries, run.key_hashes, largest)

@@ -238,7 +238,7 @@ class Record(NamedTuple, Generic[RecordKeyT_co, RecordValueT_co]):
 
 
 if NATIVE is not None:
-    # The compiled constructor (adiskq/_csrc/values.c): the same arguments, defaults and errors as
+    # The compiled constructor (adiskq/_csrc/log/values.c): the same arguments, defaults and errors as
     # the __new__ NamedTuple writes in Python, at a tenth of its cost (push_many takes Records).
     _signature = inspect.signature(Record)  # what help() and inspect show stays the NamedTuple's
     Record.__new__ = staticmethod(NATIVE.record_new)  # type: ignore[method-assign]

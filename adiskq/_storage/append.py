@@ -1,4 +1,4 @@
-"""The references of the compiled append (``adiskq/_csrc/append.c``): an inline push's two writes.
+"""The references of the compiled append (``adiskq/_csrc/log/append.c``): an inline push's two writes.
 
 ``append_record`` writes a record at the end of ``.data``, then its ``.index`` entry; ``append_one``
 does the same and notes the record's buffered time, tag and key index entries. Each name here is
@@ -21,7 +21,7 @@ def append_record_reference(
     write: Callable[[int, bytes], int], data_fd: int, index_fd: int, record: bytes, offset: int, position: int
 ) -> None:
     """Write ``record`` at the end of ``.data``, then its ``.index`` entry; the reference of the
-    compiled core's ``append_record`` (adiskq/_csrc/append.c, which says the contract), and what the
+    compiled core's ``append_record`` (adiskq/_csrc/log/append.c, which says the contract), and what the
     pure-Python core runs. ``write`` is ``os.write`` as the caller finds it (tests replace it)."""
     _write_through(write, data_fd, record)
     try:
@@ -59,7 +59,7 @@ def append_one_reference(
 ) -> None:
     """``append_record``, then the record's buffered entries noted: its ``.timeindex`` entry on
     ``time_buffer``, ``tag_entry`` on ``tag_buffer``, ``key_hash`` on ``key_buffer`` (unless None).
-    The reference of the compiled core's ``append_one`` (adiskq/_csrc/append.c, which says the
+    The reference of the compiled core's ``append_one`` (adiskq/_csrc/log/append.c, which says the
     contract): every argument checked before the first write, the lists untouched by a failed one."""
     if not (
         type(record) is bytes

@@ -1,6 +1,6 @@
 """The inline push's two writes: the compiled ``append_record`` and ``append_one`` against their references.
 
-``adiskq/_csrc/append.c`` writes a record to ``.data`` and its entry to ``.index`` in one call (the one
+``adiskq/_csrc/log/append.c`` writes a record to ``.data`` and its entry to ``.index`` in one call (the one
 I/O of the compiled core); ``append_one`` also notes the record's buffered entries in the segment's
 lists. Each and its reference (``append.append_record_reference``, ``append.append_one_reference``)
 must leave the same bytes in the files and the lists, make the same ``write`` calls when a test

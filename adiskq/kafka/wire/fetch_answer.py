@@ -3,7 +3,7 @@
 ``fetch_answer(correlation_id, version, topics)`` writes the frame (the i32 size first) of a
 FetchResponse of ``version`` (4..16): the response header, throttle time 0, no error, session id 0
 (no incremental fetch session), then each topic's partitions with their record batches, copied once,
-into the frame. The compiled core's ``kafka_fetch_answer`` (``adiskq/_csrc/kafka_fetch_answer.c``)
+into the frame. The compiled core's ``kafka_fetch_answer`` (``adiskq/_csrc/kafka/fetch_answer.c``)
 writes the same bytes; this is its reference (``fetch_answer_reference``), and the two are held
 equal by the tests, bad arguments included (the same exception class for each).
 

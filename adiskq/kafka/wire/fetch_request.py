@@ -13,7 +13,7 @@ is not UTF-8, a varint longer than 5 bytes), or a tagged field is present, which
 generated reader knows how to read (none is sent by the clients the gateway serves: the tags a
 Fetch may carry are ClusterId, ReplicaState and ReplicaDirectoryId, for brokers). The gateway then
 reads the request with kio, which raises the error that names the fault, or reads it. The compiled
-core's ``kafka_fetch_request`` (``adiskq/_csrc/kafka_fetch_request.c``) answers the same; this is its
+core's ``kafka_fetch_request`` (``adiskq/_csrc/kafka/fetch_request.c``) answers the same; this is its
 reference (``fetch_request_reference``), and the tests hold the two equal, and equal to what kio
 reads, for any bytes. The payload, from Kafka's ``FetchRequest.json`` (``[X]``: an array of X)::
 

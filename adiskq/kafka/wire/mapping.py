@@ -17,7 +17,7 @@ The mapping, exact in both directions (the Kafka gateway's, ``adiskq/kafka/_reco
   ``adiskq.kafka.null`` round-trips, stored as ``adiskq.kafka.null~``.
 
 ``stored_records`` is the pure-Python reference of the compiled ``kafka_stored_records``
-(``adiskq/_csrc/kafka_store.c``): a Kafka batch's records section (uncompressed) straight to a run
+(``adiskq/_csrc/kafka/mapping.c``): a Kafka batch's records section (uncompressed) straight to a run
 of stored records (``run_entries.py``): the bytes adiskq's encoder writes for them
 (``codec.encode_record``) back to back, their ``.index`` and ``.timeindex`` entries numbered from 0,
 and their key hashes (``keyindex.key_hash``, packed as the key index stores them), so a Produce

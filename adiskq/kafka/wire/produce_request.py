@@ -13,7 +13,7 @@ transactional id that is not UTF-8, a varint longer than 5 bytes or above 32 bit
 field is present, which only kio's generated reader knows how to read (ProduceRequest defines none
 up to version 12; no client sends one). The gateway then reads the request with kio, after the
 request guard (``wire/request_guard.py``), which raises the error that names the faulty field, or reads
-it. The compiled core's ``kafka_produce_request`` (``adiskq/_csrc/kafka_produce_request.c``) answers
+it. The compiled core's ``kafka_produce_request`` (``adiskq/_csrc/kafka/produce_request.c``) answers
 the same; this is its reference (``produce_request_reference``), and the tests hold the two equal,
 and equal to what kio reads, for any bytes. The payload, from Kafka's ``ProduceRequest.json``
 (``[X]``: an array of X)::

@@ -1,6 +1,6 @@
 """A Kafka request's payload read field by field: what the references of the compiled request
 readers (``wire/fetch_request.py``, ``wire/produce_request.py``) share, as their C files share
-``adiskq/_csrc/kafka_request_reader.h``.
+``adiskq/_csrc/kafka/request_reader.h``.
 
 Flexible versions write an array's, a string's or a record set's length as an unsigned varint of
 length + 1 (0: null) and end each structure with its tagged fields (a varint count, 0 for none);

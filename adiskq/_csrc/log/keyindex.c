@@ -3,7 +3,7 @@
  * number in block_bits) in ascending order, each value once when `unique`. A roll builds it for the
  * whole segment; the reference's sorted() of a quarter of a million Python ints held the producer's
  * push for 40 ms a roll, where these three counting passes take a millisecond. */
-#include "core.h"
+#include "../core.h"
 
 #define RADIX_BITS 10
 #define RADIX (1u << RADIX_BITS)

@@ -4,7 +4,7 @@
  * the compiled core runs: the same arguments, defaults and errors, one C call.
  *
  * Records that can never be part of a reference cycle (see cannot_form_cycles) are made untracked and
- * kept on a free list when freed, as receipt.c keeps Receipts: a caller builds a push_many batch of
+ * kept on a free list when freed, as log/values_receipt.c keeps Receipts: a caller builds a push_many batch of
  * Records, and drops them all when the call returns, so the next batch reuses their tuples. Through
  * CPython's own paths each Record was an allocation that zeroes it and counts towards the cyclic GC's
  * young generation (a tuple subclass gets no tuple free list), and a free through subtype_dealloc and
@@ -13,7 +13,7 @@
  * most); only exact Records of the type install_record_call() was given, untracked when freed, go on
  * it. Builds that count or trace references, and the free-threaded build, keep none. Under
  * AddressSanitizer a Record on the free list is poisoned, so a use after free is still caught. */
-#include "core.h"
+#include "../core.h"
 
 #define FIELDS 5
 static const char *const field_names[FIELDS] = {"value", "key", "headers", "timestamp", "tag"};
@@ -63,7 +63,7 @@ static PyObject *untracked_record(void) {
 }
 
 /* The Record type's tp_dealloc (installed by install_record_call when the type is laid out as a
- * NamedTuple is). As receipt.c's, it also runs for the tuple part of a subclass's instance, and then
+ * NamedTuple is). As log/values_receipt.c's, it also runs for the tuple part of a subclass's instance, and then
  * does what tuple's dealloc would, plus the release of the instance's reference to its heap type. */
 static void record_dealloc(PyObject *self) {
 #if FREE_RECORDS

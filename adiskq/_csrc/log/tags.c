@@ -6,7 +6,7 @@
  * The records are the producer's own, just encoded, so only their shape is checked here; anything
  * that is not a list of bytes whose tag fields fit makes it return NotImplemented (the reference then
  * raises its error). */
-#include "core.h"
+#include "../core.h"
 
 PyObject *adq_py_tag_column(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -174,9 +174,9 @@ PyObject *adq_py_matching_records(PyObject *module, PyObject *const *args, Py_ss
         Py_RETURN_NOTIMPLEMENTED;
     }
     const uint8_t *column = (const uint8_t *)PyBytes_AS_STRING(args[0]);
-    Py_ssize_t covered = PyBytes_GET_SIZE(args[0]) / 4;
+    Py_ssize_t covered = PyBytes_GET_SIZE(args[0]) / ADQ_TAG_ENTRY_BYTES;
     const uint8_t *entries = (const uint8_t *)view.buf;
-    Py_ssize_t count = view.len / 24;
+    Py_ssize_t count = view.len / ADQ_INDEX_ENTRY_BYTES;
     if (count > 0 && first_offset > UINT64_MAX - (unsigned long long)(count - 1)) {
         PyBuffer_Release(&view);
         Py_RETURN_NOTIMPLEMENTED; /* the offsets of the last entries pass 2**64 - 1 */
@@ -198,7 +198,7 @@ PyObject *adq_py_matching_records(PyObject *module, PyObject *const *args, Py_ss
                 break;
             }
         }
-        const uint8_t *entry = entries + 24 * i;
+        const uint8_t *entry = entries + ADQ_INDEX_ENTRY_BYTES * i;
         if (adq_load_u64(entry) != first_offset + (unsigned long long)i) {
             result = PyLong_FromSsize_t(i);
             goto done;

@@ -7,7 +7,7 @@
  *     -> list | None
  *     every batch of `data`, when all are uncompressed. With the last three arguments (a Produce's
  *     write, adiskq/kafka/_records.py decode_produce), each batch's records are not KafkaRecords but
- *     the run of stored records kafka_stored_records makes of them (kafka_store.c), as a
+ *     the run of stored records kafka_stored_records makes of them (kafka/mapping.c), as a
  *     StoredRecords; and None as well for a LogAppendTime batch, or records off that path (the
  *     reference's decode_produce then takes them step by step).
  * None means "not here": a compressed batch (decompression stays in Python, through its library), or
@@ -19,7 +19,7 @@
  * walking the records built so far: measured at two thirds of the decoder's time. So they are built
  * untracked (nothing can refer to them but the records list being filled) and all tracked at once
  * when the batch is whole; the next collection then walks each one once. */
-#include "kafka.h"
+#include "codec.h"
 
 /* A varint length and that many bytes (NULL length -1: Py_None), or NULL for bad bytes (*bad set)
  * or a Python error (*bad clear). */
@@ -276,7 +276,7 @@ static PyObject *new_batch(PyTypeObject *batch_type, const uint8_t *at, PyObject
     return batch;
 }
 
-/* How a Produce's write takes the records: as runs of stored records (kafka_store.c). */
+/* How a Produce's write takes the records: as runs of stored records (kafka/mapping.c). */
 typedef struct {
     int64_t now_ns;
     const char *nulls_name;

@@ -20,12 +20,10 @@
  * No KafkaRecord, key, value or bytes object is made a record: each record is parsed into
  * positions in `buf`, then written once into the run's one bytes object, its entries into the
  * columns, so a Produce's write takes the columns as they are. */
-#include "kafka.h"
+#include "codec.h"
 
 #define MAX_PLAIN_HEADERS 64 /* the reference's MAX_PLAIN_HEADERS */
 #define NS_PER_MS 1000000
-#define INDEX_ENTRY_BYTES 24     /* offset, position, size: u64 LE each (adiskq/_sansio/entries.py) */
-#define TIMEINDEX_ENTRY_BYTES 16 /* offset, timestamp_ns */
 
 typedef struct {
     size_t at; /* the first byte */
@@ -182,8 +180,8 @@ PyObject *kq_stored_section(const uint8_t *buf, size_t pos, size_t end, int64_t 
         return NULL;
     }
     PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(capacity ? capacity : 1));
-    PyObject *index = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * INDEX_ENTRY_BYTES);
-    PyObject *timeindex = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * TIMEINDEX_ENTRY_BYTES);
+    PyObject *index = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * ADQ_INDEX_ENTRY_BYTES);
+    PyObject *timeindex = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * ADQ_TIMEINDEX_ENTRY_BYTES);
     PyObject *hashes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 4);
     PyObject *result = NULL;
     parsed_record *record = PyMem_Malloc(sizeof(parsed_record));
@@ -226,10 +224,10 @@ PyObject *kq_stored_section(const uint8_t *buf, size_t pos, size_t end, int64_t 
         adq_store_u64(index_out, (uint64_t)i);
         adq_store_u64(index_out + 8, (uint64_t)total);
         adq_store_u64(index_out + 16, size);
-        index_out += INDEX_ENTRY_BYTES;
+        index_out += ADQ_INDEX_ENTRY_BYTES;
         adq_store_u64(time_out, (uint64_t)i);
         adq_store_u64(time_out + 8, (uint64_t)timestamp_ns);
-        time_out += TIMEINDEX_ENTRY_BYTES;
+        time_out += ADQ_TIMEINDEX_ENTRY_BYTES;
         if (size > largest) largest = (size_t)size;
         total += (size_t)size;
         const uint8_t *key = record->key_null ? (const uint8_t *)"" : buf + record->key.at;

@@ -37,13 +37,11 @@
  * write the lists are left as they were and the error is append_record's. A single push's append in one
  * call from Python.
  */
-#include "core.h"
+#include "../core.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <unistd.h>
-
-#define INDEX_ENTRY_BYTES 24
 
 static PyObject *real_write = NULL; /* posix.write: os.write when no test has replaced it */
 
@@ -150,14 +148,14 @@ static int append_checked(PyObject *const *args) {
     PyObject *record = args[3];
     Py_ssize_t size = PyBytes_GET_SIZE(record);
 
-    uint8_t entry[INDEX_ENTRY_BYTES];
+    uint8_t entry[ADQ_INDEX_ENTRY_BYTES];
     adq_store_u64(entry, offset);
     adq_store_u64(entry + 8, position);
     adq_store_u64(entry + 16, (uint64_t)size);
 
     struct pending_write writes[2] = {
         {data_fd, args[1], PyBytes_AS_STRING(record), size, 0},
-        {index_fd, args[2], (const char *)entry, INDEX_ENTRY_BYTES, 0},
+        {index_fd, args[2], (const char *)entry, ADQ_INDEX_ENTRY_BYTES, 0},
     };
     int failed = make_writes(args[0], writes, 2);
     if (failed == 0) return -1;
@@ -184,9 +182,6 @@ PyObject *adq_py_append_record(PyObject *module, PyObject *const *args, Py_ssize
     Py_RETURN_NONE;
 }
 
-#define TIMEINDEX_ENTRY_BYTES 16
-#define TAG_ENTRY_BYTES 4
-
 PyObject *adq_py_append_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 12 || !PyBytes_CheckExact(args[3]) || !PyLong_Check(args[4]) || !PyLong_Check(args[5]) ||
@@ -199,7 +194,7 @@ PyObject *adq_py_append_one(PyObject *module, PyObject *const *args, Py_ssize_t 
                         "key_buffer: list | None)");
         return NULL;
     }
-    if (PyBytes_GET_SIZE(args[8]) != TAG_ENTRY_BYTES) {
+    if (PyBytes_GET_SIZE(args[8]) != ADQ_TAG_ENTRY_BYTES) {
         PyErr_SetString(PyExc_ValueError, "append_one: a .tagindex entry is 4 bytes");
         return NULL;
     }
@@ -214,7 +209,7 @@ PyObject *adq_py_append_one(PyObject *module, PyObject *const *args, Py_ssize_t 
     if (PyLong_AsUnsignedLongLong(args[5]) == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
     long long timestamp_ns = PyLong_AsLongLong(args[6]);
     if (timestamp_ns == -1 && PyErr_Occurred()) return NULL;
-    PyObject *time_entry = PyBytes_FromStringAndSize(NULL, TIMEINDEX_ENTRY_BYTES);
+    PyObject *time_entry = PyBytes_FromStringAndSize(NULL, ADQ_TIMEINDEX_ENTRY_BYTES);
     if (time_entry == NULL) return NULL;
     uint8_t *out = (uint8_t *)PyBytes_AS_STRING(time_entry);
     adq_store_u64(out, offset);

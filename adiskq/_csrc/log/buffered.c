@@ -12,7 +12,7 @@
  * spare Ready is kept when it is freed and handed out again, so a step allocates nothing of its own
  * (an allocation and a free were ~60 of the ~1,370 instructions a message read with `async for`
  * cost, callgrind). A Ready still held elsewhere (a task made of __anext__) is simply not the spare. */
-#include "core.h"
+#include "../core.h"
 
 typedef struct {
     PyObject_HEAD
@@ -242,7 +242,7 @@ static PyTypeObject BufferType = {
     .tp_methods = buffer_methods,
     .tp_getset = buffer_getset,
     .tp_new = buffer_new,
-    .tp_doc = "Buffer(refill): the last batch's messages for `async for`; see adiskq/_csrc/iterate.c.",
+    .tp_doc = "Buffer(refill): the last batch's messages for `async for`; see adiskq/_csrc/log/buffered.c.",
 };
 
 int adq_add_iteration_types(PyObject *module) {

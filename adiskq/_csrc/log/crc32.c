@@ -3,7 +3,7 @@
  * hashes come out of the same C loop as its records. Keys are short (a 12-byte order id is typical):
  * four bytes a step through four tables ("slicing by 4"), which measured a third fewer instructions for a 12-byte key
  * than a table lookup a byte, then the last bytes one at a time. */
-#include "core.h"
+#include "../core.h"
 
 /* tables[0] is the byte-at-a-time table; tables[k][n] is the CRC of byte n followed by k zero bytes. */
 static uint32_t tables[4][256];

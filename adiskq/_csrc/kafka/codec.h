@@ -1,14 +1,14 @@
 /* Kafka's record batch v2 in the compiled core: the varints and big-endian fields its two files share.
  *
- *   kafka_decode.c  a Produce request's batches and a batch's records (uncompressed bytes)
- *   kafka_encode.c  a batch (and a compressed batch's records section) from KafkaRecords, or from
+ *   kafka/codec_decode.c  a Produce request's batches and a batch's records (uncompressed bytes)
+ *   kafka/codec_encode.c  a batch (and a compressed batch's records section) from KafkaRecords, or from
  *                   stored Messages
- *   kafka_store.c   a batch's records section straight to adiskq's stored records (a Produce's write)
- *   kafka_fetch.c   adiskq's stored records straight to one batch (a Fetch's answer)
- *   kafka_fetch_answer.c  a whole Fetch response frame around those batches
- *   kafka_fetch_request.c  what a Fetch request asks for, read from its payload
- *   kafka_produce_request.c  what a Produce request carries, read from its payload
- *   kafka_request_reader.c   the request readers' arguments, checked (their field readers: kafka_request_reader.h)
+ *   kafka/mapping.c   a batch's records section straight to adiskq's stored records (a Produce's write)
+ *   kafka/stored_batch.c   adiskq's stored records straight to one batch (a Fetch's answer)
+ *   kafka/fetch_answer.c  a whole Fetch response frame around those batches
+ *   kafka/fetch_request.c  what a Fetch request asks for, read from its payload
+ *   kafka/produce_request.c  what a Produce request carries, read from its payload
+ *   kafka/request_reader.c   the request readers' arguments, checked (their field readers: kafka/request_reader.h)
  *
  * The format, every check and every error message are the pure-Python reference's
  * (adiskq/kafka/wire/codec.py). These functions never raise for bad Kafka bytes or unusual
@@ -17,7 +17,7 @@
 #ifndef ADQ_KAFKA_H
 #define ADQ_KAFKA_H
 
-#include "core.h"
+#include "../core.h"
 
 #define KQ_MAGIC 2
 #define KQ_HEADER_BYTES 61
@@ -105,7 +105,7 @@ static inline int kq_check_tuple_type(PyObject *candidate, const char *name) {
     return 0;
 }
 
-/* kafka_store.c: the run of stored records of a plain records section (kafka_stored_records' result,
+/* kafka/mapping.c: the run of stored records of a plain records section (kafka_stored_records' result,
  * as a tuple of `type` unless NULL), or NULL: *plain 0 when the section is off the plain path (no
  * exception set), else a Python error. */
 PyObject *kq_stored_section(const uint8_t *buf, size_t pos, size_t end, int64_t count, int64_t base_timestamp_ms,

@@ -1,5 +1,5 @@
-/* A Kafka request's payload read field by field: what kafka_fetch_request.c and
- * kafka_produce_request.c share (the reference: adiskq/kafka/wire/request_reader.py).
+/* A Kafka request's payload read field by field: what kafka/fetch_request.c and
+ * kafka/produce_request.c share (the reference: adiskq/kafka/wire/request_reader.py).
  *
  * Flexible versions write an array's, a string's or a record set's length as an unsigned varint of
  * length + 1 (0: null) and end each structure with its tagged fields (a varint count, 0 for none);
@@ -9,7 +9,7 @@
 #ifndef ADISKQ_KAFKA_REQUEST_READER_H
 #define ADISKQ_KAFKA_REQUEST_READER_H
 
-#include "kafka.h"
+#include "codec.h"
 
 typedef struct {
     const uint8_t *buf;

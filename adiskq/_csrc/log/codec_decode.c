@@ -3,12 +3,12 @@
  * decode_messages(buf, partition, first_offset, count, max_record_bytes) takes exactly `count` records
  * that fill `buf` (bytes, or a contiguous buffer such as a view of a mapped segment; NotImplemented
  * for any other object) and returns their Messages, numbered from first_offset, every record
- * checked (record.c). At the first record that is not whole and valid it returns (position, False)
+ * checked (log/codec_record.c). At the first record that is not whole and valid it returns (position, False)
  * instead, and (position, True) when the records end before the buffer does: the caller lets the
  * reference name what is wrong there, so errors and positions are the reference's own.
  *
  * A compressed record's value is decompressed with the dictionary its frame names, looked up in the
- * optional last argument (a dict of zstd.c's prepared dictionaries by id); a record whose value will
+ * optional last argument (a dict of log/compression.c's prepared dictionaries by id); a record whose value will
  * not decompress, or whose dictionary is not there, answers (position, False) like any damage.
  *
  * A record whose headers hold a null value or a repeated name (Kafka's headers: its Message holds a
@@ -19,7 +19,7 @@
  * headers holds only ints, bytes, the shared empty headers and a str tag or None, so it can never be
  * part of a reference cycle: it is untracked, and the cyclic GC never walks the millions a batch read
  * can hold. */
-#include "core.h"
+#include "../core.h"
 
 /* A checked record's headers as a dict; NotImplemented (a new reference) for a record with a null
  * value or a repeated name, whose Headers the reference builds (see the top of this file). */
@@ -77,7 +77,7 @@ static PyObject *timestamp_object(last_timestamp *last, long long value) {
 /* `value` is the decompressed value of a compressed record (taken over), or NULL to take the stored one. */
 static PyObject *new_message(PyObject *partition, long long offset, const uint8_t *buf, const adq_record *record,
                              last_timestamp *last, PyObject *value) {
-    /* Allocated untracked (or reused from the free list, message.c) and filled in place, not by
+    /* Allocated untracked (or reused from the free list, log/values_message.c) and filled in place, not by
      * tp_alloc, which zeroes the items and tracks it: only a message with headers (a dict a user may
      * change) is handed to the cyclic GC; one without holds ints, bytes, the shared empty headers and
      * a str tag or None, which form no cycle. */

@@ -6,7 +6,7 @@
  *
  * Why: a bytes object a record (its allocation, its header, its freeing) and the join that copied
  * them into one buffer for the .data write were a third of push_many's own work a record. */
-#include "core.h"
+#include "../core.h"
 
 /* What the first pass learns of a record, for the second to write it without asking again. */
 typedef struct {
@@ -17,6 +17,7 @@ typedef struct {
     const char *tag; /* its UTF-8 (cached in the str), NULL for none */
     Py_ssize_t tag_len;
     uint8_t random_key[8]; /* the key of a record given none */
+    int attributes;        /* 0, or the keyless bits of a record given no key */
 } extent;
 
 /* A push_many item's fields: an adiskq.Record's, or a value alone (bytes); 0 for anything else. */
@@ -36,23 +37,25 @@ static int item_fields(PyObject *item, PyObject **value, PyObject **key, PyObjec
     return 1;
 }
 
-/* pack_records(items, now, max_total) -> (data, index, timeindex, keyindex, tagindex, largest)
+/* pack_records(items, now, max_total[, keyless]) -> (data, index, timeindex, keyindex, tagindex, largest)
  *                                        | None | NotImplemented
  * `items`: a list of adiskq.Record or bytes (a value alone); a missing timestamp is `now`, a missing
- * key 8 random bytes (as encode_records gives). `data`: the records, encoded as encode_record does
- * (attributes 0), one after the other. `index`: one entry a record (offset | position | size, u64
+ * key 8 random bytes (as encode_records gives; its attributes `keyless`, adq_keyless_bits). `data`:
+ * the records, encoded as encode_record does (attributes 0), one after the other. `index`: one entry a record (offset | position | size, u64
  * each) and `timeindex` (offset | timestamp_ns), counted from offset 0 and position 0 (rebase_entries
  * moves them to where the batch is written). `keyindex`: the CRC-32 of each key, u32 little-endian
- * (the key index's column); `tagindex`: the tag column (tags.c). `largest`: the largest record's size.
+ * (the key index's column); `tagindex`: the tag column (log/tags.c). `largest`: the largest record's size.
  * None when the records take more than `max_total` bytes in all (decided before anything is built:
  * the caller writes such a batch another way); NotImplemented for anything encode_records would not
  * take (the producer's other paths then encode it, or raise the reference's error). */
 PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "pack_records takes 3 arguments");
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "pack_records takes 3 or 4 arguments");
         return NULL;
     }
+    int keyless = adq_keyless_bits(nargs == 4 ? args[3] : NULL);
+    if (keyless < 0) return NULL;
     long long max_total = PyLong_AsLongLong(args[2]);
     if (max_total == -1 && PyErr_Occurred()) return NULL;
     if (max_total < 0) {
@@ -62,7 +65,7 @@ PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_
     PyObject *items = args[0], *now = args[1];
     if (!PyList_CheckExact(items) || !PyLong_CheckExact(now) || adq_record_type == NULL) Py_RETURN_NOTIMPLEMENTED;
     Py_ssize_t count = PyList_GET_SIZE(items);
-    if ((size_t)count > PY_SSIZE_T_MAX / (24 + sizeof(extent))) return PyErr_NoMemory();
+    if ((size_t)count > PY_SSIZE_T_MAX / (ADQ_INDEX_ENTRY_BYTES + sizeof(extent))) return PyErr_NoMemory();
     extent *extents = PyMem_Malloc(count > 0 ? (size_t)count * sizeof(extent) : 1);
     if (extents == NULL) return PyErr_NoMemory();
     PyObject *result = NULL, *data = NULL, *index = NULL, *timeindex = NULL, *keyindex = NULL, *tagindex = NULL;
@@ -81,10 +84,12 @@ PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_
         } else if (!adq_timestamp_of(stamp, &e->timestamp_ns)) {
             goto not_plain;
         }
+        e->attributes = 0;
         if (key == Py_None) {
             adq_store_u64(e->random_key, adq_next_random());
             e->key = e->random_key;
             e->key_len = 8;
+            e->attributes = keyless;
         } else if (!adq_key_bytes(key, &e->key, &e->key_len)) {
             goto not_plain;
         }
@@ -98,10 +103,10 @@ PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_
         if (e->size > largest) largest = e->size;
     }
     data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
-    index = PyBytes_FromStringAndSize(NULL, count * 24);
-    timeindex = PyBytes_FromStringAndSize(NULL, count * 16);
-    keyindex = PyBytes_FromStringAndSize(NULL, count * 4);
-    tagindex = PyBytes_FromStringAndSize(NULL, count * 4);
+    index = PyBytes_FromStringAndSize(NULL, count * ADQ_INDEX_ENTRY_BYTES);
+    timeindex = PyBytes_FromStringAndSize(NULL, count * ADQ_TIMEINDEX_ENTRY_BYTES);
+    keyindex = PyBytes_FromStringAndSize(NULL, count * ADQ_KEY_ENTRY_BYTES);
+    tagindex = PyBytes_FromStringAndSize(NULL, count * ADQ_TAG_ENTRY_BYTES);
     if (data == NULL || index == NULL || timeindex == NULL || keyindex == NULL || tagindex == NULL) goto done;
     uint8_t *out = (uint8_t *)PyBytes_AS_STRING(data);
     uint8_t *index_at = (uint8_t *)PyBytes_AS_STRING(index), *time_at = (uint8_t *)PyBytes_AS_STRING(timeindex);
@@ -112,8 +117,8 @@ PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_
         PyObject *value, *key, *headers, *stamp, *tag;
         if (!item_fields(PyList_GET_ITEM(items, i), &value, &key, &headers, &stamp, &tag))
             goto not_plain; /* never: the first pass took it, and no Python code ran since */
-        adq_write_record(out + position, e->size, value, e->key, e->key_len, e->timestamp_ns, headers, 0, e->tag,
-                         e->tag_len);
+        adq_write_record(out + position, e->size, value, e->key, e->key_len, e->timestamp_ns, headers, e->attributes,
+                         e->tag, e->tag_len);
         adq_store_u64(index_at, (uint64_t)i);
         adq_store_u64(index_at + 8, position);
         adq_store_u64(index_at + 16, e->size);
@@ -127,10 +132,10 @@ PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_
         }
         adq_store_u32(tag_at, tag_hash);
         position += e->size;
-        index_at += 24;
-        time_at += 16;
-        key_at += 4;
-        tag_at += 4;
+        index_at += ADQ_INDEX_ENTRY_BYTES;
+        time_at += ADQ_TIMEINDEX_ENTRY_BYTES;
+        key_at += ADQ_KEY_ENTRY_BYTES;
+        tag_at += ADQ_TAG_ENTRY_BYTES;
     }
     result = Py_BuildValue("(OOOOOK)", data, index, timeindex, keyindex, tagindex, (unsigned long long)largest);
     goto done;
@@ -160,8 +165,8 @@ PyObject *adq_py_rebase_entries(PyObject *module, PyObject *const *args, Py_ssiz
         PyErr_SetString(PyExc_TypeError, "rebase_entries: the entries are bytes");
         return NULL;
     }
-    Py_ssize_t count = PyBytes_GET_SIZE(args[0]) / 24;
-    if (PyBytes_GET_SIZE(args[0]) % 24 != 0 || PyBytes_GET_SIZE(args[1]) != count * 16) {
+    Py_ssize_t count = PyBytes_GET_SIZE(args[0]) / ADQ_INDEX_ENTRY_BYTES;
+    if (PyBytes_GET_SIZE(args[0]) % ADQ_INDEX_ENTRY_BYTES != 0 || PyBytes_GET_SIZE(args[1]) != count * ADQ_TIMEINDEX_ENTRY_BYTES) {
         PyErr_SetString(PyExc_ValueError, "rebase_entries: 24-byte index entries and as many 16-byte timeindex entries");
         return NULL;
     }
@@ -177,8 +182,8 @@ PyObject *adq_py_rebase_entries(PyObject *module, PyObject *const *args, Py_ssiz
     }
     const uint8_t *entry = (const uint8_t *)PyBytes_AS_STRING(args[0]);
     const uint8_t *time_entry = (const uint8_t *)PyBytes_AS_STRING(args[1]);
-    PyObject *index = PyBytes_FromStringAndSize(NULL, count * 24);
-    PyObject *timeindex = index == NULL ? NULL : PyBytes_FromStringAndSize(NULL, count * 16);
+    PyObject *index = PyBytes_FromStringAndSize(NULL, count * ADQ_INDEX_ENTRY_BYTES);
+    PyObject *timeindex = index == NULL ? NULL : PyBytes_FromStringAndSize(NULL, count * ADQ_TIMEINDEX_ENTRY_BYTES);
     if (timeindex == NULL) {
         Py_XDECREF(index);
         return NULL;
@@ -197,10 +202,10 @@ PyObject *adq_py_rebase_entries(PyObject *module, PyObject *const *args, Py_ssiz
         memcpy(out + 16, entry + 16, 8);
         adq_store_u64(time_out, time_offset + first);
         memcpy(time_out + 8, time_entry + 8, 8);
-        entry += 24;
-        time_entry += 16;
-        out += 24;
-        time_out += 16;
+        entry += ADQ_INDEX_ENTRY_BYTES;
+        time_entry += ADQ_TIMEINDEX_ENTRY_BYTES;
+        out += ADQ_INDEX_ENTRY_BYTES;
+        time_out += ADQ_TIMEINDEX_ENTRY_BYTES;
     }
     PyObject *result = PyTuple_Pack(2, index, timeindex);
     Py_DECREF(index);

@@ -10,10 +10,8 @@
  *     one before it ends (the first at 0, the last ending where data ends), each entry's size its
  *     record's own size field, no record tagged (a run's .tagindex is all "no tag"), and no placed
  *     offset or position past 2**63 - 1. ValueError (the reference's message) otherwise. */
-#include "core.h"
+#include "../core.h"
 
-#define INDEX_ENTRY_BYTES 24
-#define TIMEINDEX_ENTRY_BYTES 16
 #define MAX_PLACED 0x7FFFFFFFFFFFFFFFull
 
 static int u63_arg(PyObject *object, const char *name, uint64_t *value) {
@@ -53,19 +51,19 @@ PyObject *adq_py_place_run_entries(PyObject *module, PyObject *const *args, Py_s
     const uint8_t *data = (const uint8_t *)PyBytes_AS_STRING(args[0]);
     uint64_t data_length = (uint64_t)PyBytes_GET_SIZE(args[0]);
     Py_ssize_t index_length = PyBytes_GET_SIZE(args[1]), time_length = PyBytes_GET_SIZE(args[2]);
-    if (index_length % INDEX_ENTRY_BYTES || time_length % TIMEINDEX_ENTRY_BYTES ||
-        index_length / INDEX_ENTRY_BYTES != time_length / TIMEINDEX_ENTRY_BYTES)
+    if (index_length % ADQ_INDEX_ENTRY_BYTES || time_length % ADQ_TIMEINDEX_ENTRY_BYTES ||
+        index_length / ADQ_INDEX_ENTRY_BYTES != time_length / ADQ_TIMEINDEX_ENTRY_BYTES)
         return bad_entries("index and timeindex must hold whole entries, as many in each");
-    uint64_t count = (uint64_t)(index_length / INDEX_ENTRY_BYTES);
+    uint64_t count = (uint64_t)(index_length / ADQ_INDEX_ENTRY_BYTES);
     if ((count && first_offset > MAX_PLACED - (count - 1)) || start > MAX_PLACED - data_length)
         return bad_entries("the placed entries would pass 2**63 - 1");
     const uint8_t *index_in = (const uint8_t *)PyBytes_AS_STRING(args[1]);
     const uint8_t *time_in = (const uint8_t *)PyBytes_AS_STRING(args[2]);
     uint64_t position = 0;
     for (uint64_t i = 0; i < count; i++) {
-        const uint8_t *entry = index_in + i * INDEX_ENTRY_BYTES;
+        const uint8_t *entry = index_in + i * ADQ_INDEX_ENTRY_BYTES;
         uint64_t size = adq_load_u64(entry + 16);
-        if (adq_load_u64(entry) != i || adq_load_u64(time_in + i * TIMEINDEX_ENTRY_BYTES) != i)
+        if (adq_load_u64(entry) != i || adq_load_u64(time_in + i * ADQ_TIMEINDEX_ENTRY_BYTES) != i)
             return bad_entries("the entries must be numbered 0, 1, 2 ... in both columns");
         if (adq_load_u64(entry + 8) != position || size < ADQ_MIN_RECORD_BYTES || size > data_length - position ||
             adq_load_u32(data + position + ADQ_SIZE_AT) != size)
@@ -84,13 +82,13 @@ PyObject *adq_py_place_run_entries(PyObject *module, PyObject *const *args, Py_s
     uint8_t *index_out = (uint8_t *)PyBytes_AS_STRING(index);
     uint8_t *time_out = (uint8_t *)PyBytes_AS_STRING(timeindex);
     for (uint64_t i = 0; i < count; i++) {
-        const uint8_t *entry = index_in + i * INDEX_ENTRY_BYTES;
-        uint8_t *out = index_out + i * INDEX_ENTRY_BYTES;
+        const uint8_t *entry = index_in + i * ADQ_INDEX_ENTRY_BYTES;
+        uint8_t *out = index_out + i * ADQ_INDEX_ENTRY_BYTES;
         adq_store_u64(out, first_offset + i);
         adq_store_u64(out + 8, start + adq_load_u64(entry + 8));
         memcpy(out + 16, entry + 16, 8);
-        adq_store_u64(time_out + i * TIMEINDEX_ENTRY_BYTES, first_offset + i);
-        memcpy(time_out + i * TIMEINDEX_ENTRY_BYTES + 8, time_in + i * TIMEINDEX_ENTRY_BYTES + 8, 8);
+        adq_store_u64(time_out + i * ADQ_TIMEINDEX_ENTRY_BYTES, first_offset + i);
+        memcpy(time_out + i * ADQ_TIMEINDEX_ENTRY_BYTES + 8, time_in + i * ADQ_TIMEINDEX_ENTRY_BYTES + 8, 8);
     }
     return Py_BuildValue("(NN)", index, timeindex);
 }

@@ -8,7 +8,7 @@
  * into one bytes object of that size, record batches copied once. Nothing between the passes runs
  * Python code (no __index__, no __len__ of a subclass is called: exact C-level reads), so what the
  * first pass measured is what the second writes. */
-#include "kafka.h"
+#include "codec.h"
 
 #define FA_FLEXIBLE 12
 #define FA_TOPIC_IDS 13

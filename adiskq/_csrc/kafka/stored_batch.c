@@ -1,7 +1,7 @@
 /* adiskq's stored records straight to one Kafka record batch: what a Fetch answers with. The
  * reference is batch_from_stored_reference (adiskq/kafka/wire/stored_batch.py): the records
- * decoded to Messages (decode.c's checks) and encoded as kafka_encode_messages encodes them
- * (kafka_encode.c; wire/codec.py has the Kafka format, core.h adiskq's record layout).
+ * decoded to Messages (log/codec_decode.c's checks) and encoded as kafka_encode_messages encodes them
+ * (kafka/codec_encode.c; wire/codec.py has the Kafka format, core.h adiskq's record layout).
  *
  * kafka_batch_from_stored(data, first_offset, count, max_record_bytes, dictionaries, nulls_header,
  *                         partition_leader_epoch) -> bytes | None
@@ -9,8 +9,8 @@
  *     stored records, numbered from `first_offset`: one uncompressed batch (v2) of them, base offset
  *     `first_offset`, timestamps floored from nanoseconds to milliseconds, headers in their stored
  *     order, a null key or value where the `nulls_header` header (a str, or None) names it and that
- *     header left out, a compressed value decompressed with `dictionaries` (a dict of zstd.c's
- *     prepared dictionaries by id, or None). None when a record is not whole and valid (decode.c's
+ *     header left out, a compressed value decompressed with `dictionaries` (a dict of log/compression.c's
+ *     prepared dictionaries by id, or None). None when a record is not whole and valid (log/codec_decode.c's
  *     checks), the records end before `data` does, a value will not decompress (or its dictionary is
  *     not in `dictionaries`), a record repeats a header name or has more than MAX_PLAIN_HEADERS
  *     headers, or the batch would pass 2**31 - 1 bytes: the caller then reads Messages, whose path
@@ -19,7 +19,7 @@
  * One pass over the records, each checked once (CRC included) and written at once into the batch's
  * bytes, which grow if the records do not fit the first guess and are cut to their size at the end:
  * no Message, key or value object is made (a compressed value's, alone, is decompressed into one). */
-#include "kafka.h"
+#include "codec.h"
 
 #define MAX_PLAIN_HEADERS 64 /* the reference's MAX_PLAIN_HEADERS (wire/mapping.py) */
 #define NS_PER_MS 1000000
@@ -144,6 +144,7 @@ static int write_record(batch_buffer *batch, const uint8_t *buf, size_t limit, s
         value = (const uint8_t *)PyBytes_AS_STRING(decompressed);
         value_length = (size_t)PyBytes_GET_SIZE(decompressed);
     }
+    if (record.attributes & ADQ_KEYLESS) key = NULL; /* a push given no key: Kafka's null key (codec.py) */
     if (nulls_at >= 0) {
         const stored_header *nulls = &headers[nulls_at];
         if (names_hold(nulls->value, nulls->value_length, "key")) key = NULL;

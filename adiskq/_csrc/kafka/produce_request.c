@@ -7,7 +7,7 @@
  * gateway then reads the request with kio, after its request guard. Every count and length is held
  * against the bytes left (an element takes at least one byte), and the lists grow as elements are
  * read: nothing is allocated for a count. */
-#include "kafka_request_reader.h"
+#include "request_reader.h"
 
 #define PR_FLEXIBLE 9
 

@@ -1,6 +1,6 @@
-/* adiskq.Receipt objects as receipts() (encode.c) makes them for push_many: allocated untracked, and
+/* adiskq.Receipt objects as receipts() (log/codec_encode.c) makes them for push_many: allocated untracked, and
  * kept on a free list when freed, so that a batch's receipts reuse the previous batch's tuples. The
- * same scheme as message.c's for Messages (see there for the reasoning at length).
+ * same scheme as log/values_message.c's for Messages (see there for the reasoning at length).
  *
  * Why: push_many of 1,000 records returns 1,000 Receipts, which the caller mostly drops at once.
  * Through CPython's own paths each is an allocation and a free with the GC's bookkeeping (a Receipt
@@ -15,7 +15,7 @@
  * Receipt has its own subtype_dealloc, which calls receipt_dealloc for the tuple part. Builds that
  * count or trace references, and the free-threaded build, keep no free list. Under AddressSanitizer a
  * Receipt on the free list is poisoned, so a use after free is still caught. */
-#include "core.h"
+#include "../core.h"
 
 #if defined(Py_REF_DEBUG) || defined(Py_TRACE_REFS) || defined(Py_GIL_DISABLED)
 #define FREE_RECEIPTS 0

@@ -19,7 +19,7 @@
  * or trace references (Py_REF_DEBUG, Py_TRACE_REFS), and the free-threaded build, keep no free
  * list: reusing an object there is more than setting its reference count. Under AddressSanitizer a
  * Message on the free list is poisoned, so a use after free is still caught. */
-#include "core.h"
+#include "../core.h"
 
 #if defined(Py_REF_DEBUG) || defined(Py_TRACE_REFS) || defined(Py_GIL_DISABLED)
 #define FREE_MESSAGES 0
@@ -74,7 +74,7 @@ static void message_dealloc(PyObject *self) {
     if (type == adq_message_type && size == ADQ_MESSAGE_FIELDS && !PyObject_GC_IsTracked(self)) {
         /* Untracked: it holds ints, bytes, a str or None and the shared empty headers (or what a
          * user gave Message(), all of it untracked too), so no deep chain of deallocs starts here.
-         * Unrolled; X: a message whose building failed (decode.c) has NULL items. */
+         * Unrolled; X: a message whose building failed (log/codec_decode.c) has NULL items. */
         Py_XDECREF(items[0]);
         Py_XDECREF(items[1]);
         Py_XDECREF(items[2]);

@@ -6,7 +6,7 @@
  * None for bytes this reader does not take (cut short, malformed, or carrying a tagged field): the
  * gateway then reads the request with kio. Nothing is allocated for an array's count before its
  * elements are there: each element takes at least one byte, so a count is bounded by the bytes. */
-#include "kafka_request_reader.h"
+#include "request_reader.h"
 
 #define FR_FLEXIBLE 12
 #define FR_TOPIC_IDS 13

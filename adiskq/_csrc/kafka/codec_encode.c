@@ -17,7 +17,7 @@
  *
  * Two passes over the records: the first checks every field and adds up the sizes, the second
  * writes into a bytes object of exactly that size. */
-#include "kafka.h"
+#include "codec.h"
 
 #define NOT_PLAIN 1
 #define MESSAGE_OFFSET 1 /* adiskq.Message's fields (core.h's ADQ_MESSAGE_FIELDS of them) */

@@ -1,6 +1,6 @@
 /* The arguments of a Kafka request reader (kafka_fetch_request, kafka_produce_request), checked
  * alike; the reference: check_request_arguments in adiskq/kafka/wire/request_reader.py. */
-#include "kafka_request_reader.h"
+#include "request_reader.h"
 
 int kq_request_arguments(PyObject *const *args, Py_ssize_t nargs, const char *function, const char *name,
                          long min_version, long max_version, long flexible_from, kq_request_reader *reader,

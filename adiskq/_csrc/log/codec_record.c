@@ -1,7 +1,7 @@
 /* One record's fields, read from a buffer and checked in the reference's order (codec.decode_record),
  * so that what is torn and what is bad is decided exactly as there. The one place the compiled core
- * reads a record; encode.c writes them. */
-#include "core.h"
+ * reads a record; log/codec_encode.c writes them. */
+#include "../core.h"
 
 /* Strict UTF-8 as Python's decoder takes it: no overlong forms, no surrogates, nothing past U+10FFFF. */
 int adq_is_utf8(const uint8_t *s, size_t n) {

@@ -1,7 +1,7 @@
-/* What the free lists of message.c (Messages) and receipt.c (Receipts) share: whether a type is laid
+/* What the free lists of log/values_message.c (Messages) and log/values_receipt.c (Receipts) share: whether a type is laid
  * out as a NamedTuple is, so that their dealloc may take its instances, and the ordinary dealloc of
  * such a tuple, for the instances that do not go on a free list. */
-#include "core.h"
+#include "../core.h"
 
 /* A heap type directly below tuple, adding no slots, dict, weak references or finalizer: what
  * typing.NamedTuple makes. Such a type's instances are freed correctly by a tuple's dealloc plus

@@ -27,7 +27,7 @@
  * frames. Its per-frame cost is the block's match search and entropy coding, not table resets. */
 #include <dlfcn.h>
 
-#include "core.h"
+#include "../core.h"
 
 typedef struct ZSTD_DCtx_s ZSTD_DCtx;
 typedef struct ZSTD_CCtx_s ZSTD_CCtx;

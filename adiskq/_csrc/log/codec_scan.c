@@ -6,7 +6,7 @@
  * or the start of the first record that is torn or bad (the caller asks the reference which, and for
  * its error). next_valid_record(buf, start, max_record_bytes) -> position or None: the first position
  * at or after start where a whole, valid record begins, trying only where the magic byte fits. */
-#include "core.h"
+#include "../core.h"
 
 static int append_size(PyObject *list, size_t value) {
     PyObject *number = PyLong_FromSize_t(value);

@@ -4,7 +4,7 @@
  * The CPU's instruction where it has one (SSE 4.2 on x86-64, the CRC extension on ARMv8), chosen
  * once at import; a table of 8 x 256 entries (slicing by 8) everywhere else. Both are tested
  * against each other and the reference, byte for byte, on random inputs. */
-#include "core.h"
+#include "../core.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <nmmintrin.h>
