@@ -32,8 +32,8 @@ from .._sansio.codec import ATTRIBUTES_AT, KEYLESS, TRANSACTIONAL, record_transa
 from .._sansio.compression import Dictionaries
 from .._sansio.values import Message
 from .._storage.transaction_outcomes import TransactionOutcomes
-from ._records import NULLS_HEADER
 from .wire.codec import encode_control_batch, encode_messages
+from .wire.mapping import NULLS_HEADER
 
 __all__ = ["OpenTransactions", "aborted_among", "holds_transactions", "transactional_batches"]
 

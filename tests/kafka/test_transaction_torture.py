@@ -40,7 +40,7 @@ import anyio
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from differential import Side
-from transaction_support import ABORTED_BEFORE_A_RESTART_SERVED, COMMITTED, read_to_end
+from transaction_support import COMMITTED, read_to_end
 from transaction_torture_workers import RECORDS
 
 import adiskq
@@ -490,7 +490,6 @@ SAMPLED = ["producer at commit", "gateway at abort", "group member", "library co
 KINDS = [*SAMPLED, "producer at abort", "gateway at commit"]
 
 
-@ABORTED_BEFORE_A_RESTART_SERVED
 def test_transaction_torture_sampled(tmp_path: pathlib.Path) -> None:
     """One kill of each kind around commits and aborts: every committed transaction read exactly
     once by each reader, nothing aborted, nothing torn, per-partition order kept."""
@@ -498,7 +497,6 @@ def test_transaction_torture_sampled(tmp_path: pathlib.Path) -> None:
 
 
 @pytest.mark.slow
-@ABORTED_BEFORE_A_RESTART_SERVED
 def test_transaction_torture(tmp_path: pathlib.Path) -> None:
     """Sixty kills, of kinds and producers drawn at random."""
     rng = random.Random(39)
