@@ -69,13 +69,6 @@ EXPECTED = {
     ],
 }
 
-# (client, scenario) -> how the gateway's answer differs while it serves the Java 4.x client transaction
-# version 1: Kafka 4.4 serves it version 2 (KIP-890), whose epoch bump at the timeout's abort makes
-# the late commit fail with INVALID_TXN_STATE instead of PRODUCER_FENCED.
-VERSION_2_ONLY = {
-    ("4.3.0", "timeout"): "transaction version 2 (KIP-890) is not served: the late commit is PRODUCER_FENCED",
-}
-
 
 @pytest.fixture(scope="module", params=CLIENTS)
 def java_client(
@@ -91,14 +84,11 @@ def test_java_transactions_as_on_kafka(
     differential: Differential,
     java_client: tuple[str, list[pathlib.Path]],
     scenario: str,
-    request: pytest.FixtureRequest,
 ) -> None:
     """The scenario's lines are the same on both sides, and Kafka's include the expected ones.
     The timed-out producer's late commit is compared without being pinned: how the client reports
     the coordinator's abort differs between its versions."""
-    version, cp = java_client
-    if (version, scenario) in VERSION_2_ONLY:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=VERSION_2_ONLY[version, scenario]))
+    _, cp = java_client
 
     def run(side: Side) -> list[str]:
         return run_client(cp, side.bootstrap, side.prefix, scenario, program="TransactionalScenarios")

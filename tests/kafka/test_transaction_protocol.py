@@ -7,6 +7,7 @@ transactions left open aborted then; a hung transaction aborted at its timeout; 
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import importlib
 import os
 import pathlib
@@ -38,7 +39,7 @@ from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequestTopic 
 from kio.schema.types import BrokerId, GroupId, ProducerId, TopicName, TransactionalId
 from kio.static.primitive import i8, i16, i32, i64
 
-from adiskq.kafka import KafkaGateway
+from adiskq.kafka import KafkaGateway, _transactions
 from adiskq.kafka.transaction_coordinator import TransactionCoordinator, TransactionCoordinatorStateError
 from adiskq.kafka.wire import codec as kafka_codec
 from adiskq.kafka.wire.codec import KafkaRecord
@@ -501,3 +502,45 @@ def latest_offsets(port: int, topic: str) -> tuple[int, int]:
         )
         found.append(int(answer.topics[0].partitions[0].offset))
     return found[0], found[1]
+
+
+def test_an_ending_whose_state_cannot_be_stored_waits_and_then_completes(
+    gateway, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state file cannot be written (a full disk): EndTxn answers CONCURRENT_TRANSACTIONS
+    (retriable) and nothing is committed; once writes succeed again the gateway stores the decision,
+    carries it out, and the client's retry is answered NONE with the offsets committed."""
+    port = gateway.gateway.port
+    create_topic(port, topic)
+    group = f"g-{topic}"
+    ids = producer(port, f"t-{topic}")
+    assert add_offsets(port, f"t-{topic}", ids, group) == NONE
+    assert txn_commit_offset(port, f"t-{topic}", ids, group, topic, 11) == NONE
+    real_write = _transactions.atomic_write_json
+
+    def disk_full(path: str, value: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    monkeypatch.setattr(_transactions, "atomic_write_json", disk_full)
+    assert end(port, f"t-{topic}", ids, commit=True) == CONCURRENT_TRANSACTIONS
+    assert committed(port, group, topic, stable=True) == (UNSTABLE_OFFSET_COMMIT, -1)
+    monkeypatch.setattr(_transactions, "atomic_write_json", real_write)
+    wait_until(lambda: end(port, f"t-{topic}", ids, commit=True) == NONE)
+    assert committed(port, group, topic, stable=True) == (NONE, 11)
+
+
+def test_a_late_ending_after_a_timeout_in_version_2() -> None:
+    """Transaction version 2: the coordinator's abort at the timeout bumps the epoch once; the
+    producer's late EndTxn v5 with the epoch before it is INVALID_TXN_STATE for a commit and the
+    same answer (NONE) for an abort, as Kafka 4.4 answers; an epoch older still is fenced."""
+    ids = iter(range(100, 200))
+    coordinator = TransactionCoordinator(lambda: next(ids))
+    answer = coordinator.init_producer_id("t", 1_000, 0)
+    producer_id, epoch = answer.producer_id, answer.epoch
+    assert coordinator.add_partitions("t", producer_id, epoch, [("orders", 0)], 0) == NONE
+    (markers,) = coordinator.timed_out(5_000)
+    assert markers.epoch == epoch + 1
+    coordinator.complete("t")
+    assert coordinator.end_txn_bumping("t", producer_id, epoch, commit=True) == (INVALID_TXN_STATE, None)
+    assert coordinator.end_txn_bumping("t", producer_id, epoch, commit=False) == (NONE, None)
+    assert coordinator.end_txn_bumping("t", producer_id, epoch - 1, commit=True) == (PRODUCER_FENCED, None)

@@ -12,7 +12,6 @@ import signal
 from differential import Side
 from test_transaction_torture import Gateway
 from transaction_support import (
-    ABORTED_BEFORE_A_RESTART_SERVED,
     COMMITTED,
     DEADLINE,
     UNCOMMITTED,
@@ -22,8 +21,6 @@ from transaction_support import (
     read_to_end,
     transactional_producer,
 )
-
-pytestmark = ABORTED_BEFORE_A_RESTART_SERVED
 
 
 def test_transactions_read_alike_after_restarts(tmp_path: pathlib.Path) -> None:

@@ -12,17 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pytest
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from differential import Side
-
-# A read_committed Fetch after a restart of the gateway serves the records of transactions aborted
-# before it (their outcome was kept in memory): the tests that restart it fail until the outcome is
-# read from the data (strictly: the mark goes when they pass).
-ABORTED_BEFORE_A_RESTART_SERVED = pytest.mark.xfail(
-    strict=True, reason="read_committed after a restart serves transactions aborted before it"
-)
 
 COMMITTED = "read_committed"
 UNCOMMITTED = "read_uncommitted"
