@@ -511,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only == "produce":
         return produce_only(count, args.out)
     if args.only == "transactions":
-        return transactions_only(20 if args.quick else 2_000, args.out)
+        return transactions_only(20 if args.quick else 500, args.out)
     seconds = 0.25 if args.quick else 5.0
     # The kernel counts CPU time in 10 ms ticks: quick mode still makes enough trips to pass a few.
     trips = 40 if args.quick else 500

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from support.backends import Where
     from support.faults import DiskFaults
-    from support.kafka_broker import KafkaBroker, KafkaCluster
+    from support.kafka_broker import KafkaBroker, KafkaCluster, KafkaSaslBroker
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -155,6 +155,18 @@ def kafka_broker() -> KafkaBroker:
     from support import kafka_broker as kafka_broker_support
 
     return kafka_broker_support.shared_broker()
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl_broker() -> KafkaSaslBroker:
+    """A second Apache Kafka node, only for the tests that compare SASL and the per-address
+    connection limit: a SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, one user), a
+    failed login answered after ``.failed_delay_ms``, and ``max.connections.per.ip`` of
+    ``.per_address_limit`` for connections from ``.limited_address``. Started by the first test of
+    the run that asks, shared by every worker, stopped when the run ends."""
+    from support import kafka_broker as kafka_broker_support
+
+    return kafka_broker_support.shared_sasl_broker()
 
 
 @pytest.fixture(scope="session")

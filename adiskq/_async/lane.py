@@ -142,6 +142,11 @@ class Lane:
         self.wake_key = wake_key
         self.sync_flush = sync_flush
         self.dirty = False  # written since the last fsync (read by the flusher thread)
+        # The active segment's files closed, or being closed, by ``partition_writes.park`` (set
+        # while ``parking`` is: writes wait for it, then open them again); a producer opened with
+        # its partitions parked starts so.
+        self.files_closed = partition.parked
+        self.parking: anyio.Event | None = None
         self._structure_lock = structure_lock
         self._limiter = limiter
         self._open: Batch | None = None  # the batch new pushes join
@@ -177,6 +182,11 @@ class Lane:
     def _note_batches(self) -> None:
         """``inline`` again, after the open or committing batch changed."""
         self.inline = self._lock is None and not self._waits_for_a_batch()
+
+    @property
+    def idle(self) -> bool:
+        """True when no batch is open or committing: nothing of this lane's is in flight."""
+        return self._committing is None and self._open is None
 
     def _waits_for_a_batch(self) -> bool:
         """Whether records must join a batch whatever their size: flush="sync" (they wait for its

@@ -12,6 +12,12 @@ gateway writes through this module, and only through it:
 - ``await write(producer, partition, records)``: the same, waiting its turn when it must;
 - ``await opened(Producer(path, ...))``: a producer opened for a holder that keeps it across many
   calls and closes it itself with ``aclose()`` (the gateway keeps one a topic);
+- with ``opened(..., parked=True)``, every partition is parked as it opens (its active segment's
+  files fsynced and closed, its position kept: ``PartitionWriter.park``), so a topic of more
+  partitions than the process may hold files for opens at all; ``write`` and ``write_marker`` open
+  a parked partition's files again (``unpark``, cheap: no scan), ``write_now`` leaves it to
+  ``write`` (it answers None), and ``await park(producer, partition)`` closes an idle one's files
+  (the holder chooses which, within its open-files limit: the gateway's ``_open_files.py``);
 - ``write(..., transaction=(producer_id, epoch))`` and ``write_now`` alike: the records stored as
   records of that Kafka producer's open transaction (``_sansio/transactions.py``), which readers
   hold back until its marker;
@@ -37,10 +43,12 @@ producer's own: it alone (with ``producer.py``) reaches the producer's private w
 from __future__ import annotations
 
 import bisect
+import functools
 import time
 import weakref
 from typing import TypeAlias, TypeVar
 
+import anyio
 import anyio.to_thread
 
 from .._sansio.codec import NEED_MORE, decode_record
@@ -52,6 +60,7 @@ from .._storage.partition_reader import PartitionReader
 from .._storage.settings import require_transactions
 from .._storage.transaction_outcomes import OpenTransactions
 from .._storage.txn_index import AbortedTransaction
+from .lane import Lane
 from .producer import Producer
 
 __all__ = [
@@ -59,10 +68,13 @@ __all__ = [
     "Transaction",
     "Writable",
     "aborted_transactions",
+    "is_parked",
     "last_stable_offset",
     "open_transactions",
     "open_transactions_with_epochs",
     "opened",
+    "park",
+    "unpark",
     "write",
     "write_marker",
     "write_now",
@@ -75,19 +87,76 @@ Transaction: TypeAlias = tuple[int, int]
 ProducerT = TypeVar("ProducerT", bound=Producer)  # any producer, its own type kept
 
 
-async def opened(producer: ProducerT) -> ProducerT:
+async def opened(producer: ProducerT, *, parked: bool = False) -> ProducerT:
     """``producer``, opened, for a holder that keeps it across many calls rather than within one
-    ``async with``, and closes it itself with ``aclose()`` (a server's producer of a topic)."""
+    ``async with``, and closes it itself with ``aclose()`` (a server's producer of a topic).
+    ``parked``: each partition parked as it opens (see the module's docstring); such a producer is
+    written through this module only (its ``push`` would find a parked partition's files closed)."""
+    if parked:
+        producer._open_writer = functools.partial(producer._open_writer, park_partitions=True)
     await producer.__aenter__()
     return producer
+
+
+def is_parked(producer: Producer[str | bytes, bytes], partition: int) -> bool:
+    """True while ``partition``'s files are closed, or being closed, by ``park`` (or the parked open)."""
+    return producer._lanes[partition].files_closed
+
+
+async def unpark(producer: Producer[str | bytes, bytes], partition: int) -> None:
+    """Open a parked partition's files again, once a park under way has ended (OSError, the
+    partition still parked, if that fails)."""
+    lane = producer._lanes[partition]
+    while lane.parking is not None:
+        await lane.parking.wait()
+    if lane.files_closed:
+        producer._check_open()
+        lane.partition.unpark()
+        lane.files_closed = False
+
+
+async def park(producer: Producer[str | bytes, bytes], partition: int) -> bool:
+    """Write ``partition``'s buffered entries, fsync and close its files, in a worker thread
+    (writes to it wait meanwhile, then open them again); False, with nothing done, when a batch
+    of its lane is open or committing. The flusher's fsync and this exclude each other. Raises the
+    OSError of a failed fsync (the files stay open then)."""
+    producer._check_open()
+    lane = producer._lanes[partition]
+    if lane.files_closed:
+        return True
+    if not lane.idle:
+        return False
+    lane.files_closed = True
+    done = lane.parking = anyio.Event()
+    try:
+        await anyio.to_thread.run_sync(_park_lane, producer, lane, limiter=producer._limiter)
+    finally:
+        lane.files_closed = lane.partition.parked
+        lane.parking = None
+        done.set()
+    return True
+
+
+def _park_lane(producer: Producer[str | bytes, bytes], lane: Lane) -> None:
+    with producer._structure_lock:  # not while the flusher fsyncs this lane's files
+        lane.partition.park(sync=lane.dirty)  # not dirty: the flusher fsynced them since the last write
+        lane.dirty = False
+
+
+async def _unparked(producer: Producer[str | bytes, bytes], partition: int) -> None:
+    """``partition``'s files opened again if it was parked (a partition out of range is the write's to refuse)."""
+    if 0 <= partition < len(producer._lanes) and producer._lanes[partition].files_closed:
+        await unpark(producer, partition)
 
 
 async def write(
     producer: Producer[str | bytes, bytes], partition: int, records: Writable, transaction: Transaction | None = None
 ) -> int:
     """Write one partition's records, whole or not at all; the offset of the first (the rest follow
-    it). With ``transaction``, as records of that producer's transaction. Raises what the producer's
-    push raises; SettingsMismatchError for a transaction on a stream before format 5."""
+    it), the partition's files opened again first if it was parked. With ``transaction``, as
+    records of that producer's transaction. Raises what the producer's push raises;
+    SettingsMismatchError for a transaction on a stream before format 5."""
+    await _unparked(producer, partition)
     if transaction is not None:
         _check_transactions(producer)
         if isinstance(records, StoredRecords) and producer._takes_encoded:
@@ -108,7 +177,10 @@ def write_now(
     producer: Producer[str | bytes, bytes], partition: int, records: Writable, transaction: Transaction | None = None
 ) -> int | None:
     """``write`` without awaiting: the first record's offset if the partition took the records now,
-    None (nothing written) if they have to wait."""
+    None (nothing written) if they have to wait (a parked partition among them: ``write`` opens it)."""
+    lanes = producer._lanes
+    if 0 <= partition < len(lanes) and lanes[partition].files_closed:
+        return None
     if transaction is not None:
         _check_transactions(producer)
         if isinstance(records, StoredRecords) and producer._takes_encoded:
@@ -199,6 +271,7 @@ async def write_marker(
     Raises what a push raises, or the fsync's OSError (the marker may then be written, but is not
     known durable: write it again, which a reader takes as the same end)."""
     _check_transactions(producer)
+    await _unparked(producer, partition)
     state = _transactions(producer, partition)
     opened_at = await anyio.to_thread.run_sync(state.open.catch_up, limiter=producer._limiter)
     first = opened_at.get(producer_id, -1)

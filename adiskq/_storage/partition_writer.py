@@ -241,6 +241,24 @@ class PartitionWriter:
         """Close the active segment's files (callers sync first if they want durability)."""
         self.active.close()
 
+    @property
+    def parked(self) -> bool:
+        """True while the active segment's files are closed by ``park``."""
+        return self.active.parked
+
+    def park(self, *, sync: bool = True) -> None:
+        """Fsync and close the active segment's files, keeping the partition's position (an
+        exclusive writer of more partitions than it keeps files open for parks the idle ones);
+        ``unpark`` before the next write. ``sync=False``: nothing was written since the files
+        were last fsynced (``SegmentWriter.park``)."""
+        if self.lock is not None:
+            raise InvalidArgumentError("a shared producer's partition is not parked: it is followed under its lock")
+        self.active.park(sync=sync)
+
+    def unpark(self) -> None:
+        """Open the parked active segment's files again (cheap: no scan)."""
+        self.active.unpark()
+
     # -- shared appends --------------------------------------------------------------------------
 
     def refresh_quick(self) -> bool:

@@ -121,6 +121,9 @@ class SegmentWriter:
         self._broken: OSError | None = None
         self._index_read_fd = -1  # opened by tail_state (shared producers) when first needed
         self.closed = False
+        # Parked: the files closed, the position kept (``park``); None when open, else whether the
+        # segment is compact (which files ``unpark`` opens again).
+        self._parked_compact: bool | None = None
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -180,6 +183,8 @@ class SegmentWriter:
     def _check_usable(self) -> None:
         if self.closed:
             raise ValueError("the segment writer is closed")
+        if self._parked_compact is not None:
+            raise ValueError("the segment writer is parked (its files closed): unpark it before writing")
         if self._broken is not None:
             raise OSError(
                 self._broken.errno,
@@ -643,7 +648,10 @@ class SegmentWriter:
             self._broken = error
 
     def sync(self, *, data_only: bool = False) -> None:
-        """fdatasync ``.data`` (and, unless ``data_only``, the index files)."""
+        """fdatasync ``.data`` (and, unless ``data_only``, the index files); nothing for a parked
+        segment, whose files were synced when it was parked and not written since."""
+        if self._parked_compact is not None:
+            return
         self._check_usable()
         os.fdatasync(self._data_fd)
         if not data_only:
@@ -655,7 +663,13 @@ class SegmentWriter:
             os.fdatasync(self._index_fd)
 
     def file_state(self) -> SegmentFileState:
-        """Sizes and modification times of the open files (for the clean-close record)."""
+        """Sizes and modification times of the open files (for the clean-close record); a parked
+        segment's from the files' names."""
+        if self._parked_compact is not None:
+            state = SegmentFileState.of_files(self.directory, self.base_offset)
+            if state is None:
+                raise FileNotFoundError(f"the parked segment {self.base_offset} of {self.directory} lost its files")
+            return state
         self._check_usable()
         data, timeindex, index, tags = (
             fd_state(fd) for fd in (self._data_fd, self._timeindex_fd, self._index_fd, self._tagindex_fd)
@@ -668,14 +682,65 @@ class SegmentWriter:
         if self.closed:
             return
         self.closed = True
-        for fd in (
+        self._close_files()
+
+    def _close_files(self) -> None:
+        fds = (
             self._data_fd,
             self._timeindex_fd,
             self._tagindex_fd,
             self._keyindex_fd,
             self._index_fd,
             self._index_read_fd,
-        ):
+        )
+        # -1 first: a write that comes by mistake fails (EBADF) instead of reaching a file that
+        # reuses a descriptor's number.
+        self._data_fd = self._timeindex_fd = self._tagindex_fd = self._keyindex_fd = self._index_fd = -1
+        self._index_read_fd = -1
+        for fd in fds:
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+
+    # -- parking: a writer of more partitions than it may keep open -------------------------------
+
+    @property
+    def parked(self) -> bool:
+        """True while the files are closed by ``park``."""
+        return self._parked_compact is not None
+
+    def park(self, *, sync: bool = True) -> None:
+        """Write the buffered entries, fsync and close the files, keeping the position in memory:
+        ``unpark`` opens them again without a scan (nothing else writes the segment meanwhile: the
+        stream's one producer parked it). ``sync=False`` when nothing was written since the files
+        were last fsynced (buffered entries written here are fsynced all the same): a parked
+        segment's files are durable, as a clean close takes them to be. Only between writes
+        (RuntimeError with a batch waiting for its entries); parking twice is harmless. A failure
+        leaves the segment open."""
+        if self._parked_compact is not None or self.closed:
+            return
+        if self._pending is not None:
+            raise RuntimeError("a batch is waiting for its index entries: park the segment after it")
+        buffered = bool(self._time_buffer or self._tag_buffer or self._key_buffer)
+        self.flush_buffered_entries()
+        if sync or buffered:
+            self.sync()
+        self._parked_compact = self._timeindex_fd < 0
+        self._close_files()
+
+    def unpark(self) -> None:
+        """Open the files of a parked segment again (OSError, and still parked, if that fails)."""
+        compact = self._parked_compact
+        if compact is None or self.closed:
+            return
+        fds = open_writable(
+            self.directory,
+            self.base_offset,
+            create=False,
+            mode=self._mode,
+            key_index=self._key_buffer is not None,
+            compact=compact,
+        )
+        self._data_fd, self._timeindex_fd, self._index_fd, keyindex_fd, self._tagindex_fd = fds
+        self._keyindex_fd = -1 if keyindex_fd is None else keyindex_fd
+        self._parked_compact = None

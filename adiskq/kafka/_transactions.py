@@ -409,7 +409,7 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
     async def write_marker(topic: str, partition: int, markers: Markers) -> None:
         if not topics.exists(topic):
             return  # the topic was deleted with the transaction's records: nothing is left to end
-        async with gateway.partition_lock(topic, partition), topics.writing(topic) as producer:
+        async with gateway.partition_lock(topic, partition), topics.writing(topic, partition) as producer:
             await partition_writes.write_marker(
                 producer, partition, markers.producer_id, markers.epoch, markers.commit, COORDINATOR_EPOCH
             )

@@ -346,3 +346,68 @@ def test_many_partitions_in_one_transaction(differential: Differential) -> None:
     assert seen[UNCOMMITTED] == 17
     assert ("narrow", 1, 4, b"three") in seen[COMMITTED]
     assert seen["ends"] == {COMMITTED: [4] * 7 + [6], UNCOMMITTED: [4] * 7 + [6]}
+
+
+def test_parked_read_committed_fetch_waits_for_the_outcome(differential: Differential) -> None:
+    """A ``read_committed`` consumer already waiting at the end of the partition (its Fetch parked in
+    the long poll) when a transaction writes: it is given none of the transaction's records while it
+    is open, none once it aborts, and the next transaction's once that one commits."""
+
+    def scenario(side: Side) -> dict[str, Any]:
+        topic = side.name()
+        create(side, topic)
+        consumer = Consumer(
+            {
+                "bootstrap.servers": side.bootstrap,
+                "group.id": side.name("reader"),
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "isolation.level": COMMITTED,
+                "fetch.wait.max.ms": 500,
+            }
+        )
+        try:
+            consumer.assign([TopicPartition(topic, 0, 0)])
+
+            def poll_until_end() -> list[tuple[int, bytes | None]]:
+                got: list[tuple[int, bytes | None]] = []
+                while True:
+                    message = consumer.poll(DEADLINE)
+                    assert message is not None, f"no end of the partition within {DEADLINE} s"
+                    if message.error() is not None:
+                        return got
+                    got.append((message.offset(), message.value()))
+
+            def poll_for(seconds: float) -> list[tuple[int, bytes | None]]:
+                # The absence of records is what is observed: a window as long as several of the
+                # consumer's long polls, each answered as soon as the broker has anything for it.
+                got: list[tuple[int, bytes | None]] = []
+                ends = time.monotonic() + seconds
+                while (left := ends - time.monotonic()) > 0:
+                    message = consumer.poll(left)
+                    if message is not None and message.error() is None:
+                        got.append((message.offset(), message.value()))
+                return got
+
+            at_start = poll_until_end()  # an empty partition: its end, the Fetch then parks
+            producer = transactional_producer(side, side.name("txn"))
+            producer.begin_transaction()
+            produce_flushed(producer, topic, 0, [b"o0", b"o1", b"o2"])
+            while_open = poll_for(2.0)
+            producer.abort_transaction(DEADLINE)
+            after_abort = poll_for(2.0)
+            producer.begin_transaction()
+            produce_flushed(producer, topic, 0, [b"c0"])
+            producer.commit_transaction(DEADLINE)
+            after_commit = poll_until_end()
+        finally:
+            consumer.close()
+        return {
+            "at_start": at_start,
+            "while_open": while_open,
+            "after_abort": after_abort,
+            "after_commit": after_commit,
+        }
+
+    seen = differential.compare(scenario)
+    assert seen == {"at_start": [], "while_open": [], "after_abort": [], "after_commit": [(4, b"c0")]}

@@ -53,6 +53,7 @@ RECORD = re.compile(r"record (\d+) (\d+) ?(.*)")  # the value may be empty (a ma
 WRITTEN = re.compile(r"(.+):(\d+):(\d+)")  # a value a producer wrote: ID:K:J
 EVENT = re.compile(r"(begin|committing|committed|aborting|aborted|fatal) (\d+)\b")
 EXITED = "exited"  # the line the test adds when a worker's output ends
+STARTED = "started"  # the line the test adds once a worker (re)started is ready
 
 
 # --- processes ------------------------------------------------------------------------------------
@@ -92,6 +93,7 @@ class Worker:
             self.process.stdin.close()
             self.reading.join(DEADLINE)
             pytest.fail(f"{self.name} did not start:\n{self.log_path.read_text()[-3000:]}")
+        self.journal.add(self.name, STARTED)
 
     def _read(self, process: subprocess.Popen[str], ready: threading.Event) -> None:
         assert process.stdout is not None
@@ -119,10 +121,12 @@ class Worker:
     def restart_if_exited(self) -> bool:
         """Start it again if it exited on its own (a producer's fatal error); whether it had."""
         assert self.process is not None
-        if self.process.poll() is None:
+        if self.journal.lines[self.name][-1:] != [EXITED] and self.process.poll() is None:
             return False
+        self.process.wait(DEADLINE)  # its output ended: it is exiting
         assert self.process.stdin is not None
         self.process.stdin.close()
+        self.reading.join(DEADLINE)
         self.start()
         return True
 
@@ -167,7 +171,9 @@ class Journal:
     def wait_until(self, condition: Callable[[], bool], what: str) -> None:
         """Wait until ``condition()`` holds (checked at each new line)."""
         with self._changed:
-            assert self._changed.wait_for(condition, DEADLINE), f"not within {DEADLINE} s: {what}"
+            if not self._changed.wait_for(condition, DEADLINE):
+                tails = {name: lines[-4:] for name, lines in self.lines.items()}
+                pytest.fail(f"not within {DEADLINE} s: {what}; the workers' last lines: {tails}")
 
     def count(self, name: str) -> int:
         with self._changed:
@@ -267,7 +273,7 @@ def values_of(transaction: tuple[str, int]) -> set[str]:
     return {f"{producer}:{k}:{j}" for j in range(RECORDS)}
 
 
-def account(reader: str, records: list[tuple[int, int, str]], outcomes: Outcomes) -> dict[str, int]:
+def account(reader: str, records: list[tuple[int, int, str]], outcomes: Outcomes) -> dict[str, Any]:
     """What ``reader`` read against the outcomes: printed, and the counts returned."""
     at: dict[tuple[int, int], str] = {}
     conflicts = 0
@@ -303,7 +309,8 @@ def account(reader: str, records: list[tuple[int, int, str]], outcomes: Outcomes
                 out_of_order += 1
             last[producer] = (k, j)
     unknown = sum(1 for value in at.values() if WRITTEN.fullmatch(value) is None)
-    counts = {
+    counts: dict[str, Any] = {
+        "reader": reader,
         "records": len(at),
         "committed transactions": len(committed),
         "in doubt, all there": doubt_committed,
@@ -317,11 +324,11 @@ def account(reader: str, records: list[tuple[int, int, str]], outcomes: Outcomes
         "out of order": out_of_order,
         "records no producer wrote": unknown,
     }
-    print(f"{reader}: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
+    print(f"{reader}: " + ", ".join(f"{name} {count}" for name, count in counts.items() if name != "reader"))
     return counts
 
 
-def assert_exactly_once(counts: dict[str, int]) -> None:
+def assert_exactly_once(counts: dict[str, Any]) -> None:
     """Every committed transaction exactly once, nothing aborted, nothing torn, order kept."""
     for bad in (
         "duplicates",
@@ -332,7 +339,7 @@ def assert_exactly_once(counts: dict[str, int]) -> None:
         "out of order",
         "records no producer wrote",
     ):
-        assert counts[bad] == 0, f"{bad}: {counts[bad]}"
+        assert counts.get(bad, 0) == 0, f"{counts['reader']}, {bad}: {counts[bad]}"
     assert counts["committed transactions"] > 0
 
 
@@ -385,14 +392,23 @@ class Torture:
 
     def kill_at(self, worker: Worker, victim: Callable[[], None], pattern: str) -> None:
         """Wait for ``worker``'s next line matching ``pattern``, then kill ``victim`` at once. A
-        producer that exited meanwhile (a fatal error after a gateway restart) is started again."""
+        producer that exited meanwhile (a fatal error after a gateway restart) is started again,
+        whichever worker is waited for: without producers, no reader has anything to read."""
         after = self.journal.count(worker.name)
+        journal = self.journal
+
+        def exited() -> list[Worker]:
+            return [w for w in [*self.producers, worker] if journal.lines[w.name][-1:] == [EXITED]]
+
+        def matched() -> bool:
+            return any(re.fullmatch(pattern, line) for line in journal.lines[worker.name][after:])
+
         while True:
-            index, line = self.journal.wait_for(worker.name, f"{pattern}|{EXITED}", after)
-            if line != EXITED:
+            journal.wait_until(lambda: matched() or bool(exited()), f"{worker.name} printed {pattern!r}")
+            if matched():
                 break
-            worker.restart_if_exited()
-            after = index + 1
+            for stopped in exited():
+                stopped.restart_if_exited()
         victim()
         for producer in self.producers:
             producer.restart_if_exited()
@@ -438,7 +454,7 @@ def library_read(stream: pathlib.Path) -> list[tuple[int, int, str]]:
     return anyio.run(main)
 
 
-def final_reads(torture: Torture, outcomes: Outcomes, side: Side) -> Iterator[dict[str, int]]:
+def final_reads(torture: Torture, outcomes: Outcomes, side: Side) -> Iterator[dict[str, Any]]:
     """The accounting of a fresh read_committed consumer and, on the gateway, a fresh library read."""
     seen = read_to_end(side, [(torture.topic, p) for p in range(PARTITIONS)], COMMITTED)
     yield account("fresh read_committed consumer", [(p, o, v.decode()) for _t, p, o, _k, v in seen], outcomes)
