@@ -143,6 +143,7 @@ def _torture(
     seconds: float,
     between: Callable[[int], None] = lambda _: None,
     replication_factor: int = 1,
+    cluster: str = "Kafka",
 ) -> None:
     rng = random.Random(seed)
     stream = os.path.join(tmp_path, "orders")
@@ -214,7 +215,7 @@ def _torture(
     moments, forward_progress = results["forward"]
     back_moments, back_progress = results["backward"]
     print(
-        f"\nseed {seed}: {writers} writers x {per_writer:,} messages. To Kafka: {kills} SIGKILLs, "
+        f"\nseed {seed}: {writers} writers x {per_writer:,} messages. To {cluster}: {kills} SIGKILLs, "
         f"{_kills(moments, forward_progress)}; then {_last_line(finished)!r}; {len(records):,} records in "
         f"{topic}, each exactly once, keys in order . Back: {kills} SIGKILLs, "
         f"{_kills(back_moments, back_progress)}; then {_last_line(finished_back)!r}; the stream holds "
@@ -249,6 +250,7 @@ def test_killed_mirrors_to_the_gateway_ship_each_message_exactly_once(
                 kills=3,
                 seed=seed,
                 seconds=4.0,
+                cluster=f"the gateway ({backend})",
             )
 
 
