@@ -29,8 +29,9 @@ gateway writes through this module, and only through it:
   transaction is appended to the segment's ``.txnindex`` (``_storage/txn_index.py``) before that;
 - for a Kafka Fetch: ``last_stable_offset(producer, partition)`` (the first offset of the oldest
   transaction still open, or the partition's end), ``aborted_transactions(producer, partition,
-  first_offset, last_offset)`` from the ``.txnindex`` files, and ``open_transactions``, the open
-  transactions found in the data (what the gateway's start aborts).
+  first_offset, last_offset)`` from the ``.txnindex`` files, and ``open_transactions`` (with
+  ``open_transactions_with_epochs``, their records' epochs), the open transactions found in the data
+  (what the gateway's start aborts when its coordinator's state is gone).
 
 ``records`` is a run of encoded records (``EncodedRun``), written as it is, or ``Record``s to
 encode (records the mapping took apart, or a stream that compresses its values, whose records must
@@ -72,6 +73,7 @@ __all__ = [
     "is_parked",
     "last_stable_offset",
     "open_transactions",
+    "open_transactions_with_epochs",
     "opened",
     "park",
     "unpark",
@@ -226,6 +228,12 @@ def open_transactions(producer: Producer[str | bytes, bytes], partition: int) ->
     """The transactions of ``partition`` that wrote records and have no marker yet: producer id to
     the offset of its first record, from the data (scanned once, then from where it stopped)."""
     return dict(_transactions(producer, partition).open.catch_up())
+
+
+def open_transactions_with_epochs(producer: Producer[str | bytes, bytes], partition: int) -> dict[int, tuple[int, int]]:
+    """``open_transactions`` with each one's epoch (its records'): producer id to (first offset,
+    epoch), what an abort marker for a transaction no coordinator knows of takes."""
+    return _transactions(producer, partition).open.catch_up_with_epochs()
 
 
 def last_stable_offset(producer: Producer[str | bytes, bytes], partition: int) -> int:
