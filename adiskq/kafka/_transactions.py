@@ -111,7 +111,7 @@ class TransactionService:
         store_offsets: OffsetStore,
         *,
         clock: Callable[[], int] = now_ms,
-        abort_open_in_data: Callable[[], Awaitable[None]] | None = None,
+        abort_open_in_data: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self.path = os.path.join(root, STATE_FILE)
         self.state_found = False  # whether ``load`` found a state file
@@ -327,13 +327,15 @@ class TransactionService:
     async def recover(self) -> None:
         """At the start: carry out every decision stored in a Prepare state and abort every open
         transaction (a failed write is left to ``run``). Without a state file, the transactions the
-        data holds open are aborted instead (a failed write raises: the gateway does not start)."""
+        data holds open are aborted instead (a failed write raises: the gateway does not start), and
+        the state is stored so that the next start need not look again, unless no topic could hold a
+        transaction (a root with no such topic is left as it was)."""
         if not self.state_found and self._abort_open_in_data is not None:
-            await self._abort_open_in_data()
-            try:
-                await self.save()
-            except OSError as error:  # the next start looks in the data again, which is just slower
-                logger.warning("adiskq: the transaction state could not be stored (%s)", error)
+            if await self._abort_open_in_data():
+                try:
+                    await self.save()
+                except OSError as error:  # the next start looks in the data again, which is just slower
+                    logger.warning("adiskq: the transaction state could not be stored (%s)", error)
             self.state_found = True
         endings = self.coordinator.recover()
         if endings and await self._prepared(endings):
@@ -419,11 +421,14 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
         if topics.exists(topic):
             await groups_of(gateway).commit(group, topic, offsets)
 
-    async def abort_open_in_data() -> None:
+    async def abort_open_in_data() -> bool:
         # No coordinator state: any transaction the data holds open is one no client can still end.
+        # True if a topic could hold one (its data was looked at).
+        looked = False
         for topic in topics.names():
             if not topics.reader(topic).settings.holds_transactions:
                 continue  # a format before transactions holds none
+            looked = True
             for partition in range(topics.partition_count(topic, fresh=True)):
                 async with gateway.partition_lock(topic, partition), topics.writing(topic) as producer:
                     found = await anyio.to_thread.run_sync(
@@ -443,6 +448,7 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
                             producer, partition, producer_id, epoch, False, COORDINATOR_EPOCH
                         )
                         service.open.ended(topic, partition, producer_id)
+        return looked
 
     service = TransactionService(
         topics.root,
