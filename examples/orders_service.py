@@ -14,11 +14,12 @@ restarted service would. The program never asks which backend it runs on.
 from __future__ import annotations
 
 import argparse
+import json
 
 import anyio
 
 import adiskq
-from adiskq.serializers import json_deserializer, json_serializer
+from adiskq.serializers import json_serializer
 
 GROUP = "billing"
 
@@ -34,7 +35,7 @@ async def take_orders(where: str, count: int) -> None:
 async def bill(where: str) -> tuple[int, int, int]:
     """Bill every order not billed yet; return (orders billed, cents billed, orders refused)."""
     billed = cents = refused = 0
-    async with adiskq.ConsumerGroup(where, GROUP, end="close", value_deserializer=json_deserializer) as group:
+    async with adiskq.ConsumerGroup(where, GROUP, end="close", value_deserializer=json.loads) as group:
         async for message in group:
             order = message.value
             if order["cents"] < 0:

@@ -68,6 +68,9 @@ class KafkaConsumer(Consumer[Any, Any]):
         self._ends: dict[int, int | None] = {}  # partition -> end offset (exclusive), None: follow
         self._done: set[int] = set()
         self._polled: list[Message[bytes, bytes]] = []
+        # Held while a worker thread uses the client to read, and by closing: librdkafka's consumer
+        # must not be closed under a poll.
+        self._client_lock = anyio.Lock()
         _Reader.__init__(self)
 
     _closed_message = "this consumer was closed; open a new Consumer"
@@ -124,7 +127,8 @@ class KafkaConsumer(Consumer[Any, Any]):
             return
         self._mark_closed()
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._reading_state.close)
+            async with self._client_lock:
+                await anyio.to_thread.run_sync(self._reading_state.close)
 
     def _release(self) -> None:
         self._reading_state.close()
@@ -150,7 +154,10 @@ class KafkaConsumer(Consumer[Any, Any]):
                     return self._hand_out([], max_messages)
                 if len(self._done) == len(self._ends):
                     return []
-                messages = await anyio.to_thread.run_sync(self._poll, max_messages)
+                async with self._client_lock:  # closing waits for this poll (at most _POLL_SECONDS)
+                    if self.closed:
+                        raise ClosedError(self._closed_while_reading)
+                    messages = await anyio.to_thread.run_sync(self._poll, max_messages)
                 if messages:
                     return self._hand_out(messages, max_messages)
         finally:

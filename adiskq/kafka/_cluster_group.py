@@ -114,6 +114,9 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         self._raw_of_batch: dict[tuple[int, int], tuple[bytes, bytes]] = {}
         self._dead_letter_client: confluent_kafka.Producer | None = None
         self._polled: list[Message[bytes, bytes]] = []
+        # Held while a worker thread uses the client to read, and by closing: librdkafka's consumer
+        # must not be closed under a poll.
+        self._client_lock = anyio.Lock()
         _Reader.__init__(self)
 
     _closed_message = "this consumer group was closed; open a new ConsumerGroup"
@@ -217,7 +220,8 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         self._mark_closed()
         try:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._close_client)
+                async with self._client_lock:
+                    await anyio.to_thread.run_sync(self._close_client)
         finally:
             self._held.clear()
             self._note_assignment_change()
@@ -262,7 +266,10 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
                 if self._group_ends and self._assigned and self._held <= self._done:
                     return []
                 held = frozenset(self._held)
-                messages = await anyio.to_thread.run_sync(self._poll, max_messages)
+                async with self._client_lock:  # closing waits for this poll (at most _POLL_SECONDS)
+                    if self.closed:
+                        raise ClosedError(self._closed_while_reading)
+                    messages = await anyio.to_thread.run_sync(self._poll, max_messages)
                 if self._held != held:  # a rebalance ran in the poll: wake assignments()
                     self._note_assignment_change()
                 if messages:
@@ -346,8 +353,9 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
 
     @property
     def committed(self) -> dict[int, int]:
-        """Partition -> offset committed to Kafka by this member (or found there when it got the partition)."""
-        return dict(self._stored)
+        """Partition -> next offset, as committed (committed to Kafka or still pending), for the partitions held."""
+        marks = {**self._stored, **self._pending}
+        return {partition: offset for partition, offset in marks.items() if partition in self._held}
 
     async def flush(self) -> None:
         """Commit the marks to Kafka now."""

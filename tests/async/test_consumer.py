@@ -284,10 +284,10 @@ async def test_closed_consumer_raises_closed_error(stream_path: str) -> None:
             pass
 
 
-async def test_closing_wakes_a_waiting_reader_with_closed_error(stream_path: str) -> None:
+async def test_closing_wakes_a_waiting_reader_with_closed_error(where: Where) -> None:
     """A task waiting for messages gets ClosedError when another task closes the consumer."""
-    with Writer(stream_path):
-        pass
+    stream_path = where.new()
+    await write(stream_path, [])
     errors: list[BaseException] = []
     async with adiskq.Consumer(stream_path, poll_interval=60) as consumer:
 

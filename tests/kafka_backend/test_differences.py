@@ -9,7 +9,8 @@ import pathlib
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 from support.backends import Where
 
 import adiskq
