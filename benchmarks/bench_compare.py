@@ -505,6 +505,8 @@ def keyed_rows(
     ]
     for metric in KEYED_METRICS:
         key, higher, peer_metric, target = metric.key, metric.higher, metric.peers_key, metric.target
+        if counts and metric.workload not in counts:
+            continue  # not run (a --workloads subset): the peers' figure it borrows would stand alone
         if not any(key in summary.get(core, {}) for core in cores) and not any(
             peer_metric in summary.get(peer, {}) for peer in others
         ):
@@ -675,13 +677,13 @@ def go_diskq_results_section(report: dict[str, Any], rows: list[list[str]]) -> s
     return "\n".join(
         [
             GO_BEGIN,
-            f"Made by `{meta['command']}` on {meta['date']} ({runs} runs; {meta['elapsed_s']:.0f} s), the same run "
-            "as the distinct-key table above.",
+            f"Made by `{meta['command']}` on {meta['date']} ({runs} runs; {meta['elapsed_s']:.0f} s), in the same "
+            "run as that command's distinct-key table, every peer measured back to back in each run.",
             f"Machine: {facts['cpus']} × {facts['cpu']}, Linux {facts['kernel']}, {load}; Python {facts['python']}, "
             f"{go.get('go', '?')}, go-diskq at commit {go.get('go_diskq_commit', '?')} (a clone given by "
             f"--go-diskq-src or ${GO_DISKQ_SRC_VARIABLE}; one partition, its other settings at their defaults).",
             "",
-            "The workloads of the table above that go-diskq has (it pushes one message at a time and never "
+            "The workloads of the distinct-key table that go-diskq has (it pushes one message at a time and never "
             "fsyncs, so it sits out W2 and W3), measured the same way: each figure the median over runs; "
             "in brackets the median of each run's own ratio adiskq ÷ go-diskq, then the lowest and highest "
             "of those ratios (for msg/s above 1× means adiskq faster; for latency and memory below 1× "
