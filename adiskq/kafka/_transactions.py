@@ -327,7 +327,8 @@ class TransactionService:
     async def recover(self) -> None:
         """At the start: carry out every decision stored in a Prepare state and abort every open
         transaction (a failed write is left to ``run``). Without a state file, the transactions the
-        data holds open are aborted instead (a failed write raises: the gateway does not start)."""
+        data holds open are aborted instead (a topic that cannot be searched, or a marker that cannot
+        be written, stops the start: TransactionCoordinatorStateError saying what to do)."""
         if not self.state_found and self._abort_open_in_data is not None:
             await self._abort_open_in_data()
             try:
@@ -422,27 +423,37 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
     async def abort_open_in_data() -> None:
         # No coordinator state: any transaction the data holds open is one no client can still end.
         for topic in topics.names():
-            if not topics.reader(topic).settings.holds_transactions:
-                continue  # a format before transactions holds none
-            for partition in range(topics.partition_count(topic, fresh=True)):
-                async with gateway.partition_lock(topic, partition), topics.writing(topic) as producer:
-                    found = await anyio.to_thread.run_sync(
-                        partition_writes.open_transactions_with_epochs, producer, partition
+            try:
+                await abort_open_in_topic(topic)
+            except Exception as error:
+                raise TransactionCoordinatorStateError(
+                    f"{os.path.join(topics.root, STATE_FILE)} is missing, so the start looks for transactions "
+                    f"left open in every topic's data, and topic {topic!r} could not be searched ({error}); "
+                    "repair the topic (`adiskq check --repair`) or move its folder out of the root, then start again"
+                ) from error
+
+    async def abort_open_in_topic(topic: str) -> None:
+        if not topics.reader(topic).settings.holds_transactions:
+            return  # a format before transactions holds none
+        for partition in range(topics.partition_count(topic, fresh=True)):
+            async with gateway.partition_lock(topic, partition), topics.writing(topic) as producer:
+                found = await anyio.to_thread.run_sync(
+                    partition_writes.open_transactions_with_epochs, producer, partition
+                )
+                for producer_id, (first, epoch) in sorted(found.items()):
+                    logger.warning(
+                        "adiskq: no transaction state (%s) but a transaction of producer id %d open in "
+                        "%s/%d from offset %d; aborted",
+                        STATE_FILE,
+                        producer_id,
+                        topic,
+                        partition,
+                        first,
                     )
-                    for producer_id, (first, epoch) in sorted(found.items()):
-                        logger.warning(
-                            "adiskq: no transaction state (%s) but a transaction of producer id %d open in "
-                            "%s/%d from offset %d; aborted",
-                            STATE_FILE,
-                            producer_id,
-                            topic,
-                            partition,
-                            first,
-                        )
-                        await partition_writes.write_marker(
-                            producer, partition, producer_id, epoch, False, COORDINATOR_EPOCH
-                        )
-                        service.open.ended(topic, partition, producer_id)
+                    await partition_writes.write_marker(
+                        producer, partition, producer_id, epoch, False, COORDINATOR_EPOCH
+                    )
+                    service.open.ended(topic, partition, producer_id)
 
     service = TransactionService(
         topics.root,
