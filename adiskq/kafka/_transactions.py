@@ -52,6 +52,8 @@ import anyio.to_thread
 
 from .._async import partition_writes
 from .._storage.files import atomic_write_json, fsync_dir, read_json
+from .._storage.partition_reader import PartitionReader
+from .._storage.transaction_outcomes import OpenTransactions as OpenTransactionsInData
 from ._core import GatewayCore
 from ._groups import groups_of
 from ._transactional_fetch import OpenTransactions
@@ -436,6 +438,12 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
         if not topics.reader(topic).settings.holds_transactions:
             return  # a format before transactions holds none
         for partition in range(topics.partition_count(topic, fresh=True)):
+            # Searched through a reader: the topic's writer is opened only to end what is found
+            # (another process may hold the stream, as a library producer beside the gateway does).
+            directory = topics.reader(topic).partition(partition).directory
+            search = OpenTransactionsInData(PartitionReader(directory, partition))
+            if not await anyio.to_thread.run_sync(search.catch_up):
+                continue
             async with gateway.partition_lock(topic, partition), topics.writing(topic) as producer:
                 found = await anyio.to_thread.run_sync(
                     partition_writes.open_transactions_with_epochs, producer, partition
