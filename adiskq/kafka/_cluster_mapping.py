@@ -72,7 +72,13 @@ def _header_list(headers: Mapping[str, bytes] | None) -> KafkaHeaders:
         if not isinstance(name, str):
             raise TypeError(f"header names are str, not {type(name).__name__}: {name!r}")
         if value is not None and not isinstance(value, bytes):
-            raise TypeError(f"header values are bytes, not {type(value).__name__} (header {name!r})")
+            # A local stream takes any buffer (a bytearray, a view of wider items): the same here,
+            # as all of its bytes, so one push reads back alike on both backends.
+            if not isinstance(value, bytearray | memoryview):
+                raise TypeError(
+                    f"header values are bytes, not {type(value).__name__} (header {name!r}); encode text with .encode()"
+                )
+            value = bytes(value)
         checked.append((name, value))
     return checked
 
