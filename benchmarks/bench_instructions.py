@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import shutil
-import subprocess
 import sys
+
+import callgrind
 
 SETUP = """
 import os
@@ -91,17 +90,7 @@ CORES = {"compiled": {}, "python": {"ADISKQ_NO_EXTENSIONS": "1"}}
 
 
 def instructions(code: str, env: dict[str, str]) -> int:
-    result = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env, "PYTHONHASHSEED": "0"},
-        check=True,
-    )
-    found = re.search(r"Collected : (\d+)", result.stderr)
-    if found is None:
-        raise RuntimeError(f"callgrind printed no count:\n{result.stderr[-2000:]}")
-    return int(found.group(1))
+    return callgrind.count([sys.executable, "-c", code], env={**os.environ, **env, "PYTHONHASHSEED": "0"})
 
 
 def per_record(path: str, core: str, records: int) -> float:
@@ -117,9 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--paths", default=",".join(PATHS), help="subset of: " + ", ".join(PATHS))
     args = parser.parse_args(argv)
-    if shutil.which("valgrind") is None:
-        print("valgrind is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
-        return 1
+    callgrind.require()
     print(f"instructions per record, {args.records:,} records, 100-byte values, 12-byte keys")
     print(f"{'path':<10} {'compiled':>10} {'python':>10} {'ratio':>7}")
     for path in args.paths.split(","):
