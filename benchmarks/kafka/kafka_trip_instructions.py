@@ -1,8 +1,8 @@
 """The gateway's cost of one produce/fetch round trip of a small batch, request by request.
 
-    python benchmarks/kafka_trip_instructions.py                 # CPU time a trip (psutil), 2,000 trips
-    python benchmarks/kafka_trip_instructions.py --callgrind     # instructions a trip (valgrind), 200 trips
-    python benchmarks/kafka_trip_instructions.py --server floor  # the same requests to kafka_trip_floor.py
+    python benchmarks/kafka/kafka_trip_instructions.py                 # CPU time a trip (psutil), 2,000 trips
+    python benchmarks/kafka/kafka_trip_instructions.py --callgrind     # instructions a trip (valgrind), 200 trips
+    python benchmarks/kafka/kafka_trip_instructions.py --server floor  # the same requests to kafka_trip_floor.py
 
 Starts ``adiskq serve`` (under ``valgrind --tool=callgrind --instr-atstart=no`` with ``--callgrind``)
 and replays, over two plain sockets, the requests librdkafka 2.16 sends in ``bench_kafka.py``'s round
@@ -41,6 +41,10 @@ import time
 from typing import Any
 
 import psutil
+
+# benchmarks/, for the modules the benchmarks share (callgrind.py, compare/, bench_codec.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from callgrind import MISSING, instrument, totals, zero
 from callgrind import command as callgrind_command
 from kio.schema.fetch.v16.request import FetchPartition, FetchRequest, FetchTopic, ReplicaState

@@ -6,8 +6,8 @@ N records and with none; the difference over N is the path's cost per record, st
 Both cores run in the same invocation: the compiled one, and the pure-Python reference
 (``ADISKQ_NO_EXTENSIONS=1``), which is what every path ran before the compiled core.
 
-    python benchmarks/bench_instructions.py            # 20,000 records a path
-    python benchmarks/bench_instructions.py --records 2000 --paths decode
+    python benchmarks/instructions/bench_instructions.py            # 20,000 records a path
+    python benchmarks/instructions/bench_instructions.py --records 2000 --paths decode
 
 Paths (100-byte values, a distinct 12-byte key per record): ``encode`` (a batch of records),
 ``push_many`` (the producer's encoding of Records: placement, key hash, record, receipts), ``decode``
@@ -25,6 +25,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+
+# benchmarks/, for the modules the benchmarks share (callgrind.py, compare/, bench_codec.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import callgrind
 

@@ -12,8 +12,8 @@ a 100-byte value, one key), ``push_many`` (batches of 1,000 Records), ``async fo
 ``batches()`` (a one-partition stream of N messages read back with ``Consumer(path)``), ``follow``
 (a ``Consumer(path)`` in the producer's event loop, woken for each of N pushes).
 
-    python benchmarks/bench_checkouts.py --base ../main              # 20,000 messages a workload
-    python benchmarks/bench_checkouts.py --base ../main --messages 2000 --workloads push
+    python benchmarks/instructions/bench_checkouts.py --base ../main              # 20,000 messages a workload
+    python benchmarks/instructions/bench_checkouts.py --base ../main --messages 2000 --workloads push
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
+# benchmarks/, for the modules the benchmarks share (callgrind.py, compare/, bench_codec.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import callgrind
 
@@ -132,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     callgrind.require()
     if args.messages < 1000 or args.messages % 1000:
         parser.error("--messages: a positive multiple of 1,000")
-    this = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    this = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     print(f"instructions per message, {args.messages:,} messages; this checkout over {args.base}:")
     for checkout in (args.base, this):
         print(f"  {checkout}: adiskq from {imported_from(checkout)}")
