@@ -25,6 +25,7 @@ from ._errors import PartialWriteError as PartialWriteError
 from ._errors import SettingsMismatchError as SettingsMismatchError
 from ._errors import StreamLockedError as StreamLockedError
 from ._errors import StreamNotFoundError as StreamNotFoundError
+from ._errors import UnsupportedFeatureError as UnsupportedFeatureError
 from ._sansio import core as _core
 from ._sansio.values import GroupMember as GroupMember
 from ._sansio.values import Headers as Headers
@@ -43,13 +44,14 @@ if TYPE_CHECKING:
     from ._async.consumer import Consumer as Consumer
     from ._async.group import ConsumerGroup as ConsumerGroup
     from ._async.producer import Producer as Producer
+    from ._group_functions import delete_group as delete_group
+    from ._group_functions import lag as lag
+    from ._group_functions import reset_offsets as reset_offsets
+    from ._sansio.capabilities import capabilities as capabilities
     from ._storage.api import find as find
     from ._storage.api import offset_for_time as offset_for_time
     from ._storage.api import read as read
     from ._storage.api import stats as stats
-    from ._storage.group_api import delete_group as delete_group
-    from ._storage.group_api import lag as lag
-    from ._storage.group_api import reset_offsets as reset_offsets
 
 __version__ = "0.2.0.dev0"
 
@@ -89,12 +91,13 @@ _LAZY = {
     "Consumer": "._async.consumer",
     "ConsumerGroup": "._async.group",
     "Producer": "._async.producer",
-    "delete_group": "._storage.group_api",
+    "capabilities": "._sansio.capabilities",
+    "delete_group": "._group_functions",
     "find": "._storage.api",
-    "lag": "._storage.group_api",
+    "lag": "._group_functions",
     "offset_for_time": "._storage.api",
     "read": "._storage.api",
-    "reset_offsets": "._storage.group_api",
+    "reset_offsets": "._group_functions",
     "stats": "._storage.api",
 }
 
@@ -147,8 +150,10 @@ __all__ = [
     "StreamLockedError",
     "StreamNotFoundError",
     "StreamStats",
+    "UnsupportedFeatureError",
     "VacuumReport",
     "WriterInfo",
+    "capabilities",
     "delete_group",
     "find",
     "lag",

@@ -58,6 +58,7 @@ __all__ = [
     "SettingsMismatchError",
     "StreamLockedError",
     "StreamNotFoundError",
+    "UnsupportedFeatureError",
 ]
 
 
@@ -312,6 +313,26 @@ class InvalidNameError(Error, ValueError):
 
 class InvalidArgumentError(Error, ValueError):
     """An argument out of range: partitions, segment size, retention, a partition the stream lacks."""
+
+
+class UnsupportedFeatureError(InvalidArgumentError):
+    """A feature asked of a backend that does not have it: a local stream's feature on a Kafka
+    topic (``kafka://``), or the other way round. Raised when the producer, reader or function is
+    made (or opened, where the answer is the cluster's), never in the middle of a stream.
+
+    ``feature`` names what was asked, ``backend`` is ``"local"`` or ``"kafka"``, and ``instead``
+    says what to use; ``adiskq.capabilities(path_or_url)`` lists every feature of a backend.
+    """
+
+    def __init__(self, feature: str, backend: str, instead: str) -> None:
+        self.feature = feature
+        self.backend = backend
+        self.instead = instead
+        where = "a Kafka topic (kafka://)" if backend == "kafka" else "a local stream"
+        super().__init__(f"{feature} is not available on {where}: {instead}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (self.feature, self.backend, self.instead)
 
 
 class PartialWriteError(Error, OSError):

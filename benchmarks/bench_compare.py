@@ -34,7 +34,9 @@ consumer counted in the timed span (adiskq, SQLite WAL and Redis Streams only), 
 
 The keyed table shows each adiskq core's ratio to the best peer and whether it meets its target.
 ``adiskq-trio`` is the compiled core on Trio, ``adiskq-py`` adiskq run with ``ADISKQ_NO_EXTENSIONS=1``
-(the pure-Python core). go-diskq is not among the peers (no Go toolchain here).
+(the pure-Python core). go-diskq is not among the peers: the machines have Go, but Go's module
+proxy, the one source of Go modules they reach, refuses github.com/wcharczuk/go-diskq (403, "not
+available"), so no build of it can be pinned.
 
     python benchmarks/bench_compare.py                  # everything: medians of 5 (keyless), 3 (keyed)
     python benchmarks/bench_compare.py --keyed          # the distinct-key table alone, medians of 3

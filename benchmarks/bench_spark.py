@@ -1,4 +1,6 @@
-"""Spark batch reads of an adiskq stream, beside Spark reading the same rows from Parquet, in one run.
+"""Spark batch reads of an adiskq stream, beside Spark reading the same rows from Parquet and through
+Spark's own Kafka connector (``format("kafka")``) from the Kafka gateway and from Apache Kafka, in one
+run.
 
 The same rows (100-byte values, 12-byte keys, timestamps, no headers) are written once as an adiskq
 stream (2 partitions, written through the storage layer) and once as Parquet (snappy, one file per
@@ -6,31 +8,38 @@ partition, with the same six columns). A third peer, ``null-source``, is a Pytho
 reads nothing: it hands Spark one ready-made Arrow batch of the same schema over and over, in as
 many tasks. It measures what Spark's Python data source machinery alone costs (moving Arrow batches
 from Python workers into the JVM, and turning them into rows there): no Python data source can read
-faster. Spark runs on ``local[2]`` and reads each the same ways:
+faster. Two more peers read the same rows with Spark's Kafka connector (spark-sql-kafka-0-10 at
+the installed PySpark's version, the test suite's pinned jars), the job that reads any Kafka topic:
+``kafka-gateway`` from the Kafka gateway (``adiskq serve`` in a process of its own, serving the very
+stream the adiskq peer reads), ``apache-kafka`` from one Apache Kafka node on this machine (the test
+suite's, 4.4 KRaft, ``-Xmx512m``; a topic of 2 partitions produced with the same keys, values and
+partitions). Spark runs on ``local[2]`` and reads each the same ways:
 
 * ``scan``: every column of every row materialised (``df.write.format("noop")``), the whole cost of
   a read;
 * ``sum``: ``sum(length(value))``, which lets Parquet skip the columns it does not need.
 
-It reports the median rows per second of each, the ratios adiskq / Parquet and adiskq / null-source,
-and the CPU time the
+It reports the median rows per second of each, each peer's ratio to adiskq's, and the CPU time the
 query took in Spark's processes (the JVM and its Python workers) per row: on a machine shared with
-other work, wall-clock rates move with the load, while CPU time per row mostly does not.
+other work, wall-clock rates move with the load, while CPU time per row mostly does not. (The Kafka
+peers' brokers run outside Spark: their CPU is not in that column.)
 
-    python benchmarks/bench_spark.py                # 10 million rows, medians of 5
-    python benchmarks/bench_spark.py --quick        # 20,000 rows, for the test suite
+    python benchmarks/bench_spark.py                # 10 million rows, medians of 5, all five peers
+    python benchmarks/bench_spark.py --no-kafka     # adiskq, Parquet and null-source only
+    python benchmarks/bench_spark.py --quick        # 20,000 rows, once: checks that it all runs
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import psutil
@@ -50,6 +59,8 @@ from adiskq._storage.stream import StreamWriter
 from adiskq.spark import SCHEMA
 from adiskq.spark._arrow import ARROW_SCHEMA
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.join(os.path.dirname(HERE), "tests")  # the Kafka jars' and Apache Kafka's support
 VALUE_BYTES = 100
 KEYS = [f"customer-{i:03d}".encode() for i in range(1000)]  # 12 bytes each
 START_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z
@@ -176,8 +187,65 @@ def total_length(df: DataFrame, expected: int) -> Callable[[], object]:
     return run
 
 
-def run(spark: SparkSession, rows: int, repeat: int, root: str) -> dict[str, tuple[float, float]]:
-    """Write the data under ``root``, time both peers, print the table; workload -> (adiskq, parquet) rows/s."""
+def produce_rows(bootstrap: str, topic: str, rows: int, stream: str) -> None:
+    """The stream's rows (keys, values, partitions, millisecond timestamps) into a new topic of
+    Apache Kafka, every one acknowledged."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the creation is answered
+    # The rows are timestamped in January 2026: Kafka's default retention (7 days) would delete them
+    # at its next check (every 5 minutes) while the benchmark runs.
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={"retention.ms": "-1"})])[topic].result(60)
+    failures: list[object] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.num.messages": 10_000,
+            "queue.buffering.max.kbytes": 1 << 20,
+        }
+    )
+    value = adiskq.read(stream, 0, 0).value  # write_stream's one value
+    for partition in range(PARTITIONS):
+        count = rows // PARTITIONS + (partition < rows % PARTITIONS)
+        for i in range(count):
+            while True:
+                try:
+                    producer.produce(
+                        topic,
+                        value,
+                        KEYS[i % 1000],
+                        partition=partition,
+                        timestamp=(START_NS + i * 1000) // 1_000_000,
+                        on_delivery=lambda error, _: failures.append(error) if error else None,
+                    )
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    producer.poll(0.1)
+    if producer.flush(300) or failures:
+        raise RuntimeError(f"Apache Kafka did not take every row: {failures[:3]}")
+
+
+def kafka_source(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
+    """Spark's own Kafka connector reading ``topic`` whole (a batch read)."""
+    return (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .load()
+    )
+
+
+def run(
+    spark: SparkSession, rows: int, repeat: int, root: str, kafka: dict[str, str] | None = None
+) -> dict[str, dict[str, float]]:
+    """Write the data under ``root``, time every peer, print the table; workload -> peer -> median
+    rows/s. ``kafka``: the Kafka connector's peers, by name, as ``bootstrap`` of a Kafka gateway
+    serving ``root`` (``kafka-gateway``) or of Apache Kafka (``apache-kafka``); the session must
+    carry the connector's jars then."""
     adiskq.spark.register(spark)
     stream, parquet = os.path.join(root, "stream"), os.path.join(root, "parquet")
     started = time.perf_counter()
@@ -195,6 +263,15 @@ def run(spark: SparkSession, rows: int, repeat: int, root: str) -> dict[str, tup
         .option("tasks", str(adiskq_df.rdd.getNumPartitions()))
         .load(),
     }
+    for name, bootstrap in (kafka or {}).items():
+        if name == "kafka-gateway":  # the gateway serves root: the topic is the adiskq peer's stream
+            sources[name] = kafka_source(spark, bootstrap, "stream")
+        else:
+            topic = f"bench-spark-{os.getpid()}-{time.monotonic_ns()}"  # a node may outlive this run
+            started = time.perf_counter()
+            produce_rows(bootstrap, topic, rows, stream)
+            print(f"{rows:,} rows produced to {name} in {time.perf_counter() - started:.1f} s")
+            sources[name] = kafka_source(spark, bootstrap, topic)
     expected_length = rows * VALUE_BYTES
     workloads = {name: {"scan": scan(df), "sum": total_length(df, expected_length)} for name, df in sources.items()}
     for actions in workloads.values():  # warm up: the first query starts the Python workers and the JIT
@@ -212,24 +289,53 @@ def run(spark: SparkSession, rows: int, repeat: int, root: str) -> dict[str, tup
     def median(table: dict[tuple[str, str], list[float]], name: str, workload: str) -> float:
         return statistics.median(table[name, workload])
 
-    medians = {
-        workload: (median(rates, "adiskq", workload), median(rates, "parquet", workload))
-        for workload in ("scan", "sum")
-    }
+    names = list(sources)
+    medians = {workload: {name: median(rates, name, workload) for name in names} for workload in ("scan", "sum")}
     load = os.getloadavg()[0]
     print(f"Spark {spark.version}, local[2], {os.cpu_count()} CPUs, median of {repeat}, load average {load:.1f}")
-    print("rows/s (wall clock), and CPU ns per row in Spark's JVM and Python workers:")
-    names = list(sources)
-    print(f"{'workload':<10}" + "".join(f"{name + ' rows/s':>20}" for name in names), end="")
-    print(f"{'adiskq/parquet':>16}{'adiskq/null-source':>20}" + "".join(f"{name + ' CPU':>17}" for name in names))
+    print("rows/s (wall clock), each peer's ratio to adiskq's, and CPU ns per row in Spark's JVM and Python workers:")
+    print(f"| workload | {' | '.join(f'{name} rows/s' for name in names)} | {' | '.join(f'{n} CPU' for n in names)} |")
+    print("|---" * (1 + 2 * len(names)) + "|")
     for workload in ("scan", "sum"):
-        row = {name: median(rates, name, workload) for name in names}
-        line = f"{workload:<10}" + "".join(f"{row[name]:>20,.0f}" for name in names)
-        line += f"{row['adiskq'] / row['parquet']:>16.2f}{row['adiskq'] / row['null-source']:>20.2f}"
-        line += "".join(f"{median(cpu, name, workload):>17,.0f}" for name in names)
-        print(line)
+        row = medians[workload]
+        cells = [f"{row['adiskq']:,.0f}"] + [f"{row[n]:,.0f} ({row[n] / row['adiskq']:.2f}×)" for n in names[1:]]
+        cpu_cells = [f"{median(cpu, name, workload):,.0f}" for name in names]
+        print(f"| {workload} | {' | '.join(cells)} | {' | '.join(cpu_cells)} |")
+    print("adiskq/parquet: " + ", ".join(f"{w} {medians[w]['adiskq'] / medians[w]['parquet']:.2f}" for w in medians))
     sys.stdout.flush()
     return medians
+
+
+def kafka_class_path() -> str:
+    """Spark's Kafka connector's jars at the installed PySpark's version, as the test suite pins
+    them (``scripts/fetch_kafka_jars.py`` fetches them)."""
+    import pyspark
+
+    sys.path.insert(0, TESTS)
+    from support.kafka_jars import class_path
+
+    return ",".join(str(jar) for jar in class_path(f"spark-kafka-{pyspark.__version__}"))
+
+
+@contextlib.contextmanager
+def kafka_peers(root: str) -> Iterator[dict[str, str]]:
+    """The Kafka gateway serving ``root`` (``adiskq serve``, a process of its own) and one Apache
+    Kafka node (the test suite's own, started for this run and stopped after it): name -> bootstrap."""
+    sys.path.insert(0, HERE)
+    sys.path.insert(0, TESTS)
+    from bench_kafka import start_gateway, stop_gateway
+    from support import kafka_broker as kafka_broker_support
+
+    os.makedirs(root, exist_ok=True)
+    gateway, port = start_gateway(root)
+    kafka_broker_support.claim_run_folder()
+    try:
+        print(f"{time.strftime('%H:%M:%S')} starting Apache Kafka ...", file=sys.stderr, flush=True)
+        broker = kafka_broker_support.shared_broker()
+        yield {"kafka-gateway": f"127.0.0.1:{port}", "apache-kafka": broker.bootstrap}
+    finally:
+        kafka_broker_support.release_run_folder()
+        stop_gateway(gateway)
 
 
 def main() -> None:
@@ -238,21 +344,26 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="20,000 rows, once: checks that the benchmark runs")
     parser.add_argument("--dir", default=None, help="where to put the data (default: a temporary folder)")
+    parser.add_argument("--no-kafka", action="store_true", help="leave out the Kafka connector's two peers")
     args = parser.parse_args()
     rows, repeat = (QUICK_ROWS, 1) if args.quick else (args.rows, args.repeat)
     root = tempfile.mkdtemp(prefix="bench-spark-", dir=args.dir)
-    spark = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("adiskq-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+    if not args.no_kafka:
+        builder = builder.config("spark.jars", kafka_class_path())
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        run(spark, rows, repeat, root)
+        with contextlib.ExitStack() as stack:
+            kafka = None if args.no_kafka else stack.enter_context(kafka_peers(root))
+            run(spark, rows, repeat, root, kafka)
     finally:
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)

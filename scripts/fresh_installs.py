@@ -257,8 +257,9 @@ def check_kafka(venv: Venv, readme: str) -> None:
 
 
 def check_kafka_cluster(venv: Venv, readme: str) -> None:
-    """`adiskq mirror kafka://.../TOPIC STREAM --once` copies a topic into a stream. The topic is served
-    by adiskq's own gateway (the extra brings what it needs), as no Kafka cluster is at hand here."""
+    """`adiskq mirror kafka://.../TOPIC STREAM --once` copies a topic into a stream, and the example
+    service runs on a kafka:// URL. The topics are served by adiskq's own gateway (the extra brings
+    what it needs), as no Kafka cluster is at hand here."""
     root = os.path.join(venv.work, "streams")
     os.makedirs(root)
     venv.run("adiskq", "write", os.path.join(root, "orders"), stdin="a\nb\nc\n")
@@ -271,6 +272,16 @@ def check_kafka_cluster(venv: Venv, readme: str) -> None:
     out = venv.run("adiskq", "read", "copy", "--format", "value").stdout
     if out != "a\nb\nc\n":
         raise AssertionError(f"the mirrored stream holds {out!r}")
+    # The API on a kafka:// URL, with the same gateway as the cluster: README's example service.
+    server, broker = serving(venv, root)
+    try:
+        example = os.path.join(ROOT, "examples", "orders_service.py")
+        said = venv.run(venv.python, example, "--where", f"kafka://{broker}/billing", "--orders", "50", timeout=120)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    if "billed 49 orders" not in said.stdout:
+        raise AssertionError(f"examples/orders_service.py on kafka:// said {said.stdout!r}")
 
 
 def check_examples(venv: Venv, readme: str) -> None:

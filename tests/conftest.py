@@ -47,8 +47,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from support.backends import Where
     from support.faults import DiskFaults
-    from support.kafka_broker import KafkaBroker, KafkaCluster
+    from support.kafka_broker import KafkaBroker, KafkaCluster, KafkaSaslBroker
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -157,6 +158,18 @@ def kafka_broker() -> KafkaBroker:
 
 
 @pytest.fixture(scope="session")
+def kafka_sasl_broker() -> KafkaSaslBroker:
+    """A second Apache Kafka node, only for the tests that compare SASL and the per-address
+    connection limit: a SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, one user), a
+    failed login answered after ``.failed_delay_ms``, and ``max.connections.per.ip`` of
+    ``.per_address_limit`` for connections from ``.limited_address``. Started by the first test of
+    the run that asks, shared by every worker, stopped when the run ends."""
+    from support import kafka_broker as kafka_broker_support
+
+    return kafka_broker_support.shared_sasl_broker()
+
+
+@pytest.fixture(scope="session")
 def kafka_cluster() -> KafkaCluster:
     """Apache Kafka, three KRaft nodes (ids 1, 2, 3) on loopback, replication factor 3 and
     min.insync.replicas 2: ``.bootstrap``, ``.kill(node_id)``, ``.restart(node_id)``. Started only when
@@ -164,3 +177,17 @@ def kafka_cluster() -> KafkaCluster:
     from support import kafka_broker as kafka_broker_support
 
     return kafka_broker_support.shared_cluster()
+
+
+# --- one test, two backends: a local stream and a topic of the suite's Apache Kafka ---------------
+# (tests/support/backends.py; README's "Moving to a cluster" has the capability table saying what maps)
+
+
+@pytest.fixture(params=["local", "kafka"])
+def where(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Where:
+    """Each test that takes it runs once on a local stream and once on Kafka (``kafka_broker``):
+    ``where.new()`` is a fresh stream path or ``kafka://`` topic URL."""
+    from support.backends import Where
+
+    bootstrap = request.getfixturevalue("kafka_broker").bootstrap if request.param == "kafka" else None
+    return Where(request.param, tmp_path, bootstrap)

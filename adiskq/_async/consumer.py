@@ -17,13 +17,15 @@ loses no message.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import anyio
 import anyio.lowlevel
 
 from .._errors import ClosedError, InvalidArgumentError
+from .._extras import needs_extra
+from .._sansio.capabilities import is_kafka_url, refuse
 from .._sansio.decoding import MessageDecoder
 from .._sansio.tags import TagFilter
 from .._sansio.values import KeyT, Message, ValueT
@@ -73,6 +75,15 @@ class Consumer(_Reader[KeyT, ValueT]):
     closed consumer raises ``ClosedError``. One task reads a consumer at a time.
     """
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        # A kafka:// URL selects the Kafka backend, here and only here: a read never asks.
+        path = args[0] if args else kwargs.get("path")
+        if cls is Consumer and is_kafka_url(path):
+            with needs_extra("kafka-cluster", "a Consumer of a kafka:// URL"):
+                from ..kafka._cluster_consumer import KafkaConsumer
+            return super().__new__(KafkaConsumer)  # type: ignore[return-value]
+        return super().__new__(cls)
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -86,7 +97,10 @@ class Consumer(_Reader[KeyT, ValueT]):
         value_deserializer: Callable[[bytes], ValueT] | None = None,
         key_deserializer: Callable[[bytes], KeyT] | None = None,
         wait_for_stream: bool = False,
+        kafka: Mapping[str, object] | str | os.PathLike[str] | None = None,
     ) -> None:
+        if kafka is not None:
+            raise refuse("kafka= (client configuration)")
         if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int) or partition < 0):
             raise InvalidArgumentError(
                 f"partition={partition!r}: partitions are numbered from 0 (None, the default: every partition)"

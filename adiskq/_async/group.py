@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Final, Literal, Self
 
 import anyio
@@ -41,7 +41,9 @@ from .._errors import (
     MessageKeptError,
     NotAStreamError,
 )
+from .._extras import needs_extra
 from .._sansio import retries as headers
+from .._sansio.capabilities import is_kafka_url, refuse
 from .._sansio.decoding import MessageDecoder
 from .._sansio.naming import validate_group_name
 from .._sansio.tags import TagFilter
@@ -136,6 +138,15 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
     (or a restart) starts there, not at ``start`` again.
     """
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        # A kafka:// URL selects the Kafka backend, here and only here: a read never asks.
+        path = args[0] if args else kwargs.get("path")
+        if cls is ConsumerGroup and is_kafka_url(path):
+            with needs_extra("kafka-cluster", "a ConsumerGroup of a kafka:// URL"):
+                from ..kafka._cluster_group import KafkaConsumerGroup
+            return super().__new__(KafkaConsumerGroup)  # type: ignore[return-value]
+        return super().__new__(cls)
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -154,7 +165,10 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         wait_for_stream: bool = False,
         max_attempts: int | None = None,
         dead_letter_path: str | os.PathLike[str] | None = None,
+        kafka: Mapping[str, object] | str | os.PathLike[str] | None = None,
     ) -> None:
+        if kafka is not None:
+            raise refuse("kafka= (client configuration)")
         self._tag_filter = TagFilter.of(tags)
         self._decoder = MessageDecoder.of(key_deserializer, value_deserializer)
         self.wait_for_stream = bool(wait_for_stream)

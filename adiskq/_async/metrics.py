@@ -43,6 +43,8 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from .._sansio.capabilities import is_kafka_url
+
 if TYPE_CHECKING:
     from .._sansio.values import Message, Receipt, Record
 
@@ -409,6 +411,9 @@ class Telemetry:
 
 @functools.lru_cache(maxsize=256)
 def _destination_of(path: str) -> tuple[tuple[str, str], ...]:
+    if is_kafka_url(path):  # a topic of the Kafka backend: Kafka's system, the topic, the URL beside it
+        topic = path.rsplit("/", 1)[-1]
+        return (("messaging.system", "kafka"), ("messaging.destination.name", topic), (PATH_ATTRIBUTE, path))
     absolute = os.path.abspath(path)
     return (
         ("messaging.system", SYSTEM),

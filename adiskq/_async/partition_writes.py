@@ -1,7 +1,7 @@
 """Writes to a partition the writer chose: the package's interface to a ``Producer`` for a server.
 
 A Kafka client picks each record's partition itself and sends it already encoded (the gateway turns
-a Produce's batches into ``StoredRecords``, the bytes adiskq stores, without a ``Record`` a
+a Produce's batches into an ``EncodedRun``, the bytes adiskq stores, without a ``Record`` a
 message), and a server answering from its socket callbacks wants the write done before it returns to
 the loop when the partition can take it at once. ``push`` and ``push_many`` do neither, so the
 gateway writes through this module, and only through it:
@@ -11,7 +11,14 @@ gateway writes through this module, and only through it:
   None, with nothing written, when they have to wait;
 - ``await write(producer, partition, records)``: the same, waiting its turn when it must;
 - ``await opened(Producer(path, ...))``: a producer opened for a holder that keeps it across many
-  calls and closes it itself with ``aclose()`` (the gateway keeps one a topic);
+  calls and closes it itself with ``aclose()`` (the gateway keeps one a topic, a group one for its
+  dead letters);
+- with ``opened(..., parked=True)``, every partition is parked as it opens (its active segment's
+  files fsynced and closed, its position kept: ``PartitionWriter.park``), so a topic of more
+  partitions than the process may hold files for opens at all; ``write`` and ``write_marker`` open
+  a parked partition's files again (``unpark``, cheap: no scan), ``write_now`` leaves it to
+  ``write`` (it answers None), and ``await park(producer, partition)`` closes an idle one's files
+  (the holder chooses which, within its open-files limit: the gateway's ``_open_files.py``);
 - ``write(..., transaction=(producer_id, epoch))`` and ``write_now`` alike: the records stored as
   records of that Kafka producer's open transaction (``_sansio/transactions.py``), which readers
   hold back until its marker;
@@ -22,10 +29,11 @@ gateway writes through this module, and only through it:
   transaction is appended to the segment's ``.txnindex`` (``_storage/txn_index.py``) before that;
 - for a Kafka Fetch: ``last_stable_offset(producer, partition)`` (the first offset of the oldest
   transaction still open, or the partition's end), ``aborted_transactions(producer, partition,
-  first_offset, last_offset)`` from the ``.txnindex`` files, and ``open_transactions``, the open
-  transactions found in the data (what the gateway's start aborts).
+  first_offset, last_offset)`` from the ``.txnindex`` files, and ``open_transactions`` (with
+  ``open_transactions_with_epochs``, their records' epochs), the open transactions found in the data
+  (what the gateway's start aborts when its coordinator's state is gone).
 
-``records`` is a run of encoded records (``StoredRecords``), written as it is, or ``Record``s to
+``records`` is a run of encoded records (``EncodedRun``), written as it is, or ``Record``s to
 encode (records the mapping took apart, or a stream that compresses its values, whose records must
 be compressed: a run is then decoded back into ``Record``s first). Either way the records go to
 ``partition`` whole or not at all; ``PartialWriteError`` (with the receipts of what was written)
@@ -36,14 +44,17 @@ producer's own: it alone (with ``producer.py``) reaches the producer's private w
 from __future__ import annotations
 
 import bisect
+import functools
 import time
 import weakref
 from typing import TypeAlias, TypeVar
 
+import anyio
 import anyio.to_thread
 
 from .._sansio.codec import NEED_MORE, decode_record
-from .._sansio.run_entries import StoredRecords, run_records
+from .._sansio.entries import EncodedRun
+from .._sansio.run_entries import run_records
 from .._sansio.transactions import marker_run, producer_field, transactional_record, transactional_run
 from .._sansio.values import Headers, Receipt, Record
 from .._storage import txn_index
@@ -51,6 +62,7 @@ from .._storage.partition_reader import PartitionReader
 from .._storage.settings import require_transactions
 from .._storage.transaction_outcomes import OpenTransactions
 from .._storage.txn_index import AbortedTransaction
+from .lane import Lane
 from .producer import Producer
 
 __all__ = [
@@ -58,47 +70,106 @@ __all__ = [
     "Transaction",
     "Writable",
     "aborted_transactions",
+    "is_parked",
     "last_stable_offset",
     "open_transactions",
+    "open_transactions_with_epochs",
     "opened",
+    "park",
+    "unpark",
     "write",
     "write_marker",
     "write_now",
 ]
 
 # What a write to one partition takes: records encoded already, or Records to encode.
-Writable: TypeAlias = StoredRecords | list[Record]
+Writable: TypeAlias = EncodedRun | list[Record]
 # A Kafka transaction's producer: (producer_id, epoch).
 Transaction: TypeAlias = tuple[int, int]
 ProducerT = TypeVar("ProducerT", bound=Producer)  # any producer, its own type kept
 
 
-async def opened(producer: ProducerT) -> ProducerT:
+async def opened(producer: ProducerT, *, parked: bool = False) -> ProducerT:
     """``producer``, opened, for a holder that keeps it across many calls rather than within one
-    ``async with``, and closes it itself with ``aclose()`` (a server's producer of a topic)."""
+    ``async with``, and closes it itself with ``aclose()`` (a server's producer of a topic).
+    ``parked``: each partition parked as it opens (see the module's docstring); such a producer is
+    written through this module only (its ``push`` would find a parked partition's files closed)."""
+    if parked:
+        producer._open_writer = functools.partial(producer._open_writer, park_partitions=True)
     await producer.__aenter__()
     return producer
+
+
+def is_parked(producer: Producer[str | bytes, bytes], partition: int) -> bool:
+    """True while ``partition``'s files are closed, or being closed, by ``park`` (or the parked open)."""
+    return producer._lanes[partition].files_closed
+
+
+async def unpark(producer: Producer[str | bytes, bytes], partition: int) -> None:
+    """Open a parked partition's files again, once a park under way has ended (OSError, the
+    partition still parked, if that fails)."""
+    lane = producer._lanes[partition]
+    while lane.parking is not None:
+        await lane.parking.wait()
+    if lane.files_closed:
+        producer._check_open()
+        lane.partition.unpark()
+        lane.files_closed = False
+
+
+async def park(producer: Producer[str | bytes, bytes], partition: int) -> bool:
+    """Write ``partition``'s buffered entries, fsync and close its files, in a worker thread
+    (writes to it wait meanwhile, then open them again); False, with nothing done, when a batch
+    of its lane is open or committing. The flusher's fsync and this exclude each other. Raises the
+    OSError of a failed fsync (the files stay open then)."""
+    producer._check_open()
+    lane = producer._lanes[partition]
+    if lane.files_closed:
+        return True
+    if not lane.idle:
+        return False
+    lane.files_closed = True
+    done = lane.parking = anyio.Event()
+    try:
+        await anyio.to_thread.run_sync(_park_lane, producer, lane, limiter=producer._limiter)
+    finally:
+        lane.files_closed = lane.partition.parked
+        lane.parking = None
+        done.set()
+    return True
+
+
+def _park_lane(producer: Producer[str | bytes, bytes], lane: Lane) -> None:
+    with producer._structure_lock:  # not while the flusher fsyncs this lane's files
+        lane.partition.park(sync=lane.dirty)  # not dirty: the flusher fsynced them since the last write
+        lane.dirty = False
+
+
+async def _unparked(producer: Producer[str | bytes, bytes], partition: int) -> None:
+    """``partition``'s files opened again if it was parked (a partition out of range is the write's to refuse)."""
+    if 0 <= partition < len(producer._lanes) and producer._lanes[partition].files_closed:
+        await unpark(producer, partition)
 
 
 async def write(
     producer: Producer[str | bytes, bytes], partition: int, records: Writable, transaction: Transaction | None = None
 ) -> int:
     """Write one partition's records, whole or not at all; the offset of the first (the rest follow
-    it). With ``transaction``, as records of that producer's transaction. Raises what the producer's
-    push raises; SettingsMismatchError for a transaction on a stream before format 5."""
+    it), the partition's files opened again first if it was parked. With ``transaction``, as
+    records of that producer's transaction. Raises what the producer's push raises;
+    SettingsMismatchError for a transaction on a stream before format 5."""
+    await _unparked(producer, partition)
     if transaction is not None:
         _check_transactions(producer)
-        if isinstance(records, StoredRecords) and producer._takes_encoded:
+        if isinstance(records, EncodedRun) and producer._takes_encoded:
             records = transactional_run(records, *transaction)
         else:
-            listed = _as_records(records) if isinstance(records, StoredRecords) else records
+            listed = _as_records(records) if isinstance(records, EncodedRun) else records
             return (await _push_transactional(producer, partition, listed, transaction))[0].offset
-    if not isinstance(records, StoredRecords):
+    if not isinstance(records, EncodedRun):
         return (await producer._push_to_partition(partition, records))[0].offset
     if producer._takes_encoded:
-        return await producer._push_run_to_partition(
-            partition, records.data, records.index_entries, records.time_entries, records.key_hashes, records.largest
-        )
+        return await producer._push_run_to_partition(partition, records)
     return (await producer._push_to_partition(partition, _as_records(records)))[0].offset
 
 
@@ -106,21 +177,22 @@ def write_now(
     producer: Producer[str | bytes, bytes], partition: int, records: Writable, transaction: Transaction | None = None
 ) -> int | None:
     """``write`` without awaiting: the first record's offset if the partition took the records now,
-    None (nothing written) if they have to wait."""
+    None (nothing written) if they have to wait (a parked partition among them: ``write`` opens it)."""
+    lanes = producer._lanes
+    if 0 <= partition < len(lanes) and lanes[partition].files_closed:
+        return None
     if transaction is not None:
         _check_transactions(producer)
-        if isinstance(records, StoredRecords) and producer._takes_encoded:
+        if isinstance(records, EncodedRun) and producer._takes_encoded:
             records = transactional_run(records, *transaction)
         else:
-            listed = _as_records(records) if isinstance(records, StoredRecords) else records
+            listed = _as_records(records) if isinstance(records, EncodedRun) else records
             written = _push_transactional_now(producer, partition, listed, transaction)
             return None if written is None else written[0].offset
-    if not isinstance(records, StoredRecords):
+    if not isinstance(records, EncodedRun):
         receipts = producer._push_to_partition_now(partition, records)
     elif producer._takes_encoded:
-        return producer._push_run_to_partition_now(
-            partition, records.data, records.index_entries, records.time_entries, records.key_hashes, records.largest
-        )
+        return producer._push_run_to_partition_now(partition, records)
     else:
         receipts = producer._push_to_partition_now(partition, _as_records(records))
     return None if receipts is None else receipts[0].offset
@@ -147,7 +219,7 @@ def _transactions(producer: Producer[str | bytes, bytes], partition: int) -> _Pa
     found = partitions.get(partition)
     if found is None:
         directory = producer._lanes[partition].partition.directory
-        reader = PartitionReader(directory, partition, max_record_bytes=producer._max_message_bytes)
+        reader = PartitionReader(directory, partition)  # any record the stream holds (its limit may have changed)
         found = partitions[partition] = _PartitionTransactions(reader)
     return found
 
@@ -156,6 +228,12 @@ def open_transactions(producer: Producer[str | bytes, bytes], partition: int) ->
     """The transactions of ``partition`` that wrote records and have no marker yet: producer id to
     the offset of its first record, from the data (scanned once, then from where it stopped)."""
     return dict(_transactions(producer, partition).open.catch_up())
+
+
+def open_transactions_with_epochs(producer: Producer[str | bytes, bytes], partition: int) -> dict[int, tuple[int, int]]:
+    """``open_transactions`` with each one's epoch (its records'): producer id to (first offset,
+    epoch), what an abort marker for a transaction no coordinator knows of takes."""
+    return _transactions(producer, partition).open.catch_up_with_epochs()
 
 
 def last_stable_offset(producer: Producer[str | bytes, bytes], partition: int) -> int:
@@ -191,6 +269,7 @@ async def write_marker(
     Raises what a push raises, or the fsync's OSError (the marker may then be written, but is not
     known durable: write it again, which a reader takes as the same end)."""
     _check_transactions(producer)
+    await _unparked(producer, partition)
     state = _transactions(producer, partition)
     opened_at = await anyio.to_thread.run_sync(state.open.catch_up, limiter=producer._limiter)
     first = opened_at.get(producer_id, -1)
@@ -214,12 +293,10 @@ async def write_marker(
     return offset
 
 
-async def _write_marker_record(producer: Producer[str | bytes, bytes], partition: int, run: StoredRecords) -> int:
+async def _write_marker_record(producer: Producer[str | bytes, bytes], partition: int, run: EncodedRun) -> int:
     """The marker's record written as any run is; its offset."""
     if producer._takes_encoded:
-        return await producer._push_run_to_partition(
-            partition, run.data, run.index_entries, run.time_entries, run.key_hashes, run.largest
-        )
+        return await producer._push_run_to_partition(partition, run)
 
     async def write_one() -> list[Receipt]:  # a stream that compresses values stores it as it is (it has none)
         stamp = int.from_bytes(run.time_entries[8:16], "little", signed=True)
@@ -239,7 +316,7 @@ async def _sync_partition(producer: Producer[str | bytes, bytes], partition: int
         raise error
 
 
-def _hash(run: StoredRecords) -> int:
+def _hash(run: EncodedRun) -> int:
     return int.from_bytes(run.key_hashes[:4], "little")
 
 
@@ -285,13 +362,13 @@ def _encode_transactional(
 ) -> tuple[list[bytes], list[int], list[int], list[bytes] | None]:
     """The records encoded as any push's (compressed on a stream that compresses), each then made
     a record of the transaction whose producer field is ``field``."""
-    encoded, stamps, _, key_hashes, entries = producer._encode(list(records), time.time_ns())
+    encoded, stamps, _, key_hashes, entries = producer._encoder.encode(list(records), time.time_ns())
     made = [transactional_record(record, field) for record in encoded]
     producer._check_size(max(map(len, made)))
     return made, stamps, key_hashes, entries
 
 
-def _as_records(records: StoredRecords) -> list[Record]:
+def _as_records(records: EncodedRun) -> list[Record]:
     """The records' fields, to be encoded as any push's (for a stream that compresses its values)."""
     return [_as_record(record) for record in run_records(records.data, records.index_entries)]
 

@@ -96,6 +96,10 @@ void adq_write_record(uint8_t *out, uint64_t size, PyObject *value, const uint8_
 int adq_timestamp_of(PyObject *timestamp, long long *timestamp_ns);
 int adq_key_bytes(PyObject *key, const uint8_t **raw, size_t *length);
 uint64_t adq_next_random(void);
+/* The attribute bits of a record pushed without a key, from an encoder's optional `keyless` argument
+ * (NULL: a new stream's, ADQ_KEYLESS): 0 (a stream before format 5) or ADQ_KEYLESS; -1 with an error
+ * set for anything else. */
+int adq_keyless_bits(PyObject *keyless);
 
 /* log/crc32c.c */
 void adq_crc32c_init(void);
@@ -207,8 +211,7 @@ PyObject *adq_py_zstd_prepare(PyObject *module, PyObject *const *args, Py_ssize_
 PyObject *adq_py_zstd_compress(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_append_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_append_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-PyObject *adq_py_place_run_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_place_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-PyObject *adq_py_rebase_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -139,6 +139,7 @@ TRANSACTIONAL: Final = 0x04  # attributes bit 2: producer_id and epoch follow th
 CONTROL: Final = 0x08  # attributes bit 3 (with bit 2): a commit or abort marker
 KEYLESS: Final = 0x10  # attributes bit 4: the key was generated for a push given none
 _RESERVED: Final = 0xE0  # attributes bits 5 to 7: no record sets them
+_NOT_PLAIN: Final = 0xFF ^ KEYLESS  # bits that send a record off the decoders' plain paths
 MAX_TAG_BYTES: Final = 255
 
 # size, crc, magic, attributes, timestamp_ns, key_len
@@ -578,7 +579,7 @@ def _plain_and_sound(
         end <= limit
         and key_end + 2 <= end
         and magic == MAGIC_V1
-        and not attributes
+        and not attributes & _NOT_PLAIN
         and not buf[key_end]
         and not buf[key_end + 1]
         and crc32c(buf[pos + MAGIC_AT : end]) == stored_crc
@@ -757,12 +758,12 @@ def _decode_uniform(buf: bytes, partition: int, first_offset: int, count: int) -
         header_count_at + 2 > size
         or _U32.unpack_from(buf, SIZE_AT)[0] != size
         or buf[MAGIC_AT] != MAGIC_V1
-        or buf[ATTRIBUTES_AT]
+        or buf[ATTRIBUTES_AT] & _NOT_PLAIN
     ):
         return None
     if buf[header_count_at] or buf[header_count_at + 1]:
         return None
-    # Bytes that must be the same in every record: size, magic, attributes (0: no tag), key_len,
+    # Bytes that must be the same in every record: size, magic, attributes (no tag; keyless or not), key_len,
     # header_count.
     same = (*range(SIZE_AT, SIZE_AT + 4), MAGIC_AT, ATTRIBUTES_AT, *range(KEY_LENGTH_AT, KEY_LENGTH_AT + 4))
     for offset in (*same, header_count_at, header_count_at + 1):

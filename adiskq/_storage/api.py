@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterable, Mapping
 
 from .._errors import CorruptStreamError, InvalidArgumentError, OffsetOutOfRangeError
+from .._sansio.capabilities import is_kafka_url, refuse
 from .._sansio.codec import utf8
 from .._sansio.naming import partition_for_key
 from .._sansio.tags import TagFilter
@@ -26,6 +27,8 @@ def read(path: str | os.PathLike[str], partition: int, offset: int) -> Message:
     Raises ``OffsetOutOfRangeError`` if the offset was vacuumed or is not written yet, and
     ``StreamNotFoundError`` if there is no stream at ``path``.
     """
+    if is_kafka_url(path):
+        raise refuse("find, read, stats, offset_for_time", asked="adiskq.read() of a kafka:// URL")
     stream = StreamReader.open(path)
     reader = stream.partition(partition)
     if offset < 0:
@@ -38,6 +41,8 @@ def offset_for_time(path: str | os.PathLike[str], partition: int, when: dt.datet
 
     If every message is older, the next offset to be written.
     """
+    if is_kafka_url(path):
+        raise refuse("find, read, stats, offset_for_time", asked="adiskq.offset_for_time() of a kafka:// URL")
     timestamp_ns = ns_from_datetime(when) if isinstance(when, dt.datetime) else int(when)
     return StreamReader.open(path).partition(partition).offset_for_time(timestamp_ns)
 
@@ -45,6 +50,8 @@ def offset_for_time(path: str | os.PathLike[str], partition: int, when: dt.datet
 def stats(path: str | os.PathLike[str]) -> StreamStats:
     """Partitions, owner, open writers (exclusive or shared), named groups (committed offsets, live
     members) and the last recovery of a stream."""
+    if is_kafka_url(path):
+        raise refuse("find, read, stats, offset_for_time", asked="adiskq.stats() of a kafka:// URL")
     return stream_stats(path)
 
 
@@ -111,6 +118,8 @@ def find(
     index) are searched in their data: the answer is the same, only slower.
     ``StreamNotFoundError`` if there is no stream at ``path``.
     """
+    if is_kafka_url(path):
+        raise refuse("find, read, stats, offset_for_time", asked="adiskq.find() of a kafka:// URL")
     raw = _key_bytes(key)
     since_ns = _time_bound("since", since)
     until_ns = _time_bound("until", until)

@@ -59,7 +59,7 @@ def target_offset(stream: StreamReader, partition: int, to: str | int | dt.datet
     return to
 
 
-def _check_to(to: object) -> None:
+def check_reset_target(to: object) -> None:
     if isinstance(to, str):
         if to not in ("oldest", "newest"):
             raise InvalidArgumentError(f"to={to!r}: use 'oldest', 'newest', an offset or a datetime")
@@ -83,7 +83,7 @@ def reset_offsets(
         StreamNotFoundError: no stream at ``path``.
     """
     group_folder(group)  # InvalidNameError for a name no folder can hold
-    _check_to(to)
+    check_reset_target(to)
     stream = StreamReader.open(os.fspath(path))
     if partition is None:
         partitions = list(range(stream.partition_count))

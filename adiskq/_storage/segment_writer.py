@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 from .._sansio import keyindex as keyindex_format
-from .._sansio.core import PackedRecords, index_entries, rebase_entries, tag_column
+from .._sansio.core import index_entries, tag_column
 from .._sansio.entries import (
     BUFFERED_ENTRIES,
     INDEX_ENTRY,
@@ -43,9 +43,10 @@ from .._sansio.entries import (
     TAG_ENTRY_BYTES,
     TIMEINDEX_ENTRY,
     TIMEINDEX_ENTRY_BYTES,
+    EncodedRun,
 )
 from .._sansio.naming import INDEX, KEYINDEX, TAGINDEX
-from .._sansio.run_entries import place_run_entries
+from .._sansio.run_entries import place_entries
 from .._sansio.tags import names_a_tag
 from . import keyindex
 from .append import append_one
@@ -121,6 +122,9 @@ class SegmentWriter:
         self._broken: OSError | None = None
         self._index_read_fd = -1  # opened by tail_state (shared producers) when first needed
         self.closed = False
+        # Parked: the files closed, the position kept (``park``); None when open, else whether the
+        # segment is compact (which files ``unpark`` opens again).
+        self._parked_compact: bool | None = None
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -180,6 +184,8 @@ class SegmentWriter:
     def _check_usable(self) -> None:
         if self.closed:
             raise ValueError("the segment writer is closed")
+        if self._parked_compact is not None:
+            raise ValueError("the segment writer is parked (its files closed): unpark it before writing")
         if self._broken is not None:
             raise OSError(
                 self._broken.errno,
@@ -252,43 +258,27 @@ class SegmentWriter:
         self._pending = pending
         return pending
 
-    def write_run(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> PendingBatch:
-        """``write_data`` of a run (``adiskq/_sansio/run_entries.py``): ``data`` the records back to
-        back, ``index`` and ``timeindex`` their entries numbered from 0 (placed here, and checked
-        against ``data`` first: ValueError and nothing written if they disagree), ``key_hashes``
-        packed as the key index stores them. A run's records carry no tag, so its ``.tagindex``
-        entries are all "no tag". One write of ``data`` as it is, no object a record."""
+    def write_run(self, run: EncodedRun) -> PendingBatch:
+        """``write_data`` of an ``EncodedRun`` (push_many's packed batch, a Kafka Produce's batch):
+        its ``.data`` bytes written as they are, in one write, no object a record; its entries
+        placed at this segment's next offset and position, and checked against its records first
+        (``run_entries.place_entries``: ValueError and nothing written if they disagree). A run
+        without a tag column (``b""``) gets a "no tag" ``.tagindex`` entry a record."""
         self._check_usable()
         if self._pending is not None:
             raise RuntimeError("a batch is already waiting for its index entries")
-        index_bytes, timeindex_bytes = place_run_entries(data, index, timeindex, self.next_offset, self.data_size)
-        count = len(index_bytes) // INDEX_ENTRY_BYTES
-        if len(key_hashes) != count * keyindex_format.ENTRY_BYTES:
-            raise ValueError(
-                f"{len(key_hashes)} bytes of packed key hashes for {count} records: give one "
-                f"{keyindex_format.ENTRY_BYTES}-byte entry a record"
-            )
-        return self._write_placed(data, count, index_bytes, timeindex_bytes, bytes(count * TAG_ENTRY_BYTES), key_hashes)
-
-    def write_packed(self, packed: PackedRecords) -> PendingBatch:
-        """``write_data`` of a batch packed by ``pack_records``: its ``.data`` bytes written as they
-        are, its entries moved to the offset and position it is written at."""
-        self._check_usable()
-        if self._pending is not None:
-            raise RuntimeError("a batch is already waiting for its index entries")
-        count = len(packed.index_entries) // INDEX_ENTRY_BYTES
-        if (
-            len(packed.index_entries) != count * INDEX_ENTRY_BYTES
-            or len(packed.time_entries) != count * TIMEINDEX_ENTRY_BYTES
-            or len(packed.key_hashes) != count * keyindex_format.ENTRY_BYTES
-            or len(packed.tag_entries) != count * TAG_ENTRY_BYTES
-        ):
-            raise ValueError("a packed batch has one entry a record in each of its columns (see pack_records)")
-        index_bytes, timeindex_bytes = rebase_entries(
-            packed.index_entries, packed.time_entries, self.next_offset, self.data_size
+        tag_entries = run.tag_entries
+        index_bytes, timeindex_bytes = place_entries(
+            run.data, run.index_entries, run.time_entries, tag_entries, self.next_offset, self.data_size
         )
+        count = len(index_bytes) // INDEX_ENTRY_BYTES
+        if len(run.key_hashes) != count * KEY_ENTRY_BYTES:
+            raise ValueError(
+                f"{len(run.key_hashes)} bytes of packed key hashes for {count} records: give one "
+                f"{KEY_ENTRY_BYTES}-byte entry a record"
+            )
         return self._write_placed(
-            packed.data, count, index_bytes, timeindex_bytes, packed.tag_entries, packed.key_hashes
+            run.data, count, index_bytes, timeindex_bytes, tag_entries or bytes(count * TAG_ENTRY_BYTES), run.key_hashes
         )
 
     def _write_placed(
@@ -300,7 +290,7 @@ class SegmentWriter:
         tagindex_bytes: bytes,
         key_hashes: bytes,
     ) -> PendingBatch:
-        """The ``write_data`` of a run or a packed batch, its entries already placed at this
+        """The ``write_data`` of a run, its entries already placed at this
         segment's next offset and position: ``data`` written as it is, the single pushes' buffered
         entries put before the batch's."""
         first_offset = self.next_offset
@@ -401,15 +391,9 @@ class SegmentWriter:
         self.write_entries(pending)
         return pending.first_offset
 
-    def append_run(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> int:
-        """``append`` of a run (``write_run``); returns the offset of the first record."""
-        pending = self.write_run(data, index, timeindex, key_hashes)
-        self.write_entries(pending)
-        return pending.first_offset
-
-    def append_packed(self, packed: PackedRecords) -> int:
-        """``append`` of a batch packed by ``pack_records``; returns the offset of its first record."""
-        pending = self.write_packed(packed)
+    def append_run(self, run: EncodedRun) -> int:
+        """``append`` of an ``EncodedRun`` (``write_run``); returns the offset of its first record."""
+        pending = self.write_run(run)
         self.write_entries(pending)
         return pending.first_offset
 
@@ -643,7 +627,10 @@ class SegmentWriter:
             self._broken = error
 
     def sync(self, *, data_only: bool = False) -> None:
-        """fdatasync ``.data`` (and, unless ``data_only``, the index files)."""
+        """fdatasync ``.data`` (and, unless ``data_only``, the index files); nothing for a parked
+        segment, whose files were synced when it was parked and not written since."""
+        if self._parked_compact is not None:
+            return
         self._check_usable()
         os.fdatasync(self._data_fd)
         if not data_only:
@@ -655,7 +642,13 @@ class SegmentWriter:
             os.fdatasync(self._index_fd)
 
     def file_state(self) -> SegmentFileState:
-        """Sizes and modification times of the open files (for the clean-close record)."""
+        """Sizes and modification times of the open files (for the clean-close record); a parked
+        segment's from the files' names."""
+        if self._parked_compact is not None:
+            state = SegmentFileState.of_files(self.directory, self.base_offset)
+            if state is None:
+                raise FileNotFoundError(f"the parked segment {self.base_offset} of {self.directory} lost its files")
+            return state
         self._check_usable()
         data, timeindex, index, tags = (
             fd_state(fd) for fd in (self._data_fd, self._timeindex_fd, self._index_fd, self._tagindex_fd)
@@ -668,14 +661,65 @@ class SegmentWriter:
         if self.closed:
             return
         self.closed = True
-        for fd in (
+        self._close_files()
+
+    def _close_files(self) -> None:
+        fds = (
             self._data_fd,
             self._timeindex_fd,
             self._tagindex_fd,
             self._keyindex_fd,
             self._index_fd,
             self._index_read_fd,
-        ):
+        )
+        # -1 first: a write that comes by mistake fails (EBADF) instead of reaching a file that
+        # reuses a descriptor's number.
+        self._data_fd = self._timeindex_fd = self._tagindex_fd = self._keyindex_fd = self._index_fd = -1
+        self._index_read_fd = -1
+        for fd in fds:
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+
+    # -- parking: a writer of more partitions than it may keep open -------------------------------
+
+    @property
+    def parked(self) -> bool:
+        """True while the files are closed by ``park``."""
+        return self._parked_compact is not None
+
+    def park(self, *, sync: bool = True) -> None:
+        """Write the buffered entries, fsync and close the files, keeping the position in memory:
+        ``unpark`` opens them again without a scan (nothing else writes the segment meanwhile: the
+        stream's one producer parked it). ``sync=False`` when nothing was written since the files
+        were last fsynced (buffered entries written here are fsynced all the same): a parked
+        segment's files are durable, as a clean close takes them to be. Only between writes
+        (RuntimeError with a batch waiting for its entries); parking twice is harmless. A failure
+        leaves the segment open."""
+        if self._parked_compact is not None or self.closed:
+            return
+        if self._pending is not None:
+            raise RuntimeError("a batch is waiting for its index entries: park the segment after it")
+        buffered = bool(self._time_buffer or self._tag_buffer or self._key_buffer)
+        self.flush_buffered_entries()
+        if sync or buffered:
+            self.sync()
+        self._parked_compact = self._timeindex_fd < 0
+        self._close_files()
+
+    def unpark(self) -> None:
+        """Open the files of a parked segment again (OSError, and still parked, if that fails)."""
+        compact = self._parked_compact
+        if compact is None or self.closed:
+            return
+        fds = open_writable(
+            self.directory,
+            self.base_offset,
+            create=False,
+            mode=self._mode,
+            key_index=self._key_buffer is not None,
+            compact=compact,
+        )
+        self._data_fd, self._timeindex_fd, self._index_fd, keyindex_fd, self._tagindex_fd = fds
+        self._keyindex_fd = -1 if keyindex_fd is None else keyindex_fd
+        self._parked_compact = None

@@ -259,6 +259,7 @@ class StreamWriter:
         interrupt: threading.Event | None = None,
         shared_lock_timeout: float | None = None,
         compression: str | None = None,
+        park_partitions: bool = False,
     ) -> StreamWriter:
         """Open (or create) the stream for writing; blocks up to ``lock_timeout`` for the lock.
 
@@ -271,7 +272,17 @@ class StreamWriter:
 
         ``trust_clean_close=False`` checks every active segment record by record even where the
         last producer's clean close says its files are unchanged (a repair looking for bit rot).
+
+        ``park_partitions=True`` parks each partition (``PartitionWriter.park``: its files fsynced
+        and closed, its position kept) as soon as it is open, so a stream of more partitions than
+        the process may keep files open for is opened, or created, one partition's files at a time;
+        the writer then unparks a partition before it writes it. Exclusive writers only.
         """
+        if park_partitions and shared:
+            raise InvalidArgumentError(
+                "park_partitions=True is for the stream's one writer: a shared writer's partitions are "
+                "followed under their locks and stay open; open it with shared=False"
+            )
         path = os.path.abspath(os.fspath(path))
         wait_seconds = lock_wait_seconds(lock_timeout if shared_lock_timeout is None else shared_lock_timeout)
         asked = AskedSettings(partitions, segment_size_bytes, retention, max_message_bytes, key_index, compression)
@@ -299,7 +310,7 @@ class StreamWriter:
                 if shared:
                     writer = cls._open_shared(path, lock, asked, mode, trust_clean_close, wait_seconds, interrupt)
                 else:
-                    writer = cls._open_locked(path, lock, asked, mode, trust_clean_close)
+                    writer = cls._open_locked(path, lock, asked, mode, trust_clean_close, park=park_partitions)
             except BaseException:
                 entry.unregister()
                 lock.release()
@@ -374,6 +385,8 @@ class StreamWriter:
         mode: int,
         trust_clean_close: bool,
         take: Callable[[FileLock], None] | None = None,
+        *,
+        park: bool = False,
     ) -> StreamWriter:
         # Settings again, now that no other producer can change them.
         cls._refuse_foreign_folder(path)
@@ -437,6 +450,10 @@ class StreamWriter:
                 settled = settle_log_start(writer.directory, writer.next_offset, mode=mode)
                 if settled is not None:
                     repairs.append(SegmentRepair(number, writer.active.base_offset, settled))
+                if park:
+                    # Nothing written since its files were made durable (created, recovered, or
+                    # as a clean close left them): no fsync.
+                    writer.park(sync=False)
             if stored is not None and settings.partition_count > stored.partition_count:
                 # Keys move when the count grows: remember where the old placement ends, so a
                 # lookup by key finds the messages placed before.

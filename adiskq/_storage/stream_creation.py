@@ -41,7 +41,8 @@ def build_stream(root: str, name: str, partitions: int, **settings: object) -> N
     final = os.path.join(root, name)
     scratch = os.path.join(root, SCRATCH_PREFIX + secrets.token_hex(8))
     try:
-        StreamWriter.open(scratch, partitions=partitions, **settings).close()  # type: ignore[arg-type]
+        # Each partition parked as soon as it is made: one partition's files open at a time.
+        StreamWriter.open(scratch, partitions=partitions, park_partitions=True, **settings).close()  # type: ignore[arg-type]
         if os.path.lexists(final):
             raise FileExistsError(f"{name!r} already exists")
         # rename(2) would replace an empty folder at the name: the check above narrows that to a

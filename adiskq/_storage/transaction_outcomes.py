@@ -9,8 +9,9 @@ delivered only after it, in offset order. The marker's ``.index`` entry wakes th
 
 The markers are found in the data, where a reader in any process sees them as soon as their index
 entry exists (no other file has to agree with the data first): ``TransactionOutcomes`` scans the
-partition's records from the first transactional record a reader asks about, once, keeping the
-markers it met and where it stopped, and scans on from there when a later question needs it. A
+partition's records from the first transactional record a reader asks about up to the marker that
+answers it (or the end), keeping the markers it met and where it stopped, and scans on from there
+when a later question needs it: each record is scanned once. A
 partition without transactions is never scanned: the compiled decoder hands a buffer holding a
 transaction's record to the reference, whose ``TransactionalBatch`` is what sends a reader here.
 """
@@ -18,6 +19,7 @@ transaction's record to the reference, whose ``TransactionalBatch`` is what send
 from __future__ import annotations
 
 import bisect
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
@@ -55,7 +57,7 @@ class TransactionOutcomes:
         it aborted, None while it is open (no marker of that producer after it yet)."""
         found = self._known(producer_id, offset)
         if found is None:
-            self._scan_from(offset)
+            self._scan_from(offset, lambda: self._known(producer_id, offset) is not None)
             found = self._known(producer_id, offset)
         return found
 
@@ -66,16 +68,16 @@ class TransactionOutcomes:
         at = bisect.bisect_right(offsets, offset)
         return self._marker_commits[producer_id][at] if at < len(offsets) else None
 
-    def _scan_from(self, offset: int) -> None:
+    def _scan_from(self, offset: int, answered: Callable[[], bool]) -> None:
         """Read the records from ``offset`` (or from where the last scan stopped, when it covered
-        ``offset``) to the partition's end, noting every marker."""
+        ``offset``) on, noting every marker, until ``answered()`` or the partition's end."""
         scanned = self._scanned
         if scanned is None or not scanned[0] <= offset <= scanned[1]:
             self._marker_offsets.clear()
             self._marker_commits.clear()
             scanned = (offset, offset)
         first, position = scanned
-        position = scan_transactions(self._reader, position, self._note, markers_only=True)
+        position = scan_transactions(self._reader, position, self._note, markers_only=True, until=answered)
         self._scanned = (first, position)
 
     def _note(self, offset: int, fields: TransactionFields) -> None:
@@ -94,20 +96,30 @@ class OpenTransactions:
     def __init__(self, reader: PartitionReader) -> None:
         self._reader = reader
         self.first_offsets: dict[int, int] = {}
+        self.epochs: dict[int, int] = {}  # producer id -> the epoch of its open transaction's records
         self._position: int | None = None
+        # One scan at a time: the writer of a marker scans in a worker thread, a Fetch on the loop's.
+        self._scanning = threading.Lock()
 
     def catch_up(self) -> dict[int, int]:
-        """``first_offsets`` as the data has them now."""
-        oldest = self._reader.bounds()[0]
-        position = oldest if self._position is None else max(self._position, oldest)
-        self._position = scan_transactions(self._reader, position, self._note, markers_only=False)
-        return self.first_offsets
+        """A copy of ``first_offsets`` as the data has them now."""
+        return {producer_id: first for producer_id, (first, _epoch) in self.catch_up_with_epochs().items()}
+
+    def catch_up_with_epochs(self) -> dict[int, tuple[int, int]]:
+        """Producer id to (first offset, epoch) of each open transaction, as the data has them now."""
+        with self._scanning:
+            oldest = self._reader.bounds()[0]
+            position = oldest if self._position is None else max(self._position, oldest)
+            self._position = scan_transactions(self._reader, position, self._note, markers_only=False)
+            return {producer_id: (first, self.epochs[producer_id]) for producer_id, first in self.first_offsets.items()}
 
     def _note(self, offset: int, fields: TransactionFields) -> None:
         if fields.commit is None:
             self.first_offsets.setdefault(fields.producer_id, offset)
+            self.epochs[fields.producer_id] = fields.epoch
         else:
             self.first_offsets.pop(fields.producer_id, None)
+            self.epochs.pop(fields.producer_id, None)
 
 
 def scan_transactions(
@@ -116,10 +128,12 @@ def scan_transactions(
     note: Callable[[int, TransactionFields], None],
     *,
     markers_only: bool,
+    until: Callable[[], bool] | None = None,
 ) -> int:
     """Call ``note(offset, fields)`` for each marker (and, unless ``markers_only``, each record of a
-    transaction) of the partition from ``position`` to its end, in order; where the scan stopped:
-    the end, or the first record that is not sound (the reader's own read names the damage)."""
+    transaction) of the partition from ``position`` on, in order, to its end or (checked after each
+    step of ``_SCAN_RECORDS`` records) until ``until()``; where the scan stopped: there, or at the
+    first record that is not sound (the reader's own read names the damage)."""
     wanted = CONTROL if markers_only else TRANSACTIONAL
     with reader.cursor(position) as cursor:
         while (run := cursor.peek_stored(_SCAN_RECORDS)) is not None:
@@ -134,6 +148,8 @@ def scan_transactions(
                 return run.first_offset + len(found.positions)
             cursor.skip(run.record_count)
             position = cursor.position
+            if until is not None and until():
+                break
     return position
 
 

@@ -50,6 +50,7 @@ class Fetcher:
         self.status = MirrorStatus("from-kafka", end.url, stream_path)
         self.positions: dict[int, int] = {}  # the next Kafka offset, by partition (-2: oldest, -1: newest)
         self._producer: object = None
+        self._kafka_headers = False  # whether the stream holds adiskq.Headers (format 5): known once opened
         self._consumer: confluent_kafka.Consumer | None = None
         self._status_written = 0.0
 
@@ -69,6 +70,9 @@ class Fetcher:
             )
         producer = await opened(Producer(self.stream_path, partitions=max(partitions, local or 0)))
         self._producer = producer
+        # A format-5 stream stores Kafka's header lists as they are (repeated names, nulls).
+        settings = producer.settings
+        self._kafka_headers = settings is not None and settings.holds_kafka_headers
         try:
             await anyio.to_thread.run_sync(self._find_positions, partitions)
         except BaseException:
@@ -171,6 +175,7 @@ class Fetcher:
                         None if raw_headers is None else _headers(raw_headers),
                         message.timestamp()[1],
                         offset,
+                        kafka_headers=self._kafka_headers,
                     )
                 )
             for partition, records in shares.items():

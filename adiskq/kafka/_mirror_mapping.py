@@ -9,10 +9,12 @@ The rules (``docs/MIRROR.md``, "What maps, and what does not"):
   millisecond (the sub-millisecond part is dropped);
 - a local record's tag travels as the header ``adiskq.tag`` (its UTF-8), and that header coming back
   from Kafka becomes the tag again;
-- Kafka headers are a list, adiskq's a mapping of one value a name. A Kafka record whose headers
-  repeat a name, have a null value, or use a name the mirror reserves keeps, as headers, the first
-  value of each other name, and its exact list in the header ``adiskq.kafka.headers`` (the format
-  below), from which the way back restores the list;
+- Kafka headers are a list. A format-5 stream stores one as it is (``adiskq.Headers``: repeated
+  names and null values in order), so a record that repeats a name or has a null value is stored
+  with its headers as Kafka had them, plus the mirror's own. On an older stream (one value a name),
+  and for a record using a name the mirror reserves, the record keeps, as headers, the first value
+  of each other name, and its exact list in the header ``adiskq.kafka.headers`` (the format below),
+  from which the way back restores the list;
 - the Kafka offset a record came from is the header ``adiskq.kafka.offset`` (decimal ASCII): the
   mirror's position in a local stream. It does not go back to Kafka.
 
@@ -27,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final, NamedTuple
 
 from .._sansio.codec import encode_record
-from .._sansio.values import Message, Record
+from .._sansio.values import Headers, Message, Record, header_pairs
 from .wire.mapping import NULLS_HEADER
 
 __all__ = [
@@ -107,8 +109,8 @@ def to_kafka(message: Message) -> KafkaSide:
     exact = stored.get(EXACT_HEADERS)
     if exact is not None:
         headers = decode_header_list(exact)
-    else:
-        headers = [(name, value) for name, value in stored.items() if name not in RESERVED_HEADERS]
+    else:  # every header in order: a Headers' repeats and nulls too
+        headers = [(name, value) for name, value in header_pairs(stored) if name not in RESERVED_HEADERS]
     if message.tag is not None:
         headers.append((TAG_HEADER, message.tag.encode()))
     nulls = stored.get(NULLS_HEADER, b"").split(b",")
@@ -133,35 +135,49 @@ def local_record(
     headers: Sequence[tuple[str, bytes | None]] | None,
     timestamp_ms: int,
     offset: int,
+    *,
+    kafka_headers: bool = False,
 ) -> Record:
     """A Kafka record (from ``offset``) as the local record the mirror pushes; a negative timestamp
-    (none) leaves the producer to stamp the write's time."""
+    (none) leaves the producer to stamp the write's time. ``kafka_headers``: the stream stores
+    ``adiskq.Headers`` (format 5), so repeated names and null values are kept as they are."""
     timestamp = timestamp_ms * 1_000_000 if timestamp_ms >= 0 else None
     if not headers and key is not None and value is not None:  # the common case, without the checks below
         return Record(value, key=key, headers={OFFSET_HEADER: b"%d" % offset}, timestamp=timestamp)
-    kafka_headers = list(headers or ())
+    kafka_list = list(headers or ())
     tag: str | None = None
-    tag_at = [i for i, (name, _) in enumerate(kafka_headers) if name == TAG_HEADER]
+    tag_at = [i for i, (name, _) in enumerate(kafka_list) if name == TAG_HEADER]
     if len(tag_at) == 1:
-        tag = _tag_from(kafka_headers[tag_at[0]][1])
+        tag = _tag_from(kafka_list[tag_at[0]][1])
         if tag is not None:
-            del kafka_headers[tag_at[0]]
-    names = [name for name, _ in kafka_headers]
+            del kafka_list[tag_at[0]]
+    names = [name for name, _ in kafka_list]
     plain = (
         len(set(names)) == len(names)
-        and all(value is not None for _, value in kafka_headers)
+        and all(value is not None for _, value in kafka_list)
         and not RESERVED_HEADERS.intersection(names)
     )
+    nulls = b",".join(name for name, missing in ((b"key", key is None), (b"value", value is None)) if missing)
+    if not plain and kafka_headers and not RESERVED_HEADERS.intersection(names):
+        pairs = list(kafka_list)
+        if nulls:
+            pairs.append((NULLS_HEADER, nulls))
+        pairs.append((OFFSET_HEADER, b"%d" % offset))
+        return Record(
+            b"" if value is None else value,
+            key=b"" if key is None else key,
+            headers=Headers(pairs),
+            timestamp=timestamp,
+            tag=tag,
+        )
     stored: dict[str, bytes] = {}
-    for name, header_value in kafka_headers:
+    for name, header_value in kafka_list:
         if header_value is not None and name not in RESERVED_HEADERS and name not in stored:
             stored[name] = header_value
     if not plain:
-        stored[EXACT_HEADERS] = encode_header_list(kafka_headers)
-    if key is None or value is None:
-        stored[NULLS_HEADER] = b",".join(
-            name for name, missing in ((b"key", key is None), (b"value", value is None)) if missing
-        )
+        stored[EXACT_HEADERS] = encode_header_list(kafka_list)
+    if nulls:
+        stored[NULLS_HEADER] = nulls
     stored[OFFSET_HEADER] = b"%d" % offset
     return Record(
         b"" if value is None else value,

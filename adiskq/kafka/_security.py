@@ -1,13 +1,13 @@
 """SASL and TLS options of the gateway, and the rule for requests before authentication.
 
-With SASL on, a connection may send only ApiVersions, SaslHandshake and SaslAuthenticate until it
-has authenticated; any other request closes it, as a Kafka broker's SASL listener does (the client
-then reports that it was not authenticated rather than a response it cannot read); so does a
-request of an API the gateway does not know. A failed SaslAuthenticate is answered after a delay
-(Kafka's ``connection.failed.authentication.delay.ms``), then the connection is closed. A PLAIN
-login derives a key (PBKDF2) in a worker thread, and as long for an unknown user as for a known
-one. TLS wraps every connection (anyio's TLS streams over an ``ssl.SSLContext`` made from the
-server's certificate and key files).
+With SASL on, a connection may send only ApiVersions, SaslHandshake and (after a handshake)
+SaslAuthenticate until it has authenticated; any other request closes it, as a Kafka broker's SASL
+listener does (the client then reports that it was not authenticated rather than a response it
+cannot read); so does a request of an API the gateway does not know. A failed SaslAuthenticate is
+answered after a delay (Kafka's ``connection.failed.authentication.delay.ms``), then the connection
+is closed. A PLAIN login derives a key (PBKDF2) in a worker thread, and as long for an unknown user
+as for a known one. TLS wraps every connection (anyio's TLS streams over an ``ssl.SSLContext`` made
+from the server's certificate and key files).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ _RAW: Final = "raw_sasl"
 _LIMITER: Final = "sasl.limiter"
 # ApiVersions, SaslHandshake, SaslAuthenticate: what a client sends before it has authenticated.
 PRE_AUTH_API_KEYS: Final = frozenset({18, 17, 36})
+_SASL_AUTHENTICATE: Final = 36
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS: Final = 100  # Kafka's connection.failed.authentication.delay.ms
 # PLAIN logins derive a key (PBKDF2) in worker threads, at most this many at once: a flood of them
 # takes these threads, not the event loop nor the threads that store offsets.
@@ -107,11 +108,17 @@ def sasl_server(gateway: GatewayCore, connection: Connection) -> SaslServer | No
 
 
 def may_handle(gateway: GatewayCore, connection: Connection, api_key: int) -> bool:
-    """May this connection's request be answered? False: close the connection instead."""
-    if api_key in PRE_AUTH_API_KEYS or _KEY not in gateway.extensions:  # allowed before, or SASL off
+    """May this connection's request be answered? False: close the connection instead. Before a
+    SaslHandshake, a SaslAuthenticate closes it too, as Kafka's SASL listener does (it expects
+    ApiVersions or SaslHandshake then)."""
+    if _KEY not in gateway.extensions:  # SASL off
+        return True
+    if api_key in PRE_AUTH_API_KEYS and api_key != _SASL_AUTHENTICATE:
         return True
     server = sasl_server(gateway, connection)
-    return server is None or server.authenticated
+    if server is None or server.authenticated:
+        return True
+    return api_key == _SASL_AUTHENTICATE and server.mechanism is not None
 
 
 def close_after_response(connection: Connection) -> None:

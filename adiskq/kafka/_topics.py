@@ -5,7 +5,10 @@ digits, ``.``, ``_``, ``-``; at most 249 characters; not ``.`` or ``..``), which
 topic a direct child of ROOT: no separator, no parent, no hidden escape. The gateway opens one
 producer per topic the first time a client writes it and keeps it until the topic is deleted, the
 gateway closes, or the open-files budget needs its files for another topic (``_open_files.py``: the
-producer idle longest is closed, and reopened on its next write). While open it is the stream's
+producer idle longest is closed, and reopened on its next write). The producer opens with its
+partitions parked (their files closed), and a partition's files are opened when it is written and
+closed again when the budget needs them for another (the partition written longest ago and idle
+first), so a topic may have more partitions than the open-files limit holds. While open it is the stream's
 writer (a second exclusive writer elsewhere is then refused, as for any adiskq producer;
 ``shared=True`` lets library producers in other processes write beside it). A topic is created
 whole or not at all (``_storage/stream_creation.py``).
@@ -14,6 +17,7 @@ whole or not at all (``_storage/stream_creation.py``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import shutil
@@ -22,14 +26,16 @@ from typing import Any, Final, Literal
 
 import anyio
 
-from .._async.partition_writes import opened
+from .._async.partition_writes import is_parked, opened, park, unpark
 from .._async.producer import Producer
 from .._errors import OffsetOutOfRangeError, StreamNotFoundError
 from .._storage.log_start import save_log_start
 from .._storage.settings import load_settings
 from .._storage.stream import StreamReader
 from .._storage.stream_creation import build_stream
-from ._open_files import FileBudget
+from ._open_files import STREAM_FILES, WRITE_FILES_PER_PARTITION, FileBudget, PartitionKey, topic_files
+
+logger = logging.getLogger("adiskq.kafka")
 
 __all__ = ["MAX_TOPIC_NAME_LENGTH", "InvalidTopicError", "TopicExistsError", "Topics", "check_topic_name"]
 
@@ -71,6 +77,8 @@ class Topics:
         self._locks: dict[str, anyio.Lock] = {}
         self.budget = FileBudget()
         self._writing: dict[str, int] = {}  # topic -> writes awaiting its producer now
+        self._writing_partitions: dict[PartitionKey, int] = {}  # (topic, partition) -> writes in flight
+        self._room = anyio.Lock()  # one making of room (parking, closing) and opening of files at a time
         # Bumped whenever a topic is deleted or its partitions change: readers that cached files or
         # counts of the old topic look again.
         self.generation = 0
@@ -135,17 +143,45 @@ class Topics:
         return producer
 
     @contextlib.asynccontextmanager
-    async def writing(self, name: str) -> AsyncIterator[Producer]:
-        """The topic's producer, opened if need be, kept open (not closed for room) while the block runs."""
+    async def writing(self, name: str, partition: int | None = None) -> AsyncIterator[Producer]:
+        """The topic's producer, opened if need be, kept open (not closed for room) while the block
+        runs; with ``partition``, that partition's files opened too (others parked for room if
+        need be), and kept open while the block runs."""
+        key = (name, -1 if partition is None else partition)
         self._writing[name] = self._writing.get(name, 0) + 1
+        self._writing_partitions[key] = self._writing_partitions.get(key, 0) + 1
         try:
-            yield await self.writer(name)
+            producer = await self.writer(name)
+            if partition is not None and 0 <= partition < producer.partitions:
+                await self._open_partition(name, producer, partition)
+            yield producer
         finally:
             left = self._writing[name] - 1
             if left:
                 self._writing[name] = left
             else:
                 del self._writing[name]
+            left = self._writing_partitions[key] - 1
+            if left:
+                self._writing_partitions[key] = left
+            else:
+                del self._writing_partitions[key]
+
+    def partition_written(self, name: str, partition: int) -> None:
+        """A write to the partition was made at once: the last to be parked for room."""
+        self.budget.partition_used(name, partition)
+
+    async def _open_partition(self, name: str, producer: Producer, partition: int) -> None:
+        """Open a parked partition's files, parking or closing what the budget needs for room."""
+        if not is_parked(producer, partition):
+            self.budget.partition_used(name, partition)
+            return
+        async with self._room:
+            await self._make_room(name, WRITE_FILES_PER_PARTITION)
+            if self._writers.get(name) is not producer:  # closed for room meanwhile: the write reopens it
+                return
+            await unpark(producer, partition)
+            self.budget.partition_opened(name, partition)
 
     async def writer(self, name: str) -> Producer:
         """The gateway's producer of the topic, opened on first use (producers idle longest closed
@@ -162,27 +198,63 @@ class Topics:
             path = self.path(name)
             if not self.exists(name):
                 raise StreamNotFoundError(path)
-            await self._make_room(name, self.partition_count(name, fresh=True))
-            producer = await opened(Producer(path, flush=self.flush, shared=self.shared))
+            return await self._open_producer(name, Producer(path, flush=self.flush, shared=self.shared))
+
+    def _own_files(self, partitions: int) -> int:
+        """The descriptors an open producer of ``partitions`` partitions holds before any is written:
+        its own (a shared one keeps every partition open)."""
+        return topic_files(partitions) if self.shared else STREAM_FILES
+
+    async def _open_producer(self, name: str, producer: Producer, partitions: int | None = None) -> Producer:
+        """Open the topic's producer (the caller holds the topic's lock), room made for it first;
+        an exclusive one with every partition parked. ``partitions``: what it opens the topic with
+        (its count now when None)."""
+        files = self._own_files(self.partition_count(name, fresh=True) if partitions is None else partitions)
+        async with self._room:
+            await self._make_room(name, files)
+            producer = await opened(producer, parked=not self.shared)
             self._writers[name] = producer
-            self.budget.writer_opened(name, producer.partitions)
-            return producer
+            self.budget.writer_opened(name, self._own_files(producer.partitions))
+        return producer
 
-    async def _make_room(self, name: str, partitions: int) -> None:
-        """Close the producers idle longest until one of ``partitions`` partitions fits the budget.
+    async def _make_room(self, name: str, files: int) -> None:
+        """Park the partitions written longest ago, then close the producers idle longest, until
+        ``files`` more fit the budget (the caller holds ``_room``).
 
-        A producer writing (``writing``) or whose topic is being opened, grown or changed (its lock
-        held) is not chosen. Each is closed under its topic's lock, so a write that comes for it
-        meanwhile waits and opens it again once it is closed (never beside the closing one, whose
-        lock on the stream would refuse it). The caller holds ``name``'s lock, and ``name`` has no
-        open producer then, so no one holding a victim's lock waits for ``name``'s."""
+        A partition being written (``writing``) is not parked, nor its producer closed; nor is a
+        producer whose topic is being opened, grown or changed (its lock held), or ``name``'s. Each
+        producer is closed under its topic's lock, so a write that comes for it meanwhile waits and
+        opens it again once it is closed (never beside the closing one, whose lock on the stream
+        would refuse it); no one holding a victim's lock waits for ``_room``."""
 
-        def busy(topic: str) -> bool:
-            return topic in self._writing or self._lock(topic).locked()
+        def busy_partition(key: PartitionKey) -> bool:
+            return key in self._writing_partitions
 
-        for victim in self.budget.writers_to_close(name, partitions, busy):
-            async with self._lock(victim):
+        def busy_topic(topic: str) -> bool:
+            return topic == name or topic in self._writing or self._lock(topic).locked()
+
+        to_park, to_close = self.budget.room_for(files, busy_partition, busy_topic)
+        for topic, partition in to_park:
+            producer = self._writers.get(topic)
+            if producer is None or (topic, partition) in self._writing_partitions:
+                continue
+            try:
+                parked = await park(producer, partition)
+            except OSError as error:
+                logger.warning("adiskq: could not close the files of %s-%d for room: %s", topic, partition, error)
+                continue
+            if parked:
+                self.budget.partition_parked(topic, partition)
+        for victim in to_close:
+            lock = self._lock(victim)
+            try:
+                lock.acquire_nowait()  # never waited for: its holder may be waiting for _room
+            except anyio.WouldBlock:
+                continue
+            try:
                 await self._close_writer(victim)
+            finally:
+                lock.release()
 
     async def _close_writer(self, name: str) -> None:
         """Close the topic's producer, if it has one open (under the topic's lock, held by the caller)."""
@@ -193,19 +265,20 @@ class Topics:
 
     async def create(self, name: str, partitions: int, **settings: Any) -> None:
         """Create the topic with ``partitions`` partitions (and these stream settings), whole or not
-        at all; TopicExistsError if it is there, TooManyPartitionsError if its producer could not
-        be open within the open-files limit."""
-        self.budget.check_partitions(name, partitions)
+        at all; TopicExistsError if it is there, TooManyPartitionsError if a shared producer of it
+        could not be open within the open-files limit."""
+        self.budget.check_partitions(name, partitions, shared=self.shared)
         async with self._lock(name):
             if self.exists(name):
                 raise TopicExistsError(f"topic {name!r} already exists")
             if self.closed:
                 raise StreamNotFoundError(self.path(name), "the gateway is closing")
-            await self._make_room(name, partitions)  # the creation opens every partition once
-            try:
-                await anyio.to_thread.run_sync(lambda: build_stream(self.root, name, partitions, **settings))
-            except FileExistsError:
-                raise TopicExistsError(f"topic {name!r} already exists") from None
+            async with self._room:  # the creation opens each partition in turn, parking it
+                await self._make_room(name, topic_files(1))
+                try:
+                    await anyio.to_thread.run_sync(lambda: build_stream(self.root, name, partitions, **settings))
+                except FileExistsError:
+                    raise TopicExistsError(f"topic {name!r} already exists") from None
 
     async def ensure(self, name: str) -> bool:
         """Create the topic with the default partition count if it is missing; True if created."""
@@ -219,13 +292,12 @@ class Topics:
 
     async def grow(self, name: str, count: int) -> None:
         """Give the topic ``count`` partitions (more than it has): its producer reopens with them."""
-        self.budget.check_partitions(name, count)
+        self.budget.check_partitions(name, count, shared=self.shared)
         async with self._lock(name):
             await self._close_writer(name)
-            await self._make_room(name, count)
-            producer = await opened(Producer(self.path(name), partitions=count, flush=self.flush, shared=self.shared))
-            self._writers[name] = producer
-            self.budget.writer_opened(name, count)
+            await self._open_producer(
+                name, Producer(self.path(name), partitions=count, flush=self.flush, shared=self.shared), count
+            )
             self._readers.pop(name, None)
             self.generation += 1
 
@@ -237,11 +309,7 @@ class Topics:
             if not self.exists(name):
                 raise StreamNotFoundError(path)
             await self._close_writer(name)
-            count = self.partition_count(name, fresh=True)
-            await self._make_room(name, count)
-            producer = await opened(Producer(path, flush=self.flush, shared=self.shared, **settings))
-            self._writers[name] = producer
-            self.budget.writer_opened(name, count)
+            await self._open_producer(name, Producer(path, flush=self.flush, shared=self.shared, **settings))
             self.reader(name).refresh()
 
     async def delete_records(self, name: str, offsets: dict[int, int]) -> dict[int, int | BaseException]:

@@ -32,8 +32,8 @@ from .._sansio.codec import ATTRIBUTES_AT, KEYLESS, TRANSACTIONAL, record_transa
 from .._sansio.compression import Dictionaries
 from .._sansio.values import Message
 from .._storage.transaction_outcomes import TransactionOutcomes
-from ._records import NULLS_HEADER
 from .wire.codec import encode_control_batch, encode_messages
+from .wire.mapping import NULLS_HEADER
 
 __all__ = ["OpenTransactions", "aborted_among", "holds_transactions", "transactional_batches"]
 
@@ -50,6 +50,22 @@ class OpenTransactions:
     def written(self, topic: str, partition: int, producer_id: int, first_offset: int) -> None:
         """A transactional write of ``producer_id`` at ``first_offset`` (the first one counts)."""
         self._first.setdefault((topic, partition), {}).setdefault(producer_id, first_offset)
+
+    def starting(self, topic: str, partition: int, producer_id: int, end: int) -> bool:
+        """Before a transactional write of ``producer_id``: whether it starts the producer's open
+        transaction in the partition, registered then at the partition's ``end`` — the offset the
+        write will take, or an earlier one if another writer comes first — so that a Fetch the write
+        wakes already stops before it. ``settle`` gives the offset written, ``ended`` takes it back
+        if the write fails."""
+        open_here = self._first.setdefault((topic, partition), {})
+        if producer_id in open_here:
+            return False
+        open_here[producer_id] = end
+        return True
+
+    def settle(self, topic: str, partition: int, producer_id: int, first_offset: int) -> None:
+        """The offset the write ``starting`` registered took."""
+        self._first[topic, partition][producer_id] = first_offset
 
     def ended(self, topic: str, partition: int, producer_id: int) -> None:
         """The producer's marker is written: its transaction no longer holds the LSO back."""

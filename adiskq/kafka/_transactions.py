@@ -20,10 +20,15 @@ markers that end each transaction written to its partitions, and the offsets it 
 - A transaction older than its timeout (``transaction.timeout.ms``) is aborted by the service's own
   task (``run``), which sleeps until the next deadline; its producer is fenced. The gateway's start
   aborts every transaction left open (no client can still be waiting to commit it), so readers never
-  wait behind one for longer than the gateway is down.
+  wait behind one for longer than the gateway is down. When the state file is missing (lost, or a
+  root the gateway never stored a transaction in), the start finds the transactions left open in
+  the topics' data instead (``partition_writes.open_transactions``) and aborts each, then stores
+  the (empty) state so that the next start need not look again.
 - Markers that could not be written (a full disk, a failing write) leave the transaction in its
   Prepare state, answered CONCURRENT_TRANSACTIONS (retriable) meanwhile; ``run`` tries again every
-  second until they are written.
+  second until they are written. A state that could not be stored is stored again before any
+  marker is written (an EndTxn is answered CONCURRENT_TRANSACTIONS meanwhile; another request whose
+  change could not be stored fails, closing the connection, and the client retries it).
 
 The state file (``kafka-transactions.json``)::
 
@@ -34,6 +39,7 @@ The state file (``kafka-transactions.json``)::
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -105,8 +111,11 @@ class TransactionService:
         store_offsets: OffsetStore,
         *,
         clock: Callable[[], int] = now_ms,
+        abort_open_in_data: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.path = os.path.join(root, STATE_FILE)
+        self.state_found = False  # whether ``load`` found a state file
+        self._abort_open_in_data = abort_open_in_data
         self.coordinator = coordinator
         self.clock = clock
         self.pending: PendingOffsets = {}
@@ -116,6 +125,7 @@ class TransactionService:
         self._unfinished: dict[str, Markers] = {}  # endings whose markers failed, tried again by ``run``
         self.open = OpenTransactions()  # what a Fetch needs: the LSO, and the aborted transactions
         self._deadline_moved: anyio.Event | None = None
+        self._dirty = False  # the last save failed: what is in memory is not stored yet
 
     # -- the state file ------------------------------------------------------------------------
 
@@ -134,6 +144,7 @@ class TransactionService:
             )
         self.coordinator.load_json(data.get("coordinator"))
         self.pending = _pending_from_json(data.get("offsets"), self.path)
+        self.state_found = True
 
     def _snapshot(self) -> dict[str, object]:
         return {
@@ -155,7 +166,13 @@ class TransactionService:
         """Store the state as it is now, durably (before a request that changed it is answered)."""
         async with self._save_lock:
             snapshot = self._snapshot()  # taken under the lock: a later save never stores an older state
-            await anyio.to_thread.run_sync(self._write, snapshot)
+            try:
+                await anyio.to_thread.run_sync(self._write, snapshot)
+            except OSError:
+                self._dirty = True  # ``run`` stores it again (and no marker is written before it is)
+                self._poke()
+                raise
+            self._dirty = False
 
     def _write(self, snapshot: dict[str, object]) -> None:
         folder = os.path.dirname(self.path)
@@ -172,9 +189,11 @@ class TransactionService:
         """InitProducerId of a transactional producer; an open transaction of an older instance is
         aborted before the answer (CONCURRENT_TRANSACTIONS: the client asks again)."""
         answer = self.coordinator.init_producer_id(transactional_id, timeout_ms, self.clock(), expected)
-        await self.save()
         if answer.markers is not None:
-            await self._finish(answer.markers)
+            if await self._prepared([answer.markers]):
+                await self._finish(answer.markers)
+        else:
+            await self.save()
         self._poke()
         return answer
 
@@ -226,7 +245,8 @@ class TransactionService:
             error, markers = self.coordinator.end_txn(transactional_id, producer_id, epoch, commit)
         if markers is None:
             return error
-        await self.save()
+        if not await self._prepared([markers]):
+            return CONCURRENT_TRANSACTIONS  # ``run`` ends it once its Prepare state is stored; the client retries
         return NONE if await self._finish(markers) else CONCURRENT_TRANSACTIONS
 
     def current(self, transactional_id: str) -> tuple[int, int]:
@@ -260,10 +280,24 @@ class TransactionService:
 
     # -- endings -------------------------------------------------------------------------------
 
+    async def _prepared(self, endings: list[Markers]) -> bool:
+        """Store the Prepare states of ``endings`` before any of their markers is written; False
+        (each left to ``run``, which stores the state first) when the state could not be stored."""
+        try:
+            await self.save()
+        except OSError as error:
+            logger.warning("adiskq: the transaction state could not be stored (%s); trying again", error)
+            for markers in endings:
+                self._unfinished[markers.transactional_id] = markers
+            return False
+        return True
+
     async def _finish(self, markers: Markers) -> bool:
         """Write the markers, commit or drop the offsets, store the Complete state; False (the
         transaction left in its Prepare state, for ``run`` to finish) when a write failed."""
         try:
+            if self._dirty:
+                await self.save()  # the Prepare state first: a marker never precedes its decision on disk
             for topic, partition in sorted(markers.partitions):
                 await self._write_marker(topic, partition, markers)
             held = self.pending.get(markers.transactional_id, {})
@@ -284,18 +318,27 @@ class TransactionService:
         self._unfinished.pop(markers.transactional_id, None)
         self.pending.pop(markers.transactional_id, None)
         self.coordinator.complete(markers.transactional_id)
-        await self.save()
+        # The markers are durable: a failed save leaves the Complete state to ``run`` (a restart
+        # before it would write the markers again, which readers take as the same ending).
+        with contextlib.suppress(OSError):
+            await self.save()
         return True
 
     async def recover(self) -> None:
         """At the start: carry out every decision stored in a Prepare state and abort every open
-        transaction (a failed write is left to ``run``)."""
+        transaction (a failed write is left to ``run``). Without a state file, the transactions the
+        data holds open are aborted instead (a failed write raises: the gateway does not start)."""
+        if not self.state_found and self._abort_open_in_data is not None:
+            await self._abort_open_in_data()
+            try:
+                await self.save()
+            except OSError as error:  # the next start looks in the data again, which is just slower
+                logger.warning("adiskq: the transaction state could not be stored (%s)", error)
+            self.state_found = True
         endings = self.coordinator.recover()
-        if not endings:
-            return
-        await self.save()
-        for markers in endings:
-            await self._finish(markers)
+        if endings and await self._prepared(endings):
+            for markers in endings:
+                await self._finish(markers)
 
     async def run(self) -> None:
         """Abort transactions as they time out, and finish endings whose markers failed, until cancelled."""
@@ -303,17 +346,20 @@ class TransactionService:
             self._deadline_moved = anyio.Event()
             deadline = self.coordinator.next_deadline_ms()
             delay = math.inf if deadline is None else max(0.0, (deadline - self.clock() + 1) / 1000)
-            if self._unfinished:
+            if self._unfinished or self._dirty:
                 delay = min(delay, _RETRY_SECONDS)
             with anyio.move_on_after(delay):
                 await self._deadline_moved.wait()
             timed_out = self.coordinator.timed_out(self.clock())
-            if timed_out:
-                await self.save()
-                for markers in timed_out:
-                    logger.info("adiskq: transaction %r timed out; aborted", markers.transactional_id)
-            for markers in [*timed_out, *self._unfinished.values()]:
+            for markers in timed_out:
+                logger.info("adiskq: transaction %r timed out; aborted", markers.transactional_id)
+            if timed_out and not await self._prepared(timed_out):
+                continue
+            for markers in [*timed_out, *list(self._unfinished.values())]:
                 await self._finish(markers)
+            if self._dirty:
+                with contextlib.suppress(OSError):
+                    await self.save()
 
     def _poke(self) -> None:
         if self._deadline_moved is not None:
@@ -363,7 +409,7 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
     async def write_marker(topic: str, partition: int, markers: Markers) -> None:
         if not topics.exists(topic):
             return  # the topic was deleted with the transaction's records: nothing is left to end
-        async with gateway.partition_lock(topic, partition), topics.writing(topic) as producer:
+        async with gateway.partition_lock(topic, partition), topics.writing(topic, partition) as producer:
             await partition_writes.write_marker(
                 producer, partition, markers.producer_id, markers.epoch, markers.commit, COORDINATOR_EPOCH
             )
@@ -373,8 +419,37 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
         if topics.exists(topic):
             await groups_of(gateway).commit(group, topic, offsets)
 
+    async def abort_open_in_data() -> None:
+        # No coordinator state: any transaction the data holds open is one no client can still end.
+        for topic in topics.names():
+            if not topics.reader(topic).settings.holds_transactions:
+                continue  # a format before transactions holds none
+            for partition in range(topics.partition_count(topic, fresh=True)):
+                async with gateway.partition_lock(topic, partition), topics.writing(topic) as producer:
+                    found = await anyio.to_thread.run_sync(
+                        partition_writes.open_transactions_with_epochs, producer, partition
+                    )
+                    for producer_id, (first, epoch) in sorted(found.items()):
+                        logger.warning(
+                            "adiskq: no transaction state (%s) but a transaction of producer id %d open in "
+                            "%s/%d from offset %d; aborted",
+                            STATE_FILE,
+                            producer_id,
+                            topic,
+                            partition,
+                            first,
+                        )
+                        await partition_writes.write_marker(
+                            producer, partition, producer_id, epoch, False, COORDINATOR_EPOCH
+                        )
+                        service.open.ended(topic, partition, producer_id)
+
     service = TransactionService(
-        topics.root, TransactionCoordinator(gateway.producer_ids.new), write_marker, store_offsets
+        topics.root,
+        TransactionCoordinator(gateway.producer_ids.new),
+        write_marker,
+        store_offsets,
+        abort_open_in_data=abort_open_in_data,
     )
     service.load()
     return install_transactions(gateway, service)

@@ -27,7 +27,9 @@ from .credentials import MECHANISMS, Credentials
 __all__ = ["SUPPORTED_MECHANISMS", "SaslServer", "SaslStep"]
 
 SUPPORTED_MECHANISMS: Final = ("PLAIN", *MECHANISMS)
-_REFUSED: Final = "Authentication failed: invalid username or password"
+# A refused login's message, word for word as Kafka's PlainSaslServer and ScramSaslServer answer it.
+_PLAIN_REFUSED: Final = "Authentication failed: Invalid username or password"
+_SCRAM_REFUSED: Final = "Authentication failed during authentication due to invalid credentials with SASL mechanism {}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +83,11 @@ class SaslServer:
         return self._scram_final(token)
 
     def _refuse(self) -> SaslStep:
+        mechanism = self.mechanism
         self.mechanism = None
         self._scram_state = None
-        return SaslStep(err.SASL_AUTHENTICATION_FAILED, message=_REFUSED)
+        message = _PLAIN_REFUSED if mechanism == "PLAIN" else _SCRAM_REFUSED.format(mechanism)
+        return SaslStep(err.SASL_AUTHENTICATION_FAILED, message=message)
 
     def _plain(self, token: bytes) -> SaslStep:
         parts = token.split(b"\0")

@@ -301,8 +301,14 @@ class TransactionCoordinator:
         if txn is None:
             return INVALID_PRODUCER_ID_MAPPING, None
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        if (producer_id, epoch) == (txn.last_producer_id, txn.last_epoch) and txn.state is done:
-            return NONE, None  # the retry of an ending already done: the same answer
+        previous = (producer_id, epoch) == (txn.last_producer_id, txn.last_epoch) or (
+            producer_id == txn.producer_id and epoch == txn.epoch - 1
+        )
+        if previous and txn.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            # The epoch before the last ending's bump (or a timeout's): the retry of that ending gets
+            # the same answer; the other ending (a commit after the coordinator aborted it) is
+            # INVALID_TXN_STATE, as Kafka 4.4 answers it.
+            return (NONE, None) if txn.state is done else (INVALID_TXN_STATE, None)
         if producer_id != txn.producer_id:
             return INVALID_PRODUCER_ID_MAPPING, None
         if epoch != txn.epoch:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from .._extras import needs_extra
 
 with needs_extra("spark", "adiskq's Spark data source"):
+    from ._arrow import TransactionOpenError as TransactionOpenError
     from ._encode import InvalidColumnsError as InvalidColumnsError
     from ._options import InvalidOptionError as InvalidOptionError
     from ._source import SCHEMA as SCHEMA
@@ -31,7 +32,14 @@ with needs_extra("spark", "adiskq's Spark data source"):
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["SCHEMA", "AdiskqDataSource", "InvalidColumnsError", "InvalidOptionError", "register"]
+__all__ = [
+    "SCHEMA",
+    "AdiskqDataSource",
+    "InvalidColumnsError",
+    "InvalidOptionError",
+    "TransactionOpenError",
+    "register",
+]
 
 
 def register(spark: SparkSession | None = None) -> None:

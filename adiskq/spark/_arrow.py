@@ -38,6 +38,7 @@ from .._sansio.codec import (
     ATTRIBUTES_AT,
     KEY_AT,
     KEY_LENGTH_AT,
+    KEYLESS,
     MAGIC_V1,
     MIN_RECORD_BYTES,
     NEED_MORE,
@@ -51,6 +52,8 @@ from .._sansio.core import crc32c, decode_messages
 from .._sansio.values import Message
 from .._storage.columns import RawRun
 from .._storage.transaction_outcomes import TransactionOutcomes, committed
+
+_NOT_PLAIN: Final = 0xFF ^ KEYLESS  # attributes bits that are not the uniform path's
 
 __all__ = ["ARROW_SCHEMA", "CRC_RESET", "HEADERS_TYPE", "TransactionOpenError", "messages_to_batch", "run_to_batch"]
 
@@ -304,8 +307,8 @@ def _uniform_batch(run: RawRun, buffer: npt.NDArray[np.uint8], size: int) -> pa.
 
     if not (field("<u4", 0) == size).all() or (rows[:, 8] != MAGIC_V1).any():
         raise _Inconsistent
-    if rows[:, 9].any():
-        return None  # some records have a tag
+    if (rows[:, 9] & _NOT_PLAIN).any():
+        return None  # some records have a tag (a keyless record's generated key is its key here)
     key_lengths = field("<u4", KEY_LENGTH_AT)
     key_length = int(key_lengths[0])
     if not (key_lengths == key_length).all():

@@ -4,6 +4,7 @@
     python benchmarks/kafka/bench_kafka.py --quick    # small sizes, for the test that keeps this working
     python benchmarks/kafka/bench_kafka.py --only fetch   # the fetch figures alone
     python benchmarks/kafka/bench_kafka.py --only produce # the produce figures alone
+    python benchmarks/kafka/bench_kafka.py --only transactions  # transactions of 100 records, beside Kafka's
 
 Values are 100 bytes with distinct keys. The gateway runs as ``adiskq serve`` in a process of its own
 (``--flush async``), the client in this one: both share the machine's cores. Figures:
@@ -42,9 +43,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
+import kafka_transactions_workload
 import psutil
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
@@ -497,7 +500,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny counts: checks that everything works")
     parser.add_argument("--out", default=None, help="write the figures as kafka.json here")
     parser.add_argument(
-        "--only", choices=["fetch", "produce"], help="fetch (or produce) alone: the gateway's and the library's"
+        "--only",
+        choices=["fetch", "produce", "transactions"],
+        help="fetch (or produce) alone: the gateway's and the library's; transactions: the gateway's and Kafka's",
     )
     args = parser.parse_args(argv)
     count = 2_000 if args.quick else 200_000
@@ -505,6 +510,8 @@ def main(argv: list[str] | None = None) -> int:
         return fetch_only(count, args.out)
     if args.only == "produce":
         return produce_only(count, args.out)
+    if args.only == "transactions":
+        return transactions_only(20 if args.quick else 500, args.out)
     seconds = 0.25 if args.quick else 5.0
     # The kernel counts CPU time in 10 ms ticks: quick mode still makes enough trips to pass a few.
     trips = 40 if args.quick else 500
@@ -621,9 +628,9 @@ def make_topic(bootstrap: str, topic: str) -> None:
         consumer.close()
 
 
-def apache_kafka(count: int, seconds: float, trips: int) -> dict[str, float]:
-    """The gateway's workloads, with the same client and settings, against one Apache Kafka node
-    (4.4, KRaft, ``-Xmx512m``) on this machine: the figures, and the JVM's CPU and peak memory.
+def on_apache_kafka(work: Callable[[str, psutil.Process], dict[str, float]]) -> dict[str, float]:
+    """``work(bootstrap, jvm)`` against one Apache Kafka node (4.4, KRaft, ``-Xmx512m``) on this
+    machine: its figures.
 
     The node is the test suite's own (``tests/support/kafka_broker.py``, from the jars
     ``scripts/fetch_kafka_jars.py`` fetches): inside a test run (the suite's quick run of this
@@ -637,7 +644,17 @@ def apache_kafka(count: int, seconds: float, trips: int) -> dict[str, float]:
     try:
         print(f"{time.strftime('%H:%M:%S')} starting Apache Kafka ...", file=sys.stderr, flush=True)
         broker = kafka_broker_support.shared_broker()
-        bootstrap, jvm = broker.bootstrap, psutil.Process(broker.pid)
+        return work(broker.bootstrap, psutil.Process(broker.pid))
+    finally:
+        if not inside_a_test_run:
+            kafka_broker_support.release_run_folder()
+
+
+def apache_kafka(count: int, seconds: float, trips: int) -> dict[str, float]:
+    """The gateway's workloads, with the same client and settings, against one Apache Kafka node
+    (``on_apache_kafka``): the figures, and the JVM's CPU and peak memory."""
+
+    def work(bootstrap: str, jvm: psutil.Process) -> dict[str, float]:
         run = f"{os.getpid()}-{time.monotonic_ns()}"  # the suite's node outlives this run: topics of its own
         for name in ("bench", "latency", "trips"):
             make_topic(bootstrap, f"{name}-{run}")
@@ -660,9 +677,8 @@ def apache_kafka(count: int, seconds: float, trips: int) -> dict[str, float]:
         results["apache_kafka_cpu_per_round_trip_us"] = cpu
         results["apache_kafka_peak_rss_mib"] = peak_rss_mib(jvm.pid)
         return results
-    finally:
-        if not inside_a_test_run:
-            kafka_broker_support.release_run_folder()
+
+    return on_apache_kafka(work)
 
 
 def _print_beside_apache_kafka(results: dict[str, float]) -> None:
@@ -768,6 +784,26 @@ def produce_only(count: int, out: str | None) -> int:
         f"{results['native_produce_msgs']:>12,.0f} {ratio:>6.2f}x  ≥ 400,000"
     )
     print(f"{'gateway CPU a message (µs)':38} {results['kafka_produce_gateway_us']:>14.2f}")
+    if out:
+        with open(os.path.join(out, "kafka.json"), "w") as file:
+            json.dump(results, file, indent=2)
+    return 0
+
+
+def transactions_only(count: int, out: str | None) -> int:
+    """``--only transactions``: transactions of 100 records (kafka_transactions_workload.py) against
+    the gateway and Apache Kafka in the same run."""
+    root = tempfile.mkdtemp(prefix="adiskq-bench-kafka-")
+
+    def gateway() -> tuple[str, psutil.Process, Callable[[], None]]:
+        process, port = start_gateway(root)
+        return f"127.0.0.1:{port}", psutil.Process(process.pid), lambda: stop_gateway(process)
+
+    try:
+        results = kafka_transactions_workload.measure(gateway, on_apache_kafka, count)
+    finally:
+        shutil.rmtree(root)
+    kafka_transactions_workload.print_beside(results)
     if out:
         with open(os.path.join(out, "kafka.json"), "w") as file:
             json.dump(results, file, indent=2)

@@ -1,10 +1,14 @@
-"""Consumer: where it starts and ends, how it reads, how it closes, and what it does with bad input."""
+"""Consumer: where it starts and ends, how it reads, how it closes, and what it does with bad input.
+
+The tests taking ``where`` run on a local stream and on a Kafka topic (README's capability table:
+``Consumer``'s partition, start, end and batches map); the others use a local stream's files."""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
 import pathlib
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -14,7 +18,19 @@ from support.consumer import Writer
 import adiskq
 from adiskq._sansio.naming import PARTS_DIR, partition_dir_name
 
+if TYPE_CHECKING:
+    from support.backends import Where
+
 pytestmark = pytest.mark.anyio
+
+
+async def write(producer_or_place: adiskq.Producer | str, messages: list[bytes]) -> None:
+    """Push ``messages`` in order with an open producer, or one opened for them."""
+    if isinstance(producer_or_place, adiskq.Producer):
+        await producer_or_place.push_many(messages)
+        return
+    async with adiskq.Producer(producer_or_place) as producer:
+        await producer.push_many(messages)
 
 
 async def take(consumer: adiskq.Consumer, count: int) -> list[adiskq.Message]:
@@ -55,8 +71,9 @@ async def test_messages_carry_what_was_written(stream_path: str) -> None:
     assert message.timestamp == dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.UTC)
 
 
-async def test_reads_a_producers_messages_in_order(stream_path: str) -> None:
+async def test_reads_a_producers_messages_in_order(where: Where) -> None:
     """What a Producer pushes, a consumer reads back in offset order."""
+    stream_path = where.new()
     async with adiskq.Producer(stream_path) as producer:
         for value in values(50):
             await producer.push(value)
@@ -68,10 +85,10 @@ async def test_reads_a_producers_messages_in_order(stream_path: str) -> None:
 # -- start ------------------------------------------------------------------------------------------
 
 
-async def test_start_oldest_reads_from_the_first_message(stream_path: str) -> None:
+async def test_start_oldest_reads_from_the_first_message(where: Where) -> None:
     """start="oldest" begins at the oldest retained offset."""
-    with Writer(stream_path) as writer:
-        writer.append(values(5))
+    stream_path = where.new()
+    await write(stream_path, values(5))
     async with adiskq.Consumer(stream_path, start="oldest", end="close") as consumer:
         assert [m.offset for m in await drain(consumer)] == [0, 1, 2, 3, 4]
 
@@ -97,10 +114,10 @@ async def test_start_active_oldest_begins_at_the_active_segment(stream_path: str
     assert [m.offset for m in messages] == list(range(active_base, 100))
 
 
-async def test_start_offset_begins_there(stream_path: str) -> None:
+async def test_start_offset_begins_there(where: Where) -> None:
     """An int start begins at that offset."""
-    with Writer(stream_path) as writer:
-        writer.append(values(10))
+    stream_path = where.new()
+    await write(stream_path, values(10))
     async with adiskq.Consumer(stream_path, start=7, end="close") as consumer:
         assert [m.offset for m in await drain(consumer)] == [7, 8, 9]
 
@@ -117,10 +134,10 @@ async def test_start_datetime_begins_at_the_first_message_at_or_after_it(stream_
         assert [m.offset for m in await drain(consumer)] == [3, 4]
 
 
-async def test_start_beyond_the_end_is_refused(stream_path: str) -> None:
+async def test_start_beyond_the_end_is_refused(where: Where) -> None:
     """Starting at an offset not written yet raises OffsetOutOfRangeError, saying where the end is."""
-    with Writer(stream_path) as writer:
-        writer.append(values(3))
+    stream_path = where.new()
+    await write(stream_path, values(3))
     with pytest.raises(adiskq.OffsetOutOfRangeError, match="next offset is 3"):
         async with adiskq.Consumer(stream_path, start=10):
             pass
@@ -129,30 +146,32 @@ async def test_start_beyond_the_end_is_refused(stream_path: str) -> None:
 # -- end --------------------------------------------------------------------------------------------
 
 
-async def test_end_close_stops_at_what_was_there_when_opened(stream_path: str) -> None:
+async def test_end_close_stops_at_what_was_there_when_opened(where: Where) -> None:
     """end="close" ends the iteration at the messages present when the consumer opened."""
-    with Writer(stream_path) as writer:
-        writer.append(values(4))
+    stream_path = where.new()
+    async with adiskq.Producer(stream_path) as producer:
+        await write(producer, values(4))
         async with adiskq.Consumer(stream_path, end="close") as consumer:
-            writer.append(values(3, first=4))
+            await write(producer, values(3, first=4))
             assert [m.offset for m in await drain(consumer)] == [0, 1, 2, 3]
 
 
-async def test_end_offset_is_exclusive_and_waits_for_it(stream_path: str) -> None:
+async def test_end_offset_is_exclusive_and_waits_for_it(where: Where) -> None:
     """An int end stops before that offset, waiting for messages until it gets there."""
-    with Writer(stream_path) as writer:
-        writer.append(values(2))
+    stream_path = where.new()
+    async with adiskq.Producer(stream_path) as producer:
+        await write(producer, values(2))
         async with adiskq.Consumer(stream_path, end=5) as consumer:
             first = await take(consumer, 2)
-            writer.append(values(6, first=2))
+            await write(producer, values(6, first=2))
             rest = await drain(consumer)
     assert [m.offset for m in first + rest] == [0, 1, 2, 3, 4]
 
 
-async def test_end_close_on_an_empty_partition_ends_at_once(stream_path: str) -> None:
+async def test_end_close_on_an_empty_partition_ends_at_once(where: Where) -> None:
     """end="close" on a partition with nothing in it yields nothing."""
-    with Writer(stream_path):
-        pass
+    stream_path = where.new()
+    await write(stream_path, [])
     async with adiskq.Consumer(stream_path, end="close") as consumer:
         assert await drain(consumer) == []
 
@@ -160,10 +179,10 @@ async def test_end_close_on_an_empty_partition_ends_at_once(stream_path: str) ->
 # -- batches ----------------------------------------------------------------------------------------
 
 
-async def test_batches_hold_at_most_max_messages(stream_path: str) -> None:
+async def test_batches_hold_at_most_max_messages(where: Where) -> None:
     """batches(max_messages=n) yields lists of at most n messages, in order, covering everything."""
-    with Writer(stream_path) as writer:
-        writer.append(values(25))
+    stream_path = where.new()
+    await write(stream_path, values(25))
     async with adiskq.Consumer(stream_path, end="close") as consumer:
         with anyio.fail_after(10):
             batches = [batch async for batch in consumer.batches(max_messages=10)]
@@ -171,10 +190,10 @@ async def test_batches_hold_at_most_max_messages(stream_path: str) -> None:
     assert [m.offset for b in batches for m in b] == list(range(25))
 
 
-async def test_batches_and_single_messages_share_one_position(stream_path: str) -> None:
+async def test_batches_and_single_messages_share_one_position(where: Where) -> None:
     """Mixing async for and batches() neither skips nor repeats a message."""
-    with Writer(stream_path) as writer:
-        writer.append(values(30))
+    stream_path = where.new()
+    await write(stream_path, values(30))
     async with adiskq.Consumer(stream_path, end="close") as consumer:
         first = await take(consumer, 3)
         assert consumer.position == 3
@@ -265,10 +284,10 @@ async def test_closed_consumer_raises_closed_error(stream_path: str) -> None:
             pass
 
 
-async def test_closing_wakes_a_waiting_reader_with_closed_error(stream_path: str) -> None:
+async def test_closing_wakes_a_waiting_reader_with_closed_error(where: Where) -> None:
     """A task waiting for messages gets ClosedError when another task closes the consumer."""
-    with Writer(stream_path):
-        pass
+    stream_path = where.new()
+    await write(stream_path, [])
     errors: list[BaseException] = []
     async with adiskq.Consumer(stream_path, poll_interval=60) as consumer:
 

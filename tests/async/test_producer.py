@@ -1,4 +1,11 @@
-"""adiskq.Producer: pushing, batching, flush policies, retention and closing, on asyncio and Trio."""
+"""adiskq.Producer: pushing, batching, flush policies, retention and closing, on asyncio and Trio.
+
+The tests taking ``where`` run on a local stream and on a Kafka topic (README's capability table:
+keys and values, headers, push_many's receipts and closing map). The others stay on a local stream,
+each for a row of the table: placement by FNV-1 and random keys for keyless pushes (Kafka places by
+murmur2 and sends a null key), nanosecond timestamps (Kafka keeps milliseconds), push_many written
+whole per partition and max_message_bytes (Kafka acknowledges each record, under the client's
+message.max.bytes), and the local stream options (locks, segments, fsync policy, vacuum, recovery)."""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ import asyncio
 import datetime as dt
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -18,6 +25,9 @@ from adiskq._async import producer as producer_module
 from adiskq._sansio.naming import partition_for_key
 from adiskq._storage.segment_writer import SegmentWriter
 from adiskq._storage.stream import StreamWriter
+
+if TYPE_CHECKING:
+    from support.backends import Where
 
 pytestmark = pytest.mark.anyio
 
@@ -31,18 +41,28 @@ def read_all(path: str) -> dict[int, list[adiskq.Message]]:
     }
 
 
-async def test_push_returns_a_receipt_that_reads_back(stream_path: str) -> None:
+async def read_at(place: str, partition: int, offset: int) -> adiskq.Message:
+    """The message at ``offset`` of ``partition``, read by a Consumer (failing after 10 s)."""
+    with anyio.fail_after(10):
+        async with adiskq.Consumer(place, partition=partition, start=offset) as consumer:
+            return await consumer.__anext__()
+
+
+async def test_push_returns_a_receipt_that_reads_back(where: Where) -> None:
     """A push returns (partition, offset), and that message reads back with its key, value and headers."""
+    stream_path = where.new()
     async with adiskq.Producer(stream_path, partitions=3) as producer:
         receipt = await producer.push(b"order 1", key="customer-00", headers={"type": b"created"})
     partition, offset = receipt
-    assert (partition, offset) == (2, 0)  # go-diskq places customer-00 on partition 2 of 3
-    message = adiskq.read(stream_path, partition, offset)
+    # go-diskq's FNV-1 and Kafka's murmur2 (Java clients) both place customer-00 on partition 2 of 3.
+    assert (partition, offset) == (2, 0)
+    message = await read_at(stream_path, partition, offset)
     assert (message.key, message.value, dict(message.headers)) == (b"customer-00", b"order 1", {"type": b"created"})
 
 
-async def test_offsets_are_contiguous_per_partition(stream_path: str) -> None:
+async def test_offsets_are_contiguous_per_partition(where: Where) -> None:
     """Each partition numbers its messages 0, 1, 2, ... in push order."""
+    stream_path = where.new()
     async with adiskq.Producer(stream_path, partitions=4) as producer:
         receipts = [await producer.push(b"%d" % i, key=f"k{i % 7}") for i in range(200)]
     by_partition: dict[int, list[int]] = {}
@@ -83,14 +103,15 @@ async def test_timestamp_defaults_to_now_and_accepts_datetime_or_ns(stream_path:
     assert adiskq.read(stream_path, 0, raw.offset).timestamp_ns == 123
 
 
-async def test_push_many_keeps_order_and_contiguity(stream_path: str) -> None:
+async def test_push_many_keeps_order_and_contiguity(where: Where) -> None:
     """push_many returns receipts in input order; each partition's share is contiguous and in order."""
+    stream_path = where.new()
     records = [adiskq.Record(b"%d" % i, key=f"customer-{i % 5}") for i in range(100)]
     async with adiskq.Producer(stream_path, partitions=3) as producer:
         await producer.push(b"before", key="customer-0")
         receipts = await producer.push_many(records)
     for record, (partition, offset) in zip(records, receipts, strict=True):
-        assert adiskq.read(stream_path, partition, offset).value == record.value
+        assert (await read_at(stream_path, partition, offset)).value == record.value
     for partition in {r.partition for r in receipts}:
         offsets = [r.offset for r in receipts if r.partition == partition]
         assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
@@ -149,12 +170,13 @@ async def test_push_many_on_one_partition_stores_every_field_and_rolls_between_b
     assert len(tagged) == 3 * 4 * (15 + 150)
 
 
-async def test_push_many_accepts_plain_bytes_and_empty_batches(stream_path: str) -> None:
+async def test_push_many_accepts_plain_bytes_and_empty_batches(where: Where) -> None:
     """Bare bytes are keyless records; an empty batch writes nothing."""
+    stream_path = where.new()
     async with adiskq.Producer(stream_path, partitions=2) as producer:
         assert await producer.push_many([]) == []
         receipts = await producer.push_many([b"a", bytearray(b"b")])
-    assert sorted(adiskq.read(stream_path, p, o).value for p, o in receipts) == [b"a", b"b"]
+    assert sorted([(await read_at(stream_path, p, o)).value for p, o in receipts]) == [b"a", b"b"]
 
 
 async def test_push_many_with_a_bad_record_writes_nothing(stream_path: str) -> None:
@@ -167,8 +189,9 @@ async def test_push_many_with_a_bad_record_writes_nothing(stream_path: str) -> N
     assert adiskq.stats(stream_path).message_count == 0
 
 
-async def test_wrong_value_types_are_refused_clearly(stream_path: str) -> None:
+async def test_wrong_value_types_are_refused_clearly(where: Where) -> None:
     """A str value is refused with a hint to encode it; unknown key types too."""
+    stream_path = where.new()
     async with adiskq.Producer(stream_path) as producer:
         with pytest.raises(TypeError, match="encode"):
             await producer.push("text")  # type: ignore[arg-type]
@@ -176,15 +199,16 @@ async def test_wrong_value_types_are_refused_clearly(stream_path: str) -> None:
             await producer.push(b"x", key=42)  # type: ignore[arg-type]
 
 
-async def test_a_header_value_of_wide_items_reads_back_whole(stream_path: str) -> None:
+async def test_a_header_value_of_wide_items_reads_back_whole(where: Where) -> None:
     """A header value given as a view of 4-byte items is stored as its 8 bytes by push and
     push_many: the header and the value after it read back as given."""
+    stream_path = where.new()
     header = memoryview(array.array("I", [0x41414141, 0x42424242]))
     async with adiskq.Producer(stream_path) as producer:
         pushed = await producer.push(b"VALUE", key=b"k", headers={"h": header})  # type: ignore[dict-item]
         (batched,) = await producer.push_many([adiskq.Record(b"VALUE2", key=b"k", headers={"h": header})])  # type: ignore[dict-item]
     for receipt, value in ((pushed, b"VALUE"), (batched, b"VALUE2")):
-        message = adiskq.read(stream_path, *receipt)
+        message = await read_at(stream_path, *receipt)
         assert (dict(message.headers), message.value) == ({"h": b"AAAABBBB"}, value)
 
 
@@ -205,15 +229,18 @@ async def test_a_lone_surrogate_in_a_key_or_header_name_is_an_invalid_argument(s
         adiskq.find(stream_path, "\udcff")
 
 
-async def test_empty_values_and_keys_read_back(stream_path: str) -> None:
+async def test_empty_values_and_keys_read_back(where: Where) -> None:
     """An empty payload (go-diskq cannot read one back) round-trips."""
+    stream_path = where.new()
     async with adiskq.Producer(stream_path) as producer:
         receipt = await producer.push(b"", key=b"")
-    assert adiskq.read(stream_path, *receipt).value == b""
+    message = await read_at(stream_path, *receipt)
+    assert (message.value, message.key) == (b"", b"")
 
 
-async def test_closed_producer_raises_closed_error(stream_path: str) -> None:
+async def test_closed_producer_raises_closed_error(where: Where) -> None:
     """After close, push and push_many raise ClosedError; closing again is harmless."""
+    stream_path = where.new()
     producer = adiskq.Producer(stream_path)
     with pytest.raises(adiskq.ClosedError, match="not open"):
         await producer.push(b"x")
@@ -775,7 +802,7 @@ async def test_a_batch_whose_leading_task_is_cancelled_during_its_fdatasync_is_s
 async def test_a_push_cancelled_while_it_leads_its_batchs_fdatasync_is_written_and_returns_its_receipt(
     stream_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The leader of a sync batch waits for its fdatasync in a worker thread (adiskq/_async/handoff.py):
+    """The leader of a sync batch waits for its fdatasync in a worker thread (EventLoop.run_in_thread):
     cancelled meanwhile, it still commits the batch, returns its receipt, and takes the cancellation at
     its caller's next checkpoint; the push queued behind it is committed next."""
     fsync = HeldFsync(monkeypatch)

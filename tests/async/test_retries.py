@@ -1,4 +1,9 @@
-"""ConsumerGroup retries and dead letters: delays kept, attempts counted, dead letters labelled, nothing lost."""
+"""ConsumerGroup retries and dead letters: delays kept, attempts counted, dead letters labelled, nothing lost.
+
+The tests taking ``where`` run on a local stream and on a Kafka topic (README's capability table:
+dead_letter() maps, to the topic TOPIC.NAME.dead-letters). The others stay on a local stream:
+retry() and max_attempts= are refused on Kafka (it has no retry stream), and that refusal is tested
+in tests/kafka_backend/test_differences.py."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import signal
 import sys
 import textwrap
 import time
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -16,6 +22,9 @@ import pytest
 import adiskq
 from adiskq._sansio.naming import partition_for_key
 from adiskq._storage.retries import pending_retries
+
+if TYPE_CHECKING:
+    from support.backends import Where
 
 pytestmark = pytest.mark.anyio
 
@@ -131,15 +140,18 @@ async def test_the_last_attempt_goes_to_the_dead_letter_stream_with_its_origin(
     assert letter.headers["adiskq-reason"] == b"timeout; delivered 3 times (max_attempts=3)"
 
 
-async def test_dead_letter_sends_the_message_there_at_once(stream_path: str) -> None:
+async def test_dead_letter_sends_the_message_there_at_once(where: Where) -> None:
     """dead_letter(msg, reason=...) stores it in the group's default dead-letter stream and counts it processed."""
+    stream_path = where.new()
     await push(stream_path, [b"bad", b"good"])
     async with adiskq.ConsumerGroup(stream_path, NAME) as group:
         [(bad, _)] = await take(group, 1)
         await group.dead_letter(bad, reason="cannot parse")
         [(good, _)] = await take(group, 1)
         group.commit(good)
-    [letter] = dead_letters(os.path.join(stream_path, "groups", NAME, "dead-letters"))
+    async with adiskq.Consumer(where.dead_letters(stream_path, NAME), end="close") as letters:
+        with anyio.fail_after(10):
+            [letter] = [m async for m in letters]
     assert (letter.value, letter.headers["adiskq-reason"], letter.headers["adiskq-attempt"]) == (
         b"bad",
         b"cannot parse",

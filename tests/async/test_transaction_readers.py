@@ -6,8 +6,11 @@ transactions has gaps where its markers and aborted records are."""
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import pytest
+from support.cli import invoke
 
 import adiskq
 from adiskq._async import partition_writes
@@ -108,3 +111,35 @@ async def test_a_reader_waiting_at_an_aborted_transaction_skips_it(stream_path: 
                 await partition_writes.write_marker(producer, 0, *A, commit=False, coordinator_epoch=1)
         assert got == [(2, b"p2")]
         assert await read_all(stream_path) == [(2, b"p2")]
+
+
+async def test_the_command_line_reads_committed_records_and_stops_at_an_open_transaction(stream_path: str) -> None:
+    async with adiskq.Producer(stream_path) as producer:
+        await producer.push(b"p0")  # 0
+        await partition_writes.write(producer, 0, records(b"a1"), transaction=A)  # 1
+        await partition_writes.write(producer, 0, records(b"b2"), transaction=B)  # 2
+        await partition_writes.write_marker(producer, 0, *B, commit=False, coordinator_epoch=0)  # 3
+        await partition_writes.write_marker(producer, 0, *A, commit=True, coordinator_epoch=0)  # 4
+        await partition_writes.write(producer, 0, records(b"a5"), transaction=A)  # 5: open
+        await producer.push(b"p6")  # 6
+    result = invoke("read", stream_path)
+    assert result.exit_code == 0, result.output
+    printed = [json.loads(line) for line in result.output.splitlines()]
+    # Up to the open transaction, and no further: "the end of what is there now" for a reader.
+    assert [(line["offset"], line["value"]) for line in printed] == [(0, "p0"), (1, "a1")]
+
+
+async def test_markers_far_from_their_records_are_found_across_scan_steps(stream_path: str) -> None:
+    """A marker thousands of records after its transaction's first (past a step of the scan that
+    looks for it), with a second transaction open across the first one's marker: each resolved."""
+    plain = [adiskq.Record(b"p%05d" % i, key=b"k") for i in range(6000)]
+    async with adiskq.Producer(stream_path, segment_size_bytes=64 * 1024) as producer:
+        await partition_writes.write(producer, 0, records(b"a0"), transaction=A)  # 0
+        await producer.push_many(plain[:5000])  # 1..5000
+        await partition_writes.write(producer, 0, records(b"b5001"), transaction=B)  # 5001
+        await partition_writes.write_marker(producer, 0, *A, commit=True, coordinator_epoch=0)  # 5002
+        await producer.push_many(plain[5000:])  # 5003..6002
+        await partition_writes.write_marker(producer, 0, *B, commit=False, coordinator_epoch=0)  # 6003
+    got = await read_all(stream_path)
+    assert [value for _, value in got] == [b"a0"] + [record.value for record in plain]
+    assert [offset for offset, _ in got] == [0, *range(1, 5001), *range(5003, 6003)]

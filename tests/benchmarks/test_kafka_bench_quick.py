@@ -76,3 +76,27 @@ def test_only_fetch_measures_the_fetch_alone(tmp_path: pathlib.Path) -> None:
     assert "kafka_produce_msgs" not in figures
     assert "kafka_e2e_p50_us" not in figures
     assert_fetch_context(figures, done.stdout)
+
+
+@pytest.mark.timeout(300)
+def test_only_transactions_measures_the_gateway_beside_apache_kafka(
+    tmp_path: pathlib.Path, kafka_broker: KafkaBroker
+) -> None:
+    """``--only transactions`` measures transactions of 100 records on the gateway and on Apache Kafka
+    (the run's node): commit latency, throughput and the broker's CPU, each side, and a table."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/bench_kafka.py", "--quick", "--only", "transactions", "--out", str(tmp_path)],
+        cwd=ROOT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads((tmp_path / "kafka.json").read_text())
+    for side in ("kafka_txn", "apache_kafka_txn"):
+        for figure in ("commit_p50_us", "commit_p99_us", "per_second", "records_per_second"):
+            assert figures[f"{side}_{figure}"] > 0, f"{side}_{figure}"
+        assert f"{side}_broker_cpu_us" in figures
+    assert "kafka_produce_msgs" not in figures
+    assert "transactions of 100 records a second" in done.stdout

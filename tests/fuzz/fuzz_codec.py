@@ -6,7 +6,7 @@ compiled decoder, scan, search for the next valid record and Kafka record batch 
 at the same position, the same batch or None) and never crash. Some seeded inputs hold values in
 plain zstd frames (a compressed stream's values before its first dictionary), decoded by both cores
 with the stream's dictionaries (none: frames that name one are damage here), and some are a
-Kafka transaction's records and markers. Coverage
+Kafka transaction's records and markers, or keyless pushes' (served with a null key). Coverage
 guides the search through the reference's Python (atheris instruments it; gcc, which builds the
 core, has no libFuzzer instrumentation), so inputs reach every check the C mirrors.
 
@@ -75,7 +75,7 @@ def _seeded(data: bytes) -> bytes:
             data[i : i + 3],
             i,
             _SEED_HEADERS[i // 7 % len(_SEED_HEADERS)],
-            COMPRESSED if plain else 0,
+            (COMPRESSED if plain else 0) | (reference.KEYLESS if data[0] & 8 else 0),
             None,
             _seed_transaction(data, i),
         )

@@ -1,10 +1,11 @@
 """A Kafka gateway in a process of its own, for tests that watch it from outside (its memory, its
-file descriptors): ``python gateway_process.py ROOT BACKEND PARTITIONS [NOFILE]``.
+file descriptors): ``python gateway_process.py ROOT BACKEND PARTITIONS [NOFILE] [shared]``.
 
 It sets its RLIMIT_NOFILE to NOFILE when given (soft and hard: the gateway raises its soft limit
 to the hard one as it starts; ``SOFT,HARD`` sets each), serves ROOT on a free port of 127.0.0.1 on
 BACKEND (asyncio or trio), prints the port on stdout once it listens, logs to stderr, and serves
-until its stdin closes (so it never outlives the test that started it). ``GatewayProcess`` runs it.
+until its stdin closes (so it never outlives the test that started it); ``shared`` writes the streams
+as a shared producer (``--shared``). ``GatewayProcess`` runs it.
 """
 
 from __future__ import annotations
@@ -26,13 +27,21 @@ class GatewayProcess:
     """The gateway of this module in a subprocess; ``port`` once it listens; its log in ``log_path``."""
 
     def __init__(
-        self, root: pathlib.Path, backend: str, *, partitions: int = 1, nofile: int | tuple[int, int] | None = None
+        self,
+        root: pathlib.Path,
+        backend: str,
+        *,
+        partitions: int = 1,
+        nofile: int | tuple[int, int] | None = None,
+        shared: bool = False,
     ) -> None:
         self.log_path = root.with_name(root.name + "-gateway.log")
         self._log: IO[bytes] = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop)
         args = [sys.executable, __file__, str(root), backend, str(partitions)]
         if nofile is not None:
             args.append(",".join(map(str, nofile)) if isinstance(nofile, tuple) else str(nofile))
+        if shared:
+            args.append("shared")
         self.process = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()  # blocks until it listens (or exits: then b"")
@@ -95,8 +104,8 @@ class GatewayProcess:
         self.stop()
 
 
-async def _serve(root: str, partitions: int) -> None:
-    async with KafkaGateway(root, port=0, partitions=partitions) as gateway:
+async def _serve(root: str, partitions: int, shared: bool) -> None:
+    async with KafkaGateway(root, port=0, partitions=partitions, shared=shared) as gateway:
         print(gateway.port, flush=True)
         # stdin closes when the test stops it (or dies): then the gateway closes cleanly.
         await anyio.to_thread.run_sync(sys.stdin.buffer.read, abandon_on_cancel=True)
@@ -105,11 +114,14 @@ async def _serve(root: str, partitions: int) -> None:
 def main() -> None:
     """Serve as the arguments say (see the module's docstring)."""
     root, backend, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    if len(sys.argv) > 4:
-        limits = [int(limit) for limit in sys.argv[4].split(",")]
-        resource.setrlimit(resource.RLIMIT_NOFILE, (limits[0], limits[-1]))
+    options = sys.argv[4:]
+    shared = "shared" in options
+    limits = [option for option in options if option != "shared"]
+    if limits:
+        soft, *hard = (int(limit) for limit in limits[0].split(","))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard[0] if hard else soft))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    anyio.run(_serve, root, partitions, backend=backend)
+    anyio.run(_serve, root, partitions, shared, backend=backend)
 
 
 if __name__ == "__main__":

@@ -116,7 +116,8 @@ def test_sasl_wrong_login_is_refused(
     with running_gateway(str(tmp_path), backend, security=security) as gateway:
         error = refused(bootstrap(gateway), **{**sasl(mechanism, password=password), "sasl.username": user})
         assert error.code() == KafkaError._AUTHENTICATION, error
-        assert "invalid username or password" in error.str()  # the gateway's refusal, not the client's check
+        assert "invalid" in error.str().lower()  # the gateway's refusal, not the client's check
+        assert "Authentication failed" in error.str()
 
 
 def frame(api_key: int, api_version: int, body: bytes = b"") -> bytes:

@@ -38,10 +38,13 @@ def _start_gateway(root: pathlib.Path, flush: str) -> tuple[subprocess.Popen[byt
         stderr=subprocess.PIPE,
     )
     assert process.stderr is not None
-    line = process.stderr.readline().decode()
-    found = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
-    assert found, line
-    return process, int(found.group(1))
+    lines = []
+    while line := process.stderr.readline().decode():  # (a creation a kill cut short is logged first)
+        lines.append(line)
+        found = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+        if found:
+            return process, int(found.group(1))
+    raise AssertionError(f"the gateway did not start: {''.join(lines)}")
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -195,6 +198,7 @@ def test_sigkill_around_commits_and_aborts(tmp_path: pathlib.Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # about half a minute a round
 def test_sigkill_around_commits_and_aborts_many_rounds(tmp_path: pathlib.Path) -> None:
     """Twenty rounds of the same."""
     for seed in range(20):

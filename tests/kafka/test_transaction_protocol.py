@@ -7,6 +7,7 @@ transactions left open aborted then; a hung transaction aborted at its timeout; 
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import importlib
 import os
 import pathlib
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 from anyio.from_thread import start_blocking_portal
 from conftest import call
+from differential import Side
 from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
 from kio.schema.add_partitions_to_txn.v1.request import AddPartitionsToTxnRequest as AddPartitionsV1
 from kio.schema.add_partitions_to_txn.v1.request import AddPartitionsToTxnTopic as AddPartitionsTopicV1
@@ -37,8 +39,9 @@ from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequestPartit
 from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequestTopic as TxnOffsetCommitV5Topic
 from kio.schema.types import BrokerId, GroupId, ProducerId, TopicName, TransactionalId
 from kio.static.primitive import i8, i16, i32, i64
+from transaction_support import COMMITTED, UNCOMMITTED, read_to_end
 
-from adiskq.kafka import KafkaGateway
+from adiskq.kafka import KafkaGateway, _transactions
 from adiskq.kafka.transaction_coordinator import TransactionCoordinator, TransactionCoordinatorStateError
 from adiskq.kafka.wire import codec as kafka_codec
 from adiskq.kafka.wire.codec import KafkaRecord
@@ -501,3 +504,69 @@ def latest_offsets(port: int, topic: str) -> tuple[int, int]:
         )
         found.append(int(answer.topics[0].partitions[0].offset))
     return found[0], found[1]
+
+
+def test_an_ending_whose_state_cannot_be_stored_waits_and_then_completes(
+    gateway, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state file cannot be written (a full disk): EndTxn answers CONCURRENT_TRANSACTIONS
+    (retriable) and nothing is committed; once writes succeed again the gateway stores the decision,
+    carries it out, and the client's retry is answered NONE with the offsets committed."""
+    port = gateway.gateway.port
+    create_topic(port, topic)
+    group = f"g-{topic}"
+    ids = producer(port, f"t-{topic}")
+    assert add_offsets(port, f"t-{topic}", ids, group) == NONE
+    assert txn_commit_offset(port, f"t-{topic}", ids, group, topic, 11) == NONE
+    real_write = _transactions.atomic_write_json
+
+    def disk_full(path: str, value: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    monkeypatch.setattr(_transactions, "atomic_write_json", disk_full)
+    assert end(port, f"t-{topic}", ids, commit=True) == CONCURRENT_TRANSACTIONS
+    assert committed(port, group, topic, stable=True) == (UNSTABLE_OFFSET_COMMIT, -1)
+    monkeypatch.setattr(_transactions, "atomic_write_json", real_write)
+    wait_until(lambda: end(port, f"t-{topic}", ids, commit=True) == NONE)
+    assert committed(port, group, topic, stable=True) == (NONE, 11)
+
+
+def test_a_late_ending_after_a_timeout_in_version_2() -> None:
+    """Transaction version 2: the coordinator's abort at the timeout bumps the epoch once; the
+    producer's late EndTxn v5 with the epoch before it is INVALID_TXN_STATE for a commit and the
+    same answer (NONE) for an abort, as Kafka 4.4 answers; an epoch older still is fenced."""
+    ids = iter(range(100, 200))
+    coordinator = TransactionCoordinator(lambda: next(ids))
+    answer = coordinator.init_producer_id("t", 1_000, 0)
+    producer_id, epoch = answer.producer_id, answer.epoch
+    assert coordinator.add_partitions("t", producer_id, epoch, [("orders", 0)], 0) == NONE
+    (markers,) = coordinator.timed_out(5_000)
+    assert markers.epoch == epoch + 1
+    coordinator.complete("t")
+    assert coordinator.end_txn_bumping("t", producer_id, epoch, commit=True) == (INVALID_TXN_STATE, None)
+    assert coordinator.end_txn_bumping("t", producer_id, epoch, commit=False) == (NONE, None)
+    assert coordinator.end_txn_bumping("t", producer_id, epoch - 1, commit=True) == (PRODUCER_FENCED, None)
+
+
+def test_a_lost_state_file_still_aborts_the_transactions_left_open_in_the_data(restartable) -> None:
+    """Without ``kafka-transactions.json`` (deleted, or lost with its disk), the start finds the
+    transaction a Produce left open in the topic's data and aborts it: read_committed readers are no
+    longer held at its first record and never get it; the state is stored again, so a further start
+    writes no second marker."""
+    port = restartable.start()
+    create_topic(port, "orders")
+    ids = producer(port, "t-lost")
+    assert produce_transactional(port, 12, "t-lost", ids, "orders") == NONE
+    assert latest_offsets(port, "orders") == (0, 1)  # open from its record at 0
+    restartable.stop()
+    state = os.path.join(restartable.root, "kafka-transactions.json")
+    os.remove(state)
+
+    port = restartable.start()
+    assert latest_offsets(port, "orders") == (2, 2)  # the record, its abort marker
+    side = Side("gateway", f"127.0.0.1:{port}", "lost-state")
+    assert read_to_end(side, [("orders", 0)], COMMITTED) == []
+    assert [value for *_, value in read_to_end(side, [("orders", 0)], UNCOMMITTED)] == [b"in-v2"]
+    assert os.path.exists(state)
+    port = restartable.start()
+    assert latest_offsets(port, "orders") == (2, 2)

@@ -92,6 +92,25 @@ def test_open_transactions_give_the_last_stable_offset() -> None:
     assert not opened.holds_open("t", 0)
 
 
+def test_a_transaction_is_open_before_its_first_write_lands() -> None:
+    """``starting`` opens the producer's transaction at the partition's end before the write (a
+    Fetch the write wakes stops there), ``settle`` moves it to the offset written, ``ended`` takes
+    back a write that failed; a later write of the same transaction changes nothing."""
+    opened = OpenTransactions()
+    assert opened.starting("t", 0, 7, 10)
+    assert opened.last_stable_offset("t", 0, 10) == 10
+    assert opened.last_stable_offset("t", 0, 12) == 10  # the write landed, not yet settled
+    opened.settle("t", 0, 7, 11)  # another writer came first: the transaction starts at 11
+    assert opened.last_stable_offset("t", 0, 12) == 11
+    assert not opened.starting("t", 0, 7, 12)  # the same transaction's next write
+    assert opened.last_stable_offset("t", 0, 14) == 11
+    assert opened.starting("t", 0, 9, 14)
+    opened.ended("t", 0, 9)  # its write failed
+    assert opened.last_stable_offset("t", 0, 14) == 11
+    opened.ended("t", 0, 7)
+    assert not opened.holds_open("t", 0)
+
+
 @pytest.mark.parametrize("version", FETCH_ANSWER_VERSIONS)
 def test_the_answer_carries_the_last_stable_offset_and_aborted_transactions(version: int) -> None:
     """kio reads the fields back: a read_committed partition's aborted transactions, a

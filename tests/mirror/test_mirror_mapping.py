@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from adiskq._sansio.values import Message
+from adiskq._sansio.values import Headers, Message
 from adiskq.kafka._mirror_mapping import (
     EXACT_HEADERS,
     OFFSET_HEADER,
@@ -17,13 +17,23 @@ from adiskq.kafka._mirror_mapping import (
     record_crc,
     to_kafka,
 )
+from adiskq.kafka.wire.mapping import NULLS_HEADER
 
 KafkaHeaders = list[tuple[str, bytes | None]]
 
 
-def _stored(key: bytes | None, value: bytes | None, headers: KafkaHeaders, timestamp_ms: int, offset: int) -> Message:
-    """The message a stream hands back for the record the mirror pushed for this Kafka record."""
-    record = local_record(key, value, headers, timestamp_ms, offset)
+def _stored(
+    key: bytes | None,
+    value: bytes | None,
+    headers: KafkaHeaders,
+    timestamp_ms: int,
+    offset: int,
+    *,
+    kafka_headers: bool = False,
+) -> Message:
+    """The message a stream hands back for the record the mirror pushed for this Kafka record
+    (``kafka_headers``: a format-5 stream, which stores ``adiskq.Headers``)."""
+    record = local_record(key, value, headers, timestamp_ms, offset, kafka_headers=kafka_headers)
     assert isinstance(record.timestamp, int)
     return Message(0, 7, record.timestamp, record.key, record.value, record.headers or {}, record.tag)
 
@@ -46,11 +56,12 @@ CASES: list[tuple[bytes | None, bytes | None, KafkaHeaders]] = [
 ]
 
 
+@pytest.mark.parametrize("kafka_headers", [True, False], ids=["format-5", "before-format-5"])
 @pytest.mark.parametrize(("key", "value", "headers"), CASES)
 def test_a_kafka_record_comes_back_from_the_stream_exactly(
-    key: bytes | None, value: bytes | None, headers: KafkaHeaders
+    key: bytes | None, value: bytes | None, headers: KafkaHeaders, kafka_headers: bool
 ) -> None:
-    message = _stored(key, value, headers, 1_700_000_000_123, 41)
+    message = _stored(key, value, headers, 1_700_000_000_123, 41, kafka_headers=kafka_headers)
     back = to_kafka(message)
     assert (back.key, back.value, back.timestamp_ms) == (key, value, 1_700_000_000_123)
     tag_moved = [name for name, _ in headers].count(TAG_HEADER) == 1 and message.tag is not None
@@ -73,6 +84,20 @@ def test_a_record_whose_headers_do_not_map_keeps_the_first_values_and_the_exact_
     assert message.headers["a"] == b"1"
     assert "n" not in message.headers
     assert decode_header_list(message.headers[EXACT_HEADERS]) == [("a", b"1"), ("a", b"2"), ("n", None)]
+
+
+def test_a_format_5_stream_keeps_repeated_and_null_headers_as_headers() -> None:
+    message = _stored(None, b"v", [("a", b"1"), ("a", b"2"), ("n", None)], 5, 3, kafka_headers=True)
+    assert isinstance(message.headers, Headers)
+    assert EXACT_HEADERS not in message.headers
+    assert message.header_list == (("a", b"1"), ("a", b"2"), ("n", None), (NULLS_HEADER, b"key"), (OFFSET_HEADER, b"3"))
+    assert message.headers.get_all("a") == [b"1", b"2"]
+
+
+def test_a_record_using_a_reserved_name_keeps_the_exact_list_on_a_format_5_stream() -> None:
+    message = _stored(b"k", b"v", [(OFFSET_HEADER, b"99"), ("a", b"1"), ("a", b"2")], 5, 3, kafka_headers=True)
+    assert message.headers[OFFSET_HEADER] == b"3"  # the mirror's position, not the Kafka header
+    assert decode_header_list(message.headers[EXACT_HEADERS]) == [(OFFSET_HEADER, b"99"), ("a", b"1"), ("a", b"2")]
 
 
 def test_a_kafka_record_without_a_timestamp_is_stamped_by_the_producer() -> None:

@@ -311,23 +311,29 @@ def test_encode_push_places_and_encodes_as_the_reference(
         assert encoded == expected
 
 
-def test_encode_push_gives_a_keyless_push_a_random_key() -> None:
-    """A push without a key gets 8 random bytes as its key, placed and hashed as any key is."""
+@pytest.mark.parametrize("keyless", [None, reference.KEYLESS, 0])
+def test_encode_push_gives_a_keyless_push_a_random_key(keyless: int | None) -> None:
+    """A push without a key gets 8 random bytes as its key, placed and hashed as any key is, and
+    its record the keyless attribute bit (format 5, the default) or none (a stream before it)."""
     if not core.COMPILED:
         assert core.raw_encode_push is None
         return
     assert core.raw_encode_push is not None
     seen = set()
+    extra = () if keyless is None else (keyless,)
     for _ in range(50):
-        encoded = core.raw_encode_push(b"v", None, 7, None, None, 5, 2**20)
+        encoded = core.raw_encode_push(b"v", None, 7, None, None, 5, 2**20, *extra)
         assert encoded is not NotImplemented
         record, partition, key_hash = encoded
         (message,) = reference.decode_messages(record, 0, 0, 1)
         assert len(message.key) == 8
         assert (partition, key_hash) == (reference_fnv1_32(message.key) % 5, zlib.crc32(message.key))
-        assert record == reference.encode_record(b"v", message.key, 7, None)
+        attributes = reference.KEYLESS if keyless is None else keyless
+        assert record == reference.encode_record(b"v", message.key, 7, None, attributes)
         seen.add(message.key)
     assert len(seen) == 50
+    with pytest.raises(ValueError, match="keyless is 0"):
+        core.raw_encode_push(b"v", None, 7, None, None, 5, 2**20, 3)
 
 
 def test_encode_records_fills_in_missing_timestamps_and_keys() -> None:
@@ -403,20 +409,31 @@ def test_pack_records_is_the_references(items: list[Record | bytes], now: int, m
     assert packed == expected
 
 
-def test_pack_records_gives_keyless_records_random_keys() -> None:
-    """A value alone, or a Record without a key, gets 8 random bytes as its key, hashed as any key."""
-    packed = core.pack_records([b"plain", Record(b"v", timestamp=5)], 1234, 2**20)
+@pytest.mark.parametrize("keyless", [reference.KEYLESS, 0])
+def test_pack_records_gives_keyless_records_random_keys(keyless: int) -> None:
+    """A value alone, or a Record without a key, gets 8 random bytes as its key, hashed as any key,
+    and the ``keyless`` attribute bits; a Record with a key gets none."""
+    items: list[Record | bytes] = [b"plain", Record(b"v", timestamp=5), Record(b"k", key=b"key")]
+    packed = core.pack_records(items, 1234, 2**20, keyless)
     if not core.COMPILED:
         assert packed is None
         return
     assert packed is not None
-    messages = reference.decode_messages(packed.data, 0, 0, 2)
-    assert [m.timestamp_ns for m in messages] == [1234, 5]
-    assert all(len(m.key) == 8 for m in messages)
+    messages = reference.decode_messages(packed.data, 0, 0, 3)
+    assert [m.timestamp_ns for m in messages] == [1234, 5, 1234]
+    assert all(len(m.key) == 8 for m in messages[:2])
     assert messages[0].key != messages[1].key
-    assert packed == core.reference_pack_records(
-        [Record(b"plain", key=messages[0].key), Record(b"v", key=messages[1].key, timestamp=5)], 1234, 2**20
+    attributes = []
+    at = 0
+    for _ in range(3):
+        attributes.append(packed.data[at + reference.ATTRIBUTES_AT])
+        at += int.from_bytes(packed.data[at : at + 4], "little")
+    assert attributes == [keyless, keyless, 0]
+    rebuilt = b"".join(
+        reference.encode_record(value, m.key, m.timestamp_ns, None, attribute)
+        for value, m, attribute in zip([b"plain", b"v", b"k"], messages, attributes, strict=True)
     )
+    assert packed.data == rebuilt
 
 
 @pytest.mark.parametrize(
@@ -436,47 +453,6 @@ def test_pack_records_leaves_what_it_does_not_take_to_the_producer(items: list[R
     encode it, or raise the reference's error)."""
     assert core.pack_records(items, 0, 2**20) is None
     assert core.encode_records(items, 0, 1) is None
-
-
-@given(
-    st.lists(st.tuples(values, keys, timestamps), max_size=10),
-    st.integers(min_value=0, max_value=2**64 - 1),
-    st.integers(min_value=0, max_value=2**64 - 1),
-)
-def test_rebase_entries_are_the_references(batch: list[tuple[bytes, bytes, int]], first: int, start: int) -> None:
-    """A packed batch's entries moved to where it is written: the reference's bytes, or its error
-    when an offset or a position would not fit in a u64."""
-    items: list[Record | bytes] = [Record(v, key=k, timestamp=t) for v, k, t in batch]
-    packed = core.reference_pack_records(items, 0, 2**40)
-    assert packed is not None
-    assert outcome(lambda: core.rebase_entries(packed.index_entries, packed.time_entries, first, start)) == outcome(
-        lambda: core.reference_rebase_entries(packed.index_entries, packed.time_entries, first, start)
-    )
-    if first <= 2**40 and start <= 2**40:  # as index_entries places the same records there
-        records = [reference.encode_record(v, k, t) for v, k, t in batch]
-        index, timeindex, _ = core.reference_index_entries(first, start, records, [t for _, _, t in batch])
-        assert core.rebase_entries(packed.index_entries, packed.time_entries, first, start) == (index, timeindex)
-
-
-@given(
-    st.integers(min_value=0, max_value=4).flatmap(
-        lambda n: st.tuples(
-            st.one_of(st.binary(min_size=24 * n, max_size=24 * n), st.binary(max_size=100)),
-            st.one_of(st.binary(min_size=16 * n, max_size=16 * n), st.binary(max_size=70)),
-        )
-    ),
-    st.one_of(st.integers(min_value=0, max_value=2**64 - 1), st.integers(min_value=-(2**70), max_value=2**70)),
-    st.integers(min_value=0, max_value=2**64 - 1),
-)
-def test_rebase_entries_of_any_bytes_answer_as_the_reference(
-    entries: tuple[bytes, bytes], first: int, start: int
-) -> None:
-    """Entries that are not pack_records' (any bytes, lengths that disagree, offsets near 2**64,
-    a negative or too large first offset): the reference's answer or its error."""
-    index, timeindex = entries
-    assert outcome(lambda: core.rebase_entries(index, timeindex, first, start)) == outcome(
-        lambda: core.reference_rebase_entries(index, timeindex, first, start)
-    )
 
 
 @given(
@@ -984,3 +960,31 @@ def test_the_compiled_decoder_leaves_kafkas_headers_to_the_reference() -> None:
     for data, count in ((repeated, 1), (null, 1), (plain + repeated + null, 3)):
         assert _compiled.decode_messages(data, 0, 0, count, 2**30) is NotImplemented
         assert _compiled.decode_at(data, 0, [3] * count, 2**30) is NotImplemented
+
+
+@pytest.mark.parametrize("keyless", [reference.KEYLESS, 0])
+def test_encode_records_marks_the_records_given_no_key(keyless: int) -> None:
+    """push_many's compiled encoding gives a record without a key the ``keyless`` attribute bits,
+    as the reference's step by step path does, and a record with one none."""
+    encoded = core.encode_records([b"plain", Record(b"v", key=b"k")], 1234, 4, None, keyless)
+    if not core.COMPILED:
+        assert encoded is None
+        return
+    assert encoded is not None
+    records = encoded[0]
+    assert [record[reference.ATTRIBUTES_AT] for record in records] == [keyless, 0]
+    key = reference.record_key(records[0])
+    assert records[0] == reference.encode_record(b"plain", key, 1234, None, keyless)
+    assert core.reference_encode_push(b"v", None, 1, None, None, 1, 2**20, keyless) is not None
+    record, _, _ = core.reference_encode_push(b"v", None, 1, None, None, 1, 2**20, keyless)  # type: ignore[misc]
+    assert record[reference.ATTRIBUTES_AT] == keyless
+
+
+def test_keyless_records_decode_on_the_plain_paths_alike() -> None:
+    """A keyless record (attributes bit 4) is a plain record to both decoders: its generated key is
+    its Message's key, in a batch of one size too (the uniform path)."""
+    records = [reference.encode_record(b"v%02d" % i, b"%08d" % i, i, None, reference.KEYLESS) for i in range(20)]
+    buf = b"".join(records)
+    expected = [Message(3, 100 + i, i, b"%08d" % i, b"v%02d" % i) for i in range(20)]
+    assert core.decode_messages(buf, 3, 100, 20) == expected
+    assert reference.decode_messages(buf, 3, 100, 20) == expected

@@ -8,8 +8,12 @@ import pathlib
 import types
 
 import pytest
+from anyio.from_thread import start_blocking_portal
 from pyspark.sql import SparkSession
+from support.kafka_broker import KafkaBroker
 from support.paths import ROOT_DIR
+
+from adiskq.kafka import KafkaGateway
 
 ROOT = pathlib.Path(ROOT_DIR)
 
@@ -35,14 +39,23 @@ def test_the_pipeline_counts_each_users_clicks_per_closed_minute(spark: SparkSes
 
 
 def test_the_spark_benchmark_runs_in_quick_mode(
-    spark: SparkSession, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], kafka_broker: KafkaBroker
 ) -> None:
-    """benchmarks/bench_spark.py's quick mode reads both peers and prints rows/s with the ratio."""
+    """benchmarks/bench_spark.py's quick mode reads every peer — the adiskq data source, Parquet, the
+    null source, and Spark's Kafka connector from a Kafka gateway serving the same stream and from
+    Apache Kafka — each whole (the sum of the values' lengths is checked), and prints the table."""
     bench = load("benchmarks/bench_spark.py")
-    medians = bench.run(spark, bench.QUICK_ROWS, 1, str(tmp_path))
+    with start_blocking_portal(backend="asyncio") as portal:
+        gateway = KafkaGateway(str(tmp_path), port=0)
+        with portal.wrap_async_context_manager(gateway):
+            kafka = {"kafka-gateway": f"127.0.0.1:{gateway.port}", "apache-kafka": kafka_broker.bootstrap}
+            medians = bench.run(spark, bench.QUICK_ROWS, 1, str(tmp_path), kafka)
     assert set(medians) == {"scan", "sum"}
-    assert all(ours > 0 and theirs > 0 for ours, theirs in medians.values())
-    assert "adiskq/parquet" in capsys.readouterr().out
+    peers = {"adiskq", "parquet", "null-source", "kafka-gateway", "apache-kafka"}
+    assert all(set(rates) == peers and min(rates.values()) > 0 for rates in medians.values()), medians
+    out = capsys.readouterr().out
+    assert "kafka-gateway rows/s" in out
+    assert "adiskq/parquet" in out
 
 
 @pytest.mark.parametrize("script", ["benchmarks/bench_spark.py", "examples/spark_pipeline.py"])

@@ -10,7 +10,7 @@ import pytest
 
 import adiskq
 from adiskq._async import partition_writes
-from adiskq.spark._arrow import TransactionOpenError
+from adiskq.spark import TransactionOpenError
 from adiskq.spark._reader import OffsetRange, read_range
 
 A = (1000, 0)

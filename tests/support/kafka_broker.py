@@ -1,5 +1,7 @@
 """Apache Kafka itself, for the tests that compare the gateway with it: one KRaft node, or a cluster
-of three, on loopback, started once per test run and shared by the run's pytest-xdist workers.
+of three, on loopback, started once per test run and shared by the run's pytest-xdist workers; and a
+second single node with a SASL listener and a per-address connection limit, started only for the
+tests that compare those (``shared_sasl_broker``).
 
 Sharing: the run's main process (the only one without xdist) makes a run folder in
 ``pytest_configure`` and names it to its workers in ``ADISKQ_TEST_KAFKA_RUN``. The first test that
@@ -51,13 +53,16 @@ HEAP = "-Xmx512m"
 WATCHDOG = pathlib.Path(__file__).resolve().parent / "kafka_watchdog.py"
 
 # Kafka's settings that differ from its defaults, for every node: the group coordinator starts a
-# group at once (the 3 s default delays every test's first join), and its ids are those of the test.
+# group at once (the 3 s default delays every test's first join), and its ids are those of the test;
+# the transaction coordinator looks for transactions past their timeout every second, not every ten
+# (a hung transaction is then aborted within a second of its timeout, as the gateway aborts it).
 COMMON_SETTINGS = {
     "process.roles": "broker,controller",
     "controller.listener.names": "CONTROLLER",
     "inter.broker.listener.name": "PLAINTEXT",
     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
     "group.initial.rebalance.delay.ms": "0",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 }
 # One node alone: the internal topics' replication must fit one broker (else groups and
 # init_transactions wait forever for replicas that do not exist).
@@ -67,6 +72,35 @@ SINGLE_NODE_SETTINGS = {
     "transaction.state.log.min.isr": "1",
 }
 CLUSTER_SETTINGS = {"default.replication.factor": "3", "min.insync.replicas": "2"}
+
+# The SASL node: clients on a SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) with one
+# user, the node's own traffic on a PLAINTEXT one. A failed login is answered after
+# SASL_FAILED_DELAY_MS (Kafka's default, 100, is too short to tell from a slow machine), and
+# max.connections.per.ip is PER_ADDRESS_LIMIT for every address but 127.0.0.1 (the suite's other
+# clients, and the node's own connections): a test counts connections it makes from
+# LIMITED_ADDRESS, another loopback address.
+SASL_USER, SASL_PASSWORD = "alice", "alice-secret"
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_FAILED_DELAY_MS = 600
+PER_ADDRESS_LIMIT = 3
+LIMITED_ADDRESS = "127.0.0.9"
+SASL_SETTINGS = {
+    **SINGLE_NODE_SETTINGS,
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+        f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{SASL_USER}="{SASL_PASSWORD}";'
+    ),
+    **{
+        f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        )
+        for mechanism in SASL_MECHANISMS[1:]
+    },
+    "connection.failed.authentication.delay.ms": str(SASL_FAILED_DELAY_MS),
+    "max.connections.per.ip": str(PER_ADDRESS_LIMIT),
+    "max.connections.per.ip.overrides": "127.0.0.1:100000",
+}
 LOG4J2 = """\
 status = warn
 appender.out.type = Console
@@ -87,6 +121,8 @@ class Node:
     controller_port: int
     folder: str
     pid: int = 0
+    # A SASL node: ``port`` is its SASL_PLAINTEXT listener's, this its own PLAINTEXT one's (0: none).
+    internal_port: int = 0
 
     @property
     def address(self) -> str:
@@ -124,6 +160,31 @@ class KafkaBroker:
     def pid(self) -> int:
         """The broker's JVM's process id (for its CPU and memory, as benchmarks/kafka/bench_kafka.py reads)."""
         return self.node.pid
+
+
+@dataclasses.dataclass
+class KafkaSaslBroker:
+    """The run's SASL node: ``bootstrap`` is its SASL_PLAINTEXT listener, where ``user`` logs in with
+    ``password`` by any of ``mechanisms``; ``failed_delay_ms``, ``per_address_limit`` and
+    ``limited_address`` as the module's constants say."""
+
+    node: Node
+    user: str = SASL_USER
+    password: str = SASL_PASSWORD
+    mechanisms: tuple[str, ...] = SASL_MECHANISMS
+    failed_delay_ms: int = SASL_FAILED_DELAY_MS
+    per_address_limit: int = PER_ADDRESS_LIMIT
+    limited_address: str = LIMITED_ADDRESS
+
+    @property
+    def bootstrap(self) -> str:
+        """``bootstrap.servers`` for a SASL client: ``127.0.0.1:PORT``."""
+        return self.node.address
+
+    @property
+    def port(self) -> int:
+        """The SASL listener's port."""
+        return self.node.port
 
 
 @dataclasses.dataclass
@@ -186,7 +247,7 @@ def release_run_folder() -> None:
     if folder is None:
         return
     run = pathlib.Path(folder)
-    nodes = [node for name in ("broker", "cluster") for node in _read_state(run, name, stopping=True)]
+    nodes = [node for name in ("broker", "cluster", "sasl") for node in _read_state(run, name, stopping=True)]
     for node in nodes:  # all at once: a cluster's nodes shut down together, not one quorum at a time
         with contextlib.suppress(ProcessLookupError):
             os.kill(node.pid, signal.SIGTERM)
@@ -241,6 +302,23 @@ def shared_broker() -> KafkaBroker:
         return _start([_new_node(run / "broker", 0)], SINGLE_NODE_SETTINGS, then=_wait_group_coordinator)
 
     return KafkaBroker(_shared("broker", start)[0])
+
+
+def shared_sasl_broker() -> KafkaSaslBroker:
+    """The run's SASL node (id 0, a cluster of its own), started by the first caller: its user's
+    SCRAM credentials are written when its log folder is formatted, as Kafka's KRaft mode has them."""
+
+    def start(run: pathlib.Path) -> list[Node]:
+        node = _new_node(run / "sasl", 0)
+        node.internal_port = _free_port()
+        scram = [
+            argument
+            for mechanism in SASL_MECHANISMS[1:]
+            for argument in ("--add-scram", f"{mechanism}=[name={SASL_USER},password={SASL_PASSWORD}]")
+        ]
+        return _start([node], SASL_SETTINGS, then=lambda _: None, format_arguments=scram)
+
+    return KafkaSaslBroker(_shared("sasl", start)[0])
 
 
 def shared_cluster() -> KafkaCluster:
@@ -316,6 +394,12 @@ def _write_properties(nodes: list[Node], extra: dict[str, str]) -> None:
             "advertised.listeners": f"PLAINTEXT://{node.address}",
             "log.dirs": str(pathlib.Path(node.folder) / "data"),
         }
+        if node.internal_port:  # a SASL node: clients on SASL_PLAINTEXT, its own traffic on PLAINTEXT
+            internal = f"PLAINTEXT://127.0.0.1:{node.internal_port}"
+            settings["listeners"] = (
+                f"{internal},SASL_PLAINTEXT://{node.address},CONTROLLER://127.0.0.1:{node.controller_port}"
+            )
+            settings["advertised.listeners"] = f"{internal},SASL_PLAINTEXT://{node.address}"
         node.properties_path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         (pathlib.Path(node.folder) / "log4j2.properties").write_text(LOG4J2)
 
@@ -325,12 +409,22 @@ def _jvm(node: Node) -> list[str]:
     return [_java(), HEAP, f"-Dlog4j2.configurationFile={log4j}", "-Djava.awt.headless=true", "-cp", _class_path()]
 
 
-def _format(nodes: list[Node]) -> None:
-    """Format every node's log folder with one new cluster id (Kafka's StorageTool, in parallel)."""
+def _format(nodes: list[Node], arguments: list[str]) -> None:
+    """Format every node's log folder with one new cluster id (Kafka's StorageTool, in parallel),
+    with these further ``arguments`` (``--add-scram``)."""
     cluster_id = _cluster_id()
     formats = [
         subprocess.Popen(
-            [*_jvm(node), "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(node.properties_path)],
+            [
+                *_jvm(node),
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                cluster_id,
+                "-c",
+                str(node.properties_path),
+                *arguments,
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
@@ -368,11 +462,13 @@ def _bootstrap(nodes: list[Node]) -> str:
     return ",".join(node.address for node in nodes)
 
 
-def _start(nodes: list[Node], extra: dict[str, str], then: Callable[[Node], None]) -> list[Node]:
-    """Format and start ``nodes`` as one cluster, wait until each logs that it serves, then for
-    ``then(first node)``; nodes that do not get so far are killed."""
+def _start(
+    nodes: list[Node], extra: dict[str, str], then: Callable[[Node], None], format_arguments: list[str] | None = None
+) -> list[Node]:
+    """Format (with ``format_arguments``) and start ``nodes`` as one cluster, wait until each logs
+    that it serves, then for ``then(first node)``; nodes that do not get so far are killed."""
     _write_properties(nodes, extra)
-    _format(nodes)
+    _format(nodes, format_arguments or [])
     for node in nodes:
         node.pid = _launch(node)
     try:

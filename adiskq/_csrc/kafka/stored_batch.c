@@ -144,6 +144,7 @@ static int write_record(batch_buffer *batch, const uint8_t *buf, size_t limit, s
         value = (const uint8_t *)PyBytes_AS_STRING(decompressed);
         value_length = (size_t)PyBytes_GET_SIZE(decompressed);
     }
+    if (record.attributes & ADQ_KEYLESS) key = NULL; /* a push given no key: Kafka's null key (codec.py) */
     if (nulls_at >= 0) {
         const stored_header *nulls = &headers[nulls_at];
         if (names_hold(nulls->value, nulls->value_length, "key")) key = NULL;

@@ -303,18 +303,30 @@ PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 
 static uint64_t next_random(void);
 
-/* encode_push(value, key, timestamp_ns, headers, tag, partition_count, max_message_bytes)
+int adq_keyless_bits(PyObject *keyless) {
+    if (keyless == NULL) return ADQ_KEYLESS;
+    long bits = PyLong_Check(keyless) ? PyLong_AsLong(keyless) : -1;
+    if (bits == 0 || bits == ADQ_KEYLESS) return (int)bits;
+    PyErr_Clear();
+    PyErr_SetString(PyExc_ValueError, "keyless is 0 (a stream before format 5) or 0x10 (codec.KEYLESS)");
+    return -1;
+}
+
+/* encode_push(value, key, timestamp_ns, headers, tag, partition_count, max_message_bytes[, keyless])
  *     -> (record, partition, key hash) | NotImplemented
  * One push's whole encoding: its key placed and hashed (as place() does; None is a random key, as in
- * encode_records) and its record encoded (as encode_record() does, attributes 0). NotImplemented for
+ * encode_records) and its record encoded (as encode_record() does, attributes 0, or `keyless` for a
+ * record given no key: adq_keyless_bits). NotImplemented for
  * anything not plain, and for a record over max_message_bytes, which is refused before a byte of it
  * is copied: the producer's Python path then encodes it, or raises the reference's error. */
 PyObject *adq_py_encode_push(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "encode_push takes 7 arguments");
+    if (nargs != 7 && nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "encode_push takes 7 or 8 arguments");
         return NULL;
     }
+    int keyless = adq_keyless_bits(nargs == 8 ? args[7] : NULL);
+    if (keyless < 0) return NULL;
     long partition_count = PyLong_AsLong(args[5]);
     if (partition_count <= 0) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "partition_count must be positive");
@@ -326,10 +338,12 @@ PyObject *adq_py_encode_push(PyObject *module, PyObject *const *args, Py_ssize_t
     const uint8_t *key;
     size_t key_len;
     uint8_t random_key[8];
+    int attributes = 0;
     if (args[1] == Py_None) {
         adq_store_u64(random_key, next_random());
         key = random_key;
         key_len = 8;
+        attributes = keyless;
     } else if (!key_bytes(args[1], &key, &key_len)) {
         return not_implemented();
     }
@@ -342,7 +356,7 @@ PyObject *adq_py_encode_push(PyObject *module, PyObject *const *args, Py_ssize_t
     uint64_t size = ADQ_KEY_AT + (uint64_t)key_len + (raw_tag == NULL ? 0 : 2 + (uint64_t)tag_len) +
                     (uint64_t)header_bytes + (uint64_t)PyBytes_GET_SIZE(value);
     if (max_bytes < 0 || size > (uint64_t)max_bytes) return not_implemented();
-    PyObject *record = encode_one(value, key, key_len, args[2], headers, 0, tag);
+    PyObject *record = encode_one(value, key, key_len, args[2], headers, attributes, tag);
     if (record == NULL) return PyErr_Occurred() ? NULL : not_implemented();
     PyObject *partition = PyLong_FromUnsignedLong(partition_of(key, key_len, partition_count));
     PyObject *hash = PyLong_FromUnsignedLong(adq_crc32(0, key, key_len));
@@ -429,12 +443,13 @@ static uint64_t next_random(void) {
     return z ^ (z >> 31);
 }
 
-/* encode_records(items, now, partition_count[, prepared]) -> (records, timestamps, partitions,
+/* encode_records(items, now, partition_count[, prepared[, keyless]]) -> (records, timestamps, partitions,
  * key_hashes, largest, total) | NotImplemented: push_many's whole per-record work in one loop.
  * key_hashes are bytes: each record's key index hash as a u32 in the host's order (what
  * array.array("I") holds; adiskq/_sansio/core.py makes it one), not a list of ints: the segment
  * writes them as the key index's column (an int a record, made here for the column's packing to take
- * apart again, was a sixth of push_many's own work). Items are adiskq.Record or bytes (a value alone); a missing timestamp is `now`, a missing key a random one.
+ * apart again, was a sixth of push_many's own work). Items are adiskq.Record or bytes (a value alone); a missing timestamp is `now`, a missing key a random one
+ * (its record's attributes `keyless`: adq_keyless_bits).
  * Anything else (a datetime timestamp, a bytearray value, a Mapping that is not a dict...) is
  * NotImplemented and the producer's Python path takes the batch. With `prepared` (log/compression.c's prepared
  * dictionary, or None) each value is stored compressed (attributes bit 1). `largest` is the size of
@@ -447,11 +462,13 @@ static uint64_t next_random(void) {
  * cycle; tracked, every collection a batch's allocations start walks their thousands of items. */
 PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 3 && nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "encode_records takes 3 or 4 arguments");
+    if (nargs < 3 || nargs > 5) {
+        PyErr_SetString(PyExc_TypeError, "encode_records takes 3 to 5 arguments");
         return NULL;
     }
-    PyObject *prepared = nargs == 4 && args[3] != Py_None ? args[3] : NULL;
+    PyObject *prepared = nargs >= 4 && args[3] != Py_None ? args[3] : NULL;
+    int keyless = adq_keyless_bits(nargs == 5 ? args[4] : NULL);
+    if (keyless < 0) return NULL;
     if (prepared != NULL && !adq_zstd_is_prepared(prepared)) {
         PyErr_SetString(PyExc_TypeError, "encode_records: prepared is a prepared zstd dictionary or None");
         return NULL;
@@ -500,10 +517,12 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
         const uint8_t *raw;
         size_t key_len;
         uint8_t random_key[8];
+        int attributes = prepared ? ADQ_COMPRESSED : 0;
         if (key == Py_None) {
             adq_store_u64(random_key, next_random());
             raw = random_key;
             key_len = 8;
+            attributes |= keyless;
         } else if (!key_bytes(key, &raw, &key_len)) {
             goto reference;
         }
@@ -513,7 +532,7 @@ PyObject *adq_py_encode_records(PyObject *module, PyObject *const *args, Py_ssiz
             stored = adq_zstd_compress(prepared, value);
             if (stored == NULL) goto done;
         }
-        PyObject *record = encode_at(stored, raw, key_len, timestamp_ns, headers, prepared ? ADQ_COMPRESSED : 0, tag);
+        PyObject *record = encode_at(stored, raw, key_len, timestamp_ns, headers, attributes, tag);
         Py_ssize_t uncompressed = 0; /* what the value adds to the record when stored as it is */
         if (stored != value) {
             uncompressed = PyBytes_GET_SIZE(value) - PyBytes_GET_SIZE(stored);

@@ -41,7 +41,7 @@ async def create_partitions(context: RequestContext, request: Any) -> Any:
                 code = ErrorCode.invalid_partitions
                 message = f"topic {topic.name!r} has {current} partitions; the count can only grow"
             else:
-                topics.budget.check_partitions(topic.name, topic.count)
+                topics.budget.check_partitions(topic.name, topic.count, shared=topics.shared)
                 if not request.validate_only:
                     await topics.grow(topic.name, topic.count)
         except Exception as error:

@@ -98,7 +98,7 @@ async def _create(context: RequestContext, request: Any, topic: Any) -> tuple[Er
     if topics.exists(topic.name):
         return ErrorCode.topic_already_exists, f"topic {topic.name!r} already exists", partitions
     try:
-        topics.budget.check_partitions(topic.name, partitions)
+        topics.budget.check_partitions(topic.name, partitions, shared=topics.shared)
         if request.validate_only:
             return ErrorCode.none, None, partitions
         await topics.create(topic.name, partitions, **settings)

@@ -30,7 +30,7 @@ from kio.schema.errors import ErrorCode
 
 from ..._async.producer import Producer
 from ..._errors import SettingsMismatchError
-from ..._sansio.run_entries import StoredRecords
+from ..._sansio.entries import EncodedRun
 from .._idempotence import Duplicate, SequenceError
 from .._records import (
     RecordRefusedError,
@@ -375,11 +375,21 @@ async def _append_transactional(
             if isinstance(verdict, Duplicate):
                 offset = verdict.base_offset
             else:
-                offset = await _write(
-                    context, topic, partition, [batch], None, transaction=(batch.producer_id, batch.producer_epoch)
-                )
+                # Open before the write: the write wakes parked read_committed Fetches, which must
+                # find the transaction open then, or they would serve its records past the LSO.
+                end = context.gateway.topics.reader(topic).partition(partition).bounds()[1]
+                starts = transactions.open.starting(topic, partition, batch.producer_id, end)
+                try:
+                    offset = await _write(
+                        context, topic, partition, [batch], None, transaction=(batch.producer_id, batch.producer_epoch)
+                    )
+                except BaseException:
+                    if starts:
+                        transactions.open.ended(topic, partition, batch.producer_id)
+                    raise
                 _sequence_written(context, topic, partition, batch, offset)
-                transactions.open.written(topic, partition, batch.producer_id, offset)
+                if starts:
+                    transactions.open.settle(topic, partition, batch.producer_id, offset)
             first_offset = offset if first_offset is None else first_offset
     assert first_offset is not None
     return first_offset
@@ -434,7 +444,7 @@ def _records(batches: list[KafkaBatch]) -> ToWrite:
     except RecordRefusedError as error:
         code = ErrorCode.invalid_timestamp if error.bad_timestamp else ErrorCode.invalid_record
         raise _Refused(code, str(error), error.index) from None
-    if not (records.index_entries if isinstance(records, StoredRecords) else records):
+    if not (records.index_entries if isinstance(records, EncodedRun) else records):
         raise _Refused(ErrorCode.invalid_record, "the record batch holds no records")
     return records
 
@@ -450,10 +460,13 @@ def _write_error_code(error: BaseException) -> ErrorCode:
 
 def _push_now(context: RequestContext, producer: Producer, topic: str, partition: int, records: ToWrite) -> int | None:
     try:
-        return write_records_now(producer, partition, records)
+        first = write_records_now(producer, partition, records)
     except Exception as error:
         logger.warning("adiskq: produce to %s-%d failed: %s", topic, partition, error)
         raise _Refused(_write_error_code(error), error_message_for(context.gateway, error)) from None
+    if first is not None:
+        context.gateway.topics.partition_written(topic, partition)  # the last to be parked for room
+    return first
 
 
 async def _write(
@@ -468,7 +481,7 @@ async def _write(
     if records is None:
         records = _records(batches)
     try:
-        async with context.gateway.topics.writing(topic) as producer:
+        async with context.gateway.topics.writing(topic, partition) as producer:
             if transaction is not None:
                 return await write_records(producer, partition, records, transaction=transaction)
             return await write_records(producer, partition, records)

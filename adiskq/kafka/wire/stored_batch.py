@@ -5,6 +5,7 @@ them: ``codec.py`` has the layout) and returns the batch ``wire.codec.encode_mes
 the Messages a reader decodes from them, mapped by the gateway's rules (``wire/mapping.py``): base
 offset the run's first, timestamps floored from nanoseconds to milliseconds, headers in their stored
 order, a key or value the ``nulls_header`` names as null written as null and that header left out,
+the generated key of a push given none (``codec.py``: attributes bit 4) written as null,
 compressed values decompressed. The compiled core does it in one call a run, without a ``Message`` a
 record (``adiskq/_csrc/kafka/stored_batch.c``); ``batch_from_stored_reference`` is its pure-Python reference,
 which decodes and encodes through the two references.
@@ -26,7 +27,7 @@ from typing import Final
 
 from ..._errors import CorruptRecordError
 from ..._sansio import codec
-from ..._sansio.codec import ATTRIBUTES_AT, KEY_AT, KEY_LENGTH_AT, MIN_RECORD_BYTES, TAGGED, TRANSACTIONAL
+from ..._sansio.codec import ATTRIBUTES_AT, KEY_AT, KEY_LENGTH_AT, KEYLESS, MIN_RECORD_BYTES, TAGGED, TRANSACTIONAL
 from ..._sansio.compression import Dictionaries
 from ..._sansio.native import NATIVE
 from .codec import encode_messages
@@ -102,9 +103,12 @@ def batch_from_stored_reference(
     except CorruptRecordError:
         return None
     pos = 0
-    for _ in range(count):
-        if buf[pos + ATTRIBUTES_AT] & TRANSACTIONAL:
+    for number in range(count):
+        attributes = buf[pos + ATTRIBUTES_AT]
+        if attributes & TRANSACTIONAL:
             return None  # a transaction's records and markers go out in batches of their own
+        if attributes & KEYLESS:  # a push given no key: served as Kafka's null key
+            messages[number] = messages[number]._replace(key=None)  # type: ignore[arg-type]
         names = _header_names(buf, pos)
         if names is None or len(names) > MAX_PLAIN_HEADERS or len(set(names)) != len(names):
             return None

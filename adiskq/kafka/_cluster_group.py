@@ -1,0 +1,478 @@
+"""``adiskq.ConsumerGroup("kafka://HOST:PORT/TOPIC", "name", ...)``: a Kafka consumer group.
+
+The group's name is Kafka's ``group.id``; Kafka's coordinator shares the partitions among the
+members (of any client). ``commit(msg)`` marks a message processed; the marks are committed to
+Kafka every ``commit_interval`` seconds while the group is read, on ``flush()``, when a partition
+is taken away (a rebalance) and on close, so a crash delivers at most the last interval's messages
+again (at least once), as a local group does. ``start`` applies to partitions the group has never
+committed in. ``dead_letter(msg, reason=...)`` produces the message to the dead-letter topic and
+commits it. ``ConsumerGroup.__new__`` makes one of these for a ``kafka://`` URL.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+import confluent_kafka
+
+from .._async.group import DEFAULT_COMMIT_INTERVAL, DEFAULT_REBALANCE_INTERVAL, ConsumerGroup
+from .._async.metrics import ObservedGroup, telemetry
+from .._async.reader import _Reader
+from .._errors import ClosedError, DeserializationError, InvalidArgumentError
+from .._sansio.capabilities import is_kafka_url, refuse
+from .._sansio.naming import validate_group_name
+from .._sansio.retries import dead_letter_headers
+from .._sansio.values import Message
+from ._cluster_client import KafkaTarget, configured, ensure_topic, new_consumer, offsets_at, target, topic_partitions
+from ._cluster_mapping import Outgoing
+from ._cluster_reader import KafkaReading, check_reader_options
+from ._mirror_config import KafkaEnd
+from ._mirror_kafka import TIMEOUT
+
+__all__ = ["KafkaConsumerGroup"]
+
+_TAKEN = frozenset(
+    {
+        "name",
+        "start",
+        "end",
+        "on_data_loss",
+        "commit_interval",
+        "poll_interval",
+        "exclusive",
+        "rebalance_interval",
+        "tags",
+        "value_deserializer",
+        "key_deserializer",
+        "wait_for_stream",
+        "max_attempts",
+        "dead_letter_path",
+        "kafka",
+    }
+)
+
+
+class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
+    """A ``ConsumerGroup`` of a Kafka topic (see ``adiskq.ConsumerGroup`` and README's capability table)."""
+
+    def __init__(self, path: str, name: str | None = None, **options: Any) -> None:
+        unknown = set(options) - _TAKEN
+        if unknown:
+            raise TypeError(f"ConsumerGroup() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+        name = options.pop("name", name)
+        if name is None:
+            raise refuse("unnamed ConsumerGroup")
+        if options.get("exclusive"):
+            raise refuse("exclusive=True")
+        if options.get("max_attempts") is not None:
+            raise refuse("max_attempts=")
+        check_reader_options(options, group=True)
+        dead_letters = options.get("dead_letter_path")
+        if dead_letters is not None and not is_kafka_url(dead_letters):
+            raise InvalidArgumentError(
+                f"dead_letter_path={dead_letters!r}: a group of a Kafka topic sends dead letters to a Kafka topic: "
+                "give its kafka:// URL (or None for TOPIC.NAME.dead-letters on the same cluster)"
+            )
+        validate_group_name(name)
+        self.name = name
+        self.start = options.get("start", "oldest")
+        self.end = options.get("end", "wait")
+        self.on_data_loss = options.get("on_data_loss", "skip")
+        self.commit_interval = options.get("commit_interval", DEFAULT_COMMIT_INTERVAL)
+        self.poll_interval = options.get("poll_interval")
+        self.rebalance_interval = options.get("rebalance_interval", DEFAULT_REBALANCE_INTERVAL)
+        self.exclusive = False
+        self.max_attempts = None
+        self.wait_for_stream = False
+        self._reading = False
+        self._changed: anyio.Event | None = None  # what assignments() waits on
+        self._observed: ObservedGroup | None = None
+        kafka = options.get("kafka")
+        self._reading_state = KafkaReading(
+            path, kafka, options.get("key_deserializer"), options.get("value_deserializer")
+        )
+        topic = self._reading_state.target.topic
+        self._dead_letter_target: KafkaTarget = (
+            target(dead_letters, kafka)
+            if dead_letters is not None
+            else target(KafkaEnd(self._reading_state.target.end.bootstrap, f"{topic}.{name}.dead-letters").url, kafka)
+        )
+        self.dead_letter_path = self._dead_letter_target.url
+        self.path = path
+        self._held: set[int] = set()  # the partitions Kafka gave this member
+        self._pending: dict[int, int] = {}  # partition -> offset to commit (the one after the last commit(msg))
+        self._stored: dict[int, int] = {}  # partition -> the offset committed to Kafka last
+        self._group_ends: dict[int, int] = {}  # end="close": each partition's end when the group opened
+        self._done: set[int] = set()
+        self._assigned = False  # whether Kafka assigned this member partitions (or none) yet
+        self._last_commit = time.monotonic()
+        self._raw: dict[tuple[int, int], tuple[bytes, bytes]] = {}  # the last batch's stored bytes, with deserializers
+        self._raw_of_batch: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+        self._dead_letter_client: confluent_kafka.Producer | None = None
+        self._polled: list[Message[bytes, bytes]] = []
+        # Held while a worker thread uses the client to read, and by closing: librdkafka's consumer
+        # must not be closed under a poll.
+        self._client_lock = anyio.Lock()
+        _Reader.__init__(self)
+
+    _closed_message = "this consumer group was closed; open a new ConsumerGroup"
+    _not_open_message = (
+        "the ConsumerGroup is not open: read it inside `async with adiskq.ConsumerGroup(url, 'name') as group:`, "
+        "which opens it and commits its offsets when the block ends"
+    )
+
+    # -- opening and closing ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> Any:
+        if self._state != "new":
+            raise ClosedError(self._closed_message)
+        with configured(self._reading_state.target):
+            await anyio.to_thread.run_sync(self._open_client)
+        self._state = "open"
+        instruments = telemetry()
+        if instruments is not None:
+            self._observed = ObservedGroup(self.path, self.name or "", self._cached_lag)
+            instruments.watch_group(self._observed)  # its lag, as adiskq.consumer.lag
+        return self
+
+    def _cached_lag(self) -> dict[int, int]:
+        """The lag of the partitions held, from the end offsets librdkafka last fetched (no request:
+        telemetry's reader calls this from its own thread)."""
+        client = self._reading_state.client
+        if client is None:
+            return {}
+        topic = self._reading_state.target.topic
+        marks = {**self._stored, **self._pending}
+        lag = {}
+        for partition in list(self._held):
+            if partition in marks:
+                try:
+                    _, high = client.get_watermark_offsets(
+                        confluent_kafka.TopicPartition(topic, partition), cached=True
+                    )
+                except confluent_kafka.KafkaException:
+                    continue
+                if high >= 0:
+                    lag[partition] = max(0, high - marks[partition])
+        return lag
+
+    def _open_client(self) -> None:
+        reading = self._reading_state
+        config, topic = reading.target.config, reading.target.topic
+        count = topic_partitions(config, topic)
+        client = new_consumer(
+            config,
+            **{
+                "group.id": self.name or "",
+                "auto.offset.reset": "latest" if self.start == "newest" else "earliest",
+                "enable.partition.eof": True,
+            },
+        )
+        try:
+            if self.end == "close":
+                self._group_ends = offsets_at(client, topic, list(range(count)), "newest")
+            client.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke)
+        except BaseException:
+            client.close()
+            raise
+        reading.client = client
+
+    def _on_assign(self, client: confluent_kafka.Consumer, partitions: list[confluent_kafka.TopicPartition]) -> None:
+        """Kafka gave this member ``partitions`` (in the polling worker thread): those the group
+        never committed in start at ``start``."""
+        topic = self._reading_state.target.topic
+        committed = client.committed(partitions, timeout=TIMEOUT) if partitions else []
+        fresh = [tp.partition for tp in committed if tp.offset < 0]
+        # Concrete offsets, "oldest" and "newest" too: an empty partition is then seen at its end.
+        starts = offsets_at(client, topic, fresh, self.start) if fresh else {}
+        for tp in committed:
+            if tp.offset >= 0:
+                self._stored[tp.partition] = tp.offset
+            elif tp.partition in starts:
+                tp.offset = starts[tp.partition]
+            end = self._group_ends.get(tp.partition)
+            if end is not None and 0 <= tp.offset >= end:
+                self._done.add(tp.partition)
+        self._held.update(tp.partition for tp in committed)
+        self._assigned = True
+        client.assign(committed)
+
+    def _on_revoke(self, client: confluent_kafka.Consumer, partitions: list[confluent_kafka.TopicPartition]) -> None:
+        """``partitions`` go to another member: their marks are committed first (in the polling thread)."""
+        gone = {tp.partition for tp in partitions}
+        self._assigned = False  # until the rebalance's assignment comes
+        self._commit_now(client, only=gone)
+        self._held -= gone
+        for partition in gone:
+            self._pending.pop(partition, None)
+            self._reading_state.drop_undelivered(partition)
+        client.unassign()
+
+    async def aclose(self) -> None:
+        """Commit the marks, leave the group and close the client (also when cancelled)."""
+        if self.closed:
+            await anyio.lowlevel.checkpoint()
+            return
+        self._mark_closed()
+        try:
+            with anyio.CancelScope(shield=True):
+                async with self._client_lock:
+                    await anyio.to_thread.run_sync(self._close_client)
+        finally:
+            self._held.clear()
+            self._note_assignment_change()
+            instruments = telemetry()
+            if instruments is not None:
+                instruments.unwatch_group(self._observed)
+
+    def _close_client(self) -> None:
+        client = self._reading_state.client
+        try:
+            if client is not None:
+                self._commit_now(client)
+        finally:
+            self._reading_state.close()
+            if self._dead_letter_client is not None:
+                self._dead_letter_client.flush(TIMEOUT)
+
+    def _release(self) -> None:
+        self._reading_state.close()
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    async def _next_batch(self, max_messages: int) -> list[Message[Any, Any]]:
+        if self._state != "open":
+            self._refuse_unopened()
+        buffered = self._take_buffered(max_messages)
+        if buffered is not None:
+            return buffered
+        if self._reading:
+            raise anyio.BusyResourceError("reading from")
+        self._reading = True
+        try:
+            await anyio.lowlevel.checkpoint()
+            reading = self._reading_state
+            while True:
+                if self.closed:
+                    raise ClosedError(self._closed_while_reading)
+                if reading.undelivered:
+                    return self._delivered(self._hand_out([], max_messages))
+                # end="close": done once Kafka assigned this member its share, read to the ends (a
+                # member given none, with more members than partitions, is done at once).
+                if self._group_ends and self._assigned and self._held <= self._done:
+                    return []
+                held = frozenset(self._held)
+                async with self._client_lock:  # closing waits for this poll (at most _POLL_SECONDS)
+                    if self.closed:
+                        raise ClosedError(self._closed_while_reading)
+                    messages = await anyio.to_thread.run_sync(self._poll, max_messages)
+                if self._held != held:  # a rebalance ran in the poll: wake assignments()
+                    self._note_assignment_change()
+                if messages:
+                    return self._delivered(self._hand_out(messages, max_messages))
+        finally:
+            self._reading = False
+
+    def _delivered(self, messages: list[Message[Any, Any]]) -> list[Message[Any, Any]]:
+        if self._reading_state.decoder is not None:
+            self._raw = self._raw_of_batch
+        return messages
+
+    def _hand_out(self, polled: list[Message[bytes, bytes]], max_messages: int) -> list[Message[Any, Any]]:
+        """What a read hands out, through ``_read_some`` (which telemetry counts, when it is on)."""
+        self._polled = polled
+        return self._read_some(max_messages)
+
+    def _read_some(self, max_messages: int) -> list[Message[Any, Any]]:
+        polled, self._polled = self._polled, []
+        return self._reading_state.deliver(polled, max_messages)
+
+    def _poll(self, max_messages: int) -> list[Message[bytes, bytes]]:
+        reading = self._reading_state
+        client = reading.client
+        if client is not None and self._pending and time.monotonic() - self._last_commit >= self.commit_interval:
+            self._commit_now(client)
+        messages = reading.poll(max_messages, self._before_end)
+        if reading.decoder is not None:
+            self._raw_of_batch = {(m.partition, m.offset): (m.key, m.value) for m in messages}
+        if not messages and self._group_ends and client is not None:
+            topic = reading.target.topic
+            waiting = [p for p in self._held if p not in self._done]
+            if waiting:
+                for tp in client.position([confluent_kafka.TopicPartition(topic, p) for p in waiting]):
+                    if tp.offset >= 0 and tp.offset >= self._group_ends.get(tp.partition, 0):
+                        self._done.add(tp.partition)
+        return messages
+
+    def _before_end(self, message: Message[bytes, bytes]) -> bool:
+        end = self._group_ends.get(message.partition)
+        if end is None or not self._group_ends:
+            return True
+        if message.offset + 1 >= end:
+            self._done.add(message.partition)
+        return message.offset < end
+
+    # -- commits ---------------------------------------------------------------------------------
+
+    def commit(self, message: Message[Any, Any]) -> None:
+        """Mark ``message`` and everything before it in its partition as processed (committed to
+        Kafka within ``commit_interval`` seconds, on ``flush()`` and on close)."""
+        if self.closed:
+            raise ClosedError("this consumer group was closed; commit before closing it")
+        if message.partition not in self._held:
+            raise InvalidArgumentError(
+                f"partition {message.partition} is not held by this member (Kafka gave it to another): its "
+                "messages come again to that member from the last committed offset"
+            )
+        offset = message.offset + 1
+        if offset > self._pending.get(message.partition, -1):
+            self._pending[message.partition] = offset
+
+    def _commit_now(self, client: confluent_kafka.Consumer, only: set[int] | None = None) -> None:
+        """Commit the marks (of ``only`` these partitions) to Kafka now (in a worker thread)."""
+        topic = self._reading_state.target.topic
+        marks = {p: o for p, o in self._pending.items() if (only is None or p in only) and o != self._stored.get(p)}
+        self._last_commit = time.monotonic()
+        if not marks:
+            return
+        try:
+            client.commit(
+                offsets=[confluent_kafka.TopicPartition(topic, p, o) for p, o in marks.items()], asynchronous=False
+            )
+        except confluent_kafka.KafkaException as error:
+            if error.args[0].code() == confluent_kafka.KafkaError._NO_OFFSET:
+                return
+            raise OSError(
+                f"committing group {self.name!r}'s offsets in Kafka topic {topic!r} failed: {error}"
+            ) from None
+        self._stored.update(marks)
+
+    @property
+    def committed(self) -> dict[int, int]:
+        """Partition -> next offset, as committed (committed to Kafka or still pending), for the partitions held."""
+        marks = {**self._stored, **self._pending}
+        return {partition: offset for partition, offset in marks.items() if partition in self._held}
+
+    async def flush(self) -> None:
+        """Commit the marks to Kafka now."""
+        if self.closed:
+            raise ClosedError(self._closed_message)
+        client = self._reading_state.client
+        if client is None:
+            await anyio.lowlevel.checkpoint()
+            return
+        await anyio.to_thread.run_sync(self._commit_now, client)
+
+    async def lag(self) -> dict[int, int]:
+        """Partition -> records left past the commits (``commit(msg)`` marks included), for the
+        partitions this member holds and has committed in."""
+        if self.closed:
+            raise ClosedError(self._closed_message)
+        client = self._reading_state.client
+        assert client is not None
+        held = sorted(self._held)
+
+        def measure() -> dict[int, int]:
+            topic = self._reading_state.target.topic
+            ends = offsets_at(client, topic, held, "newest")
+            marks = {**self._stored, **self._pending}
+            return {p: max(0, ends[p] - marks[p]) for p in held if p in marks}
+
+        return await anyio.to_thread.run_sync(measure)
+
+    def seek(self, partition: int, offset: int) -> None:
+        """Read ``partition`` on from ``offset`` (a partition this member holds)."""
+        if partition not in self._held:
+            raise InvalidArgumentError(f"partition {partition} is not held by this member: seek a partition it holds")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidArgumentError(f"offset={offset!r}: give an offset (from 0)")
+        reading = self._reading_state
+        buffered = self._take_buffered(1 << 30) or []
+        reading.undelivered = [m for m in buffered if m.partition != partition] + reading.undelivered
+        reading.drop_undelivered(partition)
+        client = reading.client
+        assert client is not None
+        client.seek(confluent_kafka.TopicPartition(reading.target.topic, partition, offset))
+        self._done.discard(partition)
+
+    @property
+    def assignment(self) -> tuple[int, ...]:
+        return tuple(sorted(self._held))
+
+    @property
+    def member_id(self) -> str | None:
+        client = self._reading_state.client
+        return None if client is None else client.memberid()
+
+    @property
+    def skipped(self) -> list[tuple[int, int, int]]:
+        return []
+
+    @property
+    def tags(self) -> frozenset[str] | None:
+        return None
+
+    # -- retries and dead letters ----------------------------------------------------------------
+
+    async def retry(self, message: Message[Any, Any], *, delay: float = 0.0, reason: str | None = None) -> None:
+        raise refuse("retry()")
+
+    async def dead_letter(self, message: Message[Any, Any] | DeserializationError, *, reason: str) -> None:
+        """Produce ``message`` (its stored bytes) to the dead-letter topic, acknowledged by every
+        in-sync replica, then commit it. A ``DeserializationError`` the group raised names the message."""
+        if not isinstance(reason, str):
+            raise TypeError(f"reason is text (str), not {type(reason).__name__}")
+        if self.closed:
+            raise ClosedError("this consumer group was closed; dead_letter() before closing it")
+        reading = self._reading_state
+        if isinstance(message, DeserializationError):
+            failed = next(
+                (m for m in reading.undelivered if (m.partition, m.offset) == (message.partition, message.offset)), None
+            )
+            if failed is None:
+                raise InvalidArgumentError("that message is not the one this group failed to decode last")
+            reading.undelivered.remove(failed)
+            stored: Message[Any, Any] = failed
+            delivered: Message[Any, Any] = failed
+        else:
+            raw = self._raw.get((message.partition, message.offset))
+            stored = message if raw is None else message._replace(key=raw[0], value=raw[1])
+            delivered = message
+        if delivered.partition not in self._held:
+            raise InvalidArgumentError(f"partition {delivered.partition} is not held by this member any more")
+        letter = Outgoing(
+            stored.key or None,
+            stored.value,
+            list(dead_letter_headers(stored, stream=self.path, group=self.name or "", reason=reason).items()),
+            stored.timestamp_ns // 1_000_000,
+        )
+        with anyio.CancelScope(shield=True):  # produced and committed, or neither
+            await anyio.to_thread.run_sync(self._send_dead_letter, letter)
+            self.commit(delivered)
+            client = reading.client
+            if client is not None:
+                await anyio.to_thread.run_sync(self._commit_now, client)
+
+    def _send_dead_letter(self, letter: Outgoing) -> None:
+        config = self._dead_letter_target.config
+        if self._dead_letter_client is None:
+            ensure_topic(config, self._dead_letter_target.topic, None, None)
+            self._dead_letter_client = confluent_kafka.Producer({"enable.idempotence": True, "acks": "all", **config})
+        results: list[Any] = []
+        self._dead_letter_client.produce(
+            self._dead_letter_target.topic,
+            letter.value,
+            letter.key,
+            headers=letter.headers,  # type: ignore[arg-type]  # None values are Kafka's null
+            timestamp=letter.timestamp_ms,
+            on_delivery=lambda error, _: results.append(error),
+        )
+        deadline = time.monotonic() + TIMEOUT
+        while not results and time.monotonic() < deadline:
+            self._dead_letter_client.flush(0.1)
+        if not results or results[0] is not None:
+            raise OSError(f"the dead letter was not acknowledged by Kafka: {results[0] if results else 'timed out'}")

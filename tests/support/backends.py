@@ -1,0 +1,38 @@
+"""The two backends the API's tests run on: a local stream's folder, and a topic of the suite's Apache
+Kafka (``kafka_broker``) named by a ``kafka://`` URL. A test takes the ``where`` fixture
+(tests/conftest.py) and makes its streams or topics with ``where.new()``; what it asks of the API
+is the same on both."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import uuid
+
+BACKENDS = ("local", "kafka")
+
+
+class Where:
+    """A factory of fresh places to write: ``new()`` gives a stream path or a topic URL."""
+
+    def __init__(self, backend: str, tmp_path: pathlib.Path, bootstrap: str | None) -> None:
+        self.backend = backend
+        self._tmp_path = tmp_path
+        self._bootstrap = bootstrap
+
+    @property
+    def kafka(self) -> bool:
+        return self.backend == "kafka"
+
+    def new(self, name: str = "orders") -> str:
+        unique = f"{name}-{uuid.uuid4().hex[:10]}"
+        if self._bootstrap is None:
+            return os.fspath(self._tmp_path / unique)
+        return f"kafka://{self._bootstrap}/{unique}"
+
+    def dead_letters(self, place: str, group: str) -> str:
+        """Where a group's dead letters go by default: the stream's groups/NAME/dead-letters, or
+        the topic TOPIC.NAME.dead-letters."""
+        if self.kafka:
+            return f"{place}.{group}.dead-letters"
+        return os.path.join(place, "groups", group, "dead-letters")
