@@ -85,7 +85,15 @@ def test_only_transactions_measures_the_gateway_beside_apache_kafka(
     """``--only transactions`` measures transactions of 100 records on the gateway and on Apache Kafka
     (the run's node): commit latency, throughput and the broker's CPU, each side, and a table."""
     done = subprocess.run(
-        [sys.executable, "benchmarks/kafka/bench_kafka.py", "--quick", "--only", "transactions", "--out", str(tmp_path)],
+        [
+            sys.executable,
+            "benchmarks/kafka/bench_kafka.py",
+            "--quick",
+            "--only",
+            "transactions",
+            "--out",
+            str(tmp_path),
+        ],
         cwd=ROOT_DIR,
         capture_output=True,
         text=True,
