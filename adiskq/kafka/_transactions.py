@@ -468,6 +468,7 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
                         producer, partition, producer_id, epoch, False, COORDINATOR_EPOCH
                     )
                     service.open.ended(topic, partition, producer_id)
+        return True
 
     service = TransactionService(
         topics.root,
