@@ -56,9 +56,6 @@ EVENT_LOOP_MODULES: Final = frozenset(
 # Only to shrink: each loses its entry once its loop-specific part moves behind the event-loop seam.
 STILL_IMPORTING_A_LOOP: Final = frozenset(
     {
-        "adiskq._async.batch",  # Batch's finish and wait (moved out of lane.py as they were)
-        "adiskq._async.handoff",
-        "adiskq._async.lock_waits",
         "adiskq._async.notify",
         "adiskq._async.wakeup",
     }
@@ -76,7 +73,7 @@ OWNER_WORDS: Final = {"Producer": "producer", "ConsumerGroup": "group"}
 # today. Only to shrink.
 PRIVATE_MEMBERS_TOUCHED: Final = frozenset({})
 # Modules that open a producer by calling its ``__aenter__`` themselves today. Only to shrink.
-OPENING_BY_HAND: Final = frozenset({"adiskq._async.retries"})
+OPENING_BY_HAND: Final[frozenset[str]] = frozenset()
 
 
 def _module_name(path: Path) -> str:

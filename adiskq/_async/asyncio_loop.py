@@ -8,21 +8,42 @@ coroutines, ``current_task()``, on Python 3.11 a ``getpid`` system call, and a `
 lookup), this check 0.1-0.2 µs. Where anyio's state is not found as expected, the public answer is
 used instead; ``tests/async/test_cancellation_check.py`` holds the check to it in every arrangement
 of scopes.
+
+A blocking call handed to a worker thread (a batch's fdatasync, roll or large write) does not go to
+``anyio.to_thread.run_sync``, which gives way to asyncio's own ``task.cancel()`` (the loop's
+shutdown cancels every task, a batch's too) and returns while the thread still writes: it goes to
+adiskq's own worker threads (not the loop's default executor, which the application may have made
+small or keep busy) and is waited for with a ``SteadfastFuture``; a cancellation that came meanwhile
+is asked for again once the call has returned.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import functools
+import os
+import threading
 import types
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any
+from typing import Any, Final, TypeVar
+
+import anyio
 
 from .cancellation import scope_cancelled
 from .event_loop import EventLoop
 from .steadfast import SteadfastFuture
 
 __all__ = ["asyncio_loop"]
+
+T = TypeVar("T")
+
+# The worker threads, made on first use. Each producer's limiter bounds its calls (4 at a time), so
+# the pool is rarely full; a forked child makes its own (the parent's threads are not there).
+_WORKERS: Final = 32
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
 
 
 def asyncio_loop() -> EventLoop:
@@ -32,13 +53,20 @@ def asyncio_loop() -> EventLoop:
     def call_soon(callback: Callable[[], None]) -> None:
         loop.call_soon(callback)
 
+    def call_soon_threadsafe(callback: Callable[[], None]) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is left to wake
+            loop.call_soon_threadsafe(callback)
+
     return EventLoop(
         "asyncio",
         cancel_pending=_cancel_check(loop) or scope_cancelled,
         loop_turn=_asyncio_turn,
         shielded_turn=_shielded_turn(),
         call_soon=call_soon,
+        call_soon_threadsafe=call_soon_threadsafe,
+        run_in_thread=_run_in_thread,
         new_batch_waiter=functools.partial(SteadfastFuture, loop=loop),
+        shield=asyncio.shield,
         start_task=loop.create_task,
         cancelled_errors=(asyncio.CancelledError,),
     )
@@ -101,7 +129,7 @@ def _asyncio_turn() -> Generator[None, None, None]:
 
 def _shielded_turn() -> Callable[[], Awaitable[None]]:
     """A bare yield whose ``CancelledError`` is put back: anyio delivers its scopes' again by
-    itself, and asyncio's own is asked for again with the task's count as it was (as ``handoff.py``
+    itself, and asyncio's own is asked for again with the task's count as it was (as ``_run_in_thread``
     does after its wait). anyio's shielded checkpoint (a cancel scope entered and left) cost more
     than twice the turn itself."""
     cancelled_error = asyncio.CancelledError
@@ -118,3 +146,48 @@ def _shielded_turn() -> Callable[[], Awaitable[None]]:
                 task.cancel()
 
     return asyncio_shielded_turn
+
+
+async def _run_in_thread(function: Callable[[], T], limiter: anyio.CapacityLimiter) -> T:
+    """``EventLoop.run_in_thread`` on asyncio (see the module)."""
+    borrower = object()  # the token's holder: this call, whatever else the task holds
+    await limiter.acquire_on_behalf_of(borrower)  # (cancelled here, nothing has started)
+    try:
+        loop = asyncio.get_running_loop()
+        call = loop.run_in_executor(_worker_pool(), function)
+        ended = SteadfastFuture(loop=loop)
+        call.add_done_callback(lambda _: ended.set_result(None))
+        try:
+            await ended
+        except asyncio.CancelledError:
+            # The call has returned (the wait cannot end before): its outcome goes to the caller, and
+            # the cancellation to the caller's next checkpoint. anyio delivers its scopes' again by
+            # itself; asyncio's own is asked for again, its count left as it was.
+            if not scope_cancelled():
+                task = asyncio.current_task()
+                assert task is not None
+                task.uncancel()
+                task.cancel()
+        return call.result()
+    finally:
+        limiter.release_on_behalf_of(borrower)
+
+
+def _worker_pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    pool = _pool
+    if pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = concurrent.futures.ThreadPoolExecutor(_WORKERS, thread_name_prefix="adiskq-worker")
+            pool = _pool
+    return pool
+
+
+def _forget_pool_in_child() -> None:
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)

@@ -4,20 +4,20 @@ Pushes that join a batch share one write a file (and one fsync with ``flush="syn
 (``lane.py``) forms the batch, leads it and commits it. The batch holds what its pushes gave (the
 records, or one run of records written as it is) and what they wait on: on asyncio a
 ``SteadfastFuture`` (a wait nothing cancels), on Trio an ``anyio.Event`` for the leader's
-predecessors and the parked follower tasks, rescheduled when it is finished.
+predecessors and the parked follower tasks, rescheduled when it is finished. What differs between
+the loops comes from the lane's ``EventLoop`` (the future's ``shield``, Trio's ``reschedule``), so
+this module imports neither loop.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 if TYPE_CHECKING:
-    import asyncio
-
-    import trio.lowlevel
-
+    from .._sansio.entries import EncodedRun
     from .steadfast import SteadfastFuture
 
 __all__ = ["Batch"]
@@ -37,14 +37,24 @@ class Batch:
         "leader",
         "led",
         "records",
+        "reschedule",
         "run",
+        "shield",
         "size_bytes",
         "tagindex",
         "timestamps",
         "waiter",
     )
 
-    def __init__(self, waiter: SteadfastFuture | None = None) -> None:
+    def __init__(
+        self,
+        waiter: SteadfastFuture | None = None,
+        *,
+        shield: Callable[[SteadfastFuture], Awaitable[None]] | None = None,
+        reschedule: Callable[[Any], None] | None = None,
+    ) -> None:
+        """On asyncio: the ``waiter`` its pushes await, and how a cancellable wait ``shield``s it;
+        on Trio: how a parked follower task is ``reschedule``d."""
         self.records: list[bytes] = []
         self.size_bytes = 0  # of the records (whether the commit goes to a worker thread)
         self.timestamps: list[int] = []
@@ -52,12 +62,13 @@ class Batch:
         # The records' .tagindex entries as the pushes computed them; None once a push did not
         # (the segment then takes them from the records).
         self.tagindex: bytearray | None = bytearray()
-        # A batch that holds one run of records alone (a Kafka Produce's: its bytes, its .index and
-        # .timeindex entries numbered from 0, its key hashes packed; adiskq/_sansio/run_entries.py)
+        # A batch that holds one run of records alone (an EncodedRun: a Kafka Produce's batch)
         # writes it as it is; a push joining it takes it apart into the lists above first.
-        self.run: tuple[bytes, bytes, bytes, bytes] | None = None
+        self.run: EncodedRun | None = None
         # Set when the batch is finished: on asyncio the future its pushes wait for, on Trio an Event.
         self.waiter = waiter
+        self.shield = shield
+        self.reschedule = reschedule
         self.done: anyio.Event | None = anyio.Event() if waiter is None else None
         self.finished = False  # read without a call on Trio's follower path
         self.first_offset = -1
@@ -66,8 +77,8 @@ class Batch:
         # index write that failed part-way keeps the entries readers could have seen).
         self.committed = 0
         self.led = False  # Trio: a push has taken the lead of this batch (on asyncio, its task leads it)
-        self.followers: list[trio.lowlevel.Task] = []  # Trio's pushes waiting for it (Lane.complete)
-        self.leader: asyncio.Task[None] | None = None  # asyncio: the task leading it (held, or it may be collected)
+        self.followers: list[Any] = []  # Trio's pushes (their tasks) waiting for it (Lane.complete)
+        self.leader: Any = None  # asyncio: the task leading it (held, or it may be collected)
 
     def finish(self) -> None:
         """The batch is committed or failed: wake every push waiting for it."""
@@ -77,19 +88,18 @@ class Batch:
             return
         assert self.done is not None
         self.done.set()
-        if self.followers:
-            import trio.lowlevel  # only Trio's pushes are followers (see Lane.complete)
-
+        if self.followers:  # only Trio's pushes are followers (see Lane.complete)
+            reschedule = self.reschedule
+            assert reschedule is not None
             for task in self.followers:
-                trio.lowlevel.reschedule(task)
+                reschedule(task)
             self.followers.clear()
 
     async def wait(self) -> None:
         """Wait until the batch is finished; unlike a push's wait, this one can be cancelled."""
-        if self.waiter is not None:
-            import asyncio  # a waiter is a future on asyncio only
-
-            await asyncio.shield(self.waiter)
+        if self.waiter is not None:  # a waiter is a future on asyncio only
+            assert self.shield is not None
+            await self.shield(self.waiter)
         else:
             assert self.done is not None
             await self.done.wait()

@@ -2,12 +2,13 @@
 
 asyncio and Trio differ in what the producer's hot paths ask of them: whether a cancellation waits
 for the running task (asked without awaiting, on every push), how to give the loop one turn at the
-least cost (with a cancellation delivered there, or shielded from it), and how to run a callback at
-the loop's next turn. Each is a member of ``EventLoop``; ``running_loop()`` asks once which loop
-runs and builds its implementation (``asyncio_loop.py``, ``trio_loop.py``), so the code that uses
-them never asks again. The implementations, and this module's question, are where ``_async`` may
-import a loop (``tests/test_layers.py`` holds the rest of the package to that, with a list of the
-modules not yet behind this interface).
+least cost (with a cancellation delivered there, or shielded from it), how to run a callback at the
+loop's next turn (from its thread, or from any), and how to hand a short blocking call to a worker
+thread without abandoning it. Each is a member of ``EventLoop``; ``running_loop()`` asks once which
+loop runs and builds its implementation (``asyncio_loop.py``, ``trio_loop.py``), so the code that
+uses them never asks again. The implementations, and this module's question, are where ``_async``
+may import a loop (``tests/test_layers.py`` holds the rest of the package to that, with a list of
+the modules not yet behind this interface).
 """
 
 from __future__ import annotations
@@ -15,14 +16,28 @@ from __future__ import annotations
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     import asyncio
 
+    import anyio
+
     from .steadfast import SteadfastFuture
 
-__all__ = ["EventLoop", "running_loop", "running_on_trio"]
+__all__ = ["EventLoop", "RunInThread", "running_loop", "running_on_trio"]
+
+T = TypeVar("T")
+
+
+class RunInThread(Protocol):
+    """``await run_in_thread(function, limiter)``: ``function()`` in a worker thread, holding one of
+    ``limiter``'s tokens; its result or its error. The wait is not abandoned on cancellation (a
+    batch's fdatasync must finish, and be reported): a cancellation meanwhile is delivered at the
+    caller's next checkpoint, after the call has returned. The call runs without the caller's
+    context variables: pass only calls that need none."""
+
+    def __call__(self, function: Callable[[], T], limiter: anyio.CapacityLimiter, /) -> Awaitable[T]: ...
 
 
 class EventLoop:
@@ -33,24 +48,28 @@ class EventLoop:
     a cancellation of the task may be delivered there, so the caller asks ``cancel_pending`` first
     and has written nothing. ``await shielded_turn()``: the same, delivering no cancellation (for a
     call that has written and must return). ``call_soon(callback)``: run ``callback`` at the loop's
-    next turn (from the loop's thread).
+    next turn (from the loop's thread); ``call_soon_threadsafe(callback)``: the same from any thread,
+    dropped once the loop has ended (nobody is left to wake). ``run_in_thread``: see ``RunInThread``.
 
     A lane's batches wait differently on each (``lane.py`` says why): on asyncio a task leads each
     batch (``start_task``) and its pushes await a future nothing cancels (``new_batch_waiter()``),
-    where ``cancelled_errors`` may still arrive; on Trio a batch's first push leads it and the others
-    park through ``lowlevel`` (``trio.lowlevel``) until it is finished. The other loop's members are
-    None (and ``cancelled_errors`` empty). ``on_trio`` says which, for the code that runs a blocking
-    call in a thread (``handoff.run_in_thread``)."""
+    where ``cancelled_errors`` may still arrive, and a wait that may be cancelled ``shield``s it; on
+    Trio a batch's first push leads it and the others park through ``lowlevel`` (``trio.lowlevel``)
+    until it is finished, a wait ``cannot_abort`` leaves unaborted. The other loop's members are
+    None (and ``cancelled_errors`` empty)."""
 
     __slots__ = (
         "call_soon",
+        "call_soon_threadsafe",
         "cancel_pending",
         "cancelled_errors",
+        "cannot_abort",
         "loop_turn",
         "lowlevel",
         "name",
         "new_batch_waiter",
-        "on_trio",
+        "run_in_thread",
+        "shield",
         "shielded_turn",
         "start_task",
     )
@@ -63,21 +82,28 @@ class EventLoop:
         loop_turn: Callable[[], Awaitable[None]],
         shielded_turn: Callable[[], Awaitable[None]],
         call_soon: Callable[[Callable[[], None]], None],
+        call_soon_threadsafe: Callable[[Callable[[], None]], None],
+        run_in_thread: RunInThread,
         new_batch_waiter: Callable[[], SteadfastFuture] | None = None,
+        shield: Callable[[SteadfastFuture], Awaitable[None]] | None = None,
         start_task: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]] | None = None,
         cancelled_errors: tuple[type[BaseException], ...] = (),
         lowlevel: ModuleType | None = None,
+        cannot_abort: Callable[[Callable[[], Any]], Any] | None = None,
     ) -> None:
         self.name = name
-        self.on_trio = name == "trio"
         self.cancel_pending = cancel_pending
         self.loop_turn = loop_turn
         self.shielded_turn = shielded_turn
         self.call_soon = call_soon
+        self.call_soon_threadsafe = call_soon_threadsafe
+        self.run_in_thread = run_in_thread
         self.new_batch_waiter = new_batch_waiter
+        self.shield = shield
         self.start_task = start_task
         self.cancelled_errors = cancelled_errors
         self.lowlevel = lowlevel
+        self.cannot_abort = cannot_abort
 
 
 def running_loop() -> EventLoop:

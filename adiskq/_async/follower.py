@@ -27,7 +27,7 @@ from .._sansio.values import Message
 from .._storage.cursors import PartitionCursor
 from .._storage.lock import owner_text
 from .._storage.segment_files import segment_path
-from .._storage.segment_reader import StoredRun
+from .._storage.segment_reader import UndecodedRecords
 from .._storage.stream import StreamReader
 from . import wakeup
 
@@ -190,7 +190,7 @@ class PartitionFollower:
                 return self._decoded(messages, self.decoder)
             return messages
 
-    def peek_stored(self, max_count: int, max_bytes: int = MAX_READ_BYTES) -> StoredRun | None:
+    def peek_stored(self, max_count: int, max_bytes: int = MAX_READ_BYTES) -> UndecodedRecords | None:
         """The stored bytes of the records ``read`` would return next, undecoded, without moving the
         position (``skip`` moves it once they are used; ``read`` decodes the same records instead);
         None when caught up or done. For a follower without a tag filter or deserializers, whose

@@ -18,7 +18,8 @@ a batch is led by a task of its own, created with the batch and done when it is:
 in the middle of a commit cut the batch back under its followers' receipts, or, waiting for the
 batch before, left its batch with no leader and every push that joined it waiting forever. Only its
 batch holds that task, so nothing cancels it but the loop's own shutdown: before the commit its
-pushes then get ``ClosedError``; during it, the commit's thread calls end first (``handoff.py``).
+pushes then get ``ClosedError``; during it, the commit's thread calls end first
+(``EventLoop.run_in_thread``).
 
 Once a push has joined a batch its wait cannot be cut short: on Trio it waits in
 ``wait_task_rescheduled`` with no way to abort, on asyncio it awaits a ``SteadfastFuture`` that
@@ -60,15 +61,13 @@ import anyio.to_thread
 
 from .._errors import ClosedError, DiskUsageRefusedError, explain_os_error
 from .._sansio import keyindex as keyindex_format
-from .._sansio.core import PackedRecords
-from .._sansio.entries import INDEX_ENTRY_BYTES
+from .._sansio.entries import TAG_ENTRY_BYTES, EncodedRun
 from .._sansio.run_entries import run_records, run_timestamps
 from .._storage.partition_writer import PartitionWriter
 from .._storage.segment_writer import PartlyCommittedError, PendingBatch, SegmentWriter
 from . import wakeup
 from .batch import Batch
 from .event_loop import EventLoop
-from .handoff import cannot_abort, run_in_thread
 from .lock_waits import take_lock
 from .turns import PROBE_SECONDS, TURN_MIN_SECONDS, Turns
 from .wakeup import anyone_waiting, waiters_of
@@ -115,13 +114,14 @@ _EXTRA_TURNS: Final = 2
 
 def _take_apart(batch: Batch) -> None:
     """A batch's run as the lists of records, timestamps, key hashes and tag entries pushes join."""
-    assert batch.run is not None
-    data, index, timeindex, key_hashes = batch.run
+    run = batch.run
+    assert run is not None
     batch.run = None
-    batch.records = run_records(data, index)
-    batch.timestamps = run_timestamps(timeindex)
-    batch.key_hashes = keyindex_format.unpack_hashes(key_hashes).tolist()
-    batch.tagindex = bytearray(len(key_hashes))  # no tag: a 4-byte entry of zeros a record
+    batch.records = run_records(run.data, run.index_entries)
+    batch.timestamps = run_timestamps(run.time_entries)
+    batch.key_hashes = keyindex_format.unpack_hashes(run.key_hashes).tolist()
+    # b"": no record carries a tag, a 4-byte entry of zeros a record
+    batch.tagindex = bytearray(run.tag_entries or bytes(run.record_count * TAG_ENTRY_BYTES))
 
 
 class Lane:
@@ -156,8 +156,11 @@ class Lane:
         # The batches' waits, as the event loop has them (event_loop.EventLoop): on Trio,
         # trio.lowlevel for the followers' wait; on asyncio, how a batch gets its leading task and
         # the future its pushes wait for, and the cancellation that wait may meet.
-        self._on_trio = loop.on_trio
         self._trio_lowlevel = loop.lowlevel
+        self._reschedule = None if loop.lowlevel is None else loop.lowlevel.reschedule
+        self._shield = loop.shield
+        self._cannot_abort = loop.cannot_abort
+        self._run_in_thread = loop.run_in_thread  # a blocking call, waited for whatever comes
         self._new_waiter = loop.new_batch_waiter
         self._start_task = loop.start_task
         self._asyncio_cancelled = loop.cancelled_errors
@@ -240,7 +243,7 @@ class Lane:
                 await turns.take()
                 if lock.held:
                     break
-                await take_lock(lock, turns.wait_seconds)
+                await take_lock(lock, turns.wait_seconds, turns.call_soon_threadsafe)
                 self._took_lock()
         finally:
             self._schedule_release()
@@ -377,18 +380,13 @@ class Lane:
         """
         return self._write_made_inline(self.partition.active.append, records, timestamps, key_hashes, tagindex)
 
-    def write_run_inline(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> int:
-        """``write_inline`` of a run of records (``SegmentWriter.write_run``: its bytes, its entries
-        numbered from 0, its key hashes packed); returns the first offset."""
-        return self._write_made_inline(self.partition.append_run, data, index, timeindex, key_hashes)
-
-    def write_packed_inline(self, packed: PackedRecords) -> int:
-        """``write_inline`` of a batch packed by ``pack_records`` (``.data`` bytes and entries);
-        returns the first offset. Raises as ``write_inline``."""
-        return self._write_made_inline(self.partition.active.append_packed, packed)
+    def write_run_inline(self, run: EncodedRun) -> int:
+        """``write_inline`` of an ``EncodedRun`` (``SegmentWriter.write_run``: its bytes as they
+        are, its entries placed); returns the first offset. Raises as ``write_inline``."""
+        return self._write_made_inline(self.partition.append_run, run)
 
     def _write_made_inline(self, append: Callable[..., int], *made: object) -> int:
-        """``write_inline``'s write by ``append(*made)``: records, a run or a packed batch."""
+        """``write_inline``'s write by ``append(*made)``: records, or a run."""
         try:
             first = append(*made)
         except PartlyCommittedError as error:
@@ -435,32 +433,32 @@ class Lane:
                 batch.tagindex += tagindex
         return batch, start
 
-    def enqueue_run(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> tuple[Batch, int]:
-        """``enqueue`` of a run of records (``SegmentWriter.write_run``): a batch of its own, written
+    def enqueue_run(self, run: EncodedRun) -> tuple[Batch, int]:
+        """``enqueue`` of an ``EncodedRun`` (``SegmentWriter.write_run``): a batch of its own, written
         as it is, if none is open; else taken apart to join the open one."""
         batch = self._open
         if batch is not None:
             return self.enqueue(
-                run_records(data, index),
-                run_timestamps(timeindex),
-                keyindex_format.unpack_hashes(key_hashes).tolist(),
-                bytes(len(key_hashes)),  # no tag: a 4-byte .tagindex entry of zeros a record, as a key hash is 4
-                len(data),
+                run_records(run.data, run.index_entries),
+                run_timestamps(run.time_entries),
+                keyindex_format.unpack_hashes(run.key_hashes).tolist(),
+                run.tag_entries or bytes(run.record_count * TAG_ENTRY_BYTES),  # b"": no record carries a tag
+                len(run.data),
             )
         batch = self._open = self._new_batch()
         self.inline = False  # pushes join this batch until it closes: none overtakes it
-        batch.run = (data, index, timeindex, key_hashes)
-        batch.size_bytes = len(data)
+        batch.run = run
+        batch.size_bytes = len(run.data)
         return batch, 0
 
     def _new_batch(self) -> Batch:
         new_waiter = self._new_waiter
         if new_waiter is None:
-            return Batch()  # Trio: its first push leads it (complete)
+            return Batch(reschedule=self._reschedule)  # Trio: its first push leads it (complete)
         # asyncio: a task leads it, which nothing cancels (the module's docstring says why). It starts
         # at the loop's next turn, after the pushes already runnable had their chance to join.
         assert self._start_task is not None
-        batch = Batch(new_waiter())
+        batch = Batch(new_waiter(), shield=self._shield)
         batch.leader = self._start_task(self._lead(batch))
         return batch
 
@@ -490,7 +488,7 @@ class Lane:
                 lowlevel = self._trio_lowlevel
                 assert lowlevel is not None
                 batch.followers.append(lowlevel.current_task())
-                await lowlevel.wait_task_rescheduled(cannot_abort)
+                await lowlevel.wait_task_rescheduled(self._cannot_abort)
                 self._waking -= 1  # this push has run: the next batch's leader need not wait for it
         else:
             with anyio.CancelScope(shield=True):  # Trio's leader: Trio cancels only through scopes
@@ -596,7 +594,7 @@ class Lane:
                     batch.error = LockNotHeld()  # nothing written: its pushes wait for the lock
                     return
             if partition.needs_roll():
-                await run_in_thread(self._roll_locked, self._limiter, on_trio=self._on_trio)
+                await self._run_in_thread(self._roll_locked, self._limiter)
             writer = partition.active
             tagindex = None if batch.tagindex is None else bytes(batch.tagindex)
             if batch.run is not None:
@@ -605,10 +603,9 @@ class Lane:
                 pending = writer.write_data(batch.records, batch.timestamps, batch.key_hashes, tagindex)
                 await self._commit_durably(writer, batch, pending)
             elif batch.size_bytes > INLINE_MAX_BYTES:
-                batch.first_offset = await run_in_thread(
+                batch.first_offset = await self._run_in_thread(
                     functools.partial(writer.append, batch.records, batch.timestamps, batch.key_hashes, tagindex),
                     self._limiter,
-                    on_trio=self._on_trio,
                 )
             else:
                 batch.first_offset = writer.append(batch.records, batch.timestamps, batch.key_hashes, tagindex)
@@ -616,7 +613,7 @@ class Lane:
         except Exception as error:  # every push of the batch not committed gets the error
             if isinstance(error, OSError):
                 explain_disk_error(error)
-            count = len(batch.records) if batch.run is None else len(batch.run[1]) // INDEX_ENTRY_BYTES
+            count = len(batch.records) if batch.run is None else batch.run.record_count
             logger.warning("partition %d: a batch of %d failed: %s", partition.partition, count, error)
             batch.error = error
             if not isinstance(error, PartlyCommittedError):
@@ -630,20 +627,18 @@ class Lane:
         """The batch's data, written, made durable, and only then the index entries that publish it:
         no consumer may see a message a power cut could take back."""
         try:
-            await run_in_thread(functools.partial(writer.sync, data_only=True), self._limiter, on_trio=self._on_trio)
+            await self._run_in_thread(functools.partial(writer.sync, data_only=True), self._limiter)
         except BaseException:
             writer.abandon(pending)
             raise
         batch.first_offset = pending.first_offset
         writer.write_entries(pending)
 
-    async def _commit_run(self, writer: SegmentWriter, batch: Batch, run: tuple[bytes, bytes, bytes, bytes]) -> None:
+    async def _commit_run(self, writer: SegmentWriter, batch: Batch, run: EncodedRun) -> None:
         """``_commit``'s write of a batch that holds one run alone, the same three ways."""
         if self.sync_flush:
-            await self._commit_durably(writer, batch, writer.write_run(*run))
+            await self._commit_durably(writer, batch, writer.write_run(run))
         elif batch.size_bytes > INLINE_MAX_BYTES:
-            batch.first_offset = await run_in_thread(
-                functools.partial(writer.append_run, *run), self._limiter, on_trio=self._on_trio
-            )
+            batch.first_offset = await self._run_in_thread(functools.partial(writer.append_run, run), self._limiter)
         else:
-            batch.first_offset = writer.append_run(*run)
+            batch.first_offset = writer.append_run(run)

@@ -1,7 +1,7 @@
 """Writes to a partition the writer chose: the package's interface to a ``Producer`` for a server.
 
 A Kafka client picks each record's partition itself and sends it already encoded (the gateway turns
-a Produce's batches into ``StoredRecords``, the bytes adiskq stores, without a ``Record`` a
+a Produce's batches into an ``EncodedRun``, the bytes adiskq stores, without a ``Record`` a
 message), and a server answering from its socket callbacks wants the write done before it returns to
 the loop when the partition can take it at once. ``push`` and ``push_many`` do neither, so the
 gateway writes through this module, and only through it:
@@ -11,7 +11,8 @@ gateway writes through this module, and only through it:
   None, with nothing written, when they have to wait;
 - ``await write(producer, partition, records)``: the same, waiting its turn when it must;
 - ``await opened(Producer(path, ...))``: a producer opened for a holder that keeps it across many
-  calls and closes it itself with ``aclose()`` (the gateway keeps one a topic);
+  calls and closes it itself with ``aclose()`` (the gateway keeps one a topic, a group one for its
+  dead letters);
 - with ``opened(..., parked=True)``, every partition is parked as it opens (its active segment's
   files fsynced and closed, its position kept: ``PartitionWriter.park``), so a topic of more
   partitions than the process may hold files for opens at all; ``write`` and ``write_marker`` open
@@ -28,10 +29,11 @@ gateway writes through this module, and only through it:
   transaction is appended to the segment's ``.txnindex`` (``_storage/txn_index.py``) before that;
 - for a Kafka Fetch: ``last_stable_offset(producer, partition)`` (the first offset of the oldest
   transaction still open, or the partition's end), ``aborted_transactions(producer, partition,
-  first_offset, last_offset)`` from the ``.txnindex`` files, and ``open_transactions``, the open
-  transactions found in the data (what the gateway's start aborts).
+  first_offset, last_offset)`` from the ``.txnindex`` files, and ``open_transactions`` (with
+  ``open_transactions_with_epochs``, their records' epochs), the open transactions found in the data
+  (what the gateway's start aborts when its coordinator's state is gone).
 
-``records`` is a run of encoded records (``StoredRecords``), written as it is, or ``Record``s to
+``records`` is a run of encoded records (``EncodedRun``), written as it is, or ``Record``s to
 encode (records the mapping took apart, or a stream that compresses its values, whose records must
 be compressed: a run is then decoded back into ``Record``s first). Either way the records go to
 ``partition`` whole or not at all; ``PartialWriteError`` (with the receipts of what was written)
@@ -51,7 +53,8 @@ import anyio
 import anyio.to_thread
 
 from .._sansio.codec import NEED_MORE, decode_record
-from .._sansio.run_entries import StoredRecords, run_records
+from .._sansio.entries import EncodedRun
+from .._sansio.run_entries import run_records
 from .._sansio.transactions import marker_run, producer_field, transactional_record, transactional_run
 from .._sansio.values import Headers, Receipt, Record
 from .._storage import txn_index
@@ -70,6 +73,7 @@ __all__ = [
     "is_parked",
     "last_stable_offset",
     "open_transactions",
+    "open_transactions_with_epochs",
     "opened",
     "park",
     "unpark",
@@ -79,7 +83,7 @@ __all__ = [
 ]
 
 # What a write to one partition takes: records encoded already, or Records to encode.
-Writable: TypeAlias = StoredRecords | list[Record]
+Writable: TypeAlias = EncodedRun | list[Record]
 # A Kafka transaction's producer: (producer_id, epoch).
 Transaction: TypeAlias = tuple[int, int]
 ProducerT = TypeVar("ProducerT", bound=Producer)  # any producer, its own type kept
@@ -157,17 +161,15 @@ async def write(
     await _unparked(producer, partition)
     if transaction is not None:
         _check_transactions(producer)
-        if isinstance(records, StoredRecords) and producer._takes_encoded:
+        if isinstance(records, EncodedRun) and producer._takes_encoded:
             records = transactional_run(records, *transaction)
         else:
-            listed = _as_records(records) if isinstance(records, StoredRecords) else records
+            listed = _as_records(records) if isinstance(records, EncodedRun) else records
             return (await _push_transactional(producer, partition, listed, transaction))[0].offset
-    if not isinstance(records, StoredRecords):
+    if not isinstance(records, EncodedRun):
         return (await producer._push_to_partition(partition, records))[0].offset
     if producer._takes_encoded:
-        return await producer._push_run_to_partition(
-            partition, records.data, records.index_entries, records.time_entries, records.key_hashes, records.largest
-        )
+        return await producer._push_run_to_partition(partition, records)
     return (await producer._push_to_partition(partition, _as_records(records)))[0].offset
 
 
@@ -181,18 +183,16 @@ def write_now(
         return None
     if transaction is not None:
         _check_transactions(producer)
-        if isinstance(records, StoredRecords) and producer._takes_encoded:
+        if isinstance(records, EncodedRun) and producer._takes_encoded:
             records = transactional_run(records, *transaction)
         else:
-            listed = _as_records(records) if isinstance(records, StoredRecords) else records
+            listed = _as_records(records) if isinstance(records, EncodedRun) else records
             written = _push_transactional_now(producer, partition, listed, transaction)
             return None if written is None else written[0].offset
-    if not isinstance(records, StoredRecords):
+    if not isinstance(records, EncodedRun):
         receipts = producer._push_to_partition_now(partition, records)
     elif producer._takes_encoded:
-        return producer._push_run_to_partition_now(
-            partition, records.data, records.index_entries, records.time_entries, records.key_hashes, records.largest
-        )
+        return producer._push_run_to_partition_now(partition, records)
     else:
         receipts = producer._push_to_partition_now(partition, _as_records(records))
     return None if receipts is None else receipts[0].offset
@@ -228,6 +228,12 @@ def open_transactions(producer: Producer[str | bytes, bytes], partition: int) ->
     """The transactions of ``partition`` that wrote records and have no marker yet: producer id to
     the offset of its first record, from the data (scanned once, then from where it stopped)."""
     return dict(_transactions(producer, partition).open.catch_up())
+
+
+def open_transactions_with_epochs(producer: Producer[str | bytes, bytes], partition: int) -> dict[int, tuple[int, int]]:
+    """``open_transactions`` with each one's epoch (its records'): producer id to (first offset,
+    epoch), what an abort marker for a transaction no coordinator knows of takes."""
+    return _transactions(producer, partition).open.catch_up_with_epochs()
 
 
 def last_stable_offset(producer: Producer[str | bytes, bytes], partition: int) -> int:
@@ -287,12 +293,10 @@ async def write_marker(
     return offset
 
 
-async def _write_marker_record(producer: Producer[str | bytes, bytes], partition: int, run: StoredRecords) -> int:
+async def _write_marker_record(producer: Producer[str | bytes, bytes], partition: int, run: EncodedRun) -> int:
     """The marker's record written as any run is; its offset."""
     if producer._takes_encoded:
-        return await producer._push_run_to_partition(
-            partition, run.data, run.index_entries, run.time_entries, run.key_hashes, run.largest
-        )
+        return await producer._push_run_to_partition(partition, run)
 
     async def write_one() -> list[Receipt]:  # a stream that compresses values stores it as it is (it has none)
         stamp = int.from_bytes(run.time_entries[8:16], "little", signed=True)
@@ -312,7 +316,7 @@ async def _sync_partition(producer: Producer[str | bytes, bytes], partition: int
         raise error
 
 
-def _hash(run: StoredRecords) -> int:
+def _hash(run: EncodedRun) -> int:
     return int.from_bytes(run.key_hashes[:4], "little")
 
 
@@ -358,13 +362,13 @@ def _encode_transactional(
 ) -> tuple[list[bytes], list[int], list[int], list[bytes] | None]:
     """The records encoded as any push's (compressed on a stream that compresses), each then made
     a record of the transaction whose producer field is ``field``."""
-    encoded, stamps, _, key_hashes, entries = producer._encode(list(records), time.time_ns())
+    encoded, stamps, _, key_hashes, entries = producer._encoder.encode(list(records), time.time_ns())
     made = [transactional_record(record, field) for record in encoded]
     producer._check_size(max(map(len, made)))
     return made, stamps, key_hashes, entries
 
 
-def _as_records(records: StoredRecords) -> list[Record]:
+def _as_records(records: EncodedRun) -> list[Record]:
     """The records' fields, to be encoded as any push's (for a stream that compresses its values)."""
     return [_as_record(record) for record in run_records(records.data, records.index_entries)]
 

@@ -11,9 +11,7 @@ on the event loop; small page-cache writes do, where they cost less than a hand-
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
-import itertools
 import logging
 import os
 import random
@@ -21,7 +19,7 @@ import threading
 import time
 import weakref
 import zlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableSequence, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final, Generic, Literal, Self, TypeAlias
 
@@ -45,10 +43,7 @@ from .._sansio.capabilities import is_kafka_url, refuse
 from .._sansio.codec import KEYLESS, byte_count, utf8
 from .._sansio.core import (
     COMPILED,
-    PackedRecords,
-    encode_batch,
     encode_record,
-    encode_records,
     fnv1_32,
     pack_records,
     place,
@@ -59,9 +54,10 @@ from .._sansio.core import (
     receipts,
 )
 from .._sansio.entries import INDEX_ENTRY_BYTES as _INDEX_ENTRY_BYTES
+from .._sansio.entries import EncodedRun
 from .._sansio.tags import ENTRIES as _TAG_ENTRIES
-from .._sansio.tags import NO_TAG_ENTRY, tag_entries, tag_entry
-from .._sansio.values import Headers, Receipt, Record, RecoveryReport, Retention, VacuumReport, ns_from_datetime
+from .._sansio.tags import NO_TAG_ENTRY, tag_entry
+from .._sansio.values import Headers, Receipt, Record, RecoveryReport, Retention, VacuumReport
 from .._storage.disk_guard import DEFAULT_REFUSE_WRITES_ABOVE, DiskGuard, check_refuse_level
 from .._storage.files import DEFAULT_FILE_MODE
 from .._storage.flocks import turn_lock
@@ -76,6 +72,9 @@ from .._storage.settings import (
 from .._storage.stream import StreamWriter
 from .arguments import positive_seconds
 from .batch import Batch
+from .batch_encoding import BatchEncoder, Timestamp
+from .batch_encoding import timestamp_ns as _timestamp_ns
+from .batch_encoding import value_bytes as _value_bytes
 from .compressing import ValueCompression, check_dictionary
 from .event_loop import running_loop
 from .lane import INLINE_MAX_BYTES, Lane, LockNotHeld, explain_disk_error
@@ -95,7 +94,6 @@ Key: TypeAlias = str | bytes | None
 # producer's value_serializer and key_serializer take.
 PushValueT = TypeVar("PushValueT", default=bytes)
 PushKeyT = TypeVar("PushKeyT", default=str | bytes)
-Timestamp: TypeAlias = dt.datetime | int | None
 
 # An inline push yields to the event loop once in this many pushes, so a tight push loop cannot
 # starve other tasks (consumers in this process, the flusher) while staying cheap (~0.1 µs a push).
@@ -119,34 +117,6 @@ _CRC32: Final = zlib.crc32
 def _never_cancelled() -> bool:
     """The cancellation check of a producer that is not open: its push raises ``ClosedError``."""
     return False
-
-
-def _timestamp_ns(timestamp: Timestamp) -> int:
-    if timestamp is None:
-        return time.time_ns()
-    if isinstance(timestamp, dt.datetime):
-        return ns_from_datetime(timestamp)
-    if isinstance(timestamp, int) and not isinstance(timestamp, bool):
-        return timestamp
-    raise TypeError(f"timestamp must be a datetime, UTC nanoseconds (int) or None, not {type(timestamp).__name__}")
-
-
-def _value_bytes(value: object) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, bytearray | memoryview):
-        return bytes(value)
-    if isinstance(value, str):
-        raise TypeError("a message value is bytes, not str: encode text first, e.g. value.encode()")
-    raise TypeError(f"a message value is bytes, not {type(value).__name__}")
-
-
-def _as_record(item: object) -> Record:
-    if isinstance(item, Record):
-        return item
-    if isinstance(item, bytes | bytearray | memoryview):
-        return Record(bytes(item))
-    raise TypeError(f"push_many() takes adiskq.Record or bytes items, not {type(item).__name__}")
 
 
 def _place_receipts(placed: list[Receipt | None], positions: Sequence[int], partition: int, first: int) -> None:
@@ -357,6 +327,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         self._compression: ValueCompression | None = None  # on a stream created with compression="zstd"
         # key -> (its bytes, its partition, its key index hash), for keys pushed recently.
         self._placement: dict[str | bytes, tuple[bytes, int, int]] = {}
+        self._encoder = self._new_encoder()  # made again when the stream is open (its settings)
         # Held (in worker threads only) by whatever changes a partition's segments or syncs them:
         # a roll, a vacuum, the flusher. It keeps an fsync from meeting a descriptor a roll closed.
         self._structure_lock = threading.Lock()
@@ -428,7 +399,9 @@ class Producer(Generic[PushKeyT, PushValueT]):
         stream, real = opened[0]
         self._stream = stream
         turns = (
-            Turns(turn_lock(stream.path, stream.mode), loop.call_soon, stream.lock_wait_seconds)
+            Turns(
+                turn_lock(stream.path, stream.mode), loop.call_soon, loop.call_soon_threadsafe, stream.lock_wait_seconds
+            )
             if self.shared
             else None
         )
@@ -438,6 +411,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         self._holds_tags = settings.holds_tags
         self._holds_kafka_headers = settings.holds_kafka_headers
         self._keyless = KEYLESS if settings.holds_transactions else 0
+        self._encoder = self._new_encoder()
         if self.refuse_writes_above is not None:
             self._disk_guard = DiskGuard(real, self.refuse_writes_above)
             if turns is not None:
@@ -598,6 +572,18 @@ class Producer(Generic[PushKeyT, PushValueT]):
                 self._placement.clear()
             placed = self._placement[key] = (raw, fnv1_32(raw) % self._partition_count, keyindex.key_hash(raw))
         return placed
+
+    def _new_encoder(self) -> BatchEncoder:
+        """The encoding of push_many's batches, with this producer's settings as they are now."""
+        return BatchEncoder(
+            partition_count=self._partition_count,
+            placement=self._placement,
+            place=self._place,
+            compression=self._compression,
+            max_message_bytes=self._max_message_bytes,
+            check_size=self._check_size,
+            keyless=self._keyless,
+        )
 
     def _refuse_tags(self) -> None:
         """SettingsMismatchError: this stream's format has no tags, and how to move it to one that has."""
@@ -879,11 +865,11 @@ class Producer(Generic[PushKeyT, PushValueT]):
             if packed is not None:
                 return await self._push_packed(items, now, packed, large)
         first_chunk = items if len(items) <= chunk else items[:chunk]  # no copy of a batch of one chunk
-        encoded, stamps, partitions, key_hashes, entries, total_bytes = self._encode_sized(first_chunk, now)
+        encoded, stamps, partitions, key_hashes, entries, total_bytes = self._encoder.encode_sized(first_chunk, now)
         for start in range(chunk, len(items), chunk):
             await self._turn_before_writing()
-            more_encoded, more_stamps, more_partitions, more_hashes, more_entries, more_bytes = self._encode_sized(
-                items[start : start + chunk], now
+            more_encoded, more_stamps, more_partitions, more_hashes, more_entries, more_bytes = (
+                self._encoder.encode_sized(items[start : start + chunk], now)
             )
             encoded += more_encoded
             stamps += more_stamps
@@ -902,7 +888,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         return await self._write_shares(encoded, stamps, partitions, key_hashes, total_bytes, entries)
 
     async def _push_packed(
-        self, items: list[Record | bytes], now: int, packed: PackedRecords, large: bool
+        self, items: list[Record | bytes], now: int, packed: EncodedRun, large: bool
     ) -> list[Receipt]:
         """The rest of ``_push_many`` for a batch ``pack_records`` packed: written as one buffer
         when partition 0's lane takes it inline now, else encoded record by record and written as any
@@ -917,10 +903,10 @@ class Producer(Generic[PushKeyT, PushValueT]):
             self._disk_guard.admit(total_bytes)  # the whole batch, before any of it is written
         lane = self._lanes[0]
         if not lane.can_write_inline(total_bytes):
-            encoded, stamps, partitions, key_hashes, entries, _ = self._encode_sized(items, now)
+            encoded, stamps, partitions, key_hashes, entries, _ = self._encoder.encode_sized(items, now)
             return await self._write_shares(encoded, stamps, partitions, key_hashes, total_bytes, entries)
         try:
-            first = lane.write_packed_inline(packed)
+            first = lane.write_run_inline(packed)
         except PartlyCommittedError as error:  # its first records were kept: they have receipts
             raise _partly_written(error, len(items), 0, error.first_offset, error.committed) from error
         # Written: other tasks get a turn before the receipts are built, and a large batch's caller
@@ -948,7 +934,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         self._check_headers(records)
 
         async def write() -> list[Receipt]:
-            encoded, stamps, _, key_hashes, entries = self._encode(list(records), time.time_ns())
+            encoded, stamps, _, key_hashes, entries = self._encoder.encode(list(records), time.time_ns())
             return await self._write_share(partition, encoded, stamps, key_hashes, entries)
 
         return await self._to_partition(partition, len(records), write, [])
@@ -967,13 +953,11 @@ class Producer(Generic[PushKeyT, PushValueT]):
         ``keyindex.key_hash``) are stored as they are: not on a stream that compresses its values."""
         return self._compression is None and keyindex.key_hash is _CRC32
 
-    async def _push_run_to_partition(
-        self, partition: int, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes, largest: int
-    ) -> int:
-        """``_push_to_partition`` of a run of records encoded already (``_sansio/run_entries.py``:
-        untagged, uncompressed, only when ``_takes_encoded``): their bytes back to back, their
-        ``.index`` and ``.timeindex`` entries numbered from 0, their key hashes packed as the key
-        index stores them (``keyindex.pack_hashes``), the size of the largest. Offsets are assigned
+    async def _push_run_to_partition(self, partition: int, run: EncodedRun) -> int:
+        """``_push_to_partition`` of a run of records encoded already (``entries.EncodedRun``:
+        uncompressed, only when ``_takes_encoded``): their bytes back to back, their ``.index`` and
+        ``.timeindex`` entries numbered from 0, their key hashes packed as the key index stores them
+        (``keyindex.pack_hashes``), the size of the largest. Offsets are assigned
         and the entries placed as for any push. Returns the first record's offset (the rest follow
         it: one partition's share gets contiguous offsets), not a receipt a record, which would cost
         more than the write. For the Kafka gateway, which encodes a Produce's records straight from
@@ -982,24 +966,22 @@ class Producer(Generic[PushKeyT, PushValueT]):
         only the first records were committed."""
         if not self._takes_encoded:
             raise InvalidArgumentError(f"stream {self.path!r} compresses its values: push Records to it")
-        count = len(index) // _INDEX_ENTRY_BYTES
+        count = len(run.index_entries) // _INDEX_ENTRY_BYTES
 
         async def write() -> int:
-            if largest > self._max_message_bytes:
-                self._check_size(largest)
+            if run.largest > self._max_message_bytes:
+                self._check_size(run.largest)
             if self._disk_guard is not None:
-                self._disk_guard.admit(len(data))
-            first = self._write_run_now(self._lanes[partition], partition, data, index, timeindex, key_hashes)
+                self._disk_guard.admit(len(run.data))
+            first = self._write_run_now(self._lanes[partition], partition, run)
             if first is not None:  # written inline, the run as it is
                 await self._shielded_turn()  # written: the call must return (the cancellation comes after)
                 return first
-            return await self._write_run_batched(partition, data, index, timeindex, key_hashes)
+            return await self._write_run_batched(partition, run)
 
         return await self._to_partition(partition, count, write, -1)
 
-    async def _write_run_batched(
-        self, partition: int, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes
-    ) -> int:
+    async def _write_run_batched(self, partition: int, run: EncodedRun) -> int:
         """A run queued in its partition's lane, as ``_write_shares_at`` queues one share: written off
         the loop's thread (a large one), after the write in flight, or with the fsync; a batch of its
         own, written as it is, unless pushes have opened one already (``Lane.enqueue_run``). The first
@@ -1007,9 +989,9 @@ class Producer(Generic[PushKeyT, PushValueT]):
         first records were committed. Without the partition's lock (another shared producer held
         it), nothing was written: the run waits for the lock and is queued again."""
         lane = self._lanes[partition]
-        count = len(index) // _INDEX_ENTRY_BYTES
+        count = len(run.index_entries) // _INDEX_ENTRY_BYTES
         while True:
-            batch, start = lane.enqueue_run(data, index, timeindex, key_hashes)
+            batch, start = lane.enqueue_run(run)
             try:
                 return await lane.complete(batch, start + count - 1) + start
             except LockNotHeld:
@@ -1069,49 +1051,37 @@ class Producer(Generic[PushKeyT, PushValueT]):
         if lane is None:
             return None
         self._check_headers(records)
-        encoded, stamps, _, key_hashes, entries = self._encode(list(records), time.time_ns())
+        encoded, stamps, _, key_hashes, entries = self._encoder.encode(list(records), time.time_ns())
         return self._write_share_now(lane, partition, encoded, stamps, key_hashes, entries)
 
-    def _push_run_to_partition_now(
-        self, partition: int, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes, largest: int
-    ) -> int | None:
+    def _push_run_to_partition_now(self, partition: int, run: EncodedRun) -> int | None:
         """``_push_run_to_partition`` without awaiting, as ``_push_to_partition_now``: the first
         record's offset once written now (-1 for no records), or None (nothing written) when they
         must wait."""
         if not self._takes_encoded:
             raise InvalidArgumentError(f"stream {self.path!r} compresses its values: push Records to it")
         lane = self._inline_lane(partition)
-        if not index:
+        if not run.index_entries:
             return -1
         if lane is None:
             return None
-        if largest > self._max_message_bytes:
-            self._check_size(largest)
-        return self._write_run_now(lane, partition, data, index, timeindex, key_hashes, admit=True)
+        if run.largest > self._max_message_bytes:
+            self._check_size(run.largest)
+        return self._write_run_now(lane, partition, run, admit=True)
 
-    def _write_run_now(
-        self,
-        lane: Lane,
-        partition: int,
-        data: bytes,
-        index: bytes,
-        timeindex: bytes,
-        key_hashes: bytes,
-        *,
-        admit: bool = False,
-    ) -> int | None:
+    def _write_run_now(self, lane: Lane, partition: int, run: EncodedRun, *, admit: bool = False) -> int | None:
         """A run written on the loop thread if ``lane`` can take it inline now (``admit``: the disk
         guard admits it first); None, with nothing written or admitted, if not."""
-        if not lane.can_write_inline(len(data)):
+        if not lane.can_write_inline(len(run.data)):
             return None
         if admit and self._disk_guard is not None:
-            self._disk_guard.admit(len(data))
+            self._disk_guard.admit(len(run.data))
         try:
-            return lane.write_run_inline(data, index, timeindex, key_hashes)
+            return lane.write_run_inline(run)
         except PartlyCommittedError as error:
             if error.committed == 0:
                 raise
-            count = len(index) // _INDEX_ENTRY_BYTES
+            count = len(run.index_entries) // _INDEX_ENTRY_BYTES
             raise _partly_written(error, count, partition, error.first_offset, error.committed) from error
 
     def _inline_lane(self, partition: int) -> Lane | None:
@@ -1162,89 +1132,6 @@ class Producer(Generic[PushKeyT, PushValueT]):
             if error.committed == 0:
                 raise
             raise _partly_written(error, len(encoded), partition, error.first_offset, error.committed) from error
-
-    def _encode(
-        self, items: list[Record | bytes], now: int
-    ) -> tuple[list[bytes], list[int], list[int], list[int], list[bytes] | None]:
-        """Records (adiskq.Record or bytes), their timestamps, partitions, key hashes and
-        ``.tagindex`` entries: in one C loop by the compiled core (the entries left to the segment,
-        which takes them from the records in C), or column-wise by ``_encode_columns``."""
-        records, stamps, partitions, key_hashes, entries, _ = self._encode_sized(items, now)
-        return records, stamps, partitions, list(key_hashes), entries
-
-    def _encode_sized(
-        self, items: list[Record | bytes], now: int
-    ) -> tuple[list[bytes], list[int], list[int], MutableSequence[int], list[bytes] | None, int]:
-        """``_encode``, and the records' size in all (summed where they were made: a second pass
-        over a batch's records in Python was about a tenth of push_many's own work). The key hashes
-        are the compiled core's ``array("I")`` (written as the key index's column without an int a
-        record) or a list."""
-        compression = self._compression
-        prepared = None if compression is None else compression.prepared
-        if COMPILED and keyindex.key_hash is _CRC32 and (compression is None or prepared is not None):
-            encoded = encode_records(items, now, self._partition_count, prepared, self._keyless)
-            if encoded is not None:
-                records, stamps, partitions, key_hashes, largest, total_bytes = encoded
-                if largest > self._max_message_bytes:
-                    self._check_size(largest)
-                return records, stamps, partitions, key_hashes, None, total_bytes
-        plain = [item if type(item) is Record else _as_record(item) for item in items]
-        columns = self._encode_columns(plain, now)
-        return columns[0], columns[1], list(columns[2]), list(columns[3]), columns[4], sum(map(len, columns[0]))
-
-    def _encode_columns(
-        self, items: list[Record], now: int
-    ) -> tuple[list[bytes], list[int], Sequence[int], Sequence[int], list[bytes]]:
-        """Records, their timestamps, partitions, key hashes and ``.tagindex`` entries, encoded
-        column-wise so the per-record work runs in C (zip, map) wherever it can."""
-        values, keys, all_headers, timestamps, tags = zip(*items, strict=True)
-        try:
-            placements = list(map(self._placement.get, keys))
-        except TypeError:  # an unhashable key (bytearray): place one by one
-            placements = [None] * len(keys)
-        if None in placements:
-            if self._partition_count == 1 and keys.count(None) == len(keys):
-                # Keyless records on one partition: their random keys in one call, and no FNV-1
-                # (the key index's CRC-32 is a C call).
-                blob = random.randbytes(8 * len(keys))
-                raw = [blob[i : i + 8] for i in range(0, len(blob), 8)]
-                placements = list(zip(raw, itertools.repeat(0), map(keyindex.key_hash, raw), strict=False))
-            else:
-                placements = [placed or self._place(key) for placed, key in zip(placements, keys, strict=True)]
-        raw_keys, partitions, key_hashes = zip(*placements, strict=True)
-        if set(map(type, values)) != {bytes}:
-            values = tuple(map(_value_bytes, values))
-        if set(timestamps) == {None}:
-            stamps = [now] * len(items)
-        else:
-            stamps = [now if t is None else _timestamp_ns(t) for t in timestamps]
-        untagged = tags.count(None) == len(tags)
-        keyless = self._keyless if None in keys else 0  # the records given no key carry it
-        if self._compression is not None:  # each value compressed (or kept as a training sample)
-            self._check_size(max(map(len, values)))
-            stored, attributes = zip(*map(self._compression.apply, values), strict=True)
-            if keyless:
-                attributes = tuple(a | (keyless if k is None else 0) for a, k in zip(attributes, keys, strict=True))
-            encoded = list(map(encode_record, stored, raw_keys, stamps, all_headers, attributes, tags))
-        elif keyless:
-            encoded = list(
-                map(
-                    encode_record,
-                    values,
-                    raw_keys,
-                    stamps,
-                    all_headers,
-                    [0 if key is not None else keyless for key in keys],
-                    tags,
-                )
-            )
-        else:
-            encoded = encode_batch(
-                values, raw_keys, stamps, all_headers if any(all_headers) else None, None if untagged else tags
-            )
-        self._check_size(max(map(len, encoded)))
-        entries = [NO_TAG_ENTRY] * len(tags) if untagged else tag_entries(tags)
-        return encoded, stamps, list(partitions), key_hashes, entries
 
     async def _write_shares(
         self,

@@ -270,13 +270,14 @@ class GroupRetries:
 
     async def dead_letter(self, message: Message, *, reason: str) -> None:
         """Push ``message`` to the dead-letter stream (fsynced) with headers naming where it came from."""
-        from .producer import Producer  # loaded with the first dead letter, not with every group
+        # Loaded with the first dead letter, not with every group.
+        from .partition_writes import opened
+        from .producer import Producer
 
         async with self._write_lock:
             producer = self._dead_letters
-            if producer is None:
-                producer = Producer(self.dead_letter_path, shared=True, flush="sync", lock_timeout=10.0)
-                await producer.__aenter__()
+            if producer is None:  # kept open across calls, closed by aclose()
+                producer = await opened(Producer(self.dead_letter_path, shared=True, flush="sync", lock_timeout=10.0))
                 self._dead_letters = producer
         await producer.push(
             message.value,

@@ -53,10 +53,13 @@ class Turns:
         self,
         lock: FileLock,
         call_soon: Callable[[Callable[[], None]], None],
+        call_soon_threadsafe: Callable[[Callable[[], None]], None],
         wait_seconds: float = SHARED_LOCK_TIMEOUT_SECONDS,
     ) -> None:
         self.lock = lock
         self.wait_seconds = wait_seconds  # the bound of every wait for a lock (lock_timeout)
+        # How a lock's wait thread wakes a waiting task (the event loop's, from any thread).
+        self.call_soon_threadsafe = call_soon_threadsafe
         self.lanes: list[Lane] = []
         self._call_soon = call_soon
         self._due: list[Lane] = []
@@ -91,7 +94,7 @@ class Turns:
             if self.lock.held:
                 return
             try:
-                await take_lock(self.lock, self.wait_seconds)
+                await take_lock(self.lock, self.wait_seconds, self.call_soon_threadsafe)
             except BaseException:
                 self._schedule()  # a look lets go of a turn taken as the wait was given up
                 raise

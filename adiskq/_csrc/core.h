@@ -211,8 +211,7 @@ PyObject *adq_py_zstd_prepare(PyObject *module, PyObject *const *args, Py_ssize_
 PyObject *adq_py_zstd_compress(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_append_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_append_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-PyObject *adq_py_place_run_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *adq_py_place_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-PyObject *adq_py_rebase_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -130,7 +130,6 @@ static PyMethodDef methods[] = {
     {"encode_push", (PyCFunction)(void (*)(void))adq_py_encode_push, METH_FASTCALL, "see log/codec_encode.c"},
     {"index_entries", (PyCFunction)(void (*)(void))adq_py_index_entries, METH_FASTCALL, "see log/codec_encode.c"},
     {"pack_records", (PyCFunction)(void (*)(void))adq_py_pack_records, METH_FASTCALL, "see log/pack.c"},
-    {"rebase_entries", (PyCFunction)(void (*)(void))adq_py_rebase_entries, METH_FASTCALL, "see log/pack.c"},
     {"decode_messages", (PyCFunction)(void (*)(void))adq_py_decode_messages, METH_FASTCALL, "see log/codec_decode.c"},
     {"scan_columns", (PyCFunction)(void (*)(void))adq_py_scan_columns, METH_FASTCALL, "see log/codec_scan.c"},
     {"next_valid_record", (PyCFunction)(void (*)(void))adq_py_next_valid_record, METH_FASTCALL, "see log/codec_scan.c"},
@@ -158,7 +157,7 @@ static PyMethodDef methods[] = {
      "see kafka/fetch_request.c"},
     {"kafka_produce_request", (PyCFunction)(void (*)(void))adq_py_kafka_produce_request, METH_FASTCALL,
      "see kafka/produce_request.c"},
-    {"place_run_entries", (PyCFunction)(void (*)(void))adq_py_place_run_entries, METH_FASTCALL, "see log/run_entries.c"},
+    {"place_entries", (PyCFunction)(void (*)(void))adq_py_place_entries, METH_FASTCALL, "see log/run_entries.c"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -22,13 +22,14 @@ import random
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
-from typing import Final, NamedTuple, TypeAlias
+from typing import Final, TypeAlias
 
 from .._errors import CorruptRecordError
 from . import codec as reference
 from . import tags as reference_tags
 from .codec import DEFAULT_MAX_RECORD_BYTES, NEED_MORE, RecordExtent, ScannedRecords
 from .compression import COMPRESSED, Dictionaries, frame_dictionary_id
+from .entries import EncodedRun
 from .naming import fnv1_32 as reference_fnv1_32
 from .native import DISABLED, NATIVE
 from .values import EMPTY_HEADERS, Message, Receipt, Record, ns_from_datetime
@@ -51,7 +52,6 @@ __all__ = [
     "next_valid_record",
     "pack_records",
     "place",
-    "rebase_entries",
     "receipt",
     "receipts",
     "scan_columns",
@@ -218,22 +218,9 @@ def reference_receipt(partition: int, offset: int) -> Receipt:
 _new_tuple = tuple.__new__
 
 
-class PackedRecords(NamedTuple):
-    """A batch for one partition, packed (``pack_records``): its records as the one buffer ``.data``
-    gets, and its entries, counted from offset 0 and position 0 (``rebase_entries`` moves
-    ``index_entries`` and ``time_entries`` to where the batch is written)."""
-
-    data: bytes
-    index_entries: bytes  # .index: offset | position | size, u64 each, a record
-    time_entries: bytes  # .timeindex: offset | timestamp_ns
-    key_hashes: bytes  # .keyindex: the CRC-32 of each key, u32 little-endian
-    tag_entries: bytes  # .tagindex: the tag column (tags.tag_column)
-    largest: int  # the largest record's size
-
-
 def reference_pack_records(
     items: Sequence[Record | bytes], now: int, max_total: int, keyless: int = reference.KEYLESS
-) -> PackedRecords | None:
+) -> EncodedRun | None:
     """Records (adiskq.Record, or bytes: a value alone; ``now`` where they have no timestamp, 8 random
     bytes where they have no key, with the attributes ``keyless``) encoded as ``encode_record`` does,
     into one buffer, with their entries; None when they take more than ``max_total`` bytes in all."""
@@ -256,27 +243,7 @@ def reference_pack_records(
     index, timeindex, _ = reference_index_entries(0, 0, encoded, stamps)
     key_hashes = b"".join(key_hash.to_bytes(4, "little") for key_hash in hashes)
     largest = max(map(len, encoded), default=0)
-    return PackedRecords(b"".join(encoded), index, timeindex, key_hashes, reference_tags.tag_column(encoded), largest)
-
-
-def reference_rebase_entries(index: bytes, timeindex: bytes, first_offset: int, start: int) -> tuple[bytes, bytes]:
-    """``pack_records``' entries for a batch written at ``first_offset``, its first record at
-    ``start`` in ``.data``: each offset plus ``first_offset``, each position plus ``start``."""
-    if len(index) % 24 or len(timeindex) != len(index) // 24 * 16:
-        raise ValueError("rebase_entries: 24-byte index entries and as many 16-byte timeindex entries")
-    moved = bytearray()
-    for at in range(0, len(index), 24):
-        offset, position = (
-            int.from_bytes(index[at : at + 8], "little"),
-            int.from_bytes(index[at + 8 : at + 16], "little"),
-        )
-        moved += (offset + first_offset).to_bytes(8, "little") + (position + start).to_bytes(8, "little")
-        moved += index[at + 16 : at + 24]
-    moved_time = bytearray()
-    for at in range(0, len(timeindex), 16):
-        offset = int.from_bytes(timeindex[at : at + 8], "little")
-        moved_time += (offset + first_offset).to_bytes(8, "little") + timeindex[at + 8 : at + 16]
-    return bytes(moved), bytes(moved_time)
+    return EncodedRun(b"".join(encoded), index, timeindex, key_hashes, reference_tags.tag_column(encoded), largest)
 
 
 EncodedRecords: TypeAlias = "tuple[list[bytes], list[int], list[int], array.array[int], int, int]"
@@ -290,7 +257,6 @@ if _core is not None:
     _place = _core.place
     _encode_records = _core.encode_records
     _pack_records = _core.pack_records
-    _rebase_entries = _core.rebase_entries
     receipts = _core.receipts
     receipt: Callable[[int, int], Receipt] = _core.receipt
     _index_entries = _core.index_entries
@@ -384,20 +350,14 @@ if _core is not None:
 
     def pack_records(
         items: list[Record | bytes], now: int, max_total: int, keyless: int = reference.KEYLESS
-    ) -> PackedRecords | None:
+    ) -> EncodedRun | None:
         """push_many's batch for a one-partition stream that stores values as they are, packed in one
         call (``reference_pack_records``); None when it is over ``max_total`` bytes or holds something
         only the producer's other paths take (a datetime, a bytearray...), which then encode it."""
         packed = _pack_records(items, now, max_total, keyless)
         if packed is None or packed is NotImplemented:
             return None
-        return PackedRecords._make(packed)
-
-    def rebase_entries(index: bytes, timeindex: bytes, first_offset: int, start: int) -> tuple[bytes, bytes]:
-        moved = _rebase_entries(index, timeindex, first_offset, start)
-        if moved is NotImplemented:
-            return reference_rebase_entries(index, timeindex, first_offset, start)
-        return moved  # type: ignore[no-any-return]
+        return EncodedRun._make(packed)
 
     def place(key: str | bytes, partition_count: int) -> tuple[bytes, int, int]:
         placed = _place(key, partition_count)
@@ -532,11 +492,10 @@ else:
 
     def pack_records(
         items: list[Record | bytes], now: int, max_total: int, keyless: int = reference.KEYLESS
-    ) -> PackedRecords | None:
+    ) -> EncodedRun | None:
         return None  # the producer's Python path encodes every batch
 
     receipts = reference_receipts
-    rebase_entries = reference_rebase_entries
     receipt = reference_receipt
     place = reference_place
     index_entries = reference_index_entries

@@ -45,6 +45,7 @@ __all__ = [
     "TIMEINDEX_ENTRY",
     "TIMEINDEX_ENTRY_BYTES",
     "TIME_COLUMN",
+    "EncodedRun",
     "SideColumn",
 ]
 
@@ -85,3 +86,28 @@ TAG_COLUMN: Final = SideColumn(TAGINDEX, TAG_ENTRY_BYTES, in_compact=False, from
 KEY_COLUMN: Final = SideColumn(KEYINDEX, KEY_ENTRY_BYTES, in_compact=True, from_first_tag=False, key_index_only=True)
 # In the order a write appends them.
 SIDE_COLUMNS: Final = (TIME_COLUMN, TAG_COLUMN, KEY_COLUMN)
+
+
+class EncodedRun(NamedTuple):
+    """Records encoded as ``.data`` stores them, back to back, with their entries made ahead of the
+    write, numbered from offset 0 at position 0 (``run_entries.place_entries`` places them where the
+    run is written, checking them against the records first): what one write takes whole, without a
+    Python object a record. push_many's packed batch (``core.pack_records``) and a Kafka Produce's
+    batch (``kafka/wire/mapping.stored_records``) are both one. A tuple, so the compiled core builds it."""
+
+    data: bytes  # the records back to back, each as codec.encode_record makes it
+    index_entries: bytes  # .index: offset | position | size, u64 LE each, a record
+    time_entries: bytes  # .timeindex: offset | timestamp_ns
+    key_hashes: bytes  # .keyindex: the key hash of each record, u32 LE (keyindex.pack_hashes)
+    tag_entries: bytes  # .tagindex: the tag column (tags.tag_column), or b"" when no record carries a tag
+    largest: int  # bytes of the largest record (0 for none)
+
+    @property
+    def record_count(self) -> int:
+        """How many records."""
+        return len(self.index_entries) // INDEX_ENTRY_BYTES
+
+    @property
+    def total(self) -> int:
+        """Bytes of all the records: what the write takes."""
+        return len(self.data)

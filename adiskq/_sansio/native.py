@@ -34,7 +34,7 @@ _NEWEST: Final = (
     "kafka_fetch_answer",
     "kafka_fetch_request",
     "kafka_produce_request",
-    "place_run_entries",
+    "place_entries",
     "pack_records",
     "receipt",
 )

@@ -7,7 +7,7 @@ offset and an ``.index`` entry like any record, so a Kafka client's offsets and 
 same numbers (as in Kafka, where a marker is a control batch with an offset of its own); library
 readers skip markers, so a partition that had transactions has gaps in the offsets they deliver.
 
-The Kafka gateway's Produce makes a run of stored records (``kafka_mapping.stored_records``, in
+The Kafka gateway's Produce makes a run of stored records (``kafka/wire/mapping.stored_records``, in
 C) without these fields; ``transactional_run`` adds them to each record of the run, which the
 write path then stores as it is. The compiled core leaves records with these bits to this
 reference (it checks and skips their fields, and answers NotImplemented where it would build a
@@ -32,9 +32,8 @@ from .codec import (
     crc32c,
     encode_record,
 )
-from .entries import INDEX_ENTRY, INDEX_ENTRY_BYTES, TIMEINDEX_ENTRY
+from .entries import INDEX_ENTRY, INDEX_ENTRY_BYTES, TIMEINDEX_ENTRY, EncodedRun
 from .keyindex import key_hash, pack_hashes
-from .run_entries import StoredRecords
 
 __all__ = ["encode_marker", "marker_run", "producer_field", "transactional_record", "transactional_run"]
 
@@ -55,14 +54,15 @@ def encode_marker(
 
 def marker_run(
     producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, timestamp_ns: int, first_offset: int = -1
-) -> StoredRecords:
+) -> EncodedRun:
     """A marker as a run of one record, for the write path that stores runs (``partition_writes``)."""
     record = encode_marker(producer_id, epoch, commit, coordinator_epoch, timestamp_ns, first_offset)
-    return StoredRecords(
+    return EncodedRun(
         record,
         INDEX_ENTRY.pack(0, 0, len(record)),
         TIMEINDEX_ENTRY.pack(0, timestamp_ns),
         pack_hashes([key_hash(b"")]),
+        b"",  # a marker carries no tag
         len(record),
     )
 
@@ -100,7 +100,7 @@ def transactional_record(record: bytes, field: bytes) -> bytes:
     return _SIZE_CRC.pack(len(body) + MAGIC_AT, crc32c(body)) + body
 
 
-def transactional_run(run: StoredRecords, producer_id: int, epoch: int) -> StoredRecords:
+def transactional_run(run: EncodedRun, producer_id: int, epoch: int) -> EncodedRun:
     """``run`` with each record made a record of ``producer_id``'s transaction
     (``transactional_record``), its index entries moved to the new positions and sizes."""
     field = producer_field(producer_id, epoch)
@@ -115,4 +115,4 @@ def transactional_run(run: StoredRecords, producer_id: int, epoch: int) -> Store
         entries.append(INDEX_ENTRY.pack(offset, position, len(record)))
         position += len(record)
     largest = max(map(len, records), default=0)
-    return StoredRecords(b"".join(records), b"".join(entries), run.time_entries, run.key_hashes, largest)
+    return EncodedRun(b"".join(records), b"".join(entries), run.time_entries, run.key_hashes, run.tag_entries, largest)

@@ -18,7 +18,7 @@ from .._sansio.tags import TagFilter
 from .._sansio.values import Message
 from .log_start import load_log_start
 from .segment_files import segment_path
-from .segment_reader import SegmentReader, StoredRun
+from .segment_reader import SegmentReader, UndecodedRecords
 from .transaction_outcomes import committed
 
 if TYPE_CHECKING:
@@ -176,7 +176,7 @@ class PartitionCursor(SegmentCursor[SegmentReader]):
         """What became of this partition's transactions (the partition reader keeps them)."""
         return self.partition.transaction_outcomes()
 
-    def peek_stored(self, max_count: int = 1000, max_bytes: int | None = None) -> StoredRun | None:
+    def peek_stored(self, max_count: int = 1000, max_bytes: int | None = None) -> UndecodedRecords | None:
         """The stored bytes of the records ``read`` would return next (``SegmentReader.read_stored``),
         without moving the position: ``skip`` moves it once they are used, or ``read`` decodes the
         same records instead. None when caught up."""

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from .._errors import CorruptStreamError, InvalidArgumentError
 from .._sansio import keyindex as keyindex_format
 from .._sansio.codec import DEFAULT_MAX_RECORD_BYTES
+from .._sansio.entries import EncodedRun
 from .._sansio.naming import DATA, INDEX, KEYINDEX, SEGMENT_EXTENSIONS, TAGINDEX, TIMEINDEX, TXNINDEX
 from .._sansio.retention import SegmentInfo
 from .._sansio.values import SegmentRepair, VacuumReport
@@ -219,11 +220,11 @@ class PartitionWriter:
             self.roll()
         return self.active.append(records, timestamps, key_hashes, tagindex)
 
-    def append_run(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> int:
-        """``append`` of a run of records (``SegmentWriter.write_run``)."""
+    def append_run(self, run: EncodedRun) -> int:
+        """``append`` of an ``EncodedRun`` (``SegmentWriter.write_run``)."""
         if self.needs_roll():
             self.roll()
-        return self.active.append_run(data, index, timeindex, key_hashes)
+        return self.active.append_run(run)
 
     def sync(self) -> None:
         """fsync the active segment's files."""

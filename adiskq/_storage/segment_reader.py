@@ -27,7 +27,7 @@ from .dictionaries import partition_stream_path, stream_dictionaries
 from .files import open_read, pread_exact
 from .segment_files import open_for_reading, segment_path
 
-__all__ = ["TRUST_READ_BYTES", "SegmentReader", "StoredRun", "count_within"]
+__all__ = ["TRUST_READ_BYTES", "SegmentReader", "UndecodedRecords", "count_within"]
 
 _TAG_OF: Final = operator.itemgetter(6)  # Message.tag
 # Candidates fewer than one in this many entries are read one by one (``_read_sparse``).
@@ -40,7 +40,7 @@ MAX_RECORD_BYTES_EVER: Final = 2**32 - 1
 TRUST_READ_BYTES: Final = 16 * 2**20
 
 
-class StoredRun(NamedTuple):
+class UndecodedRecords(NamedTuple):
     """``record_count`` records from ``first_offset`` on as ``.data`` stores them, undecoded (their index
     entries checked, the records not yet): what a reader that re-encodes records whole (the Kafka
     gateway's Fetch) takes instead of Messages; ``max_record_bytes`` and ``dictionaries`` are what the
@@ -269,7 +269,7 @@ class SegmentReader:
                 return self.read_messages(offset, damaged - offset)
             raise error.with_path(self.data_path, start, damaged) from None
 
-    def read_stored(self, offset: int, max_count: int, max_bytes: int | None = None) -> StoredRun | None:
+    def read_stored(self, offset: int, max_count: int, max_bytes: int | None = None) -> UndecodedRecords | None:
         """The stored bytes of up to ``max_count`` records from ``offset`` on (at least one if any,
         then ``max_bytes``), as ``read_messages`` would decode them; None when there is no record at
         ``offset`` yet. The caller checks the records (``read_messages`` names any damage)."""
@@ -277,7 +277,7 @@ class SegmentReader:
         if located is None:
             return None
         _, count, start, end = located
-        return StoredRun(offset, count, self.read_span(start, end), self.max_record_bytes, self.dictionaries)
+        return UndecodedRecords(offset, count, self.read_span(start, end), self.max_record_bytes, self.dictionaries)
 
     def read_tagged(
         self, offset: int, max_count: int, max_scan: int, tag_filter: TagFilter, max_bytes: int | None = None

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 from .._sansio import keyindex as keyindex_format
-from .._sansio.core import PackedRecords, index_entries, rebase_entries, tag_column
+from .._sansio.core import index_entries, tag_column
 from .._sansio.entries import (
     BUFFERED_ENTRIES,
     INDEX_ENTRY,
@@ -43,9 +43,10 @@ from .._sansio.entries import (
     TAG_ENTRY_BYTES,
     TIMEINDEX_ENTRY,
     TIMEINDEX_ENTRY_BYTES,
+    EncodedRun,
 )
 from .._sansio.naming import INDEX, KEYINDEX, TAGINDEX
-from .._sansio.run_entries import place_run_entries
+from .._sansio.run_entries import place_entries
 from .._sansio.tags import names_a_tag
 from . import keyindex
 from .append import append_one
@@ -257,43 +258,27 @@ class SegmentWriter:
         self._pending = pending
         return pending
 
-    def write_run(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> PendingBatch:
-        """``write_data`` of a run (``adiskq/_sansio/run_entries.py``): ``data`` the records back to
-        back, ``index`` and ``timeindex`` their entries numbered from 0 (placed here, and checked
-        against ``data`` first: ValueError and nothing written if they disagree), ``key_hashes``
-        packed as the key index stores them. A run's records carry no tag, so its ``.tagindex``
-        entries are all "no tag". One write of ``data`` as it is, no object a record."""
+    def write_run(self, run: EncodedRun) -> PendingBatch:
+        """``write_data`` of an ``EncodedRun`` (push_many's packed batch, a Kafka Produce's batch):
+        its ``.data`` bytes written as they are, in one write, no object a record; its entries
+        placed at this segment's next offset and position, and checked against its records first
+        (``run_entries.place_entries``: ValueError and nothing written if they disagree). A run
+        without a tag column (``b""``) gets a "no tag" ``.tagindex`` entry a record."""
         self._check_usable()
         if self._pending is not None:
             raise RuntimeError("a batch is already waiting for its index entries")
-        index_bytes, timeindex_bytes = place_run_entries(data, index, timeindex, self.next_offset, self.data_size)
-        count = len(index_bytes) // INDEX_ENTRY_BYTES
-        if len(key_hashes) != count * keyindex_format.ENTRY_BYTES:
-            raise ValueError(
-                f"{len(key_hashes)} bytes of packed key hashes for {count} records: give one "
-                f"{keyindex_format.ENTRY_BYTES}-byte entry a record"
-            )
-        return self._write_placed(data, count, index_bytes, timeindex_bytes, bytes(count * TAG_ENTRY_BYTES), key_hashes)
-
-    def write_packed(self, packed: PackedRecords) -> PendingBatch:
-        """``write_data`` of a batch packed by ``pack_records``: its ``.data`` bytes written as they
-        are, its entries moved to the offset and position it is written at."""
-        self._check_usable()
-        if self._pending is not None:
-            raise RuntimeError("a batch is already waiting for its index entries")
-        count = len(packed.index_entries) // INDEX_ENTRY_BYTES
-        if (
-            len(packed.index_entries) != count * INDEX_ENTRY_BYTES
-            or len(packed.time_entries) != count * TIMEINDEX_ENTRY_BYTES
-            or len(packed.key_hashes) != count * keyindex_format.ENTRY_BYTES
-            or len(packed.tag_entries) != count * TAG_ENTRY_BYTES
-        ):
-            raise ValueError("a packed batch has one entry a record in each of its columns (see pack_records)")
-        index_bytes, timeindex_bytes = rebase_entries(
-            packed.index_entries, packed.time_entries, self.next_offset, self.data_size
+        tag_entries = run.tag_entries
+        index_bytes, timeindex_bytes = place_entries(
+            run.data, run.index_entries, run.time_entries, tag_entries, self.next_offset, self.data_size
         )
+        count = len(index_bytes) // INDEX_ENTRY_BYTES
+        if len(run.key_hashes) != count * KEY_ENTRY_BYTES:
+            raise ValueError(
+                f"{len(run.key_hashes)} bytes of packed key hashes for {count} records: give one "
+                f"{KEY_ENTRY_BYTES}-byte entry a record"
+            )
         return self._write_placed(
-            packed.data, count, index_bytes, timeindex_bytes, packed.tag_entries, packed.key_hashes
+            run.data, count, index_bytes, timeindex_bytes, tag_entries or bytes(count * TAG_ENTRY_BYTES), run.key_hashes
         )
 
     def _write_placed(
@@ -305,7 +290,7 @@ class SegmentWriter:
         tagindex_bytes: bytes,
         key_hashes: bytes,
     ) -> PendingBatch:
-        """The ``write_data`` of a run or a packed batch, its entries already placed at this
+        """The ``write_data`` of a run, its entries already placed at this
         segment's next offset and position: ``data`` written as it is, the single pushes' buffered
         entries put before the batch's."""
         first_offset = self.next_offset
@@ -406,15 +391,9 @@ class SegmentWriter:
         self.write_entries(pending)
         return pending.first_offset
 
-    def append_run(self, data: bytes, index: bytes, timeindex: bytes, key_hashes: bytes) -> int:
-        """``append`` of a run (``write_run``); returns the offset of the first record."""
-        pending = self.write_run(data, index, timeindex, key_hashes)
-        self.write_entries(pending)
-        return pending.first_offset
-
-    def append_packed(self, packed: PackedRecords) -> int:
-        """``append`` of a batch packed by ``pack_records``; returns the offset of its first record."""
-        pending = self.write_packed(packed)
+    def append_run(self, run: EncodedRun) -> int:
+        """``append`` of an ``EncodedRun`` (``write_run``); returns the offset of its first record."""
+        pending = self.write_run(run)
         self.write_entries(pending)
         return pending.first_offset
 

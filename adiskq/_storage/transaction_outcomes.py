@@ -96,23 +96,30 @@ class OpenTransactions:
     def __init__(self, reader: PartitionReader) -> None:
         self._reader = reader
         self.first_offsets: dict[int, int] = {}
+        self.epochs: dict[int, int] = {}  # producer id -> the epoch of its open transaction's records
         self._position: int | None = None
         # One scan at a time: the writer of a marker scans in a worker thread, a Fetch on the loop's.
         self._scanning = threading.Lock()
 
     def catch_up(self) -> dict[int, int]:
         """A copy of ``first_offsets`` as the data has them now."""
+        return {producer_id: first for producer_id, (first, _epoch) in self.catch_up_with_epochs().items()}
+
+    def catch_up_with_epochs(self) -> dict[int, tuple[int, int]]:
+        """Producer id to (first offset, epoch) of each open transaction, as the data has them now."""
         with self._scanning:
             oldest = self._reader.bounds()[0]
             position = oldest if self._position is None else max(self._position, oldest)
             self._position = scan_transactions(self._reader, position, self._note, markers_only=False)
-            return dict(self.first_offsets)
+            return {producer_id: (first, self.epochs[producer_id]) for producer_id, first in self.first_offsets.items()}
 
     def _note(self, offset: int, fields: TransactionFields) -> None:
         if fields.commit is None:
             self.first_offsets.setdefault(fields.producer_id, offset)
+            self.epochs[fields.producer_id] = fields.epoch
         else:
             self.first_offsets.pop(fields.producer_id, None)
+            self.epochs.pop(fields.producer_id, None)
 
 
 def scan_transactions(

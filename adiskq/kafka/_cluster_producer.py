@@ -25,8 +25,10 @@ import anyio
 import anyio.to_thread
 import confluent_kafka
 
+from .._async.batch_encoding import Timestamp
+from .._async.batch_encoding import timestamp_ns as _timestamp_ns
 from .._async.metrics import telemetry
-from .._async.producer import Producer, PushKeyT, PushValueT, Timestamp, _timestamp_ns
+from .._async.producer import Producer, PushKeyT, PushValueT
 from .._async.producer import _observed as observed_producer
 from .._errors import ClosedError, InvalidArgumentError, MessageTooLargeError, PartialWriteError
 from .._sansio.capabilities import refuse

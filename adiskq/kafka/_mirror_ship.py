@@ -97,7 +97,7 @@ class Shipper:
         except confluent_kafka.KafkaException as error:
             raise MirrorError(
                 f"cannot start a transactional producer on {self.end.bootstrap}: {error}; the mirror needs a "
-                "cluster with transactions (Apache Kafka, with a transaction state log it can write)"
+                "cluster with transactions (Apache Kafka, with a transaction state log it can write, or `adiskq serve`)"
             ) from None
         self._producer = producer
         stored = read_positions(

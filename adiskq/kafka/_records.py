@@ -34,8 +34,9 @@ from typing import Final, cast
 from .._async.partition_writes import Writable as ToWrite
 from .._async.partition_writes import write as write_records
 from .._async.partition_writes import write_now as write_records_now
+from .._sansio.entries import EncodedRun
 from .._sansio.native import NATIVE
-from .._sansio.run_entries import StoredRecords, place_run_entries
+from .._sansio.run_entries import place_entries
 from .._sansio.values import Message, Record
 from .wire.batch import KafkaBatch, KafkaRecord, decode_batches, encode_batch_from_messages
 from .wire.codec import DEFAULT_MAX_BYTES, LOG_APPEND_TIME
@@ -79,7 +80,7 @@ class _OffThePlainPath(Exception):
 
 def decode_produce(data: bytes | bytearray | memoryview, *, transactional: bool = False) -> list[KafkaBatch]:
     """A Produce request's batches for one partition, as ``decode_batches`` checks them (and with
-    its errors), each one's records left as ``StoredRecords`` when it took the compiled path.
+    its errors), each one's records left as ``EncodedRun`` when it took the compiled path.
     ``transactional``: the request names a transactional id, so its batches may be transactional.
 
     Uncompressed CreateTime batches of plain records are decoded whole by one compiled call
@@ -88,7 +89,7 @@ def decode_produce(data: bytes | bytearray | memoryview, *, transactional: bool 
     now_ns = time.time_ns()
     if NATIVE is not None and type(data) is bytes:
         batches: list[KafkaBatch] | None = NATIVE.kafka_decode_batches(
-            data, DEFAULT_MAX_BYTES, KafkaRecord, KafkaBatch, now_ns, NULLS_HEADER, StoredRecords
+            data, DEFAULT_MAX_BYTES, KafkaRecord, KafkaBatch, now_ns, NULLS_HEADER, EncodedRun
         )
         if batches is not None:
             return batches
@@ -98,7 +99,7 @@ def decode_produce(data: bytes | bytearray | memoryview, *, transactional: bool 
 def decode_produce_reference(
     data: bytes | bytearray | memoryview,
     now_ns: int,
-    to_stored: Callable[[bytes, int, int, int, int, int], StoredRecords | None] = stored_records,
+    to_stored: Callable[[bytes, int, int, int, int, int], EncodedRun | None] = stored_records,
     *,
     transactional: bool = False,
 ) -> list[KafkaBatch]:
@@ -128,11 +129,11 @@ def records_from_batches(batches: Sequence[KafkaBatch]) -> ToWrite:
     Raises RecordRefusedError for a record the mapping refuses."""
     if len(batches) == 1:  # the usual request: no list made
         only: object = batches[0].records
-        if type(only) is StoredRecords:
+        if type(only) is EncodedRun:
             return only
     found: list[object] = [batch.records for batch in batches]
-    if all(isinstance(records, StoredRecords) for records in found):
-        stored = cast(list[StoredRecords], found)
+    if all(isinstance(records, EncodedRun) for records in found):
+        stored = cast(list[EncodedRun], found)
         if len(stored) == 1:
             return stored[0]
         return _joined(stored)
@@ -152,25 +153,26 @@ def records_from_batches(batches: Sequence[KafkaBatch]) -> ToWrite:
     return records
 
 
-def _joined(runs: list[StoredRecords]) -> StoredRecords:
+def _joined(runs: list[EncodedRun]) -> EncodedRun:
     """One run of several, in order (a request with more than one batch for a partition): each
     run's entries placed after the records before it."""
     index: list[bytes] = []
     timeindex: list[bytes] = []
     count = position = 0
     for run in runs:
-        placed_index, placed_timeindex = place_run_entries(
-            run.data, run.index_entries, run.time_entries, count, position
+        placed_index, placed_timeindex = place_entries(
+            run.data, run.index_entries, run.time_entries, run.tag_entries, count, position
         )
         index.append(placed_index)
         timeindex.append(placed_timeindex)
         count += run.record_count
         position += run.total
-    return StoredRecords(
+    return EncodedRun(
         b"".join([run.data for run in runs]),
         b"".join(index),
         b"".join(timeindex),
         b"".join([run.key_hashes for run in runs]),
+        b"",  # a Kafka record carries no tag
         max(run.largest for run in runs),
     )
 

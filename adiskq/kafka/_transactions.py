@@ -20,7 +20,10 @@ markers that end each transaction written to its partitions, and the offsets it 
 - A transaction older than its timeout (``transaction.timeout.ms``) is aborted by the service's own
   task (``run``), which sleeps until the next deadline; its producer is fenced. The gateway's start
   aborts every transaction left open (no client can still be waiting to commit it), so readers never
-  wait behind one for longer than the gateway is down.
+  wait behind one for longer than the gateway is down. When the state file is missing (lost, or a
+  root the gateway never stored a transaction in), the start finds the transactions left open in
+  the topics' data instead (``partition_writes.open_transactions``) and aborts each, then stores
+  the (empty) state so that the next start need not look again.
 - Markers that could not be written (a full disk, a failing write) leave the transaction in its
   Prepare state, answered CONCURRENT_TRANSACTIONS (retriable) meanwhile; ``run`` tries again every
   second until they are written. A state that could not be stored is stored again before any
@@ -108,8 +111,11 @@ class TransactionService:
         store_offsets: OffsetStore,
         *,
         clock: Callable[[], int] = now_ms,
+        abort_open_in_data: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.path = os.path.join(root, STATE_FILE)
+        self.state_found = False  # whether ``load`` found a state file
+        self._abort_open_in_data = abort_open_in_data
         self.coordinator = coordinator
         self.clock = clock
         self.pending: PendingOffsets = {}
@@ -138,6 +144,7 @@ class TransactionService:
             )
         self.coordinator.load_json(data.get("coordinator"))
         self.pending = _pending_from_json(data.get("offsets"), self.path)
+        self.state_found = True
 
     def _snapshot(self) -> dict[str, object]:
         return {
@@ -319,7 +326,15 @@ class TransactionService:
 
     async def recover(self) -> None:
         """At the start: carry out every decision stored in a Prepare state and abort every open
-        transaction (a failed write is left to ``run``)."""
+        transaction (a failed write is left to ``run``). Without a state file, the transactions the
+        data holds open are aborted instead (a failed write raises: the gateway does not start)."""
+        if not self.state_found and self._abort_open_in_data is not None:
+            await self._abort_open_in_data()
+            try:
+                await self.save()
+            except OSError as error:  # the next start looks in the data again, which is just slower
+                logger.warning("adiskq: the transaction state could not be stored (%s)", error)
+            self.state_found = True
         endings = self.coordinator.recover()
         if endings and await self._prepared(endings):
             for markers in endings:
@@ -404,8 +419,37 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
         if topics.exists(topic):
             await groups_of(gateway).commit(group, topic, offsets)
 
+    async def abort_open_in_data() -> None:
+        # No coordinator state: any transaction the data holds open is one no client can still end.
+        for topic in topics.names():
+            if not topics.reader(topic).settings.holds_transactions:
+                continue  # a format before transactions holds none
+            for partition in range(topics.partition_count(topic, fresh=True)):
+                async with gateway.partition_lock(topic, partition), topics.writing(topic) as producer:
+                    found = await anyio.to_thread.run_sync(
+                        partition_writes.open_transactions_with_epochs, producer, partition
+                    )
+                    for producer_id, (first, epoch) in sorted(found.items()):
+                        logger.warning(
+                            "adiskq: no transaction state (%s) but a transaction of producer id %d open in "
+                            "%s/%d from offset %d; aborted",
+                            STATE_FILE,
+                            producer_id,
+                            topic,
+                            partition,
+                            first,
+                        )
+                        await partition_writes.write_marker(
+                            producer, partition, producer_id, epoch, False, COORDINATOR_EPOCH
+                        )
+                        service.open.ended(topic, partition, producer_id)
+
     service = TransactionService(
-        topics.root, TransactionCoordinator(gateway.producer_ids.new), write_marker, store_offsets
+        topics.root,
+        TransactionCoordinator(gateway.producer_ids.new),
+        write_marker,
+        store_offsets,
+        abort_open_in_data=abort_open_in_data,
     )
     service.load()
     return install_transactions(gateway, service)

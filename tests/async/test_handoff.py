@@ -1,6 +1,7 @@
-"""The batch's hand-off to a worker thread: the call's result or error, a limiter token held while it
-runs, a wait for a token when none is free, and no abandoning on cancellation (a sync batch's
-fdatasync must finish, and be reported, whatever happens to the leader's task meanwhile)."""
+"""The batch's hand-off to a worker thread (``EventLoop.run_in_thread``, asyncio's and Trio's): the
+call's result or error, a limiter token held while it runs, a wait for a token when none is free,
+and no abandoning on cancellation (a sync batch's fdatasync must finish, and be reported, whatever
+happens to the leader's task meanwhile)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import pytest
 
-from adiskq._async.cancellation import running_on_trio
-from adiskq._async.handoff import run_in_thread
+from adiskq._async.event_loop import running_loop
 
 pytestmark = pytest.mark.anyio
 
@@ -29,7 +29,7 @@ async def test_the_call_runs_in_another_thread_holding_a_token_and_returns_its_r
     def call() -> tuple[int, int]:
         return threading.get_ident(), limiter.borrowed_tokens
 
-    thread, borrowed = await run_in_thread(call, limiter, on_trio=running_on_trio())
+    thread, borrowed = await running_loop().run_in_thread(call, limiter)
     assert thread != loop_thread
     assert borrowed == 1
     assert limiter.borrowed_tokens == 0
@@ -42,7 +42,7 @@ async def test_the_calls_error_is_raised_and_its_token_returned() -> None:
         raise OSError(5, "Input/output error")
 
     with pytest.raises(OSError, match="Input/output error"):
-        await run_in_thread(failing, limiter, on_trio=running_on_trio())
+        await running_loop().run_in_thread(failing, limiter)
     assert limiter.borrowed_tokens == 0
 
 
@@ -52,7 +52,7 @@ async def test_with_no_free_token_the_call_waits_for_one() -> None:
     done = anyio.Event()
 
     async def call_when_free() -> None:
-        await run_in_thread(ran.set, limiter, on_trio=running_on_trio())
+        await running_loop().run_in_thread(ran.set, limiter)
         done.set()
 
     with anyio.fail_after(WAIT_S):
@@ -94,7 +94,7 @@ async def test_a_cancellation_meanwhile_lets_the_call_finish_and_is_delivered_af
         async with anyio.create_task_group() as group:
             with anyio.CancelScope() as scope:
                 group.start_soon(cancel_once_started, scope)
-                returned.append(await run_in_thread(slow, limiter, on_trio=running_on_trio()))
+                returned.append(await running_loop().run_in_thread(slow, limiter))
                 await anyio.lowlevel.checkpoint()  # the cancellation is delivered here
                 returned.append("not cancelled")
     assert returned == ["synced"]
@@ -115,7 +115,7 @@ async def test_asyncios_own_cancellation_meanwhile_lets_the_call_finish_and_is_d
     async def caller() -> None:
         async with asyncio.timeout(None) as timeout:
             timeouts.append(timeout)
-            returned.append(await run_in_thread(slow, limiter, on_trio=False))
+            returned.append(await running_loop().run_in_thread(slow, limiter))
             await anyio.lowlevel.checkpoint()  # the cancellation is delivered here
             returned.append("not cancelled")
 
@@ -145,7 +145,7 @@ async def test_on_asyncio_the_call_does_not_queue_behind_the_loops_default_execu
     # for the call cannot be cut short, so this bounds the test if the call queued behind them).
     busy = [loop.run_in_executor(None, release.wait, 2.0) for _ in range(40)]
     try:
-        assert await run_in_thread(threading.current_thread, anyio.CapacityLimiter(1), on_trio=False)
+        assert await running_loop().run_in_thread(threading.current_thread, anyio.CapacityLimiter(1))
         assert not any(call.done() for call in busy)  # the call ran while they were all held
     finally:
         release.set()

@@ -802,7 +802,7 @@ async def test_a_batch_whose_leading_task_is_cancelled_during_its_fdatasync_is_s
 async def test_a_push_cancelled_while_it_leads_its_batchs_fdatasync_is_written_and_returns_its_receipt(
     stream_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The leader of a sync batch waits for its fdatasync in a worker thread (adiskq/_async/handoff.py):
+    """The leader of a sync batch waits for its fdatasync in a worker thread (EventLoop.run_in_thread):
     cancelled meanwhile, it still commits the batch, returns its receipt, and takes the cancellation at
     its caller's next checkpoint; the push queued behind it is committed next."""
     fsync = HeldFsync(monkeypatch)

@@ -17,7 +17,7 @@ from adiskq._async import partition_writes
 from adiskq._sansio import codec
 from adiskq._sansio.codec import TransactionFields
 from adiskq._sansio.core import pack_records, reference_pack_records
-from adiskq._sansio.run_entries import StoredRecords
+from adiskq._sansio.entries import EncodedRun
 
 pytestmark = pytest.mark.anyio
 
@@ -39,12 +39,12 @@ def stored_on_disk(path: str, partition: int = 0) -> list[codec.DecodedRecord]:
     return records
 
 
-def run_of(values: list[bytes]) -> StoredRecords:
+def run_of(values: list[bytes]) -> EncodedRun:
     """A run of stored records, as the gateway's Produce makes one."""
     items: list[adiskq.Record | bytes] = [adiskq.Record(value, key=b"k", timestamp=1) for value in values]
     packed = pack_records(items, 0, 1 << 20) or reference_pack_records(items, 0, 1 << 20)
     assert packed is not None
-    return StoredRecords(packed.data, packed.index_entries, packed.time_entries, packed.key_hashes, packed.largest)
+    return EncodedRun(packed.data, packed.index_entries, packed.time_entries, packed.key_hashes, b"", packed.largest)
 
 
 @pytest.mark.parametrize("way", ["run", "run now", "records", "records now"])

@@ -5,8 +5,8 @@ decoder must answer exactly as the pure-Python reference (``adiskq/kafka/wire/co
 the same batches, or the same error at the same byte — and never crash, over-read or hang. The
 same bytes as a records section go through ``kafka_stored_records`` (the same run of stored records
 as ``wire.mapping.stored_records_reference``, or None alike), the run it makes, and the bytes cut
-in three as a run's data and entries, through ``place_run_entries`` (the same entries as
-``run_entries.place_run_entries_reference``, or the same error); and the records field whole
+in three as a run's data and entries, through ``place_entries`` (the same entries as
+``run_entries.place_entries_reference``, or the same error); and the records field whole
 through ``kafka_decode_batches`` with runs (a Produce's write: the batches of the reference with
 runs for records, when it answers at all).
 Coverage guides the search through the reference's Python, whose checks the C mirrors.
@@ -27,7 +27,8 @@ import atheris
 with atheris.instrument_imports(
     include=["adiskq.kafka.wire.codec", "adiskq.kafka.wire.mapping", "adiskq._sansio.run_entries"]
 ):
-    from adiskq._sansio.run_entries import StoredRecords, place_run_entries_reference
+    from adiskq._sansio.entries import EncodedRun
+    from adiskq._sansio.run_entries import place_entries_reference
     from adiskq.kafka.wire import codec as reference
     from adiskq.kafka.wire.mapping import NULLS_HEADER, stored_records_reference
 
@@ -82,15 +83,15 @@ def _check_run(raw: bytes) -> None:
     if expected is None:
         if run is not None:
             raise AssertionError(f"compiled run {run!r} != reference None for {raw!r}")
-    elif run != (expected.data, expected.index_entries, expected.time_entries, expected.key_hashes, expected.largest):
+    elif run != tuple(expected):
         raise AssertionError(f"compiled run {run!r} != reference {expected!r} for {raw!r}")
     third = len(raw) // 3
     columns = [(raw[:third], raw[third : 2 * third], raw[2 * third :])]
     if run is not None:
         columns.append(run[:3])
     for data, index, timeindex in columns:
-        got = _placed(lambda: _compiled.place_run_entries(data, index, timeindex, raw[0], len(raw)))  # noqa: B023
-        want = _placed(lambda: place_run_entries_reference(data, index, timeindex, raw[0], len(raw)))  # noqa: B023
+        got = _placed(lambda: _compiled.place_entries(data, index, timeindex, b"", raw[0], len(raw)))  # noqa: B023
+        want = _placed(lambda: place_entries_reference(data, index, timeindex, b"", raw[0], len(raw)))  # noqa: B023
         if got != want:
             raise AssertionError(f"compiled placement {got!r} != reference {want!r} for {raw!r}")
 
@@ -112,7 +113,7 @@ def test_one_input(raw: bytes) -> None:
     if (records is None) != (not isinstance(expected, list)) or (records is not None and records != expected):
         raise AssertionError(f"compiled records {records!r} != reference {expected!r} for {raw!r}")
     _check_run(raw)
-    runs = _compiled.kafka_decode_batches(data, limit, KafkaRecord, KafkaBatch, _NOW, NULLS_HEADER, StoredRecords)
+    runs = _compiled.kafka_decode_batches(data, limit, KafkaRecord, KafkaBatch, _NOW, NULLS_HEADER, EncodedRun)
     if runs is not None:  # the reference, its records mapped the same way (the batches, or the fault)
         expected_runs = _outcome(lambda: reference.decode_batches(data, max_bytes=limit, records_decoder=_stored))
         if runs != expected_runs:

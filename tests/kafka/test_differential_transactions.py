@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from differential import Differential, Side
 from transaction_support import (
@@ -253,21 +254,41 @@ def test_consume_transform_produce(differential: Differential) -> None:
 def test_hung_transaction_is_aborted_at_its_timeout(differential: Differential) -> None:
     """A producer that never ends its transaction: ``read_committed`` is held at its first record
     until ``transaction.timeout.ms`` passes, then the coordinator aborts it (an abort marker, the last
-    stable offset at the end); the producer's late commit fails, and after an abort it writes again."""
+    stable offset at the end); the producer's late commit fails, and after an abort it writes again.
 
-    def scenario(side: Side) -> dict[str, Any]:
-        topic = side.name()
+    The "while open" reading only proves the transaction open if it was answered before the
+    coordinator could abort it: its clock starts after the producer is made, so a reading finished
+    within the timeout of that moment is taken before the deadline. A reading that finished later
+    (a loaded machine) may have raced the abort, whose marker the high watermark counts before the
+    marker is durable; then the scenario starts again with a fresh topic and transactional id."""
+    timeout_s = 3.0
+
+    def open_transaction(side: Side, attempt: int) -> tuple[str, Producer, list[int], dict[str, list[int]]] | None:
+        topic = side.name(f"t{attempt}")
         create(side, topic)
-        producer = transactional_producer(side, side.name("txn"), **{"transaction.timeout.ms": 3000})
+        started = time.monotonic()  # no later than the coordinator's clock for this transaction starts
+        producer = transactional_producer(side, side.name(f"txn{attempt}"), **{"transaction.timeout.ms": 3000})
         producer.begin_transaction()
         hung = produce_flushed(producer, topic, 0, [b"h0", b"h1"])
         while_open = end_offsets(side, [(topic, 0)])
+        if time.monotonic() - started < timeout_s:
+            return topic, producer, hung, while_open
+        return None
+
+    def scenario(side: Side) -> dict[str, Any]:
+        for attempt in range(5):
+            opened = open_transaction(side, attempt)
+            if opened is not None:
+                break
+        else:
+            pytest.fail(f"no reading within {timeout_s} s of the transaction's start in 5 attempts")
+        topic, producer, hung, while_open = opened
         stable_offset_reaches(side, topic, 0, 3)  # the abort marker at 2
         late = failure(lambda: producer.commit_transaction(DEADLINE))
         if late is not None and late["abortable"]:
             producer.abort_transaction(DEADLINE)
         else:  # fenced (the coordinator bumped the epoch): the application starts a new producer
-            producer = transactional_producer(side, side.name("txn"), **{"transaction.timeout.ms": 3000})
+            producer = transactional_producer(side, side.name(f"txn{attempt}"), **{"transaction.timeout.ms": 3000})
         producer.begin_transaction()
         after = produce_flushed(producer, topic, 0, [b"after"])
         producer.commit_transaction(DEADLINE)

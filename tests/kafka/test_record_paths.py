@@ -15,7 +15,8 @@ import pytest
 
 import adiskq
 from adiskq._sansio.codec import encode_record
-from adiskq._sansio.run_entries import StoredRecords, run_records, run_timestamps
+from adiskq._sansio.entries import EncodedRun
+from adiskq._sansio.run_entries import run_records, run_timestamps
 from adiskq._sansio.values import Headers, Message
 from adiskq.kafka._records import (
     batch_from_messages,
@@ -70,7 +71,7 @@ def test_plain_batches_are_stored_as_the_step_by_step_path_stores_them(compressi
         RECORDS[:2], [r._replace(offset_delta=i) for i, r in enumerate(RECORDS[2:])], compression=compression
     )
     found = records_from_batches(decode_produce(data))
-    assert isinstance(found, StoredRecords)
+    assert isinstance(found, EncodedRun)
     slow = step_by_step(data)
     assert found.record_count == len(slow) == 4
     stored = run_records(found.data, found.index_entries)
@@ -134,7 +135,7 @@ async def test_a_stream_that_compresses_stores_the_same_messages(tmp_path: objec
     """Records decoded straight to stored bytes, written to a compressed stream, read back as sent."""
     path = f"{tmp_path}/compressed"
     found = records_from_batches(decode_produce(request_of([r for r in RECORDS if r.timestamp_ms >= 0][:2])))
-    assert isinstance(found, StoredRecords)
+    assert isinstance(found, EncodedRun)
     async with adiskq.Producer(path, compression="zstd") as producer:
         assert await write_records(producer, 0, found) == 0  # the first record's offset
     async with adiskq.Consumer(path, 0, end="close") as consumer:
@@ -152,7 +153,7 @@ async def test_records_decoded_straight_are_written_at_once(tmp_path: object, co
     plain stream and on one that compresses, and stores the messages as sent."""
     path = f"{tmp_path}/stream"
     found = records_from_batches(decode_produce(request_of([r for r in RECORDS if r.timestamp_ms >= 0][:2])))
-    assert isinstance(found, StoredRecords)
+    assert isinstance(found, EncodedRun)
     async with adiskq.Producer(path, compression=compression) as producer:
         await write_records(producer, 0, found)  # the first write takes the stream's lock
         assert write_records_now(producer, 0, found) == 2  # the first record's offset
@@ -170,7 +171,7 @@ async def test_records_decoded_straight_wait_for_the_fsync(tmp_path: object) -> 
     the gateway then writes them in the connection's task, answered after the fsync."""
     path = f"{tmp_path}/stream"
     found = records_from_batches(decode_produce(request_of([r for r in RECORDS if r.timestamp_ms >= 0][:2])))
-    assert isinstance(found, StoredRecords)
+    assert isinstance(found, EncodedRun)
     async with adiskq.Producer(path, flush="sync") as producer:
         await write_records(producer, 0, found)
         assert write_records_now(producer, 0, found) is None
@@ -200,8 +201,8 @@ async def test_records_decoded_straight_are_written_without_a_receipt_a_record(
     large = [KafkaRecord(i, 1_700_000_000_000, b"k%d" % i, b"v" * 100, []) for i in range(3000)]
     found_small = records_from_batches(decode_produce(request_of(small)))
     found_large = records_from_batches(decode_produce(request_of(large)))
-    assert isinstance(found_small, StoredRecords)
-    assert isinstance(found_large, StoredRecords)
+    assert isinstance(found_small, EncodedRun)
+    assert isinstance(found_large, EncodedRun)
     assert found_large.total > INLINE_MAX_BYTES  # written from a worker thread, as a batch
     path = f"{tmp_path}/stream"
     async with adiskq.Producer(path) as producer:
@@ -235,7 +236,7 @@ async def test_a_run_shares_a_batch_with_pushes(
 
     monkeypatch.setattr(lane_module, "run_records", counting_run_records)
     found = records_from_batches(decode_produce(request_of([r for r in RECORDS if r.timestamp_ms >= 0][:2])))
-    assert isinstance(found, StoredRecords)
+    assert isinstance(found, EncodedRun)
     pushed = [adiskq.Record(b"p%d" % i, key=b"pk", timestamp=7 + i, tag="lib") for i in range(3)]
     path = f"{tmp_path}/stream"
     offsets: dict[str, int] = {}
@@ -281,7 +282,7 @@ async def test_a_run_alone_is_written_as_it_is(tmp_path: object, monkeypatch: py
     monkeypatch.setattr(lane_module, "run_records", refuse)
     large = [KafkaRecord(i, 1_700_000_000_000, b"k%d" % i, b"v" * 100, []) for i in range(3000)]
     found = records_from_batches(decode_produce(request_of(large)))
-    assert isinstance(found, StoredRecords)
+    assert isinstance(found, EncodedRun)
     assert found.total > INLINE_MAX_BYTES
     path = f"{tmp_path}/stream"
     async with adiskq.Producer(path, flush=flush) as producer:  # type: ignore[arg-type]
@@ -311,13 +312,13 @@ async def test_two_runs_share_a_batch(tmp_path: object, monkeypatch: pytest.Monk
     second = records_from_batches(
         decode_produce(request_of([KafkaRecord(i, 6, b"b", b"%d" % i, []) for i in range(3)]))
     )
-    assert isinstance(first, StoredRecords)
-    assert isinstance(second, StoredRecords)
+    assert isinstance(first, EncodedRun)
+    assert isinstance(second, EncodedRun)
     path = f"{tmp_path}/stream"
     offsets: dict[str, int] = {}
     async with adiskq.Producer(path, flush="sync") as producer:
 
-        async def produce(name: str, records: StoredRecords) -> None:
+        async def produce(name: str, records: EncodedRun) -> None:
             offsets[name] = await write_records(producer, 0, records)
 
         async with anyio.create_task_group() as group:
@@ -340,7 +341,7 @@ async def test_a_push_waits_behind_a_run_queued_before_it(tmp_path: object) -> N
 
     large = [KafkaRecord(i, 1_700_000_000_000, b"k%d" % i, b"v" * 100, []) for i in range(3000)]
     found = records_from_batches(decode_produce(request_of(large)))
-    assert isinstance(found, StoredRecords)
+    assert isinstance(found, EncodedRun)
     assert found.total > INLINE_MAX_BYTES
     path = f"{tmp_path}/stream"
     offsets: dict[str, int] = {}

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 from anyio.from_thread import start_blocking_portal
 from conftest import call
+from differential import Side
 from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
 from kio.schema.add_partitions_to_txn.v1.request import AddPartitionsToTxnRequest as AddPartitionsV1
 from kio.schema.add_partitions_to_txn.v1.request import AddPartitionsToTxnTopic as AddPartitionsTopicV1
@@ -38,6 +39,7 @@ from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequestPartit
 from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequestTopic as TxnOffsetCommitV5Topic
 from kio.schema.types import BrokerId, GroupId, ProducerId, TopicName, TransactionalId
 from kio.static.primitive import i8, i16, i32, i64
+from transaction_support import COMMITTED, UNCOMMITTED, read_to_end
 
 from adiskq.kafka import KafkaGateway, _transactions
 from adiskq.kafka.transaction_coordinator import TransactionCoordinator, TransactionCoordinatorStateError
@@ -544,3 +546,27 @@ def test_a_late_ending_after_a_timeout_in_version_2() -> None:
     assert coordinator.end_txn_bumping("t", producer_id, epoch, commit=True) == (INVALID_TXN_STATE, None)
     assert coordinator.end_txn_bumping("t", producer_id, epoch, commit=False) == (NONE, None)
     assert coordinator.end_txn_bumping("t", producer_id, epoch - 1, commit=True) == (PRODUCER_FENCED, None)
+
+
+def test_a_lost_state_file_still_aborts_the_transactions_left_open_in_the_data(restartable) -> None:
+    """Without ``kafka-transactions.json`` (deleted, or lost with its disk), the start finds the
+    transaction a Produce left open in the topic's data and aborts it: read_committed readers are no
+    longer held at its first record and never get it; the state is stored again, so a further start
+    writes no second marker."""
+    port = restartable.start()
+    create_topic(port, "orders")
+    ids = producer(port, "t-lost")
+    assert produce_transactional(port, 12, "t-lost", ids, "orders") == NONE
+    assert latest_offsets(port, "orders") == (0, 1)  # open from its record at 0
+    restartable.stop()
+    state = os.path.join(restartable.root, "kafka-transactions.json")
+    os.remove(state)
+
+    port = restartable.start()
+    assert latest_offsets(port, "orders") == (2, 2)  # the record, its abort marker
+    side = Side("gateway", f"127.0.0.1:{port}", "lost-state")
+    assert read_to_end(side, [("orders", 0)], COMMITTED) == []
+    assert [value for *_, value in read_to_end(side, [("orders", 0)], UNCOMMITTED)] == [b"in-v2"]
+    assert os.path.exists(state)
+    port = restartable.start()
+    assert latest_offsets(port, "orders") == (2, 2)

@@ -1,7 +1,8 @@
 """Exactly once across SIGKILLs of the mirror: ``adiskq mirror`` processes killed at random moments
 and started again, both ways, while several processes write the stream.
 
-The normal run: one broker (``kafka_broker``), 3,000 messages, 4 kills each way. With ``-m slow``:
+The normal run: one broker (``kafka_broker``), 4,000 messages, 4 kills each way; and adiskq's own
+gateway as the cluster, on asyncio and on Trio, 2,000 messages, 3 kills each way. With ``-m slow``:
 the three-node cluster (``kafka_cluster``, replication factor 3, min.insync.replicas=2) with one
 broker SIGKILLed and restarted while the mirror ships, 100,000 messages and 20 kills each way. Each
 prints its accounting. What is checked: every message in Kafka exactly once, for a
@@ -23,11 +24,13 @@ from collections.abc import Callable
 from typing import IO
 
 import pytest
+from anyio.from_thread import start_blocking_portal
 from mirror_support import KafkaRecord, create_topic, new_topic_name, read_topic
 
 import adiskq
 from adiskq._storage.stream import StreamReader
 from adiskq._storage.upgrade import give_identity
+from adiskq.kafka import KafkaGateway
 from adiskq.kafka._mirror_kafka import read_positions, state_key
 from adiskq.kafka._mirror_mapping import OFFSET_HEADER
 
@@ -140,6 +143,7 @@ def _torture(
     seconds: float,
     between: Callable[[int], None] = lambda _: None,
     replication_factor: int = 1,
+    cluster: str = "Kafka",
 ) -> None:
     rng = random.Random(seed)
     stream = os.path.join(tmp_path, "orders")
@@ -211,7 +215,7 @@ def _torture(
     moments, forward_progress = results["forward"]
     back_moments, back_progress = results["backward"]
     print(
-        f"\nseed {seed}: {writers} writers x {per_writer:,} messages. To Kafka: {kills} SIGKILLs, "
+        f"\nseed {seed}: {writers} writers x {per_writer:,} messages. To {cluster}: {kills} SIGKILLs, "
         f"{_kills(moments, forward_progress)}; then {_last_line(finished)!r}; {len(records):,} records in "
         f"{topic}, each exactly once, keys in order . Back: {kills} SIGKILLs, "
         f"{_kills(back_moments, back_progress)}; then {_last_line(finished_back)!r}; the stream holds "
@@ -223,6 +227,31 @@ def test_killed_mirrors_ship_each_message_exactly_once(kafka_broker: object, tmp
     seed = random.randrange(2**32)
     bootstrap = kafka_broker.bootstrap  # type: ignore[attr-defined]
     _torture(bootstrap, tmp_path, writers=2, per_writer=2_000, kills=4, seed=seed, seconds=8.0)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_killed_mirrors_to_the_gateway_ship_each_message_exactly_once(
+    backend: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """adiskq's own gateway as the mirror's target (and source, back): its transactions give the
+    same exactly once as Kafka's; its position topic is made without compaction, which the gateway
+    refuses."""
+    seed = random.randrange(2**32)
+    root = str(tmp_path_factory.mktemp("gateway-root"))
+    with start_blocking_portal(backend=backend) as portal:
+        gateway = KafkaGateway(root, port=0, partitions=1)
+        with portal.wrap_async_context_manager(gateway):
+            bootstrap = f"127.0.0.1:{gateway.port}"
+            _torture(
+                bootstrap,
+                tmp_path_factory.mktemp("mirror"),
+                writers=2,
+                per_writer=1_000,
+                kills=3,
+                seed=seed,
+                seconds=4.0,
+                cluster=f"the gateway ({backend})",
+            )
 
 
 @pytest.mark.slow

@@ -150,7 +150,7 @@ def kafka_records() -> tuple[bytes, int, int, int]:
 
 def run_of_records() -> tuple[bytes, bytes, bytes]:
     """A run of stored records (its bytes, its .index and .timeindex entries numbered from 0)."""
-    data, index, timeindex, _, _ = compiled.kafka_stored_records(*kafka_records(), 7, 1, "adiskq.kafka.null")
+    data, index, timeindex, _, _, _ = compiled.kafka_stored_records(*kafka_records(), 7, 1, "adiskq.kafka.null")
     return data, index, timeindex
 
 
@@ -209,7 +209,6 @@ def targets(files: tuple[int, int]) -> list[Target]:
         Target("encode_push", compiled.encode_push, (b"v", "key", 1, {"h": b"x"}, "t", 4, 2**20)),
         Target("index_entries", compiled.index_entries, (0, 0, records, [1, 2])),
         Target("pack_records", compiled.pack_records, ([Record(b"v", key="k", tag="t"), b"w"], 5, 2**20)),
-        Target("rebase_entries", compiled.rebase_entries, (bytes(48), bytes(32), 7, 9)),
         Target("scan_columns", compiled.scan_columns, (record_bytes(), 0, 2**20)),
         Target("next_valid_record", compiled.next_valid_record, (record_bytes(), 1, 2**20)),
         Target("append_record", compiled.append_record, (os.write, data_fd, index_fd, records[0], 0, 0)),
@@ -240,7 +239,7 @@ def targets(files: tuple[int, int]) -> list[Target]:
         ),
         Target("kafka_fetch_request", compiled.kafka_fetch_request, (FETCH_REQUEST, 0, 12)),
         Target("kafka_produce_request", compiled.kafka_produce_request, (PRODUCE_REQUEST, 0, 9)),
-        Target("place_run_entries", compiled.place_run_entries, (*run_of_records(), 10, 100)),
+        Target("place_entries", compiled.place_entries, (*run_of_records(), b"", 10, 100)),
         Target("zstd_prepare", compiled.zstd_prepare, (stream_dictionary(), 3)),
         Target("zstd_compress", compiled.zstd_compress, (prepared, b"value")),
         Target("Buffer", compiled.Buffer, (lambda: None,)),

@@ -456,47 +456,6 @@ def test_pack_records_leaves_what_it_does_not_take_to_the_producer(items: list[R
 
 
 @given(
-    st.lists(st.tuples(values, keys, timestamps), max_size=10),
-    st.integers(min_value=0, max_value=2**64 - 1),
-    st.integers(min_value=0, max_value=2**64 - 1),
-)
-def test_rebase_entries_are_the_references(batch: list[tuple[bytes, bytes, int]], first: int, start: int) -> None:
-    """A packed batch's entries moved to where it is written: the reference's bytes, or its error
-    when an offset or a position would not fit in a u64."""
-    items: list[Record | bytes] = [Record(v, key=k, timestamp=t) for v, k, t in batch]
-    packed = core.reference_pack_records(items, 0, 2**40)
-    assert packed is not None
-    assert outcome(lambda: core.rebase_entries(packed.index_entries, packed.time_entries, first, start)) == outcome(
-        lambda: core.reference_rebase_entries(packed.index_entries, packed.time_entries, first, start)
-    )
-    if first <= 2**40 and start <= 2**40:  # as index_entries places the same records there
-        records = [reference.encode_record(v, k, t) for v, k, t in batch]
-        index, timeindex, _ = core.reference_index_entries(first, start, records, [t for _, _, t in batch])
-        assert core.rebase_entries(packed.index_entries, packed.time_entries, first, start) == (index, timeindex)
-
-
-@given(
-    st.integers(min_value=0, max_value=4).flatmap(
-        lambda n: st.tuples(
-            st.one_of(st.binary(min_size=24 * n, max_size=24 * n), st.binary(max_size=100)),
-            st.one_of(st.binary(min_size=16 * n, max_size=16 * n), st.binary(max_size=70)),
-        )
-    ),
-    st.one_of(st.integers(min_value=0, max_value=2**64 - 1), st.integers(min_value=-(2**70), max_value=2**70)),
-    st.integers(min_value=0, max_value=2**64 - 1),
-)
-def test_rebase_entries_of_any_bytes_answer_as_the_reference(
-    entries: tuple[bytes, bytes], first: int, start: int
-) -> None:
-    """Entries that are not pack_records' (any bytes, lengths that disagree, offsets near 2**64,
-    a negative or too large first offset): the reference's answer or its error."""
-    index, timeindex = entries
-    assert outcome(lambda: core.rebase_entries(index, timeindex, first, start)) == outcome(
-        lambda: core.reference_rebase_entries(index, timeindex, first, start)
-    )
-
-
-@given(
     st.integers(min_value=0, max_value=2**40), st.integers(min_value=0, max_value=2**40), st.lists(fields, max_size=10)
 )
 def test_index_entries_are_the_references(first: int, start: int, batch: list[Fields]) -> None:

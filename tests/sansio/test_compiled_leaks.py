@@ -8,11 +8,13 @@ import contextlib
 import errno
 import os
 
+import pytest
 from support.memory import growth_over
 
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core
 from adiskq._sansio.native import NATIVE
+from adiskq._sansio.run_entries import place_entries
 from adiskq._sansio.values import Headers, Record
 from adiskq._storage.append import append_one, append_record
 
@@ -68,16 +70,17 @@ def one_round() -> None:
 
 def packs() -> None:
     """pack_records a hundred times (taken, refused at its last record, over the size given) and
-    rebase_entries (moved, and left to the reference past 2**64): a leaked buffer a call would be
-    megabytes a round."""
+    place_entries of what it packed (placed, and refused at its last tag entry, after the placed
+    columns were made): a leaked buffer a call would be megabytes a round."""
     batch = [Record(VALUE, key="k", tag="t"), Record(VALUE)] * 50
     refused = [Record(VALUE, key=b"k", timestamp=5)] * 99 + [Record(VALUE, timestamp=2**70)]
     for _ in range(100):
         packed = core.pack_records(batch, 7, 2**30)
         if packed is not None:
-            core.rebase_entries(packed.index_entries, packed.time_entries, 10, 20)
-            with contextlib.suppress(OverflowError):  # left to the reference, which raises
-                core.rebase_entries(packed.index_entries, packed.time_entries, 2**64 - 1, 20)
+            columns = packed.data, packed.index_entries, packed.time_entries
+            assert place_entries(*columns, packed.tag_entries, 10, 20)
+            with pytest.raises(ValueError, match="tag entry"):  # the last record, untagged, given a tag
+                place_entries(*columns, packed.tag_entries[:-4] + b"\x01\0\0\0", 10, 20)
         assert core.pack_records(refused, 7, 2**30) is None
         assert core.pack_records(batch, 7, 5_000) is None
 

@@ -1,10 +1,10 @@
-"""The compiled ``place_run_entries`` against its pure-Python reference: same placed entries, or the same error.
+"""The compiled ``place_entries`` against its pure-Python reference: same placed entries, or the same error.
 
-A Produce's run of stored records comes with index entries numbered from 0; the segment places them
-at its next offset and the end of ``.data`` and writes them as they are, so every entry that
-disagrees with the run's bytes (a record cut or moved, a size that is not the record's, a tagged
-record, a count that differs between the columns, a placement past 2**63 - 1) must be refused
-before anything is written, alike in both.
+An ``EncodedRun`` (a Produce's batch, push_many's packed batch) comes with index entries numbered
+from 0; the segment places them at its next offset and the end of ``.data`` and writes them as they
+are, so every entry that disagrees with the run's bytes (a record cut or moved, a size that is not
+the record's, a tag entry that says otherwise than its record, a count that differs between the
+columns, a placement past 2**63 - 1) must be refused before anything is written, alike in both.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adiskq._sansio import run_entries
+from adiskq._sansio import core, run_entries
 from adiskq._sansio.codec import encode_record
 from adiskq._sansio.native import NATIVE
-from adiskq._sansio.run_entries import place_run_entries_reference, run_records, run_timestamps
+from adiskq._sansio.run_entries import place_entries_reference, run_records, run_timestamps
+from adiskq._sansio.values import Record
 from adiskq.kafka.wire.codec import KafkaRecord, encode_records
 from adiskq.kafka.wire.mapping import stored_records_reference
 
@@ -45,21 +46,24 @@ def run_of(batch: list[KafkaRecord]) -> tuple[bytes, bytes, bytes]:
     return stored.data, stored.index_entries, stored.time_entries
 
 
-def compare(data: object, index: object, timeindex: object, first_offset: object, start: object) -> object:
+def compare(
+    data: object, index: object, timeindex: object, first_offset: object, start: object, tagindex: object = b""
+) -> object:
     """Both functions: the same entries, or the same exception type and message; the reference's answer."""
+    arguments = (data, index, timeindex, tagindex, first_offset, start)
     try:
-        want: object = place_run_entries_reference(data, index, timeindex, first_offset, start)  # type: ignore[arg-type]
+        want: object = place_entries_reference(*arguments)  # type: ignore[arg-type]
     except Exception as error:
         with pytest.raises(type(error), match=f"^{re.escape(str(error))}$"):
-            NATIVE.place_run_entries(data, index, timeindex, first_offset, start)
+            NATIVE.place_entries(*arguments)
         return error
-    assert NATIVE.place_run_entries(data, index, timeindex, first_offset, start) == want
+    assert NATIVE.place_entries(*arguments) == want
     return want
 
 
 def test_the_compiled_function_is_in_use() -> None:
     """A built core places a run's entries with the compiled function."""
-    assert run_entries.place_run_entries is not place_run_entries_reference
+    assert run_entries.place_entries is not place_entries_reference
 
 
 @settings(max_examples=200, deadline=None)
@@ -102,14 +106,51 @@ def test_entries_that_disagree_with_the_run_are_refused_alike(damaged: tuple[byt
     compare(*damaged, first, 0)
 
 
-def test_a_tagged_record_is_refused() -> None:
-    """A run's .tagindex is written as "no tag" for every record: a tagged one cannot be in a run."""
+def test_a_tagged_record_needs_the_tag_column() -> None:
+    """A run without a tag column gets a "no tag" .tagindex entry a record: a tagged record in it is
+    refused; with its tag column (push_many's packed batch), it is placed."""
     record = encode_record(b"v", b"k", 5, None, tag="t")
     index = struct.pack("<QQQ", 0, 0, len(record))
     timeindex = struct.pack("<Qq", 0, 5)
     error = compare(record, index, timeindex, 0, 0)
     assert isinstance(error, ValueError)
     assert "no tag" in str(error)
+    placed = compare(record, index, timeindex, 7, 9, core.tag_column([record]))
+    assert isinstance(placed, tuple)
+    assert struct.unpack("<QQQ", placed[0]) == (7, 9, len(record))
+
+
+tagged_records = st.builds(
+    Record,
+    st.binary(max_size=20),
+    st.binary(max_size=6),
+    st.none(),
+    st.integers(min_value=0, max_value=2**62),
+    st.one_of(st.none(), st.sampled_from(["red", "green", "é"])),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(tagged_records, max_size=6), U63, U63, st.data())
+def test_a_packed_batch_with_its_tag_column_is_placed_alike(
+    batch: list[Record], first: int, start: int, data: st.DataObject
+) -> None:
+    """push_many's packed batch (tags among its records): placed as ``index_entries`` places the same
+    records; a tag entry changed so that it says "no tag" of a tagged record (or the reverse), or a
+    column of another length, is refused alike."""
+    packed = core.reference_pack_records(list(batch), 0, 2**40)
+    assert packed is not None
+    placed = compare(packed.data, packed.index_entries, packed.time_entries, first, start, packed.tag_entries)
+    if isinstance(placed, tuple) and first < 2**40 and start < 2**40:
+        records = run_records(packed.data, packed.index_entries)
+        index, timeindex, _ = core.reference_index_entries(first, start, records, run_timestamps(packed.time_entries))
+        assert placed == (index, timeindex)
+    if batch:
+        tags = bytearray(packed.tag_entries)
+        at = data.draw(st.integers(min_value=0, max_value=len(tags) - 1))
+        tags[at] ^= data.draw(st.integers(min_value=1, max_value=255))
+        compare(packed.data, packed.index_entries, packed.time_entries, first, start, bytes(tags))
+        compare(packed.data, packed.index_entries, packed.time_entries, first, start, packed.tag_entries[:-1])
 
 
 @given(st.binary(max_size=60), st.binary(max_size=60), st.binary(max_size=40), U63, U63)
@@ -123,28 +164,30 @@ def test_noise_is_refused_as_in_the_reference(
 @pytest.mark.parametrize(
     ("arguments", "error"),
     [
-        ((b"", b"", b"", 0), TypeError),
-        ((bytearray(), b"", b"", 0, 0), TypeError),
-        ((b"", memoryview(b""), b"", 0, 0), TypeError),
-        ((b"", b"", "", 0, 0), TypeError),
-        ((b"", b"", b"", 0.0, 0), TypeError),
-        ((b"", b"", b"", 0, None), TypeError),
-        ((b"", b"", b"", -1, 0), ValueError),
-        ((b"", b"", b"", 0, -1), ValueError),
-        ((b"", b"", b"", 2**63, 0), OverflowError),
-        ((b"", b"", b"", 0, -(2**64)), OverflowError),
-        ((b"", b"", b"", 2**63 - 1, 2**63 - 1), None),
+        ((b"", b"", b"", b"", 0), TypeError),
+        ((bytearray(), b"", b"", b"", 0, 0), TypeError),
+        ((b"", memoryview(b""), b"", b"", 0, 0), TypeError),
+        ((b"", b"", "", b"", 0, 0), TypeError),
+        ((b"", b"", b"", None, 0, 0), TypeError),
+        ((b"", b"", b"", b"", 0.0, 0), TypeError),
+        ((b"", b"", b"", b"", 0, None), TypeError),
+        ((b"", b"", b"", b"", -1, 0), ValueError),
+        ((b"", b"", b"", b"", 0, -1), ValueError),
+        ((b"", b"", b"", b"", 2**63, 0), OverflowError),
+        ((b"", b"", b"", b"", 0, -(2**64)), OverflowError),
+        ((b"", b"", b"", b"\0\0\0\0", 0, 0), ValueError),
+        ((b"", b"", b"", b"", 2**63 - 1, 2**63 - 1), None),
     ],
 )
 def test_every_argument_is_checked(arguments: tuple[object, ...], error: type[Exception] | None) -> None:
     """Wrong counts, types and ranges of arguments raise the same error in both; an empty run is placed anywhere."""
-    if error is None:
-        assert compare(*arguments) == (b"", b"")
+    if len(arguments) == 6:
+        data, index, timeindex, tagindex, first_offset, start = arguments
+        answer = compare(data, index, timeindex, first_offset, start, tagindex)
+        assert answer == (b"", b"") if error is None else isinstance(answer, error)
         return
-    with pytest.raises(error):
-        NATIVE.place_run_entries(*arguments)
-    if len(arguments) == 5:
-        assert isinstance(compare(*arguments), error)
+    with pytest.raises(error or TypeError):
+        NATIVE.place_entries(*arguments)
 
 
 def test_a_placement_past_the_last_offset_or_position_is_refused() -> None:

@@ -20,6 +20,7 @@ from support.faults import DiskFaults
 
 from adiskq._sansio import codec as reference
 from adiskq._sansio import core
+from adiskq._sansio.entries import EncodedRun
 from adiskq._sansio.tags import tag_entry
 from adiskq._sansio.values import Record
 from adiskq._storage.segment_writer import PartlyCommittedError, SegmentWriter
@@ -62,7 +63,7 @@ def segment_files(directory: pathlib.Path) -> dict[str, bytes]:
     return {suffix: (directory / f"{0:020d}{suffix}").read_bytes() for suffix in SUFFIXES}
 
 
-def packed(batch: list[Record], now: int) -> core.PackedRecords:
+def packed(batch: list[Record], now: int) -> EncodedRun:
     made = core.reference_pack_records(batch, now, 2**40)
     assert made is not None
     return made
@@ -84,7 +85,7 @@ def test_a_packed_batch_leaves_the_bytes_append_leaves(
             encoded, stamps, hashes, tags = batch_columns(batch, now)
             first = writer.append(encoded, stamps, hashes, tags)
         else:
-            first = writer.append_packed(packed(batch, now))
+            first = writer.append_run(packed(batch, now))
         single_pushes(writer, 1)  # and what comes after lands where it would
         writer.close()
         seen.append((first, writer.next_offset, writer.data_size, segment_files(directory)))
@@ -110,7 +111,7 @@ def test_a_failed_packed_batch_ends_as_a_failed_append(
             if way == "records":
                 writer.append(*batch_columns(batch, 7))
             else:
-                writer.append_packed(packed(batch, 7))
+                writer.append_run(packed(batch, 7))
         except PartlyCommittedError as error:
             outcome: object = ("partly", error.errno, error.first_offset, error.committed)
         except OSError as error:
@@ -118,7 +119,7 @@ def test_a_failed_packed_batch_ends_as_a_failed_append(
         else:
             outcome = "written"
         faults.failing.clear()
-        after = writer.append_packed(packed([Record(b"after", key=b"a")], 8))
+        after = writer.append_run(packed([Record(b"after", key=b"a")], 8))
         writer.close()
         seen.append((outcome, after, writer.next_offset, writer.data_size, segment_files(directory)))
     assert seen[0] == seen[1]
@@ -130,7 +131,7 @@ def test_a_packed_batch_with_columns_of_other_lengths_is_refused(tmp_path: pathl
     writer = SegmentWriter.create(os.fspath(tmp_path), 0)
     batch = packed([Record(b"v", key=b"k"), Record(b"w", key=b"j")], 7)
     with pytest.raises(ValueError, match="one entry a record"):
-        writer.append_packed(batch._replace(tag_entries=batch.tag_entries[:4]))
-    assert writer.append_packed(batch) == 0
+        writer.append_run(batch._replace(tag_entries=batch.tag_entries[:4]))
+    assert writer.append_run(batch) == 0
     writer.close()
     assert writer.next_offset == 2

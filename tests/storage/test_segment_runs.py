@@ -17,18 +17,21 @@ import pytest
 from support.storage import Fields, encode, expected_messages, fields, read_all
 
 from adiskq._sansio.codec import encode_record
+from adiskq._sansio.entries import EncodedRun
 from adiskq._sansio.keyindex import key_hash, pack_hashes
 from adiskq._storage import segment_writer
 from adiskq._storage.partition_writer import PartitionWriter
 
 
-def run_of(batch: list[Fields]) -> tuple[bytes, bytes, bytes, bytes]:
-    """The run of ``batch``: its records' bytes, their entries numbered from 0, their key hashes."""
+def run_of(batch: list[Fields]) -> EncodedRun:
+    """The run of ``batch``: its records' bytes, their entries numbered from 0, their key hashes
+    (no tag column: a Kafka Produce's run)."""
     records, stamps = encode(batch)
     positions = [sum(map(len, records[:i])) for i in range(len(records))]
     index = b"".join(struct.pack("<QQQ", i, positions[i], len(record)) for i, record in enumerate(records))
     timeindex = b"".join(struct.pack("<Qq", i, stamp) for i, stamp in enumerate(stamps))
-    return b"".join(records), index, timeindex, pack_hashes([key_hash(key) for _, key, _, _ in batch])
+    hashes = pack_hashes([key_hash(key) for _, key, _, _ in batch])
+    return EncodedRun(b"".join(records), index, timeindex, hashes, b"", max(map(len, records), default=0))
 
 
 def files_of(directory: str) -> dict[str, bytes]:
@@ -55,7 +58,7 @@ def test_a_run_leaves_the_files_as_the_same_records_appended_as_a_list(tmp_path:
             if directory == as_lists:
                 assert writer.append(*encode(run)) == 5
             else:
-                assert writer.append_run(*run_of(run)) == 5
+                assert writer.append_run(run_of(run)) == 5
             writer.flush_buffered_entries()
         finally:
             writer.close()
@@ -79,7 +82,7 @@ def test_entries_that_disagree_with_the_run_write_nothing(tmp_path: os.PathLike[
     try:
         writer.append(*encode(fields(2)))
         before = _sizes(directory)
-        data, index, timeindex, hashes = run_of(fields(3, 2))
+        data, index, timeindex, hashes, _, _ = run_of(fields(3, 2))
         entries = bytearray(index)
         if damage == "size":
             entries[24 + 16] += 1
@@ -95,10 +98,10 @@ def test_entries_that_disagree_with_the_run_write_nothing(tmp_path: os.PathLike[
             tagged = encode_record(b"v", b"k", 1, tag="t")
             data, entries = tagged, bytearray(struct.pack("<QQQ", 0, 0, len(tagged)))
             timeindex, hashes = struct.pack("<Qq", 0, 1), pack_hashes([key_hash(b"k")])
-        with pytest.raises(ValueError, match=r"place_run_entries|key hashes"):
-            writer.append_run(data, bytes(entries), timeindex, hashes)
+        with pytest.raises(ValueError, match=r"place_entries|key hashes"):
+            writer.append_run(EncodedRun(data, bytes(entries), timeindex, hashes, b"", 0))
         assert _sizes(directory) == before
-        assert writer.append_run(*run_of(fields(3, 2))) == 2
+        assert writer.append_run(run_of(fields(3, 2))) == 2
     finally:
         writer.close()
     assert read_all(directory) == expected_messages(fields(5))
@@ -127,10 +130,10 @@ def test_a_failed_run_write_leaves_the_segment_as_it_was(
 
         monkeypatch.setattr(segment_writer, "write_all", fail_one)
         with pytest.raises(OSError, match="I/O error"):
-            writer.append_run(*run_of(fields(3, 2)))
+            writer.append_run(run_of(fields(3, 2)))
         monkeypatch.undo()
         assert _sizes(directory) == before
-        assert writer.append_run(*run_of(fields(3, 2))) == 2
+        assert writer.append_run(run_of(fields(3, 2))) == 2
     finally:
         writer.close()
     assert read_all(directory) == expected_messages(fields(5))

@@ -3,12 +3,12 @@
  *
  * kafka_decode_records(buf, pos, end, count, base_timestamp_ms, KafkaRecord) -> list | None
  *     exactly `count` records filling buf[pos:end] (buf: any contiguous buffer).
- * kafka_decode_batches(data, max_bytes, KafkaRecord, KafkaBatch[, now_ns, nulls_header, StoredRecords])
+ * kafka_decode_batches(data, max_bytes, KafkaRecord, KafkaBatch[, now_ns, nulls_header, EncodedRun])
  *     -> list | None
  *     every batch of `data`, when all are uncompressed. With the last three arguments (a Produce's
  *     write, adiskq/kafka/_records.py decode_produce), each batch's records are not KafkaRecords but
  *     the run of stored records kafka_stored_records makes of them (kafka/mapping.c), as a
- *     StoredRecords; and None as well for a LogAppendTime batch, or records off that path (the
+ *     EncodedRun; and None as well for a LogAppendTime batch, or records off that path (the
  *     reference's decode_produce then takes them step by step).
  * None means "not here": a compressed batch (decompression stays in Python, through its library), or
  * bytes the reference must name the fault of. Nothing is allocated for a record count before the
@@ -281,7 +281,7 @@ typedef struct {
     int64_t now_ns;
     const char *nulls_name;
     size_t nulls_length;
-    PyTypeObject *type; /* StoredRecords */
+    PyTypeObject *type; /* EncodedRun */
 } stored_mode;
 
 #define KQ_LOG_APPEND_TIME 0x08 /* attributes bit 3: the broker stamps the records */
@@ -330,12 +330,12 @@ static int read_batches(const uint8_t *buf, size_t limit, uint64_t budget, PyTyp
     return 0;
 }
 
-/* kafka_decode_batches(data, max_bytes, KafkaRecord, KafkaBatch[, now_ns, nulls_header, StoredRecords]) */
+/* kafka_decode_batches(data, max_bytes, KafkaRecord, KafkaBatch[, now_ns, nulls_header, EncodedRun]) */
 PyObject *adq_py_kafka_decode_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 4 && nargs != 7) {
         PyErr_SetString(PyExc_TypeError, "kafka_decode_batches(data, max_bytes, KafkaRecord, KafkaBatch[, now_ns, "
-                                         "nulls_header, StoredRecords]) takes 4 or 7 arguments");
+                                         "nulls_header, EncodedRun]) takes 4 or 7 arguments");
         return NULL;
     }
     size_t max_bytes;
@@ -356,7 +356,7 @@ PyObject *adq_py_kafka_decode_batches(PyObject *module, PyObject *const *args, P
         }
         Py_ssize_t nulls_length;
         mode.nulls_name = PyUnicode_AsUTF8AndSize(args[5], &nulls_length);
-        if (mode.nulls_name == NULL || kq_check_tuple_type(args[6], "StoredRecords") < 0) return NULL;
+        if (mode.nulls_name == NULL || kq_check_tuple_type(args[6], "EncodedRun") < 0) return NULL;
         mode.nulls_length = (size_t)nulls_length;
         mode.type = (PyTypeObject *)args[6];
         stored = &mode;

@@ -3,15 +3,15 @@
  * core.h adiskq's record layout).
  *
  * kafka_stored_records(buf, pos, end, count, base_timestamp_ms, now_ns, nulls_header)
- *     -> (data, index, timeindex, key_hashes, largest) | None
+ *     -> (data, index, timeindex, key_hashes, tagindex, largest) | None: an EncodedRun's fields
  *     the `count` records filling buf[pos:end] (uncompressed, of a CreateTime batch) as a run of
  *     stored records (adiskq/_sansio/run_entries.py): `data` the bytes encode_record writes for each
  *     record's stored value, key, headers and timestamp, back to back, as .data stores them;
  *     `index` and `timeindex` their .index entries (offset, position, size) and .timeindex entries
  *     (offset, timestamp in nanoseconds), numbered from offset 0 at position 0 (the write places
- *     them: place_run_entries); `key_hashes` the CRC-32 of each stored key (the key index's hash)
- *     as the key index stores them, a u32 little-endian each; `largest` the size of the largest
- *     record. None for anything off the plain path: bytes the Kafka decoder refuses, a record the
+ *     them: place_entries); `key_hashes` the CRC-32 of each stored key (the key index's hash)
+ *     as the key index stores them, a u32 little-endian each; `tagindex` b"" (a Kafka record
+ *     carries no tag); `largest` the size of the largest record. None for anything off the plain path: bytes the Kafka decoder refuses, a record the
  *     mapping refuses (a null header value, a repeated header name, the reserved `nulls_header` as
  *     a name), one the encoder cannot store (a timestamp past 64 bits of nanoseconds, a header name
  *     over 65535 bytes, a record over 32 bits of size), or one of more than MAX_PLAIN_HEADERS
@@ -241,13 +241,19 @@ PyObject *kq_stored_section(const uint8_t *buf, size_t pos, size_t end, int64_t 
     if (_PyBytes_Resize(&data, (Py_ssize_t)total) < 0) goto done;
     PyObject *largest_object = PyLong_FromSize_t(largest);
     if (largest_object == NULL) goto done;
-    result = type == NULL ? PyTuple_New(5) : type->tp_alloc(type, 5);
-    if (result == NULL) {
+    PyObject *no_tags = PyBytes_FromStringAndSize(NULL, 0);
+    if (no_tags == NULL) {
         Py_DECREF(largest_object);
         goto done;
     }
-    PyObject *fields[5] = {data, index, timeindex, hashes, largest_object};
-    for (int i = 0; i < 5; i++) PyTuple_SET_ITEM(result, i, fields[i]);
+    result = type == NULL ? PyTuple_New(6) : type->tp_alloc(type, 6);
+    if (result == NULL) {
+        Py_DECREF(largest_object);
+        Py_DECREF(no_tags);
+        goto done;
+    }
+    PyObject *fields[6] = {data, index, timeindex, hashes, no_tags, largest_object};
+    for (int i = 0; i < 6; i++) PyTuple_SET_ITEM(result, i, fields[i]);
     data = index = timeindex = hashes = NULL; /* the tuple's now */
 done:
     PyMem_Free(record);

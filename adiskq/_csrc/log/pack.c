@@ -1,8 +1,9 @@
 /* push_many's batch packed: its records encoded into one buffer (the bytes .data gets) with the
  * batch's .index, .timeindex, .keyindex and .tagindex entries beside it, in one call and with no
- * Python object a record; and those entries moved to where the batch is written. For a stream of one
- * partition that stores values as they are (no compression): every record goes to partition 0.
- * adiskq/_sansio/core.py's reference_pack_records and reference_rebase_entries are the references.
+ * Python object a record: an EncodedRun (adiskq/_sansio/entries.py), which the write places with
+ * place_entries (run_entries.c). For a stream of one partition that stores values as they are (no
+ * compression): every record goes to partition 0. adiskq/_sansio/core.py's reference_pack_records
+ * is the reference.
  *
  * Why: a bytes object a record (its allocation, its header, its freeing) and the join that copied
  * them into one buffer for the .data write were a third of push_many's own work a record. */
@@ -42,7 +43,7 @@ static int item_fields(PyObject *item, PyObject **value, PyObject **key, PyObjec
  * `items`: a list of adiskq.Record or bytes (a value alone); a missing timestamp is `now`, a missing
  * key 8 random bytes (as encode_records gives; its attributes `keyless`, adq_keyless_bits). `data`:
  * the records, encoded as encode_record does (attributes 0), one after the other. `index`: one entry a record (offset | position | size, u64
- * each) and `timeindex` (offset | timestamp_ns), counted from offset 0 and position 0 (rebase_entries
+ * each) and `timeindex` (offset | timestamp_ns), counted from offset 0 and position 0 (place_entries
  * moves them to where the batch is written). `keyindex`: the CRC-32 of each key, u32 little-endian
  * (the key index's column); `tagindex`: the tag column (log/tags.c). `largest`: the largest record's size.
  * None when the records take more than `max_total` bytes in all (decided before anything is built:
@@ -148,67 +149,5 @@ done:
     Py_XDECREF(timeindex);
     Py_XDECREF(keyindex);
     Py_XDECREF(tagindex);
-    return result;
-}
-
-/* rebase_entries(index, timeindex, first_offset, start) -> (index, timeindex) | NotImplemented
- * pack_records' entries (bytes, from offset 0 and position 0) for a batch written at `first_offset`,
- * its first record at `start` in .data: each entry's offset plus first_offset, each position plus
- * start. NotImplemented when a sum would not fit in a u64 (the reference raises its error). */
-PyObject *adq_py_rebase_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "rebase_entries takes 4 arguments");
-        return NULL;
-    }
-    if (!PyBytes_CheckExact(args[0]) || !PyBytes_CheckExact(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "rebase_entries: the entries are bytes");
-        return NULL;
-    }
-    Py_ssize_t count = PyBytes_GET_SIZE(args[0]) / ADQ_INDEX_ENTRY_BYTES;
-    if (PyBytes_GET_SIZE(args[0]) % ADQ_INDEX_ENTRY_BYTES != 0 || PyBytes_GET_SIZE(args[1]) != count * ADQ_TIMEINDEX_ENTRY_BYTES) {
-        PyErr_SetString(PyExc_ValueError, "rebase_entries: 24-byte index entries and as many 16-byte timeindex entries");
-        return NULL;
-    }
-    unsigned long long first = PyLong_AsUnsignedLongLong(args[2]);
-    if (first == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        Py_RETURN_NOTIMPLEMENTED;
-    }
-    unsigned long long start = PyLong_AsUnsignedLongLong(args[3]);
-    if (start == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        Py_RETURN_NOTIMPLEMENTED;
-    }
-    const uint8_t *entry = (const uint8_t *)PyBytes_AS_STRING(args[0]);
-    const uint8_t *time_entry = (const uint8_t *)PyBytes_AS_STRING(args[1]);
-    PyObject *index = PyBytes_FromStringAndSize(NULL, count * ADQ_INDEX_ENTRY_BYTES);
-    PyObject *timeindex = index == NULL ? NULL : PyBytes_FromStringAndSize(NULL, count * ADQ_TIMEINDEX_ENTRY_BYTES);
-    if (timeindex == NULL) {
-        Py_XDECREF(index);
-        return NULL;
-    }
-    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(index), *time_out = (uint8_t *)PyBytes_AS_STRING(timeindex);
-    for (Py_ssize_t i = 0; i < count; i++) {
-        uint64_t offset = adq_load_u64(entry), position = adq_load_u64(entry + 8);
-        uint64_t time_offset = adq_load_u64(time_entry);
-        if (offset > UINT64_MAX - first || time_offset > UINT64_MAX - first || position > UINT64_MAX - start) {
-            Py_DECREF(index);
-            Py_DECREF(timeindex);
-            Py_RETURN_NOTIMPLEMENTED;
-        }
-        adq_store_u64(out, offset + first);
-        adq_store_u64(out + 8, position + start);
-        memcpy(out + 16, entry + 16, 8);
-        adq_store_u64(time_out, time_offset + first);
-        memcpy(time_out + 8, time_entry + 8, 8);
-        entry += ADQ_INDEX_ENTRY_BYTES;
-        time_entry += ADQ_TIMEINDEX_ENTRY_BYTES;
-        out += ADQ_INDEX_ENTRY_BYTES;
-        time_out += ADQ_TIMEINDEX_ENTRY_BYTES;
-    }
-    PyObject *result = PyTuple_Pack(2, index, timeindex);
-    Py_DECREF(index);
-    Py_DECREF(timeindex);
     return result;
 }

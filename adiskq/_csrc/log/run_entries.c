@@ -1,28 +1,30 @@
-/* A run of stored records' index entries, made numbered from offset 0 at position 0, placed where the
- * run is written: the reference's place_run_entries (adiskq/_sansio/run_entries.py, which has the
- * format and the checks).
+/* An EncodedRun's entries, made numbered from offset 0 at position 0, placed where the run is
+ * written: the reference's place_entries (adiskq/_sansio/run_entries.py, which has the format and
+ * the checks). One function for every run: a Kafka Produce's batch (kafka/store.c) and push_many's
+ * packed batch (log/pack.c).
  *
- * place_run_entries(data, index, timeindex, first_offset, start) -> (index, timeindex)
+ * place_entries(data, index, timeindex, tagindex, first_offset, start) -> (index, timeindex)
  *     the run's .index entries (offset, position, size; u64 LE each) and .timeindex entries
  *     (offset, timestamp_ns) with first_offset added to every offset and start to every position.
- *     The entries are checked against `data` first, since the files take them as they are: whole
- *     entries, as many in each column, numbered 0, 1, 2 ... in both, each record starting where the
- *     one before it ends (the first at 0, the last ending where data ends), each entry's size its
- *     record's own size field, no record tagged (a run's .tagindex is all "no tag"), and no placed
- *     offset or position past 2**63 - 1. ValueError (the reference's message) otherwise. */
+ *     The entries are checked against `data` as they are placed, since the files take them as they
+ *     are: whole entries, as many in each column, numbered 0, 1, 2 ... in both, each record starting
+ *     where the one before it ends (the first at 0, the last ending where data ends), each entry's
+ *     size its record's own size field, `tagindex` either b"" (no record carries a tag) or one
+ *     4-byte entry a record, 0 exactly for the records without a tag, and no placed offset or
+ *     position past 2**63 - 1. ValueError (the reference's message) otherwise, and nothing placed. */
 #include "../core.h"
 
 #define MAX_PLACED 0x7FFFFFFFFFFFFFFFull
 
 static int u63_arg(PyObject *object, const char *name, uint64_t *value) {
     if (!PyLong_Check(object)) {
-        PyErr_Format(PyExc_TypeError, "place_run_entries: %s is an int", name);
+        PyErr_Format(PyExc_TypeError, "place_entries: %s is an int", name);
         return -1;
     }
     long long v = PyLong_AsLongLong(object);
     if (v == -1 && PyErr_Occurred()) return -1;
     if (v < 0) {
-        PyErr_Format(PyExc_ValueError, "place_run_entries: %s must be within [0, 2**63 - 1]", name);
+        PyErr_Format(PyExc_ValueError, "place_entries: %s must be within [0, 2**63 - 1]", name);
         return -1;
     }
     *value = (uint64_t)v;
@@ -30,24 +32,64 @@ static int u63_arg(PyObject *object, const char *name, uint64_t *value) {
 }
 
 static PyObject *bad_entries(const char *what) {
-    PyErr_Format(PyExc_ValueError, "place_run_entries: %s", what);
+    PyErr_Format(PyExc_ValueError, "place_entries: %s", what);
     return NULL;
 }
 
-/* place_run_entries(data, index, timeindex, first_offset, start) */
-PyObject *adq_py_place_run_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+/* One pass over the run: each entry checked, then written placed; where the data ends, or *problem
+ * set at the first wrong entry. Inlined twice, with and without a tag column (the test of `tags`
+ * then leaves the loop). */
+static inline __attribute__((always_inline)) uint64_t
+place_all(const uint8_t *data, uint64_t data_length, const uint8_t *entry, const uint8_t *time_entry,
+          const uint8_t *tag, uint64_t count, uint64_t first_offset, uint64_t start, uint8_t *out,
+          uint8_t *time_out, const char **problem) {
+    uint64_t position = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t size = adq_load_u64(entry + 16);
+        if (adq_load_u64(entry) != i || adq_load_u64(time_entry) != i) {
+            *problem = "the entries must be numbered 0, 1, 2 ... in both columns";
+            break;
+        }
+        if (adq_load_u64(entry + 8) != position || size < ADQ_MIN_RECORD_BYTES || size > data_length - position ||
+            adq_load_u32(data + position + ADQ_SIZE_AT) != size) {
+            *problem = "each record must start where the one before it ends, of the size its entry says";
+            break;
+        }
+        int tagged = (data[position + ADQ_ATTRIBUTES_AT] & ADQ_TAGGED) != 0;
+        if (tag == NULL ? tagged : tagged != (adq_load_u32(tag) != 0)) {
+            *problem = "each record's tag entry must be 0 exactly when it carries no tag (no tagindex: no tags)";
+            break;
+        }
+        adq_store_u64(out, first_offset + i);
+        adq_store_u64(out + 8, start + position);
+        adq_store_u64(out + 16, size);
+        adq_store_u64(time_out, first_offset + i);
+        memcpy(time_out + 8, time_entry + 8, 8);
+        position += size;
+        entry += ADQ_INDEX_ENTRY_BYTES;
+        time_entry += ADQ_TIMEINDEX_ENTRY_BYTES;
+        out += ADQ_INDEX_ENTRY_BYTES;
+        time_out += ADQ_TIMEINDEX_ENTRY_BYTES;
+        if (tag != NULL) tag += ADQ_TAG_ENTRY_BYTES;
+    }
+    return position;
+}
+
+/* place_entries(data, index, timeindex, tagindex, first_offset, start) */
+PyObject *adq_py_place_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 5) {
+    if (nargs != 6) {
         PyErr_SetString(PyExc_TypeError,
-                        "place_run_entries(data, index, timeindex, first_offset, start) takes 5 arguments");
+                        "place_entries(data, index, timeindex, tagindex, first_offset, start) takes 6 arguments");
         return NULL;
     }
-    if (!PyBytes_CheckExact(args[0]) || !PyBytes_CheckExact(args[1]) || !PyBytes_CheckExact(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "place_run_entries: data, index and timeindex are bytes");
+    if (!PyBytes_CheckExact(args[0]) || !PyBytes_CheckExact(args[1]) || !PyBytes_CheckExact(args[2]) ||
+        !PyBytes_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "place_entries: data, index, timeindex and tagindex are bytes");
         return NULL;
     }
     uint64_t first_offset, start;
-    if (u63_arg(args[3], "first_offset", &first_offset) < 0 || u63_arg(args[4], "start", &start) < 0) return NULL;
+    if (u63_arg(args[4], "first_offset", &first_offset) < 0 || u63_arg(args[5], "start", &start) < 0) return NULL;
     const uint8_t *data = (const uint8_t *)PyBytes_AS_STRING(args[0]);
     uint64_t data_length = (uint64_t)PyBytes_GET_SIZE(args[0]);
     Py_ssize_t index_length = PyBytes_GET_SIZE(args[1]), time_length = PyBytes_GET_SIZE(args[2]);
@@ -55,23 +97,14 @@ PyObject *adq_py_place_run_entries(PyObject *module, PyObject *const *args, Py_s
         index_length / ADQ_INDEX_ENTRY_BYTES != time_length / ADQ_TIMEINDEX_ENTRY_BYTES)
         return bad_entries("index and timeindex must hold whole entries, as many in each");
     uint64_t count = (uint64_t)(index_length / ADQ_INDEX_ENTRY_BYTES);
+    Py_ssize_t tag_length = PyBytes_GET_SIZE(args[3]);
+    if (tag_length != 0 && (uint64_t)tag_length != count * ADQ_TAG_ENTRY_BYTES)
+        return bad_entries("tagindex must be empty or hold one entry a record");
     if ((count && first_offset > MAX_PLACED - (count - 1)) || start > MAX_PLACED - data_length)
         return bad_entries("the placed entries would pass 2**63 - 1");
     const uint8_t *index_in = (const uint8_t *)PyBytes_AS_STRING(args[1]);
     const uint8_t *time_in = (const uint8_t *)PyBytes_AS_STRING(args[2]);
-    uint64_t position = 0;
-    for (uint64_t i = 0; i < count; i++) {
-        const uint8_t *entry = index_in + i * ADQ_INDEX_ENTRY_BYTES;
-        uint64_t size = adq_load_u64(entry + 16);
-        if (adq_load_u64(entry) != i || adq_load_u64(time_in + i * ADQ_TIMEINDEX_ENTRY_BYTES) != i)
-            return bad_entries("the entries must be numbered 0, 1, 2 ... in both columns");
-        if (adq_load_u64(entry + 8) != position || size < ADQ_MIN_RECORD_BYTES || size > data_length - position ||
-            adq_load_u32(data + position + ADQ_SIZE_AT) != size)
-            return bad_entries("each record must start where the one before it ends, of the size its entry says");
-        if (data[position + ADQ_ATTRIBUTES_AT] & ADQ_TAGGED) return bad_entries("the records of a run carry no tag");
-        position += size;
-    }
-    if (position != data_length) return bad_entries("the records must fill the data");
+    const uint8_t *tags = tag_length ? (const uint8_t *)PyBytes_AS_STRING(args[3]) : NULL;
     PyObject *index = PyBytes_FromStringAndSize(NULL, index_length);
     PyObject *timeindex = PyBytes_FromStringAndSize(NULL, time_length);
     if (index == NULL || timeindex == NULL) {
@@ -81,14 +114,16 @@ PyObject *adq_py_place_run_entries(PyObject *module, PyObject *const *args, Py_s
     }
     uint8_t *index_out = (uint8_t *)PyBytes_AS_STRING(index);
     uint8_t *time_out = (uint8_t *)PyBytes_AS_STRING(timeindex);
-    for (uint64_t i = 0; i < count; i++) {
-        const uint8_t *entry = index_in + i * ADQ_INDEX_ENTRY_BYTES;
-        uint8_t *out = index_out + i * ADQ_INDEX_ENTRY_BYTES;
-        adq_store_u64(out, first_offset + i);
-        adq_store_u64(out + 8, start + adq_load_u64(entry + 8));
-        memcpy(out + 16, entry + 16, 8);
-        adq_store_u64(time_out + i * ADQ_TIMEINDEX_ENTRY_BYTES, first_offset + i);
-        memcpy(time_out + i * ADQ_TIMEINDEX_ENTRY_BYTES + 8, time_in + i * ADQ_TIMEINDEX_ENTRY_BYTES + 8, 8);
+    const char *problem = NULL;
+    uint64_t position = tags == NULL ? place_all(data, data_length, index_in, time_in, NULL, count, first_offset, start,
+                                                 index_out, time_out, &problem)
+                                     : place_all(data, data_length, index_in, time_in, tags, count, first_offset, start,
+                                                 index_out, time_out, &problem);
+    if (problem == NULL && position != data_length) problem = "the records must fill the data";
+    if (problem != NULL) {
+        Py_DECREF(index);
+        Py_DECREF(timeindex);
+        return bad_entries(problem);
     }
     return Py_BuildValue("(NN)", index, timeindex);
 }

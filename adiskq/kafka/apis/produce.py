@@ -30,7 +30,7 @@ from kio.schema.errors import ErrorCode
 
 from ..._async.producer import Producer
 from ..._errors import SettingsMismatchError
-from ..._sansio.run_entries import StoredRecords
+from ..._sansio.entries import EncodedRun
 from .._idempotence import Duplicate, SequenceError
 from .._records import (
     RecordRefusedError,
@@ -444,7 +444,7 @@ def _records(batches: list[KafkaBatch]) -> ToWrite:
     except RecordRefusedError as error:
         code = ErrorCode.invalid_timestamp if error.bad_timestamp else ErrorCode.invalid_record
         raise _Refused(code, str(error), error.index) from None
-    if not (records.index_entries if isinstance(records, StoredRecords) else records):
+    if not (records.index_entries if isinstance(records, EncodedRun) else records):
         raise _Refused(ErrorCode.invalid_record, "the record batch holds no records")
     return records
 

@@ -37,9 +37,9 @@ from typing import Final
 
 from ..._errors import InvalidArgumentError
 from ..._sansio.codec import encode_record
+from ..._sansio.entries import EncodedRun
 from ..._sansio.keyindex import pack_hashes
 from ..._sansio.native import NATIVE
-from ..._sansio.run_entries import StoredRecords
 from ..._sansio.values import Headers
 from .codec import HEADER_ESCAPE, KafkaBatchError, KafkaRecord, decode_records
 
@@ -120,7 +120,7 @@ def record_fields(
 
 def stored_records_reference(
     buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base_timestamp_ms: int, now_ns: int
-) -> StoredRecords | None:
+) -> EncodedRun | None:
     """The ``count`` records filling ``buf[pos:end]`` (a CreateTime batch's), as adiskq stores
     them; None off the plain path (see the module's docstring), or for a negative count."""
     if count < 0:
@@ -151,26 +151,27 @@ def stored_records_reference(
         timeindex += (offset, timestamp_ns)
         position += len(stored)
         key_hashes.append(zlib.crc32(key))
-    return StoredRecords(
+    return EncodedRun(
         b"".join(records),
         struct.pack(f"<{len(index)}Q", *index),
         struct.pack(f"<{len(timeindex)}q", *timeindex),
         pack_hashes(key_hashes),
+        b"",  # a Kafka record carries no tag
         max(map(len, records), default=0),
     )
 
 
 def _compiled_stored_records(
     buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base_timestamp_ms: int, now_ns: int
-) -> StoredRecords | None:
+) -> EncodedRun | None:
     assert NATIVE is not None
-    found: tuple[bytes, bytes, bytes, bytes, int] | None = NATIVE.kafka_stored_records(
+    found: tuple[bytes, bytes, bytes, bytes, bytes, int] | None = NATIVE.kafka_stored_records(
         buf, pos, end, count, base_timestamp_ms, now_ns, NULLS_HEADER
     )
-    return None if found is None else tuple.__new__(StoredRecords, found)
+    return None if found is None else tuple.__new__(EncodedRun, found)
 
 
 # The compiled core's when it is built, the reference's otherwise.
-stored_records: Final[Callable[[bytes | bytearray | memoryview, int, int, int, int, int], StoredRecords | None]] = (
+stored_records: Final[Callable[[bytes | bytearray | memoryview, int, int, int, int, int], EncodedRun | None]] = (
     stored_records_reference if NATIVE is None else _compiled_stored_records
 )

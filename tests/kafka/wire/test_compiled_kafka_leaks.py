@@ -43,7 +43,7 @@ def one_round() -> None:
     run = found[0]
     first_size = int.from_bytes(found[1][16:24], "little")
     for start in range(0, ROUND, PER_BATCH):  # ...and its entries placed where a write puts them
-        assert _compiled.place_run_entries(found[0], found[1], found[2], start, start * first_size)
+        assert _compiled.place_entries(found[0], found[1], found[2], b"", start, start * first_size)
     for start in range(0, ROUND, PER_BATCH):
         assert _compiled.kafka_batch_from_stored(run, start, PER_BATCH, 2**20, None, NULLS_HEADER, 0)
     assert decode_batches(encode_batch(base_offset=0, records=with_headers, base_timestamp_ms=0))[0].records
@@ -73,9 +73,9 @@ def one_round() -> None:
             _compiled.kafka_batch_from_stored(run, -1, 1, 2**20, None, NULLS_HEADER, 0)
         # Entries that disagree with their run: refused after reading them, nothing made.
         with contextlib.suppress(ValueError):
-            _compiled.place_run_entries(run, found[1], found[2][:-16], 0, 0)
+            _compiled.place_entries(run, found[1], found[2][:-16], b"", 0, 0)
         with contextlib.suppress(ValueError):
-            _compiled.place_run_entries(run[:-1], found[1], found[2], 0, 0)
+            _compiled.place_entries(run[:-1], found[1], found[2], b"", 0, 0)
         # Compressed values, decompressed into the batch.
         assert _compiled.kafka_batch_from_stored(PACKED, 0, 100, 2**20, {DICTIONARY_ID_BASE + 1: PREPARED}, None, 0)
         surrogate = [records[1], records[2]._replace(headers=[("\ud800", None)])]

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adiskq._sansio.entries import EncodedRun
 from adiskq._sansio.native import NATIVE
-from adiskq._sansio.run_entries import StoredRecords
 from adiskq.kafka._records import decode_produce, decode_produce_reference
 from adiskq.kafka.wire.batch import KafkaBatch, KafkaBatchError, KafkaRecord, encode_batch
 from adiskq.kafka.wire.codec import ATTRIBUTES_AT, CRC_AT, DEFAULT_MAX_BYTES, LOG_APPEND_TIME, crc32c
@@ -63,7 +63,7 @@ def request_of(parts: list[tuple[list[KafkaRecord], int, int, int]]) -> bytes:
 
 def compiled(data: bytes) -> list[KafkaBatch] | None:
     found: list[KafkaBatch] | None = NATIVE.kafka_decode_batches(
-        data, DEFAULT_MAX_BYTES, KafkaRecord, KafkaBatch, NOW, NULLS_HEADER, StoredRecords
+        data, DEFAULT_MAX_BYTES, KafkaRecord, KafkaBatch, NOW, NULLS_HEADER, EncodedRun
     )
     return found
 
@@ -79,11 +79,9 @@ def compare(data: bytes) -> list[KafkaBatch] | None:
         return None
     if got is not None:
         assert got == want
-        assert all(type(batch.records) is StoredRecords for batch in got)
+        assert all(type(batch.records) is EncodedRun for batch in got)
         return got
-    plain = all(
-        type(batch.records) is StoredRecords and not batch.attributes & (LOG_APPEND_TIME | 0x07) for batch in want
-    )
+    plain = all(type(batch.records) is EncodedRun and not batch.attributes & (LOG_APPEND_TIME | 0x07) for batch in want)
     assert not plain, "a plain request the compiled core left to the reference"
     return None
 
@@ -98,7 +96,7 @@ def test_the_gateway_decodes_with_the_compiled_call(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(_records, "decode_produce_reference", refuse)
     data = request_of([([KafkaRecord(0, 5, b"k", b"v", [("h", b"x")])], 0, 0, -1)] * 2)
     found = decode_produce(data)
-    assert [type(batch.records) for batch in found] == [StoredRecords, StoredRecords]
+    assert [type(batch.records) for batch in found] == [EncodedRun, EncodedRun]
 
 
 @settings(max_examples=300, deadline=None)
@@ -151,10 +149,10 @@ def decode_with(*extra: object) -> object:
     ("extra", "error"),
     [
         ((NOW, NULLS_HEADER), TypeError),
-        ((1.5, NULLS_HEADER, StoredRecords), TypeError),
-        ((2**63, NULLS_HEADER, StoredRecords), OverflowError),
-        ((NOW, b"n", StoredRecords), TypeError),
-        ((NOW, "\ud800", StoredRecords), UnicodeEncodeError),
+        ((1.5, NULLS_HEADER, EncodedRun), TypeError),
+        ((2**63, NULLS_HEADER, EncodedRun), OverflowError),
+        ((NOW, b"n", EncodedRun), TypeError),
+        ((NOW, "\ud800", EncodedRun), UnicodeEncodeError),
         ((NOW, NULLS_HEADER, list), TypeError),
         ((NOW, NULLS_HEADER, None), TypeError),
     ],

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from adiskq import _compiled
 from adiskq._sansio.codec import decode_record
+from adiskq._sansio.entries import EncodedRun
 from adiskq._sansio.keyindex import pack_hashes
-from adiskq._sansio.run_entries import StoredRecords, place_run_entries_reference, run_records, run_timestamps
+from adiskq._sansio.run_entries import place_entries_reference, run_records, run_timestamps
 from adiskq.kafka.wire import codec as kafka_codec
 from adiskq.kafka.wire import mapping as kafka_mapping
 from adiskq.kafka.wire.codec import KafkaRecord
@@ -51,18 +52,18 @@ def section_of(batch: list[KafkaRecord], base_timestamp_ms: int = 0) -> bytes:
     return encoded[kafka_codec.HEADER_BYTES :]
 
 
-def compare(section: bytes, count: int, base_timestamp_ms: int = 0, pos: int = 0) -> StoredRecords | None:
+def compare(section: bytes, count: int, base_timestamp_ms: int = 0, pos: int = 0) -> EncodedRun | None:
     """Both functions on ``section``: equal results (None alike); the reference's."""
     want = stored_records_reference(section, pos, len(section), count, base_timestamp_ms, NOW)
     got = _compiled.kafka_stored_records(section, pos, len(section), count, base_timestamp_ms, NOW, NULLS_HEADER)
     if want is None:
         assert got is None
     else:
-        assert got == (want.data, want.index_entries, want.time_entries, want.key_hashes, want.largest)
+        assert got == tuple(want)
     return want
 
 
-def records_of(stored: StoredRecords) -> list[bytes]:
+def records_of(stored: EncodedRun) -> list[bytes]:
     """The run's records, one bytes object each, as its index entries cut them."""
     return run_records(stored.data, stored.index_entries)
 
@@ -102,7 +103,7 @@ def test_plain_records_are_stored_by_the_mapping_rules() -> None:
     assert stored.largest == max(map(len, records_of(stored)))
     assert run_timestamps(stored.time_entries) == [1_700_000_000_123_000_000, NOW, 5_000_000]
     assert stored.key_hashes == pack_hashes([zlib.crc32(b""), zlib.crc32(b"k"), zlib.crc32(b"")])
-    placed = place_run_entries_reference(stored.data, stored.index_entries, stored.time_entries, 0, 0)
+    placed = place_entries_reference(stored.data, stored.index_entries, stored.time_entries, stored.tag_entries, 0, 0)
     assert placed == (stored.index_entries, stored.time_entries)  # entries numbered from 0, each record where it is
 
 
@@ -177,7 +178,7 @@ def test_a_section_inside_a_larger_buffer_is_read_in_place() -> None:
     framed = b"\x01" * 9 + section + b"\x02" * 4
     want = stored_records_reference(section, 0, len(section), 1, 0, NOW)
     assert want is not None
-    expected = (want.data, want.index_entries, want.time_entries, want.key_hashes, want.largest)
+    expected = tuple(want)
     for buf in (framed, memoryview(framed), bytearray(framed)):
         assert _compiled.kafka_stored_records(buf, 9, 9 + len(section), 1, 0, NOW, NULLS_HEADER) == expected
 
