@@ -22,18 +22,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import callgrind  # noqa: E402
 from compare.common import BATCH_SIZE, VALUES, key  # noqa: E402
 
 import adiskq  # noqa: E402
@@ -104,32 +101,14 @@ def _child(name: str) -> None:
 
 def _instructions(name: str) -> int:
     """Instructions callgrind counted in a child that runs ``name``'s batches."""
-    with tempfile.TemporaryDirectory() as folder:
-        done = subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                f"--callgrind-out-file={os.path.join(folder, 'out')}",
-                sys.executable,
-                os.path.abspath(__file__),
-                "--child",
-                name,
-            ],
-            capture_output=True,
-            text=True,
-            env=dict(os.environ, PYTHONHASHSEED="0"),
-            check=False,
-        )
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if done.returncode != 0 or found is None:
-        raise RuntimeError(f"callgrind failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return int(found.group(1))
+    return callgrind.count(
+        [sys.executable, os.path.abspath(__file__), "--child", name], env=dict(os.environ, PYTHONHASHSEED="0")
+    )
 
 
 def measure_instructions() -> list[tuple[str, float]]:
     """(what, instructions per record): each call's child minus the set-up-only child."""
-    if shutil.which("valgrind") is None:
-        raise SystemExit("--instructions needs valgrind on PATH: install it (Debian: apt-get install valgrind)")
+    callgrind.require()
     baseline = _instructions("")
     return [(name, (_instructions(name) - baseline) / (INSTRUCTION_BATCHES * BATCH_SIZE)) for name in calls()]
 

@@ -52,6 +52,8 @@ import anyio.to_thread
 
 from .._async import partition_writes
 from .._storage.files import atomic_write_json, fsync_dir, read_json
+from .._storage.partition_reader import PartitionReader
+from .._storage.transaction_outcomes import OpenTransactions as OpenTransactionsInData
 from ._core import GatewayCore
 from ._groups import groups_of
 from ._transactional_fetch import OpenTransactions
@@ -111,7 +113,7 @@ class TransactionService:
         store_offsets: OffsetStore,
         *,
         clock: Callable[[], int] = now_ms,
-        abort_open_in_data: Callable[[], Awaitable[None]] | None = None,
+        abort_open_in_data: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self.path = os.path.join(root, STATE_FILE)
         self.state_found = False  # whether ``load`` found a state file
@@ -327,13 +329,16 @@ class TransactionService:
     async def recover(self) -> None:
         """At the start: carry out every decision stored in a Prepare state and abort every open
         transaction (a failed write is left to ``run``). Without a state file, the transactions the
-        data holds open are aborted instead (a failed write raises: the gateway does not start)."""
+        data holds open are aborted instead (a topic that cannot be searched, or a marker that cannot
+        be written, stops the start: TransactionCoordinatorStateError saying what to do), and the
+        state is stored so that the next start need not look again, unless no topic could hold a
+        transaction (a root with no such topic is left as it was)."""
         if not self.state_found and self._abort_open_in_data is not None:
-            await self._abort_open_in_data()
-            try:
-                await self.save()
-            except OSError as error:  # the next start looks in the data again, which is just slower
-                logger.warning("adiskq: the transaction state could not be stored (%s)", error)
+            if await self._abort_open_in_data():
+                try:
+                    await self.save()
+                except OSError as error:  # the next start looks in the data again, which is just slower
+                    logger.warning("adiskq: the transaction state could not be stored (%s)", error)
             self.state_found = True
         endings = self.coordinator.recover()
         if endings and await self._prepared(endings):
@@ -419,30 +424,51 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
         if topics.exists(topic):
             await groups_of(gateway).commit(group, topic, offsets)
 
-    async def abort_open_in_data() -> None:
+    async def abort_open_in_data() -> bool:
         # No coordinator state: any transaction the data holds open is one no client can still end.
+        # True if a topic could hold one (its data was looked at).
+        looked = False
         for topic in topics.names():
-            if not topics.reader(topic).settings.holds_transactions:
-                continue  # a format before transactions holds none
-            for partition in range(topics.partition_count(topic, fresh=True)):
-                async with gateway.partition_lock(topic, partition), topics.writing(topic) as producer:
-                    found = await anyio.to_thread.run_sync(
-                        partition_writes.open_transactions_with_epochs, producer, partition
+            try:
+                looked = await abort_open_in_topic(topic) or looked
+            except Exception as error:
+                raise TransactionCoordinatorStateError(
+                    f"{os.path.join(topics.root, STATE_FILE)} is missing, so the start looks for transactions "
+                    f"left open in every topic's data, and topic {topic!r} could not be searched ({error}); "
+                    "repair the topic (`adiskq check --repair`) or move its folder out of the root, then start again"
+                ) from error
+        return looked
+
+    async def abort_open_in_topic(topic: str) -> bool:
+        """Abort what ``topic`` holds open; False if its format holds no transactions."""
+        if not topics.reader(topic).settings.holds_transactions:
+            return False  # a format before transactions holds none
+        for partition in range(topics.partition_count(topic, fresh=True)):
+            # Searched through a reader: the topic's writer is opened only to end what is found
+            # (another process may hold the stream, as a library producer beside the gateway does).
+            directory = topics.reader(topic).partition(partition).directory
+            search = OpenTransactionsInData(PartitionReader(directory, partition))
+            if not await anyio.to_thread.run_sync(search.catch_up):
+                continue
+            async with gateway.partition_lock(topic, partition), topics.writing(topic) as producer:
+                found = await anyio.to_thread.run_sync(
+                    partition_writes.open_transactions_with_epochs, producer, partition
+                )
+                for producer_id, (first, epoch) in sorted(found.items()):
+                    logger.warning(
+                        "adiskq: no transaction state (%s) but a transaction of producer id %d open in "
+                        "%s/%d from offset %d; aborted",
+                        STATE_FILE,
+                        producer_id,
+                        topic,
+                        partition,
+                        first,
                     )
-                    for producer_id, (first, epoch) in sorted(found.items()):
-                        logger.warning(
-                            "adiskq: no transaction state (%s) but a transaction of producer id %d open in "
-                            "%s/%d from offset %d; aborted",
-                            STATE_FILE,
-                            producer_id,
-                            topic,
-                            partition,
-                            first,
-                        )
-                        await partition_writes.write_marker(
-                            producer, partition, producer_id, epoch, False, COORDINATOR_EPOCH
-                        )
-                        service.open.ended(topic, partition, producer_id)
+                    await partition_writes.write_marker(
+                        producer, partition, producer_id, epoch, False, COORDINATOR_EPOCH
+                    )
+                    service.open.ended(topic, partition, producer_id)
+        return True
 
     service = TransactionService(
         topics.root,

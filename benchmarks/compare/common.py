@@ -34,6 +34,9 @@ class Outcome:
     seconds: float = 0.0
     extra_rss_bytes: int = 0  # memory outside this process that the peer needs (redis-server)
     latencies_ns: list[int] = dataclasses.field(default_factory=list)
+    # The peak memory of the process that did the work, when that is not the worker (go-diskq's runs
+    # in its own program); None: the worker's own peak.
+    rss_peak_bytes: int | None = None
 
 
 def threads_timed(work: Callable[[], None], count: int = CONCURRENCY) -> float:

@@ -31,6 +31,7 @@ PEERS = {
     "redis-streams": "redis_peer",
     "persist-queue": "persistqueue_peer",
     "litequeue": "litequeue_peer",
+    "go-diskq": "godiskq_peer",  # a Go program bench_compare.py builds from a go-diskq checkout
 }
 # What a peer's process gets in its environment beyond the benchmark's own.
 PEER_ENVIRONMENT = {"adiskq-py": {"ADISKQ_NO_EXTENSIONS": "1"}, "adiskq-trio": {"ADISKQ_BENCH_BACKEND": "trio"}}
@@ -120,7 +121,7 @@ def main(argv: list[str]) -> int:
         outcome = _call(getattr(module, workload), folder, count)
     else:
         raise SystemExit(f"unknown workload {workload!r}; choose from {', '.join(WORKLOADS)}")
-    own_peak = _peak_rss_bytes()
+    own_peak = _peak_rss_bytes() if outcome.rss_peak_bytes is None else outcome.rss_peak_bytes
     print(
         json.dumps(
             {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -158,3 +159,89 @@ def test_keyed_alone_leaves_the_keyless_results_alone(tmp_path: pathlib.Path) ->
     assert "kept by hand" in text
     assert "<!-- bench_compare_keyed:begin" in text
     assert "<!-- bench_compare:begin" not in text
+
+
+def _bench_compare(*arguments: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """bench_compare.py run with no go-diskq checkout in its environment."""
+    env = {name: value for name, value in os.environ.items() if name != "ADISKQ_GO_DISKQ_SRC"}
+    return subprocess.run(
+        [sys.executable, "benchmarks/bench_compare.py", *arguments],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.mark.timeout(120)
+def test_without_a_go_diskq_checkout_the_run_says_what_go_diskq_sat_out(tmp_path: pathlib.Path) -> None:
+    """Go's module proxy refuses go-diskq, so a run without a checkout leaves it out, says so, names
+    the workloads and says how to include it, and still measures the other peers."""
+    done = _bench_compare(
+        "--quick", "--keyed", "--workloads", "single_keyed,batch_keyed", "--out", os.fspath(tmp_path), timeout=110
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "go-diskq left out of single_keyed: Go's module proxy refuses github.com/wcharczuk/go-diskq" in done.stderr
+    assert "clone https://github.com/wcharczuk/go-diskq and pass its path with --go-diskq-src PATH" in done.stderr
+    report = json.loads((tmp_path / "compare_keyed.json").read_text())
+    assert "go-diskq" not in report["summary"]
+    assert report["summary"]["sqlite-wal"]["single_keyed"] > 0
+    assert "bench_compare_go_diskq:begin" not in (tmp_path / "RESULTS.md").read_text()
+
+
+@pytest.mark.timeout(60)
+def test_asking_for_go_diskq_without_a_checkout_is_refused_with_what_to_do(tmp_path: pathlib.Path) -> None:
+    done = _bench_compare("--quick", "--keyed", "--peers", "adiskq,go-diskq", "--out", os.fspath(tmp_path), timeout=50)
+    assert done.returncode == 2
+    assert "go-diskq needs --go-diskq-src PATH (or ADISKQ_GO_DISKQ_SRC)" in done.stderr
+    assert "clone https://github.com/wcharczuk/go-diskq" in done.stderr
+    assert not (tmp_path / "compare_keyed.json").exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_go_diskq_source_that_is_not_a_checkout_of_it_is_refused(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "go.mod").write_text("module example.com/other\n")
+    for source, said in ((tmp_path / "missing", "no go.mod there"), (tmp_path / "other", "not github.com/wcharczuk")):
+        done = _bench_compare(
+            "--quick", "--keyed", "--peers", "adiskq,go-diskq", "--go-diskq-src", os.fspath(source), timeout=50
+        )
+        assert done.returncode != 0
+        assert said in done.stderr, done.stderr[-2000:]
+
+
+def test_go_diskq_ratios_are_per_run_with_their_median_and_spread() -> None:
+    """The go-diskq table: each run's own ratio adiskq ÷ go-diskq, the median of those and the lowest
+    and highest, beside go-diskq's median figure."""
+    spec = importlib.util.spec_from_file_location("bench_compare_for_test", ROOT / "benchmarks" / "bench_compare.py")
+    assert spec is not None
+    assert spec.loader is not None
+    bench_compare = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench_compare  # its dataclasses look their module up there
+    try:
+        spec.loader.exec_module(bench_compare)
+    finally:
+        del sys.modules[spec.name]
+    go_seconds = [1.0, 1.0, 2.0]  # 1,000 messages: go-diskq at 1,000, 1,000 and 500 msg/s
+    adiskq_seconds = [0.5, 0.25, 1.0]  # adiskq at 2,000, 4,000, 1,000: ratios 2, 4, 2
+    raw = [
+        {
+            "peer": peer,
+            "workload": "single_keyed",
+            "count": 1000,
+            "seconds": seconds,
+            "run": run,
+            "rss_peak_bytes": 2**20,
+        }
+        for run in range(3)
+        for peer, seconds in (("go-diskq", go_seconds[run]), ("adiskq", adiskq_seconds[run]))
+    ]
+    peers = ["adiskq", "go-diskq"]
+    ratios = bench_compare.go_diskq_ratios(raw, peers)
+    assert ratios["adiskq"]["single_keyed"] == [2.0, 4.0, 2.0]
+    rows = bench_compare.go_diskq_rows(bench_compare.summarize(raw, peers), ratios, {"single_keyed": {"*": 1000}})
+    assert rows[0][2:] == ["go-diskq", "adiskq (÷ go-diskq: median, lowest–highest)"]
+    w1 = next(row for row in rows if row[0].startswith("W1"))
+    assert w1[2:] == ["1,000", "2,000 (2.00×, 2.00×–4.00×)"]

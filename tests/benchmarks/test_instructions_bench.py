@@ -10,7 +10,7 @@ import sys
 import pytest
 from support.paths import ROOT_DIR
 
-sys.path.insert(0, os.path.join(ROOT_DIR, "benchmarks"))
+sys.path.insert(0, os.path.join(ROOT_DIR, "benchmarks", "instructions"))
 import bench_instructions
 
 

@@ -1,4 +1,4 @@
-"""benchmarks/bench_kafka.py in quick mode, so the Kafka gateway benchmark never rots (its figures are not checked)."""
+"""benchmarks/kafka/bench_kafka.py in quick mode, so the Kafka gateway benchmark never rots (figures not checked)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def test_quick_mode_measures_the_gateway_beside_the_library_and_apache_kafka(
     """Every figure is measured (positive), and the tables show the gateway beside the library and
     beside Apache Kafka (the run's node, which the benchmark finds through the run's environment)."""
     done = subprocess.run(
-        [sys.executable, "benchmarks/bench_kafka.py", "--quick", "--out", str(tmp_path)],
+        [sys.executable, "benchmarks/kafka/bench_kafka.py", "--quick", "--out", str(tmp_path)],
         cwd=ROOT_DIR,
         capture_output=True,
         text=True,
@@ -62,7 +62,7 @@ def assert_fetch_context(figures: dict[str, float], printed: str) -> None:
 def test_only_fetch_measures_the_fetch_alone(tmp_path: pathlib.Path) -> None:
     """``--only fetch`` measures the gateway's fetch, kcat's and the library's, and nothing else."""
     done = subprocess.run(
-        [sys.executable, "benchmarks/bench_kafka.py", "--quick", "--only", "fetch", "--out", str(tmp_path)],
+        [sys.executable, "benchmarks/kafka/bench_kafka.py", "--quick", "--only", "fetch", "--out", str(tmp_path)],
         cwd=ROOT_DIR,
         capture_output=True,
         text=True,
@@ -85,7 +85,15 @@ def test_only_transactions_measures_the_gateway_beside_apache_kafka(
     """``--only transactions`` measures transactions of 100 records on the gateway and on Apache Kafka
     (the run's node): commit latency, throughput and the broker's CPU, each side, and a table."""
     done = subprocess.run(
-        [sys.executable, "benchmarks/bench_kafka.py", "--quick", "--only", "transactions", "--out", str(tmp_path)],
+        [
+            sys.executable,
+            "benchmarks/kafka/bench_kafka.py",
+            "--quick",
+            "--only",
+            "transactions",
+            "--out",
+            str(tmp_path),
+        ],
         cwd=ROOT_DIR,
         capture_output=True,
         text=True,

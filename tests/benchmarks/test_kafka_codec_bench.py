@@ -6,8 +6,8 @@ from support.bench import run_quick
 
 
 def test_the_kafka_codec_benchmark_runs_in_quick_mode() -> None:
-    """`benchmarks/bench_kafka_codec.py --quick` prints compiled and reference records/s for every workload."""
-    done = run_quick("bench_kafka_codec.py", timeout=120)
+    """`benchmarks/kafka/bench_kafka_codec.py --quick` prints compiled and reference records/s for every workload."""
+    done = run_quick("kafka/bench_kafka_codec.py", timeout=120)
     for workload in (
         "decode_batches, plain",
         "encode_batch, plain",

@@ -1,4 +1,4 @@
-"""benchmarks/kafka_trip_instructions.py runs each shape as written (callgrind is not needed to check
+"""benchmarks/kafka/kafka_trip_instructions.py runs each shape as written (callgrind is not needed to check
 that), so the script never rots; no figure is asserted here."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def test_each_shape_runs_against_a_gateway_and_the_floor(shape: str, server: str
     done = subprocess.run(
         [
             sys.executable,
-            "benchmarks/kafka_trip_instructions.py",
+            "benchmarks/kafka/kafka_trip_instructions.py",
             "--shape",
             shape,
             "--trips",

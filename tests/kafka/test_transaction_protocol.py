@@ -570,3 +570,22 @@ def test_a_lost_state_file_still_aborts_the_transactions_left_open_in_the_data(r
     assert os.path.exists(state)
     port = restartable.start()
     assert latest_offsets(port, "orders") == (2, 2)
+
+
+def test_a_lost_state_file_and_a_topic_that_cannot_be_searched_stop_the_start_with_what_to_do(restartable) -> None:
+    """Without the state file, a topic whose data cannot be searched for open transactions would
+    leave one open for good: the start stops, naming the topic and what to do."""
+    port = restartable.start()
+    create_topic(port, "orders")
+    restartable.stop()
+    os.remove(os.path.join(restartable.root, "kafka-transactions.json"))
+    with open(os.path.join(restartable.root, "orders", "settings.json"), "w") as damaged:
+        damaged.write("{not json")
+    with pytest.raises(BaseException) as raised:  # noqa: PT011 (the message is checked below)
+        restartable.start()
+    error: BaseException = raised.value
+    while isinstance(error, BaseExceptionGroup):
+        (error,) = error.exceptions
+    assert isinstance(error, TransactionCoordinatorStateError)
+    assert "topic 'orders' could not be searched" in str(error)
+    assert "adiskq check --repair" in str(error)

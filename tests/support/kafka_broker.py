@@ -158,7 +158,7 @@ class KafkaBroker:
 
     @property
     def pid(self) -> int:
-        """The broker's JVM's process id (for its CPU and memory, as benchmarks/bench_kafka.py reads)."""
+        """The broker's JVM's process id (for its CPU and memory, as benchmarks/kafka/bench_kafka.py reads)."""
         return self.node.pid
 
 

@@ -1,6 +1,6 @@
 """Kafka record batches (v2) for the Kafka gateway: decode a Produce request's batches, encode Fetch's.
 
-The compiled core (``adiskq/_csrc/kafka_*.c``) does the per-record work when it is built; the
+The compiled core (``adiskq/_csrc/kafka/*.c``) does the per-record work when it is built; the
 pure-Python reference (``wire/codec.py``, which has the format) runs with ``ADISKQ_NO_EXTENSIONS=1``
 and names every fault: the compiled functions answer None or NotImplemented for anything but plain,
 valid input, and the reference then raises its own error, so errors are the reference's word for

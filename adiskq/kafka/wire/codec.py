@@ -1,7 +1,7 @@
 """Kafka's record batch v2 (magic 2): bytes in, batches out, no I/O — the pure-Python reference.
 
 ``wire/batch.py`` is what the gateway imports: it runs the compiled twin of this module
-(``adiskq/_csrc/kafka_*.c``) when it is built and this one otherwise; the differential tests hold
+(``adiskq/_csrc/kafka/*.c``) when it is built and this one otherwise; the differential tests hold
 the two to the same batches, bytes and errors.
 
 A batch, all integers big-endian (Kafka's ``DefaultRecordBatch``)::

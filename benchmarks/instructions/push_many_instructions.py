@@ -10,8 +10,8 @@ and the interpreter's start cancel out). ``MODE`` picks what runs:
     sqlite   SQLite's executemany of 1,000 rows in a transaction (its peer)
     sqlnone  SQLite's loop alone: its (now, key, value) tuples built, nothing inserted
 
-    N=120000 valgrind --tool=callgrind python benchmarks/push_many_instructions.py asyncio   # and N=20000
-    MODE=sqlite N=120000 valgrind --tool=callgrind python benchmarks/push_many_instructions.py
+    N=120000 valgrind --tool=callgrind python benchmarks/instructions/push_many_instructions.py asyncio   # and N=20000
+    MODE=sqlite N=120000 valgrind --tool=callgrind python benchmarks/instructions/push_many_instructions.py
 
 Run it from a folder without an ``adiskq`` of its own (the package is imported from the path).
 """
@@ -23,7 +23,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# benchmarks/, for the modules the benchmarks share (callgrind.py, compare/, bench_codec.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import anyio
 from compare import adiskq_peer, sqlite_peer

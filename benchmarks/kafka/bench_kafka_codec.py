@@ -7,8 +7,8 @@ with two headers a record, zstd- and lz4-compressed batches (decompression in cr
 same decoder), and ``encode_batch_from_messages`` of the stored Messages a Fetch reads. Both cores run in the same process: the compiled one through ``wire.batch`` and the
 reference through ``wire.codec``, so the ratio is measured on one machine at one moment.
 
-    python benchmarks/bench_kafka_codec.py            # medians of 9 repeats of ~0.2 s each
-    python benchmarks/bench_kafka_codec.py --quick    # a second: checks that it works
+    python benchmarks/kafka/bench_kafka_codec.py            # medians of 9 repeats of ~0.2 s each
+    python benchmarks/kafka/bench_kafka_codec.py --quick    # a second: checks that it works
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ import os
 import sys
 from collections.abc import Callable
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+# benchmarks/, for the modules the benchmarks share (callgrind.py, compare/, bench_codec.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench_codec import time_per_call  # noqa: E402
-from compare.common import BATCH_SIZE, VALUES, key  # noqa: E402
+from bench_codec import time_per_call
+from compare.common import BATCH_SIZE, VALUES, key
 
-from adiskq._sansio.values import EMPTY_HEADERS, Message  # noqa: E402
-from adiskq.kafka.wire import batch as kafka_batch  # noqa: E402
-from adiskq.kafka.wire import codec as kafka_codec  # noqa: E402
-from adiskq.kafka.wire.batch import KafkaRecord  # noqa: E402
+from adiskq._sansio.values import EMPTY_HEADERS, Message
+from adiskq.kafka.wire import batch as kafka_batch
+from adiskq.kafka.wire import codec as kafka_codec
+from adiskq.kafka.wire.batch import KafkaRecord
 
 BASE_MS = 1_790_000_000_000
 

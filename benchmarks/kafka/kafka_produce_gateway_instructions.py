@@ -1,7 +1,7 @@
 """CPU instructions a record of the gateway answering a Produce, from the bytes received to the answer.
 
     valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=OUT \\
-        python benchmarks/kafka_produce_gateway_instructions.py RECORDS [REQUESTS]
+        python benchmarks/kafka/kafka_produce_gateway_instructions.py RECORDS [REQUESTS]
 
 Feeds ``REQUESTS`` (default 10) Produce requests (v9, acks=1) of ``RECORDS`` records each, of
 ``bench_kafka.py``'s shape (100-byte values, distinct keys, no headers), to the gateway's

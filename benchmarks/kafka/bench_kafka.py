@@ -1,10 +1,10 @@
 """The Kafka gateway beside the library's own paths: librdkafka (confluent-kafka) against ``adiskq serve``.
 
-    python benchmarks/bench_kafka.py            # 200,000 messages, 5 s of latency samples
-    python benchmarks/bench_kafka.py --quick    # small sizes, for the test that keeps this working
-    python benchmarks/bench_kafka.py --only fetch   # the fetch figures alone
-    python benchmarks/bench_kafka.py --only produce # the produce figures alone
-    python benchmarks/bench_kafka.py --only transactions  # transactions of 100 records, beside Kafka's
+    python benchmarks/kafka/bench_kafka.py            # 200,000 messages, 5 s of latency samples
+    python benchmarks/kafka/bench_kafka.py --quick    # small sizes, for the test that keeps this working
+    python benchmarks/kafka/bench_kafka.py --only fetch   # the fetch figures alone
+    python benchmarks/kafka/bench_kafka.py --only produce # the produce figures alone
+    python benchmarks/kafka/bench_kafka.py --only transactions  # transactions of 100 records, beside Kafka's
 
 Values are 100 bytes with distinct keys. The gateway runs as ``adiskq serve`` in a process of its own
 (``--flush async``), the client in this one: both share the machine's cores. Figures:
@@ -635,7 +635,7 @@ def on_apache_kafka(work: Callable[[str, psutil.Process], dict[str, float]]) -> 
     The node is the test suite's own (``tests/support/kafka_broker.py``, from the jars
     ``scripts/fetch_kafka_jars.py`` fetches): inside a test run (the suite's quick run of this
     benchmark), the run's shared node; else one started for this run and stopped after it."""
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests"))
     from support import kafka_broker as kafka_broker_support
 
     inside_a_test_run = kafka_broker_support.RUN_VARIABLE in os.environ

@@ -1,8 +1,8 @@
 """The gateway's cost of one produce/fetch round trip of a small batch, request by request.
 
-    python benchmarks/kafka_trip_instructions.py                 # CPU time a trip (psutil), 2,000 trips
-    python benchmarks/kafka_trip_instructions.py --callgrind     # instructions a trip (valgrind), 200 trips
-    python benchmarks/kafka_trip_instructions.py --server floor  # the same requests to kafka_trip_floor.py
+    python benchmarks/kafka/kafka_trip_instructions.py                 # CPU time a trip (psutil), 2,000 trips
+    python benchmarks/kafka/kafka_trip_instructions.py --callgrind     # instructions a trip (valgrind), 200 trips
+    python benchmarks/kafka/kafka_trip_instructions.py --server floor  # the same requests to kafka_trip_floor.py
 
 Starts ``adiskq serve`` (under ``valgrind --tool=callgrind --instr-atstart=no`` with ``--callgrind``)
 and replays, over two plain sockets, the requests librdkafka 2.16 sends in ``bench_kafka.py``'s round
@@ -41,6 +41,12 @@ import time
 from typing import Any
 
 import psutil
+
+# benchmarks/, for the modules the benchmarks share (callgrind.py, compare/, bench_codec.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from callgrind import MISSING, instrument, totals, zero
+from callgrind import command as callgrind_command
 from kio.schema.fetch.v16.request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v10.request import PartitionProduceData, ProduceRequest, TopicProduceData
@@ -182,14 +188,7 @@ def start(root: str, callgrind_out: str | None, server: str) -> tuple[subprocess
     else:
         command = [sys.executable, "-m", "adiskq", "serve", root, "--kafka", "127.0.0.1:0"]
     if callgrind_out is not None:
-        command = [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            f"--callgrind-out-file={callgrind_out}",
-            f"--log-file={callgrind_out}.log",
-            *command,
-        ]
+        command = callgrind_command(command, out_file=callgrind_out, at_start=False, log_file=f"{callgrind_out}.log")
     process = subprocess.Popen(command, stderr=subprocess.PIPE)
     assert process.stderr is not None
     line = process.stderr.readline().decode()
@@ -217,8 +216,8 @@ def run(
         step = {"trip": client.trip, "produce": client.produce, "fetch": client.fetch_at_hand}[shape]
         gateway = psutil.Process(process.pid)
         if callgrind:
-            subprocess.run(["callgrind_control", "-z", str(process.pid)], check=True, capture_output=True)
-            subprocess.run(["callgrind_control", "-i", "on", str(process.pid)], check=True, capture_output=True)
+            zero(process.pid)
+            instrument(process.pid, True)
         before = gateway.cpu_times()
         started = time.perf_counter()
         for trip in range(trips):
@@ -226,7 +225,7 @@ def run(
         wall = time.perf_counter() - started
         after = gateway.cpu_times()
         if callgrind:
-            subprocess.run(["callgrind_control", "-i", "off", str(process.pid)], check=True, capture_output=True)
+            instrument(process.pid, False)
         client.producer.close()
         client.consumer.close()
     finally:
@@ -240,10 +239,7 @@ def run(
         "wall_us": wall / max(trips, 1) * 1e6,
     }
     if out is not None:
-        with open(out) as file:
-            totals = re.search(r"^totals: (\d+)", file.read(), re.MULTILINE)
-        assert totals is not None
-        result["instructions"] = int(totals.group(1))
+        result["instructions"] = totals(out)
     shutil.rmtree(root, ignore_errors=True)
     return result
 
@@ -263,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.callgrind and shutil.which("valgrind") is None:
-        parser.error("--callgrind needs valgrind (apt-get install valgrind)")
+        parser.error(f"--callgrind: {MISSING}")
     trips = args.trips if args.trips is not None else (200 if args.callgrind else 2000)
     pause = args.pause if args.pause is not None else (0.05 if args.callgrind else 0.001)
 

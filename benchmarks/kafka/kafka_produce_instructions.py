@@ -1,7 +1,7 @@
 """CPU instructions a record of a Produce's decode, the step by step way and straight to stored records.
 
     valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=/dev/null \\
-        python benchmarks/kafka_produce_instructions.py PATH     # PATH: step, straight, none
+        python benchmarks/kafka/kafka_produce_instructions.py PATH     # PATH: step, straight, none
 
 Runs one path 10 times over a 1,000-record batch of ``bench_kafka.py``'s shape (100-byte values,
 distinct keys, no headers) with callgrind's instrumentation on (``callgrind_control -i on``) only

@@ -6,8 +6,8 @@ N records and with none; the difference over N is the path's cost per record, st
 Both cores run in the same invocation: the compiled one, and the pure-Python reference
 (``ADISKQ_NO_EXTENSIONS=1``), which is what every path ran before the compiled core.
 
-    python benchmarks/bench_instructions.py            # 20,000 records a path
-    python benchmarks/bench_instructions.py --records 2000 --paths decode
+    python benchmarks/instructions/bench_instructions.py            # 20,000 records a path
+    python benchmarks/instructions/bench_instructions.py --records 2000 --paths decode
 
 Paths (100-byte values, a distinct 12-byte key per record): ``encode`` (a batch of records),
 ``push_many`` (the producer's encoding of Records: placement, key hash, record, receipts), ``decode``
@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import shutil
-import subprocess
 import sys
+
+# benchmarks/, for the modules the benchmarks share (callgrind.py, compare/, bench_codec.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import callgrind
 
 SETUP = """
 import os
@@ -91,17 +93,7 @@ CORES = {"compiled": {}, "python": {"ADISKQ_NO_EXTENSIONS": "1"}}
 
 
 def instructions(code: str, env: dict[str, str]) -> int:
-    result = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env, "PYTHONHASHSEED": "0"},
-        check=True,
-    )
-    found = re.search(r"Collected : (\d+)", result.stderr)
-    if found is None:
-        raise RuntimeError(f"callgrind printed no count:\n{result.stderr[-2000:]}")
-    return int(found.group(1))
+    return callgrind.count([sys.executable, "-c", code], env={**os.environ, **env, "PYTHONHASHSEED": "0"})
 
 
 def per_record(path: str, core: str, records: int) -> float:
@@ -117,9 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--paths", default=",".join(PATHS), help="subset of: " + ", ".join(PATHS))
     args = parser.parse_args(argv)
-    if shutil.which("valgrind") is None:
-        print("valgrind is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
-        return 1
+    callgrind.require()
     print(f"instructions per record, {args.records:,} records, 100-byte values, 12-byte keys")
     print(f"{'path':<10} {'compiled':>10} {'python':>10} {'ratio':>7}")
     for path in args.paths.split(","):

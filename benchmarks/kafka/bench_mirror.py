@@ -1,7 +1,7 @@
 """The mirror's throughput, local → Kafka and back, beside the cluster's own producer in the same run.
 
-    python benchmarks/bench_mirror.py --bootstrap 127.0.0.1:9092 --replication-factor 3
-    python benchmarks/bench_mirror.py --bootstrap 127.0.0.1:9092 --producer-perf CLASSPATH
+    python benchmarks/kafka/bench_mirror.py --bootstrap 127.0.0.1:9092 --replication-factor 3
+    python benchmarks/kafka/bench_mirror.py --bootstrap 127.0.0.1:9092 --producer-perf CLASSPATH
 
 N messages (100-byte values, distinct keys) in a stream of 3 partitions. Figures, messages a second:
 

@@ -12,19 +12,23 @@ a 100-byte value, one key), ``push_many`` (batches of 1,000 Records), ``async fo
 ``batches()`` (a one-partition stream of N messages read back with ``Consumer(path)``), ``follow``
 (a ``Consumer(path)`` in the producer's event loop, woken for each of N pushes).
 
-    python benchmarks/bench_checkouts.py --base ../main              # 20,000 messages a workload
-    python benchmarks/bench_checkouts.py --base ../main --messages 2000 --workloads push
+    python benchmarks/instructions/bench_checkouts.py --base ../main              # 20,000 messages a workload
+    python benchmarks/instructions/bench_checkouts.py --base ../main --messages 2000 --workloads push
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
+
+# benchmarks/, for the modules the benchmarks share (callgrind.py, compare/, bench_codec.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import callgrind
 
 WORKLOADS = ("push", "push_many", "async for", "batches", "follow")
 BACKENDS = ("asyncio", "trio")
@@ -90,18 +94,8 @@ writer.close()
 
 def instructions(code: str, env: dict[str, str], folder: str) -> int:
     """Instructions the interpreter ran for ``code``, as callgrind counts them."""
-    result = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=folder,  # not a checkout: `python -c` puts its folder before PYTHONPATH
-        check=False,
-    )
-    found = re.search(r"Collected : (\d+)", result.stderr)
-    if result.returncode != 0 or found is None:
-        raise RuntimeError(f"callgrind failed:\n{result.stderr[-2000:]}")
-    return int(found.group(1))
+    # In ``folder``, not a checkout: `python -c` puts its folder before PYTHONPATH.
+    return callgrind.count([sys.executable, "-c", code], env=env, cwd=folder)
 
 
 def per_message(checkout: str, workload: str, backend: str, count: int) -> float:
@@ -138,12 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=20_000, help="messages a workload (a multiple of 1,000)")
     parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     args = parser.parse_args(argv)
-    if shutil.which("valgrind") is None:
-        print("valgrind is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
-        return 1
+    callgrind.require()
     if args.messages < 1000 or args.messages % 1000:
         parser.error("--messages: a positive multiple of 1,000")
-    this = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    this = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     print(f"instructions per message, {args.messages:,} messages; this checkout over {args.base}:")
     for checkout in (args.base, this):
         print(f"  {checkout}: adiskq from {imported_from(checkout)}")

@@ -1,7 +1,7 @@
 """Which Kafka client the mirror drives: transactional produce through each, against a real broker.
 
-    python benchmarks/bench_mirror_client.py --bootstrap 127.0.0.1:9092
-    python benchmarks/bench_mirror_client.py --bootstrap 127.0.0.1:9092 --messages 20000
+    python benchmarks/kafka/bench_mirror_client.py --bootstrap 127.0.0.1:9092
+    python benchmarks/kafka/bench_mirror_client.py --bootstrap 127.0.0.1:9092 --messages 20000
 
 N messages of 100 bytes with distinct keys, in transactions of ``--batch`` messages each (the
 mirror's shape: a batch, then its commit), to a new topic of one partition. Figures, messages a second:

@@ -1,6 +1,6 @@
 """The floor under the gateway's round trip: an asyncio server that only answers, on the same sockets.
 
-    python benchmarks/kafka_trip_floor.py     # prints "listening on 127.0.0.1:PORT" on stderr, serves
+    python benchmarks/kafka/kafka_trip_floor.py     # prints "listening on 127.0.0.1:PORT" on stderr, serves
 
 ``kafka_trip_instructions.py --server floor`` starts it in place of ``adiskq serve`` and replays the
 same requests. It reads each frame's size and API key and answers from bytes made once: a Metadata
