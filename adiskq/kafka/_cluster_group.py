@@ -323,6 +323,8 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         Kafka within ``commit_interval`` seconds, on ``flush()`` and on close)."""
         if self.closed:
             raise ClosedError("this consumer group was closed; commit before closing it")
+        if self._state != "open":  # never opened: nothing would store the commit, as a local group says
+            self._refuse_unopened()
         if message.partition not in self._held:
             raise InvalidArgumentError(
                 f"partition {message.partition} is not held by this member (Kafka gave it to another): its "
@@ -361,6 +363,8 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         """Commit the marks to Kafka now."""
         if self.closed:
             raise ClosedError(self._closed_message)
+        if self._state != "open":  # never opened: say so, as reading does, rather than answer quietly
+            self._refuse_unopened()
         client = self._reading_state.client
         if client is None:
             await anyio.lowlevel.checkpoint()
@@ -372,6 +376,8 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         partitions this member holds and has committed in."""
         if self.closed:
             raise ClosedError(self._closed_message)
+        if self._state != "open":  # never opened: say so, as reading does, rather than answer quietly
+            self._refuse_unopened()
         client = self._reading_state.client
         assert client is not None
         held = sorted(self._held)

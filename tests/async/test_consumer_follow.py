@@ -2,6 +2,9 @@
 
 go-diskq re-delivers tens of thousands of messages after rolls (34,639 duplicates in 200,000 with
 64 KiB segments); here every consumer must see every offset exactly once, in order.
+
+Local stream only: following a producer across segment rolls is about a stream's files (README's
+capability table: the local stream options do not map).
 """
 
 from __future__ import annotations

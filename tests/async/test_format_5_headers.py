@@ -1,7 +1,11 @@
 """Format adiskq/5: a new stream stores headers as Kafka has them (a null value, a repeated name)
 from a producer's ``Headers``, and every reader gives them back in order; an older stream refuses
 them with how to move it, takes them once `adiskq upgrade` moved it, and an adiskq that knows only
-formats 1 to 4 refuses a format-5 stream by its name."""
+formats 1 to 4 refuses a format-5 stream by its name.
+
+Local stream only: stream formats and `adiskq upgrade` are a folder's files; headers with null
+values and repeated names on Kafka are tested in tests/kafka_backend/test_api_both_backends.py.
+"""
 
 from __future__ import annotations
 

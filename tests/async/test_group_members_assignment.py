@@ -1,4 +1,8 @@
-"""Fair shares of a group's partitions (sans-IO): every member computes the same split from the same view."""
+"""Fair shares of a group's partitions (sans-IO): every member computes the same split from the same view.
+
+Local groups only: this is the local group's own split; Kafka's coordinator assigns a Kafka group's
+partitions (README's capability table).
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
 """A push given no key (format 5): its record keeps the 8 random bytes that chose its partition, and
 says they were generated (``codec.py``: attributes bit 4), on every write path (a single push, a
 batch on one partition and on several, a stream that compresses its values); a library reader's
-Message holds those bytes as its key, as before. A stream before format 5 writes no such bit."""
+Message holds those bytes as its key, as before. A stream before format 5 writes no such bit.
+
+Local stream only: the keyless bit is a stream's record format (on Kafka a keyless push sends
+Kafka's null key instead: README's capability table, keys and values).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""``Producer(path, shared=True)``: several producers, in one process or several, write one stream."""
+"""``Producer(path, shared=True)``: several producers, in one process or several, write one stream.
+
+Local stream only: shared=True is how several producers share a stream's lock; on Kafka it is always
+so (README's capability table).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Tags: pushed with a message, read back, and filtering consumers that read only the records they want."""
+"""Tags: pushed with a message, read back, and filtering consumers that read only the records they want.
+
+Local stream only: tags= filters are refused on Kafka (README's capability table); push(tag=) read
+back as message.tag on both backends is tested in tests/kafka_backend/test_api_both_backends.py.
+"""
 
 from __future__ import annotations
 

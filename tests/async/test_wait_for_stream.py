@@ -1,5 +1,9 @@
 """``wait_for_stream=True``: a reader opened before its stream exists waits for a producer to
-create it (woken by inotify on the nearest existing folder), then reads it from its first message."""
+create it (woken by inotify on the nearest existing folder), then reads it from its first message.
+
+Local stream only: wait_for_stream=True is refused on Kafka (README's capability table: create the
+topic first).
+"""
 
 from __future__ import annotations
 
