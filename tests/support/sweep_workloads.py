@@ -16,6 +16,7 @@ import anyio
 import pyarrow as pa
 
 import adiskq
+from adiskq._async import partition_writes
 from adiskq._storage.log_start import save_log_start
 from adiskq._storage.offsets import load_offsets
 from adiskq._storage.stream import StreamWriter
@@ -370,6 +371,47 @@ async def delete_records(run: Run, begin: Step, end: Step) -> None:
     run.acked = {place: value for place, value in run.acked.items() if place[1] >= oldest}
 
 
+async def _transaction(run: Run, begin: Step, end: Step, commit: bool) -> None:
+    """A Kafka transaction as the gateway writes it: the records of producer 7, then the marker
+    (durable whatever the flush mode). The coordinator's decision stands once the records are
+    written, so a failed marker is written again once the fault clears, as the gateway's
+    coordinator does; records whose write failed are ended with an abort marker. A committed
+    transaction's records are acknowledged only once its marker returned; an aborted one's never."""
+    async with adiskq.Producer(run.path, flush=run.flush, **QUIET) as producer:  # type: ignore[arg-type]
+        await _push_all(producer, run, [b"setup"])
+        run.setup.add(b"setup")
+        values = [b"txn-%d" % i for i in range(3)]
+        run.attempted.update(values)
+        first: int | None = None
+        ended = False
+        begin()
+        try:
+            first = await partition_writes.write(
+                producer, 0, [adiskq.Record(value, key=b"k") for value in values], transaction=(7, 0)
+            )
+            await partition_writes.write_marker(producer, 0, 7, 0, commit, 0)
+            ended = True
+        except OSError as error:  # PartialWriteError included: the records are then ended by an abort
+            run.failures.append(error)
+        end()
+        decided = commit and first is not None
+        if not ended:
+            await partition_writes.write_marker(producer, 0, 7, 0, decided, 0)
+        if decided:
+            assert first is not None
+            for i, value in enumerate(values):
+                run.acked[(0, first + i)] = value
+        await _go_on(producer, run)
+
+
+async def transaction_commit(run: Run, begin: Step, end: Step) -> None:
+    await _transaction(run, begin, end, commit=True)
+
+
+async def transaction_abort(run: Run, begin: Step, end: Step) -> None:
+    await _transaction(run, begin, end, commit=False)
+
+
 WORKLOADS: dict[str, Workload] = {
     "push": push,
     "push_many-1p": push_many_one_partition,
@@ -386,6 +428,8 @@ WORKLOADS: dict[str, Workload] = {
     "compact-tags": compact_tags,
     "compact-shared": compact_shared,
     "delete-records": delete_records,
+    "txn-commit": transaction_commit,
+    "txn-abort": transaction_abort,
 }
 # Workloads that take a flush mode: each runs with both.
 FLUSHED = (
@@ -399,6 +443,8 @@ FLUSHED = (
     "compact-tags",
     "compact-shared",
     "delete-records",
+    "txn-commit",
+    "txn-abort",
 )
 
 

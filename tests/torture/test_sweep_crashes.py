@@ -26,7 +26,9 @@ from support.sweep_workloads import FLUSHED, WORKLOADS, Run, stream_messages
 from support.syscalls import Call, Syscalls
 
 import adiskq
-from adiskq._storage.stream import StreamWriter
+from adiskq._sansio.codec import TransactionFields
+from adiskq._storage.stream import StreamReader, StreamWriter
+from adiskq._storage.transaction_outcomes import scan_transactions
 
 pytestmark = pytest.mark.anyio
 
@@ -60,10 +62,36 @@ def _readable(path: str) -> tuple[Found, dict[int, int], list[str]]:
     partitions = adiskq.stats(path).partitions
     problems = []
     for p in partitions:
-        readable = sum(1 for (q, _) in found if q == p.partition)
-        if readable != p.next_offset - p.oldest_offset:
-            problems.append(f"partition {p.partition}: {p.next_offset - p.oldest_offset} offsets, {readable} readable")
+        readable = {offset for (q, offset) in found if q == p.partition}
+        unreadable = set(range(p.oldest_offset, p.next_offset)) - readable - _held_by_transactions(path, p.partition)
+        if unreadable:
+            problems.append(
+                f"partition {p.partition}: {p.next_offset - p.oldest_offset} offsets, {len(readable)} readable; "
+                f"not readable though no transaction holds them: {sorted(unreadable)}"
+            )
     return found, {p.partition: p.oldest_offset for p in partitions}, problems
+
+
+def _held_by_transactions(path: str, partition: int) -> set[int]:
+    """The offsets a reader may rightly not deliver: a transaction's records and markers (an
+    aborted one's records and every marker are never delivered), and everything from the first
+    record of a transaction still open (the last stable offset) on."""
+    reader = StreamReader.open(path).partition(partition)
+    held: set[int] = set()
+    open_first: dict[int, int] = {}
+
+    def note(offset: int, fields: TransactionFields) -> None:
+        held.add(offset)
+        if fields.commit is None:
+            open_first.setdefault(fields.producer_id, offset)
+        else:
+            open_first.pop(fields.producer_id, None)
+
+    oldest, end = reader.bounds()
+    scan_transactions(reader, oldest, note, markers_only=False)
+    if open_first:
+        held.update(range(min(open_first.values()), end))
+    return held
 
 
 def _differing(expected: Found, found: Found, oldest: dict[int, int]) -> list[tuple[tuple[int, int], bytes]]:
