@@ -21,6 +21,7 @@ from .._sansio.tags import TagFilter
 from .._storage.columns import RawCursor
 from .._storage.partition_reader import PartitionReader
 from .._storage.stream import StreamReader
+from .._storage.transaction_outcomes import OpenTransactions
 from ._arrow import messages_to_batch, run_to_batch
 from ._options import EARLIEST, LATEST, InvalidOptionError, OffsetSpec, ReadOptions
 
@@ -92,6 +93,16 @@ def resolve_start(
         logger.warning("%s; starting at offset %d (failOnDataLoss=false)", message, oldest)
         return oldest
     return wanted
+
+
+def stable_end(reader: PartitionReader, next_offset: int) -> int:
+    """``next_offset``, or the first offset of the oldest Kafka transaction still open in the
+    partition before it (its last stable offset): a range planned to the end of what is there stops
+    where readers stop, so its rows wait for the transaction's marker rather than fail with
+    ``TransactionOpenError``. Reads the partition's records once (only a stream of a format that
+    can hold transactions asks)."""
+    firsts = OpenTransactions(reader).catch_up()
+    return min([next_offset, *firsts.values()])
 
 
 def _resolve_end(spec: OffsetSpec, partition: int, next_offset: int) -> int:
@@ -253,6 +264,8 @@ class AdiskqBatchReader(DataSourceReader):
             bounds = stream.partition(partition).bounds()
             start = resolve_start(options, stream, partition, bounds, options.starting_offsets)
             end = _resolve_end(options.ending_offsets, partition, bounds[1])
+            if end == bounds[1] and stream.settings.holds_transactions:
+                end = max(start, stable_end(stream.partition(partition), end))
             if end < start:
                 raise InvalidOptionError(
                     f"partition {partition}: the ending offset {end} is before the starting offset {start}"

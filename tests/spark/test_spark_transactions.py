@@ -1,7 +1,7 @@
 """The Spark data source's reads (``read_range``, what batch and streaming reads run on executors)
 and Kafka transactions: a committed transaction's records are rows, an aborted one's and the
-markers never are, and a range planned past a transaction still open fails clearly instead of
-leaving out what comes after it."""
+markers never are, a batch read to the end of what is there stops before a transaction still open,
+and a range asked past one fails clearly instead of leaving out what comes after it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 import adiskq
 from adiskq._async import partition_writes
 from adiskq.spark import TransactionOpenError
-from adiskq.spark._reader import OffsetRange, read_range
+from adiskq.spark._options import ReadOptions
+from adiskq.spark._reader import AdiskqBatchReader, OffsetRange, read_range
 
 A = (1000, 0)
 B = (2000, 0)
@@ -50,3 +51,14 @@ def test_a_range_past_an_open_transaction_fails_clearly(stream_path: str) -> Non
     assert _rows(stream_path, 0, 3) == [(0, b"p0"), (1, b"a1"), (2, b"a2")]
     with pytest.raises(TransactionOpenError, match="offset 3 of partition 0 is a record of a Kafka transaction"):
         _rows(stream_path, 0, 8)
+
+
+def test_a_batch_read_to_the_end_stops_before_a_transaction_still_open(stream_path: str) -> None:
+    """``endingOffsets`` latest (the default) plans to the last stable offset: the rows before the
+    open transaction, none of it or after it, and no TransactionOpenError."""
+    anyio.run(lambda: _write(stream_path, end_b=False))
+    reader = AdiskqBatchReader(ReadOptions.parse({"path": stream_path}, streaming=False))
+    planned = [(r.partition, r.start, r.end) for r in reader.partitions()]
+    assert planned == [(0, 0, 3)]
+    rows = [row for r in reader.partitions() for row in _rows(stream_path, r.start, r.end)]
+    assert rows == [(0, b"p0"), (1, b"a1"), (2, b"a2")]
