@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import random
 import threading
 import time
 import weakref
@@ -39,15 +38,9 @@ from .._errors import (
 from .._extras import needs_extra
 from .._sansio import keyindex
 from .._sansio.capabilities import is_kafka_url, refuse
-from .._sansio.codec import KEYLESS, byte_count, utf8
+from .._sansio.codec import KEYLESS
 from .._sansio.core import (
-    COMPILED,
-    encode_record,
-    fnv1_32,
-    place,
     raw_encode_push,
-    raw_encode_record,
-    raw_place,
     receipt,
 )
 from .._sansio.entries import RecordRun
@@ -69,11 +62,11 @@ from . import shares
 from .arguments import positive_seconds
 from .batch_encoding import BatchEncoder, Timestamp
 from .batch_encoding import timestamp_ns as _timestamp_ns
-from .batch_encoding import value_bytes as _value_bytes
 from .compressing import ValueCompression, check_dictionary
 from .event_loop import running_loop
 from .lane import Lane, LockNotHeld, explain_disk_error
 from .metrics import ObservedProducer, telemetry
+from .periodic import Periodic
 from .turns import Turns
 from .wakeup import anyone_waiting, notify, waiters_of
 
@@ -91,18 +84,10 @@ PushValueT = TypeVar("PushValueT", default=bytes)
 PushKeyT = TypeVar("PushKeyT", default=str | bytes)
 
 # An inline push yields to the event loop once in this many pushes, so a tight push loop cannot
-# starve other tasks (consumers in this process, the flusher) while staying cheap (~0.1 µs a push).
+# starve other tasks (consumers in this process, the flusher) while staying cheap (measured: see
+# benchmarks/RESULTS.md, section "The write path's figures").
 _YIELD_EVERY: Final = 32
-# The pure-Python core caches the placement of recently pushed keys (FNV-1 in Python costs ~1 µs a
-# key). Each entry holds its key, a tuple and two ints (~180 bytes): 4,096 of them are ~0.7 MiB at
-# most, where a process pushing distinct keys (order ids) would otherwise keep every key it pushed.
-_PLACEMENT_CACHE_SIZE: Final = 4_096
-# push_many encodes this many records between yields, so a big batch never stalls the loop for long.
-_ENCODE_CHUNK: Final = 256
-# The compiled core encodes a record in ~0.1 µs, so its chunks are larger for the same time on the loop.
-_COMPILED_ENCODE_CHUNK: Final = 4096
 _LOCK_RETRY_SECONDS: Final = 0.05
-_Written = TypeVar("_Written")  # what a write to one partition answers: receipts, or the first offset
 _time_ns: Final = time.time_ns  # a push's default timestamp: a global's lookup less than time.time_ns
 # The key index's hash, which the compiled core computes itself (zlib's CRC-32); where a test has
 # replaced keyindex.key_hash, the producer calls the replacement instead.
@@ -112,31 +97,6 @@ _CRC32: Final = zlib.crc32
 def _never_cancelled() -> bool:
     """The cancellation check of a producer that is not open: its push raises ``ClosedError``."""
     return False
-
-
-class _Periodic:
-    """A daemon thread that calls ``action`` every ``interval`` seconds until stopped."""
-
-    def __init__(self, name: str, interval: float, action: Callable[[], None]) -> None:
-        self._interval = interval
-        self._action = action
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stopping.wait(self._interval):
-            try:
-                self._action()
-            except Exception:  # a background failure is logged, never fatal to the producer
-                logger.exception("adiskq: %s failed", self._thread.name)
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._thread.is_alive():
-            self._thread.join()
 
 
 def _observed(producer: Producer[Any, Any]) -> ObservedProducer:
@@ -304,7 +264,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         # a roll, a vacuum, the flusher. It keeps an fsync from meeting a descriptor a roll closed.
         self._structure_lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(4)
-        self._background: list[_Periodic] = []
+        self._background: list[Periodic] = []
         self._inline_pushes = 0
         self._sync_error: OSError | None = None
         # push_many calls that let other tasks run between the writes of their partitions' shares;
@@ -414,9 +374,9 @@ class Producer(Generic[PushKeyT, PushValueT]):
             turns.lanes = self._lanes
         self._turns = turns
         if self.flush_mode == "async":
-            self._background.append(_Periodic("adiskq flusher", self.flush_interval, self._flush_dirty))
+            self._background.append(Periodic("adiskq flusher", self.flush_interval, self._flush_dirty))
         if not settings.retention.is_unbounded:
-            self._background.append(_Periodic("adiskq vacuum", self.vacuum_interval, self._vacuum_quietly))
+            self._background.append(Periodic("adiskq vacuum", self.vacuum_interval, self._vacuum_quietly))
         for periodic in self._background:
             periodic.start()
         return self
@@ -522,35 +482,11 @@ class Producer(Generic[PushKeyT, PushValueT]):
 
     # -- pushing ---------------------------------------------------------------------------------
 
-    def _place(self, key: object) -> tuple[bytes, int, int]:
-        """The key's bytes, its partition (FNV-1 32 modulo the count) and its key index hash:
-        computed in C by the compiled core, cached for repeated keys by the pure-Python one."""
-        if key is None:
-            # No key: a random one, as go-diskq does; it spreads messages over partitions.
-            raw = random.getrandbits(64).to_bytes(8, "little")
-            if self._partition_count == 1:
-                return raw, 0, keyindex.key_hash(raw)  # FNV-1 (~1 µs in Python) could only say 0
-            return raw, fnv1_32(raw) % self._partition_count, keyindex.key_hash(raw)
-        if isinstance(key, bytearray | memoryview):
-            key = bytes(key)
-        elif not isinstance(key, str | bytes):
-            raise TypeError(f"a key is str, bytes or None, not {type(key).__name__}")
-        if COMPILED and keyindex.key_hash is _CRC32:
-            return place(key, self._partition_count)
-        placed = self._placement.get(key)
-        if placed is None:
-            raw = utf8(key, "key") if isinstance(key, str) else key
-            if len(self._placement) >= _PLACEMENT_CACHE_SIZE:
-                self._placement.clear()
-            placed = self._placement[key] = (raw, fnv1_32(raw) % self._partition_count, keyindex.key_hash(raw))
-        return placed
-
     def _new_encoder(self) -> BatchEncoder:
         """The encoding of push_many's batches, with this producer's settings as they are now."""
         return BatchEncoder(
             partition_count=self._partition_count,
             placement=self._placement,
-            place=self._place,
             compression=self._compression,
             max_message_bytes=self._max_message_bytes,
             check_size=self._check_size,
@@ -617,38 +553,6 @@ class Producer(Generic[PushKeyT, PushValueT]):
             stored.append(Record(value, key, record.headers, record.timestamp, record.tag))
         push_many: Callable[..., Awaitable[list[Receipt]]] = Producer.push_many
         return await push_many(self, stored)
-
-    def _encode_push(
-        self, value: object, key: object, timestamp_ns: int, headers: Mapping[str, bytes] | None, tag: str | None
-    ) -> tuple[bytes, int, int]:
-        """A push's record, partition and key index hash where the compiled core's one call
-        (``encode_push``) does not take them: the pure-Python core, a replaced key hash, input that
-        is not plain (a bytearray, a Mapping that is not a dict, a datetime...), a record over
-        ``max_message_bytes``. The same work step by step, with the reference's errors."""
-        if raw_place is not None and (type(key) is str or type(key) is bytes) and keyindex.key_hash is _CRC32:
-            placed = raw_place(key, self._partition_count)
-            raw_key, partition, key_hash = placed if placed is not NotImplemented else self._place(key)
-        else:
-            placed = self._placement.get(key) if type(key) is str else None
-            raw_key, partition, key_hash = placed if placed is not None else self._place(key)
-        data = value if type(value) is bytes else _value_bytes(value)
-        if len(data) + len(raw_key) > self._max_message_bytes:
-            self._check_size(len(data) + len(raw_key))
-        if headers:  # checked before encoding, so a huge header never gets copied
-            self._check_size(len(data) + len(raw_key) + sum(len(name) + byte_count(v) for name, v in headers.items()))
-        attributes = self._keyless if key is None else 0
-        if self._compression is not None:
-            data, compressed = self._compression.apply(data)
-            attributes |= compressed
-        if (
-            raw_encode_record is None
-            or (record := raw_encode_record(data, raw_key, timestamp_ns, headers or None, attributes, tag))
-            is NotImplemented
-        ):
-            record = encode_record(data, raw_key, timestamp_ns, headers, attributes, tag)
-        if len(record) > self._max_message_bytes:
-            self._check_size(len(record))
-        return record, partition, key_hash
 
     async def push(
         self,
@@ -719,7 +623,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
             )
             is NotImplemented
         ):
-            encoded = self._encode_push(value, key, timestamp_ns, headers, tag)
+            encoded = self._encoder.encode_one(value, key, timestamp_ns, headers, tag)
         record, partition, key_hash = encoded
         guard = self._disk_guard
         if guard is not None:  # guard.admit(len(record)), spelled out

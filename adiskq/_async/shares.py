@@ -53,8 +53,8 @@ __all__ = ["encode_records", "inline_lane_free", "push_many", "write_run", "writ
 
 # push_many encodes this many records between yields, so a big batch never stalls the loop for long.
 _ENCODE_CHUNK: Final = 256
-# The compiled core encodes a record in a tenth of the time, so its chunks are larger for the same
-# time on the loop (measured: see benchmarks/RESULTS.md, section "push_many").
+# The compiled core encodes a record in far less time, so its chunks are larger for the same time on
+# the loop (measured: see benchmarks/RESULTS.md, section "The write path's figures").
 _COMPILED_ENCODE_CHUNK: Final = 4096
 
 # The key index's hash, which the compiled core computes itself (zlib's CRC-32); where a test has
@@ -170,7 +170,9 @@ async def push_many(producer: Producer[str | bytes, bytes], records: Iterable[ob
     if compression is not None and compression.wants_training:
         await compression.train()
         producer._check_open()
-    if producer._partition_count == 1 or len(set(partitions)) == 1:  # one share (a set of 1,000 costs 1%)
+    # One share? (A set of the partitions is cheap, but not free: measured, see benchmarks/RESULTS.md,
+    # section "The write path's figures".)
+    if producer._partition_count == 1 or len(set(partitions)) == 1:
         tags = None if entries is None else b"".join(entries)
         run = RecordRun(encoded, stamps, key_hashes, tags, total_bytes)
         share = _Share(range(count), partitions[0], run)
@@ -220,7 +222,8 @@ def _shares(
 
 async def _turn_before_writing(producer: Producer[str | bytes, bytes]) -> None:
     """``anyio.lowlevel.checkpoint()`` for a call that has written nothing yet, at the cost of
-    the loop's turn alone (anyio's checkpoint cost a third more on asyncio): a cancellation
+    the loop's turn alone (anyio's checkpoint costs more on asyncio,
+    measured: see benchmarks/RESULTS.md, section "The write path's figures"): a cancellation
     waiting is raised, then other tasks run once (a cancellation the turn delivers, asyncio's,
     leaves nothing written either)."""
     if producer._cancel_pending():
