@@ -44,6 +44,7 @@ from .._sansio.core import (
     receipt,
 )
 from .._sansio.entries import RecordRun
+from .._sansio.producer_options import check_producer_options
 from .._sansio.tags import ENTRIES as _TAG_ENTRIES
 from .._sansio.tags import NO_TAG_ENTRY, tag_entry
 from .._sansio.values import Headers, Receipt, Record, RecoveryReport, Retention, VacuumReport
@@ -204,21 +205,21 @@ class Producer(Generic[PushKeyT, PushValueT]):
                 "local",
                 'a stream places keys by FNV-1 (partitioner="fnv1", the default); murmur2 is for kafka:// URLs',
             )
-        if compression not in (None, "zstd"):
-            raise InvalidArgumentError(f'compression={compression!r}: give "zstd", or None (the default) for none')
+        check_producer_options(
+            flush=flush,
+            shared=shared,
+            compression=compression,
+            retention=retention,
+            value_serializer=value_serializer,
+            key_serializer=key_serializer,
+        )
         if zstd_dictionary is not None and compression is None:
             raise InvalidArgumentError('zstd_dictionary= is the dictionary of compression="zstd": give both')
         self._zstd_dictionary = check_dictionary(zstd_dictionary)
-        if flush not in ("async", "sync"):
-            raise InvalidArgumentError(f'flush={flush!r}: choose "async" (the default) or "sync"')
         positive_seconds("flush_interval", flush_interval)
         positive_seconds("vacuum_interval", vacuum_interval)
         if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float) or lock_timeout < 0:
             raise InvalidArgumentError(f"lock_timeout={lock_timeout!r}: give 0 (fail at once) or more seconds")
-        if not isinstance(shared, bool):
-            raise InvalidArgumentError(f"shared={shared!r}: give True (write beside other producers) or False")
-        if retention is not None and not isinstance(retention, Retention):
-            raise TypeError("retention= takes adiskq.Retention(max_bytes=..., max_age=..., max_disk_usage=...)")
         self.refuse_writes_above = check_refuse_level(refuse_writes_above)
         # Settings are checked now, before any I/O, so a mistake fails at construction.
         StreamSettings(
@@ -277,9 +278,6 @@ class Producer(Generic[PushKeyT, PushValueT]):
         self._shielded_turn: Callable[[], Awaitable[None]] = anyio.lowlevel.cancel_shielded_checkpoint
         self._turns: Turns | None = None
         self._observed: ObservedProducer | None = None  # what telemetry reads of it, when telemetry is on
-        for name, given in (("value_serializer", value_serializer), ("key_serializer", key_serializer)):
-            if given is not None and not callable(given):
-                raise TypeError(f"{name} takes a function that returns the bytes to store, not {type(given).__name__}")
         self.value_serializer = value_serializer
         self.key_serializer = key_serializer
         self._wrap()
