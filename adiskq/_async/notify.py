@@ -20,7 +20,8 @@ the events for ``read_unread``, off the message's way (``trio_waits.py``). Neith
 scope around a wait: the deadlines are loop timers on asyncio (``asyncio_deadlines.py``) and one
 system task per run on Trio (``trio_deadlines.py``).
 asyncinotify makes the instance and the watches; the events are read with ``os.read`` and parsed
-here, ten times cheaper than its reader (``benchmarks/wakeup_breakdown.py`` times each step).
+here, far cheaper than its reader (``benchmarks/wakeup_breakdown.py`` times each step; measured:
+see benchmarks/RESULTS.md, section "Figures the code relies on", F7).
 
 A slow poll backs inotify up (its queue can overflow; renamed or deleted files drop their watches)
 and replaces it where there is none: other OSes, ``ADISKQ_NOTIFY=poll``, or an exhausted instance
@@ -215,8 +216,8 @@ class Notifier:
         """Read every queued event and wake the waiters they concern.
 
         The events are read straight from the descriptor and parsed here: asyncinotify's reader
-        builds an ``IntFlag``, a ctypes struct, a ``Path`` and an object per event, and costs ~30 µs
-        a wake-up (benchmarks/RESULTS.md), a quarter of a cross-process wake-up.
+        builds an ``IntFlag``, a ctypes struct, a ``Path`` and an object per event, a large share of
+        a cross-process wake-up (measured: see benchmarks/RESULTS.md, section "Figures the code relies on", F7).
         """
         inotify = self._inotify
         if inotify is None:
