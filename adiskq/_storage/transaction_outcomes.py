@@ -35,9 +35,10 @@ from .._sansio.core import scan_columns
 from .._sansio.values import Message
 
 if TYPE_CHECKING:
+    from .cursors import PartitionCursor
     from .partition_reader import PartitionReader
 
-__all__ = ["OpenTransactions", "TransactionOutcomes", "committed", "scan_transactions"]
+__all__ = ["OpenTransactions", "TransactionOutcomes", "committed", "scan_cursor", "scan_transactions"]
 
 _SCAN_RECORDS: Final = 4096  # records a scan step reads at once
 
@@ -134,23 +135,39 @@ def scan_transactions(
     transaction) of the partition from ``position`` on, in order, to its end or (checked after each
     step of ``_SCAN_RECORDS`` records) until ``until()``; where the scan stopped: there, or at the
     first record that is not sound (the reader's own read names the damage)."""
-    wanted = CONTROL if markers_only else TRANSACTIONAL
     with reader.cursor(position) as cursor:
-        while (run := cursor.peek_stored(_SCAN_RECORDS)) is not None:
-            data = bytes(run.data)
-            found = scan_columns(data, max_record_bytes=run.max_record_bytes)
-            for index, at in enumerate(found.positions):
-                if data[at + ATTRIBUTES_AT] & wanted:
-                    fields = record_transaction(data[at : at + found.sizes[index]])
-                    assert fields is not None
-                    note(run.first_offset + index, fields)
-            if len(found.positions) < run.record_count:
-                return run.first_offset + len(found.positions)
-            cursor.skip(run.record_count)
-            position = cursor.position
-            if until is not None and until():
-                break
-    return position
+        return scan_cursor(cursor, note, markers_only=markers_only, until=until)
+
+
+def scan_cursor(
+    cursor: PartitionCursor,
+    note: Callable[[int, TransactionFields], None],
+    *,
+    markers_only: bool,
+    until: Callable[[], bool] | None = None,
+    end: int | None = None,
+) -> int:
+    """``scan_transactions`` on a cursor the caller keeps open (so a later scan goes on without
+    looking for the segment again), from its position up to ``end`` (or the partition's end)."""
+    wanted = CONTROL if markers_only else TRANSACTIONAL
+    while end is None or cursor.position < end:
+        step = _SCAN_RECORDS if end is None else min(_SCAN_RECORDS, end - cursor.position)
+        run = cursor.peek_stored(step)
+        if run is None:
+            break
+        data = bytes(run.data)
+        found = scan_columns(data, max_record_bytes=run.max_record_bytes)
+        for index, at in enumerate(found.positions):
+            if data[at + ATTRIBUTES_AT] & wanted:
+                fields = record_transaction(data[at : at + found.sizes[index]])
+                assert fields is not None
+                note(run.first_offset + index, fields)
+        if len(found.positions) < run.record_count:
+            return run.first_offset + len(found.positions)
+        cursor.skip(run.record_count)
+        if until is not None and until():
+            break
+    return cursor.position
 
 
 def committed(batch: TransactionalBatch, outcomes: TransactionOutcomes) -> tuple[list[Message], int]:

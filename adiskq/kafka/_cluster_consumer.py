@@ -22,7 +22,7 @@ from .._async.reader import _Reader
 from .._errors import ClosedError, InvalidArgumentError
 from .._sansio.values import Message
 from ._cluster_client import configured, new_consumer, offsets_at, topic_partitions
-from ._cluster_reader import KafkaReading, check_reader_options
+from ._cluster_reader import KafkaReading, KafkaReadLoop, check_reader_options
 
 __all__ = ["KafkaConsumer"]
 
@@ -41,7 +41,7 @@ _TAKEN = frozenset(
 )
 
 
-class KafkaConsumer(Consumer[Any, Any]):
+class KafkaConsumer(KafkaReadLoop, Consumer[Any, Any]):
     """A ``Consumer`` of a Kafka topic (see ``adiskq.Consumer`` and README's capability table)."""
 
     def __init__(self, path: str, partition: int | None = None, **options: Any) -> None:
@@ -68,8 +68,6 @@ class KafkaConsumer(Consumer[Any, Any]):
         self._ends: dict[int, int | None] = {}  # partition -> end offset (exclusive), None: follow
         self._done: set[int] = set()
         self._polled: list[Message[bytes, bytes]] = []
-        # Held while a worker thread uses the client to read, and by closing: librdkafka's consumer
-        # must not be closed under a poll.
         self._client_lock = anyio.Lock()
         _Reader.__init__(self)
 
@@ -93,7 +91,8 @@ class KafkaConsumer(Consumer[Any, Any]):
         count = topic_partitions(config, topic)
         if self.partition is not None and self.partition >= count:
             raise InvalidArgumentError(
-                f"partition={self.partition}: Kafka topic {topic!r} has partitions 0..{count - 1}"
+                f"partition={self.partition}: Kafka topic {topic!r} has partitions 0..{count - 1}; "
+                f"there is no partition {self.partition}"
             )
         partitions = [self.partition] if self.partition is not None else list(range(count))
         client = new_consumer(
@@ -135,46 +134,15 @@ class KafkaConsumer(Consumer[Any, Any]):
 
     # -- reading ---------------------------------------------------------------------------------
 
-    async def _next_batch(self, max_messages: int) -> list[Message[Any, Any]]:
-        if self._state != "open":
-            self._refuse_unopened()
-        buffered = self._take_buffered(max_messages)
-        if buffered is not None:
-            return buffered
-        if self._reading:
-            raise anyio.BusyResourceError("reading from")
-        self._reading = True
-        try:
-            await anyio.lowlevel.checkpoint()
-            reading = self._reading_state
-            while True:
-                if self.closed:
-                    raise ClosedError(self._closed_while_reading)
-                if reading.undelivered:
-                    return self._hand_out([], max_messages)
-                if len(self._done) == len(self._ends):
-                    return []
-                async with self._client_lock:  # closing waits for this poll (at most _POLL_SECONDS)
-                    if self.closed:
-                        raise ClosedError(self._closed_while_reading)
-                    messages = await anyio.to_thread.run_sync(self._poll, max_messages)
-                if messages:
-                    return self._hand_out(messages, max_messages)
-        finally:
-            self._reading = False
+    def _finished(self) -> bool:
+        return len(self._done) == len(self._ends)
 
-    def _hand_out(self, polled: list[Message[bytes, bytes]], max_messages: int) -> list[Message[Any, Any]]:
-        """What a read hands out, through ``_read_some`` (which telemetry counts, when it is on)."""
-        self._polled = polled
-        return self._read_some(max_messages)
+    def _reads_several(self) -> bool:
+        return len(self._ends) - len(self._done) > 1
 
-    def _read_some(self, max_messages: int) -> list[Message[Any, Any]]:
-        polled, self._polled = self._polled, []
-        return self._reading_state.deliver(polled, max_messages)
-
-    def _poll(self, max_messages: int) -> list[Message[bytes, bytes]]:
+    def _poll(self, max_messages: int, wait: bool) -> list[Message[bytes, bytes]]:
         reading = self._reading_state
-        messages = reading.poll(max_messages, self._before_end)
+        messages = reading.poll(max_messages, self._before_end, wait=wait)
         if not messages and len(self._done) < len(self._ends) and reading.client is not None:
             # Caught up: a partition whose position passed its end (over transaction markers) is done.
             topic = reading.target.topic

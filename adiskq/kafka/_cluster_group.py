@@ -29,7 +29,7 @@ from .._sansio.retries import dead_letter_headers
 from .._sansio.values import Message
 from ._cluster_client import KafkaTarget, configured, ensure_topic, new_consumer, offsets_at, target, topic_partitions
 from ._cluster_mapping import Outgoing
-from ._cluster_reader import KafkaReading, check_reader_options
+from ._cluster_reader import KafkaReading, KafkaReadLoop, check_reader_options
 from ._mirror_config import KafkaEnd
 from ._mirror_kafka import TIMEOUT
 
@@ -56,7 +56,7 @@ _TAKEN = frozenset(
 )
 
 
-class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
+class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
     """A ``ConsumerGroup`` of a Kafka topic (see ``adiskq.ConsumerGroup`` and README's capability table)."""
 
     def __init__(self, path: str, name: str | None = None, **options: Any) -> None:
@@ -104,18 +104,15 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
         self.dead_letter_path = self._dead_letter_target.url
         self.path = path
         self._held: set[int] = set()  # the partitions Kafka gave this member
+        self._held_noted: frozenset[int] = frozenset()  # the partitions assignments() was last told of
         self._pending: dict[int, int] = {}  # partition -> offset to commit (the one after the last commit(msg))
         self._stored: dict[int, int] = {}  # partition -> the offset committed to Kafka last
         self._group_ends: dict[int, int] = {}  # end="close": each partition's end when the group opened
         self._done: set[int] = set()
         self._assigned = False  # whether Kafka assigned this member partitions (or none) yet
         self._last_commit = time.monotonic()
-        self._raw: dict[tuple[int, int], tuple[bytes, bytes]] = {}  # the last batch's stored bytes, with deserializers
-        self._raw_of_batch: dict[tuple[int, int], tuple[bytes, bytes]] = {}
         self._dead_letter_client: confluent_kafka.Producer | None = None
         self._polled: list[Message[bytes, bytes]] = []
-        # Held while a worker thread uses the client to read, and by closing: librdkafka's consumer
-        # must not be closed under a poll.
         self._client_lock = anyio.Lock()
         _Reader.__init__(self)
 
@@ -244,61 +241,25 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
 
     # -- reading ---------------------------------------------------------------------------------
 
-    async def _next_batch(self, max_messages: int) -> list[Message[Any, Any]]:
-        if self._state != "open":
-            self._refuse_unopened()
-        buffered = self._take_buffered(max_messages)
-        if buffered is not None:
-            return buffered
-        if self._reading:
-            raise anyio.BusyResourceError("reading from")
-        self._reading = True
-        try:
-            await anyio.lowlevel.checkpoint()
-            reading = self._reading_state
-            while True:
-                if self.closed:
-                    raise ClosedError(self._closed_while_reading)
-                if reading.undelivered:
-                    return self._delivered(self._hand_out([], max_messages))
-                # end="close": done once Kafka assigned this member its share, read to the ends (a
-                # member given none, with more members than partitions, is done at once).
-                if self._group_ends and self._assigned and self._held <= self._done:
-                    return []
-                held = frozenset(self._held)
-                async with self._client_lock:  # closing waits for this poll (at most _POLL_SECONDS)
-                    if self.closed:
-                        raise ClosedError(self._closed_while_reading)
-                    messages = await anyio.to_thread.run_sync(self._poll, max_messages)
-                if self._held != held:  # a rebalance ran in the poll: wake assignments()
-                    self._note_assignment_change()
-                if messages:
-                    return self._delivered(self._hand_out(messages, max_messages))
-        finally:
-            self._reading = False
+    def _finished(self) -> bool:
+        # end="close": done once Kafka assigned this member its share, read to the ends (a member
+        # given none, with more members than partitions, is done at once).
+        return bool(self._group_ends) and self._assigned and self._held <= self._done
 
-    def _delivered(self, messages: list[Message[Any, Any]]) -> list[Message[Any, Any]]:
-        if self._reading_state.decoder is not None:
-            self._raw = self._raw_of_batch
-        return messages
+    def _reads_several(self) -> bool:
+        return len(self._held - self._done) > 1
 
-    def _hand_out(self, polled: list[Message[bytes, bytes]], max_messages: int) -> list[Message[Any, Any]]:
-        """What a read hands out, through ``_read_some`` (which telemetry counts, when it is on)."""
-        self._polled = polled
-        return self._read_some(max_messages)
+    def _after_poll(self) -> None:
+        if self._held != self._held_noted:  # a rebalance ran in the poll: wake assignments()
+            self._held_noted = frozenset(self._held)
+            self._note_assignment_change()
 
-    def _read_some(self, max_messages: int) -> list[Message[Any, Any]]:
-        polled, self._polled = self._polled, []
-        return self._reading_state.deliver(polled, max_messages)
-
-    def _poll(self, max_messages: int) -> list[Message[bytes, bytes]]:
+    def _poll(self, max_messages: int, wait: bool) -> list[Message[bytes, bytes]]:
         reading = self._reading_state
         client = reading.client
         if client is not None and self._pending and time.monotonic() - self._last_commit >= self.commit_interval:
             self._commit_now(client)
-        messages = reading.poll(max_messages, self._before_end)
-        if reading.decoder is not None:
-            self._raw_of_batch = {(m.partition, m.offset): (m.key, m.value) for m in messages}
+        messages = reading.poll(max_messages, self._before_end, wait=wait)
         if not messages and self._group_ends and client is not None:
             topic = reading.target.topic
             waiting = [p for p in self._held if p not in self._done]
@@ -445,7 +406,7 @@ class KafkaConsumerGroup(ConsumerGroup[Any, Any]):
             stored: Message[Any, Any] = failed
             delivered: Message[Any, Any] = failed
         else:
-            raw = self._raw.get((message.partition, message.offset))
+            raw = reading.raw.get((message.partition, message.offset))
             stored = message if raw is None else message._replace(key=raw[0], value=raw[1])
             delivered = message
         if delivered.partition not in self._held:

@@ -2,7 +2,10 @@
 from AnyIO worker threads, its records handed out as ``Message`` through the readers' buffer.
 
 A read asks librdkafka for one record for at most ``_POLL_SECONDS`` (so a cancelled read ends
-within that), then takes whatever else it has fetched without waiting. Deserializers run as a local
+within that), then takes whatever else it has fetched without waiting, up to ``_LOOKAHEAD`` records.
+librdkafka queues a fetch's records partition after partition, so the partitions take turns from
+what was taken (one partition's run per batch, each partition after the one before), as a local
+reader's partitions take turns: a busy partition does not hold the others back. Deserializers run as a local
 reader runs them: a message one fails on raises ``DeserializationError`` and stays next.
 """
 
@@ -11,9 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
 import confluent_kafka
 
 from .._async.arguments import check_on_data_loss, check_start, positive_seconds
+from .._async.reader import _Reader
 from .._errors import ClosedError, DeserializationError, InvalidArgumentError, OffsetOutOfRangeError
 from .._sansio.capabilities import refuse
 from .._sansio.decoding import MessageDecoder
@@ -21,9 +28,12 @@ from .._sansio.values import Message
 from ._cluster_client import KafkaTarget, target
 from ._cluster_mapping import message_of
 
-__all__ = ["KafkaReading", "check_reader_options"]
+__all__ = ["KafkaReadLoop", "KafkaReading", "check_reader_options"]
 
 _POLL_SECONDS: Final = 0.1
+# Records taken from librdkafka's queue at once: enough to reach past one partition's share of a
+# fetch of small records to the next partition's, few enough to bound what sits decoded in memory.
+_LOOKAHEAD: Final = 10_000
 _IGNORED: Final = (confluent_kafka.KafkaError._PARTITION_EOF,)
 
 
@@ -64,19 +74,25 @@ class KafkaReading:
         self.positions: dict[int, int] = {}  # partition -> the offset after the last message handed out
         self.on_data_loss = "skip"
         self.last_batch: list[Message[Any, Any]] = []  # what the last read handed out (one partition's)
+        self._turn = -1  # the partition handed out last: the next batch comes from the one after it
+        # With deserializers: the stored key and value of each message of the last batch handed
+        # out (a dead letter carries the bytes as stored, not the decoded objects).
+        self.raw: dict[tuple[int, int], tuple[bytes, bytes]] = {}
 
-    def poll(self, max_messages: int, keep: Callable[[Message[bytes, bytes]], bool]) -> list[Message[bytes, bytes]]:
-        """Up to ``max_messages`` records as messages (in a worker thread); ``keep`` drops those
-        past an end. Waits ``_POLL_SECONDS`` at most when none has come."""
+    def poll(
+        self, max_messages: int, keep: Callable[[Message[bytes, bytes]], bool], *, wait: bool = True
+    ) -> list[Message[bytes, bytes]]:
+        """Records as messages (in a worker thread), ``max_messages`` or more (up to ``_LOOKAHEAD``:
+        what librdkafka has fetched); ``keep`` drops those past an end. Waits ``_POLL_SECONDS`` at
+        most when none has come (``wait=False``: not at all)."""
         client = self.client
         if client is None:
             raise ClosedError("closed while it was read")
-        first = client.poll(_POLL_SECONDS)
+        first = client.poll(_POLL_SECONDS if wait else 0)
         if first is None:
             return []
         records = [first]
-        if max_messages > 1:
-            records.extend(client.consume(max_messages - 1, 0))
+        records.extend(client.consume(max(max_messages, _LOOKAHEAD) - 1, 0))
         messages = []
         for record in records:
             error = record.error()
@@ -98,17 +114,24 @@ class KafkaReading:
         """``messages`` (after the undelivered ones) through the deserializers, up to ``max_messages``;
         the rest wait for the next read. ``DeserializationError`` when the first fails."""
         waiting = self.undelivered + messages if self.undelivered else messages
-        # One partition's run at a time, as a local group's batches are: a reader's position in a
-        # partition is then the batch's next message (``next_offsets``).
-        run = 1
-        while run < min(len(waiting), max_messages) and waiting[run].partition == waiting[0].partition:
-            run += 1
-        handed, self.undelivered = waiting[:run], waiting[run:]
+        if not waiting:
+            self.last_batch = []
+            return []
+        # One partition's messages at a time, as a local group's batches are (a reader's position in
+        # a partition is then the batch's next message: ``next_offsets``); the partitions take turns.
+        partition = min({m.partition for m in waiting}, key=lambda p: (p <= self._turn, p))
+        handed: list[Message[bytes, bytes]] = []
+        rest: list[Message[bytes, bytes]] = []
+        for message in waiting:
+            (handed if message.partition == partition and len(handed) < max_messages else rest).append(message)
+        self.undelivered = rest
+        self._turn = partition
         decoded: list[Message[Any, Any]] = handed
         if self.decoder is not None:
             decoded, failure = self.decoder.decode(handed)
             if failure is not None:
                 self.undelivered = handed[len(decoded) :] + self.undelivered
+                self._turn = partition - 1  # the message that failed stays next
                 if not decoded:
                     failed = handed[0]
                     raise DeserializationError(
@@ -122,6 +145,8 @@ class KafkaReading:
                     ) from failure.error
         for message in decoded:
             self.positions[message.partition] = message.offset + 1
+        if self.decoder is not None:
+            self.raw = {(m.partition, m.offset): (m.key, m.value) for m in handed}
         self.last_batch = decoded
         return decoded
 
@@ -134,6 +159,11 @@ class KafkaReading:
             positions[batch[0].partition] = batch[len(batch) - buffered].offset
         return positions
 
+    def one_partition_waits(self) -> bool:
+        """Whether what was read and not handed out yet is all one partition's."""
+        first = self.undelivered[0].partition
+        return all(m.partition == first for m in self.undelivered)
+
     def drop_undelivered(self, partition: int | None = None) -> None:
         self.undelivered = [m for m in self.undelivered if partition is not None and m.partition != partition]
 
@@ -141,3 +171,75 @@ class KafkaReading:
         client, self.client = self.client, None
         if client is not None:
             client.close()
+
+
+class KafkaReadLoop(_Reader[Any, Any]):
+    """The read loop of both Kafka readers (``KafkaConsumer``, ``KafkaConsumerGroup``): a batch is
+    what was read and not handed out yet, or what a poll in a worker thread brings.
+
+    A reader says when it is done (``_finished``), polls its way (``_poll``: a group commits
+    first, each checks its ends) and hears of each poll (``_after_poll``: a group's rebalances).
+    """
+
+    _reading_state: KafkaReading
+    # Held while a worker thread uses the client to read, and by closing: librdkafka's consumer
+    # must not be closed under a poll.
+    _client_lock: anyio.Lock
+    _reading: bool  # a read is under way (a second at once is refused, as a local reader's is)
+    _polled: list[Message[bytes, bytes]]  # what the poll brought, for ``_read_some``
+
+    def _finished(self) -> bool:
+        """Whether every partition this reader reads passed its end (never, following)."""
+        raise NotImplementedError
+
+    def _reads_several(self) -> bool:
+        """Whether more than one partition is read (and not finished)."""
+        raise NotImplementedError
+
+    def _poll(self, max_messages: int, wait: bool) -> list[Message[bytes, bytes]]:
+        """Messages read from the client (in a worker thread)."""
+        raise NotImplementedError
+
+    def _after_poll(self) -> None:
+        """After each poll, in the event loop."""
+
+    async def _next_batch(self, max_messages: int) -> list[Message[Any, Any]]:
+        if self._state != "open":
+            self._refuse_unopened()
+        buffered = self._take_buffered(max_messages)
+        if buffered is not None:
+            return buffered
+        if self._reading:
+            raise anyio.BusyResourceError("reading from")
+        self._reading = True
+        try:
+            await anyio.lowlevel.checkpoint()
+            reading = self._reading_state
+            while True:
+                if self.closed:
+                    raise ClosedError(self._closed_while_reading)
+                # What waits is handed out first; when it is all one partition's and others are
+                # read, librdkafka is asked (without waiting) for theirs, so the partitions take turns.
+                top_up = bool(reading.undelivered) and reading.one_partition_waits() and self._reads_several()
+                if reading.undelivered and not top_up:
+                    return self._hand_out([], max_messages)
+                if not reading.undelivered and self._finished():
+                    return []
+                async with self._client_lock:  # closing waits for this poll (at most _POLL_SECONDS)
+                    if self.closed:
+                        raise ClosedError(self._closed_while_reading)
+                    messages = await anyio.to_thread.run_sync(self._poll, max_messages, not top_up)
+                self._after_poll()
+                if messages or reading.undelivered:
+                    return self._hand_out(messages, max_messages)
+        finally:
+            self._reading = False
+
+    def _hand_out(self, polled: list[Message[bytes, bytes]], max_messages: int) -> list[Message[Any, Any]]:
+        """What a read hands out, through ``_read_some`` (which telemetry counts, when it is on)."""
+        self._polled = polled
+        return self._read_some(max_messages)
+
+    def _read_some(self, max_messages: int) -> list[Message[Any, Any]]:
+        polled, self._polled = self._polled, []
+        return self._reading_state.deliver(polled, max_messages)

@@ -4,6 +4,11 @@ Spark asks for the latest offsets many times a second, so ``latestOffset`` never
 segments: it stats each partition's active ``.index`` file (24 bytes a committed message) and the
 file the next segment would have, and follows a roll when that one appears. The partition count is
 re-read from ``settings.json`` only when that file changes (a producer may add partitions).
+
+A stream whose format may hold Kafka transactions ends each micro-batch at the partition's last
+stable offset instead (``_stable_offsets.py``: what was written since the last planning is scanned
+once), so the query waits at a transaction still open rather than failing, and goes on once its
+marker is written.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from .._storage.segment_files import segment_path
 from .._storage.stream import StreamReader
 from ._options import InvalidOptionError, ReadOptions
 from ._reader import OffsetRange, chosen_partitions, plan_splits, read_range, resolve_start
+from ._stable_offsets import StableOffsets
 
 __all__ = ["AdiskqStreamReader", "LatestOffsets", "offsets_from_json", "offsets_to_json"]
 
@@ -59,6 +65,7 @@ class LatestOffsets:
         self.path = path
         self._settings_stamp: tuple[int, int] | None = None
         self._partition_count = 0
+        self._holds_transactions = False
         self._active: dict[int, int] = {}  # partition -> base offset of its active segment
 
     def partition_count(self) -> int:
@@ -66,9 +73,15 @@ class LatestOffsets:
         stat = os.stat(os.path.join(self.path, SETTINGS_FILE))
         stamp = (stat.st_mtime_ns, stat.st_size)
         if stamp != self._settings_stamp:
-            self._partition_count = StreamReader.open(self.path).partition_count
+            stream = StreamReader.open(self.path)
+            self._partition_count = stream.partition_count
+            self._holds_transactions = stream.settings.holds_transactions
             self._settings_stamp = stamp
         return self._partition_count
+
+    def holds_transactions(self) -> bool:
+        """Whether the stream's format may hold Kafka transactions (as of ``partition_count``'s look)."""
+        return self._holds_transactions
 
     def next_offset(self, partition: int) -> int:
         """The offset the next message of ``partition`` will get."""
@@ -143,6 +156,7 @@ class AdiskqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self._latest = LatestOffsets(options.path)
         self._target: dict[int, int] | None = None  # Trigger.AvailableNow stops here
+        self._stable = StableOffsets(options.path)
 
     def _partitions(self) -> list[int]:
         return chosen_partitions(self.options, self._latest.partition_count())
@@ -176,6 +190,8 @@ class AdiskqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if partition not in begin:
                 begin[partition] = min(self._start_of_new_partition(partition), latest[partition])
         latest = {p: max(latest[p], begin[p]) for p in latest}
+        if self._latest.holds_transactions():
+            latest = {p: self._stable.stable_end(p, begin[p], latest[p]) for p in latest}
         if isinstance(limit, ReadMaxRows):
             end = _limit(begin, latest, limit.max_rows)
         elif isinstance(limit, ReadMinRows) and sum(latest[p] - begin[p] for p in latest) < limit.min_rows:
@@ -215,3 +231,7 @@ class AdiskqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to do: the query's checkpoint holds its progress."""
+
+    def stop(self) -> None:
+        """Close the files the planning kept open."""
+        self._stable.close()

@@ -1,13 +1,24 @@
-"""Consumer over every partition (the default) or one (``partition=N``): merged, each in order."""
+"""Consumer over every partition (the default) or one (``partition=N``): merged, each in order.
+
+The tests taking ``where`` run on a local stream and on a Kafka topic (README's capability table:
+``Consumer``'s partition, start and end map). The two on partitions added while a consumer reads
+stay local: the table's ``Consumer`` row says a Kafka consumer reads those from its next open; so
+does the one on turns, which a Kafka reader takes among the records fetched so far."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import anyio
 import pytest
+from support.backends import fill, key_for, write_to
 from support.blocked import wait_all_tasks_blocked
 from support.consumer import Writer
 
 import adiskq
+
+if TYPE_CHECKING:
+    from support.backends import Where
 
 pytestmark = pytest.mark.anyio
 
@@ -18,11 +29,10 @@ async def drain(consumer: adiskq.Consumer) -> list[adiskq.Message]:
         return [message async for message in consumer]
 
 
-async def test_a_consumer_reads_every_partition_by_default(stream_path: str) -> None:
+async def test_a_consumer_reads_every_partition_by_default(where: Where) -> None:
     """A bare Consumer delivers the messages of all partitions, each partition's in offset order."""
-    with Writer(stream_path, partitions=3) as writer:
-        for partition in range(3):
-            writer.append([b"p%d-%d" % (partition, i) for i in range(5)], partition=partition)
+    stream_path = where.new()
+    await fill(stream_path, {p: [b"p%d-%d" % (p, i) for i in range(5)] for p in range(3)}, partitions=3)
     async with adiskq.Consumer(stream_path, end="close") as consumer:
         messages = await drain(consumer)
         assert consumer.assignment == (0, 1, 2)
@@ -34,11 +44,10 @@ async def test_a_consumer_reads_every_partition_by_default(stream_path: str) -> 
         assert [m.value for m in mine] == [b"p%d-%d" % (partition, i) for i in range(5)]
 
 
-async def test_partition_n_narrows_the_consumer_to_that_partition(stream_path: str) -> None:
+async def test_partition_n_narrows_the_consumer_to_that_partition(where: Where) -> None:
     """``partition=1`` reads partition 1 alone."""
-    with Writer(stream_path, partitions=3) as writer:
-        for partition in range(3):
-            writer.append([b"p%d" % partition] * 2, partition=partition)
+    stream_path = where.new()
+    await fill(stream_path, {p: [b"p%d" % p] * 2 for p in range(3)}, partitions=3)
     async with adiskq.Consumer(stream_path, partition=1, end="close") as consumer:
         messages = await drain(consumer)
         assert consumer.position == 2
@@ -47,10 +56,12 @@ async def test_partition_n_narrows_the_consumer_to_that_partition(stream_path: s
 
 
 async def test_a_busy_partition_does_not_hold_the_others_back(stream_path: str) -> None:
-    """Partitions take turns: the first batches read come from different partitions."""
-    with Writer(stream_path, partitions=2) as writer:
-        writer.append([b"a"] * 2000, partition=0)
-        writer.append([b"b"] * 10, partition=1)
+    """Partitions take turns: the first batches read come from different partitions.
+
+    Local only: a Kafka reader's partitions take turns among the records fetched so far, and when a
+    partition's first records arrive is up to the brokers' fetches (the table's ``Consumer`` row;
+    tests/kafka_backend/test_reading_turns.py holds the turns)."""
+    await fill(stream_path, {0: [b"a"] * 2000, 1: [b"b"] * 10}, partitions=2)
     async with adiskq.Consumer(stream_path, end="close") as consumer:
         with anyio.fail_after(10):
             batches = consumer.batches(100)
@@ -59,14 +70,17 @@ async def test_a_busy_partition_does_not_hold_the_others_back(stream_path: str) 
     assert {first[0].partition, second[0].partition} == {0, 1}
 
 
-async def test_a_consumer_of_every_partition_follows_new_messages_in_each(stream_path: str) -> None:
+async def test_a_consumer_of_every_partition_follows_new_messages_in_each(where: Where) -> None:
     """Following (``end="wait"``), messages appended to any partition later arrive."""
-    with Writer(stream_path, partitions=2) as writer:
-        async with adiskq.Consumer(stream_path, start="newest") as consumer:
-            writer.append([b"x"], partition=1)
-            writer.append([b"y"], partition=0)
-            with anyio.fail_after(10):
-                got = {(await consumer.__anext__()).value, (await consumer.__anext__()).value}
+    stream_path = where.new()
+    async with (
+        adiskq.Producer(stream_path, partitions=2, partitioner="fnv1") as producer,
+        adiskq.Consumer(stream_path, start="newest") as consumer,
+    ):
+        await producer.push(b"x", key=key_for(1, 2))
+        await producer.push(b"y", key=key_for(0, 2))
+        with anyio.fail_after(10):
+            got = {(await consumer.__anext__()).value, (await consumer.__anext__()).value}
     assert got == {b"x", b"y"}
 
 
@@ -89,30 +103,29 @@ async def test_partitions_added_later_are_read_from_their_first_message(stream_p
     assert [m.offset for m in new] == list(range(len(new)))
 
 
-async def test_position_asks_for_positions_when_several_partitions_are_read(stream_path: str) -> None:
+async def test_position_asks_for_positions_when_several_partitions_are_read(where: Where) -> None:
     """``position`` is one partition's; a consumer of several says to use ``positions``."""
-    with Writer(stream_path, partitions=2):
-        pass
+    stream_path = where.new()
+    await write_to(stream_path, [], partitions=2)
     async with adiskq.Consumer(stream_path, end="close") as consumer:
         with pytest.raises(adiskq.InvalidArgumentError, match="positions"):
             _ = consumer.position
         assert consumer.positions == {0: 0, 1: 0}
 
 
-async def test_end_offset_and_start_apply_to_each_partition(stream_path: str) -> None:
+async def test_end_offset_and_start_apply_to_each_partition(where: Where) -> None:
     """``start=1, end=3`` reads offsets 1 and 2 of every partition."""
-    with Writer(stream_path, partitions=2) as writer:
-        for partition in range(2):
-            writer.append([b"v"] * 5, partition=partition)
+    stream_path = where.new()
+    await fill(stream_path, {p: [b"v"] * 5 for p in range(2)}, partitions=2)
     async with adiskq.Consumer(stream_path, start=1, end=3) as consumer:
         messages = await drain(consumer)
     assert sorted((m.partition, m.offset) for m in messages) == [(0, 1), (0, 2), (1, 1), (1, 2)]
 
 
-async def test_a_partition_the_stream_lacks_is_refused(stream_path: str) -> None:
+async def test_a_partition_the_stream_lacks_is_refused(where: Where) -> None:
     """``partition=5`` of a two-partition stream raises InvalidArgumentError at open."""
-    with Writer(stream_path, partitions=2):
-        pass
+    stream_path = where.new()
+    await write_to(stream_path, [], partitions=2)
     with pytest.raises(adiskq.InvalidArgumentError, match="no partition 5"):
         async with adiskq.Consumer(stream_path, partition=5):
             pass
@@ -143,16 +156,17 @@ async def test_a_partition_added_in_another_process_is_read_without_waiting_for_
     assert [(m.partition, m.value) for m in got] == [(1, b"new")]
 
 
-async def test_a_failed_open_fails_again_rather_than_reading_nothing(stream_path: str) -> None:
+async def test_a_failed_open_fails_again_rather_than_reading_nothing(where: Where) -> None:
     """A start past one partition's end fails every open, keeps nothing the failed open had opened,
     and a read after it says the consumer is not open: it never ends quietly."""
-    with Writer(stream_path, partitions=2) as writer:
-        writer.append([b"v"] * 3, partition=0)
+    stream_path = where.new()
+    await write_to(stream_path, [b"v"] * 3, 0, partitions=2)
     consumer = adiskq.Consumer(stream_path, start=2, end="close")
     try:
         for _ in range(2):
-            with pytest.raises(adiskq.OffsetOutOfRangeError, match="partition 1 is not written yet"):
+            with pytest.raises(adiskq.OffsetOutOfRangeError, match="partition 1 ") as refused:
                 await consumer.__aenter__()
+            assert refused.value.partition == 1
             assert consumer.assignment == ()
             with pytest.raises(adiskq.ClosedError, match="not open"):
                 await consumer.__anext__()

@@ -16,34 +16,19 @@ from typing import TYPE_CHECKING
 
 import anyio
 import pytest
+from support.backends import key_for, write_to
 from support.consumer import Writer
 from support.paths import TESTS_DIR
 from support.unprivileged import nobody_command
 from support.waiting import until_changed
 
 import adiskq
-from adiskq._sansio.naming import partition_for_key
 from adiskq._storage.offsets import load_offsets
 
 if TYPE_CHECKING:
     from support.backends import Where
 
 pytestmark = pytest.mark.anyio
-
-
-async def write(place: str, messages: list[bytes], partition: int = 0, partitions: int = 1) -> None:
-    """Push ``messages`` to ``partition`` (placed by FNV-1, which both backends take)."""
-    async with adiskq.Producer(place, partitions=partitions, partitioner="fnv1") as producer:
-        await producer.push_many([adiskq.Record(m, key=key_for(partition, partitions)) for m in messages])
-
-
-def key_for(partition: int, partitions: int) -> str:
-    """A key the producer places on ``partition``."""
-    for i in range(10_000):
-        key = f"key-{i}"
-        if partition_for_key(key.encode(), partitions) == partition:
-            return key
-    raise AssertionError("no key found")
 
 
 async def take(group: adiskq.ConsumerGroup, count: int) -> list[adiskq.Message]:
@@ -163,7 +148,7 @@ async def test_a_named_group_resumes_after_its_last_commit(where: Where) -> None
     """After a restart, a named group continues after the last message it committed in each partition."""
     stream_path = where.new()
     for partition in range(2):
-        await write(stream_path, [b"p%d-%d" % (partition, i) for i in range(10)], partition, partitions=2)
+        await write_to(stream_path, [b"p%d-%d" % (partition, i) for i in range(10)], partition, partitions=2)
     async with adiskq.ConsumerGroup(stream_path, name="billing") as group:
         for message in await take(group, 20):
             if message.offset < 6:
@@ -177,12 +162,12 @@ async def test_a_named_group_resumes_after_its_last_commit(where: Where) -> None
 async def test_a_group_that_consumed_everything_resumes_and_waits(where: Where) -> None:
     """A group that committed its last message resumes at the end, then gets only what comes next."""
     stream_path = where.new()
-    await write(stream_path, [b"a", b"b", b"c"])
+    await write_to(stream_path, [b"a", b"b", b"c"])
     async with adiskq.ConsumerGroup(stream_path, name="all") as group:
         for message in await take(group, 3):
             group.commit(message)
     async with adiskq.ConsumerGroup(stream_path, name="all") as group:
-        await write(stream_path, [b"d"])
+        await write_to(stream_path, [b"d"])
         (message,) = await take(group, 1)
     assert (message.offset, message.value) == (3, b"d")
 
@@ -190,7 +175,7 @@ async def test_a_group_that_consumed_everything_resumes_and_waits(where: Where) 
 async def test_committed_offsets_win_over_start(where: Where) -> None:
     """Where a group has committed offsets, they decide where it starts, not start=."""
     stream_path = where.new()
-    await write(stream_path, [b"%d" % i for i in range(10)])
+    await write_to(stream_path, [b"%d" % i for i in range(10)])
     async with adiskq.ConsumerGroup(stream_path, name="g") as group:
         messages = await take(group, 4)
         group.commit(messages[-1])
@@ -229,7 +214,7 @@ async def test_flush_stores_commits_at_once(stream_path: str) -> None:
 async def test_close_stores_commits_even_when_cancelled(where: Where) -> None:
     """Closing a group in a cancelled scope still stores its pending commits."""
     stream_path = where.new()
-    await write(stream_path, [b"x"])
+    await write_to(stream_path, [b"x"])
     group = adiskq.ConsumerGroup(stream_path, name="g", commit_interval=3600)
     await group.__aenter__()
     (message,) = await take(group, 1)
@@ -243,7 +228,7 @@ async def test_close_stores_commits_even_when_cancelled(where: Where) -> None:
 async def test_a_commit_never_goes_backwards(where: Where) -> None:
     """Committing an older message after a newer one keeps the newer progress."""
     stream_path = where.new()
-    await write(stream_path, [b"a", b"b", b"c"])
+    await write_to(stream_path, [b"a", b"b", b"c"])
     async with adiskq.ConsumerGroup(stream_path, name="g") as group:
         messages = await take(group, 3)
         group.commit(messages[2])
@@ -271,7 +256,7 @@ def test_bad_group_names_are_refused(where: Where, name: str) -> None:
 async def test_a_closed_group_raises_closed_error(where: Where) -> None:
     """Reading or committing through a closed group raises ClosedError; closing again is harmless."""
     stream_path = where.new()
-    await write(stream_path, [b"x"])
+    await write_to(stream_path, [b"x"])
     group = adiskq.ConsumerGroup(stream_path, name="g")
     async with group:
         (message,) = await take(group, 1)

@@ -36,3 +36,29 @@ class Where:
         if self.kafka:
             return f"{place}.{group}.dead-letters"
         return os.path.join(place, "groups", group, "dead-letters")
+
+
+def key_for(partition: int, partitions: int) -> str:
+    """A key that FNV-1 (a stream's placement, ``partitioner="fnv1"`` on Kafka) puts on ``partition``."""
+    from adiskq._sansio.naming import partition_for_key
+
+    for i in range(10_000):
+        key = f"key-{i}"
+        if partition_for_key(key.encode(), partitions) == partition:
+            return key
+    raise AssertionError(f"no key of the first 10,000 lands on partition {partition} of {partitions}")
+
+
+async def write_to(place: str, messages: list[bytes], partition: int = 0, partitions: int = 1) -> None:
+    """Push ``messages`` to ``partition`` of a stream or topic of ``partitions`` (made or grown to it)."""
+    await fill(place, {partition: messages}, partitions)
+
+
+async def fill(place: str, shares: dict[int, list[bytes]], partitions: int) -> None:
+    """Push each partition's share with one producer (opening one costs a Kafka topic most of a second)."""
+    import adiskq
+
+    async with adiskq.Producer(place, partitions=partitions, partitioner="fnv1") as producer:
+        for partition, messages in shares.items():
+            key = key_for(partition, partitions)
+            await producer.push_many([adiskq.Record(m, key=key) for m in messages])
