@@ -145,7 +145,8 @@ FEATURES: Final[tuple[Feature, ...]] = (
     Feature(
         "commit, committed, flush, seek, lag, assignment, assignments()",
         "stored in the stream's folder",
-        "Kafka's committed offsets; Kafka's coordinator assigns the partitions",
+        "Kafka's committed offsets; Kafka's coordinator assigns the partitions; a seek past the end the client "
+        "last fetched is checked by the next read, which raises OffsetOutOfRangeError if it is still past",
     ),
     Feature(
         "adiskq.lag, reset_offsets, delete_group", "the stream's group files", "Kafka's group offsets (AdminClient)"

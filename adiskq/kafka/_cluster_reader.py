@@ -203,6 +203,10 @@ class KafkaReadLoop(_Reader[Any, Any]):
     def _after_poll(self) -> None:
         """After each poll, in the event loop."""
 
+    def _wants_client(self) -> bool:
+        """Whether the next read must go to the client before handing out what waits (a seek to check)."""
+        return False
+
     async def _next_batch(self, max_messages: int) -> list[Message[Any, Any]]:
         if self._state != "open":
             self._refuse_unopened()
@@ -221,14 +225,15 @@ class KafkaReadLoop(_Reader[Any, Any]):
                 # What waits is handed out first; when it is all one partition's and others are
                 # read, librdkafka is asked (without waiting) for theirs, so the partitions take turns.
                 top_up = bool(reading.undelivered) and reading.one_partition_waits() and self._reads_several()
-                if reading.undelivered and not top_up:
+                if reading.undelivered and not top_up and not self._wants_client():
                     return self._hand_out([], max_messages)
                 if not reading.undelivered and self._finished():
                     return []
+                wait = not reading.undelivered
                 async with self._client_lock:  # closing waits for this poll (at most _POLL_SECONDS)
                     if self.closed:
                         raise ClosedError(self._closed_while_reading)
-                    messages = await anyio.to_thread.run_sync(self._poll, max_messages, not top_up)
+                    messages = await anyio.to_thread.run_sync(self._poll, max_messages, wait)
                 self._after_poll()
                 if messages or reading.undelivered:
                     return self._hand_out(messages, max_messages)
