@@ -215,7 +215,9 @@ def test_a_go_diskq_source_that_is_not_a_checkout_of_it_is_refused(tmp_path: pat
 def test_go_diskq_ratios_are_per_run_with_their_median_and_spread() -> None:
     """The go-diskq table: each run's own ratio adiskq ÷ go-diskq, the median of those and the lowest
     and highest, beside go-diskq's median figure."""
-    spec = importlib.util.spec_from_file_location("bench_compare_for_test", ROOT / "benchmarks" / "peers" / "bench_compare.py")
+    spec = importlib.util.spec_from_file_location(
+        "bench_compare_for_test", ROOT / "benchmarks" / "peers" / "bench_compare.py"
+    )
     assert spec is not None
     assert spec.loader is not None
     bench_compare = importlib.util.module_from_spec(spec)
