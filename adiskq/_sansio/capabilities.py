@@ -124,9 +124,8 @@ FEATURES: Final[tuple[Feature, ...]] = (
     Feature(
         "Consumer",
         "partition=, start=, end=, on_data_loss=",
-        "the same; partitions take turns among the records fetched so far, partitions added to the topic "
-        'while it reads are read from its next open, and on_data_loss="skip" skips without listing the range '
-        "in skipped",
+        "the same; partitions take turns among the records fetched so far, and partitions added to the topic "
+        "while it reads are read from its next open",
     ),
     Feature("wait_for_stream=True", "waits for a producer to create the stream", "", "create the topic first"),
     Feature("named ConsumerGroup", "members share the partitions", "a Kafka consumer group (group.id = the name)"),
