@@ -59,10 +59,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def start_gateway(root: str, adiskq_from: str | None = None) -> tuple[subprocess.Popen[bytes], int]:
     """``adiskq serve ROOT`` on a free port (the adiskq package found in the folder ``adiskq_from``
-    if given, else the installed one); the process and its port."""
-    env = None if adiskq_from is None else {**os.environ, "PYTHONPATH": os.path.abspath(adiskq_from)}
+    if given, else the one this process would import); the process and its port."""
+    # ``python -m`` looks in its working folder first: run there, so that the package is that one.
+    folder = None if adiskq_from is None else os.path.abspath(adiskq_from)
+    env = None if folder is None else {**os.environ, "PYTHONPATH": folder}
     process = subprocess.Popen(
-        [sys.executable, "-m", "adiskq", "serve", root, "--kafka", "127.0.0.1:0"], stderr=subprocess.PIPE, env=env
+        [sys.executable, "-m", "adiskq", "serve", root, "--kafka", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=folder,
     )
     assert process.stderr is not None
     line = process.stderr.readline().decode()
