@@ -49,7 +49,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Final
 
 import anyio
@@ -61,6 +61,7 @@ from .._storage.partition_reader import PartitionReader
 from .._storage.transaction_outcomes import OpenTransactions as OpenTransactionsInData
 from ._core import GatewayCore
 from ._groups import groups_of
+from ._search_progress import SearchProgress
 from ._transactional_fetch import OpenTransactions
 from .group_offsets import Committed
 from .transaction_coordinator import (
@@ -464,31 +465,66 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
         if topics.exists(topic):
             await groups_of(gateway).commit(group, topic, offsets)
 
-    async def abort_open_in_data() -> bool:
-        # No coordinator state: any transaction the data holds open is one no client can still end.
-        # True if a topic could hold one (its data was looked at).
-        looked = False
-        for topic in topics.names():
-            try:
-                looked = await abort_open_in_topic(topic) or looked
-            except Exception as error:
-                raise TransactionCoordinatorStateError(
-                    f"{os.path.join(topics.root, STATE_FILE)} is missing, so the start looks for transactions "
-                    f"left open in every topic's data, and topic {topic!r} could not be searched ({error}); "
-                    "repair the topic (`adiskq check --repair`) or move its folder out of the root, then start again"
-                ) from error
-        return looked
+    @contextlib.contextmanager
+    def searching(topic: str) -> Iterator[None]:
+        """A failure to search ``topic`` stops the start, saying what to do."""
+        try:
+            yield
+        except Exception as error:
+            raise TransactionCoordinatorStateError(
+                f"{os.path.join(topics.root, STATE_FILE)} is missing, so the start looks for transactions "
+                f"left open in every topic's data, and topic {topic!r} could not be searched ({error}); "
+                "repair the topic (`adiskq check --repair`) or move its folder out of the root, then start again"
+            ) from error
 
-    async def abort_open_in_topic(topic: str) -> bool:
-        """Abort what ``topic`` holds open; False if its format holds no transactions."""
+    def partitions_to_search(topic: str) -> list[tuple[int, PartitionReader, int, int]] | None:
+        """Each partition of ``topic`` with a reader, its oldest offset and its end; None if its
+        format holds no transactions."""
         if not topics.reader(topic).settings.holds_transactions:
-            return False  # a format before transactions holds none
+            return None  # a format before transactions holds none
+        found = []
         for partition in range(topics.partition_count(topic, fresh=True)):
             # Searched through a reader: the topic's writer is opened only to end what is found
             # (another process may hold the stream, as a library producer beside the gateway does).
-            directory = topics.reader(topic).partition(partition).directory
-            search = OpenTransactionsInData(PartitionReader(directory, partition))
-            if not await anyio.to_thread.run_sync(search.catch_up):
+            reader = PartitionReader(topics.reader(topic).partition(partition).directory, partition)
+            found.append((partition, reader, *reader.bounds()))
+        return found
+
+    async def abort_open_in_data() -> bool:
+        # No coordinator state: any transaction the data holds open is one no client can still end.
+        # True if a topic could hold one (its data was looked at).
+        plan: list[tuple[str, list[tuple[int, PartitionReader, int, int]]]] = []
+        for topic in topics.names():
+            with searching(topic):
+                partitions = await anyio.to_thread.run_sync(partitions_to_search, topic)
+            if partitions is not None:
+                plan.append((topic, partitions))
+        progress = None
+        if plan:
+            sizes = [end - oldest for _topic, partitions in plan for _partition, _reader, oldest, end in partitions]
+            progress = SearchProgress(STATE_FILE, len(plan), len(sizes), sum(sizes))
+        for topic, partitions in plan:
+            with searching(topic):
+                await abort_open_in_topic(topic, partitions, progress)
+        if progress is not None:
+            progress.finished()
+        return bool(plan)
+
+    async def abort_open_in_topic(
+        topic: str, partitions: list[tuple[int, PartitionReader, int, int]], progress: SearchProgress | None
+    ) -> None:
+        """Abort what ``topic``'s ``partitions`` hold open."""
+        for partition, reader, oldest, _end in partitions:
+            reached = oldest
+
+            def step(position: int) -> None:
+                nonlocal reached
+                if progress is not None:
+                    progress.advance(max(0, position - reached))
+                reached = max(reached, position)
+
+            search = OpenTransactionsInData(reader)
+            if not await anyio.to_thread.run_sync(search.catch_up, step):
                 continue
             async with gateway.partition_lock(topic, partition), topics.writing(topic) as producer:
                 found = await anyio.to_thread.run_sync(
@@ -508,7 +544,8 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
                         producer, partition, producer_id, epoch, False, COORDINATOR_EPOCH
                     )
                     service.open.ended(topic, partition, producer_id)
-        return True
+                    if progress is not None:
+                        progress.aborted += 1
 
     service = TransactionService(
         topics.root,

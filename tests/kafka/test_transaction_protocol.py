@@ -10,6 +10,7 @@ import datetime as dt
 import errno
 import importlib
 import json
+import logging
 import os
 import pathlib
 import time
@@ -44,6 +45,7 @@ from kio.static.primitive import i8, i16, i32, i64
 from transaction_support import COMMITTED, UNCOMMITTED, read_to_end
 
 from adiskq.kafka import KafkaGateway, _transactions
+from adiskq.kafka._search_progress import SearchProgress
 from adiskq.kafka.transaction_coordinator import Markers, TransactionCoordinator, TransactionCoordinatorStateError
 from adiskq.kafka.wire import codec as kafka_codec
 from adiskq.kafka.wire.codec import KafkaRecord
@@ -572,6 +574,57 @@ def test_a_lost_state_file_still_aborts_the_transactions_left_open_in_the_data(r
     assert os.path.exists(state)
     port = restartable.start()
     assert latest_offsets(port, "orders") == (2, 2)
+
+
+def test_the_search_of_a_start_without_state_says_what_it_reads_and_what_it_found(
+    restartable, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A start that must read its topics' data for transactions left open says so in its log
+    before it reads (how much), and when done (what it read, what it aborted); a start with no
+    topic to read, and a start that has its state, say nothing of it."""
+    caplog.set_level(logging.INFO, logger="adiskq.kafka")
+    port = restartable.start()
+    assert not [r for r in caplog.records if "transactions left open" in r.getMessage()]
+    create_topic(port, "orders", partitions=2)
+    ids = producer(port, "t-lost")
+    assert produce_transactional(port, 12, "t-lost", ids, "orders") == NONE
+    restartable.stop()
+    os.remove(os.path.join(restartable.root, "kafka-transactions.json"))
+    caplog.clear()
+
+    restartable.start()
+    lines = [r.getMessage() for r in caplog.records if "transactions left open" in r.getMessage()]
+    assert lines[0] == (
+        "adiskq: no transaction state (kafka-transactions.json): reading the 1 records of 1 topics "
+        "(2 partitions) once, for transactions left open, before answering clients"
+    )
+    assert lines[-1].startswith("adiskq: read 1 records for transactions left open in ")
+    assert lines[-1].endswith("; 1 aborted")
+    caplog.clear()
+    restartable.start()
+    assert not [r for r in caplog.records if "transactions left open" in r.getMessage()]
+
+
+def test_the_search_reports_its_progress_every_few_seconds(caplog: pytest.LogCaptureFixture) -> None:
+    """While it reads, the search says how far it got, at most every five seconds."""
+    caplog.set_level(logging.INFO, logger="adiskq.kafka")
+    now = [100.0]
+    progress = SearchProgress("state.json", 3, 12, 1_000, clock=lambda: now[0])
+    progress.advance(100)
+    now[0] += 4.0
+    progress.advance(200)
+    now[0] += 1.5
+    progress.advance(300)
+    progress.advance(50)
+    now[0] += 2.0
+    progress.aborted = 2
+    progress.finished()
+    assert [r.getMessage() for r in caplog.records] == [
+        "adiskq: no transaction state (state.json): reading the 1000 records of 3 topics (12 partitions) once, "
+        "for transactions left open, before answering clients",
+        "adiskq: read 600 of 1000 records (60%) for transactions left open, 6 s so far",
+        "adiskq: read 650 records for transactions left open in 7.5 s; 2 aborted",
+    ]
 
 
 def test_a_lost_state_file_and_a_topic_that_cannot_be_searched_stop_the_start_with_what_to_do(restartable) -> None:
