@@ -64,7 +64,10 @@ STILL_IMPORTING_A_LOOP: Final = frozenset(
 # A public class, the module that defines it, and the modules that are its own (may touch its
 # private members).
 OWNERS: Final = {
-    "Producer": ("adiskq._async.producer", frozenset({"adiskq._async.producer", "adiskq._async.partition_writes"})),
+    "Producer": (
+        "adiskq._async.producer",
+        frozenset({"adiskq._async.producer", "adiskq._async.partition_writes", "adiskq._async.shares"}),
+    ),
     "ConsumerGroup": ("adiskq._async.group", frozenset({"adiskq._async.group"})),
 }
 # What a variable holding one is usually called (to tell whose ``x._state`` is read).

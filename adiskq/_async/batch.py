@@ -1,8 +1,8 @@
 """A lane's batch: the pushes committed together, and how they wait for it on each event loop.
 
 Pushes that join a batch share one write a file (and one fsync with ``flush="sync"``); the lane
-(``lane.py``) forms the batch, leads it and commits it. The batch holds what its pushes gave (the
-records, or one run of records written as it is) and what they wait on: on asyncio a
+(``lane.py``) forms the batch, leads it and commits it. The batch holds what its pushes gave (one
+run of records, written as it is, or the runs of several gathered in one) and what they wait on: on asyncio a
 ``SteadfastFuture`` (a wait nothing cancels), on Trio an ``anyio.Event`` for the leader's
 predecessors and the parked follower tasks, rescheduled when it is finished. What differs between
 the loops comes from the lane's ``EventLoop`` (the future's ``shield``, Trio's ``reschedule``), so
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 if TYPE_CHECKING:
-    from .._sansio.entries import EncodedRun
+    from .._sansio.entries import Run
     from .steadfast import SteadfastFuture
 
 __all__ = ["Batch"]
@@ -33,16 +33,12 @@ class Batch:
         "finished",
         "first_offset",
         "followers",
-        "key_hashes",
+        "gathered",
         "leader",
         "led",
-        "records",
         "reschedule",
         "run",
         "shield",
-        "size_bytes",
-        "tagindex",
-        "timestamps",
         "waiter",
     )
 
@@ -55,16 +51,11 @@ class Batch:
     ) -> None:
         """On asyncio: the ``waiter`` its pushes await, and how a cancellable wait ``shield``s it;
         on Trio: how a parked follower task is ``reschedule``d."""
-        self.records: list[bytes] = []
-        self.size_bytes = 0  # of the records (whether the commit goes to a worker thread)
-        self.timestamps: list[int] = []
-        self.key_hashes: list[int] = []  # for the key index: its hash of each record's key
-        # The records' .tagindex entries as the pushes computed them; None once a push did not
-        # (the segment then takes them from the records).
-        self.tagindex: bytearray | None = bytearray()
-        # A batch that holds one run of records alone (an EncodedRun: a Kafka Produce's batch)
-        # writes it as it is; a push joining it takes it apart into the lists above first.
-        self.run: EncodedRun | None = None
+        # What the batch writes: the run its first write gave, as it is, while it is alone (a Kafka
+        # Produce's batch, a push_many share); once another joins, a RecordRun of the batch's own
+        # that gathers them all (``gathered``), which later runs extend (``Lane.enqueue``).
+        self.run: Run | None = None
+        self.gathered = False
         # Set when the batch is finished: on asyncio the future its pushes wait for, on Trio an Event.
         self.waiter = waiter
         self.shield = shield

@@ -14,11 +14,21 @@ import itertools
 import random
 import time
 import zlib
-from collections.abc import Callable, MutableSequence, Sequence
+from collections.abc import Callable, Mapping, MutableSequence, Sequence
 from typing import Final, TypeAlias
 
 from .._sansio import keyindex
-from .._sansio.core import COMPILED, encode_batch, encode_record, encode_records
+from .._sansio.codec import byte_count, utf8
+from .._sansio.core import (
+    COMPILED,
+    encode_batch,
+    encode_record,
+    encode_records,
+    fnv1_32,
+    place,
+    raw_encode_record,
+    raw_place,
+)
 from .._sansio.tags import NO_TAG_ENTRY, tag_entries
 from .._sansio.values import Record, ns_from_datetime
 from .compressing import ValueCompression
@@ -28,6 +38,11 @@ __all__ = ["BatchEncoder", "Timestamp", "as_record", "timestamp_ns", "value_byte
 # What a record's timestamp may be given as (None: the time of the push).
 Timestamp: TypeAlias = dt.datetime | int | None
 
+# The pure-Python core caches the placement of recently pushed keys (FNV-1 in Python is slow:
+# measured, see benchmarks/RESULTS.md, section "The producer's constants"). Each entry holds its
+# key, a tuple and two ints: 4,096 of them are well under a MiB, where a process pushing distinct
+# keys (order ids) would otherwise keep every key it pushed.
+_PLACEMENT_CACHE_SIZE: Final = 4_096
 # The key index's hash, which the compiled core computes itself (zlib's CRC-32); where a test has
 # replaced keyindex.key_hash, the encoder calls the replacement instead.
 _CRC32: Final = zlib.crc32
@@ -62,9 +77,10 @@ def as_record(item: object) -> Record:
 
 
 class BatchEncoder:
-    """One open producer's encoding of a batch: its partition count, its placement of keys (the
-    producer's cache, and its ``place`` for a key not in it), its values' compression, and its
-    size check (``check_size``: MessageTooLargeError above ``max_message_bytes``)."""
+    """One open producer's encoding of its records (a batch's, or a single push's that the compiled
+    core's one call does not take): its partition count, its placement of keys (``place``, with the
+    producer's cache), its values' compression, and its size check (``check_size``:
+    MessageTooLargeError above ``max_message_bytes``)."""
 
     __slots__ = (
         "_check_size",
@@ -72,7 +88,6 @@ class BatchEncoder:
         "_keyless",
         "_max_message_bytes",
         "_partition_count",
-        "_place",
         "_placement",
     )
 
@@ -81,7 +96,6 @@ class BatchEncoder:
         *,
         partition_count: int,
         placement: dict[str | bytes, tuple[bytes, int, int]],
-        place: Callable[[object], tuple[bytes, int, int]],
         compression: ValueCompression | None,
         max_message_bytes: int,
         check_size: Callable[[int], None],
@@ -89,12 +103,67 @@ class BatchEncoder:
     ) -> None:
         self._partition_count = partition_count
         self._placement = placement
-        self._place = place
         self._compression = compression
         self._max_message_bytes = max_message_bytes
         self._check_size = check_size
         # The attributes of a record pushed without a key (codec.KEYLESS; 0 before format 5).
         self._keyless = keyless
+
+    def place(self, key: object) -> tuple[bytes, int, int]:
+        """The key's bytes, its partition (FNV-1 32 modulo the count) and its key index hash:
+        computed in C by the compiled core, cached for repeated keys by the pure-Python one (the
+        producer's cache, which outlives the encoder)."""
+        if key is None:
+            # No key: a random one, as go-diskq does; it spreads messages over partitions.
+            raw = random.getrandbits(64).to_bytes(8, "little")
+            if self._partition_count == 1:
+                return raw, 0, keyindex.key_hash(raw)  # FNV-1 in Python could only say 0
+            return raw, fnv1_32(raw) % self._partition_count, keyindex.key_hash(raw)
+        if isinstance(key, bytearray | memoryview):
+            key = bytes(key)
+        elif not isinstance(key, str | bytes):
+            raise TypeError(f"a key is str, bytes or None, not {type(key).__name__}")
+        if COMPILED and keyindex.key_hash is _CRC32:
+            return place(key, self._partition_count)
+        placed = self._placement.get(key)
+        if placed is None:
+            raw = utf8(key, "key") if isinstance(key, str) else key
+            if len(self._placement) >= _PLACEMENT_CACHE_SIZE:
+                self._placement.clear()
+            placed = self._placement[key] = (raw, fnv1_32(raw) % self._partition_count, keyindex.key_hash(raw))
+        return placed
+
+    def encode_one(
+        self, value: object, key: object, timestamp_ns: int, headers: Mapping[str, bytes] | None, tag: str | None
+    ) -> tuple[bytes, int, int]:
+        """A single push's record, partition and key index hash where the compiled core's one call
+        (``encode_push``) does not take them: the pure-Python core, a replaced key hash, input that
+        is not plain (a bytearray, a Mapping that is not a dict, a datetime...), a record over
+        ``max_message_bytes``. The same work step by step, with the reference's errors."""
+        if raw_place is not None and (type(key) is str or type(key) is bytes) and keyindex.key_hash is _CRC32:
+            placed = raw_place(key, self._partition_count)
+            raw_key, partition, key_hash = placed if placed is not NotImplemented else self.place(key)
+        else:
+            placed = self._placement.get(key) if type(key) is str else None
+            raw_key, partition, key_hash = placed if placed is not None else self.place(key)
+        data = value if type(value) is bytes else value_bytes(value)
+        if len(data) + len(raw_key) > self._max_message_bytes:
+            self._check_size(len(data) + len(raw_key))
+        if headers:  # checked before encoding, so a huge header never gets copied
+            self._check_size(len(data) + len(raw_key) + sum(len(name) + byte_count(v) for name, v in headers.items()))
+        attributes = self._keyless if key is None else 0
+        if self._compression is not None:
+            data, compressed = self._compression.apply(data)
+            attributes |= compressed
+        if (
+            raw_encode_record is None
+            or (record := raw_encode_record(data, raw_key, timestamp_ns, headers or None, attributes, tag))
+            is NotImplemented
+        ):
+            record = encode_record(data, raw_key, timestamp_ns, headers, attributes, tag)
+        if len(record) > self._max_message_bytes:
+            self._check_size(len(record))
+        return record, partition, key_hash
 
     def encode(
         self, items: list[Record | bytes], now: int
@@ -143,7 +212,7 @@ class BatchEncoder:
                 raw = [blob[i : i + 8] for i in range(0, len(blob), 8)]
                 placements = list(zip(raw, itertools.repeat(0), map(keyindex.key_hash, raw), strict=False))
             else:
-                placements = [placed or self._place(key) for placed, key in zip(placements, keys, strict=True)]
+                placements = [placed or self.place(key) for placed, key in zip(placements, keys, strict=True)]
         raw_keys, partitions, key_hashes = zip(*placements, strict=True)
         if set(map(type, values)) != {bytes}:
             values = tuple(map(value_bytes, values))

@@ -53,7 +53,6 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
 from typing import Final
 
 import anyio
@@ -61,7 +60,7 @@ import anyio.to_thread
 
 from .._errors import ClosedError, DiskUsageRefusedError, explain_os_error
 from .._sansio import keyindex as keyindex_format
-from .._sansio.entries import TAG_ENTRY_BYTES, EncodedRun
+from .._sansio.entries import TAG_ENTRY_BYTES, EncodedRun, RecordRun, Run
 from .._sansio.run_entries import run_records, run_timestamps
 from .._storage.partition_writer import PartitionWriter
 from .._storage.segment_writer import PartlyCommittedError, PendingBatch, SegmentWriter
@@ -112,16 +111,47 @@ class LockNotHeld(Exception):
 _EXTRA_TURNS: Final = 2
 
 
-def _take_apart(batch: Batch) -> None:
-    """A batch's run as the lists of records, timestamps, key hashes and tag entries pushes join."""
-    run = batch.run
-    assert run is not None
-    batch.run = None
-    batch.records = run_records(run.data, run.index_entries)
-    batch.timestamps = run_timestamps(run.time_entries)
-    batch.key_hashes = keyindex_format.unpack_hashes(run.key_hashes).tolist()
-    # b"": no record carries a tag, a 4-byte entry of zeros a record
-    batch.tagindex = bytearray(run.tag_entries or bytes(run.record_count * TAG_ENTRY_BYTES))
+def _gathered(run: Run) -> RecordRun:
+    """A batch's own RecordRun, holding ``run``'s records, that later runs extend (``Lane.enqueue``)."""
+    if type(run) is RecordRun:
+        tags = run.tag_entries
+        return RecordRun(
+            list(run.records),
+            list(run.timestamps),
+            keyindex_format.unpack_hashes(run.key_hashes).tolist()
+            if type(run.key_hashes) is bytes
+            else list(run.key_hashes),
+            None if tags is None else bytearray(tags),
+            run.total,
+        )
+    assert type(run) is EncodedRun
+    return RecordRun(
+        run_records(run.data, run.index_entries),
+        run_timestamps(run.time_entries),
+        keyindex_format.unpack_hashes(run.key_hashes).tolist(),
+        # b"": no record carries a tag, a 4-byte entry of zeros a record
+        bytearray(run.tag_entries or bytes(run.record_count * TAG_ENTRY_BYTES)),
+        run.total,
+    )
+
+
+def _extend(gathered: RecordRun, run: Run) -> None:
+    """Add ``run``'s records to a batch's gathered run."""
+    if type(run) is not RecordRun:
+        run = _gathered(run)
+    gathered.records.extend(run.records)
+    gathered.timestamps.extend(run.timestamps)
+    hashes = run.key_hashes
+    gathered.key_hashes.extend(  # type: ignore[union-attr]  # a gathered run's are a list
+        keyindex_format.unpack_hashes(hashes).tolist() if type(hashes) is bytes else hashes
+    )
+    tags = gathered.tag_entries
+    if tags is not None:
+        if run.tag_entries is None:
+            gathered.tag_entries = None  # the segment takes them all from the records
+        else:
+            tags += run.tag_entries  # a gathered run's are a bytearray
+    gathered.total += run.total
 
 
 class Lane:
@@ -366,29 +396,12 @@ class Lane:
             wakeup.notify(self.wake_key)
         return offset
 
-    def write_inline(
-        self,
-        records: list[bytes],
-        timestamps: list[int],
-        key_hashes: Sequence[int] | bytes,
-        tagindex: bytes | None = None,
-    ) -> int:
-        """Write and commit records now (their key hashes as ints, or packed as the key index stores
-        them); returns the first offset.
-
-        Raises ``PartlyCommittedError`` when only the first records were committed.
-        """
-        return self._write_made_inline(self.partition.active.append, records, timestamps, key_hashes, tagindex)
-
-    def write_run_inline(self, run: EncodedRun) -> int:
-        """``write_inline`` of an ``EncodedRun`` (``SegmentWriter.write_run``: its bytes as they
-        are, its entries placed); returns the first offset. Raises as ``write_inline``."""
-        return self._write_made_inline(self.partition.append_run, run)
-
-    def _write_made_inline(self, append: Callable[..., int], *made: object) -> int:
-        """``write_inline``'s write by ``append(*made)``: records, or a run."""
+    def write_inline(self, run: Run) -> int:
+        """Write and commit a run now, once ``can_write_inline(run.total)`` said it may; returns
+        its first offset. Raises ``PartlyCommittedError`` when only its first records were
+        committed (explained, as any disk error: ``explain_disk_error``)."""
         try:
-            first = append(*made)
+            first = _append(self.partition.active, run)
         except PartlyCommittedError as error:
             self.dirty = True
             wakeup.notify(self.wake_key)
@@ -402,54 +415,28 @@ class Lane:
 
     # -- batches ---------------------------------------------------------------------------------
 
-    def enqueue(
-        self,
-        records: list[bytes],
-        timestamps: list[int],
-        key_hashes: Sequence[int],
-        tagindex: bytes | None = None,
-        size_bytes: int = -1,
-    ) -> tuple[Batch, int]:
-        """Join the open batch with a run of records (and their ``.tagindex`` entries, if the caller
-        has them, and their size in bytes, if it has summed it); returns it and the run's place in it.
+    def enqueue(self, run: Run) -> tuple[Batch, int]:
+        """Join the open batch with a run of records; returns it and the run's first place in it.
+        A run that opens a batch is written as it is, unless others join it (then the batch gathers
+        them in a run of its own).
 
-        The caller must then ``await complete(batch)`` with no checkpoint in between.
+        The caller must then ``await complete(batch, ...)`` with no checkpoint in between.
         """
         batch = self._open
         if batch is None:
             batch = self._open = self._new_batch()
             self.inline = False  # pushes join this batch until it closes: none overtakes it
-        elif batch.run is not None:
-            _take_apart(batch)
-        batch.size_bytes += sum(map(len, records)) if size_bytes < 0 else size_bytes
-        start = len(batch.records)
-        batch.records.extend(records)
-        batch.timestamps.extend(timestamps)
-        batch.key_hashes.extend(key_hashes)
-        if batch.tagindex is not None:
-            if tagindex is None:
-                batch.tagindex = None
-            else:
-                batch.tagindex += tagindex
+            batch.run = run
+            return batch, 0
+        gathered = batch.run
+        assert gathered is not None
+        if not batch.gathered:
+            gathered = batch.run = _gathered(gathered)
+            batch.gathered = True
+        assert type(gathered) is RecordRun
+        start = gathered.record_count
+        _extend(gathered, run)
         return batch, start
-
-    def enqueue_run(self, run: EncodedRun) -> tuple[Batch, int]:
-        """``enqueue`` of an ``EncodedRun`` (``SegmentWriter.write_run``): a batch of its own, written
-        as it is, if none is open; else taken apart to join the open one."""
-        batch = self._open
-        if batch is not None:
-            return self.enqueue(
-                run_records(run.data, run.index_entries),
-                run_timestamps(run.time_entries),
-                keyindex_format.unpack_hashes(run.key_hashes).tolist(),
-                run.tag_entries or bytes(run.record_count * TAG_ENTRY_BYTES),  # b"": no record carries a tag
-                len(run.data),
-            )
-        batch = self._open = self._new_batch()
-        self.inline = False  # pushes join this batch until it closes: none overtakes it
-        batch.run = run
-        batch.size_bytes = len(run.data)
-        return batch, 0
 
     def _new_batch(self) -> Batch:
         new_waiter = self._new_waiter
@@ -480,7 +467,8 @@ class Lane:
         elif batch.led:
             # A follower on Trio: Trio's own uninterruptible wait, deaf to cancellation as the
             # steadfast future is on asyncio. A cancel scope of its own (entered, exited, and every
-            # scope around it walked on the way) cost a quarter of a synchronous push's Python on Trio.
+            # scope around it walked on the way) cost a large share of a synchronous push's Python on
+            # Trio (measured: see benchmarks/RESULTS.md, section "The write path's figures").
             # A cancellation meanwhile is delivered at the caller's next checkpoint, after the push
             # returned its receipt. Written out here, not in a function: a coroutine frame less to
             # suspend and resume, per push.
@@ -596,24 +584,19 @@ class Lane:
             if partition.needs_roll():
                 await self._run_in_thread(self._roll_locked, self._limiter)
             writer = partition.active
-            tagindex = None if batch.tagindex is None else bytes(batch.tagindex)
-            if batch.run is not None:
-                await self._commit_run(writer, batch, batch.run)
-            elif self.sync_flush:
-                pending = writer.write_data(batch.records, batch.timestamps, batch.key_hashes, tagindex)
-                await self._commit_durably(writer, batch, pending)
-            elif batch.size_bytes > INLINE_MAX_BYTES:
-                batch.first_offset = await self._run_in_thread(
-                    functools.partial(writer.append, batch.records, batch.timestamps, batch.key_hashes, tagindex),
-                    self._limiter,
-                )
+            run = batch.run
+            assert run is not None
+            if self.sync_flush:
+                await self._commit_durably(writer, batch, _write_data(writer, run))
+            elif run.total > INLINE_MAX_BYTES:
+                batch.first_offset = await self._run_in_thread(functools.partial(_append, writer, run), self._limiter)
             else:
-                batch.first_offset = writer.append(batch.records, batch.timestamps, batch.key_hashes, tagindex)
+                batch.first_offset = _append(writer, run)
             self.dirty = True
         except Exception as error:  # every push of the batch not committed gets the error
             if isinstance(error, OSError):
                 explain_disk_error(error)
-            count = len(batch.records) if batch.run is None else batch.run.record_count
+            count = 0 if batch.run is None else batch.run.record_count
             logger.warning("partition %d: a batch of %d failed: %s", partition.partition, count, error)
             batch.error = error
             if not isinstance(error, PartlyCommittedError):
@@ -634,11 +617,20 @@ class Lane:
         batch.first_offset = pending.first_offset
         writer.write_entries(pending)
 
-    async def _commit_run(self, writer: SegmentWriter, batch: Batch, run: EncodedRun) -> None:
-        """``_commit``'s write of a batch that holds one run alone, the same three ways."""
-        if self.sync_flush:
-            await self._commit_durably(writer, batch, writer.write_run(run))
-        elif batch.size_bytes > INLINE_MAX_BYTES:
-            batch.first_offset = await self._run_in_thread(functools.partial(writer.append_run, run), self._limiter)
-        else:
-            batch.first_offset = writer.append_run(run)
+
+def _write_data(writer: SegmentWriter, run: Run) -> PendingBatch:
+    """``run``'s records written to ``.data``, their entries pending (``SegmentWriter.write_data``)."""
+    if type(run) is EncodedRun:
+        return writer.write_run(run)
+    assert type(run) is RecordRun
+    tags = run.tag_entries
+    return writer.write_data(run.records, run.timestamps, run.key_hashes, None if tags is None else bytes(tags))
+
+
+def _append(writer: SegmentWriter, run: Run) -> int:
+    """``run`` appended and committed (``SegmentWriter.append``); its first offset."""
+    if type(run) is EncodedRun:
+        return writer.append_run(run)
+    assert type(run) is RecordRun
+    tags = run.tag_entries
+    return writer.append(run.records, run.timestamps, run.key_hashes, None if tags is None else bytes(tags))

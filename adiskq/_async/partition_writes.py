@@ -37,8 +37,10 @@ gateway writes through this module, and only through it:
 encode (records the mapping took apart, or a stream that compresses its values, whose records must
 be compressed: a run is then decoded back into ``Record``s first). Either way the records go to
 ``partition`` whole or not at all; ``PartialWriteError`` (with the receipts of what was written)
-when an index write failed after its first records were committed. This module is one of the
-producer's own: it alone (with ``producer.py``) reaches the producer's private write paths.
+when an index write failed after its first records were committed. Every write goes the
+producer's one road below ``push`` (``shares.py``: one run, inline or queued). This module is one of
+the producer's own: with ``producer.py`` and ``shares.py`` it alone reaches the producer's private
+state.
 """
 
 from __future__ import annotations
@@ -53,15 +55,16 @@ import anyio
 import anyio.to_thread
 
 from .._sansio.codec import NEED_MORE, decode_record
-from .._sansio.entries import EncodedRun
+from .._sansio.entries import EncodedRun, RecordRun, Run
 from .._sansio.run_entries import run_records
-from .._sansio.transactions import marker_run, producer_field, transactional_record, transactional_run
-from .._sansio.values import Headers, Receipt, Record
+from .._sansio.transactions import marker_run, producer_field, transactional_run
+from .._sansio.values import Headers, Record
 from .._storage import txn_index
 from .._storage.partition_reader import PartitionReader
 from .._storage.settings import require_transactions
 from .._storage.transaction_outcomes import OpenTransactions
 from .._storage.txn_index import AbortedTransaction
+from . import shares
 from .lane import Lane
 from .producer import Producer
 
@@ -161,16 +164,7 @@ async def write(
     await _unparked(producer, partition)
     if transaction is not None:
         _check_transactions(producer)
-        if isinstance(records, EncodedRun) and producer._takes_encoded:
-            records = transactional_run(records, *transaction)
-        else:
-            listed = _as_records(records) if isinstance(records, EncodedRun) else records
-            return (await _push_transactional(producer, partition, listed, transaction))[0].offset
-    if not isinstance(records, EncodedRun):
-        return (await producer._push_to_partition(partition, records))[0].offset
-    if producer._takes_encoded:
-        return await producer._push_run_to_partition(partition, records)
-    return (await producer._push_to_partition(partition, _as_records(records)))[0].offset
+    return await shares.write_run(producer, partition, _run(producer, records, transaction))
 
 
 def write_now(
@@ -183,19 +177,20 @@ def write_now(
         return None
     if transaction is not None:
         _check_transactions(producer)
-        if isinstance(records, EncodedRun) and producer._takes_encoded:
-            records = transactional_run(records, *transaction)
-        else:
-            listed = _as_records(records) if isinstance(records, EncodedRun) else records
-            written = _push_transactional_now(producer, partition, listed, transaction)
-            return None if written is None else written[0].offset
-    if not isinstance(records, EncodedRun):
-        receipts = producer._push_to_partition_now(partition, records)
-    elif producer._takes_encoded:
-        return producer._push_run_to_partition_now(partition, records)
-    else:
-        receipts = producer._push_to_partition_now(partition, _as_records(records))
-    return None if receipts is None else receipts[0].offset
+    if not (isinstance(records, EncodedRun) and producer._takes_encoded) and not shares.inline_lane_free(
+        producer, partition
+    ):
+        return None  # Records to encode: not before they can be written
+    return shares.write_run_now(producer, partition, _run(producer, records, transaction))
+
+
+def _run(producer: Producer[str | bytes, bytes], records: Writable, transaction: Transaction | None) -> Run:
+    """What ``write`` writes: a run stored as it is, or ``Record``s encoded as any push's (and a
+    run decoded into them first, for a stream that compresses its values)."""
+    if isinstance(records, EncodedRun) and producer._takes_encoded:
+        return records if transaction is None else transactional_run(records, *transaction)
+    listed = _as_records(records) if isinstance(records, EncodedRun) else records
+    return shares.encode_records(producer, listed, None if transaction is None else producer_field(*transaction))
 
 
 class _PartitionTransactions:
@@ -294,16 +289,13 @@ async def write_marker(
 
 
 async def _write_marker_record(producer: Producer[str | bytes, bytes], partition: int, run: EncodedRun) -> int:
-    """The marker's record written as any run is; its offset."""
-    if producer._takes_encoded:
-        return await producer._push_run_to_partition(partition, run)
-
-    async def write_one() -> list[Receipt]:  # a stream that compresses values stores it as it is (it has none)
+    """The marker's record written as any run is; its offset. A stream that compresses its values
+    stores it as it is all the same (it has none), its entries made where it is written."""
+    if not producer._takes_encoded:
         stamp = int.from_bytes(run.time_entries[8:16], "little", signed=True)
-        return await producer._write_share(partition, [run.data], [stamp], [_hash(run)], None)
-
-    nothing: list[Receipt] = []
-    return (await producer._to_partition(partition, 1, write_one, nothing))[0].offset
+        record = RecordRun([run.data], [stamp], run.key_hashes, None, run.total)
+        return await shares.write_run(producer, partition, record)
+    return await shares.write_run(producer, partition, run)
 
 
 async def _sync_partition(producer: Producer[str | bytes, bytes], partition: int) -> None:
@@ -321,56 +313,12 @@ async def _sync_partition(producer: Producer[str | bytes, bytes], partition: int
         raise error
 
 
-def _hash(run: EncodedRun) -> int:
-    return int.from_bytes(run.key_hashes[:4], "little")
-
-
 def _check_transactions(producer: Producer[str | bytes, bytes]) -> None:
     """SettingsMismatchError when the producer's stream cannot hold a transaction's records."""
     producer._check_open()
     stream = producer._stream
     assert stream is not None
     require_transactions(stream.settings, stream.path)
-
-
-async def _push_transactional(
-    producer: Producer[str | bytes, bytes], partition: int, records: list[Record], transaction: Transaction
-) -> list[Receipt]:
-    """``_push_to_partition`` of records stored as ``transaction``'s."""
-    producer._check_headers(records)
-    field = producer_field(*transaction)
-
-    async def write_share() -> list[Receipt]:
-        encoded, stamps, key_hashes, entries = _encode_transactional(producer, records, field)
-        return await producer._write_share(partition, encoded, stamps, key_hashes, entries)
-
-    nothing: list[Receipt] = []
-    return await producer._to_partition(partition, len(records), write_share, nothing)
-
-
-def _push_transactional_now(
-    producer: Producer[str | bytes, bytes], partition: int, records: list[Record], transaction: Transaction
-) -> list[Receipt] | None:
-    """``_push_to_partition_now`` of records stored as ``transaction``'s."""
-    lane = producer._inline_lane(partition)
-    if not records:
-        return []
-    if lane is None:
-        return None
-    producer._check_headers(records)
-    encoded, stamps, key_hashes, entries = _encode_transactional(producer, records, producer_field(*transaction))
-    return producer._write_share_now(lane, partition, encoded, stamps, key_hashes, entries)
-
-
-def _encode_transactional(
-    producer: Producer[str | bytes, bytes], records: list[Record], field: bytes
-) -> tuple[list[bytes], list[int], list[int], list[bytes] | None]:
-    """The records encoded as any push's (compressed on a stream that compresses), each then made
-    a record of the transaction whose producer field is ``field``."""
-    encoded, stamps, _, key_hashes, entries = producer._encoder.encode(list(records), time.time_ns())
-    made = [transactional_record(record, field) for record in encoded]
-    producer._check_size(max(map(len, made)))
-    return made, stamps, key_hashes, entries
 
 
 def _as_records(records: EncodedRun) -> list[Record]:

@@ -14,12 +14,11 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import random
 import threading
 import time
 import weakref
 import zlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final, Generic, Literal, Self, TypeAlias
 
@@ -33,35 +32,25 @@ from .._errors import (
     InvalidArgumentError,
     LockTimeoutError,
     MessageTooLargeError,
-    PartialWriteError,
     StreamLockedError,
     UnsupportedFeatureError,
 )
 from .._extras import needs_extra
 from .._sansio import keyindex
 from .._sansio.capabilities import is_kafka_url, refuse
-from .._sansio.codec import KEYLESS, byte_count, utf8
+from .._sansio.codec import KEYLESS
 from .._sansio.core import (
-    COMPILED,
-    encode_record,
-    fnv1_32,
-    pack_records,
-    place,
     raw_encode_push,
-    raw_encode_record,
-    raw_place,
     receipt,
-    receipts,
 )
-from .._sansio.entries import INDEX_ENTRY_BYTES as _INDEX_ENTRY_BYTES
-from .._sansio.entries import EncodedRun
+from .._sansio.entries import RecordRun
+from .._sansio.producer_options import check_producer_options
 from .._sansio.tags import ENTRIES as _TAG_ENTRIES
 from .._sansio.tags import NO_TAG_ENTRY, tag_entry
 from .._sansio.values import Headers, Receipt, Record, RecoveryReport, Retention, VacuumReport
 from .._storage.disk_guard import DEFAULT_REFUSE_WRITES_ABOVE, DiskGuard, check_refuse_level
 from .._storage.files import DEFAULT_FILE_MODE
 from .._storage.flocks import turn_lock
-from .._storage.segment_writer import PartlyCommittedError
 from .._storage.settings import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_SEGMENT_SIZE_BYTES,
@@ -70,15 +59,15 @@ from .._storage.settings import (
     require_tags,
 )
 from .._storage.stream import StreamWriter
+from . import shares
 from .arguments import positive_seconds
-from .batch import Batch
 from .batch_encoding import BatchEncoder, Timestamp
 from .batch_encoding import timestamp_ns as _timestamp_ns
-from .batch_encoding import value_bytes as _value_bytes
 from .compressing import ValueCompression, check_dictionary
 from .event_loop import running_loop
-from .lane import INLINE_MAX_BYTES, Lane, LockNotHeld, explain_disk_error
+from .lane import Lane, LockNotHeld, explain_disk_error
 from .metrics import ObservedProducer, telemetry
+from .periodic import Periodic
 from .turns import Turns
 from .wakeup import anyone_waiting, notify, waiters_of
 
@@ -96,18 +85,10 @@ PushValueT = TypeVar("PushValueT", default=bytes)
 PushKeyT = TypeVar("PushKeyT", default=str | bytes)
 
 # An inline push yields to the event loop once in this many pushes, so a tight push loop cannot
-# starve other tasks (consumers in this process, the flusher) while staying cheap (~0.1 µs a push).
+# starve other tasks (consumers in this process, the flusher) while staying cheap (measured: see
+# benchmarks/RESULTS.md, section "The write path's figures").
 _YIELD_EVERY: Final = 32
-# The pure-Python core caches the placement of recently pushed keys (FNV-1 in Python costs ~1 µs a
-# key). Each entry holds its key, a tuple and two ints (~180 bytes): 4,096 of them are ~0.7 MiB at
-# most, where a process pushing distinct keys (order ids) would otherwise keep every key it pushed.
-_PLACEMENT_CACHE_SIZE: Final = 4_096
-# push_many encodes this many records between yields, so a big batch never stalls the loop for long.
-_ENCODE_CHUNK: Final = 256
-# The compiled core encodes a record in ~0.1 µs, so its chunks are larger for the same time on the loop.
-_COMPILED_ENCODE_CHUNK: Final = 4096
 _LOCK_RETRY_SECONDS: Final = 0.05
-_Written = TypeVar("_Written")  # what a write to one partition answers: receipts, or the first offset
 _time_ns: Final = time.time_ns  # a push's default timestamp: a global's lookup less than time.time_ns
 # The key index's hash, which the compiled core computes itself (zlib's CRC-32); where a test has
 # replaced keyindex.key_hash, the producer calls the replacement instead.
@@ -117,54 +98,6 @@ _CRC32: Final = zlib.crc32
 def _never_cancelled() -> bool:
     """The cancellation check of a producer that is not open: its push raises ``ClosedError``."""
     return False
-
-
-def _place_receipts(placed: list[Receipt | None], positions: Sequence[int], partition: int, first: int) -> None:
-    """Fill in the receipts of one partition's share (made by the core: this runs per record)."""
-    made = receipts(partition, first, len(positions))
-    if isinstance(positions, range) and len(positions) == len(placed):
-        placed[:] = made
-    else:
-        for position, receipt in zip(positions, made, strict=True):
-            placed[position] = receipt
-
-
-def _partly_written(
-    error: BaseException, count: int, partition: int, first_offset: int, committed: int
-) -> PartialWriteError:
-    """What a write of ``count`` records to one partition raises when only its first ``committed``
-    were (an index write that failed part-way keeps the entries readers could have seen): the
-    ``PartialWriteError`` with their receipts, from ``first_offset`` on, and None for the rest. The
-    one place a partly committed write to one partition becomes the user's error (``_write_shares_at``
-    places a batch's several shares itself)."""
-    placed: list[Receipt | None] = [None] * count
-    _place_receipts(placed, range(committed), partition, first_offset)
-    return PartialWriteError(error, placed)
-
-
-class _Periodic:
-    """A daemon thread that calls ``action`` every ``interval`` seconds until stopped."""
-
-    def __init__(self, name: str, interval: float, action: Callable[[], None]) -> None:
-        self._interval = interval
-        self._action = action
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stopping.wait(self._interval):
-            try:
-                self._action()
-            except Exception:  # a background failure is logged, never fatal to the producer
-                logger.exception("adiskq: %s failed", self._thread.name)
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._thread.is_alive():
-            self._thread.join()
 
 
 def _observed(producer: Producer[Any, Any]) -> ObservedProducer:
@@ -272,21 +205,21 @@ class Producer(Generic[PushKeyT, PushValueT]):
                 "local",
                 'a stream places keys by FNV-1 (partitioner="fnv1", the default); murmur2 is for kafka:// URLs',
             )
-        if compression not in (None, "zstd"):
-            raise InvalidArgumentError(f'compression={compression!r}: give "zstd", or None (the default) for none')
+        check_producer_options(
+            flush=flush,
+            shared=shared,
+            compression=compression,
+            retention=retention,
+            value_serializer=value_serializer,
+            key_serializer=key_serializer,
+        )
         if zstd_dictionary is not None and compression is None:
             raise InvalidArgumentError('zstd_dictionary= is the dictionary of compression="zstd": give both')
         self._zstd_dictionary = check_dictionary(zstd_dictionary)
-        if flush not in ("async", "sync"):
-            raise InvalidArgumentError(f'flush={flush!r}: choose "async" (the default) or "sync"')
         positive_seconds("flush_interval", flush_interval)
         positive_seconds("vacuum_interval", vacuum_interval)
         if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float) or lock_timeout < 0:
             raise InvalidArgumentError(f"lock_timeout={lock_timeout!r}: give 0 (fail at once) or more seconds")
-        if not isinstance(shared, bool):
-            raise InvalidArgumentError(f"shared={shared!r}: give True (write beside other producers) or False")
-        if retention is not None and not isinstance(retention, Retention):
-            raise TypeError("retention= takes adiskq.Retention(max_bytes=..., max_age=..., max_disk_usage=...)")
         self.refuse_writes_above = check_refuse_level(refuse_writes_above)
         # Settings are checked now, before any I/O, so a mistake fails at construction.
         StreamSettings(
@@ -332,7 +265,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         # a roll, a vacuum, the flusher. It keeps an fsync from meeting a descriptor a roll closed.
         self._structure_lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(4)
-        self._background: list[_Periodic] = []
+        self._background: list[Periodic] = []
         self._inline_pushes = 0
         self._sync_error: OSError | None = None
         # push_many calls that let other tasks run between the writes of their partitions' shares;
@@ -345,9 +278,6 @@ class Producer(Generic[PushKeyT, PushValueT]):
         self._shielded_turn: Callable[[], Awaitable[None]] = anyio.lowlevel.cancel_shielded_checkpoint
         self._turns: Turns | None = None
         self._observed: ObservedProducer | None = None  # what telemetry reads of it, when telemetry is on
-        for name, given in (("value_serializer", value_serializer), ("key_serializer", key_serializer)):
-            if given is not None and not callable(given):
-                raise TypeError(f"{name} takes a function that returns the bytes to store, not {type(given).__name__}")
         self.value_serializer = value_serializer
         self.key_serializer = key_serializer
         self._wrap()
@@ -442,9 +372,9 @@ class Producer(Generic[PushKeyT, PushValueT]):
             turns.lanes = self._lanes
         self._turns = turns
         if self.flush_mode == "async":
-            self._background.append(_Periodic("adiskq flusher", self.flush_interval, self._flush_dirty))
+            self._background.append(Periodic("adiskq flusher", self.flush_interval, self._flush_dirty))
         if not settings.retention.is_unbounded:
-            self._background.append(_Periodic("adiskq vacuum", self.vacuum_interval, self._vacuum_quietly))
+            self._background.append(Periodic("adiskq vacuum", self.vacuum_interval, self._vacuum_quietly))
         for periodic in self._background:
             periodic.start()
         return self
@@ -550,35 +480,11 @@ class Producer(Generic[PushKeyT, PushValueT]):
 
     # -- pushing ---------------------------------------------------------------------------------
 
-    def _place(self, key: object) -> tuple[bytes, int, int]:
-        """The key's bytes, its partition (FNV-1 32 modulo the count) and its key index hash:
-        computed in C by the compiled core, cached for repeated keys by the pure-Python one."""
-        if key is None:
-            # No key: a random one, as go-diskq does; it spreads messages over partitions.
-            raw = random.getrandbits(64).to_bytes(8, "little")
-            if self._partition_count == 1:
-                return raw, 0, keyindex.key_hash(raw)  # FNV-1 (~1 µs in Python) could only say 0
-            return raw, fnv1_32(raw) % self._partition_count, keyindex.key_hash(raw)
-        if isinstance(key, bytearray | memoryview):
-            key = bytes(key)
-        elif not isinstance(key, str | bytes):
-            raise TypeError(f"a key is str, bytes or None, not {type(key).__name__}")
-        if COMPILED and keyindex.key_hash is _CRC32:
-            return place(key, self._partition_count)
-        placed = self._placement.get(key)
-        if placed is None:
-            raw = utf8(key, "key") if isinstance(key, str) else key
-            if len(self._placement) >= _PLACEMENT_CACHE_SIZE:
-                self._placement.clear()
-            placed = self._placement[key] = (raw, fnv1_32(raw) % self._partition_count, keyindex.key_hash(raw))
-        return placed
-
     def _new_encoder(self) -> BatchEncoder:
         """The encoding of push_many's batches, with this producer's settings as they are now."""
         return BatchEncoder(
             partition_count=self._partition_count,
             placement=self._placement,
-            place=self._place,
             compression=self._compression,
             max_message_bytes=self._max_message_bytes,
             check_size=self._check_size,
@@ -645,38 +551,6 @@ class Producer(Generic[PushKeyT, PushValueT]):
             stored.append(Record(value, key, record.headers, record.timestamp, record.tag))
         push_many: Callable[..., Awaitable[list[Receipt]]] = Producer.push_many
         return await push_many(self, stored)
-
-    def _encode_push(
-        self, value: object, key: object, timestamp_ns: int, headers: Mapping[str, bytes] | None, tag: str | None
-    ) -> tuple[bytes, int, int]:
-        """A push's record, partition and key index hash where the compiled core's one call
-        (``encode_push``) does not take them: the pure-Python core, a replaced key hash, input that
-        is not plain (a bytearray, a Mapping that is not a dict, a datetime...), a record over
-        ``max_message_bytes``. The same work step by step, with the reference's errors."""
-        if raw_place is not None and (type(key) is str or type(key) is bytes) and keyindex.key_hash is _CRC32:
-            placed = raw_place(key, self._partition_count)
-            raw_key, partition, key_hash = placed if placed is not NotImplemented else self._place(key)
-        else:
-            placed = self._placement.get(key) if type(key) is str else None
-            raw_key, partition, key_hash = placed if placed is not None else self._place(key)
-        data = value if type(value) is bytes else _value_bytes(value)
-        if len(data) + len(raw_key) > self._max_message_bytes:
-            self._check_size(len(data) + len(raw_key))
-        if headers:  # checked before encoding, so a huge header never gets copied
-            self._check_size(len(data) + len(raw_key) + sum(len(name) + byte_count(v) for name, v in headers.items()))
-        attributes = self._keyless if key is None else 0
-        if self._compression is not None:
-            data, compressed = self._compression.apply(data)
-            attributes |= compressed
-        if (
-            raw_encode_record is None
-            or (record := raw_encode_record(data, raw_key, timestamp_ns, headers or None, attributes, tag))
-            is NotImplemented
-        ):
-            record = encode_record(data, raw_key, timestamp_ns, headers, attributes, tag)
-        if len(record) > self._max_message_bytes:
-            self._check_size(len(record))
-        return record, partition, key_hash
 
     async def push(
         self,
@@ -747,7 +621,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
             )
             is NotImplemented
         ):
-            encoded = self._encode_push(value, key, timestamp_ns, headers, tag)
+            encoded = self._encoder.encode_one(value, key, timestamp_ns, headers, tag)
         record, partition, key_hash = encoded
         guard = self._disk_guard
         if guard is not None:  # guard.admit(len(record)), spelled out
@@ -779,7 +653,7 @@ class Producer(Generic[PushKeyT, PushValueT]):
         while True:
             if lane.needs_lock:  # a shared producer waits for the partition's lock before joining a batch
                 await self._take_lock(lane)
-            batch, slot = lane.enqueue([record], [timestamp_ns], [key_hash], entry, len(record))
+            batch, slot = lane.enqueue(RecordRun([record], [timestamp_ns], [key_hash], entry, len(record)))
             try:
                 first = await lane.complete(batch, slot)
             except LockNotHeld:
@@ -816,128 +690,14 @@ class Producer(Generic[PushKeyT, PushValueT]):
         """
         turns = self._turns
         if turns is None:
-            return await self._push_many(records)
+            return await shares.push_many(self, records)  # type: ignore[arg-type]
         # A large batch lets other tasks run while it encodes, before it writes: those turns of the
         # loop must not count as the lanes being idle, or they let go of their locks in between.
         turns.pushing += 1
         try:
-            return await self._push_many(records)
+            return await shares.push_many(self, records)  # type: ignore[arg-type]
         finally:
             turns.pushing -= 1
-
-    async def _push_many(self, records: Iterable[object]) -> list[Receipt]:
-        if self._cancel_pending():
-            await anyio.lowlevel.checkpoint_if_cancelled()
-        if self._state != "open":
-            self._check_open()
-        # Records and bytes, as stored (a producer with serializers passes their output); the
-        # encoder checks each item's type.
-        items: list[Record | bytes] = list(records)  # type: ignore[arg-type]
-        if not self._holds_tags and any(isinstance(item, Record) and item.tag is not None for item in items):
-            self._refuse_tags()
-        self._check_headers(items)
-        if not items:
-            await self._shielded_turn()
-            return []
-        if self._compression is not None and self._compression.wants_dictionary:
-            # A stream's first large batch trains its dictionary and is stored compressed with it.
-            values = (item.value if isinstance(item, Record) else item for item in items)
-            await self._compression.train_before([value for value in values if isinstance(value, bytes)])
-            self._check_open()
-        now = time.time_ns()
-        large = len(items) > _ENCODE_CHUNK
-        chunk = _COMPILED_ENCODE_CHUNK if COMPILED else _ENCODE_CHUNK
-        if large:
-            # Encoding a large batch is CPU work on the loop thread: let other tasks run before
-            # each chunk (and the caller's own work before this call ends a step of its own).
-            # Nothing is written yet, so a cancellation here leaves no trace.
-            await self._turn_before_writing()
-        if (
-            self._partition_count == 1
-            and self._compression is None
-            and len(items) <= chunk
-            and self._lanes[0].may_write_inline()
-        ):
-            # One partition, values stored as they are, a write that would go inline (no fsync to wait
-            # for, no batch in flight, no roll due): the batch packed in one buffer with its entries
-            # (None where it is too large to write inline or not plain; then encoded below).
-            packed = pack_records(items, now, INLINE_MAX_BYTES, self._keyless) if keyindex.key_hash is _CRC32 else None
-            if packed is not None:
-                return await self._push_packed(items, now, packed, large)
-        first_chunk = items if len(items) <= chunk else items[:chunk]  # no copy of a batch of one chunk
-        encoded, stamps, partitions, key_hashes, entries, total_bytes = self._encoder.encode_sized(first_chunk, now)
-        for start in range(chunk, len(items), chunk):
-            await self._turn_before_writing()
-            more_encoded, more_stamps, more_partitions, more_hashes, more_entries, more_bytes = (
-                self._encoder.encode_sized(items[start : start + chunk], now)
-            )
-            encoded += more_encoded
-            stamps += more_stamps
-            partitions += more_partitions
-            key_hashes.extend(more_hashes)  # an array("I") from the compiled core, a list from the Python path
-            entries = None if entries is None or more_entries is None else entries + more_entries
-            total_bytes += more_bytes
-        if large:
-            await self._turn_before_writing()  # the writes are the next long step; still nothing written
-        self._check_open()
-        if self._compression is not None and self._compression.wants_training:
-            await self._compression.train()
-            self._check_open()
-        if self._disk_guard is not None:
-            self._disk_guard.admit(total_bytes)  # the whole batch, before any of it is written
-        return await self._write_shares(encoded, stamps, partitions, key_hashes, total_bytes, entries)
-
-    async def _push_packed(
-        self, items: list[Record | bytes], now: int, packed: EncodedRun, large: bool
-    ) -> list[Receipt]:
-        """The rest of ``_push_many`` for a batch ``pack_records`` packed: written as one buffer
-        when partition 0's lane takes it inline now, else encoded record by record and written as any
-        batch is (a batch in flight, a roll due, a stream flushed with fsync)."""
-        if packed.largest > self._max_message_bytes:
-            self._check_size(packed.largest)
-        if large:
-            await self._turn_before_writing()  # the write is the next long step; still nothing written
-        self._check_open()
-        total_bytes = len(packed.data)
-        if self._disk_guard is not None:
-            self._disk_guard.admit(total_bytes)  # the whole batch, before any of it is written
-        lane = self._lanes[0]
-        if not lane.can_write_inline(total_bytes):
-            encoded, stamps, partitions, key_hashes, entries, _ = self._encoder.encode_sized(items, now)
-            return await self._write_shares(encoded, stamps, partitions, key_hashes, total_bytes, entries)
-        try:
-            first = lane.write_run_inline(packed)
-        except PartlyCommittedError as error:  # its first records were kept: they have receipts
-            raise _partly_written(error, len(items), 0, error.first_offset, error.committed) from error
-        # Written: other tasks get a turn before the receipts are built, and a large batch's caller
-        # a step of its own after (shielded: a push that wrote must return).
-        await self._shielded_turn()
-        if large:
-            await self._shielded_turn()
-        made: list[Receipt] = receipts(0, first, len(items))
-        return made
-
-    async def _turn_before_writing(self) -> None:
-        """``anyio.lowlevel.checkpoint()`` for a call that has written nothing yet, at the cost of
-        the loop's turn alone (anyio's checkpoint cost a third more on asyncio): a cancellation
-        waiting is raised, then other tasks run once (a cancellation the turn delivers, asyncio's,
-        leaves nothing written either)."""
-        if self._cancel_pending():
-            await anyio.lowlevel.checkpoint_if_cancelled()
-        await self._loop_turn()
-
-    async def _push_to_partition(self, partition: int, records: list[Record]) -> list[Receipt]:
-        """``push_many`` with every record written to ``partition``, whatever its key: for writers
-        that choose the partition themselves (a Kafka client, through the Kafka gateway). The
-        records are one partition's share, so they are written whole or not at all."""
-
-        self._check_headers(records)
-
-        async def write() -> list[Receipt]:
-            encoded, stamps, _, key_hashes, entries = self._encoder.encode(list(records), time.time_ns())
-            return await self._write_share(partition, encoded, stamps, key_hashes, entries)
-
-        return await self._to_partition(partition, len(records), write, [])
 
     def _check_partition(self, partition: int) -> None:
         """Raises unless the producer is open and ``partition`` is one of the stream's."""
@@ -952,355 +712,6 @@ class Producer(Generic[PushKeyT, PushValueT]):
         """Whether records encoded elsewhere (``codec.encode_record``'s bytes, keys hashed by
         ``keyindex.key_hash``) are stored as they are: not on a stream that compresses its values."""
         return self._compression is None and keyindex.key_hash is _CRC32
-
-    async def _push_run_to_partition(self, partition: int, run: EncodedRun) -> int:
-        """``_push_to_partition`` of a run of records encoded already (``entries.EncodedRun``:
-        uncompressed, only when ``_takes_encoded``): their bytes back to back, their ``.index`` and
-        ``.timeindex`` entries numbered from 0, their key hashes packed as the key index stores them
-        (``keyindex.pack_hashes``), the size of the largest. Offsets are assigned
-        and the entries placed as for any push. Returns the first record's offset (the rest follow
-        it: one partition's share gets contiguous offsets), not a receipt a record, which would cost
-        more than the write. For the Kafka gateway, which encodes a Produce's records straight from
-        the request (``kafka/wire/mapping.py``) and answers with the first offset (-1 for no
-        records). Raises as ``_push_to_partition``; ``PartialWriteError`` (with its receipts) when
-        only the first records were committed."""
-        if not self._takes_encoded:
-            raise InvalidArgumentError(f"stream {self.path!r} compresses its values: push Records to it")
-        count = len(run.index_entries) // _INDEX_ENTRY_BYTES
-
-        async def write() -> int:
-            if run.largest > self._max_message_bytes:
-                self._check_size(run.largest)
-            if self._disk_guard is not None:
-                self._disk_guard.admit(len(run.data))
-            first = self._write_run_now(self._lanes[partition], partition, run)
-            if first is not None:  # written inline, the run as it is
-                await self._shielded_turn()  # written: the call must return (the cancellation comes after)
-                return first
-            return await self._write_run_batched(partition, run)
-
-        return await self._to_partition(partition, count, write, -1)
-
-    async def _write_run_batched(self, partition: int, run: EncodedRun) -> int:
-        """A run queued in its partition's lane, as ``_write_shares_at`` queues one share: written off
-        the loop's thread (a large one), after the write in flight, or with the fsync; a batch of its
-        own, written as it is, unless pushes have opened one already (``Lane.enqueue_run``). The first
-        offset; raises the failure when nothing was written, ``PartialWriteError`` when only the
-        first records were committed. Without the partition's lock (another shared producer held
-        it), nothing was written: the run waits for the lock and is queued again."""
-        lane = self._lanes[partition]
-        count = len(run.index_entries) // _INDEX_ENTRY_BYTES
-        while True:
-            batch, start = lane.enqueue_run(run)
-            try:
-                return await lane.complete(batch, start + count - 1) + start
-            except LockNotHeld:
-                if lane.needs_lock:
-                    await self._take_lock(lane)
-            except Exception as error:
-                kept = batch.committed - start  # a failed index write kept its first entries
-                if kept <= 0:
-                    raise
-                raise _partly_written(error, count, partition, batch.first_offset + start, kept) from error
-
-    async def _to_partition(
-        self, partition: int, count: int, write: Callable[[], Awaitable[_Written]], nothing: _Written
-    ) -> _Written:
-        """The checks and bookkeeping of a write of ``count`` records to one partition around
-        ``write``; ``nothing`` is the answer when there are no records."""
-        turns = self._turns
-        if turns is not None:
-            turns.pushing += 1
-        try:
-            if self._cancel_pending():
-                await anyio.lowlevel.checkpoint_if_cancelled()
-            self._check_partition(partition)
-            if not count:
-                await anyio.lowlevel.cancel_shielded_checkpoint()
-                return nothing
-            return await write()
-        finally:
-            if turns is not None:
-                turns.pushing -= 1
-
-    async def _write_share(
-        self,
-        partition: int,
-        encoded: list[bytes],
-        stamps: list[int],
-        key_hashes: list[int],
-        entries: list[bytes] | None,
-    ) -> list[Receipt]:
-        """One partition's share, encoded, written whole (the disk guard admits it first)."""
-        total_bytes = sum(map(len, encoded))
-        if self._disk_guard is not None:
-            self._disk_guard.admit(total_bytes)
-        return await self._write_shares(encoded, stamps, [partition] * len(encoded), key_hashes, total_bytes, entries)
-
-    def _push_to_partition_now(self, partition: int, records: list[Record]) -> list[Receipt] | None:
-        """``_push_to_partition`` without awaiting: the records written and committed now, on the
-        loop thread, when the partition's lane may take them inline (a ``flush="async"`` stream, no
-        batch in flight, no roll due, the lock at hand); None when they must wait, and then nothing
-        was written or counted. For a server answering from its socket callbacks (the Kafka gateway),
-        which has no turn of the loop to give before its answer: it returns to the loop right after.
-        Raises what ``_push_to_partition`` raises; ``PartialWriteError`` when the index write failed
-        after its first records were committed."""
-        lane = self._inline_lane(partition)
-        if not records:
-            return []
-        if lane is None:
-            return None
-        self._check_headers(records)
-        encoded, stamps, _, key_hashes, entries = self._encoder.encode(list(records), time.time_ns())
-        return self._write_share_now(lane, partition, encoded, stamps, key_hashes, entries)
-
-    def _push_run_to_partition_now(self, partition: int, run: EncodedRun) -> int | None:
-        """``_push_run_to_partition`` without awaiting, as ``_push_to_partition_now``: the first
-        record's offset once written now (-1 for no records), or None (nothing written) when they
-        must wait."""
-        if not self._takes_encoded:
-            raise InvalidArgumentError(f"stream {self.path!r} compresses its values: push Records to it")
-        lane = self._inline_lane(partition)
-        if not run.index_entries:
-            return -1
-        if lane is None:
-            return None
-        if run.largest > self._max_message_bytes:
-            self._check_size(run.largest)
-        return self._write_run_now(lane, partition, run, admit=True)
-
-    def _write_run_now(self, lane: Lane, partition: int, run: EncodedRun, *, admit: bool = False) -> int | None:
-        """A run written on the loop thread if ``lane`` can take it inline now (``admit``: the disk
-        guard admits it first); None, with nothing written or admitted, if not."""
-        if not lane.can_write_inline(len(run.data)):
-            return None
-        if admit and self._disk_guard is not None:
-            self._disk_guard.admit(len(run.data))
-        try:
-            return lane.write_run_inline(run)
-        except PartlyCommittedError as error:
-            if error.committed == 0:
-                raise
-            count = len(run.index_entries) // _INDEX_ENTRY_BYTES
-            raise _partly_written(error, count, partition, error.first_offset, error.committed) from error
-
-    def _inline_lane(self, partition: int) -> Lane | None:
-        """``partition``'s lane if its writes may be answered without awaiting; None on a stream
-        flushed with fsync (answered after the fsync, which is a batch's, off the loop thread)."""
-        self._check_partition(partition)
-        lane = self._lanes[partition]
-        return None if lane.sync_flush else lane
-
-    def _write_share_now(
-        self,
-        lane: Lane,
-        partition: int,
-        encoded: list[bytes],
-        stamps: list[int],
-        key_hashes: list[int],
-        entries: list[bytes] | None,
-    ) -> list[Receipt] | None:
-        """``_write_share`` on the loop thread, if ``lane`` can take the share inline now (no batch
-        in flight, no roll due, the lock at hand); None, with nothing written or admitted, if not."""
-        first = self._write_share_first_now(
-            lane, partition, encoded, stamps, key_hashes, entries, sum(map(len, encoded))
-        )
-        if first is None:
-            return None
-        made: list[Receipt] = receipts(partition, first, len(encoded))
-        return made
-
-    def _write_share_first_now(
-        self,
-        lane: Lane,
-        partition: int,
-        encoded: list[bytes],
-        stamps: list[int],
-        key_hashes: list[int] | bytes,
-        entries: list[bytes] | None,
-        total_bytes: int,
-    ) -> int | None:
-        """``_write_share_now`` of a share of ``total_bytes``, answering the first record's offset
-        (its key hashes as ints, or packed as the key index stores them)."""
-        if not lane.can_write_inline(total_bytes):
-            return None
-        if self._disk_guard is not None:
-            self._disk_guard.admit(total_bytes)
-        try:
-            return lane.write_inline(encoded, stamps, key_hashes, None if entries is None else b"".join(entries))
-        except PartlyCommittedError as error:
-            if error.committed == 0:
-                raise
-            raise _partly_written(error, len(encoded), partition, error.first_offset, error.committed) from error
-
-    async def _write_shares(
-        self,
-        encoded: list[bytes],
-        stamps: list[int],
-        partitions: Sequence[int],
-        key_hashes: Sequence[int],
-        total_bytes: int | None = None,
-        tag_entries: list[bytes] | None = None,
-    ) -> list[Receipt]:
-        """Write each partition's share of a batch; receipts in the batch's order (``total_bytes``,
-        the batch's size if already summed, spares summing a one-partition batch again)."""
-        written = await self._write_shares_at(encoded, stamps, partitions, key_hashes, total_bytes, tag_entries)
-        if len(written) == 1:  # one share, the whole batch: its receipts as made
-            _, partition, first = written[0]
-            made: list[Receipt] = receipts(partition, first, len(encoded))
-            return made
-        placed: list[Receipt | None] = [None] * len(encoded)
-        for positions, partition, first in written:
-            _place_receipts(placed, positions, partition, first)
-        return placed  # type: ignore[return-value]  # every entry is set when nothing failed
-
-    async def _write_shares_at(
-        self,
-        encoded: list[bytes],
-        stamps: list[int],
-        partitions: Sequence[int],
-        key_hashes: Sequence[int],
-        total_bytes: int | None = None,
-        tag_entries: list[bytes] | None = None,
-    ) -> list[tuple[Sequence[int], int, int]]:
-        """``_write_shares`` without the receipts: where each share went (its positions in the
-        batch, its partition, its first offset). Raises the failure when nothing was written, and
-        ``PartialWriteError`` with the receipts of what was when part of it was."""
-        count = len(encoded)
-        shares: Mapping[int, Sequence[int]]
-        if self._partition_count == 1 or len(set(partitions)) == 1:  # one share (a set of 1,000 costs 1%)
-            shares = {partitions[0]: range(count)}
-        else:
-            lists: dict[int, list[int]] = {}
-            for position, partition in enumerate(partitions):
-                share = lists.get(partition)
-                if share is None:
-                    lists[partition] = [position]
-                else:
-                    share.append(position)
-            shares = lists
-        written: list[tuple[Sequence[int], int, int]] = []  # positions, partition, first offset
-        waiting: list[tuple[Lane, int, Sequence[int], Batch, int]] = []
-        failure: BaseException | None = None
-        # A large batch over several partitions writes one partition's share per step, so the loop
-        # is never held for the whole batch (each share still gets contiguous offsets). Closing
-        # waits for such a batch to finish its writes.
-        split = count > _ENCODE_CHUNK and len(shares) > 1
-        self._splitting += split
-        try:
-            for partition, positions in shares.items():
-                if split and written and not waiting:  # a queued share is led before any yield
-                    # Shielded: some shares are written, so this push_many must finish.
-                    await self._shielded_turn()
-                share_tags = None
-                if len(positions) == count:
-                    share_records, share_stamps, share_hashes = encoded, stamps, key_hashes
-                    if tag_entries is not None:
-                        share_tags = b"".join(tag_entries)
-                else:
-                    share_records = [encoded[i] for i in positions]
-                    share_stamps = [stamps[i] for i in positions]
-                    share_hashes = [key_hashes[i] for i in positions]
-                    if tag_entries is not None:
-                        share_tags = b"".join([tag_entries[i] for i in positions])
-                lane = self._lanes[partition]
-                if total_bytes is not None and len(positions) == count:
-                    share_bytes = total_bytes
-                else:
-                    share_bytes = sum(map(len, share_records))
-                if lane.can_write_inline(share_bytes):
-                    try:
-                        first = lane.write_inline(share_records, share_stamps, share_hashes, share_tags)
-                    except OSError as error:
-                        failure = error  # the shares after this one are not written at all
-                        if isinstance(error, PartlyCommittedError):  # its first records were kept
-                            written.append((positions[: error.committed], partition, error.first_offset))
-                        break
-                    written.append((positions, partition, first))
-                else:
-                    batch, start = lane.enqueue(share_records, share_stamps, share_hashes, share_tags, share_bytes)
-                    waiting.append((lane, partition, positions, batch, start))
-        finally:
-            self._splitting -= split
-            if split and not self._splitting and self._splits_done is not None:
-                self._splits_done.set()
-        if not waiting and failure is None:
-            # Written: other tasks get a turn before the receipts are built (a step of its own for
-            # a large batch). Shielded: a push that wrote must return.
-            await self._shielded_turn()
-        # Every queued share is led to its end, even after a failure: a share left queued would
-        # never be led, so closing would wait for it forever and a later push to that partition
-        # would commit it behind this call's back.
-        not_held: list[tuple[Lane, int, Sequence[int]]] = []
-        for lane, partition, positions, batch, start in waiting:
-            try:
-                first = await lane.complete(batch, start + len(positions) - 1)
-            except LockNotHeld:
-                not_held.append((lane, partition, positions))
-                continue
-            except Exception as error:
-                failure = failure or error
-                kept = batch.committed - start  # a share the failed index write cut in two
-                if kept > 0:
-                    written.append((positions[:kept], partition, batch.first_offset + start))
-                continue
-            written.append((positions, partition, first + start))
-        for lane, partition, positions in not_held:
-            # Nothing of these shares is written: each waits for its partition's lock and is queued
-            # again. The wait is cancellable while nothing of the call is written, shielded (and
-            # still bounded by lock_timeout) once something is, so the call ends whole or partial.
-            if failure is None:
-                failure = await self._write_share_again(
-                    lane, partition, positions, encoded, stamps, key_hashes, tag_entries, written
-                )
-        if failure is not None:
-            if not written:
-                raise failure  # nothing was written: the call failed whole
-            placed: list[Receipt | None] = [None] * count
-            for positions, partition, first in written:
-                _place_receipts(placed, positions, partition, first)
-            raise PartialWriteError(failure, placed) from failure
-        if count > _ENCODE_CHUNK:
-            await self._shielded_turn()  # and the caller's next step is its own (shielded: written)
-        return written
-
-    async def _write_share_again(
-        self,
-        lane: Lane,
-        partition: int,
-        positions: Sequence[int],
-        encoded: list[bytes],
-        stamps: list[int],
-        key_hashes: Sequence[int],
-        tag_entries: list[bytes] | None,
-        written: list[tuple[Sequence[int], int, int]],
-    ) -> Exception | None:
-        """Write one partition's share whose batch went unwritten for want of the lock, adding what
-        was written to ``written``; the failure, if any."""
-        records = [encoded[i] for i in positions]
-        share_stamps = [stamps[i] for i in positions]
-        hashes = [key_hashes[i] for i in positions]
-        tags = None if tag_entries is None else b"".join([tag_entries[i] for i in positions])
-        with anyio.CancelScope(shield=bool(written)):
-            while True:
-                try:
-                    if lane.needs_lock:
-                        await self._take_lock(lane)
-                    batch, start = lane.enqueue(records, share_stamps, hashes, tags)
-                except Exception as error:
-                    return error
-                try:
-                    first = await lane.complete(batch, start + len(records) - 1)
-                except LockNotHeld:
-                    continue
-                except Exception as error:
-                    kept = batch.committed - start
-                    if kept > 0:
-                        written.append((positions[:kept], partition, batch.first_offset + start))
-                    return error
-                written.append((positions, partition, first + start))
-                return None
-        return None  # not reached: the scope is never cancelled itself
 
     # -- durability and retention ----------------------------------------------------------------
 

@@ -28,7 +28,8 @@ message before it.
 from __future__ import annotations
 
 import struct
-from typing import Final, NamedTuple
+from collections.abc import Sequence
+from typing import Final, NamedTuple, TypeAlias
 
 from .naming import KEYINDEX, TAGINDEX, TIMEINDEX
 
@@ -46,6 +47,8 @@ __all__ = [
     "TIMEINDEX_ENTRY_BYTES",
     "TIME_COLUMN",
     "EncodedRun",
+    "RecordRun",
+    "Run",
     "SideColumn",
 ]
 
@@ -111,3 +114,41 @@ class EncodedRun(NamedTuple):
     def total(self) -> int:
         """Bytes of all the records: what the write takes."""
         return len(self.data)
+
+
+class RecordRun:
+    """A run whose entries are made where it is written: the records as a list, encoded as
+    ``.data`` stores them, with their timestamps, key hashes and tag entries as columns. What a
+    share of a batch encoded record by record is (push_many over partitions, a push that waits for
+    a batch, the Kafka gateway's ``Record``s): the segment makes the ``.index`` and ``.timeindex``
+    entries straight at the offset and position it writes them at, where an ``EncodedRun`` would
+    make them at 0 and then move them (a pass over the entries more, a record). Its lists are never
+    changed once made, except a batch's own gathered run's (``Lane.enqueue``)."""
+
+    __slots__ = ("key_hashes", "records", "tag_entries", "timestamps", "total")
+
+    def __init__(
+        self,
+        records: list[bytes],
+        timestamps: list[int],
+        key_hashes: Sequence[int] | bytes,
+        tag_entries: bytes | bytearray | None,
+        total: int,
+    ) -> None:
+        self.records = records
+        self.timestamps = timestamps
+        # .keyindex: the key hash of each record, as ints (a list, or the compiled core's
+        # array("I")) or packed as the key index stores them
+        self.key_hashes = key_hashes
+        # .tagindex: an entry a record, or None to take them from the records where they are written
+        self.tag_entries = tag_entries
+        self.total = total  # bytes of all the records: what the write takes
+
+    @property
+    def record_count(self) -> int:
+        """How many records."""
+        return len(self.records)
+
+
+# What one write to a partition takes: a share of a batch, a Kafka Produce's batch, a single push.
+Run: TypeAlias = EncodedRun | RecordRun

@@ -22,7 +22,7 @@ import confluent_kafka
 from .._async.group import DEFAULT_COMMIT_INTERVAL, DEFAULT_REBALANCE_INTERVAL, ConsumerGroup
 from .._async.metrics import ObservedGroup, telemetry
 from .._async.reader import _Reader
-from .._errors import ClosedError, DeserializationError, InvalidArgumentError
+from .._errors import ClosedError, DeserializationError, InvalidArgumentError, OffsetOutOfRangeError
 from .._sansio.capabilities import is_kafka_url, refuse
 from .._sansio.naming import validate_group_name
 from .._sansio.retries import dead_letter_headers
@@ -95,6 +95,7 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
         self._reading_state = KafkaReading(
             path, kafka, options.get("key_deserializer"), options.get("value_deserializer")
         )
+        self._reading_state.on_data_loss = self.on_data_loss
         topic = self._reading_state.target.topic
         self._dead_letter_target: KafkaTarget = (
             target(dead_letters, kafka)
@@ -109,6 +110,9 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
         self._stored: dict[int, int] = {}  # partition -> the offset committed to Kafka last
         self._group_ends: dict[int, int] = {}  # end="close": each partition's end when the group opened
         self._done: set[int] = set()
+        # partition -> (offset sought, the offset to read on from if it is past the end): a seek the
+        # client's cached end could not allow at once, checked by the next read (``_apply_seeks``).
+        self._seeks: dict[int, tuple[int, int]] = {}
         self._assigned = False  # whether Kafka assigned this member partitions (or none) yet
         self._last_commit = time.monotonic()
         self._dead_letter_client: confluent_kafka.Producer | None = None
@@ -161,17 +165,18 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
         reading = self._reading_state
         config, topic = reading.target.config, reading.target.topic
         count = topic_partitions(config, topic)
-        client = new_consumer(
-            config,
-            **{
-                "group.id": self.name or "",
-                "auto.offset.reset": "latest" if self.start == "newest" else "earliest",
-                "enable.partition.eof": True,
-            },
-        )
+        settings: dict[str, str | bool | int] = {
+            "group.id": self.name or "",
+            # Every partition is given its offset (_on_assign); one retention deleted comes as an
+            # error the reader handles by on_data_loss (KafkaReading.poll), reporting a skip.
+            "auto.offset.reset": "error",
+            "enable.partition.eof": True,
+        }
+        client = new_consumer(config, **settings)
         try:
             if self.end == "close":
                 self._group_ends = offsets_at(client, topic, list(range(count)), "newest")
+                reading.ends = dict(self._group_ends)
             client.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke)
         except BaseException:
             client.close()
@@ -185,7 +190,7 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
         committed = client.committed(partitions, timeout=TIMEOUT) if partitions else []
         fresh = [tp.partition for tp in committed if tp.offset < 0]
         # Concrete offsets, "oldest" and "newest" too: an empty partition is then seen at its end.
-        starts = offsets_at(client, topic, fresh, self.start) if fresh else {}
+        starts = offsets_at(client, topic, fresh, self.start, deleted_ok=True) if fresh else {}
         for tp in committed:
             if tp.offset >= 0:
                 self._stored[tp.partition] = tp.offset
@@ -195,6 +200,7 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
             if end is not None and 0 <= tp.offset >= end:
                 self._done.add(tp.partition)
         self._held.update(tp.partition for tp in committed)
+        self._reading_state.starts.update((tp.partition, tp.offset) for tp in committed if tp.offset >= 0)
         self._assigned = True
         client.assign(committed)
 
@@ -249,6 +255,9 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
     def _reads_several(self) -> bool:
         return len(self._held - self._done) > 1
 
+    def _wants_client(self) -> bool:
+        return bool(self._seeks)
+
     def _after_poll(self) -> None:
         if self._held != self._held_noted:  # a rebalance ran in the poll: wake assignments()
             self._held_noted = frozenset(self._held)
@@ -259,6 +268,8 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
         client = reading.client
         if client is not None and self._pending and time.monotonic() - self._last_commit >= self.commit_interval:
             self._commit_now(client)
+        if client is not None and self._seeks:
+            self._apply_seeks(client)
         messages = reading.poll(max_messages, self._before_end, wait=wait)
         if not messages and self._group_ends and client is not None:
             topic = reading.target.topic
@@ -352,19 +363,83 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
         return await anyio.to_thread.run_sync(measure)
 
     def seek(self, partition: int, offset: int) -> None:
-        """Read ``partition`` on from ``offset`` (a partition this member holds)."""
-        if partition not in self._held:
-            raise InvalidArgumentError(f"partition {partition} is not held by this member: seek a partition it holds")
+        """Read ``partition`` on from ``offset`` (a partition this member holds), as a local group's seek.
+
+        An offset past the partition's end raises ``OffsetOutOfRangeError``, and where the member
+        reads does not move. Without blocking on the cluster, the end known is the one the client
+        saw in its last fetch: an offset up to it is sought at once; one past it is checked against
+        the partition's end at the next read, which raises ``OffsetOutOfRangeError`` if it is still
+        past (and reads on from where the member was), or reads from there.
+        """
+        if self.closed:
+            raise ClosedError("this consumer group was closed")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise InvalidArgumentError(f"offset={offset!r}: give an offset (from 0)")
+            raise InvalidArgumentError(f"offset={offset!r}: offsets are numbered from 0")
+        if partition not in self._held:
+            raise InvalidArgumentError(
+                f"partition {partition!r} is not held by this member (it holds {list(self.assignment)}): "
+                "seek within `assignment`, or move a stopped group's offsets with adiskq.reset_offsets"
+            )
         reading = self._reading_state
-        buffered = self._take_buffered(1 << 30) or []
-        reading.undelivered = [m for m in buffered if m.partition != partition] + reading.undelivered
-        reading.drop_undelivered(partition)
         client = reading.client
         assert client is not None
-        client.seek(confluent_kafka.TopicPartition(reading.target.topic, partition, offset))
+        was = self._next_offset(client, partition)
+        remaining = self._messages.remaining
+        if remaining:
+            # The read-ahead batch came from one partition: keep it unless it is this one.
+            buffered = self._messages.take(remaining) or []
+            if buffered and buffered[0].partition != partition:
+                self._messages.set(buffered, 0)
+        reading.drop_undelivered(partition)
         self._done.discard(partition)
+        tp = confluent_kafka.TopicPartition(reading.target.topic, partition)
+        try:
+            _, end = client.get_watermark_offsets(tp, cached=True)
+        except confluent_kafka.KafkaException:
+            end = -1
+        if 0 <= offset <= end:
+            self._seeks.pop(partition, None)
+            client.seek(confluent_kafka.TopicPartition(reading.target.topic, partition, offset))
+        else:
+            self._seeks[partition] = (offset, self._seeks.get(partition, (offset, was))[1])
+
+    def _next_offset(self, client: confluent_kafka.Consumer, partition: int) -> int:
+        """The offset of the next message this member hands out from ``partition`` (no request)."""
+        buffered = self._messages.remaining
+        if buffered and self._reading_state.last_batch and self._reading_state.last_batch[0].partition == partition:
+            return self._reading_state.last_batch[len(self._reading_state.last_batch) - buffered].offset
+        waiting = next((m.offset for m in self._reading_state.undelivered if m.partition == partition), None)
+        if waiting is not None:
+            return waiting
+        pending = self._seeks.get(partition)
+        if pending is not None:
+            return pending[1]
+        (position,) = client.position([confluent_kafka.TopicPartition(self._reading_state.target.topic, partition)])
+        return int(position.offset)
+
+    def _apply_seeks(self, client: confluent_kafka.Consumer) -> None:
+        """The seeks past the end the client knew, checked against each partition's end (in a worker thread)."""
+        topic = self._reading_state.target.topic
+        seeks, self._seeks = self._seeks, {}
+        refused: OffsetOutOfRangeError | None = None
+        for partition, (offset, was) in seeks.items():
+            if partition not in self._held:
+                continue
+            tp = confluent_kafka.TopicPartition(topic, partition)
+            _, end = client.get_watermark_offsets(tp, timeout=TIMEOUT, cached=False)
+            if offset > end:
+                refused = refused or OffsetOutOfRangeError(
+                    f"offset {offset} of partition {partition} of Kafka topic {topic!r} is not written yet (the "
+                    f"next offset is {end}); seek to an offset up to {end}",
+                    partition=partition,
+                    offset=offset,
+                    next_offset=end,
+                )
+                offset = was
+            if offset >= 0:
+                client.seek(confluent_kafka.TopicPartition(topic, partition, offset))
+        if refused is not None:
+            raise refused
 
     @property
     def assignment(self) -> tuple[int, ...]:
@@ -377,7 +452,8 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
 
     @property
     def skipped(self) -> list[tuple[int, int, int]]:
-        return []
+        """``(partition, first, last_exclusive)`` ranges retention deleted before they were read."""
+        return list(self._reading_state.skipped)
 
     @property
     def tags(self) -> frozenset[str] | None:

@@ -33,6 +33,7 @@ from .._async.producer import _observed as observed_producer
 from .._errors import ClosedError, InvalidArgumentError, MessageTooLargeError, PartialWriteError
 from .._sansio.capabilities import refuse
 from .._sansio.naming import partition_for_key
+from .._sansio.producer_options import check_producer_options
 from .._sansio.values import Receipt, Record, Retention
 from ._cluster_client import KafkaTarget, check_sync_flush, configured, ensure_topic, target
 from ._cluster_mapping import Outgoing, outgoing
@@ -88,39 +89,33 @@ class KafkaProducer(Producer[PushKeyT, PushValueT]):
         ):
             raise InvalidArgumentError(f"partitions={partitions!r}: give a partition count of 1 or more")
         retention = options.get("retention")
-        if retention is not None and not isinstance(retention, Retention):
-            raise TypeError("retention= takes adiskq.Retention(max_bytes=..., max_age=...)")
+        flush = options.get("flush", "async")
+        shared = options.get("shared", False)
+        compression = options.get("compression")
+        check_producer_options(
+            flush=flush,
+            shared=shared,
+            compression=compression,
+            retention=retention,
+            value_serializer=options.get("value_serializer"),
+            key_serializer=options.get("key_serializer"),
+        )
         if retention is not None and retention.max_disk_usage is not None:
             raise refuse("retention", asked="Retention(max_disk_usage=...)")
-        flush = options.get("flush", "async")
-        if flush not in ("async", "sync"):
-            raise InvalidArgumentError(f'flush={flush!r}: choose "async" (the default) or "sync"')
-        shared = options.get("shared", False)
-        if not isinstance(shared, bool):
-            raise InvalidArgumentError(f"shared={shared!r}: give True (write beside other producers) or False")
-        compression = options.get("compression")
-        if compression not in (None, "zstd"):
-            raise InvalidArgumentError(f'compression={compression!r}: give "zstd", or None (the default) for none')
         partitioner: Literal["murmur2", "fnv1"] = options.get("partitioner") or "murmur2"
         if partitioner not in ("murmur2", "fnv1"):
             raise InvalidArgumentError(
                 f'partitioner={partitioner!r}: give "murmur2" (the default on Kafka, as Java clients place keys) or '
                 '"fnv1" (adiskq\'s placement, for a topic adiskq mirror fills with --partitioning preserve)'
             )
-        serializers: dict[str, Callable[..., Any] | None] = {}
-        for name in ("value_serializer", "key_serializer"):
-            given = options.get(name)
-            if given is not None and not callable(given):
-                raise TypeError(f"{name} takes a function that returns the bytes to store, not {type(given).__name__}")
-            serializers[name] = given
         self._target: KafkaTarget = target(path, options.get("kafka"))
         self._max_message_bytes = _client_max_bytes(self._target.config)
         self.path = path
         self.flush_mode = flush
         self.shared = shared
         self.partitioner = partitioner
-        self.value_serializer = serializers["value_serializer"]
-        self.key_serializer = serializers["key_serializer"]
+        self.value_serializer: Callable[..., Any] | None = options.get("value_serializer")
+        self.key_serializer: Callable[..., Any] | None = options.get("key_serializer")
         self.refuse_writes_above = None
         self._asked_partitions: int | None = partitions
         self._retention: Retention | None = retention

@@ -11,6 +11,7 @@ reader runs them: a message one fails on raises ``DeserializationError`` and sta
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -27,8 +28,11 @@ from .._sansio.decoding import MessageDecoder
 from .._sansio.values import Message
 from ._cluster_client import KafkaTarget, target
 from ._cluster_mapping import message_of
+from ._mirror_kafka import TIMEOUT
 
 __all__ = ["KafkaReadLoop", "KafkaReading", "check_reader_options"]
+
+logger = logging.getLogger("adiskq")
 
 _POLL_SECONDS: Final = 0.1
 # Records taken from librdkafka's queue at once: enough to reach past one partition's share of a
@@ -73,6 +77,9 @@ class KafkaReading:
         self.undelivered: list[Message[bytes, bytes]] = []  # read, not handed out (a deserializer failed on the first)
         self.positions: dict[int, int] = {}  # partition -> the offset after the last message handed out
         self.on_data_loss = "skip"
+        self.starts: dict[int, int] = {}  # partition -> the offset it was assigned at
+        self.ends: dict[int, int | None] = {}  # partition -> the end it is read to (exclusive), if it has one
+        self.skipped: list[tuple[int, int, int]] = []  # (partition, first, last_exclusive) retention deleted
         self.last_batch: list[Message[Any, Any]] = []  # what the last read handed out (one partition's)
         self._turn = -1  # the partition handed out last: the next batch comes from the one after it
         # With deserializers: the stored key and value of each message of the last batch handed
@@ -100,15 +107,49 @@ class KafkaReading:
                 if error.code() in _IGNORED:
                     continue
                 if error.code() == confluent_kafka.KafkaError._AUTO_OFFSET_RESET:
-                    raise OffsetOutOfRangeError(
-                        f"Kafka topic {self.target.topic!r}: the next record to read is gone ({error.str()}); "
-                        'open the reader with on_data_loss="skip" to read on from the oldest record kept'
-                    )
+                    self._data_lost(client, record.partition(), record.offset())
+                    continue
                 raise OSError(f"reading Kafka topic {self.target.topic!r}: {error.str()}")
             message = message_of(record)
             if keep(message):
                 messages.append(message)
         return messages
+
+    def _data_lost(self, client: confluent_kafka.Consumer, partition: int | None, offset: int | None) -> None:
+        """Retention deleted the records at ``partition``'s position before they were read (librdkafka's
+        auto.offset.reset=error): raise, or go on from the oldest record kept and report the range
+        skipped, as a local reader does (``skipped``, and a warning in the log)."""
+        topic = self.target.topic
+        if partition is None or partition < 0:
+            raise OSError(f"reading Kafka topic {topic!r}: a position retention deleted, in no partition named")
+        first = offset if offset is not None and offset >= 0 else self.positions.get(partition, 0)
+        tp = confluent_kafka.TopicPartition(topic, partition)
+        oldest, _ = client.get_watermark_offsets(tp, timeout=TIMEOUT, cached=False)
+        if self.on_data_loss == "raise":
+            # Reading again raises again, as on a local stream: the position stays where it was.
+            _restart(client, topic, partition, first, self.starts)
+            raise OffsetOutOfRangeError(
+                f"offsets {first}..{oldest - 1} of partition {partition} of Kafka topic {topic!r} were deleted by "
+                f"retention before this consumer read them; the oldest offset is now {oldest}. Open the consumer "
+                "with on_data_loss='skip' to continue from there, or keep more data (the topic's retention.ms, "
+                "retention.bytes)",
+                partition=partition,
+                offset=first,
+                oldest_offset=oldest,
+            )
+        end = self.ends.get(partition)
+        resume = oldest if end is None else min(oldest, end)
+        logger.warning(
+            "adiskq: Kafka topic %s, partition %d: offsets %d..%d were deleted by retention before they were read; "
+            "skipped",
+            topic,
+            partition,
+            first,
+            resume - 1,
+        )
+        self.skipped.append((partition, first, resume))
+        self.positions[partition] = resume
+        _restart(client, topic, partition, resume, self.starts)
 
     def deliver(self, messages: list[Message[bytes, bytes]], max_messages: int) -> list[Message[Any, Any]]:
         """``messages`` (after the undelivered ones) through the deserializers, up to ``max_messages``;
@@ -173,6 +214,27 @@ class KafkaReading:
             client.close()
 
 
+def _restart(client: confluent_kafka.Consumer, topic: str, partition: int, offset: int, starts: dict[int, int]) -> None:
+    """Fetch ``partition`` again from ``offset`` after librdkafka stopped it at a position retention
+    deleted: a seek is refused in that state, so the partition is assigned again (alone, or, in a
+    group of the eager protocol, with the others at their positions, else where they started)."""
+    tp = confluent_kafka.TopicPartition(topic, partition, offset)
+    try:
+        client.incremental_unassign([tp])
+        client.incremental_assign([tp])
+        return
+    except confluent_kafka.KafkaException as error:
+        if error.args[0].code() != confluent_kafka.KafkaError._STATE:
+            raise
+    assigned = client.position(client.assignment())
+    for other in assigned:
+        if other.partition == partition:
+            other.offset = offset
+        elif other.offset < 0 and other.partition in starts:
+            other.offset = starts[other.partition]
+    client.assign(assigned)
+
+
 class KafkaReadLoop(_Reader[Any, Any]):
     """The read loop of both Kafka readers (``KafkaConsumer``, ``KafkaConsumerGroup``): a batch is
     what was read and not handed out yet, or what a poll in a worker thread brings.
@@ -203,6 +265,10 @@ class KafkaReadLoop(_Reader[Any, Any]):
     def _after_poll(self) -> None:
         """After each poll, in the event loop."""
 
+    def _wants_client(self) -> bool:
+        """Whether the next read must go to the client before handing out what waits (a seek to check)."""
+        return False
+
     async def _next_batch(self, max_messages: int) -> list[Message[Any, Any]]:
         if self._state != "open":
             self._refuse_unopened()
@@ -221,14 +287,15 @@ class KafkaReadLoop(_Reader[Any, Any]):
                 # What waits is handed out first; when it is all one partition's and others are
                 # read, librdkafka is asked (without waiting) for theirs, so the partitions take turns.
                 top_up = bool(reading.undelivered) and reading.one_partition_waits() and self._reads_several()
-                if reading.undelivered and not top_up:
+                if reading.undelivered and not top_up and not self._wants_client():
                     return self._hand_out([], max_messages)
                 if not reading.undelivered and self._finished():
                     return []
+                wait = not reading.undelivered
                 async with self._client_lock:  # closing waits for this poll (at most _POLL_SECONDS)
                     if self.closed:
                         raise ClosedError(self._closed_while_reading)
-                    messages = await anyio.to_thread.run_sync(self._poll, max_messages, not top_up)
+                    messages = await anyio.to_thread.run_sync(self._poll, max_messages, wait)
                 self._after_poll()
                 if messages or reading.undelivered:
                     return self._hand_out(messages, max_messages)

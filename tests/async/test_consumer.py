@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import pytest
+from support.backends import delete_oldest, fill_for_retention
 from support.cli import append, flip_byte
 from support.consumer import Writer
 
@@ -384,13 +385,11 @@ def write_segments(writer: Writer, count: int) -> None:
         writer.append([b"x" * 80 + b"%06d" % i])
 
 
-async def test_vacuumed_start_skips_to_the_oldest_and_reports_it(stream_path: str) -> None:
+async def test_vacuumed_start_skips_to_the_oldest_and_reports_it(where: Where) -> None:
     """With on_data_loss="skip", a start older than the oldest offset continues there and records the gap."""
-    with Writer(stream_path, segment_size_bytes=1024) as writer:
-        write_segments(writer, 60)
-        writer.stream.vacuum(adiskq.Retention(max_bytes=2048))
-    oldest = adiskq.stats(stream_path).partitions[0].oldest_offset
-    assert oldest > 0
+    stream_path = where.new()
+    await fill_for_retention(stream_path, 60)
+    oldest = await delete_oldest(stream_path, 60)
     async with adiskq.Consumer(stream_path, start=0, end="close") as consumer:
         messages = await drain(consumer)
         assert consumer.skipped == [(0, 0, oldest)]
@@ -413,17 +412,21 @@ async def test_vacuum_while_reading_skips_only_what_is_gone(stream_path: str) ->
     assert offsets == list(range(first_segment_end)) + list(range(oldest, 60))
 
 
-async def test_data_loss_raises_when_asked(stream_path: str) -> None:
-    """With on_data_loss="raise", reading vacuumed offsets raises OffsetOutOfRangeError with the oldest offset."""
-    with Writer(stream_path, segment_size_bytes=1024) as writer:
-        write_segments(writer, 60)
-        writer.stream.vacuum(adiskq.Retention(max_bytes=2048))
-    oldest = adiskq.stats(stream_path).partitions[0].oldest_offset
+async def test_data_loss_raises_when_asked(where: Where) -> None:
+    """With on_data_loss="raise", reading vacuumed offsets raises OffsetOutOfRangeError with the
+    oldest offset, and reading again raises again."""
+    stream_path = where.new()
+    await fill_for_retention(stream_path, 60)
+    oldest = await delete_oldest(stream_path, 60)
     async with adiskq.Consumer(stream_path, start=0, on_data_loss="raise") as consumer:
-        with pytest.raises(adiskq.OffsetOutOfRangeError, match="deleted by retention") as caught:
-            await consumer.__anext__()
-    assert caught.value.oldest_offset == oldest
-    assert caught.value.offset == 0
+        for _ in range(2):
+            with (
+                anyio.fail_after(10),
+                pytest.raises(adiskq.OffsetOutOfRangeError, match="deleted by retention") as caught,
+            ):
+                await consumer.__anext__()
+            assert (caught.value.partition, caught.value.offset, caught.value.oldest_offset) == (0, 0, oldest)
+        assert consumer.skipped == []
 
 
 async def test_a_consumer_cancelled_while_opening_holds_nothing(stream_path: str) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import pytest
-from support.backends import key_for, write_to
+from support.backends import delete_oldest, fill_for_retention, key_for, write_to
 from support.consumer import Writer
 from support.paths import TESTS_DIR
 from support.unprivileged import nobody_command
@@ -335,6 +335,41 @@ async def test_readers_need_only_read_permission(public_folder: pathlib.Path) ->
         result = await anyio.run_process(command, cwd=TESTS_DIR, env=environment, check=False)
     assert result.returncode == 0, result.stderr.decode()
     assert result.stdout.decode().split() == ["2", "2"]
+
+
+async def test_a_group_whose_commit_retention_passed_goes_on_from_the_oldest_and_reports_it(where: Where) -> None:
+    """A named group whose committed offset retention deleted reads on from the oldest kept
+    (on_data_loss="skip", the default) and reports (partition, first, last_exclusive)."""
+    place = where.new()
+    await fill_for_retention(place, 60)
+    async with adiskq.ConsumerGroup(place, "g") as group:
+        (first,) = await take(group, 1)
+        group.commit(first)
+    oldest = await delete_oldest(place, 60)
+    async with adiskq.ConsumerGroup(place, "g", end="close") as group:
+        with anyio.fail_after(10):
+            messages = [m async for m in group]
+        assert group.skipped == [(0, 1, oldest)]
+    assert [m.offset for m in messages] == list(range(oldest, 60))
+
+
+async def test_a_group_raises_at_a_commit_retention_passed_when_asked(where: Where) -> None:
+    """With on_data_loss="raise", a named group whose committed offset retention deleted raises
+    OffsetOutOfRangeError naming the range, and again at the next read."""
+    place = where.new()
+    await fill_for_retention(place, 60)
+    async with adiskq.ConsumerGroup(place, "g") as group:
+        (first,) = await take(group, 1)
+        group.commit(first)
+    oldest = await delete_oldest(place, 60)
+    async with adiskq.ConsumerGroup(place, "g", on_data_loss="raise") as group:
+        for _ in range(2):
+            with (
+                anyio.fail_after(10),
+                pytest.raises(adiskq.OffsetOutOfRangeError, match="deleted by retention") as caught,
+            ):
+                await group.__anext__()
+            assert (caught.value.partition, caught.value.offset, caught.value.oldest_offset) == (0, 1, oldest)
 
 
 async def test_a_group_reports_what_retention_deleted_before_it_read(stream_path: str) -> None:

@@ -5,8 +5,7 @@ The tests taking ``where`` run on a local stream and on a Kafka topic (README's 
 lag, reset_offsets, delete_group and seek map, on Kafka's committed offsets). The others stay on a
 local stream: they write to chosen partitions of several (a stream's writer; Kafka places by key),
 use tags= (refused on Kafka), count lag from where a group started before any commit (a Kafka
-group's lag leaves such partitions out), name the holder's pid (a local group's lock file), or
-seek past a partition's end (said at that test)."""
+group's lag leaves such partitions out), or name the holder's pid (a local group's lock file)."""
 
 from __future__ import annotations
 
@@ -176,17 +175,38 @@ async def test_seek_wakes_a_member_waiting_for_new_messages(where: Where) -> Non
     assert got == [1]
 
 
-async def test_seek_refuses_a_partition_not_held_or_an_offset_not_written(stream_path: str) -> None:
-    """Seeking a partition this member lacks, or past the next offset, raises a clear error.
+async def seek_and_read(group: adiskq.ConsumerGroup, partition: int, offset: int) -> adiskq.Message:
+    group.seek(partition, offset)
+    return await group.__anext__()
 
-    Local only for now: a Kafka member holds no partition until its first rebalance ends, and its
-    seek does not yet refuse an offset past the partition's end."""
-    fill(stream_path, 3, partitions=1)
+
+async def test_seek_refuses_a_partition_not_held_or_an_offset_not_written(where: Where) -> None:
+    """Seeking a partition this member lacks, or past the next offset, raises a clear error, and the
+    member reads on from where it was. (A Kafka member checks an offset past the end its client last
+    fetched at the next read, which raises it: README's capability table, seek.)"""
+    stream_path = await fill_one(where, 3)
     async with adiskq.ConsumerGroup(stream_path, "g") as group:
-        with pytest.raises(adiskq.InvalidArgumentError, match="not held by this member"):
-            group.seek(4, 0)
-        with pytest.raises(adiskq.OffsetOutOfRangeError, match="not written yet"):
-            group.seek(0, 4)
+        with anyio.fail_after(10):
+            assert (await group.__anext__()).offset == 0  # a Kafka member holds nothing before its first rebalance
+            with pytest.raises(adiskq.InvalidArgumentError, match="not held by this member"):
+                group.seek(4, 0)
+            with pytest.raises(adiskq.OffsetOutOfRangeError, match="not written yet") as refused:
+                await seek_and_read(group, 0, 4)
+            assert (refused.value.partition, refused.value.offset, refused.value.next_offset) == (0, 4, 3)
+            assert [(await group.__anext__()).offset for _ in range(2)] == [1, 2]
+
+
+async def test_seek_to_an_offset_written_since_the_last_read_is_allowed(where: Where) -> None:
+    """An offset written after the member last read is there to seek to (the end is not the one
+    the member saw last)."""
+    stream_path = await fill_one(where, 3)
+    async with adiskq.ConsumerGroup(stream_path, "g") as group:
+        with anyio.fail_after(10):
+            assert (await group.__anext__()).offset == 0
+            async with adiskq.Producer(stream_path) as producer:
+                await producer.push_many([b"v3", b"v4"])
+            message = await seek_and_read(group, 0, 4)
+    assert (message.offset, message.value) == (4, b"v4")
 
 
 async def test_lag_counts_a_backlog_the_group_never_committed_in(stream_path: str) -> None:

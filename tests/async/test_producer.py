@@ -21,7 +21,7 @@ import anyio.lowlevel
 import pytest
 
 import adiskq
-from adiskq._async import producer as producer_module
+from adiskq._async import shares
 from adiskq._sansio.naming import partition_for_key
 from adiskq._storage.segment_writer import SegmentWriter
 from adiskq._storage.stream import StreamWriter
@@ -851,7 +851,7 @@ async def test_a_large_push_many_lets_other_tasks_run_while_it_works(stream_path
     assert len(receipts) == 1000
     # Before each encoding chunk (256 records for the pure-Python core, 4,096 for the compiled one,
     # which takes as long), between the partitions' shares, and around the receipts.
-    chunk = producer_module._COMPILED_ENCODE_CHUNK if adiskq.compiled else producer_module._ENCODE_CHUNK
+    chunk = shares._COMPILED_ENCODE_CHUNK if adiskq.compiled else shares._ENCODE_CHUNK
     assert during >= -(-1000 // chunk) + 4
 
 

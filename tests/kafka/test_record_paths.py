@@ -186,17 +186,17 @@ async def test_records_decoded_straight_are_written_without_a_receipt_a_record(
     """The gateway answers a Produce with its first offset alone: writing its records, inline, at once
     or as a batch too large for the loop's thread, builds no receipt a record (which cost more than
     the write itself), and the messages are stored in order all the same."""
-    from adiskq._async import producer as producer_module
+    from adiskq._async import shares
     from adiskq._async.lane import INLINE_MAX_BYTES
 
     built: list[int] = []
-    real_receipts = producer_module.receipts
+    real_receipts = shares.receipts
 
     def counting_receipts(partition: int, first_offset: int, count: int) -> list[object]:
         built.append(count)
         return real_receipts(partition, first_offset, count)
 
-    monkeypatch.setattr(producer_module, "receipts", counting_receipts)
+    monkeypatch.setattr(shares, "receipts", counting_receipts)
     small = [KafkaRecord(i, 1_700_000_000_000, b"k%d" % i, b"v", []) for i in range(3)]
     large = [KafkaRecord(i, 1_700_000_000_000, b"k%d" % i, b"v" * 100, []) for i in range(3000)]
     found_small = records_from_batches(decode_produce(request_of(small)))

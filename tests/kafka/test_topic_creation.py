@@ -18,6 +18,7 @@ from support.cli import invoke
 from support.syscalls import Call, Syscalls
 
 import adiskq
+from adiskq._async import partition_writes
 from adiskq._storage.stream import StreamReader, StreamWriter
 from adiskq._storage.stream_creation import SCRATCH_PREFIX, build_stream, remove_leftovers
 
@@ -54,7 +55,7 @@ def _whole_or_nothing(root: str) -> list[str]:
     async def write_each() -> None:
         async with adiskq.Producer(os.path.join(root, "t")) as producer:
             for partition in range(PARTITIONS):
-                await producer._push_to_partition(partition, [adiskq.Record(b"after")])
+                await partition_writes.write(producer, partition, [adiskq.Record(b"after")])
 
     anyio.run(write_each)
     stats = adiskq.stats(os.path.join(root, "t"))
