@@ -10,9 +10,10 @@ segment writes them without a Python object a record: a Kafka Produce's batch
 - ``timeindex``: one ``.timeindex`` entry a record (offset, timestamp_ns), numbered from 0 alike;
 - ``tagindex``: the ``.tagindex`` column, or ``b""`` when no record carries a tag.
 
-``place_entries`` turns the two numbered columns into the entries the segment appends: ``first_offset``
-added to each offset, ``start`` (where ``data`` goes in ``.data``) to each position. It checks them
-first, since the files take them as they are (see the function). The compiled core does it in one
+``place_entries`` turns the two columns into the entries the segment appends: record ``i`` at offset
+``first_offset + i``, at ``start`` (where ``data`` goes in ``.data``) plus where it begins in
+``data``. It checks what the files take from the run (sizes, the tag column) first; offsets and
+positions it makes itself (see the function). The compiled core does it in one
 call (``adiskq/_csrc/log/run_entries.c``); ``place_entries_reference`` is its pure-Python reference.
 """
 
@@ -63,11 +64,13 @@ def place_entries_reference(
 ) -> tuple[bytes, bytes]:
     """The run's ``.index`` and ``.timeindex`` entries placed at ``first_offset`` and ``start``.
 
-    Raises ValueError unless they agree with ``data``: the columns hold whole entries, as many in
-    each, numbered 0, 1, 2 ... in both, each record starting where the one before it ends (the first
-    at 0, the last ending where ``data`` ends), each entry's size its record's own size field,
-    ``tagindex`` either empty (no record carries a tag) or one entry a record, 0 exactly for the
-    records without a tag, and no placed offset or position past 2**63 - 1."""
+    Record ``i`` is placed at offset ``first_offset + i`` and at ``start`` plus where it begins in
+    ``data``, both made here whatever the run's own numbering says (the segment writes only the
+    placed entries); its size and timestamp are the run's. Only what the files take from the run is
+    checked, and ValueError raised unless it agrees with ``data``: the columns hold whole entries,
+    as many in each, each entry's size its record's own size field (the records back to back,
+    filling ``data``), ``tagindex`` either empty (no record carries a tag) or one entry a record, 0
+    exactly for the records without a tag, and no placed offset or position past 2**63 - 1."""
     if any(type(column) is not bytes for column in (data, index, timeindex, tagindex)):
         raise TypeError("place_entries: data, index, timeindex and tagindex are bytes")
     data_length = len(data)
@@ -88,30 +91,20 @@ def place_entries_reference(
     times = _u64_column(timeindex, "Q")
     position = 0
     for i in range(count):
-        if entries[3 * i] != i or times[2 * i] != i:
-            raise ValueError("place_entries: the entries must be numbered 0, 1, 2 ... in both columns")
         size = entries[3 * i + 2]
-        if (
-            entries[3 * i + 1] != position
-            or size < MIN_RECORD_BYTES
-            or size > data_length - position
-            or _U32.unpack_from(data, position)[0] != size
-        ):
-            raise ValueError(
-                "place_entries: each record must start where the one before it ends, of the size its entry says"
-            )
+        if size < MIN_RECORD_BYTES or size > data_length - position or _U32.unpack_from(data, position)[0] != size:
+            raise ValueError("place_entries: each record must be of the size its entry says, within the data")
         tagged = bool(data[position + ATTRIBUTES_AT] & TAGGED)
         if tagged if not tagindex else tagged != (_U32.unpack_from(tagindex, i * TAG_ENTRY_BYTES)[0] != 0):
             raise ValueError(
                 "place_entries: each record's tag entry must be 0 exactly when it carries no tag (no tagindex: no tags)"
             )
+        entries[3 * i] = first_offset + i
+        entries[3 * i + 1] = start + position
+        times[2 * i] = first_offset + i
         position += size
     if position != data_length:
         raise ValueError("place_entries: the records must fill the data")
-    for i in range(count):
-        entries[3 * i] = first_offset + i
-        entries[3 * i + 1] += start
-        times[2 * i] = first_offset + i
     return _to_bytes(entries), _to_bytes(times)
 
 

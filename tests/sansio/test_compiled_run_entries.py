@@ -1,10 +1,11 @@
 """The compiled ``place_entries`` against its pure-Python reference: same placed entries, or the same error.
 
 An ``EncodedRun`` (a Produce's batch, push_many's packed batch) comes with index entries numbered
-from 0; the segment places them at its next offset and the end of ``.data`` and writes them as they
-are, so every entry that disagrees with the run's bytes (a record cut or moved, a size that is not
-the record's, a tag entry that says otherwise than its record, a count that differs between the
-columns, a placement past 2**63 - 1) must be refused before anything is written, alike in both.
+from 0; the segment places them at its next offset and the end of ``.data`` (offsets and positions
+made by ``place_entries`` itself, whatever the run's own say), so every entry that disagrees with
+the run's bytes in what the files take from it (a size that is not the record's, records that do
+not fill the data, a tag entry that says otherwise than its record, a count that differs between
+the columns, a placement past 2**63 - 1) must be refused before anything is written, alike in both.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def damaged_runs(draw: st.DrawFn) -> tuple[bytes, bytes, bytes]:
 @given(damaged_runs(), U63)
 def test_entries_that_disagree_with_the_run_are_refused_alike(damaged: tuple[bytes, bytes, bytes], first: int) -> None:
     """Moved, resized, renumbered or missing entries, damaged size fields and attributes: the same
-    error in both, or the same entries where the change left the run consistent."""
+    error in both, or the same entries where what the files take from the run is still right."""
     compare(*damaged, first, 0)
 
 
@@ -197,3 +198,20 @@ def test_a_placement_past_the_last_offset_or_position_is_refused() -> None:
     assert isinstance(compare(data, index, timeindex, 2**63 - 3, 0), tuple)
     assert isinstance(compare(data, index, timeindex, 0, 2**63 - len(data)), ValueError)
     assert isinstance(compare(data, index, timeindex, 0, 2**63 - 1 - len(data)), tuple)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(records, min_size=1, max_size=6), U63, st.data())
+def test_a_run_s_own_offsets_and_positions_are_replaced(
+    batch: list[KafkaRecord], first: int, data: st.DataObject
+) -> None:
+    """Offsets and positions are made by the placement, not taken from the run: a run numbered
+    otherwise is placed exactly as the same run numbered 0, 1, 2 ..., alike in both."""
+    run, index, timeindex = run_of(batch)
+    want = compare(run, index, timeindex, first, 0)
+    entries = bytearray(index)
+    times = bytearray(timeindex)
+    for i in range(len(batch)):
+        struct.pack_into("<QQ", entries, 24 * i, *data.draw(st.tuples(U63, U63)))
+        struct.pack_into("<Q", times, 16 * i, data.draw(U63))
+    assert repr(compare(run, bytes(entries), bytes(times), first, 0)) == repr(want)  # entries, or the same error

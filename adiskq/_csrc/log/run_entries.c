@@ -5,13 +5,14 @@
  *
  * place_entries(data, index, timeindex, tagindex, first_offset, start) -> (index, timeindex)
  *     the run's .index entries (offset, position, size; u64 LE each) and .timeindex entries
- *     (offset, timestamp_ns) with first_offset added to every offset and start to every position.
- *     The entries are checked against `data` as they are placed, since the files take them as they
- *     are: whole entries, as many in each column, numbered 0, 1, 2 ... in both, each record starting
- *     where the one before it ends (the first at 0, the last ending where data ends), each entry's
- *     size its record's own size field, `tagindex` either b"" (no record carries a tag) or one
- *     4-byte entry a record, 0 exactly for the records without a tag, and no placed offset or
- *     position past 2**63 - 1. ValueError (the reference's message) otherwise, and nothing placed. */
+ *     (offset, timestamp_ns) placed at first_offset and start: offset first_offset + i, position
+ *     start + where the record begins in `data` (both made here, whatever the run's own numbering
+ *     says), size and timestamp as the run has them. Checked against `data` as they are placed, only
+ *     what the files take from the run: whole entries, as many in each column, each entry's size its
+ *     record's own size field (the records back to back, filling `data`), `tagindex` either b"" (no
+ *     record carries a tag) or one 4-byte entry a record, 0 exactly for the records without a tag,
+ *     and no placed offset or position past 2**63 - 1. ValueError (the reference's message)
+ *     otherwise, and nothing placed. */
 #include "../core.h"
 
 #define MAX_PLACED 0x7FFFFFFFFFFFFFFFull
@@ -46,13 +47,9 @@ place_all(const uint8_t *data, uint64_t data_length, const uint8_t *entry, const
     uint64_t position = 0;
     for (uint64_t i = 0; i < count; i++) {
         uint64_t size = adq_load_u64(entry + 16);
-        if (adq_load_u64(entry) != i || adq_load_u64(time_entry) != i) {
-            *problem = "the entries must be numbered 0, 1, 2 ... in both columns";
-            break;
-        }
-        if (adq_load_u64(entry + 8) != position || size < ADQ_MIN_RECORD_BYTES || size > data_length - position ||
+        if (size < ADQ_MIN_RECORD_BYTES || size > data_length - position ||
             adq_load_u32(data + position + ADQ_SIZE_AT) != size) {
-            *problem = "each record must start where the one before it ends, of the size its entry says";
+            *problem = "each record must be of the size its entry says, within the data";
             break;
         }
         int tagged = (data[position + ADQ_ATTRIBUTES_AT] & ADQ_TAGGED) != 0;
