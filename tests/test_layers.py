@@ -38,8 +38,9 @@ KAFKA_LIBRARIES: Final = ("cramjam", "kio")
 # The modules every layer may use: the exceptions, the optional parts' import guard, the compiled core.
 BOTTOM: Final = ("adiskq._errors", "adiskq._extras", "adiskq._compiled")
 # The packages whose import means "this module knows which event loop runs": anyio's public API is
-# the layer's own (``_async`` is built on it), its backends are a loop each.
-LOOP_PACKAGES: Final = ("asyncio", "trio", "anyio._backends")
+# the layer's own (``_async`` is built on it), its backends are a loop each, and sniffio and anyio's
+# private event-loop module answer which one runs.
+LOOP_PACKAGES: Final = ("asyncio", "trio", "anyio._backends", "anyio._core._eventloop", "sniffio")
 
 # The modules whose one job is an event loop's side of a seam: they may import their loop.
 EVENT_LOOP_MODULES: Final = frozenset(

@@ -199,7 +199,8 @@ class Notifier:
         """
         reads = kernel and self._inotify is not None and not self.closed
         waits = waiter.waits
-        assert waits is not None, "a waiter is armed before it waits"
+        if waits is None:  # never armed: no loop to wait in (every caller arms first)
+            raise RuntimeError("a Waiter waits only after Waiter.arm()")
         return waits.wait(self, waiter, max_seconds, reads)
 
     def read_unread(self) -> None:
