@@ -108,3 +108,34 @@ def test_only_transactions_measures_the_gateway_beside_apache_kafka(
         assert f"{side}_broker_cpu_us" in figures
     assert "kafka_produce_msgs" not in figures
     assert "transactions of 100 records a second" in done.stdout
+
+
+@pytest.mark.timeout(300)
+def test_only_transactions_measures_an_earlier_gateway_in_the_same_run(
+    tmp_path: pathlib.Path, kafka_broker: KafkaBroker
+) -> None:
+    """``--before FOLDER`` also measures the gateway of the adiskq package in FOLDER (here this
+    checkout's own), in the same run, beside the others."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/kafka/bench_kafka.py",
+            "--quick",
+            "--only",
+            "transactions",
+            "--before",
+            str(ROOT_DIR),
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=ROOT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads((tmp_path / "kafka.json").read_text())
+    for side in ("before_kafka_txn", "kafka_txn", "apache_kafka_txn"):
+        assert figures[f"{side}_commit_p50_us"] > 0, side
+    assert "the gateway before" in done.stdout
