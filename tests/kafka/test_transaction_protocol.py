@@ -682,6 +682,19 @@ def test_end_txn_is_answered_once_the_markers_are_durable_and_the_complete_state
     assert end(port, "t-lazy", ids, commit=True) == NONE
 
 
+def test_a_clean_stop_stores_the_complete_state_not_stored_yet(restartable) -> None:
+    """The gateway's stop stores what EndTxn left for later: the next start has nothing to redo."""
+    port = restartable.start()
+    create_topic(port, "orders")
+    ids = producer(port, "t-stop")
+    assert produce_transactional(port, 12, "t-stop", ids, "orders") == NONE
+    assert end(port, "t-stop", ids, commit=True) == NONE
+    restartable.stop()
+    assert stored_state(restartable.root, "t-stop") == "CompleteCommit"
+    port = restartable.start()
+    assert latest_offsets(port, "orders") == (2, 2)  # no marker written again
+
+
 def test_an_ending_with_group_offsets_stores_its_complete_state_before_the_answer(restartable) -> None:
     """A commit that held group offsets is stored as CompleteCommit before EndTxn is answered: a
     restart must not store its offsets again over a commit made since outside any transaction."""
