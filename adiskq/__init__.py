@@ -83,10 +83,11 @@ def _report_as_public(value: object, name: str) -> None:
 # ADISKQ_NO_EXTENSIONS=1 or in a source checkout nobody built, where the pure-Python core runs.
 compiled: bool = _core.COMPILED
 
-# The classes and functions load on first use, each with only the modules it needs: scripts, the
-# CLI and Spark workers that only use the synchronous API never import anyio or asyncio (about
-# 90 ms of start-up), and a process that only produces never loads the read, stats and group paths
-# (about 1 MiB of code and the compression modules shutil brings).
+# The classes and functions load on first use, each with only the modules it needs: scripts, the CLI
+# and Spark workers that only use the synchronous API never import anyio or asyncio (most of the
+# start-up: see benchmarks/RESULTS.md, section "Figures the code relies on", F12), and a process
+# that only produces never loads the read, stats and group paths (about 1 MiB of code and the
+# compression modules shutil brings).
 _LAZY = {
     "Consumer": "._async.consumer",
     "ConsumerGroup": "._async.group",

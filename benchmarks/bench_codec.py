@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import callgrind  # noqa: E402
-from compare.common import BATCH_SIZE, VALUES, key  # noqa: E402
+from peers.compare.common import BATCH_SIZE, VALUES, key  # noqa: E402
 
 import adiskq  # noqa: E402
 from adiskq._sansio.core import decode_messages, encode_batch  # noqa: E402  (the core in use)

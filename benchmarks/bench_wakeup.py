@@ -62,7 +62,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from compare.common import LATENCY_INTERVAL_S, latency_of, paced, stamped_value, touch, wait_for_file  # noqa: E402
+from peers.compare.common import LATENCY_INTERVAL_S, latency_of, paced, stamped_value, touch, wait_for_file  # noqa: E402
 
 PEERS = (
     "adiskq-asyncio",

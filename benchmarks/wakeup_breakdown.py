@@ -48,7 +48,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import bench_wakeup  # noqa: E402
-from compare.common import now_ns  # noqa: E402
+from peers.compare.common import now_ns  # noqa: E402
 
 INDEX_ENTRY_BYTES = 24  # the .index entry, written alone per push
 

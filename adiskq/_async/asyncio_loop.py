@@ -3,11 +3,12 @@
 The cancellation check reads anyio's state synchronously: anyio's asyncio backend keeps each task's
 innermost cancel scope, and the check walks the scopes as anyio does. anyio's public answer
 (``anyio.current_effective_deadline() == -inf``: ``cancellation.scope_cancelled``) is the same
-question asked slower: through ``checkpoint_if_cancelled`` it cost 0.6-0.9 µs of a 5.6 µs push (two
-coroutines, ``current_task()``, on Python 3.11 a ``getpid`` system call, and a ``WeakKeyDictionary``
-lookup), this check 0.1-0.2 µs. Where anyio's state is not found as expected, the public answer is
-used instead; ``tests/async/test_cancellation_check.py`` holds the check to it in every arrangement
-of scopes.
+question asked slower: through ``checkpoint_if_cancelled`` it costs two coroutines,
+``current_task()``, on Python 3.11 a ``getpid`` system call, and a ``WeakKeyDictionary`` lookup, a
+large share of a push; this check, a fraction of that (measured: see benchmarks/RESULTS.md, section
+"Figures the code relies on", F1). Where anyio's state is not found as expected, the public answer
+is used instead; ``tests/async/test_cancellation_check.py`` holds the check to it in every
+arrangement of scopes.
 
 A blocking call handed to a worker thread (a batch's fdatasync, roll or large write) does not go to
 ``anyio.to_thread.run_sync``, which gives way to asyncio's own ``task.cancel()`` (the loop's
@@ -130,8 +131,9 @@ def _asyncio_turn() -> Generator[None, None, None]:
 def _shielded_turn() -> Callable[[], Awaitable[None]]:
     """A bare yield whose ``CancelledError`` is put back: anyio delivers its scopes' again by
     itself, and asyncio's own is asked for again with the task's count as it was (as ``_run_in_thread``
-    does after its wait). anyio's shielded checkpoint (a cancel scope entered and left) cost more
-    than twice the turn itself."""
+    does after its wait). anyio's shielded checkpoint (a cancel scope entered and left) costs a
+    multiple of the turn itself (measured: see benchmarks/RESULTS.md, section "Figures the code
+    relies on", F16)."""
     cancelled_error = asyncio.CancelledError
     current_task = asyncio.current_task
 

@@ -1,7 +1,8 @@
 """``Consumer``: a stream's partitions (or one of them) as an async iterator that follows the producer.
 
 Reads are two ``pread`` calls (index entries, then the data they cover) served from the page
-cache, then decoding with a CRC check per record (~1 µs a message); they run on the event loop
+cache, then decoding with a CRC check per record (measured: see benchmarks/RESULTS.md, section
+"Figures the code relies on", F3); they run on the event loop
 thread, because a hop to a worker thread costs more than the read (and decoding holds the GIL
 anyway). A read is capped in messages and bytes, so it holds the loop for well under a millisecond
 with the default batch (benchmarks/RESULTS.md has the figures). When caught up, the consumer waits for a wake-up:

@@ -6,9 +6,15 @@ least cost (with a cancellation delivered there, or shielded from it), how to ru
 loop's next turn (from its thread, or from any), and how to hand a short blocking call to a worker
 thread without abandoning it. Each is a member of ``EventLoop``; ``running_loop()`` asks once which
 loop runs and builds its implementation (``asyncio_loop.py``, ``trio_loop.py``), so the code that
-uses them never asks again. The implementations, and this module's question, are where ``_async``
-may import a loop (``tests/test_layers.py`` holds the rest of the package to that, with a list of
-the modules not yet behind this interface).
+uses them never asks again.
+
+A consumer's ``Waiter`` (``wakeup.py``) waits the same way in either loop but with that loop's own
+parts: its event (a bare future on asyncio, a ``trio.Event`` on Trio), how another thread wakes it,
+and how it sleeps on the inotify descriptor (``notify.py``: the loop reads it in a callback on
+asyncio, a waiting task reads it on Trio). Those are ``Waits``, chosen by ``waits_in(token)`` when a
+waiter first arms in a loop (``asyncio_waits.py``, ``trio_waits.py``). The implementations, and
+this module's questions, are the only places below the API where a loop is imported or looked up
+(``tests/test_layers.py``).
 """
 
 from __future__ import annotations
@@ -23,9 +29,14 @@ if TYPE_CHECKING:
 
     import anyio
 
+    from .notify import Notifier
     from .steadfast import SteadfastFuture
+    from .wakeup import Waiter
 
-__all__ = ["EventLoop", "RunInThread", "running_loop", "running_on_trio"]
+    # For annotations of modules that import no loop (the Kafka gateway parks a fetch on it).
+    AsyncioLoop = asyncio.AbstractEventLoop
+
+__all__ = ["EventLoop", "RunInThread", "Waits", "running_loop", "running_on_trio", "waits_in"]
 
 T = TypeVar("T")
 
@@ -104,6 +115,46 @@ class EventLoop:
         self.cancelled_errors = cancelled_errors
         self.lowlevel = lowlevel
         self.cannot_abort = cannot_abort
+
+
+class Waits(Protocol):
+    """How a ``Waiter`` waits in one event loop (an asyncio loop, a Trio run), chosen when it arms there.
+
+    The waiter copies the callables it calls on every wake-up into its own slots (one attribute
+    read, no dispatch): ``new_event()`` makes the event of one wait; ``set_event(waiter)`` ends the
+    wait on the waiter's current event, if any (in the loop's thread; setting it twice is
+    harmless); ``event_wait(event)`` is what a task awaits until it is set;
+    ``call_soon_threadsafe(callback)`` runs ``callback`` in the loop from any thread, raising
+    ``RuntimeError`` once the loop has ended. ``wait(...)`` is ``Notifier.wait`` in this loop.
+    ``asyncio_loop`` is the asyncio loop, None on Trio (the Kafka gateway parks a fetch on it)."""
+
+    asyncio_loop: AsyncioLoop | None
+
+    def new_event(self) -> Any: ...
+
+    def set_event(self, waiter: Waiter, /) -> None: ...
+
+    def event_wait(self, event: Any, /) -> Awaitable[None]: ...
+
+    def call_soon_threadsafe(self, callback: Callable[[], object], /) -> object: ...
+
+    def wait(
+        self, notifier: Notifier, waiter: Waiter, max_seconds: float, reads: bool
+    ) -> Coroutine[Any, Any, None]: ...
+
+
+def waits_in(native_token: object) -> Waits:
+    """The ``Waits`` of the loop whose native token (``anyio.lowlevel.current_token().native_token``)
+    is ``native_token``: an asyncio loop, or Trio's run token. A process on Trio never imports asyncio,
+    so asyncio is looked up, not imported, to tell."""
+    asyncio_module = sys.modules.get("asyncio")
+    if asyncio_module is not None and isinstance(native_token, asyncio_module.AbstractEventLoop):
+        from .asyncio_waits import AsyncioWaits
+
+        return AsyncioWaits(native_token)
+    from .trio_waits import TrioWaits
+
+    return TrioWaits(native_token)
 
 
 def running_loop() -> EventLoop:

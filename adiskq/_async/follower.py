@@ -7,7 +7,8 @@ process: that producer wakes it directly after every commit (``wakeup.py``).
 
 The wake-ups are set up at the first wait (``prepare_wait``), not when the follower is made: a
 reader that reads a backlog to its end never loads inotify's bindings, reads the stream's ``owner``
-file or adds and removes a watch (``inotify_rm_watch`` alone takes ~0.1 ms). Nothing is missed by
+file or adds and removes a watch (``inotify_rm_watch`` alone is a slow system call: see
+benchmarks/RESULTS.md, section "Figures the code relies on", F4). Nothing is missed by
 setting up late: the wait loop looks at the partition again after ``prepare_wait`` and before it sleeps.
 """
 
@@ -54,7 +55,8 @@ _HOST: Final = socket.gethostname()
 
 def process_notifier() -> Notifier:
     """The process's notifier (``notify.py``), imported at the first wait rather than with the
-    readers: its inotify bindings (ctypes, a library search) take ~10 ms to import."""
+    readers: its inotify bindings (ctypes, a library search) are slow to import (measured: see
+    benchmarks/RESULTS.md, section "Figures the code relies on", F5)."""
     from .notify import get_notifier
 
     return get_notifier()
@@ -64,7 +66,8 @@ def producer_is_in_this_process(stream_path: str) -> bool:
     """True when the stream's producer runs in this process (its ``owner`` text names us).
 
     Such a producer wakes our consumers directly after every commit, so they need no inotify watch
-    (whose events would only wake them a second time, at some 10 µs of parsing each). The text is
+    (whose events would only wake them a second time, each parsed for nothing: see
+    benchmarks/RESULTS.md, section "Figures the code relies on", F6). The text is
     emptied when a producer closes; a producer of another process rewrites it when it opens, which
     consumers notice at their next poll.
     """

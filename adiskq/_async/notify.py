@@ -11,16 +11,17 @@ whose producer runs in their own process watch nothing: the producer wakes them 
 (wakeup.py), and kernel events would only wake them a second time.
 
 No task of adiskq's reads in the background. Each event loop reads the inotify descriptor while
-some of its tasks wait, and wakes the waiters the events are for, in any thread. On asyncio the
-loop does it in a reader callback, registered while its tasks wait (not around every wait), so a
-wake-up costs one loop dispatch and one task step. On Trio one of the waiting tasks reads
-(``trio.lowlevel.wait_readable``) and, when it stops waiting, hands the reading over to another
-waiting task of its run; when it is the only one waiting, it takes the wake-up at once and the
-events are read before a consumer arms again (``read_unread``), off the message's way.
-Trio's waits have no cancel scope each: their deadlines are kept by one system task per run
-(``trio_deadlines.py``), as asyncio's are by one loop timer per waiter (``asyncio_deadlines.py``).
+some of its tasks wait, and wakes the waiters the events are for, in any thread: the loop's
+``Waits`` (``event_loop.py``) do it their loop's way. On asyncio the loop does it in a reader
+callback, registered while its tasks wait (not around every wait), so a wake-up costs one loop
+dispatch and one task step (``asyncio_waits.py``). On Trio one of the waiting tasks reads, and hands
+the reading over to another when it stops waiting; alone, it takes the wake-up at once and leaves
+the events for ``read_unread``, off the message's way (``trio_waits.py``). Neither puts a cancel
+scope around a wait: the deadlines are loop timers on asyncio (``asyncio_deadlines.py``) and one
+system task per run on Trio (``trio_deadlines.py``).
 asyncinotify makes the instance and the watches; the events are read with ``os.read`` and parsed
-here, ten times cheaper than its reader (``benchmarks/wakeup_breakdown.py`` times each step).
+here, far cheaper than its reader (``benchmarks/wakeup_breakdown.py`` times each step; measured:
+see benchmarks/RESULTS.md, section "Figures the code relies on", F7).
 
 A slow poll backs inotify up (its queue can overflow; renamed or deleted files drop their watches)
 and replaces it where there is none: other OSes, ``ADISKQ_NOTIFY=poll``, or an exhausted instance
@@ -29,24 +30,17 @@ limit. Waiters woken for nothing simply look again: a spurious wake-up is cheap,
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import errno
-import functools
 import logging
 import os
 import struct
 import threading
 import weakref
 from collections.abc import Coroutine
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-import anyio
-import anyio.lowlevel
-
-from .asyncio_deadlines import AsyncioDeadline
-from .trio_deadlines import TrioDeadlines
 from .wakeup import Waiter
 
 try:  # asyncinotify is installed on Linux only
@@ -94,24 +88,11 @@ class Watch:
         self.suffix_bytes = None if self.suffix is None else os.fsencode(self.suffix)
 
 
-@dataclasses.dataclass(slots=True)
-class _TrioRun:
-    """One Trio run's waits: which waiting task reads the inotify descriptor, and their deadlines."""
+class Listener(Protocol):
+    """A loop's standing registration to read the descriptor (asyncio's reader callback)."""
 
-    deadlines: TrioDeadlines
-    waiting: list[Waiter] = dataclasses.field(default_factory=list)
-    reader: Waiter | None = None
-
-
-@dataclasses.dataclass(slots=True)
-class _AsyncioListener:
-    """The reading callback registered with one asyncio loop, and how many of its tasks wait."""
-
-    fd: int
-    waiting: int = 0
-
-
-_trio_run: anyio.lowlevel.RunVar[_TrioRun] = anyio.lowlevel.RunVar("adiskq_trio_waits")
+    def stop(self) -> None:
+        """Unregister, from any thread: the descriptor is closing."""
 
 
 class Notifier:
@@ -119,24 +100,23 @@ class Notifier:
 
     def __init__(self, *, polling: bool = False) -> None:
         self._inotify: asyncinotify.Inotify | None = None
-        self._fd = -1  # the instance's descriptor (asyncinotify's ``fd`` is a property, checked each time)
-        self._unread = False  # a Trio waiter took a wake-up and left its events queued
+        self.fd = -1  # the instance's descriptor (asyncinotify's ``fd`` is a property, checked each time)
+        self.unread = False  # a waiter took a wake-up and left its events queued (``read_unread``)
         if not polling and asyncinotify is not None:
             try:
                 self._inotify = asyncinotify.Inotify()
-                self._fd = self._inotify.fd
+                self.fd = self._inotify.fd
                 # asyncinotify's InitFlags.NONBLOCK is O_CLOEXEC by mistake (4.x): set it here, or a
                 # read with nothing queued would block the event loop.
-                os.set_blocking(self._fd, False)
+                os.set_blocking(self.fd, False)
             except OSError as error:  # EMFILE: the per-user instance limit; ENOSYS: no inotify
                 logger.warning("adiskq: inotify unavailable (%s); consumers poll instead", error)
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()  # the watches' tables, and ``listeners``
         self._by_path: dict[str, Watch] = {}
         self._by_wd: dict[int, Watch] = {}
-        # asyncio loops whose callback reads the descriptor; only each loop's own thread touches its entry
-        self._asyncio_listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _AsyncioListener] = (
-            weakref.WeakKeyDictionary()
-        )
+        # The loops (asyncio's) whose callback reads the descriptor, by loop; only each loop's own
+        # thread touches its entry.
+        self.listeners: weakref.WeakKeyDictionary[Any, Listener] = weakref.WeakKeyDictionary()
         self.closed = False
 
     @property
@@ -158,7 +138,7 @@ class Notifier:
         A path that cannot be watched (gone already, watch limit reached) gets a watch that never
         fires: the poll covers it.
         """
-        with self._lock:
+        with self.lock:
             watch = self._by_path.get(path)
             if watch is None:
                 watch = self._by_path[path] = self._add_watch(path, folder_suffix)
@@ -191,7 +171,7 @@ class Notifier:
 
     def unwatch(self, watch: Watch, waiter: Waiter) -> None:
         """Stop waking ``waiter`` on the watch's events; the last one to go removes it from the kernel."""
-        with self._lock:
+        with self.lock:
             watch.waiters = tuple(w for w in watch.waiters if w is not waiter)
             watch.refs -= 1
             if watch.refs > 0 or self._by_path.get(watch.path) is not watch:
@@ -214,154 +194,37 @@ class Notifier:
         """Sleep until ``waiter`` is woken, or ``max_seconds`` pass; ``waiter`` must be armed.
 
         ``kernel=False``: the waiter has no inotify watch (its producer wakes it directly), so it
-        never takes the reading of the descriptor. Not a coroutine itself but the loop's own wait,
-        returned to be awaited: one frame less for a wake-up to resume.
+        never takes the reading of the descriptor. Not a coroutine itself but the loop's own wait
+        (its ``Waits.wait``), returned to be awaited: one frame less for a wake-up to resume.
         """
         reads = kernel and self._inotify is not None and not self.closed
-        loop = waiter.asyncio_loop
-        if loop is not None:
-            return self._wait_in_asyncio(waiter, loop, max_seconds, reads)
-        return self._wait_in_trio(waiter, max_seconds, reads)
-
-    async def _wait_in_trio(self, waiter: Waiter, max_seconds: float, reads: bool) -> None:
-        """``wait`` on Trio: one waiting task of the run reads the descriptor for all of them.
-
-        Trio's own ``wait_readable`` and ``Event`` rather than anyio's, and no cancel scope: each
-        is a layer of Python on the way from the kernel's wake-up to the task. The deadline is kept
-        by the run's ``TrioDeadlines``; it, and a direct wake (``wakeup.notify``, another loop's
-        reader), end the reader's ``wait_readable`` with ``notify_closing`` (the descriptor stays
-        open: Trio only forgets its registration, and the next wait makes it again).
-        """
-        import trio
-        import trio.lowlevel
-
-        run = _trio_run.get(None)
-        if run is None:
-            run = _TrioRun(TrioDeadlines.start())
-            _trio_run.set(run)
-        run.deadlines.add(waiter, trio.current_time() + max_seconds)
-        if not reads:
-            try:
-                while not (waiter.fired or waiter.expired):
-                    await waiter.wait_event()
-            finally:
-                run.deadlines.discard(waiter)
-            return
-        fd = self._fd
-        waiting = run.waiting
-        waiting.append(waiter)
-        try:
-            while not (waiter.fired or waiter.expired):
-                if run.reader is None:
-                    run.reader = waiter
-                if run.reader is not waiter:
-                    await waiter.wait_event()
-                    continue
-                waiter.interrupt = functools.partial(trio.lowlevel.notify_closing, fd)
-                try:
-                    await trio.lowlevel.wait_readable(fd)
-                except trio.ClosedResourceError:
-                    continue  # interrupted: woken directly, or the deadline passed
-                finally:
-                    waiter.interrupt = None
-                if len(waiting) == 1:
-                    # No other task of this run waits: the events can only be for this one, or for
-                    # nobody armed. It takes the wake-up now, and the events are read before any
-                    # task arms again (``read_unread``), off the message's way.
-                    self._unread = True
-                    waiter.take_wakeup()
-                else:
-                    self.dispatch()
-        finally:
-            run.deadlines.discard(waiter)
-            waiting.remove(waiter)
-            if run.reader is waiter:
-                # Hand the descriptor to another waiting task of this run, or events would queue
-                # up unread while it sleeps.
-                run.reader = None
-                for other in waiting:
-                    if not other.fired:
-                        run.reader = other
-                        other.nudge()
-                        break
+        waits = waiter.waits
+        if waits is None:  # never armed: no loop to wait in (every caller arms first)
+            raise RuntimeError("a Waiter waits only after Waiter.arm()")
+        return waits.wait(self, waiter, max_seconds, reads)
 
     def read_unread(self) -> None:
-        """Read the events a waiter took its wake-up without reading (``_wait_in_trio``).
+        """Read the events a waiter took its wake-up without reading (``trio_waits.py``).
 
         Called before a waiter arms: the events it drops for itself are for writes its next look
         will see; other waiters they concern are woken.
         """
-        if self._unread:
-            self._unread = False
+        if self.unread:
+            self.unread = False
             self.dispatch()
-
-    async def _wait_in_asyncio(
-        self, waiter: Waiter, loop: asyncio.AbstractEventLoop, max_seconds: float, reads: bool
-    ) -> None:
-        """``wait`` on asyncio: the loop itself reads the descriptor, in a callback.
-
-        The callback stays registered from one wait to the next (``anyio.wait_readable`` adds and
-        removes it every time, and wakes a task that then reads), so a wake-up costs the event
-        loop's own dispatch and one task step. It goes once an event finds no task of the loop
-        waiting. A cancelled wait ends as any asyncio await does.
-        """
-        # The wait is on the waiter's future itself: one wake or nudge ends it, and the caller
-        # disarms (or arms again) before it waits again.
-        event = waiter.event
-        if not isinstance(event, asyncio.Future):
-            return  # not armed: nothing to wait for
-        # The deadline is a loop timer that nudges the waiter (ending the wait without a wake-up),
-        # not a cancel scope: entering and leaving one costs more than the rest of the wake-up. The
-        # timer is the waiter's, kept from one wait to the next: a wake-up has none to cancel.
-        deadline = waiter.asyncio_deadline
-        if deadline is None:
-            deadline = waiter.asyncio_deadline = AsyncioDeadline(loop)
-        deadline.start(waiter, max_seconds)
-        if not reads:
-            await event
-            return
-        listener = self._asyncio_listeners.get(loop)
-        if listener is None:
-            listener = self._listen_in(loop)
-        listener.waiting += 1
-        try:
-            await event
-        finally:
-            listener.waiting -= 1
-
-    def _listen_in(self, loop: asyncio.AbstractEventLoop) -> _AsyncioListener:
-        """Register the reading callback with ``loop`` (from a task of that loop)."""
-        assert self._inotify is not None
-        listener = _AsyncioListener(self._fd)
-        with self._lock:
-            loop.add_reader(listener.fd, self._readable_in, loop, listener)
-            self._asyncio_listeners[loop] = listener
-        return listener
-
-    def _readable_in(self, loop: asyncio.AbstractEventLoop, listener: _AsyncioListener) -> None:
-        """The descriptor is readable in ``loop``: dispatch; stop listening there if no task waits."""
-        self.dispatch()
-        if listener.waiting == 0 or self._inotify is None:
-            self._stop_listening(loop, listener)
-
-    def _stop_listening(self, loop: asyncio.AbstractEventLoop, listener: _AsyncioListener) -> None:
-        with self._lock:
-            if self._asyncio_listeners.get(loop) is listener:
-                del self._asyncio_listeners[loop]
-                loop.remove_reader(listener.fd)
 
     def dispatch(self) -> None:
         """Read every queued event and wake the waiters they concern.
 
         The events are read straight from the descriptor and parsed here: asyncinotify's reader
-        builds an ``IntFlag``, a ctypes struct, a ``Path`` and an object per event, and costs ~30 µs
-        a wake-up (benchmarks/RESULTS.md), a quarter of a cross-process wake-up.
+        builds an ``IntFlag``, a ctypes struct, a ``Path`` and an object per event, a large share of
+        a cross-process wake-up (measured: see benchmarks/RESULTS.md, section "Figures the code relies on", F7).
         """
         inotify = self._inotify
         if inotify is None:
             return
         by_wd = self._by_wd
-        fd = self._fd
+        fd = self.fd
         while True:
             try:
                 buffer = os.read(fd, _READ_BYTES)
@@ -396,7 +259,7 @@ class Notifier:
                 return
 
     def _wake_everyone(self) -> None:
-        with self._lock:
+        with self.lock:
             watches = list(self._by_path.values())
         for watch in watches:
             for waiter in watch.waiters:
@@ -408,27 +271,15 @@ class Notifier:
         inotify, self._inotify = self._inotify, None
         if inotify is not None:
             self._wake_everyone()
-            self._forget_asyncio_listeners()
+            self._forget_listeners()
             inotify.close()
 
-    def _forget_asyncio_listeners(self) -> None:
-        """Unregister the reading callbacks before the descriptor closes: a loop left listening to
-        a closed number would trip over the next file to get it."""
-        with self._lock:
-            listeners = list(self._asyncio_listeners.items())
-        for loop, listener in listeners:
-            with contextlib.suppress(RuntimeError):  # that loop is closed: its registrations went with it
-                if _running_loop() is loop:
-                    self._stop_listening(loop, listener)
-                else:
-                    loop.call_soon_threadsafe(self._stop_listening, loop, listener)
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
+    def _forget_listeners(self) -> None:
+        """Unregister the loops' reading callbacks before the descriptor closes."""
+        with self.lock:
+            listeners = list(self.listeners.values())
+        for listener in listeners:
+            listener.stop()
 
 
 def _forget_native_watch(inotify: asyncinotify.Inotify, wd: int) -> None:

@@ -299,10 +299,15 @@ async def _write_marker_record(producer: Producer[str | bytes, bytes], partition
 
 
 async def _sync_partition(producer: Producer[str | bytes, bytes], partition: int) -> None:
-    """fsync ``partition`` (what it holds is then on stable storage), raising the fsync's error."""
+    """fdatasync ``partition``'s ``.data`` (what it holds is then on stable storage: recovery
+    rebuilds the index files from the data, as it does after a sync-flush batch, whose index
+    entries are not fsynced either), raising the fsync's error. One call, where the whole
+    segment's sync is five: the index files are left to the producer's flusher."""
     lane = producer._lanes[partition]
     await lane.drain()
-    await anyio.to_thread.run_sync(producer._sync_lanes, [lane], limiter=producer._limiter)
+    await anyio.to_thread.run_sync(
+        functools.partial(producer._sync_lanes, [lane], data_only=True), limiter=producer._limiter
+    )
     error, producer._sync_error = producer._sync_error, None
     if error is not None:
         raise error

@@ -731,14 +731,17 @@ class Producer(Generic[PushKeyT, PushValueT]):
         if error is not None:
             raise error
 
-    def _sync_lanes(self, lanes: list[Lane]) -> None:
-        """fsync these lanes' active segments (in a worker or the flusher thread)."""
+    def _sync_lanes(self, lanes: list[Lane], *, data_only: bool = False) -> None:
+        """fsync these lanes' active segments (in a worker or the flusher thread); ``data_only``:
+        their ``.data`` alone, which makes what was written durable (recovery rebuilds the index
+        files from it) but leaves the lanes for the flusher to sync whole."""
         with self._structure_lock:
             for lane in lanes:
-                lane.dirty = False  # a write during the fsync marks it dirty again
+                if not data_only:
+                    lane.dirty = False  # a write during the fsync marks it dirty again
             try:
                 for lane in lanes:
-                    lane.partition.sync()
+                    lane.partition.sync(data_only=data_only)
             except OSError as error:
                 for lane in lanes:
                     lane.dirty = True

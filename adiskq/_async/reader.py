@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_BATCH_MESSAGES", "_Reader"]
 
 # What one read takes when the caller does not say: 256 messages of 100 bytes are decoded (CRC
-# checked) in ~0.3 ms here, the longest the event loop is held by a read.
+# checked) in well under a millisecond, the longest the event loop is held by a read (measured: see
+# benchmarks/RESULTS.md, section "Figures the code relies on", F3).
 DEFAULT_BATCH_MESSAGES: Final = 256
 
 

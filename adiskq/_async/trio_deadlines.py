@@ -2,12 +2,13 @@
 
 asyncio ends a consumer's wait at its deadline with a loop timer (``loop.call_later``). Trio has no
 timer callbacks, only cancel scopes, and leaving one is ~20 calls of Trio's Python on the way from
-the kernel's wake-up to the message: ~6 µs of a cross-process wake-up on a CPU that slept
-(``benchmarks/wakeup_breakdown.py``; benchmarks/RESULTS.md, W5 on Trio). So each Trio run gets one
-system task that sleeps until the earliest deadline of the waits registered with it and expires
-those whose deadline passed (``Waiter.expire``). A wait that ends sooner just leaves the set; the
-task, woken for a deadline nobody holds any more, sleeps again until the next one. A deadline is
-mostly the backup poll's second, so it wakes about once a second while consumers wait.
+the kernel's wake-up to the message, run cold on a CPU that slept
+(``benchmarks/wakeup_breakdown.py``; measured: see benchmarks/RESULTS.md, sections "W5 on Trio" and
+"Figures the code relies on", F8). So each Trio run gets one system task that sleeps until the
+earliest deadline of the waits registered with it and expires those whose deadline passed
+(``Waiter.expire``). A wait that ends sooner just leaves the set; the task, woken for a deadline
+nobody holds any more, sleeps again until the next one. A deadline is mostly the backup poll's
+second, so it wakes about once a second while consumers wait.
 """
 
 from __future__ import annotations

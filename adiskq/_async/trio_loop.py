@@ -97,7 +97,8 @@ def cannot_abort(raise_cancel: Callable[[], NoReturn]) -> trio.lowlevel.Abort:
 def _cancel_check() -> Callable[[], bool] | None:
     """The task's ``_cancel_status.effectively_cancelled``, the task read where ``current_task()``
     reads it. (A compiled getter, ``functools.partial(operator.attrgetter(...), run_context)``,
-    cost ~200 instructions more a push than this closure under callgrind.)"""
+    cost more a push than this closure under callgrind: see benchmarks/RESULTS.md, section "Figures
+    the code relies on", F9.)"""
     task = trio.lowlevel.current_task()
     status = getattr(task, "_cancel_status", None)
     if not isinstance(getattr(status, "effectively_cancelled", None), bool):

@@ -15,17 +15,17 @@ attribute test per waiter).
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
-from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Final, Protocol
+from collections.abc import Awaitable, Callable, Hashable
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio.lowlevel
 
-if TYPE_CHECKING:
-    import asyncio
+from .event_loop import waits_in
 
+if TYPE_CHECKING:
     from .asyncio_deadlines import AsyncioDeadline
+    from .event_loop import AsyncioLoop, Waits
 
 __all__ = ["PartitionKey", "Waiter", "notify", "notify_others", "register", "unregister"]
 
@@ -37,47 +37,27 @@ _waiters: dict[Hashable, list[Waiter]] = {}
 _registry_lock = threading.Lock()
 
 
-class _TrioToken(Protocol):
-    def run_sync_soon(self, sync_fn: Callable[[], object]) -> None: ...
+def _no_event(waiter: Waiter) -> None:
+    """``set_event`` before the first arm: there is no event to set."""
 
 
-class _Event(Protocol):
-    """``trio.Event``: what a waiter waits on under Trio."""
-
-    def set(self) -> None: ...
-
-    async def wait(self) -> None: ...
-
-
-def _asyncio_loop(native_token: object) -> asyncio.AbstractEventLoop | None:
-    """``native_token`` if it is an asyncio event loop (never while asyncio is not imported: a
-    process on Trio never imports it)."""
-    module = sys.modules.get("asyncio")
-    if module is None:
-        return None
-    loop_type: type[asyncio.AbstractEventLoop] = module.AbstractEventLoop
-    return native_token if isinstance(native_token, loop_type) else None
-
-
-def _threadsafe_caller(native_token: object) -> Callable[[Callable[[], object]], object]:
-    """A function that runs a callback soon in the event loop of ``native_token``, from any thread."""
-    loop = _asyncio_loop(native_token)
-    if loop is not None:
-        return loop.call_soon_threadsafe
-    token: _TrioToken = native_token  # type: ignore[assignment]  # Trio's TrioToken
-    return token.run_sync_soon
+def _no_new_event() -> None:
+    """``new_event`` before the first arm (which replaces it before calling it)."""
 
 
 class Waiter:
     """One task's readiness to be woken: armed per wait, woken by any thread.
 
-    The wait is the loop's own: a bare future on asyncio, a ``trio.Event`` on Trio. ``anyio.Event``
-    wraps an ``asyncio.Event`` that makes its own future per wait, or a ``trio.Event``: layers that
-    a wake-up pays for on its way to the task.
+    The wait is the loop's own (a bare future on asyncio, a ``trio.Event`` on Trio): the loop's
+    ``Waits`` (``event_loop.py``), taken when the waiter arms in a loop it was not armed in last,
+    whose callables it keeps in its own slots for the wake-up's way.
     """
 
     __slots__ = (
         "_call_soon",
+        "_event_wait",
+        "_new_event",
+        "_set_event",
         "_thread",
         "_token",
         "asyncio_deadline",
@@ -86,20 +66,25 @@ class Waiter:
         "expired",
         "fired",
         "interrupt",
+        "waits",
     )
 
     def __init__(self) -> None:
-        self.event: _Event | asyncio.Future[None] | None = None
+        self.event: Any = None  # the current wait's event (the loop's: ``Waits.new_event``)
         self.fired = True  # not armed: wakes are ignored until arm()
         self.expired = False  # the current wait reached its deadline (set by trio_deadlines.py on Trio)
-        # Set while this task waits for the inotify descriptor on Trio: ends that wait (notify.py)
+        # Set while this task waits for the inotify descriptor on Trio: ends that wait (trio_waits.py)
         self.interrupt: Callable[[], object] | None = None
-        self.asyncio_loop: asyncio.AbstractEventLoop | None = None  # the loop it waits in, on asyncio
-        # The deadline of its waits in that loop (notify.py), made at its first wait there
+        self.waits: Waits | None = None  # the loop it waits in (the last one it armed in)
+        self.asyncio_loop: AsyncioLoop | None = None  # that loop, on asyncio
+        # The deadline of its waits in that loop (asyncio_waits.py), made at its first wait there
         self.asyncio_deadline: AsyncioDeadline | None = None
         self._token: object = None  # the event loop it waits in (asyncio loop or Trio token)
         self._thread = 0
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
+        self._new_event: Callable[[], Any] = _no_new_event
+        self._set_event: Callable[[Waiter], None] = _no_event
+        self._event_wait: Callable[[Any], Awaitable[None]] | None = None
 
     def arm(self, token: object = None) -> None:
         """Ready for one wait; call from the waiting task, before the last check for data.
@@ -112,20 +97,16 @@ class Waiter:
         if token is not self._token:  # first wait, or a wait in another event loop than the last
             self._token = token
             self._thread = threading.get_ident()
-            self._call_soon = _threadsafe_caller(token)
-            self.asyncio_loop = _asyncio_loop(token)
+            waits = self.waits = waits_in(token)
+            self._call_soon = waits.call_soon_threadsafe
+            self._new_event = waits.new_event
+            self._set_event = waits.set_event
+            self._event_wait = waits.event_wait
+            self.asyncio_loop = waits.asyncio_loop
             self.asyncio_deadline = None  # a timer of the last loop's, if any, finds it gone and ends
         self.event = self._new_event()
         self.fired = False
         self.expired = False
-
-    def _new_event(self) -> _Event | asyncio.Future[None]:
-        loop = self.asyncio_loop
-        if loop is not None:
-            return loop.create_future()
-        import trio  # the loop is Trio's, so Trio is imported already
-
-        return trio.Event()
 
     def wake(self) -> None:
         """End the current wait (if armed); safe from any thread, cheap when already woken."""
@@ -140,7 +121,7 @@ class Waiter:
 
     def _set(self) -> None:
         self.fired = True
-        self._set_event()
+        self._set_event(self)
         interrupt = self.interrupt
         if interrupt is not None:  # it is reading inotify for its loop: stop that
             interrupt()
@@ -160,30 +141,16 @@ class Waiter:
 
     def nudge(self) -> None:
         """Wake the waiting task without marking the wait done (same thread only)."""
-        self._set_event()
+        self._set_event(self)
 
     async def wait_event(self) -> None:
         """Sleep until ``wake`` or ``nudge``; re-arms the event after a nudge."""
         event = self.event
-        if event is None:
+        if event is None or self._event_wait is None:
             return
-        if self.asyncio_loop is not None:  # the event is that loop's future (``_new_event``)
-            await event  # type: ignore[misc]
-        else:
-            await event.wait()  # type: ignore[union-attr]
+        await self._event_wait(event)
         if not self.fired:
             self.event = self._new_event()
-
-    def _set_event(self) -> None:
-        event = self.event
-        if event is None:
-            return
-        if self.asyncio_loop is not None:  # the event is that loop's future (``_new_event``)
-            future: asyncio.Future[None] = event  # type: ignore[assignment]
-            if not future.done():  # done: set before, or cancelled with its waiting task
-                future.set_result(None)
-        else:
-            event.set()  # type: ignore[union-attr]
 
     def disarm(self) -> None:
         """The wait is over; later wakes are ignored until the next ``arm``."""

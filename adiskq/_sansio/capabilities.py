@@ -124,9 +124,8 @@ FEATURES: Final[tuple[Feature, ...]] = (
     Feature(
         "Consumer",
         "partition=, start=, end=, on_data_loss=",
-        "the same; partitions take turns among the records fetched so far, partitions added to the topic "
-        'while it reads are read from its next open, and on_data_loss="skip" skips without listing the range '
-        "in skipped",
+        "the same; partitions take turns among the records fetched so far, and partitions added to the topic "
+        "while it reads are read from its next open",
     ),
     Feature("wait_for_stream=True", "waits for a producer to create the stream", "", "create the topic first"),
     Feature("named ConsumerGroup", "members share the partitions", "a Kafka consumer group (group.id = the name)"),
@@ -145,8 +144,11 @@ FEATURES: Final[tuple[Feature, ...]] = (
     Feature(
         "commit, committed, flush, seek, lag, assignment, assignments()",
         "stored in the stream's folder",
-        "Kafka's committed offsets; Kafka's coordinator assigns the partitions; a seek past the end the client "
-        "last fetched is checked by the next read, which raises OffsetOutOfRangeError if it is still past",
+        "Kafka's committed offsets; Kafka's coordinator assigns the partitions, to a member that polls (an eager "
+        "rebalance takes them all back first, so assignments() may say () between two shares; a partition "
+        "handed over before any commit starts again at start=; partitions added are shared out at the "
+        "client's next metadata refresh); a seek past the end the client last fetched is checked by the "
+        "next read, which raises OffsetOutOfRangeError if it is still past",
     ),
     Feature(
         "adiskq.lag, reset_offsets, delete_group", "the stream's group files", "Kafka's group offsets (AdminClient)"

@@ -26,9 +26,10 @@ __all__ = ["DEFAULT_REFUSE_WRITES_ABOVE", "DiskGuard", "check_refuse_level"]
 # measured long before, met a real ENOSPC on a small disk); and the space *other* writers on the
 # file system take is seen within 16 MiB of our own writes (should they fill the disk first, the
 # push meets a real ENOSPC, which the write path survives: README's guarantees table). A measurement
-# (statvfs) costs about 1.5 µs, so one per 16 MiB is nothing; what every push pays is one
-# subtraction and one comparison (~0.1 µs of a push's several µs). No clock is read: that alone
-# would cost as much as the rest of the check.
+# (statvfs) is one system call, so one per 16 MiB is nothing; what every push pays is one
+# subtraction and one comparison, a small share of a push. No clock is read: that alone would cost
+# as much as the rest of the check (measured: see benchmarks/RESULTS.md, section "Figures the code
+# relies on", F10).
 MEASURE_EVERY_BYTES: Final = 16 * 2**20
 _HEADROOM_SHARE: Final = 4
 

@@ -226,9 +226,9 @@ class PartitionWriter:
             self.roll()
         return self.active.append_run(run)
 
-    def sync(self) -> None:
-        """fsync the active segment's files."""
-        self.active.sync()
+    def sync(self, *, data_only: bool = False) -> None:
+        """fsync the active segment's files (``data_only``: its ``.data`` alone)."""
+        self.active.sync(data_only=data_only)
 
     def flush_buffered_entries(self) -> None:
         """Write the time and key index entries single pushes left buffered (before a clean close)."""

@@ -442,9 +442,10 @@ class SegmentReader:
         Sealed only: a producer's recovery may cut the active segment's tail, and touching a mapping
         of bytes cut from a file faults (SIGBUS) instead of failing cleanly; a sealed segment is never
         cut (recovery repairs the last segment alone), only unlinked, which a mapping outlives.
-        Measured on W4's batches() read: the kernel's copy into a fresh buffer was ~15 ns of ~100 a
-        message; with the mapping, the read's system time fell from 20-36 to 12-20 ns a message
-        (benchmarks/RESULTS.md). A segment that cannot be mapped (address space) is read with pread.
+        On W4's batches() read the kernel's copy into a fresh buffer was a sizeable share of a message's
+        cost, and the mapping cut the read's system time (measured: see benchmarks/RESULTS.md, section
+        "Figures the code relies on", F11). A segment that cannot be mapped (address space) is read with
+        pread.
         """
         if self.sealed:
             if self._map is None:

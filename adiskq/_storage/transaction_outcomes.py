@@ -102,16 +102,17 @@ class OpenTransactions:
         # One scan at a time: the writer of a marker scans in a worker thread, a Fetch on the loop's.
         self._scanning = threading.Lock()
 
-    def catch_up(self) -> dict[int, int]:
-        """A copy of ``first_offsets`` as the data has them now."""
-        return {producer_id: first for producer_id, (first, _epoch) in self.catch_up_with_epochs().items()}
+    def catch_up(self, on_step: Callable[[int], None] | None = None) -> dict[int, int]:
+        """A copy of ``first_offsets`` as the data has them now; ``on_step`` hears of the offset the
+        scan reached after each step (a long scan's progress)."""
+        return {producer_id: first for producer_id, (first, _epoch) in self.catch_up_with_epochs(on_step).items()}
 
-    def catch_up_with_epochs(self) -> dict[int, tuple[int, int]]:
+    def catch_up_with_epochs(self, on_step: Callable[[int], None] | None = None) -> dict[int, tuple[int, int]]:
         """Producer id to (first offset, epoch) of each open transaction, as the data has them now."""
         with self._scanning:
             oldest = self._reader.bounds()[0]
             position = oldest if self._position is None else max(self._position, oldest)
-            self._position = scan_transactions(self._reader, position, self._note, markers_only=False)
+            self._position = scan_transactions(self._reader, position, self._note, markers_only=False, on_step=on_step)
             return {producer_id: (first, self.epochs[producer_id]) for producer_id, first in self.first_offsets.items()}
 
     def _note(self, offset: int, fields: TransactionFields) -> None:
@@ -130,13 +131,15 @@ def scan_transactions(
     *,
     markers_only: bool,
     until: Callable[[], bool] | None = None,
+    on_step: Callable[[int], None] | None = None,
 ) -> int:
     """Call ``note(offset, fields)`` for each marker (and, unless ``markers_only``, each record of a
     transaction) of the partition from ``position`` on, in order, to its end or (checked after each
     step of ``_SCAN_RECORDS`` records) until ``until()``; where the scan stopped: there, or at the
-    first record that is not sound (the reader's own read names the damage)."""
+    first record that is not sound (the reader's own read names the damage). ``on_step`` hears of
+    the position after each step."""
     with reader.cursor(position) as cursor:
-        return scan_cursor(cursor, note, markers_only=markers_only, until=until)
+        return scan_cursor(cursor, note, markers_only=markers_only, until=until, on_step=on_step)
 
 
 def scan_cursor(
@@ -146,6 +149,7 @@ def scan_cursor(
     markers_only: bool,
     until: Callable[[], bool] | None = None,
     end: int | None = None,
+    on_step: Callable[[int], None] | None = None,
 ) -> int:
     """``scan_transactions`` on a cursor the caller keeps open (so a later scan goes on without
     looking for the segment again), from its position up to ``end`` (or the partition's end)."""
@@ -165,6 +169,8 @@ def scan_cursor(
         if len(found.positions) < run.record_count:
             return run.first_offset + len(found.positions)
         cursor.skip(run.record_count)
+        if on_step is not None:
+            on_step(cursor.position)
         if until is not None and until():
             break
     return cursor.position

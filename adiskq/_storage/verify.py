@@ -12,6 +12,10 @@ What is checked, per partition, segment by segment:
 * every ``.tagindex`` entry: it holds the tag hash of the record (the same allowance for the active
   segment); a segment without one (written before tags, or a compressed stream's before its first
   tagged message) is not a problem: readers that filter by tag take the tags from the records;
+* every entry of the active segment's ``.keyindex`` (its hash column): it holds the key hash of the
+  record (the same allowance); a sealed segment's must be sealed for its entries and pass its
+  CRC-32C (``keyindex.sealed_problem``); a segment without one (a stream that keeps no key index) is
+  not a problem;
 * that each segment starts at the offset where the previous one ended, and that no file is missing;
 * every compressed record's value decompresses with the dictionary it names, and every dictionary
   file of the stream is whole (``dictionaries/``): a damaged or missing one is reported once per
@@ -35,6 +39,7 @@ from collections.abc import Callable, Iterator
 from typing import Final, Literal, TypeAlias
 
 from .._errors import CorruptRecordError, CorruptStreamError
+from .._sansio import keyindex as keyindex_format
 from .._sansio import tags as tags_format
 from .._sansio.codec import (
     ATTRIBUTES_AT,
@@ -49,12 +54,14 @@ from .._sansio.entries import (
     ACTIVE_SHORTFALL,
     INDEX_ENTRY,
     INDEX_ENTRY_BYTES,
+    KEY_COLUMN,
+    SIDE_COLUMNS,
     TAG_COLUMN,
     TIME_COLUMN,
     TIMEINDEX_ENTRY,
     SideColumn,
 )
-from .._sansio.naming import DATA, INDEX, KEYINDEX, TAGINDEX, TIMEINDEX, TXNINDEX
+from .._sansio.naming import DATA, INDEX, TAGINDEX, TIMEINDEX, TXNINDEX
 from . import keyindex, txn_index
 from .dictionaries import (
     DICTIONARIES_DIR,
@@ -254,15 +261,19 @@ def check_segment(
     """
     found = _Findings(segment)
     base = segment.base
-    data_path, index_path, time_path = segment.path(DATA), segment.path(INDEX), segment.path(TIMEINDEX)
+    data_path, index_path = segment.path(DATA), segment.path(INDEX)
     in_flight = live and segment.is_active
 
     _check_gap(found, segment, expected_base)
 
-    # The index first, then the time index, then the data: each is written before the one read
+    # The index first, then the side columns, then the data: each is written before the one read
     # ahead of it, so a live producer's writes leave the later reads covering the earlier ones.
     index_raw = read_file(index_path)
-    time_raw = None if segment.compact else read_file(time_path)
+    side_raw = {
+        column: read_file(segment.path(column.extension)) if _may_have(segment, column) else None
+        for column in SIDE_COLUMNS
+    }
+    time_raw = side_raw[TIME_COLUMN]
     data = read_file(data_path)
     if index_raw is None and time_raw is None and data is None:
         # Listed a moment ago, gone now: a vacuum deleted it while we looked. Nothing to check.
@@ -302,12 +313,11 @@ def check_segment(
     if not in_flight and len(data) > covered_end:
         _check_tail(found, segment, data, covered_end, index_fix, data_fix)
 
-    if time_raw is not None:
-        _check_timeindex(found, segment, time_raw, entries, stamps, in_flight, index_fix)
-    _check_tag_index(found, segment, data, [e.position for e in extents[:entries]], entries, in_flight, index_fix)
-    _check_txn_index(found, segment, data, [e.position for e in extents[:entries]], in_flight, index_fix)
-    if not segment.is_active:
-        _check_key_index(found, segment, entries)
+    positions = [e.position for e in extents[:entries]]
+    for column, raw in side_raw.items():
+        if raw is not None:
+            _check_side_column(found, segment, column, raw, data, positions, stamps, entries, in_flight, index_fix)
+    _check_txn_index(found, segment, data, positions, in_flight, index_fix)
     _check_compressed_values(found, segment, data, extents[:entries], data_fix)
 
     problems = found.finish()
@@ -498,21 +508,6 @@ def check_dictionaries(stream_path: str) -> list[Problem]:
     return problems
 
 
-def _check_key_index(found: _Findings, segment: SegmentRef, entries: int) -> None:
-    """A sealed segment's key index, if it has one, must be sealed for its entries and pass its CRC.
-
-    Readers never trust a damaged one into a wrong answer (they search the data instead), but it
-    costs every lookup that time; the next producer open rebuilds a missing or malformed one, and
-    ``--repair`` also one whose CRC fails.
-    """
-    path = segment.path(KEYINDEX)
-    if not os.path.lexists(path):
-        return  # a stream with key_index=False has none; a producer open rebuilds a lost one
-    problem = keyindex.sealed_problem(path, entries, check_crc=True)
-    if problem is not None:
-        found.add(path, None, f"damaged ({problem}): lookups search the data instead; it can be rebuilt", "keyindex")
-
-
 def _entry_position(index_raw: bytes, entry: int) -> int:
     return int(INDEX_ENTRY.unpack_from(index_raw, entry * INDEX_ENTRY_BYTES)[1])
 
@@ -616,27 +611,6 @@ def _check_tail(
             )
 
 
-def _check_tag_index(
-    found: _Findings,
-    segment: SegmentRef,
-    data: bytes,
-    positions: list[int],
-    entries: int,
-    in_flight: bool,
-    index_fix: Fix,
-) -> None:
-    """Each ``.tagindex`` entry holds the tag hash of its record (a missing file is no problem)."""
-    tag_raw = read_file(segment.path(TAGINDEX))
-    if tag_raw is None:
-        return
-    expected = tags_format.data_tag_column(data, positions)
-
-    def mismatch(i: int, entry: bytes) -> str:
-        return f"the entry of offset {segment.base + i} does not hold its record's tag hash"
-
-    _check_side_column(found, segment, TAG_COLUMN, tag_raw, entries, expected, in_flight, index_fix, mismatch)
-
-
 def _check_txn_index(
     found: _Findings, segment: SegmentRef, data: bytes, positions: list[int], in_flight: bool, index_fix: Fix
 ) -> None:
@@ -669,30 +643,9 @@ def _check_txn_index(
         found.add(path, len(raw), f"lacks {len(wanted) - len(said)} of the segment's abort markers", index_fix)
 
 
-def _check_timeindex(
-    found: _Findings,
-    segment: SegmentRef,
-    time_raw: bytes,
-    entries: int,
-    stamps: list[int | None],
-    in_flight: bool,
-    index_fix: Fix,
-) -> None:
-    """Each time-index entry names the offset and the timestamp of the record the index points at."""
-    base = segment.base
-    expected = b"".join(
-        TIMEINDEX_ENTRY.pack(base + i, stamp if stamp is not None else 0) for i, stamp in enumerate(stamps)
-    )
-
-    def mismatch(i: int, entry: bytes) -> str | None:
-        offset, stamp = TIMEINDEX_ENTRY.unpack(entry)
-        if offset != base + i:
-            return f"entry {i} is for offset {offset}, expected {base + i}"
-        if stamps[i] is not None and stamp != stamps[i]:
-            return f"the entry of offset {base + i} says timestamp {stamp}, the record says {stamps[i]}"
-        return None  # (the record is damaged: its timestamp is not known)
-
-    _check_side_column(found, segment, TIME_COLUMN, time_raw, entries, expected, in_flight, index_fix, mismatch)
+def _may_have(segment: SegmentRef, column: SideColumn) -> bool:
+    """Whether the segment may have this side column: a compact one has no ``.timeindex``."""
+    return not segment.compact or column.in_compact or column.from_first_tag
 
 
 def _check_side_column(
@@ -700,18 +653,33 @@ def _check_side_column(
     segment: SegmentRef,
     column: SideColumn,
     raw: bytes,
+    data: bytes,
+    positions: list[int],
+    stamps: list[int | None],
     entries: int,
-    expected: bytes,
     in_flight: bool,
     index_fix: Fix,
-    mismatch: Callable[[int, bytes], str | None],
 ) -> None:
-    """A side column's file (``raw``) against the ``.index`` (``entries`` messages) and against
-    ``expected``, the entries its records give (as many as are known): whole entries, one a message
-    (the active segment may lack up to ``ACTIVE_SHORTFALL``, still buffered by its producer or lost
-    with it in a crash: readers take those from the records, recovery rewrites them), and each entry
-    the one its record gives (``mismatch`` words a difference, or None to let it pass)."""
+    """A side column's file (``raw``, there) against the ``.index`` (``entries`` messages) and
+    against the entries the records give: whole entries, one a message (the active segment may lack
+    up to ``ACTIVE_SHORTFALL``, still buffered by its producer or lost with it in a crash: readers
+    take those from the records, recovery rewrites them), and each entry the one its record gives.
+
+    ``positions`` are the sound records the index points at, ``stamps`` their timestamps (None for
+    a damaged one, whose entry is not known). A sealed segment's ``.keyindex`` is sealed: its hash
+    column is followed by a sorted column and a trailer, checked whole (its CRC-32C) instead.
+    """
     path = segment.path(column.extension)
+    if column is KEY_COLUMN and not segment.is_active:
+        problem = keyindex.sealed_problem(path, entries, check_crc=True)
+        if problem is not None:
+            # Readers never trust a damaged one into a wrong answer (they search the data instead),
+            # but it costs every lookup that time; ``--repair`` (or the next producer) rebuilds it.
+            found.add(
+                path, None, f"damaged ({problem}): lookups search the data instead; it can be rebuilt", "keyindex"
+            )
+        return
+    expected, mismatch = _EXPECTED_ENTRIES[column.extension](segment, data, positions, stamps)
     width = column.width
     count, partial = divmod(len(raw), width)
     if partial and not in_flight:
@@ -737,6 +705,55 @@ def _check_side_column(
         at = i * width
         if raw[at : at + width] != expected[at : at + width] and (what := mismatch(i, raw[at : at + width])):
             found.add(path, at, what, index_fix)
+
+
+# What a side column's entries must be, from the records, and how a wrong entry is worded (None:
+# let it pass).
+_Expected: TypeAlias = tuple[bytes, Callable[[int, bytes], "str | None"]]
+
+
+def _time_entries(segment: SegmentRef, data: bytes, positions: list[int], stamps: list[int | None]) -> _Expected:
+    """Each entry names the offset and the timestamp of the record the index points at."""
+    base = segment.base
+    expected = b"".join(
+        TIMEINDEX_ENTRY.pack(base + i, stamp if stamp is not None else 0) for i, stamp in enumerate(stamps)
+    )
+
+    def mismatch(i: int, entry: bytes) -> str | None:
+        offset, stamp = TIMEINDEX_ENTRY.unpack(entry)
+        if offset != base + i:
+            return f"entry {i} is for offset {offset}, expected {base + i}"
+        if stamps[i] is not None and stamp != stamps[i]:
+            return f"the entry of offset {base + i} says timestamp {stamp}, the record says {stamps[i]}"
+        return None  # (the record is damaged: its timestamp is not known)
+
+    return expected, mismatch
+
+
+def _tag_entries(segment: SegmentRef, data: bytes, positions: list[int], stamps: list[int | None]) -> _Expected:
+    """Each entry holds its record's tag hash."""
+
+    def mismatch(i: int, entry: bytes) -> str:
+        return f"the entry of offset {segment.base + i} does not hold its record's tag hash"
+
+    return tags_format.data_tag_column(data, positions), mismatch
+
+
+def _key_entries(segment: SegmentRef, data: bytes, positions: list[int], stamps: list[int | None]) -> _Expected:
+    """Each entry of the hash column holds its record's key hash."""
+
+    def mismatch(i: int, entry: bytes) -> str:
+        return f"the entry of offset {segment.base + i} does not hold its record's key hash"
+
+    return keyindex_format.pack_hashes(keyindex_format.data_key_hashes(data, positions)), mismatch
+
+
+_EXPECTED_ENTRIES: Final[dict[str, Callable[[SegmentRef, bytes, list[int], list[int | None]], _Expected]]] = {
+    TIME_COLUMN.extension: _time_entries,
+    TAG_COLUMN.extension: _tag_entries,
+    KEY_COLUMN.extension: _key_entries,
+}
+assert set(_EXPECTED_ENTRIES) == {column.extension for column in SIDE_COLUMNS}
 
 
 def check_groups(stream: StreamReader, next_offsets: dict[int, int], notes: list[Problem]) -> Iterator[Problem]:

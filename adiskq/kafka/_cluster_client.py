@@ -187,10 +187,17 @@ def new_consumer(config: Mapping[str, str], **settings: str | bool | int) -> con
 
 
 def offsets_at(
-    consumer: confluent_kafka.Consumer, topic: str, partitions: list[int], at: str | int | dt.datetime
+    consumer: confluent_kafka.Consumer,
+    topic: str,
+    partitions: list[int],
+    at: str | int | dt.datetime,
+    *,
+    deleted_ok: bool = False,
 ) -> dict[int, int]:
     """Each partition's offset for a position: ``"oldest"``, ``"newest"``, an offset (checked against
-    what the partition holds) or a ``datetime`` (the first record at or after it; the end when none is)."""
+    what the partition holds) or a ``datetime`` (the first record at or after it; the end when none is).
+    ``deleted_ok``: an offset retention deleted is given as it is (a reader's ``on_data_loss`` says
+    what its first read does there), where it is refused otherwise."""
     bounds = {
         p: consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=TIMEOUT, cached=False)
         for p in partitions
@@ -207,7 +214,7 @@ def offsets_at(
         return {tp.partition: bounds[tp.partition][1] if tp.offset < 0 else tp.offset for tp in found}
     assert isinstance(at, int)
     for p, (low, high) in bounds.items():
-        if not low <= at <= high:
+        if not (0 if deleted_ok else low) <= at <= high:
             raise OffsetOutOfRangeError(
                 f"partition {p} of Kafka topic {topic!r} holds offsets {low}..{high - 1} (the next offset is "
                 f"{high}), so it cannot start at {at}: give an offset in {low}..{high}",

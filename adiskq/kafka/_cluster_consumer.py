@@ -99,11 +99,13 @@ class KafkaConsumer(KafkaReadLoop, Consumer[Any, Any]):
             config,
             **{
                 "group.id": f"adiskq-consumer-{uuid.uuid4().hex}",  # librdkafka asks for one; nothing is committed
-                "auto.offset.reset": "earliest" if self.on_data_loss == "skip" else "error",
+                # A position retention deleted comes as an error the reader handles by on_data_loss
+                # (KafkaReading.poll), so a skip is reported as a local reader reports it.
+                "auto.offset.reset": "error",
             },
         )
         try:
-            starts = offsets_at(client, topic, partitions, self.start)
+            starts = offsets_at(client, topic, partitions, self.start, deleted_ok=True)
             if self.end == "close":
                 ends: dict[int, int | None] = dict(offsets_at(client, topic, partitions, "newest"))
             elif self.end == "wait":
@@ -117,6 +119,8 @@ class KafkaConsumer(KafkaReadLoop, Consumer[Any, Any]):
         self._ends = ends
         self._done = {p for p in partitions if ends[p] is not None and starts[p] >= ends[p]}  # type: ignore[operator]
         reading.positions = dict(starts)
+        reading.starts = dict(starts)
+        reading.ends = ends
         reading.client = client
 
     async def aclose(self) -> None:
@@ -193,7 +197,8 @@ class KafkaConsumer(KafkaReadLoop, Consumer[Any, Any]):
 
     @property
     def skipped(self) -> list[tuple[int, int, int]]:
-        return []
+        """``(partition, first, last_exclusive)`` ranges retention deleted before they were read."""
+        return list(self._reading_state.skipped)
 
     @property
     def tags(self) -> frozenset[str] | None:

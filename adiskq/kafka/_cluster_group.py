@@ -95,6 +95,7 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
         self._reading_state = KafkaReading(
             path, kafka, options.get("key_deserializer"), options.get("value_deserializer")
         )
+        self._reading_state.on_data_loss = self.on_data_loss
         topic = self._reading_state.target.topic
         self._dead_letter_target: KafkaTarget = (
             target(dead_letters, kafka)
@@ -164,17 +165,18 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
         reading = self._reading_state
         config, topic = reading.target.config, reading.target.topic
         count = topic_partitions(config, topic)
-        client = new_consumer(
-            config,
-            **{
-                "group.id": self.name or "",
-                "auto.offset.reset": "latest" if self.start == "newest" else "earliest",
-                "enable.partition.eof": True,
-            },
-        )
+        settings: dict[str, str | bool | int] = {
+            "group.id": self.name or "",
+            # Every partition is given its offset (_on_assign); one retention deleted comes as an
+            # error the reader handles by on_data_loss (KafkaReading.poll), reporting a skip.
+            "auto.offset.reset": "error",
+            "enable.partition.eof": True,
+        }
+        client = new_consumer(config, **settings)
         try:
             if self.end == "close":
                 self._group_ends = offsets_at(client, topic, list(range(count)), "newest")
+                reading.ends = dict(self._group_ends)
             client.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke)
         except BaseException:
             client.close()
@@ -188,7 +190,7 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
         committed = client.committed(partitions, timeout=TIMEOUT) if partitions else []
         fresh = [tp.partition for tp in committed if tp.offset < 0]
         # Concrete offsets, "oldest" and "newest" too: an empty partition is then seen at its end.
-        starts = offsets_at(client, topic, fresh, self.start) if fresh else {}
+        starts = offsets_at(client, topic, fresh, self.start, deleted_ok=True) if fresh else {}
         for tp in committed:
             if tp.offset >= 0:
                 self._stored[tp.partition] = tp.offset
@@ -198,6 +200,7 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
             if end is not None and 0 <= tp.offset >= end:
                 self._done.add(tp.partition)
         self._held.update(tp.partition for tp in committed)
+        self._reading_state.starts.update((tp.partition, tp.offset) for tp in committed if tp.offset >= 0)
         self._assigned = True
         client.assign(committed)
 
@@ -405,9 +408,9 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
         buffered = self._messages.remaining
         if buffered and self._reading_state.last_batch and self._reading_state.last_batch[0].partition == partition:
             return self._reading_state.last_batch[len(self._reading_state.last_batch) - buffered].offset
-        waiting = next((m.offset for m in self._reading_state.undelivered if m.partition == partition), None)
+        waiting = self._reading_state.first_waiting(partition)
         if waiting is not None:
-            return waiting
+            return waiting.offset
         pending = self._seeks.get(partition)
         if pending is not None:
             return pending[1]
@@ -449,7 +452,8 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
 
     @property
     def skipped(self) -> list[tuple[int, int, int]]:
-        return []
+        """``(partition, first, last_exclusive)`` ranges retention deleted before they were read."""
+        return list(self._reading_state.skipped)
 
     @property
     def tags(self) -> frozenset[str] | None:
@@ -469,12 +473,9 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
             raise ClosedError("this consumer group was closed; dead_letter() before closing it")
         reading = self._reading_state
         if isinstance(message, DeserializationError):
-            failed = next(
-                (m for m in reading.undelivered if (m.partition, m.offset) == (message.partition, message.offset)), None
-            )
+            failed = reading.take_waiting(message.partition, message.offset)
             if failed is None:
                 raise InvalidArgumentError("that message is not the one this group failed to decode last")
-            reading.undelivered.remove(failed)
             stored: Message[Any, Any] = failed
             delivered: Message[Any, Any] = failed
         else:

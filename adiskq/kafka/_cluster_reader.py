@@ -11,6 +11,8 @@ reader runs them: a message one fails on raises ``DeserializationError`` and sta
 
 from __future__ import annotations
 
+import collections
+import logging
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -27,8 +29,11 @@ from .._sansio.decoding import MessageDecoder
 from .._sansio.values import Message
 from ._cluster_client import KafkaTarget, target
 from ._cluster_mapping import message_of
+from ._mirror_kafka import TIMEOUT
 
 __all__ = ["KafkaReadLoop", "KafkaReading", "check_reader_options"]
+
+logger = logging.getLogger("adiskq")
 
 _POLL_SECONDS: Final = 0.1
 # Records taken from librdkafka's queue at once: enough to reach past one partition's share of a
@@ -70,9 +75,14 @@ class KafkaReading:
         self.target: KafkaTarget = target(url, kafka)  # type: ignore[arg-type]
         self.decoder = MessageDecoder.of(key_deserializer, value_deserializer)
         self.client: confluent_kafka.Consumer | None = None
-        self.undelivered: list[Message[bytes, bytes]] = []  # read, not handed out (a deserializer failed on the first)
+        # Read and not handed out yet, each partition's in order (a deserializer may have failed on
+        # the first): a batch takes from one partition's queue, whatever the others hold.
+        self._waiting: dict[int, collections.deque[Message[bytes, bytes]]] = {}
         self.positions: dict[int, int] = {}  # partition -> the offset after the last message handed out
         self.on_data_loss = "skip"
+        self.starts: dict[int, int] = {}  # partition -> the offset it was assigned at
+        self.ends: dict[int, int | None] = {}  # partition -> the end it is read to (exclusive), if it has one
+        self.skipped: list[tuple[int, int, int]] = []  # (partition, first, last_exclusive) retention deleted
         self.last_batch: list[Message[Any, Any]] = []  # what the last read handed out (one partition's)
         self._turn = -1  # the partition handed out last: the next batch comes from the one after it
         # With deserializers: the stored key and value of each message of the last batch handed
@@ -100,37 +110,76 @@ class KafkaReading:
                 if error.code() in _IGNORED:
                     continue
                 if error.code() == confluent_kafka.KafkaError._AUTO_OFFSET_RESET:
-                    raise OffsetOutOfRangeError(
-                        f"Kafka topic {self.target.topic!r}: the next record to read is gone ({error.str()}); "
-                        'open the reader with on_data_loss="skip" to read on from the oldest record kept'
-                    )
+                    self._data_lost(client, record.partition(), record.offset())
+                    continue
                 raise OSError(f"reading Kafka topic {self.target.topic!r}: {error.str()}")
             message = message_of(record)
             if keep(message):
                 messages.append(message)
         return messages
 
+    def _data_lost(self, client: confluent_kafka.Consumer, partition: int | None, offset: int | None) -> None:
+        """Retention deleted the records at ``partition``'s position before they were read (librdkafka's
+        auto.offset.reset=error): raise, or go on from the oldest record kept and report the range
+        skipped, as a local reader does (``skipped``, and a warning in the log)."""
+        topic = self.target.topic
+        if partition is None or partition < 0:
+            raise OSError(f"reading Kafka topic {topic!r}: a position retention deleted, in no partition named")
+        first = offset if offset is not None and offset >= 0 else self.positions.get(partition, 0)
+        tp = confluent_kafka.TopicPartition(topic, partition)
+        oldest, _ = client.get_watermark_offsets(tp, timeout=TIMEOUT, cached=False)
+        if self.on_data_loss == "raise":
+            # Reading again raises again, as on a local stream: the position stays where it was.
+            _restart(client, topic, partition, first, self.starts)
+            raise OffsetOutOfRangeError(
+                f"offsets {first}..{oldest - 1} of partition {partition} of Kafka topic {topic!r} were deleted by "
+                f"retention before this consumer read them; the oldest offset is now {oldest}. Open the consumer "
+                "with on_data_loss='skip' to continue from there, or keep more data (the topic's retention.ms, "
+                "retention.bytes)",
+                partition=partition,
+                offset=first,
+                oldest_offset=oldest,
+            )
+        end = self.ends.get(partition)
+        resume = oldest if end is None else min(oldest, end)
+        logger.warning(
+            "adiskq: Kafka topic %s, partition %d: offsets %d..%d were deleted by retention before they were read; "
+            "skipped",
+            topic,
+            partition,
+            first,
+            resume - 1,
+        )
+        self.skipped.append((partition, first, resume))
+        self.positions[partition] = resume
+        _restart(client, topic, partition, resume, self.starts)
+
     def deliver(self, messages: list[Message[bytes, bytes]], max_messages: int) -> list[Message[Any, Any]]:
         """``messages`` (after the undelivered ones) through the deserializers, up to ``max_messages``;
         the rest wait for the next read. ``DeserializationError`` when the first fails."""
-        waiting = self.undelivered + messages if self.undelivered else messages
+        waiting = self._waiting
+        for message in messages:
+            queue = waiting.get(message.partition)
+            if queue is None:
+                queue = waiting[message.partition] = collections.deque()
+            queue.append(message)
         if not waiting:
             self.last_batch = []
             return []
         # One partition's messages at a time, as a local group's batches are (a reader's position in
         # a partition is then the batch's next message: ``next_offsets``); the partitions take turns.
-        partition = min({m.partition for m in waiting}, key=lambda p: (p <= self._turn, p))
-        handed: list[Message[bytes, bytes]] = []
-        rest: list[Message[bytes, bytes]] = []
-        for message in waiting:
-            (handed if message.partition == partition and len(handed) < max_messages else rest).append(message)
-        self.undelivered = rest
+        partition = min(waiting, key=lambda p: (p <= self._turn, p))
+        queue = waiting[partition]
+        handed = [queue.popleft() for _ in range(min(len(queue), max_messages))]
+        if not queue:
+            del waiting[partition]
         self._turn = partition
         decoded: list[Message[Any, Any]] = handed
         if self.decoder is not None:
             decoded, failure = self.decoder.decode(handed)
             if failure is not None:
-                self.undelivered = handed[len(decoded) :] + self.undelivered
+                back = waiting.setdefault(partition, collections.deque())
+                back.extendleft(reversed(handed[len(decoded) :]))
                 self._turn = partition - 1  # the message that failed stays next
                 if not decoded:
                     failed = handed[0]
@@ -159,18 +208,61 @@ class KafkaReading:
             positions[batch[0].partition] = batch[len(batch) - buffered].offset
         return positions
 
+    @property
+    def undelivered(self) -> bool:
+        """Whether messages were read and not handed out yet."""
+        return bool(self._waiting)
+
     def one_partition_waits(self) -> bool:
         """Whether what was read and not handed out yet is all one partition's."""
-        first = self.undelivered[0].partition
-        return all(m.partition == first for m in self.undelivered)
+        return len(self._waiting) == 1
+
+    def first_waiting(self, partition: int) -> Message[bytes, bytes] | None:
+        """The next message of ``partition`` read and not handed out yet, if any."""
+        queue = self._waiting.get(partition)
+        return queue[0] if queue else None
+
+    def take_waiting(self, partition: int, offset: int) -> Message[bytes, bytes] | None:
+        """The message at ``offset`` of ``partition``, taken out of those not handed out yet (None: not there)."""
+        queue = self._waiting.get(partition)
+        found = next((m for m in queue or () if m.offset == offset), None)
+        if queue is not None and found is not None:
+            queue.remove(found)
+            if not queue:
+                del self._waiting[partition]
+        return found
 
     def drop_undelivered(self, partition: int | None = None) -> None:
-        self.undelivered = [m for m in self.undelivered if partition is not None and m.partition != partition]
+        if partition is None:
+            self._waiting.clear()
+        else:
+            self._waiting.pop(partition, None)
 
     def close(self) -> None:
         client, self.client = self.client, None
         if client is not None:
             client.close()
+
+
+def _restart(client: confluent_kafka.Consumer, topic: str, partition: int, offset: int, starts: dict[int, int]) -> None:
+    """Fetch ``partition`` again from ``offset`` after librdkafka stopped it at a position retention
+    deleted: a seek is refused in that state, so the partition is assigned again (alone, or, in a
+    group of the eager protocol, with the others at their positions, else where they started)."""
+    tp = confluent_kafka.TopicPartition(topic, partition, offset)
+    try:
+        client.incremental_unassign([tp])
+        client.incremental_assign([tp])
+        return
+    except confluent_kafka.KafkaException as error:
+        if error.args[0].code() != confluent_kafka.KafkaError._STATE:
+            raise
+    assigned = client.position(client.assignment())
+    for other in assigned:
+        if other.partition == partition:
+            other.offset = offset
+        elif other.offset < 0 and other.partition in starts:
+            other.offset = starts[other.partition]
+    client.assign(assigned)
 
 
 class KafkaReadLoop(_Reader[Any, Any]):

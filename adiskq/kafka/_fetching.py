@@ -35,7 +35,8 @@ __all__ = ["MAX_FETCH_MESSAGES", "FetchSession", "read_batch"]
 # At most this many messages per read, and per record batch of a Fetch answer: bounds the time
 # one read, or one batch's encoding, holds the event loop.
 MAX_FETCH_MESSAGES: Final = 1000
-# The same for records that go straight to a batch (~0.1 µs a record, no Message): a client's default
+# The same for records that go straight to a batch (no Message a record, far cheaper: see
+# benchmarks/RESULTS.md, section "Figures the code relies on", F13): a client's default
 # share of a partition (max.partition.fetch.bytes, 1 MiB) of 100-byte values is one batch, which the
 # response then carries without joining batches.
 MAX_STORED_RECORDS: Final = 8192

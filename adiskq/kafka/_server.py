@@ -287,6 +287,7 @@ class KafkaGateway:
             core.closing = True
             groups.aclose()
             with anyio.CancelScope(shield=True):
+                await transactions.store_deferred()
                 await listener.aclose()
                 await core.topics.aclose()
             logger.info("adiskq: Kafka gateway for %s closed", self.root)

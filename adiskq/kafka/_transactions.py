@@ -5,15 +5,20 @@ markers that end each transaction written to its partitions, and the offsets it 
 ``add_offsets_to_txn``, ``txn_offset_commit``, ``end_txn``, ``produce``) use. Its rules:
 
 - Every change of the coordinator's state is stored before the request that made it is answered
+  (but a Complete state, below)
   (``kafka-transactions.json`` in the gateway's root folder, replaced atomically: a temporary file
   written and fsynced, renamed over the old, the folder fsynced), so a restart finds every decision
   a client was told.
-- A transaction ends in three steps, each durable before the next: its Prepare state is stored; a
-  commit or abort marker is written to each of its partitions (``partition_writes.write_marker``
-  returns once the marker is on disk) and, on commit, the group offsets it holds are stored as the
-  groups' committed offsets; then its Complete state is stored. A crash between the steps leaves a
-  Prepare state, which the next start carries out (``recover``). EndTxn is answered after the third
-  step, so a client that is told its transaction committed can read all of it at once.
+- A transaction ends in three steps: its Prepare state is stored; a commit or abort marker is
+  written to each of its partitions (``partition_writes.write_marker`` returns once the marker is on
+  disk) and, on commit, the group offsets it holds are stored as the groups' committed offsets;
+  then it is Complete. A crash before the Complete state is stored leaves a Prepare state, which the
+  next start carries out (``recover``): writing a marker again is harmless (readers take the first
+  marker after a transaction's records as its ending), so EndTxn is answered once the markers are on
+  disk, and the Complete state is stored with the next change of the state (or within a second by
+  ``run``, or at the gateway's stop) — but at once for a commit that held group offsets, whose
+  offsets must not be stored again over a later commit. A client that is told its transaction
+  committed can read all of it at once.
 - Offsets a TxnOffsetCommit sends are pending, kept with the coordinator's state (so a Prepare
   Commit found at the start still commits them), and become the group's committed offsets only with
   the commit; an abort drops them.
@@ -44,7 +49,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Final
 
 import anyio
@@ -56,6 +61,7 @@ from .._storage.partition_reader import PartitionReader
 from .._storage.transaction_outcomes import OpenTransactions as OpenTransactionsInData
 from ._core import GatewayCore
 from ._groups import groups_of
+from ._search_progress import SearchProgress
 from ._transactional_fetch import OpenTransactions
 from .group_offsets import Committed
 from .transaction_coordinator import (
@@ -83,6 +89,9 @@ logger = logging.getLogger("adiskq.kafka")
 STATE_FILE: Final = "kafka-transactions.json"
 _FILE_VERSION: Final = 1
 _RETRY_SECONDS: Final = 1.0  # how soon markers that failed to be written are tried again
+# How long a Complete state may wait for the next save before ``run`` stores it itself: a restart
+# before then finds the Prepare state and writes the markers again, which is all it costs.
+_COMPLETE_SAVE_SECONDS: Final = 1.0
 _KEY: Final = "transactions"
 # Kafka's coordinator epoch (the leader epoch of its transaction log's partition) fences markers of
 # a coordinator that lost its leadership; the gateway is the one coordinator there ever is.
@@ -128,6 +137,7 @@ class TransactionService:
         self.open = OpenTransactions()  # what a Fetch needs: the LSO, and the aborted transactions
         self._deadline_moved: anyio.Event | None = None
         self._dirty = False  # the last save failed: what is in memory is not stored yet
+        self._complete_since: float | None = None  # when a Complete state not stored yet was reached
 
     # -- the state file ------------------------------------------------------------------------
 
@@ -168,6 +178,7 @@ class TransactionService:
         """Store the state as it is now, durably (before a request that changed it is answered)."""
         async with self._save_lock:
             snapshot = self._snapshot()  # taken under the lock: a later save never stores an older state
+            self._complete_since = None  # this save stores every Complete state reached so far
             try:
                 await anyio.to_thread.run_sync(self._write, snapshot)
             except OSError:
@@ -300,19 +311,27 @@ class TransactionService:
         try:
             if self._dirty:
                 await self.save()  # the Prepare state first: a marker never precedes its decision on disk
-            for topic, partition in sorted(markers.partitions):
+
+            # Each partition's marker is written and fsynced on its own: their syncs overlap.
+            async def write(topic: str, partition: int) -> None:
                 await self._write_marker(topic, partition, markers)
+
+            async with anyio.create_task_group() as writing:
+                for topic, partition in sorted(markers.partitions):
+                    writing.start_soon(write, topic, partition)
             held = self.pending.get(markers.transactional_id, {})
             if markers.commit:
                 for group in sorted(markers.groups):
                     for topic, offsets in sorted(held.get(group, {}).items()):
                         await self._store_offsets(group, topic, offsets)
         except Exception as error:
+            # The markers' task group raises an ExceptionGroup: name what failed inside it.
+            reasons = error.exceptions if isinstance(error, ExceptionGroup) else (error,)
             logger.warning(
                 "adiskq: the %s markers of transaction %r could not be written (%s); trying again",
                 "commit" if markers.commit else "abort",
                 markers.transactional_id,
-                error,
+                "; ".join(str(reason) for reason in reasons),
             )
             self._unfinished[markers.transactional_id] = markers
             self._poke()
@@ -320,11 +339,28 @@ class TransactionService:
         self._unfinished.pop(markers.transactional_id, None)
         self.pending.pop(markers.transactional_id, None)
         self.coordinator.complete(markers.transactional_id)
-        # The markers are durable: a failed save leaves the Complete state to ``run`` (a restart
-        # before it would write the markers again, which readers take as the same ending).
-        with contextlib.suppress(OSError):
-            await self.save()
+        # The markers are durable, so the Complete state need not be stored before the answer: the
+        # next save stores it (any request that changes the state saves), or ``run`` within
+        # _COMPLETE_SAVE_SECONDS, or the gateway's stop. A restart before then finds the Prepare
+        # state and writes the markers again, which readers take as the same ending. An ending that
+        # committed group offsets is stored at once: writing them again after a restart could move
+        # back an offset a consumer committed since, outside any transaction.
+        if markers.commit and markers.groups:
+            with contextlib.suppress(OSError):  # a failed save is stored again by ``run``
+                await self.save()
+        elif self._complete_since is None:
+            self._complete_since = time.monotonic()
+            self._poke()
         return True
+
+    async def store_deferred(self) -> None:
+        """Store a Complete state not stored yet (at the gateway's stop); a failure is logged."""
+        if self._complete_since is None and not self._dirty:
+            return
+        try:
+            await self.save()
+        except OSError as error:
+            logger.warning("adiskq: the transaction state could not be stored (%s)", error)
 
     async def recover(self) -> None:
         """At the start: carry out every decision stored in a Prepare state and abort every open
@@ -353,6 +389,8 @@ class TransactionService:
             delay = math.inf if deadline is None else max(0.0, (deadline - self.clock() + 1) / 1000)
             if self._unfinished or self._dirty:
                 delay = min(delay, _RETRY_SECONDS)
+            if self._complete_since is not None:
+                delay = min(delay, max(0.0, self._complete_since + _COMPLETE_SAVE_SECONDS - time.monotonic()))
             with anyio.move_on_after(delay):
                 await self._deadline_moved.wait()
             timed_out = self.coordinator.timed_out(self.clock())
@@ -362,7 +400,10 @@ class TransactionService:
                 continue
             for markers in [*timed_out, *list(self._unfinished.values())]:
                 await self._finish(markers)
-            if self._dirty:
+            overdue = self._complete_since is not None and (
+                time.monotonic() >= self._complete_since + _COMPLETE_SAVE_SECONDS
+            )
+            if self._dirty or overdue:
                 with contextlib.suppress(OSError):
                     await self.save()
 
@@ -424,31 +465,66 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
         if topics.exists(topic):
             await groups_of(gateway).commit(group, topic, offsets)
 
-    async def abort_open_in_data() -> bool:
-        # No coordinator state: any transaction the data holds open is one no client can still end.
-        # True if a topic could hold one (its data was looked at).
-        looked = False
-        for topic in topics.names():
-            try:
-                looked = await abort_open_in_topic(topic) or looked
-            except Exception as error:
-                raise TransactionCoordinatorStateError(
-                    f"{os.path.join(topics.root, STATE_FILE)} is missing, so the start looks for transactions "
-                    f"left open in every topic's data, and topic {topic!r} could not be searched ({error}); "
-                    "repair the topic (`adiskq check --repair`) or move its folder out of the root, then start again"
-                ) from error
-        return looked
+    @contextlib.contextmanager
+    def searching(topic: str) -> Iterator[None]:
+        """A failure to search ``topic`` stops the start, saying what to do."""
+        try:
+            yield
+        except Exception as error:
+            raise TransactionCoordinatorStateError(
+                f"{os.path.join(topics.root, STATE_FILE)} is missing, so the start looks for transactions "
+                f"left open in every topic's data, and topic {topic!r} could not be searched ({error}); "
+                "repair the topic (`adiskq check --repair`) or move its folder out of the root, then start again"
+            ) from error
 
-    async def abort_open_in_topic(topic: str) -> bool:
-        """Abort what ``topic`` holds open; False if its format holds no transactions."""
+    def partitions_to_search(topic: str) -> list[tuple[int, PartitionReader, int, int]] | None:
+        """Each partition of ``topic`` with a reader, its oldest offset and its end; None if its
+        format holds no transactions."""
         if not topics.reader(topic).settings.holds_transactions:
-            return False  # a format before transactions holds none
+            return None  # a format before transactions holds none
+        found = []
         for partition in range(topics.partition_count(topic, fresh=True)):
             # Searched through a reader: the topic's writer is opened only to end what is found
             # (another process may hold the stream, as a library producer beside the gateway does).
-            directory = topics.reader(topic).partition(partition).directory
-            search = OpenTransactionsInData(PartitionReader(directory, partition))
-            if not await anyio.to_thread.run_sync(search.catch_up):
+            reader = PartitionReader(topics.reader(topic).partition(partition).directory, partition)
+            found.append((partition, reader, *reader.bounds()))
+        return found
+
+    async def abort_open_in_data() -> bool:
+        # No coordinator state: any transaction the data holds open is one no client can still end.
+        # True if a topic could hold one (its data was looked at).
+        plan: list[tuple[str, list[tuple[int, PartitionReader, int, int]]]] = []
+        for topic in topics.names():
+            with searching(topic):
+                partitions = await anyio.to_thread.run_sync(partitions_to_search, topic)
+            if partitions is not None:
+                plan.append((topic, partitions))
+        progress = None
+        if plan:
+            sizes = [end - oldest for _topic, partitions in plan for _partition, _reader, oldest, end in partitions]
+            progress = SearchProgress(STATE_FILE, len(plan), len(sizes), sum(sizes))
+        for topic, partitions in plan:
+            with searching(topic):
+                await abort_open_in_topic(topic, partitions, progress)
+        if progress is not None:
+            progress.finished()
+        return bool(plan)
+
+    async def abort_open_in_topic(
+        topic: str, partitions: list[tuple[int, PartitionReader, int, int]], progress: SearchProgress | None
+    ) -> None:
+        """Abort what ``topic``'s ``partitions`` hold open."""
+        for partition, reader, oldest, _end in partitions:
+            reached = oldest
+
+            def step(position: int) -> None:
+                nonlocal reached
+                if progress is not None:
+                    progress.advance(max(0, position - reached))
+                reached = max(reached, position)
+
+            search = OpenTransactionsInData(reader)
+            if not await anyio.to_thread.run_sync(search.catch_up, step):
                 continue
             async with gateway.partition_lock(topic, partition), topics.writing(topic) as producer:
                 found = await anyio.to_thread.run_sync(
@@ -468,7 +544,8 @@ def start_transactions(gateway: GatewayCore) -> TransactionService:
                         producer, partition, producer_id, epoch, False, COORDINATOR_EPOCH
                     )
                     service.open.ended(topic, partition, producer_id)
-        return True
+                    if progress is not None:
+                        progress.aborted += 1
 
     service = TransactionService(
         topics.root,

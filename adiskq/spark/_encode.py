@@ -154,7 +154,7 @@ class Grouped:
         fresh_keys = iter(random_keys(missing_keys)) if missing_keys else iter(())
         now_ns = time.time_ns()
         partitions = self.partition_count
-        placed: dict[bytes, int] = {}  # FNV-1 in Python costs ~1 µs: once per key of the batch
+        placed: dict[bytes, int] = {}  # FNV-1 in Python is slow (RESULTS.md, F14): once per key
         for row in range(count):
             value = values[row]
             if value is None:

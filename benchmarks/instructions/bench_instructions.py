@@ -26,7 +26,7 @@ import argparse
 import os
 import sys
 
-# benchmarks/, for the modules the benchmarks share (callgrind.py, compare/, bench_codec.py)
+# benchmarks/, for the modules the benchmarks share (callgrind.py, peers/compare/, bench_codec.py)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import callgrind

@@ -23,12 +23,12 @@ import sys
 import tempfile
 import time
 
-# benchmarks/, for the modules the benchmarks share (callgrind.py, compare/, bench_codec.py)
+# benchmarks/, for the modules the benchmarks share (callgrind.py, peers/compare/, bench_codec.py)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import anyio
-from compare import adiskq_peer, sqlite_peer
-from compare.common import BATCH_SIZE, key, message_value
+from peers.compare import adiskq_peer, sqlite_peer
+from peers.compare.common import BATCH_SIZE, key, message_value
 
 from adiskq import Record
 

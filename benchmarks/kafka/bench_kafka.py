@@ -57,10 +57,17 @@ VALUE = b"v" * 100
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def start_gateway(root: str) -> tuple[subprocess.Popen[bytes], int]:
-    """``adiskq serve ROOT`` on a free port; the process and its port."""
+def start_gateway(root: str, adiskq_from: str | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    """``adiskq serve ROOT`` on a free port (the adiskq package found in the folder ``adiskq_from``
+    if given, else the one this process would import); the process and its port."""
+    # ``python -m`` looks in its working folder first: run there, so that the package is that one.
+    folder = None if adiskq_from is None else os.path.abspath(adiskq_from)
+    env = None if folder is None else {**os.environ, "PYTHONPATH": folder}
     process = subprocess.Popen(
-        [sys.executable, "-m", "adiskq", "serve", root, "--kafka", "127.0.0.1:0"], stderr=subprocess.PIPE
+        [sys.executable, "-m", "adiskq", "serve", root, "--kafka", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=folder,
     )
     assert process.stderr is not None
     line = process.stderr.readline().decode()
@@ -504,6 +511,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=["fetch", "produce", "transactions"],
         help="fetch (or produce) alone: the gateway's and the library's; transactions: the gateway's and Kafka's",
     )
+    parser.add_argument(
+        "--before",
+        metavar="FOLDER",
+        help="with --only transactions: also measure a gateway running the adiskq package in FOLDER "
+        "(e.g. an earlier commit's adiskq/, with its compiled core), in the same run",
+    )
     args = parser.parse_args(argv)
     count = 2_000 if args.quick else 200_000
     if args.only == "fetch":
@@ -511,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only == "produce":
         return produce_only(count, args.out)
     if args.only == "transactions":
-        return transactions_only(20 if args.quick else 500, args.out)
+        return transactions_only(20 if args.quick else 500, args.out, args.before)
     seconds = 0.25 if args.quick else 5.0
     # The kernel counts CPU time in 10 ms ticks: quick mode still makes enough trips to pass a few.
     trips = 40 if args.quick else 500
@@ -790,17 +803,23 @@ def produce_only(count: int, out: str | None) -> int:
     return 0
 
 
-def transactions_only(count: int, out: str | None) -> int:
+def transactions_only(count: int, out: str | None, before: str | None = None) -> int:
     """``--only transactions``: transactions of 100 records (kafka_transactions_workload.py) against
-    the gateway and Apache Kafka in the same run."""
+    the gateway and Apache Kafka in the same run (and a gateway of the adiskq in ``before``)."""
     root = tempfile.mkdtemp(prefix="adiskq-bench-kafka-")
 
-    def gateway() -> tuple[str, psutil.Process, Callable[[], None]]:
-        process, port = start_gateway(root)
-        return f"127.0.0.1:{port}", psutil.Process(process.pid), lambda: stop_gateway(process)
+    def starter(adiskq_from: str | None) -> kafka_transactions_workload.GatewayStarter:
+        def gateway() -> tuple[str, psutil.Process, Callable[[], None]]:
+            folder = tempfile.mkdtemp(dir=root)
+            process, port = start_gateway(folder, adiskq_from)
+            return f"127.0.0.1:{port}", psutil.Process(process.pid), lambda: stop_gateway(process)
+
+        return gateway
 
     try:
-        results = kafka_transactions_workload.measure(gateway, on_apache_kafka, count)
+        results = kafka_transactions_workload.measure(
+            starter(None), on_apache_kafka, count, before=None if before is None else starter(before)
+        )
     finally:
         shutil.rmtree(root)
     kafka_transactions_workload.print_beside(results)

@@ -18,11 +18,11 @@ import os
 import sys
 from collections.abc import Callable
 
-# benchmarks/, for the modules the benchmarks share (callgrind.py, compare/, bench_codec.py)
+# benchmarks/, for the modules the benchmarks share (callgrind.py, peers/compare/, bench_codec.py)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_codec import time_per_call
-from compare.common import BATCH_SIZE, VALUES, key
+from peers.compare.common import BATCH_SIZE, VALUES, key
 
 from adiskq._sansio.values import EMPTY_HEADERS, Message
 from adiskq.kafka.wire import batch as kafka_batch

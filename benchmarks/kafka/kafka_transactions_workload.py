@@ -66,7 +66,8 @@ def run_transactions(producer: Producer, topic: str, count: int) -> list[float]:
 
 
 def print_beside(results: dict[str, float]) -> None:
-    """The gateway's figures beside Kafka's; the ratio is the gateway's over Kafka's."""
+    """The gateway's figures beside Kafka's; the ratio is the gateway's over Kafka's (and the
+    ``before`` gateway's figures, when measured)."""
     rows = [
         ("commit p50 (µs)", "commit_p50_us", "≤ 1"),
         ("commit p99 (µs)", "commit_p99_us", "≤ 1"),
@@ -78,21 +79,35 @@ def print_beside(results: dict[str, float]) -> None:
     for label, figure, target in rows:
         gateway, kafka = results[f"kafka_txn_{figure}"], results[f"apache_kafka_txn_{figure}"]
         print(f"{label:44} {gateway:>14,.1f} {kafka:>13,.1f} {gateway / kafka:>6.2f}x  {target}")
+    if "before_kafka_txn_per_second" in results:
+        print(f"{'the gateway before':44} {'before':>14} {'ratio to Kafka':>15}")
+        for label, figure, _target in rows:
+            before, kafka = results[f"before_kafka_txn_{figure}"], results[f"apache_kafka_txn_{figure}"]
+            print(f"{label:44} {before:>14,.1f} {before / kafka:>14.2f}x")
+
+
+GatewayStarter = Callable[[], tuple[str, psutil.Process, Callable[[], None]]]
 
 
 def measure(
-    gateway: Callable[[], tuple[str, psutil.Process, Callable[[], None]]],
+    gateway: GatewayStarter,
     kafka: Callable[[Callable[[str, psutil.Process], dict[str, float]]], dict[str, float]],
     count: int,
+    *,
+    before: GatewayStarter | None = None,
 ) -> dict[str, Any]:
     """Both sides' figures: ``gateway()`` starts a gateway (its address, process and stop), and
-    ``kafka(work)`` runs ``work(bootstrap, jvm)`` against an Apache Kafka node."""
-    bootstrap, process, stop = gateway()
-    try:
-        print(f"{time.strftime('%H:%M:%S')} measuring kafka_txn ...", file=sys.stderr, flush=True)
-        results = transactions(bootstrap, "txn", count, process, "kafka_txn")
-    finally:
-        stop()
+    ``kafka(work)`` runs ``work(bootstrap, jvm)`` against an Apache Kafka node; ``before()``, if
+    given, starts another gateway (an earlier adiskq), measured first as ``before_kafka_txn``."""
+    results: dict[str, Any] = {}
+    sides = [("before_kafka_txn", before), ("kafka_txn", gateway)] if before is not None else [("kafka_txn", gateway)]
+    for name, start in sides:
+        bootstrap, process, stop = start()
+        try:
+            print(f"{time.strftime('%H:%M:%S')} measuring {name} ...", file=sys.stderr, flush=True)
+            results.update(transactions(bootstrap, "txn", count, process, name))
+        finally:
+            stop()
     print(f"{time.strftime('%H:%M:%S')} measuring apache_kafka_txn ...", file=sys.stderr, flush=True)
     results.update(
         kafka(

@@ -42,7 +42,7 @@ from typing import Any
 
 import psutil
 
-# benchmarks/, for the modules the benchmarks share (callgrind.py, compare/, bench_codec.py)
+# benchmarks/, for the modules the benchmarks share (callgrind.py, peers/compare/, bench_codec.py)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from callgrind import MISSING, instrument, totals, zero

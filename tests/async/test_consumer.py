@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import pytest
+from support.backends import delete_oldest, fill_for_retention
 from support.cli import append, flip_byte
 from support.consumer import Writer
 
@@ -93,12 +94,13 @@ async def test_start_oldest_reads_from_the_first_message(where: Where) -> None:
         assert [m.offset for m in await drain(consumer)] == [0, 1, 2, 3, 4]
 
 
-async def test_start_newest_reads_only_what_comes_after_opening(stream_path: str) -> None:
+async def test_start_newest_reads_only_what_comes_after_opening(where: Where) -> None:
     """start="newest" skips what was there when the consumer opened."""
-    with Writer(stream_path) as writer:
-        writer.append(values(3))
+    stream_path = where.new()
+    async with adiskq.Producer(stream_path) as producer:
+        await write(producer, values(3))
         async with adiskq.Consumer(stream_path, start="newest") as consumer:
-            writer.append(values(2, first=3))
+            await write(producer, values(2, first=3))
             assert [m.value for m in await take(consumer, 2)] == [b"m3", b"m4"]
 
 
@@ -122,13 +124,13 @@ async def test_start_offset_begins_there(where: Where) -> None:
         assert [m.offset for m in await drain(consumer)] == [7, 8, 9]
 
 
-async def test_start_datetime_begins_at_the_first_message_at_or_after_it(stream_path: str) -> None:
+async def test_start_datetime_begins_at_the_first_message_at_or_after_it(where: Where) -> None:
     """A datetime start begins at the first message stamped at or after it."""
+    stream_path = where.new()
     base = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
-    with Writer(stream_path) as writer:
+    async with adiskq.Producer(stream_path) as producer:
         for minute in range(5):
-            stamp = int((base + dt.timedelta(minutes=minute)).timestamp()) * 1_000_000_000
-            writer.append([b"m%d" % minute], timestamp_ns=stamp)
+            await producer.push(b"m%d" % minute, timestamp=base + dt.timedelta(minutes=minute))
     start = base + dt.timedelta(minutes=2, seconds=30)
     async with adiskq.Consumer(stream_path, start=start, end="close") as consumer:
         assert [m.offset for m in await drain(consumer)] == [3, 4]
@@ -202,9 +204,11 @@ async def test_batches_and_single_messages_share_one_position(where: Where) -> N
     assert [m.offset for m in first + rest] == list(range(30))
 
 
-async def test_batches_refuses_a_non_positive_size(stream_path: str) -> None:
-    """batches(max_messages=0) raises ValueError."""
-    consumer = adiskq.Consumer(stream_path)
+@pytest.mark.parametrize("place", ["local", "kafka://127.0.0.1:9/orders"])
+async def test_batches_refuses_a_non_positive_size(stream_path: str, place: str) -> None:
+    """batches(max_messages=0) raises ValueError (on a stream or a topic, before any I/O: no broker
+    listens at that URL)."""
+    consumer = adiskq.Consumer(stream_path if place == "local" else place)
     with pytest.raises(ValueError, match="max_messages"):
         consumer.batches(max_messages=0)
 
@@ -320,10 +324,10 @@ async def test_aclose_releases_resources_even_when_cancelled(stream_path: str) -
     assert follower.closed
 
 
-async def test_two_tasks_cannot_read_one_consumer_at_once(stream_path: str) -> None:
+async def test_two_tasks_cannot_read_one_consumer_at_once(where: Where) -> None:
     """A second task reading while the first waits gets BusyResourceError."""
-    with Writer(stream_path):
-        pass
+    stream_path = where.new()
+    await write(stream_path, [])
     async with adiskq.Consumer(stream_path, poll_interval=60) as consumer:
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
@@ -334,15 +338,16 @@ async def test_two_tasks_cannot_read_one_consumer_at_once(stream_path: str) -> N
                 tg.cancel_scope.cancel()
 
 
-async def test_a_cancelled_wait_loses_no_message(stream_path: str) -> None:
+async def test_a_cancelled_wait_loses_no_message(where: Where) -> None:
     """Cancelling a consumer while it waits, then reading on, misses nothing and repeats nothing."""
-    with Writer(stream_path) as writer:
-        writer.append(values(2))
+    stream_path = where.new()
+    async with adiskq.Producer(stream_path) as producer:
+        await write(producer, values(2))
         async with adiskq.Consumer(stream_path, poll_interval=60) as consumer:
             got = await take(consumer, 2)
             with anyio.move_on_after(0.05):
                 got.append(await consumer.__anext__())
-            writer.append(values(3, first=2))
+            await write(producer, values(3, first=2))
             got += await take(consumer, 3)
     assert [m.offset for m in got] == [0, 1, 2, 3, 4]
 
@@ -384,13 +389,11 @@ def write_segments(writer: Writer, count: int) -> None:
         writer.append([b"x" * 80 + b"%06d" % i])
 
 
-async def test_vacuumed_start_skips_to_the_oldest_and_reports_it(stream_path: str) -> None:
+async def test_vacuumed_start_skips_to_the_oldest_and_reports_it(where: Where) -> None:
     """With on_data_loss="skip", a start older than the oldest offset continues there and records the gap."""
-    with Writer(stream_path, segment_size_bytes=1024) as writer:
-        write_segments(writer, 60)
-        writer.stream.vacuum(adiskq.Retention(max_bytes=2048))
-    oldest = adiskq.stats(stream_path).partitions[0].oldest_offset
-    assert oldest > 0
+    stream_path = where.new()
+    await fill_for_retention(stream_path, 60)
+    oldest = await delete_oldest(stream_path, 60)
     async with adiskq.Consumer(stream_path, start=0, end="close") as consumer:
         messages = await drain(consumer)
         assert consumer.skipped == [(0, 0, oldest)]
@@ -413,17 +416,21 @@ async def test_vacuum_while_reading_skips_only_what_is_gone(stream_path: str) ->
     assert offsets == list(range(first_segment_end)) + list(range(oldest, 60))
 
 
-async def test_data_loss_raises_when_asked(stream_path: str) -> None:
-    """With on_data_loss="raise", reading vacuumed offsets raises OffsetOutOfRangeError with the oldest offset."""
-    with Writer(stream_path, segment_size_bytes=1024) as writer:
-        write_segments(writer, 60)
-        writer.stream.vacuum(adiskq.Retention(max_bytes=2048))
-    oldest = adiskq.stats(stream_path).partitions[0].oldest_offset
+async def test_data_loss_raises_when_asked(where: Where) -> None:
+    """With on_data_loss="raise", reading vacuumed offsets raises OffsetOutOfRangeError with the
+    oldest offset, and reading again raises again."""
+    stream_path = where.new()
+    await fill_for_retention(stream_path, 60)
+    oldest = await delete_oldest(stream_path, 60)
     async with adiskq.Consumer(stream_path, start=0, on_data_loss="raise") as consumer:
-        with pytest.raises(adiskq.OffsetOutOfRangeError, match="deleted by retention") as caught:
-            await consumer.__anext__()
-    assert caught.value.oldest_offset == oldest
-    assert caught.value.offset == 0
+        for _ in range(2):
+            with (
+                anyio.fail_after(10),
+                pytest.raises(adiskq.OffsetOutOfRangeError, match="deleted by retention") as caught,
+            ):
+                await consumer.__anext__()
+            assert (caught.value.partition, caught.value.offset, caught.value.oldest_offset) == (0, 0, oldest)
+        assert consumer.skipped == []
 
 
 async def test_a_consumer_cancelled_while_opening_holds_nothing(stream_path: str) -> None:

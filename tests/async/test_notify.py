@@ -1,4 +1,7 @@
-"""Wake-ups: one shared inotify instance, the hand-over of its reading, overflow, threads, and the poll."""
+"""Wake-ups: one shared inotify instance, the hand-over of its reading, overflow, threads, and the poll.
+
+Local stream only: these wake readers of a stream's files; a Kafka reader is woken by its
+client's fetches (README's capability table: Consumer)."""
 
 from __future__ import annotations
 
@@ -596,3 +599,32 @@ async def test_a_wait_ends_at_its_own_deadline_whatever_the_waits_before_it() ->
         assert 0.29 <= await wait(0.3, woken=False) < 10  # its deadline before the last wait's
         assert await wait(0.2, woken=True) < 10  # long enough for the waker to run on a busy machine
         assert 0.29 <= await wait(0.3, woken=False) < 10  # the last wait's deadline passes during it
+
+
+def test_a_waiter_that_moves_to_another_event_loop_waits_in_that_loop() -> None:
+    """A waiter armed in one loop and then in another (asyncio, Trio, a new asyncio loop) takes each
+    loop's own waits when it arms there: its deadline is kept by the loop it waits in, and a wake
+    from another thread reaches it there."""
+    notifier = notify.Notifier(polling=True)
+    waiter = wakeup.Waiter()
+    seen: list[str] = []
+
+    async def in_one_loop() -> None:
+        with anyio.fail_after(30):
+            waiter.arm()
+            seen.append(type(waiter.waits).__name__)
+            await notifier.wait(waiter, 0.05, kernel=False)  # nobody wakes it: it ends at its deadline
+            assert not waiter.fired
+            waiter.disarm()
+            waiter.arm()
+            waker = threading.Thread(target=waiter.wake)  # the wake may land before the wait: kept
+            waker.start()
+            await notifier.wait(waiter, 60, kernel=False)
+            waker.join()
+            assert waiter.fired
+            assert not waiter.expired
+            waiter.disarm()
+
+    for backend in ("asyncio", "trio", "asyncio"):
+        anyio.run(in_one_loop, backend=backend)
+    assert seen == ["AsyncioWaits", "TrioWaits", "AsyncioWaits"]

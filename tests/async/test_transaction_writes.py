@@ -1,16 +1,21 @@
 """The write side of Kafka transactions (``partition_writes``): records written as a transaction's
 (a run encoded ahead as the gateway makes them, or Records to encode, awaited or now) carry its
 producer's id and epoch on disk; a marker is a record with an offset of its own, fsynced before the
-call returns whatever the stream's flush mode; a stream before format 5 refuses both."""
+call returns whatever the stream's flush mode; a stream before format 5 refuses both.
+
+Local stream only: the Kafka gateway's transactions in a stream's files; a Consumer of a
+kafka:// topic reads Kafka's own with read_committed (README's capability table: Consumer)."""
 
 from __future__ import annotations
 
 import glob
 import json
 import os
+import pathlib
 from typing import Literal
 
 import pytest
+from support.syscalls import Syscalls
 
 import adiskq
 from adiskq._async import partition_writes
@@ -18,6 +23,7 @@ from adiskq._sansio import codec
 from adiskq._sansio.codec import TransactionFields
 from adiskq._sansio.core import pack_records, reference_pack_records
 from adiskq._sansio.entries import EncodedRun
+from adiskq._storage.stream import StreamReader
 
 pytestmark = pytest.mark.anyio
 
@@ -81,8 +87,9 @@ async def test_a_transaction_s_records_carry_its_producer_and_its_marker_an_offs
 async def test_a_marker_is_fsynced_before_it_returns_on_an_async_flushed_stream(
     stream_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``flush="async"`` leaves pushes to the flusher thread; a marker is fsynced by its own call:
-    the partition's ``.data`` is among the files fsynced while ``write_marker`` runs."""
+    """``flush="async"`` leaves pushes to the flusher thread; a marker is made durable by its own
+    call, with one fdatasync of the partition's ``.data`` (recovery rebuilds the index files from
+    the data, so syncing them too would only make the ending slower)."""
     async with adiskq.Producer(stream_path, flush="async", flush_interval=3600) as producer:
         await partition_writes.write(producer, 0, run_of([b"x"]), transaction=PRODUCER)
         synced: list[str] = []
@@ -96,8 +103,30 @@ async def test_a_marker_is_fsynced_before_it_returns_on_an_async_flushed_stream(
             monkeypatch.setattr(os, name, recording)
         await partition_writes.write_marker(producer, 0, *PRODUCER, commit=True, coordinator_epoch=0)
         monkeypatch.undo()
-    assert any(path.endswith(".data") for path in synced), synced
-    assert any(path.endswith(".index") for path in synced), synced
+    assert [os.path.basename(path) for path in synced] == [f"{0:020d}.data"], synced
+
+
+@pytest.mark.parametrize("flush", ["async", "sync"])
+async def test_a_committed_transaction_survives_a_power_cut_once_its_marker_returned(
+    stream_path: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, flush: Literal["async", "sync"]
+) -> None:
+    """Whatever the flush: the stream as a power cut right after ``write_marker`` returned leaves
+    it (each file as of its last fsync) opens with the transaction's records, committed."""
+    async with adiskq.Producer(stream_path, flush="async", flush_interval=3600) as setup:
+        await setup.push(b"before", key=b"k")  # the stream exists before the calls are tracked
+    syscalls = Syscalls(stream_path, monkeypatch)
+    syscalls.start(track_durability=True)
+    async with adiskq.Producer(stream_path, flush=flush, flush_interval=3600) as producer:
+        await partition_writes.write(producer, 0, run_of([b"a", b"b"]), transaction=PRODUCER)
+        await partition_writes.write_marker(producer, 0, *PRODUCER, commit=True, coordinator_epoch=0)
+        _died, power, _torn = syscalls.save_crash_states(str(tmp_path / "crash"), 0)
+    syscalls.stop()
+    monkeypatch.undo()
+    async with adiskq.Producer(power):  # recovery runs as the next producer opens
+        pass
+    with StreamReader.open(power).partition(0).cursor(0) as cursor:
+        assert [bytes(m.value) for m in cursor.read(10)] == [b"before", b"a", b"b"]
+        assert cursor.position == 4  # the marker passed: the transaction ended, committed
 
 
 def _as_format_3(path: str) -> None:

@@ -1,4 +1,4 @@
-"""benchmarks/bench_compare.py in quick mode, so the peer comparison never rots (its figures are not checked)."""
+"""benchmarks/peers/bench_compare.py in quick mode, so the peer comparison never rots (its figures are not checked)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ LONG_READERS = ["adiskq", "adiskq-py", "sqlite-wal"]  # Redis does not read back
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, str]:
     out = tmp_path_factory.mktemp("compare")
     done = subprocess.run(
-        [sys.executable, "benchmarks/bench_compare.py", "--quick", "--out", os.fspath(out)],
+        [sys.executable, "benchmarks/peers/bench_compare.py", "--quick", "--out", os.fspath(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -57,7 +57,7 @@ def test_quick_mode_writes_the_chart_and_the_results_section(quick_run: tuple[pa
     out, _ = quick_run
     assert (out / "compare.png").read_bytes().startswith(b"\x89PNG")
     section = (out / "RESULTS.md").read_text()
-    assert "python benchmarks/bench_compare.py --quick" in section
+    assert "python benchmarks/peers/bench_compare.py --quick" in section
     assert "![" in section
     assert "(compare.png)" in section
     assert "| single producer, msg/s |" in section
@@ -73,7 +73,7 @@ def test_redraw_rebuilds_the_same_results_section_from_compare_json(
     done = subprocess.run(
         [
             sys.executable,
-            "benchmarks/bench_compare.py",
+            "benchmarks/peers/bench_compare.py",
             "--redraw",
             os.fspath(out / "compare.json"),
             "--out",
@@ -134,7 +134,7 @@ def test_keyed_alone_leaves_the_keyless_results_alone(tmp_path: pathlib.Path) ->
     done = subprocess.run(
         [
             sys.executable,
-            "benchmarks/bench_compare.py",
+            "benchmarks/peers/bench_compare.py",
             "--quick",
             "--keyed",
             "--peers",
@@ -165,7 +165,7 @@ def _bench_compare(*arguments: str, timeout: float) -> subprocess.CompletedProce
     """bench_compare.py run with no go-diskq checkout in its environment."""
     env = {name: value for name, value in os.environ.items() if name != "ADISKQ_GO_DISKQ_SRC"}
     return subprocess.run(
-        [sys.executable, "benchmarks/bench_compare.py", *arguments],
+        [sys.executable, "benchmarks/peers/bench_compare.py", *arguments],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -215,7 +215,9 @@ def test_a_go_diskq_source_that_is_not_a_checkout_of_it_is_refused(tmp_path: pat
 def test_go_diskq_ratios_are_per_run_with_their_median_and_spread() -> None:
     """The go-diskq table: each run's own ratio adiskq ÷ go-diskq, the median of those and the lowest
     and highest, beside go-diskq's median figure."""
-    spec = importlib.util.spec_from_file_location("bench_compare_for_test", ROOT / "benchmarks" / "bench_compare.py")
+    spec = importlib.util.spec_from_file_location(
+        "bench_compare_for_test", ROOT / "benchmarks" / "peers" / "bench_compare.py"
+    )
     assert spec is not None
     assert spec.loader is not None
     bench_compare = importlib.util.module_from_spec(spec)

@@ -79,11 +79,13 @@ def test_only_fetch_measures_the_fetch_alone(tmp_path: pathlib.Path) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_only_transactions_measures_the_gateway_beside_apache_kafka(
+def test_only_transactions_measures_the_gateway_beside_apache_kafka_and_an_earlier_gateway(
     tmp_path: pathlib.Path, kafka_broker: KafkaBroker
 ) -> None:
     """``--only transactions`` measures transactions of 100 records on the gateway and on Apache Kafka
-    (the run's node): commit latency, throughput and the broker's CPU, each side, and a table."""
+    (the run's node): commit latency, throughput and the broker's CPU, each side, and a table; with
+    ``--before FOLDER`` also the gateway of the adiskq package in FOLDER (here this checkout's own),
+    in the same run, beside the others."""
     done = subprocess.run(
         [
             sys.executable,
@@ -91,6 +93,8 @@ def test_only_transactions_measures_the_gateway_beside_apache_kafka(
             "--quick",
             "--only",
             "transactions",
+            "--before",
+            str(ROOT_DIR),
             "--out",
             str(tmp_path),
         ],
@@ -106,5 +110,7 @@ def test_only_transactions_measures_the_gateway_beside_apache_kafka(
         for figure in ("commit_p50_us", "commit_p99_us", "per_second", "records_per_second"):
             assert figures[f"{side}_{figure}"] > 0, f"{side}_{figure}"
         assert f"{side}_broker_cpu_us" in figures
+    assert figures["before_kafka_txn_commit_p50_us"] > 0
     assert "kafka_produce_msgs" not in figures
     assert "transactions of 100 records a second" in done.stdout
+    assert "the gateway before" in done.stdout

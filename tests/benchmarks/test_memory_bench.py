@@ -11,7 +11,7 @@ from support.bench import run_quick
 def test_memory_benchmark_quick(tmp_path: os.PathLike[str]) -> None:
     """--quick measures W1's peak memory for adiskq on both backends and SQLite with and without asyncio."""
     out = os.path.join(os.fspath(tmp_path), "memory.json")
-    result = run_quick("bench_memory.py", "--json", out, timeout=300)
+    result = run_quick("peers/bench_memory.py", "--json", out, timeout=300)
     for line in ("adiskq (asyncio)", "adiskq (Trio)", "SQLite WAL, asyncio imported", "import asyncio", "target"):
         assert line in result.stdout
     with open(out) as figures:

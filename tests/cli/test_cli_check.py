@@ -103,6 +103,31 @@ def test_a_missing_time_index_is_reported_and_recreated(stream: str) -> None:
     assert os.path.getsize(timeindex) == 8 * 16
 
 
+def test_a_damaged_active_key_index_is_reported_and_rewritten_by_repair(stream: str) -> None:
+    """The active segment's hash column is checked entry by entry against the records' keys, like
+    its time and tag columns (lookups trust an active column: a wrong entry hides its record from
+    find); --repair (recovery) rewrites it."""
+    key = adiskq.read(stream, 0, 34).key
+    keyindex = segment_files(stream, 0, "keyindex")[-1]  # offsets 32..39: the active segment's
+    assert os.path.getsize(keyindex) == 8 * 4  # a bare hash column, not sealed
+    flip_byte(keyindex, 2 * 4 + 1)  # the entry of offset 34
+    result = invoke("check", stream)
+    assert result.exit_code == 1
+    assert problem_lines(result.stdout, stream) == [
+        f"{keyindex}:8: the entry of offset 34 does not hold its record's key hash"
+    ]
+    os.truncate(keyindex, 3 * 4 + 2)  # and a torn entry, as a crash leaves one
+    result = invoke("check", stream)
+    assert problem_lines(result.stdout, stream) == [
+        f"{keyindex}:12: ends with a partial entry of 2 bytes",
+        f"{keyindex}:8: the entry of offset 34 does not hold its record's key hash",
+    ]
+    repaired = invoke("check", stream, "--repair")
+    assert repaired.exit_code == 0, repaired.output
+    assert invoke("check", stream).exit_code == 0
+    assert [m.offset for m in adiskq.find(stream, key)] == [34]
+
+
 def test_records_missing_from_the_active_index_are_reported_and_indexed(stream: str) -> None:
     """Whole records after the last index entry (a crash between the writes) are indexed by --repair."""
     index = segment_files(stream, 0, "index")[-1]

@@ -9,11 +9,14 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import importlib
+import json
+import logging
 import os
 import pathlib
 import time
 from collections.abc import Iterator
 
+import anyio
 import pytest
 from anyio.from_thread import start_blocking_portal
 from conftest import call
@@ -42,7 +45,8 @@ from kio.static.primitive import i8, i16, i32, i64
 from transaction_support import COMMITTED, UNCOMMITTED, read_to_end
 
 from adiskq.kafka import KafkaGateway, _transactions
-from adiskq.kafka.transaction_coordinator import TransactionCoordinator, TransactionCoordinatorStateError
+from adiskq.kafka._search_progress import SearchProgress
+from adiskq.kafka.transaction_coordinator import Markers, TransactionCoordinator, TransactionCoordinatorStateError
 from adiskq.kafka.wire import codec as kafka_codec
 from adiskq.kafka.wire.codec import KafkaRecord
 
@@ -572,6 +576,57 @@ def test_a_lost_state_file_still_aborts_the_transactions_left_open_in_the_data(r
     assert latest_offsets(port, "orders") == (2, 2)
 
 
+def test_the_search_of_a_start_without_state_says_what_it_reads_and_what_it_found(
+    restartable, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A start that must read its topics' data for transactions left open says so in its log
+    before it reads (how much), and when done (what it read, what it aborted); a start with no
+    topic to read, and a start that has its state, say nothing of it."""
+    caplog.set_level(logging.INFO, logger="adiskq.kafka")
+    port = restartable.start()
+    assert not [r for r in caplog.records if "transactions left open" in r.getMessage()]
+    create_topic(port, "orders", partitions=2)
+    ids = producer(port, "t-lost")
+    assert produce_transactional(port, 12, "t-lost", ids, "orders") == NONE
+    restartable.stop()
+    os.remove(os.path.join(restartable.root, "kafka-transactions.json"))
+    caplog.clear()
+
+    restartable.start()
+    lines = [r.getMessage() for r in caplog.records if "transactions left open" in r.getMessage()]
+    assert lines[0] == (
+        "adiskq: no transaction state (kafka-transactions.json): reading the 1 records of 1 topics "
+        "(2 partitions) once, for transactions left open, before answering clients"
+    )
+    assert lines[-1].startswith("adiskq: read 1 records for transactions left open in ")
+    assert lines[-1].endswith("; 1 aborted")
+    caplog.clear()
+    restartable.start()
+    assert not [r for r in caplog.records if "transactions left open" in r.getMessage()]
+
+
+def test_the_search_reports_its_progress_every_few_seconds(caplog: pytest.LogCaptureFixture) -> None:
+    """While it reads, the search says how far it got, at most every five seconds."""
+    caplog.set_level(logging.INFO, logger="adiskq.kafka")
+    now = [100.0]
+    progress = SearchProgress("state.json", 3, 12, 1_000, clock=lambda: now[0])
+    progress.advance(100)
+    now[0] += 4.0
+    progress.advance(200)
+    now[0] += 1.5
+    progress.advance(300)
+    progress.advance(50)
+    now[0] += 2.0
+    progress.aborted = 2
+    progress.finished()
+    assert [r.getMessage() for r in caplog.records] == [
+        "adiskq: no transaction state (state.json): reading the 1000 records of 3 topics (12 partitions) once, "
+        "for transactions left open, before answering clients",
+        "adiskq: read 600 of 1000 records (60%) for transactions left open, 6 s so far",
+        "adiskq: read 650 records for transactions left open in 7.5 s; 2 aborted",
+    ]
+
+
 def test_a_lost_state_file_and_a_topic_that_cannot_be_searched_stop_the_start_with_what_to_do(restartable) -> None:
     """Without the state file, a topic whose data cannot be searched for open transactions would
     leave one open for good: the start stops, naming the topic and what to do."""
@@ -591,3 +646,91 @@ def test_a_lost_state_file_and_a_topic_that_cannot_be_searched_stop_the_start_wi
     assert isinstance(error, TransactionCoordinatorStateError)
     assert "topic 'orders' could not be searched" in str(error)
     assert "adiskq check --repair" in str(error)
+
+
+# ---- the cost of an ending: what is stored, and when ----
+
+
+def stored_state(root: str, transactional_id: str) -> str:
+    """The state of ``transactional_id`` as ``kafka-transactions.json`` holds it now."""
+    with open(os.path.join(root, "kafka-transactions.json")) as file:
+        return str(json.load(file)["coordinator"]["transactions"][transactional_id]["state"])
+
+
+def test_end_txn_is_answered_once_the_markers_are_durable_and_the_complete_state_follows(restartable) -> None:
+    """EndTxn is answered without waiting to store the Complete state (the markers are on disk):
+    the file still says PrepareCommit, and the gateway stores CompleteCommit on its own soon
+    after. A crash before then leaves PrepareCommit, and the next start writes the marker again:
+    the transaction reads once, committed, and the client's retried EndTxn is answered NONE."""
+    port = restartable.start()
+    create_topic(port, "orders")
+    ids = producer(port, "t-lazy")
+    assert produce_transactional(port, 12, "t-lazy", ids, "orders") == NONE
+    assert end(port, "t-lazy", ids, commit=True) == NONE
+    assert latest_offsets(port, "orders") == (2, 2)  # the record, its commit marker
+    assert stored_state(restartable.root, "t-lazy") == "PrepareCommit"
+    state = pathlib.Path(restartable.root, "kafka-transactions.json")
+    before_the_crash = state.read_bytes()
+    wait_until(lambda: stored_state(restartable.root, "t-lazy") == "CompleteCommit", seconds=10)
+
+    restartable.stop()
+    state.write_bytes(before_the_crash)  # as if the gateway had died before storing it
+    port = restartable.start()
+    assert latest_offsets(port, "orders") == (3, 3)  # the marker written again
+    side = Side("gateway", f"127.0.0.1:{port}", "lazy-complete")
+    assert [value for *_, value in read_to_end(side, [("orders", 0)], COMMITTED)] == [b"in-v2"]
+    assert end(port, "t-lazy", ids, commit=True) == NONE
+
+
+def test_a_clean_stop_stores_the_complete_state_not_stored_yet(restartable) -> None:
+    """The gateway's stop stores what EndTxn left for later: the next start has nothing to redo."""
+    port = restartable.start()
+    create_topic(port, "orders")
+    ids = producer(port, "t-stop")
+    assert produce_transactional(port, 12, "t-stop", ids, "orders") == NONE
+    assert end(port, "t-stop", ids, commit=True) == NONE
+    restartable.stop()
+    assert stored_state(restartable.root, "t-stop") == "CompleteCommit"
+    port = restartable.start()
+    assert latest_offsets(port, "orders") == (2, 2)  # no marker written again
+
+
+def test_an_ending_with_group_offsets_stores_its_complete_state_before_the_answer(restartable) -> None:
+    """A commit that held group offsets is stored as CompleteCommit before EndTxn is answered: a
+    restart must not store its offsets again over a commit made since outside any transaction."""
+    port = restartable.start()
+    create_topic(port, "orders")
+    ids = producer(port, "t-offsets")
+    assert add_offsets(port, "t-offsets", ids, "g-offsets") == NONE
+    assert txn_commit_offset(port, "t-offsets", ids, "g-offsets", "orders", 4) == NONE
+    assert end(port, "t-offsets", ids, commit=True) == NONE
+    assert stored_state(restartable.root, "t-offsets") == "CompleteCommit"
+
+
+@pytest.mark.anyio
+async def test_the_markers_of_an_ending_are_written_side_by_side(tmp_path: pathlib.Path) -> None:
+    """Each partition's marker is written (and fsynced) while the others are: an ending of three
+    partitions takes one marker's time, not three."""
+    in_flight = 0
+    all_three = anyio.Event()
+
+    async def write_marker(topic: str, partition: int, markers: Markers) -> None:
+        nonlocal in_flight
+        in_flight += 1
+        if in_flight == 3:
+            all_three.set()
+        with anyio.fail_after(10):
+            await all_three.wait()  # only if all three are in flight at once
+
+    async def store_offsets(group: str, topic: str, offsets: object) -> None:
+        raise AssertionError("no offsets in this transaction")
+
+    ids = iter(range(100, 200))
+    service = _transactions.TransactionService(
+        str(tmp_path), TransactionCoordinator(lambda: next(ids)), write_marker, store_offsets
+    )
+    answer = await service.init_producer_id("t", 60_000, None)
+    partitions = [("orders", 0), ("orders", 1), ("payments", 0)]
+    assert await service.add_partitions("t", answer.producer_id, answer.epoch, partitions) == NONE
+    assert await service.end_txn("t", answer.producer_id, answer.epoch, commit=True) == NONE
+    assert all_three.is_set()

@@ -62,3 +62,41 @@ async def fill(place: str, shares: dict[int, list[bytes]], partitions: int) -> N
         for partition, messages in shares.items():
             key = key_for(partition, partitions)
             await producer.push_many([adiskq.Record(m, key=key) for m in messages])
+
+
+async def fill_for_retention(place: str, count: int) -> None:
+    """``count`` records of 86 bytes in partition 0 (a stream's in 1 KiB segments, so that retention
+    has whole segments to delete)."""
+    import adiskq
+    from adiskq._sansio.capabilities import is_kafka_url
+
+    options: dict[str, int] = {} if is_kafka_url(place) else {"segment_size_bytes": 1024}
+    async with adiskq.Producer(place, **options) as producer:  # type: ignore[arg-type]
+        for i in range(count):  # one push at a time: a stream rolls its segment between writes
+            await producer.push(b"x" * 80 + b"%06d" % i)
+
+
+async def delete_oldest(place: str, count: int) -> int:
+    """Delete the oldest of the ``count`` records of partition 0 as retention does, and return the
+    oldest offset kept: a stream keeps its last 2 KiB of sealed segments (a vacuum), a topic its
+    second half (Kafka's DeleteRecords, what retention.ms does when it expires)."""
+    import adiskq
+    from adiskq._sansio.capabilities import is_kafka_url
+
+    if not is_kafka_url(place):
+        async with adiskq.Producer(place) as producer:
+            await producer.vacuum(adiskq.Retention(max_bytes=2048))
+        oldest = adiskq.stats(place).partitions[0].oldest_offset
+        assert oldest > 0, "the vacuum should have deleted a segment"
+        return oldest
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient
+
+    from adiskq.kafka._mirror_config import parse_kafka_url
+
+    end = parse_kafka_url(place)
+    admin = AdminClient({"bootstrap.servers": end.bootstrap})
+    kept = count // 2
+    (future,) = admin.delete_records([confluent_kafka.TopicPartition(end.topic, 0, kept)]).values()
+    assert future.result(30).low_watermark == kept
+    return kept

@@ -1,6 +1,6 @@
 """Run one workload of one peer in this (fresh) process and print what it measured as one JSON line.
 
-    PYTHONPATH=benchmarks python -m compare.worker PEER WORKLOAD COUNT FOLDER
+    PYTHONPATH=benchmarks/peers python -m compare.worker PEER WORKLOAD COUNT FOLDER
 
 ``latency`` (and ``latency_keyed``) runs the peer's consumer here and its producer in a child process
 (``latency-produce``, ``latency_keyed-produce``), which starts pushing once the consumer has written

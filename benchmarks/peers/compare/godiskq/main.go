@@ -1,5 +1,5 @@
 // Command godiskq runs one distinct-key workload of go-diskq and prints what it measured as one JSON
-// line, for benchmarks/compare/godiskq_peer.py (the Python peer that drives it):
+// line, for benchmarks/peers/compare/godiskq_peer.py (the Python peer that drives it):
 //
 //	godiskq WORKLOAD COUNT FOLDER
 //

@@ -1,6 +1,6 @@
 """The comparison chart: throughput bars, the latency distribution, memory and disk, from compare.json.
 
-    python benchmarks/chart.py benchmarks/compare.json benchmarks/compare.png
+    python benchmarks/peers/chart.py benchmarks/peers/compare.json benchmarks/peers/compare.png
 
 ``bench_compare.py`` calls ``render`` itself; this entry point redraws from saved results.
 """

@@ -3,7 +3,7 @@
 Each figure is the peak resident memory (VmHWM) of a fresh process, medians of ``--runs``:
 
 * W1 itself (one task, ``await push(value, key=k)`` for ``--count`` messages, opening and closing
-  counted; ``compare/worker.py``, as ``bench_compare.py --keyed`` runs it): adiskq on asyncio and on
+  counted; ``compare/worker.py`` (beside this file), as ``bench_compare.py --keyed`` runs it): adiskq on asyncio and on
   Trio, SQLite WAL autocommit as a script runs it (no event loop), and the same SQLite workload in a
   process that has imported asyncio (or Trio) first, as the FastAPI, asyncio or Trio service adiskq is
   for has;
@@ -11,8 +11,8 @@ Each figure is the peak resident memory (VmHWM) of a fresh process, medians of `
   asyncio backend and Trio each import it), ``asyncio``, ``trio``, ``adiskq`` (the event loop comes
   with ``anyio.run``).
 
-    python benchmarks/bench_memory.py               # 192,000 messages, 5 runs
-    python benchmarks/bench_memory.py --quick       # seconds; tests/benchmarks/test_memory_bench.py
+    python benchmarks/peers/bench_memory.py               # 192,000 messages, 5 runs
+    python benchmarks/peers/bench_memory.py --quick       # seconds; tests/benchmarks/test_memory_bench.py
 """
 
 from __future__ import annotations
