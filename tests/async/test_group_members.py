@@ -129,7 +129,14 @@ async def fill_each(place: str, per_partition: int, partitions: int) -> None:
     await fill_partitions(place, {p: [b"p%d" % p] * per_partition for p in range(partitions)}, partitions)
 
 
+# A Kafka member hears of a rebalance at its next heartbeat (every 3 s by default): members here
+# beat often, so a hand-over takes a fraction of a second.
+KAFKA_MEMBER = {"heartbeat.interval.ms": 100}
+
+
 def member(path: str, **options: object) -> adiskq.ConsumerGroup:
+    if is_kafka_url(path):
+        options.setdefault("kafka", KAFKA_MEMBER)
     group = adiskq.ConsumerGroup(path, name="g", **options)  # type: ignore[arg-type]
     _members.append(group)
     return group
