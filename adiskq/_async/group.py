@@ -363,6 +363,10 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
             self._changed = anyio.Event()
         return self._changed
 
+    async def _rebalance(self) -> None:
+        """Look at the other members: give back what is above this member's share, or take free partitions."""
+        await group_partitions.rebalance(self)
+
     def _held_lag(self) -> dict[int, int]:
         """Messages after the committed offset of each partition held that has one (for metrics,
         which may ask from another thread: what it reads is copied first)."""
@@ -687,7 +691,7 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
             await anyio.lowlevel.checkpoint()  # a long stretch without a wanted tag: let others run
         membership = self._membership
         if membership is not None and membership.due_in() <= 0:
-            await group_partitions.rebalance(self)
+            await self._rebalance()
 
     def _prepare_wait(self) -> object:
         return [follower.prepare_wait() for follower in self._order]
