@@ -144,8 +144,11 @@ FEATURES: Final[tuple[Feature, ...]] = (
     Feature(
         "commit, committed, flush, seek, lag, assignment, assignments()",
         "stored in the stream's folder",
-        "Kafka's committed offsets; Kafka's coordinator assigns the partitions; a seek past the end the client "
-        "last fetched is checked by the next read, which raises OffsetOutOfRangeError if it is still past",
+        "Kafka's committed offsets; Kafka's coordinator assigns the partitions, to a member that polls (an eager "
+        "rebalance takes them all back first, so assignments() may say () between two shares; a partition "
+        "handed over before any commit starts again at start=; partitions added are shared out at the "
+        "client's next metadata refresh); a seek past the end the client last fetched is checked by the "
+        "next read, which raises OffsetOutOfRangeError if it is still past",
     ),
     Feature(
         "adiskq.lag, reset_offsets, delete_group", "the stream's group files", "Kafka's group offsets (AdminClient)"

@@ -99,7 +99,8 @@ def message_json(message: Message) -> dict[str, object]:
 
 
 def json_line(message: Message) -> bytes:
-    """``message_json`` as one line of UTF-8 JSON, built directly (several times faster than json.dumps)."""
+    """``message_json`` as one line of UTF-8 JSON, built directly (faster than json.dumps: see
+    benchmarks/RESULTS.md, section "Figures the code relies on", F18)."""
     key, key_b64 = _text(message.key)
     value, value_b64 = _text(message.value)
     parts = [

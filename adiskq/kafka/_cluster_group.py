@@ -408,9 +408,9 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
         buffered = self._messages.remaining
         if buffered and self._reading_state.last_batch and self._reading_state.last_batch[0].partition == partition:
             return self._reading_state.last_batch[len(self._reading_state.last_batch) - buffered].offset
-        waiting = next((m.offset for m in self._reading_state.undelivered if m.partition == partition), None)
+        waiting = self._reading_state.first_waiting(partition)
         if waiting is not None:
-            return waiting
+            return waiting.offset
         pending = self._seeks.get(partition)
         if pending is not None:
             return pending[1]
@@ -473,12 +473,9 @@ class KafkaConsumerGroup(KafkaReadLoop, ConsumerGroup[Any, Any]):
             raise ClosedError("this consumer group was closed; dead_letter() before closing it")
         reading = self._reading_state
         if isinstance(message, DeserializationError):
-            failed = next(
-                (m for m in reading.undelivered if (m.partition, m.offset) == (message.partition, message.offset)), None
-            )
+            failed = reading.take_waiting(message.partition, message.offset)
             if failed is None:
                 raise InvalidArgumentError("that message is not the one this group failed to decode last")
-            reading.undelivered.remove(failed)
             stored: Message[Any, Any] = failed
             delivered: Message[Any, Any] = failed
         else:

@@ -11,6 +11,7 @@ reader runs them: a message one fails on raises ``DeserializationError`` and sta
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections.abc import Callable
 from typing import Any, Final
@@ -74,7 +75,9 @@ class KafkaReading:
         self.target: KafkaTarget = target(url, kafka)  # type: ignore[arg-type]
         self.decoder = MessageDecoder.of(key_deserializer, value_deserializer)
         self.client: confluent_kafka.Consumer | None = None
-        self.undelivered: list[Message[bytes, bytes]] = []  # read, not handed out (a deserializer failed on the first)
+        # Read and not handed out yet, each partition's in order (a deserializer may have failed on
+        # the first): a batch takes from one partition's queue, whatever the others hold.
+        self._waiting: dict[int, collections.deque[Message[bytes, bytes]]] = {}
         self.positions: dict[int, int] = {}  # partition -> the offset after the last message handed out
         self.on_data_loss = "skip"
         self.starts: dict[int, int] = {}  # partition -> the offset it was assigned at
@@ -154,24 +157,29 @@ class KafkaReading:
     def deliver(self, messages: list[Message[bytes, bytes]], max_messages: int) -> list[Message[Any, Any]]:
         """``messages`` (after the undelivered ones) through the deserializers, up to ``max_messages``;
         the rest wait for the next read. ``DeserializationError`` when the first fails."""
-        waiting = self.undelivered + messages if self.undelivered else messages
+        waiting = self._waiting
+        for message in messages:
+            queue = waiting.get(message.partition)
+            if queue is None:
+                queue = waiting[message.partition] = collections.deque()
+            queue.append(message)
         if not waiting:
             self.last_batch = []
             return []
         # One partition's messages at a time, as a local group's batches are (a reader's position in
         # a partition is then the batch's next message: ``next_offsets``); the partitions take turns.
-        partition = min({m.partition for m in waiting}, key=lambda p: (p <= self._turn, p))
-        handed: list[Message[bytes, bytes]] = []
-        rest: list[Message[bytes, bytes]] = []
-        for message in waiting:
-            (handed if message.partition == partition and len(handed) < max_messages else rest).append(message)
-        self.undelivered = rest
+        partition = min(waiting, key=lambda p: (p <= self._turn, p))
+        queue = waiting[partition]
+        handed = [queue.popleft() for _ in range(min(len(queue), max_messages))]
+        if not queue:
+            del waiting[partition]
         self._turn = partition
         decoded: list[Message[Any, Any]] = handed
         if self.decoder is not None:
             decoded, failure = self.decoder.decode(handed)
             if failure is not None:
-                self.undelivered = handed[len(decoded) :] + self.undelivered
+                back = waiting.setdefault(partition, collections.deque())
+                back.extendleft(reversed(handed[len(decoded) :]))
                 self._turn = partition - 1  # the message that failed stays next
                 if not decoded:
                     failed = handed[0]
@@ -200,13 +208,35 @@ class KafkaReading:
             positions[batch[0].partition] = batch[len(batch) - buffered].offset
         return positions
 
+    @property
+    def undelivered(self) -> bool:
+        """Whether messages were read and not handed out yet."""
+        return bool(self._waiting)
+
     def one_partition_waits(self) -> bool:
         """Whether what was read and not handed out yet is all one partition's."""
-        first = self.undelivered[0].partition
-        return all(m.partition == first for m in self.undelivered)
+        return len(self._waiting) == 1
+
+    def first_waiting(self, partition: int) -> Message[bytes, bytes] | None:
+        """The next message of ``partition`` read and not handed out yet, if any."""
+        queue = self._waiting.get(partition)
+        return queue[0] if queue else None
+
+    def take_waiting(self, partition: int, offset: int) -> Message[bytes, bytes] | None:
+        """The message at ``offset`` of ``partition``, taken out of those not handed out yet (None: not there)."""
+        queue = self._waiting.get(partition)
+        found = next((m for m in queue or () if m.offset == offset), None)
+        if queue is not None and found is not None:
+            queue.remove(found)
+            if not queue:
+                del self._waiting[partition]
+        return found
 
     def drop_undelivered(self, partition: int | None = None) -> None:
-        self.undelivered = [m for m in self.undelivered if partition is not None and m.partition != partition]
+        if partition is None:
+            self._waiting.clear()
+        else:
+            self._waiting.pop(partition, None)
 
     def close(self) -> None:
         client, self.client = self.client, None

@@ -1,8 +1,13 @@
-"""``async for``'s buffer: the compiled ``Buffer`` and its pure-Python form behave alike."""
+"""``async for``'s buffer: the compiled ``Buffer`` and its pure-Python form behave alike.
+
+The tests of a consumer reading through its buffer take ``where`` and run on a local stream and on
+a Kafka topic (README's capability table: ``Consumer`` maps; both backends' readers hand out
+batches through this buffer)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -11,6 +16,9 @@ import adiskq
 from adiskq._async.buffered import MessageBuffer
 from adiskq._sansio import core
 from adiskq._sansio.values import Message
+
+if TYPE_CHECKING:
+    from support.backends import Where
 
 pytestmark = pytest.mark.anyio
 
@@ -99,7 +107,10 @@ def test_the_awaitable_gives_a_message_through_the_iterator_protocol_too(kind: s
     assert stopped.value.value == messages(1, 7)[0]
 
 
-async def test_a_consumer_reads_through_its_buffer_after_a_seek(stream_path: str) -> None:
+async def test_a_consumer_reads_through_its_buffer_after_a_seek(where: Where) -> None:
+    """Messages taken one at a time, then the rest with ``async for``: each once, in order, and
+    ``position`` counts what was handed out, not what was buffered."""
+    stream_path = where.new()
     async with adiskq.Producer(stream_path) as producer:
         await producer.push_many([adiskq.Record(b"%d" % i, key="k") for i in range(600)])
     async with adiskq.Consumer(stream_path, start="oldest", end="close") as consumer:
@@ -110,8 +121,9 @@ async def test_a_consumer_reads_through_its_buffer_after_a_seek(stream_path: str
     assert rest == list(range(3, 600))
 
 
-async def test_the_next_message_can_be_read_in_a_task_while_messages_are_buffered(stream_path: str) -> None:
+async def test_the_next_message_can_be_read_in_a_task_while_messages_are_buffered(where: Where) -> None:
     """``tg.start_soon(consumer.__anext__)`` works whichever core runs, also for a buffered message."""
+    stream_path = where.new()
     async with adiskq.Producer(stream_path) as producer:
         await producer.push_many([b"a", b"b", b"c"])
     async with adiskq.Consumer(stream_path) as consumer:

@@ -3,6 +3,9 @@
 The check reads anyio's and Trio's private state (see adiskq/_async/cancellation.py): these tests
 hold it to ``current_effective_deadline() == -inf`` in every arrangement of scopes a task meets, so an
 anyio or Trio that changes what the state means fails here rather than letting pushes through.
+
+Local stream only: this is the local producer's own write path (a Kafka push hands its record to
+the client: README's capability table, push_many).
 """
 
 # The scopes here are cancelled and asked about without awaiting inside them, on purpose.

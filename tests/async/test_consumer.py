@@ -94,12 +94,13 @@ async def test_start_oldest_reads_from_the_first_message(where: Where) -> None:
         assert [m.offset for m in await drain(consumer)] == [0, 1, 2, 3, 4]
 
 
-async def test_start_newest_reads_only_what_comes_after_opening(stream_path: str) -> None:
+async def test_start_newest_reads_only_what_comes_after_opening(where: Where) -> None:
     """start="newest" skips what was there when the consumer opened."""
-    with Writer(stream_path) as writer:
-        writer.append(values(3))
+    stream_path = where.new()
+    async with adiskq.Producer(stream_path) as producer:
+        await write(producer, values(3))
         async with adiskq.Consumer(stream_path, start="newest") as consumer:
-            writer.append(values(2, first=3))
+            await write(producer, values(2, first=3))
             assert [m.value for m in await take(consumer, 2)] == [b"m3", b"m4"]
 
 
@@ -123,13 +124,13 @@ async def test_start_offset_begins_there(where: Where) -> None:
         assert [m.offset for m in await drain(consumer)] == [7, 8, 9]
 
 
-async def test_start_datetime_begins_at_the_first_message_at_or_after_it(stream_path: str) -> None:
+async def test_start_datetime_begins_at_the_first_message_at_or_after_it(where: Where) -> None:
     """A datetime start begins at the first message stamped at or after it."""
+    stream_path = where.new()
     base = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
-    with Writer(stream_path) as writer:
+    async with adiskq.Producer(stream_path) as producer:
         for minute in range(5):
-            stamp = int((base + dt.timedelta(minutes=minute)).timestamp()) * 1_000_000_000
-            writer.append([b"m%d" % minute], timestamp_ns=stamp)
+            await producer.push(b"m%d" % minute, timestamp=base + dt.timedelta(minutes=minute))
     start = base + dt.timedelta(minutes=2, seconds=30)
     async with adiskq.Consumer(stream_path, start=start, end="close") as consumer:
         assert [m.offset for m in await drain(consumer)] == [3, 4]
@@ -203,9 +204,11 @@ async def test_batches_and_single_messages_share_one_position(where: Where) -> N
     assert [m.offset for m in first + rest] == list(range(30))
 
 
-async def test_batches_refuses_a_non_positive_size(stream_path: str) -> None:
-    """batches(max_messages=0) raises ValueError."""
-    consumer = adiskq.Consumer(stream_path)
+@pytest.mark.parametrize("place", ["local", "kafka://127.0.0.1:9/orders"])
+async def test_batches_refuses_a_non_positive_size(stream_path: str, place: str) -> None:
+    """batches(max_messages=0) raises ValueError (on a stream or a topic, before any I/O: no broker
+    listens at that URL)."""
+    consumer = adiskq.Consumer(stream_path if place == "local" else place)
     with pytest.raises(ValueError, match="max_messages"):
         consumer.batches(max_messages=0)
 
@@ -321,10 +324,10 @@ async def test_aclose_releases_resources_even_when_cancelled(stream_path: str) -
     assert follower.closed
 
 
-async def test_two_tasks_cannot_read_one_consumer_at_once(stream_path: str) -> None:
+async def test_two_tasks_cannot_read_one_consumer_at_once(where: Where) -> None:
     """A second task reading while the first waits gets BusyResourceError."""
-    with Writer(stream_path):
-        pass
+    stream_path = where.new()
+    await write(stream_path, [])
     async with adiskq.Consumer(stream_path, poll_interval=60) as consumer:
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
@@ -335,15 +338,16 @@ async def test_two_tasks_cannot_read_one_consumer_at_once(stream_path: str) -> N
                 tg.cancel_scope.cancel()
 
 
-async def test_a_cancelled_wait_loses_no_message(stream_path: str) -> None:
+async def test_a_cancelled_wait_loses_no_message(where: Where) -> None:
     """Cancelling a consumer while it waits, then reading on, misses nothing and repeats nothing."""
-    with Writer(stream_path) as writer:
-        writer.append(values(2))
+    stream_path = where.new()
+    async with adiskq.Producer(stream_path) as producer:
+        await write(producer, values(2))
         async with adiskq.Consumer(stream_path, poll_interval=60) as consumer:
             got = await take(consumer, 2)
             with anyio.move_on_after(0.05):
                 got.append(await consumer.__anext__())
-            writer.append(values(3, first=2))
+            await write(producer, values(3, first=2))
             got += await take(consumer, 3)
     assert [m.offset for m in got] == [0, 1, 2, 3, 4]
 

@@ -1,5 +1,8 @@
 """A stream in format adiskq/1 (written before tags) under a current producer: written as it is,
-a tag refused with how to move the stream, and tags accepted once `adiskq upgrade` moved it."""
+a tag refused with how to move the stream, and tags accepted once `adiskq upgrade` moved it.
+
+Local stream only: stream formats and `adiskq upgrade` are a folder's files (README's capability
+table: local stream options)."""
 
 from __future__ import annotations
 

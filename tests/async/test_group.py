@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import pytest
-from support.backends import delete_oldest, fill_for_retention, key_for, write_to
+from support.backends import delete_oldest, fill, fill_for_retention, key_for, write_to
 from support.consumer import Writer
 from support.paths import TESTS_DIR
 from support.unprivileged import nobody_command
@@ -52,21 +52,17 @@ def stored_offsets(stream_path: str, name: str) -> dict[int, int]:
     return load_offsets(os.path.realpath(stream_path), name)
 
 
-def fill(writer: Writer, per_partition: int, partitions: int) -> None:
-    for partition in range(partitions):
-        writer.append([b"p%d-%d" % (partition, i) for i in range(per_partition)], partition=partition)
-
-
-async def test_a_group_reads_every_partition_in_order_within_each(stream_path: str) -> None:
+async def test_a_group_reads_every_partition_in_order_within_each(where: Where) -> None:
     """A group yields every message of every partition, each partition's in offset order."""
-    async with adiskq.Producer(stream_path, partitions=3) as producer:
+    stream_path = where.new()
+    async with adiskq.Producer(stream_path, partitions=3, partitioner="fnv1") as producer:
         keys = [key_for(p, 3) for p in range(3)]
         for i in range(30):
             await producer.push(b"%d" % i, key=keys[i % 3])
-    async with adiskq.ConsumerGroup(stream_path, end="close") as group:
-        assert group.assignment == (0, 1, 2)
+    async with adiskq.ConsumerGroup(stream_path, "g", end="close") as group:
         with anyio.fail_after(10):
             messages = [m async for m in group]
+        assert group.assignment == (0, 1, 2)
     assert len(messages) == 30
     for partition in range(3):
         assert [m.offset for m in messages if m.partition == partition] == list(range(10))
@@ -85,9 +81,13 @@ async def test_no_partition_starves_another(stream_path: str) -> None:
     assert {first[0].partition, second[0].partition} == {0, 1}
 
 
-async def test_a_group_follows_new_messages(stream_path: str) -> None:
+async def test_a_group_follows_new_messages(where: Where) -> None:
     """With end="wait", a group waits for and yields messages pushed later to any partition."""
-    async with adiskq.Producer(stream_path, partitions=2) as producer, adiskq.ConsumerGroup(stream_path) as group:
+    stream_path = where.new()
+    async with (
+        adiskq.Producer(stream_path, partitions=2, partitioner="fnv1") as producer,
+        adiskq.ConsumerGroup(stream_path, "g") as group,
+    ):
         await producer.push(b"late", key=key_for(1, 2))
         (message,) = await take(group, 1)
     assert (message.partition, message.value) == (1, b"late")
@@ -114,14 +114,14 @@ async def test_partitions_added_later_are_discovered(stream_path: str) -> None:
     assert [(m.partition, m.offset, m.value) for m in got] == [(2, 0, b"new")]
 
 
-async def test_end_close_stops_after_what_was_there(stream_path: str) -> None:
+async def test_end_close_stops_after_what_was_there(where: Where) -> None:
     """end="close" ends the group's iteration at what every partition held when it opened."""
-    with Writer(stream_path, partitions=3) as writer:
-        fill(writer, 4, 3)
-        async with adiskq.ConsumerGroup(stream_path, end="close") as group:
-            fill(writer, 2, 3)
-            with anyio.fail_after(10):
-                messages = [m async for m in group]
+    stream_path = where.new()
+    await fill(stream_path, {p: [b"p%d" % p] * 4 for p in range(3)}, partitions=3)
+    async with adiskq.ConsumerGroup(stream_path, "g", end="close") as group:
+        await fill(stream_path, {p: [b"p%d" % p] * 2 for p in range(3)}, partitions=3)
+        with anyio.fail_after(10):
+            messages = [m async for m in group]
     assert len(messages) == 12
 
 

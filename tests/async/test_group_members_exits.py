@@ -1,4 +1,8 @@
-"""A member that dies cannot ring: the others watch its process exit (pidfd), or find it at their interval."""
+"""A member that dies cannot ring: the others watch its process exit (pidfd), or find it at their interval.
+
+Local stream only: a local member's leases and process watch; a Kafka member that dies is
+found by the coordinator's session timeout (README's capability table: Kafka's coordinator assigns
+the partitions)."""
 
 from __future__ import annotations
 

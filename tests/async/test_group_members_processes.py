@@ -10,6 +10,10 @@ One scenario per backend (the workers run on it), run once and checked by the te
 
 Each worker commits and flushes after every batch and reports what it processed and stored
 (tests/support/group_worker.py).
+
+Local stream only: the shares and their timing are a local group's (its leases and looks);
+members of a Kafka group sharing a topic are held in tests/kafka_backend/test_api_both_backends.py
+and test_group_members.py (README's capability table: named ConsumerGroup).
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """A member of a named group stopped (SIGSTOP, a debugger) while it stores its commits holds the
-group's offsets lock: the other members keep delivering, and close within a bound."""
+group's offsets lock: the other members keep delivering, and close within a bound.
+
+Local stream only: the offsets lock is a file of the stream's folder (README's capability table:
+a Kafka group's commits are Kafka's committed offsets)."""
 
 from __future__ import annotations
 

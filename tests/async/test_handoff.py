@@ -1,7 +1,10 @@
 """The batch's hand-off to a worker thread (``EventLoop.run_in_thread``, asyncio's and Trio's): the
 call's result or error, a limiter token held while it runs, a wait for a token when none is free,
 and no abandoning on cancellation (a sync batch's fdatasync must finish, and be reported, whatever
-happens to the leader's task meanwhile)."""
+happens to the leader's task meanwhile).
+
+Local stream only: the local producer's hand-off (a Kafka backend calls its client from AnyIO's
+worker threads: README's capability table, kafka=)."""
 
 from __future__ import annotations
 

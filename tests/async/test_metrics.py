@@ -2,6 +2,9 @@
 
 The SDK runs in a process of its own (tests/support/otel_probe.py): global providers are set once
 per process, and a tracer provider would make every later push of this process carry a traceparent.
+
+Local stream only here: the same metrics of a Kafka topic (README's capability table: metrics)
+are read back in tests/kafka_backend/test_metrics_on_kafka.py.
 """
 
 from __future__ import annotations

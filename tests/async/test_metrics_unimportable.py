@@ -1,4 +1,7 @@
-"""An OpenTelemetry this process cannot import (another user's unreadable venv) costs nothing but a debug line."""
+"""An OpenTelemetry this process cannot import (another user's unreadable venv) costs nothing but a debug line.
+
+Local stream only: the import is the same for both backends (README's capability table:
+metrics), and a stream needs no broker."""
 
 from __future__ import annotations
 

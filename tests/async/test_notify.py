@@ -1,4 +1,7 @@
-"""Wake-ups: one shared inotify instance, the hand-over of its reading, overflow, threads, and the poll."""
+"""Wake-ups: one shared inotify instance, the hand-over of its reading, overflow, threads, and the poll.
+
+Local stream only: these wake readers of a stream's files; a Kafka reader is woken by its
+client's fetches (README's capability table: Consumer)."""
 
 from __future__ import annotations
 

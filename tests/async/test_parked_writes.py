@@ -1,7 +1,10 @@
 """A producer opened with its partitions parked (``partition_writes.opened(..., parked=True)``, the
 Kafka gateway's): a parked partition's files are opened by the write that comes for it, ``park``
 closes an idle one's again, and a write that comes while a park is under way waits for it and
-then opens them again; nothing acknowledged is lost, and the close is clean."""
+then opens them again; nothing acknowledged is lost, and the close is clean.
+
+Local stream only: parked partitions are a stream's open files (README's capability table: local
+stream options)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Producer faults: a failed write fails its pushes, leaves the stream consistent, and later pushes succeed."""
+"""Producer faults: a failed write fails its pushes, leaves the stream consistent, and later pushes succeed.
+
+Local stream only: faults of a stream's files; a Kafka push that fails is the client's answer
+(README's capability table: push_many, PartialWriteError)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""A process that only produces loads only what pushing needs: its memory is what it uses."""
+"""A process that only produces loads only what pushing needs: its memory is what it uses.
+
+Local stream only: a kafka:// URL loads the Kafka client by design (README's capability table:
+kafka=)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""A producer's memory does not grow with the number of distinct keys it has pushed."""
+"""A producer's memory does not grow with the number of distinct keys it has pushed.
+
+Local stream only: the memory measured is the local key index's (README's capability table:
+local stream options, key_index)."""
 
 from __future__ import annotations
 

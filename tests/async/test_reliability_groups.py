@@ -1,4 +1,7 @@
-"""Group commits after a power cut: a stored commit past the partition's end is moved back."""
+"""Group commits after a power cut: a stored commit past the partition's end is moved back.
+
+Local stream only: a power cut's effect on a stream's offsets file (README's capability table: a
+Kafka group's commits are Kafka's committed offsets)."""
 
 from __future__ import annotations
 

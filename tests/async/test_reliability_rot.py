@@ -1,5 +1,7 @@
 """Rot inside committed data: recovery keeps every record, readers raise at the damage
-and read on past it when asked to."""
+and read on past it when asked to.
+
+Local stream only: damage in a stream's files (README's capability table: local stream options)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Damage met by readers that filter by tag: a damaged ``.index`` size field, and rot in a tagged
-record after a crash. Every reader delivers the sound messages before the damage and then raises at it."""
+record after a crash. Every reader delivers the sound messages before the damage and then raises at it.
+
+Local stream only: tag filters and a stream's files (README's capability table: tags= (tag
+filters))."""
 
 from __future__ import annotations
 

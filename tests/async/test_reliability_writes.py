@@ -1,4 +1,6 @@
-"""Write-path faults that once lost or retracted data: each test pins one fix."""
+"""Write-path faults that once lost or retracted data: each test pins one fix.
+
+Local stream only: faults of a stream's files (README's capability table: push_many, flush="sync")."""
 
 from __future__ import annotations
 

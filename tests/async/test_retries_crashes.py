@@ -3,6 +3,8 @@ closed cleanly, and the deliveries the next member makes, counted.
 
 Each member is a process of its own on the backend under test; it prints one line per delivery
 (``delivered OFFSET ATTEMPT``) and per step it finished, so the test knows the moment to kill it.
+
+Local stream only: retry() and its retry stream (README's capability table: retry()).
 """
 
 from __future__ import annotations

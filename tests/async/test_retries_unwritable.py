@@ -1,5 +1,8 @@
 """Dead letters and retries that cannot be stored: found when the group opens if they can be, and
-otherwise the message is kept (the partition's commit stays below it), never lost."""
+otherwise the message is kept (the partition's commit stays below it), never lost.
+
+Local stream only: retries and dead letters a stream's folder cannot store (README's capability
+table: retry(); a Kafka group's dead letters go to a topic)."""
 
 from __future__ import annotations
 

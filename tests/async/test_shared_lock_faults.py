@@ -1,5 +1,8 @@
 """Shared producers let go of their locks on every fault path: a failed look at a lock's queue
-(``flock`` itself failing, e.g. ``ENOLCK``) neither hangs the other writers nor fails a push."""
+(``flock`` itself failing, e.g. ``ENOLCK``) neither hangs the other writers nor fails a push.
+
+Local stream only: the locks of shared=True are a stream's files (README's capability table:
+shared=True)."""
 
 from __future__ import annotations
 

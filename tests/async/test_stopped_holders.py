@@ -1,6 +1,9 @@
 """A shared producer stopped (SIGSTOP, a debugger, a frozen container) while it holds a lock of
 ``locks/`` never hangs the others: every wait ends after ``lock_timeout`` with ``LockTimeoutError``
-naming it, or when the caller's cancel scope says so, and closing never waits on it for long."""
+naming it, or when the caller's cancel scope says so, and closing never waits on it for long.
+
+Local stream only: the locks of shared=True are a stream's files (README's capability table:
+shared=True)."""
 
 from __future__ import annotations
 

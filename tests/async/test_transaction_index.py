@@ -3,7 +3,10 @@ an abort marker's transaction is indexed (a commit's is not), ``aborted_transact
 from the files, the last stable offset stops at the first record of an open transaction, recovery
 rebuilds a missing or torn file and drops a torn marker's entry, ``adiskq check`` finds a wrong
 file and ``--repair`` fixes it, vacuum deletes it with its segment, and a writer SIGKILLed between
-a transaction's records and its marker leaves a transaction readers wait at and the gateway aborts."""
+a transaction's records and its marker leaves a transaction readers wait at and the gateway aborts.
+
+Local stream only: the Kafka gateway's transactions in a stream's files; a Consumer of a
+kafka:// topic reads Kafka's own with read_committed (README's capability table: Consumer)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 a committed transaction's records where they stand, never an aborted one's and never a marker; at
 a transaction still open they stop (nothing after it is delivered before it) and go on, woken by
 the marker's write, once it commits or aborts. Offsets keep their numbers: a partition that had
-transactions has gaps where its markers and aborted records are."""
+transactions has gaps where its markers and aborted records are.
+
+Local stream only: the Kafka gateway's transactions in a stream's files; a Consumer of a
+kafka:// topic reads Kafka's own with read_committed (README's capability table: Consumer)."""
 
 from __future__ import annotations
 

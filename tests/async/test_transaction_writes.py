@@ -1,7 +1,10 @@
 """The write side of Kafka transactions (``partition_writes``): records written as a transaction's
 (a run encoded ahead as the gateway makes them, or Records to encode, awaited or now) carry its
 producer's id and epoch on disk; a marker is a record with an offset of its own, fsynced before the
-call returns whatever the stream's flush mode; a stream before format 5 refuses both."""
+call returns whatever the stream's flush mode; a stream before format 5 refuses both.
+
+Local stream only: the Kafka gateway's transactions in a stream's files; a Consumer of a
+kafka:// topic reads Kafka's own with read_committed (README's capability table: Consumer)."""
 
 from __future__ import annotations
 

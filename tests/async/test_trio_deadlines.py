@@ -3,6 +3,9 @@
 Trio only: on asyncio a wait's deadline is a loop timer (``loop.call_later``), which this module
 replaces on Trio. The runs use Trio's ``MockClock`` that jumps to the next deadline whenever every
 task sleeps: time passes without sleeping, and each expiry is seen at its exact instant.
+
+Local stream only: Trio's deadlines of a local reader's and producer's waits (a Kafka backend
+waits in its client: README's capability table, kafka=).
 """
 
 from __future__ import annotations
