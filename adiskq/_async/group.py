@@ -57,6 +57,7 @@ from . import group_partitions, group_retrying, wakeup
 from .arguments import Start, check_on_data_loss, check_start, positive_seconds
 from .commits import CommitLedger
 from .follower import OnDataLoss, PartitionFollower, producer_is_in_this_process
+from .group_partitions import discover as discover_partitions  # per wake-up: a global, not an attribute
 from .membership import GroupMembership
 from .metrics import ObservedGroup, telemetry
 from .notify import Notifier, get_notifier
@@ -698,9 +699,7 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
 
     def _moved_since(self, mark: object) -> bool:
         bases: list[int | None] = mark  # type: ignore[assignment]
-        return group_partitions.discover(self) or any(
-            f.moved_since(base) for f, base in zip(self._order, bases, strict=True)
-        )
+        return discover_partitions(self) or any(f.moved_since(base) for f, base in zip(self._order, bases, strict=True))
 
     def _wait_seconds(self) -> float:
         # The settings watch (partitions added) is the only inotify one when every producer is
