@@ -337,15 +337,22 @@ async def test_readers_need_only_read_permission(public_folder: pathlib.Path) ->
     assert result.stdout.decode().split() == ["2", "2"]
 
 
-async def test_a_group_whose_commit_retention_passed_goes_on_from_the_oldest_and_reports_it(where: Where) -> None:
-    """A named group whose committed offset retention deleted reads on from the oldest kept
-    (on_data_loss="skip", the default) and reports (partition, first, last_exclusive)."""
+async def commit_then_lose_it(where: Where) -> tuple[str, int]:
+    """A one-partition stream or topic of 60 messages whose group "g" committed the first, and
+    whose oldest messages (that commit's position among them) retention then deleted: the place
+    and the oldest offset kept."""
     place = where.new()
     await fill_for_retention(place, 60)
     async with adiskq.ConsumerGroup(place, "g") as group:
         (first,) = await take(group, 1)
         group.commit(first)
-    oldest = await delete_oldest(place, 60)
+    return place, await delete_oldest(place, 60)
+
+
+async def test_a_group_whose_commit_retention_passed_goes_on_from_the_oldest_and_reports_it(where: Where) -> None:
+    """A named group whose committed offset retention deleted reads on from the oldest kept
+    (on_data_loss="skip", the default) and reports (partition, first, last_exclusive)."""
+    place, oldest = await commit_then_lose_it(where)
     async with adiskq.ConsumerGroup(place, "g", end="close") as group:
         with anyio.fail_after(10):
             messages = [m async for m in group]
@@ -356,12 +363,7 @@ async def test_a_group_whose_commit_retention_passed_goes_on_from_the_oldest_and
 async def test_a_group_raises_at_a_commit_retention_passed_when_asked(where: Where) -> None:
     """With on_data_loss="raise", a named group whose committed offset retention deleted raises
     OffsetOutOfRangeError naming the range, and again at the next read."""
-    place = where.new()
-    await fill_for_retention(place, 60)
-    async with adiskq.ConsumerGroup(place, "g") as group:
-        (first,) = await take(group, 1)
-        group.commit(first)
-    oldest = await delete_oldest(place, 60)
+    place, oldest = await commit_then_lose_it(where)
     async with adiskq.ConsumerGroup(place, "g", on_data_loss="raise") as group:
         for _ in range(2):
             with (
