@@ -38,10 +38,10 @@ __all__ = ["BatchEncoder", "Timestamp", "as_record", "timestamp_ns", "value_byte
 # What a record's timestamp may be given as (None: the time of the push).
 Timestamp: TypeAlias = dt.datetime | int | None
 
-# The pure-Python core caches the placement of recently pushed keys (FNV-1 in Python is slow:
-# measured, see benchmarks/RESULTS.md, section "The producer's constants"). Each entry holds its
-# key, a tuple and two ints: 4,096 of them are well under a MiB, where a process pushing distinct
-# keys (order ids) would otherwise keep every key it pushed.
+# The pure-Python core caches the placement of recently pushed keys (FNV-1 in Python is slow), each
+# entry a key, a tuple and two ints: 4,096 of them are well under a MiB, where a process pushing
+# distinct keys (order ids) would otherwise keep every key it pushed (measured: see
+# benchmarks/RESULTS.md, section "Figures the code relies on", F20).
 _PLACEMENT_CACHE_SIZE: Final = 4_096
 # The key index's hash, which the compiled core computes itself (zlib's CRC-32); where a test has
 # replaced keyindex.key_hash, the encoder calls the replacement instead.

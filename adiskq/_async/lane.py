@@ -468,7 +468,7 @@ class Lane:
             # A follower on Trio: Trio's own uninterruptible wait, deaf to cancellation as the
             # steadfast future is on asyncio. A cancel scope of its own (entered, exited, and every
             # scope around it walked on the way) cost a large share of a synchronous push's Python on
-            # Trio (measured: see benchmarks/RESULTS.md, section "The write path's figures").
+            # Trio (measured: see benchmarks/RESULTS.md, section "Figures the code relies on", F24).
             # A cancellation meanwhile is delivered at the caller's next checkpoint, after the push
             # returned its receipt. Written out here, not in a function: a coroutine frame less to
             # suspend and resume, per push.

@@ -86,7 +86,7 @@ PushKeyT = TypeVar("PushKeyT", default=str | bytes)
 
 # An inline push yields to the event loop once in this many pushes, so a tight push loop cannot
 # starve other tasks (consumers in this process, the flusher) while staying cheap (measured: see
-# benchmarks/RESULTS.md, section "The write path's figures").
+# benchmarks/RESULTS.md, section "Figures the code relies on", F19).
 _YIELD_EVERY: Final = 32
 _LOCK_RETRY_SECONDS: Final = 0.05
 _time_ns: Final = time.time_ns  # a push's default timestamp: a global's lookup less than time.time_ns

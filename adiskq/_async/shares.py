@@ -54,7 +54,7 @@ __all__ = ["encode_records", "inline_lane_free", "push_many", "write_run", "writ
 # push_many encodes this many records between yields, so a big batch never stalls the loop for long.
 _ENCODE_CHUNK: Final = 256
 # The compiled core encodes a record in far less time, so its chunks are larger for the same time on
-# the loop (measured: see benchmarks/RESULTS.md, section "The write path's figures").
+# the loop (measured: see benchmarks/RESULTS.md, section "Figures the code relies on", F21).
 _COMPILED_ENCODE_CHUNK: Final = 4096
 
 # The key index's hash, which the compiled core computes itself (zlib's CRC-32); where a test has
@@ -171,7 +171,7 @@ async def push_many(producer: Producer[str | bytes, bytes], records: Iterable[ob
         await compression.train()
         producer._check_open()
     # One share? (A set of the partitions is cheap, but not free: measured, see benchmarks/RESULTS.md,
-    # section "The write path's figures".)
+    # section "Figures the code relies on", F22.)
     if producer._partition_count == 1 or len(set(partitions)) == 1:
         tags = None if entries is None else b"".join(entries)
         run = RecordRun(encoded, stamps, key_hashes, tags, total_bytes)
@@ -223,7 +223,7 @@ def _shares(
 async def _turn_before_writing(producer: Producer[str | bytes, bytes]) -> None:
     """``anyio.lowlevel.checkpoint()`` for a call that has written nothing yet, at the cost of
     the loop's turn alone (anyio's checkpoint costs more on asyncio,
-    measured: see benchmarks/RESULTS.md, section "The write path's figures"): a cancellation
+    measured: see benchmarks/RESULTS.md, section "Figures the code relies on", F23): a cancellation
     waiting is raised, then other tasks run once (a cancellation the turn delivers, asyncio's,
     leaves nothing written either)."""
     if producer._cancel_pending():
