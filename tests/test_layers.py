@@ -66,7 +66,10 @@ OWNERS: Final = {
         "adiskq._async.producer",
         frozenset({"adiskq._async.producer", "adiskq._async.partition_writes", "adiskq._async.shares"}),
     ),
-    "ConsumerGroup": ("adiskq._async.group", frozenset({"adiskq._async.group"})),
+    "ConsumerGroup": (
+        "adiskq._async.group",
+        frozenset({"adiskq._async.group", "adiskq._async.group_partitions", "adiskq._async.group_retrying"}),
+    ),
 }
 # What a variable holding one is usually called (to tell whose ``x._state`` is read).
 OWNER_WORDS: Final = {"Producer": "producer", "ConsumerGroup": "group"}

@@ -19,6 +19,11 @@ so members never undo each other's commits. A member stopped while it stores (it
 lock) never stalls the others: their periodic stores do not wait for it (their commits stay pending
 for the next interval, their reading goes on), ``flush()`` waits for it at most 30 s
 (``LockTimeoutError``), and closing at most ``CLOSE_STORE_WAIT_SECONDS``.
+
+This module holds the group's opening and closing, its commits and their stores, ``lag``, ``seek``
+and the reading loop; which partitions a member reads (taking, following, giving back, discovering)
+is ``group_partitions.py``, and what ``retry()`` and ``dead_letter()`` do ``group_retrying.py``:
+the group's own files, the only ones that reach its private state.
 """
 
 from __future__ import annotations
@@ -35,35 +40,24 @@ import anyio.to_thread
 from .._errors import (
     ClosedError,
     DeserializationError,
-    Error,
     InvalidArgumentError,
     LockTimeoutError,
-    MessageKeptError,
-    NotAStreamError,
 )
 from .._extras import needs_extra
-from .._sansio import retries as headers
 from .._sansio.capabilities import is_kafka_url, refuse
 from .._sansio.decoding import MessageDecoder
 from .._sansio.naming import validate_group_name
 from .._sansio.tags import TagFilter
 from .._sansio.values import KeyT, Message, ValueT
-from .._storage.api import read as read_stored
 from .._storage.flocks import SHARED_LOCK_TIMEOUT_SECONDS
 from .._storage.lag import group_lag_now
-from .._storage.offsets import load_offsets, save_group_tags, update_offsets
-from .._storage.retries import (
-    RetrySettings,
-    default_dead_letter_path,
-    retry_stream_path,
-    save_retry_settings,
-    unusable_stream_folder,
-)
+from .._storage.offsets import save_group_tags, update_offsets
 from .._storage.stream import StreamReader
-from . import wakeup
+from . import group_partitions, group_retrying, wakeup
 from .arguments import Start, check_on_data_loss, check_start, positive_seconds
 from .commits import CommitLedger
 from .follower import OnDataLoss, PartitionFollower, producer_is_in_this_process
+from .group_partitions import discover as discover_partitions  # per wake-up: a global, not an attribute
 from .membership import GroupMembership
 from .metrics import ObservedGroup, telemetry
 from .notify import Notifier, get_notifier
@@ -257,7 +251,7 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
             if self.end == "close":
                 self._close_ends = {p: stream.partition(p).bounds()[1] for p in range(count)}
             if self.name is None:
-                self._assign(range(count))
+                group_partitions.assign(self, range(count))
             else:
                 membership = self._membership = GroupMembership(
                     stream.path,
@@ -271,42 +265,18 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
                 # What its lag counts (adiskq groups / stats): only the tags it reads.
                 wanted = None if self._tag_filter is None else frozenset(self.tags or ())
                 save_group_tags(stream.path, self.name, wanted)
-                self._open_retries(stream.path, self.name)
+                group_retrying.open_retries(self, stream.path, self.name)
                 instruments = telemetry()
                 if instruments is not None:
                     self._observed = ObservedGroup(self.path, self.name, self._held_lag)
                     instruments.watch_group(self._observed)  # its lag, as adiskq.consumer.lag
                 # Take free partitions now: a lone member holds them all once it is open.
                 plan = membership.plan(count)
-                self._assign(membership.acquire(plan))
+                group_partitions.assign(self, membership.acquire(plan))
         except BaseException:
             self._release()
             raise
         self._state = "open"  # only now: an open that failed is tried again by the next read
-
-    def _open_retries(self, stream_path: str, name: str) -> None:
-        """The member's retries; where its dead letters go is stored when given (``adiskq retries`` reads it)."""
-        dead_letter_path = self.dead_letter_path or default_dead_letter_path(stream_path, name)
-        # Checked now, not at the first dead letter or retry: one that cannot be stored fails late.
-        why = unusable_stream_folder(dead_letter_path, create=self.dead_letter_path is not None)
-        if why is not None:
-            raise InvalidArgumentError(
-                f"dead_letter_path={dead_letter_path!r} cannot hold the group's dead-letter stream: {why}. Give a "
-                "missing or empty folder (created with the first dead letter) or an adiskq stream"
-            )
-        retry_path = retry_stream_path(stream_path, name)
-        why = unusable_stream_folder(retry_path, create=False)
-        if why is not None:
-            raise NotAStreamError(retry_path, f"the group's retry stream: {why}; move it away")
-        if self.max_attempts is not None or self.dead_letter_path is not None:
-            save_retry_settings(stream_path, name, RetrySettings(dead_letter_path, self.max_attempts))
-        self._retries = GroupRetries(
-            stream_path,
-            name,
-            max_attempts=self.max_attempts,
-            dead_letter_path=dead_letter_path,
-            commit_interval=self.commit_interval,
-        )
 
     async def aclose(self) -> None:
         """Store pending commits, give back the partitions, release files and watches (even when cancelled)."""
@@ -382,7 +352,7 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         Changes happen while the group is read (by another task): iterate this one beside it.
         Changes quicker than the iterating task may be merged into the latest.
         """
-        return _AssignmentChanges(self)
+        return group_partitions.AssignmentChanges(self)
 
     def _note_assignment_change(self) -> None:
         event, self._changed = self._changed, None
@@ -394,176 +364,9 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
             self._changed = anyio.Event()
         return self._changed
 
-    def _assign(self, partitions: Iterable[int]) -> None:
-        """Start reading the given partitions (those not read yet), after their last stored commit."""
-        stream = self._stream
-        notifier = self._notifier
-        assert stream is not None
-        assert notifier is not None
-        wanted = [partition for partition in partitions if partition not in self._followers]
-        if not wanted:
-            return
-        # Read now, not at open: the previous holder stored its commits before giving the lease back.
-        stored = {} if self.name is None else load_offsets(stream.path, self.name)
-        # Their retries first: each stored retry commits its message, stored yet or not.
-        retried_past = {} if self._retries is None else self._retries.hold(wanted)
-        for partition in wanted:
-            try:
-                self._follow(stream, notifier, partition, stored.get(partition), retried_past.get(partition))
-            except BaseException:
-                for unread in wanted:
-                    if unread not in self._followers:
-                        if self._membership is not None:
-                            self._membership.release(unread)
-                        if self._retries is not None:
-                            self._retries.release(unread)
-                raise
-        self._known_partitions = max(self._known_partitions, stream.partition_count)
-        self._store_starts()
-
-    def _store_starts(self) -> None:
-        """Store where this member starts the partitions the group never committed in, at once: so
-        the group's lag counts their backlog (from Python, the CLI and Prometheus alike) even if
-        no commit ever comes, and a member taking them over starts there too. (Blocking I/O on the
-        loop, once per partition in a group's life.)"""
-        starts, self._unstored_starts = self._unstored_starts, {}
-        if not starts or self.name is None or self._stream is None:
-            return
-        try:
-            update_offsets(self._stream.path, self.name, starts, timeout_seconds=0)
-        except (LockTimeoutError, OSError) as error:  # another member stores now: with the next store
-            logger.info("group %r: where it starts partitions %s is stored later: %s", self.name, list(starts), error)
-            for partition, position in starts.items():
-                self._ledger.commit(partition, position)
-            return
-        self._ledger.stored(starts)
-
-    def _follow(
-        self,
-        stream: StreamReader,
-        notifier: Notifier,
-        partition: int,
-        committed: int | None,
-        retried_past: int | None = None,
-    ) -> None:
-        """Read ``partition`` from its stored commit (``committed``), or from past the last message
-        a stored retry counts processed (``retried_past``) if that is further, else from ``start``."""
-        reader = stream.partition(partition)
-        commit_retried = retried_past is not None and (committed is None or retried_past > committed)
-        if commit_retried:
-            assert retried_past is not None
-            position = min(retried_past, reader.bounds()[1])
-        elif committed is not None:
-            position = min(committed, reader.bounds()[1])
-        elif partition < self._partitions_at_open or not isinstance(self.start, str | int):
-            position = reader.offset_of(self.start)
-        else:
-            position = reader.bounds()[0]  # a partition born after we opened: all of it is new
-        end = None
-        if self.end != "wait":
-            end = max(position, self._close_ends.get(partition, reader.bounds()[1]))
-        follower = PartitionFollower(
-            stream,
-            partition,
-            position=position,
-            end=end,
-            on_data_loss=self.on_data_loss,
-            notifier=notifier,
-            waiter=self._waiter,
-            on_skip=self._on_skip,
-            tag_filter=self._tag_filter,
-            decoder=self._decoder,
-        )
-        self._followers[partition] = follower
-        self._order.append(follower)
-        if committed is not None and position < committed:
-            # The stored commit lies past the partition's end: a power cut took back messages an
-            # async-flush producer had written after the group committed them. Store the end now,
-            # or once new messages take those offsets a restarted group would skip them. (Blocking
-            # I/O on the loop, on this rare path only.)
-            logger.warning(
-                "group %r: partition %d's stored commit %d is past its end %d (messages lost in a power cut); "
-                "the commit is moved back to %d",
-                self.name,
-                partition,
-                committed,
-                position,
-                position,
-            )
-            if self.name is not None:
-                try:
-                    update_offsets(stream.path, self.name, {partition: position}, timeout_seconds=0)
-                except LockTimeoutError:  # another member stores now (or is stopped): store it later
-                    self._ledger.began(partition, position, None)
-                    self._ledger.commit(partition, position)
-                    return
-            committed = position
-        self._ledger.began(partition, position, committed)
-        if commit_retried:
-            # The member that retried died before storing this commit: store it with the next ones.
-            self._ledger.commit(partition, position)
-        elif committed is None and self.name is not None:
-            self._unstored_starts[partition] = position
-
-    def _discover(self) -> bool:
-        """Pick up partitions a producer added (``settings.json`` was replaced); True if any."""
-        settings = self._settings
-        if self.end != "wait" or settings is None or not settings.changed():
-            return False
-        count = settings.stream.partition_count
-        if count <= self._known_partitions:
-            return False
-        if self._membership is not None:
-            self._known_partitions = count
-            self._membership.look_soon()  # the new partitions are free leases: shares change
-        else:
-            self._assign(range(self._known_partitions, count))
-        return True
-
     async def _rebalance(self) -> None:
         """Look at the other members: give back what is above this member's share, or take free partitions."""
-        membership = self._membership
-        stream = self._stream
-        assert membership is not None
-        assert stream is not None
-        plan = membership.plan(stream.partition_count)
-        if self._retries is not None:
-            self._retries.refresh()  # retries another member stored, or a retry stream it created
-        if plan.give_back:
-            await self._revoke(plan.give_back)
-        elif plan.wanted:
-            taken = membership.acquire(plan)
-            if taken:
-                self._assign(taken)
-                self._note_assignment_change()
-
-    async def _revoke(self, partitions: list[int]) -> None:
-        """Store the partitions' commits, stop reading them, then give their leases back."""
-        membership = self._membership
-        assert membership is not None
-        async with self._store_lock:
-            try:
-                # Not waiting: a member stopped while it stores holds the lock; this one then keeps
-                # the partitions (and reads them) until a later look gives them back.
-                await self._write_offsets(self._ledger.to_store(partitions, carry_starts=True), wait_seconds=0)
-            except LockTimeoutError as error:
-                logger.info("group %r: partitions %s given back later: %s", self.name, partitions, error)
-                return
-            if self._retries is not None:
-                await self._retries.store(partitions)
-            for partition in partitions:
-                follower = self._followers.pop(partition, None)
-                if follower is not None:
-                    follower.close()
-                    self._order.remove(follower)
-                self._ledger.forget(partition)
-                if self._retries is not None:
-                    self._retries.release(partition)
-                self._passed.pop(partition, None)
-                membership.release(partition)
-        self._turn = 0
-        membership.ring()  # the member waiting for these partitions need not wait for its next look
-        self._note_assignment_change()
+        await group_partitions.rebalance(self)
 
     def _held_lag(self) -> dict[int, int]:
         """Messages after the committed offset of each partition held that has one (for metrics,
@@ -628,31 +431,6 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
             next_offset = passed[1]  # the messages after it that the filter skipped go with it
         self._ledger.commit(partition, next_offset)
 
-    def _retrying(self, message: Message[KeyT, ValueT], what: str) -> GroupRetries:
-        """The member's retries, if ``message`` may be retried or dead-lettered by it now."""
-        if self.closed:
-            raise ClosedError(f"this consumer group was closed; {what} before closing it")
-        retries = self._retries
-        if retries is None:
-            raise InvalidArgumentError(f"{what} needs a named group: ConsumerGroup(path, name='...')")
-        if not isinstance(message, Message):
-            raise TypeError(f"{what} takes a Message the group delivered, not {type(message).__name__}")
-        if message.partition not in self._followers:
-            raise InvalidArgumentError(
-                f"partition {message.partition} is not held by this member of group {self.name!r} (it went to "
-                "another member, or never came here): its holder delivers the message again"
-            )
-        if retries.finished(message) or (
-            headers.retry_offset(message) is None and self._ledger.committed.get(message.partition, -1) > message.offset
-        ):
-            raise InvalidArgumentError(
-                f"{what} of message {message.offset} of partition {message.partition}, which is committed already "
-                "(by commit() of it or of a later message of its partition, or by an earlier retry() or "
-                "dead_letter()): a committed message is never delivered again. Call retry() or dead_letter() "
-                "instead of commit(), not after it"
-            )
-        return retries
-
     async def retry(self, message: Message[KeyT, ValueT], *, delay: float = 0.0, reason: str | None = None) -> None:
         """Hand ``message`` back to the group after ``delay`` seconds (not before), and count it processed.
 
@@ -675,25 +453,7 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
             OffsetOutOfRangeError: a group with deserializers retries a message whose stored bytes
                 retention deleted meanwhile.
         """
-        retries = self._retrying(message, "retry()")
-        if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay < 10**9:
-            raise InvalidArgumentError(f"delay={delay!r}: give the seconds to wait before delivering again (0 or more)")
-        if reason is not None and not isinstance(reason, str):
-            raise TypeError(f"reason is text (str) or None, not {type(reason).__name__}")
-        stored = await self._as_stored(message)
-        if self.max_attempts is not None and message.attempt >= self.max_attempts:
-            why = f"delivered {message.attempt} times (max_attempts={self.max_attempts})"
-            await self._dead_letter(retries, message, stored, why if reason is None else f"{reason}; {why}")
-            return
-        assert self._stream is not None
-        with anyio.CancelScope(shield=True):  # stored and committed, or neither
-            try:
-                await retries.retry(stored, delay=float(delay), reason=reason, partitions=self._known_partitions)
-            except (OSError, Error) as error:
-                raise self._kept(message, "retry()", f"the group's retry stream ({retries.path})", error) from error
-            self._let_go(message)
-            self.commit(message)
-        self._waiter.wake()  # a read waiting in another task looks again, with the new due time
+        await group_retrying.retry(self, message, delay=delay, reason=reason)
 
     async def dead_letter(self, message: Message[KeyT, ValueT] | DeserializationError, *, reason: str) -> None:
         """Send ``message`` to the dead-letter stream now (fsynced), and count it processed.
@@ -712,76 +472,7 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
             MessageKeptError: the dead letter could not be stored; the partition's commit stays
                 below the message until a dead_letter() or retry() of it succeeds.
         """
-        if not isinstance(reason, str):
-            raise TypeError(f"reason is text (str), not {type(reason).__name__}")
-        if isinstance(message, DeserializationError):
-            await self._dead_letter_undecodable(message, reason)
-            return
-        retries = self._retrying(message, "dead_letter()")
-        await self._dead_letter(retries, message, await self._as_stored(message), reason)
-
-    async def _dead_letter_undecodable(self, error: DeserializationError, reason: str) -> None:
-        """Dead-letter the stored bytes of the message ``error`` names, and read on past it."""
-        partition, offset = error.partition, error.offset
-        if self.closed:
-            raise ClosedError("this consumer group was closed; dead_letter() before closing it")
-        stored: Message[Any, Any] = await anyio.to_thread.run_sync(read_stored, self.path, partition, offset)
-        retries = self._retrying(stored, "dead_letter()")
-        await self._dead_letter(retries, stored, stored, reason)
-        follower = self._followers.get(partition)
-        if follower is not None and follower.position <= offset:
-            self.seek(partition, offset + 1)  # the failed read left it on the message
-
-    async def _as_stored(self, message: Message[KeyT, ValueT]) -> Message[Any, Any]:
-        """``message`` with its key and value as the stream stores them: with deserializers the group
-        delivers what they made, and a retry or a dead letter must keep the stored bytes, read back
-        from the stream (``OffsetOutOfRangeError`` if retention deleted them meanwhile)."""
-        delivered: Message[Any, Any] = message
-        if self._decoder is None:
-            return delivered
-        stored = await anyio.to_thread.run_sync(read_stored, self.path, message.partition, message.offset)
-        return delivered._replace(key=stored.key, value=stored.value)
-
-    async def _dead_letter(
-        self, retries: GroupRetries, message: Message[KeyT, ValueT], stored: Message[Any, Any], reason: str
-    ) -> None:
-        with anyio.CancelScope(shield=True):  # stored and committed, or neither
-            try:
-                await retries.dead_letter(stored, reason=reason)
-            except (OSError, Error) as error:
-                where = f"dead_letter_path={retries.dead_letter_path!r}"
-                raise self._kept(message, "dead_letter()", where, error) from error
-            self._let_go(message)
-            self.commit(message)
-            # Stored at once, as the dead letter was: a crash now must not send it there twice.
-            try:
-                await self._store_partitions([message.partition], carry_starts=False, wait_seconds=0)
-            except LockTimeoutError:
-                pass  # another member stores now: this commit goes with the next store
-            except OSError as error:
-                logger.warning("group %r: the commit after a dead letter is stored later: %s", self.name, error)
-
-    def _kept(self, message: Message[Any, Any], what: str, where: str, error: BaseException) -> MessageKeptError:
-        """``what`` failed to store ``message`` in ``where``: hold the partition's commit below the
-        message (it is read again unless a later try succeeds) and say so."""
-        if headers.retry_offset(message) is None:  # a retry's own record stays unfinished by itself
-            self._ledger.hold_below(message.partition, message.offset)
-        self._waiter.wake()
-        return MessageKeptError(
-            f"{what} could not store message {message.offset} of partition {message.partition} in {where} "
-            f"({type(error).__name__}: {error}). The message is kept: the group's commit of partition "
-            f"{message.partition} stays below it until a dead_letter() or retry() of it succeeds, and if this "
-            "member stops first, the message is delivered again",
-            partition=message.partition,
-            offset=message.offset,
-            parameter="dead_letter_path" if what == "dead_letter()" else "retry stream",
-            errno=error.errno if isinstance(error, OSError) else None,
-        )
-
-    def _let_go(self, message: Message[Any, Any]) -> None:
-        """A dead letter or retry of ``message`` succeeded: a hold a failed one made ends."""
-        if headers.retry_offset(message) is None:
-            self._ledger.let_go(message.partition, message.offset)
+        await group_retrying.dead_letter(self, message, reason=reason)
 
     @property
     def tags(self) -> frozenset[str] | None:
@@ -943,33 +634,15 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
             retries_first = not self._retries_went_last
             self._retries_went_last = False
             if retries_first:
-                due = self._decoded_retries(retries.take_due(max_messages))
+                due = group_retrying.decoded_retries(self._decoder, retries.take_due(max_messages))
                 if due:
                     self._retries_went_last = True
                     return due
             messages = self._read_partitions(max_messages)
             if messages or retries_first:
                 return messages
-            return self._decoded_retries(retries.take_due(max_messages))
+            return group_retrying.decoded_retries(self._decoder, retries.take_due(max_messages))
         return self._read_partitions(max_messages)
-
-    def _decoded_retries(self, due: list[Message]) -> list[Message[KeyT, ValueT]]:
-        """Due retries through the group's deserializers, as their first delivery was (the same
-        stored bytes, so the same functions decode them again)."""
-        decoder = self._decoder
-        if decoder is None or not due:
-            return due  # type: ignore[return-value]  # no deserializers: KeyT and ValueT are bytes
-        decoded, failure = decoder.decode(due)
-        if failure is not None:
-            failed = due[len(decoded)]
-            raise DeserializationError(
-                f"the {failure.which} failed on a retry of message {failed.offset} of partition {failed.partition} "
-                f"({type(failure.error).__name__}: {failure.error}), which it decoded when the message was first "
-                "delivered; the retry is delivered again when this member restarts",
-                partition=failed.partition,
-                offset=failed.offset,
-            )
-        return decoded
 
     def _read_partitions(self, max_messages: int) -> list[Message[KeyT, ValueT]]:
         """A batch from the next partition (in turn) that has messages; ``[]`` if none has."""
@@ -1026,7 +699,7 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
 
     def _moved_since(self, mark: object) -> bool:
         bases: list[int | None] = mark  # type: ignore[assignment]
-        return self._discover() or any(f.moved_since(base) for f, base in zip(self._order, bases, strict=True))
+        return discover_partitions(self) or any(f.moved_since(base) for f, base in zip(self._order, bases, strict=True))
 
     def _wait_seconds(self) -> float:
         # The settings watch (partitions added) is the only inotify one when every producer is
@@ -1056,28 +729,3 @@ class ConsumerGroup(_Reader[KeyT, ValueT]):
         due = self._store_due_in()
         if due is not None and due <= 0:
             await self._store()
-
-
-class _AssignmentChanges:
-    """``async for assignment in group.assignments()``: the assignment now, then each new one."""
-
-    __slots__ = ("_group", "_last")
-
-    def __init__(self, group: ConsumerGroup[Any, Any]) -> None:
-        self._group = group
-        self._last: tuple[int, ...] | None = None
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> tuple[int, ...]:
-        group = self._group
-        await anyio.lowlevel.checkpoint()
-        while True:
-            current = group.assignment
-            if current != self._last and not (group.closed and not self._last):
-                self._last = current
-                return current
-            if group.closed:
-                raise StopAsyncIteration
-            await group._assignment_event().wait()

@@ -68,6 +68,10 @@ Decoding follows h11's rule: a buffer that ends early is not an error. ``decode_
 ``NEED_MORE`` for every proper prefix of a valid record, and raises ``CorruptRecordError`` (with the
 byte position) only when the bytes present already prove the record bad: a size below the minimum or
 above the limit, a wrong magic byte, a CRC mismatch, or fields that overrun the record.
+
+One concept drives this module's length (over 800 lines, this format's specification included):
+the record format, whose encoders, decoders, scanners and validity checks read the same fields by
+the same rules, kept together so that a change to the format is made in one place.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""This checkout's producer and consumer against another checkout's, in instructions per message.
+"""This checkout's producer, consumer and group against another checkout's, in instructions per message.
 
 Timings on a shared machine move by ±30% from one run to the next; instruction counts under
 ``valgrind --tool=callgrind`` do not, so a change that must not slow the hot paths down (a new
@@ -10,7 +10,9 @@ must have its compiled core built in place, or both run the pure-Python one).
 Workloads, each on asyncio and Trio, without serializers: ``push`` (one task awaiting each push of
 a 100-byte value, one key), ``push_many`` (batches of 1,000 Records), ``async for`` and
 ``batches()`` (a one-partition stream of N messages read back with ``Consumer(path)``), ``follow``
-(a ``Consumer(path)`` in the producer's event loop, woken for each of N pushes).
+(a ``Consumer(path)`` in the producer's event loop, woken for each of N pushes), ``group follow``
+(the same with a named ``ConsumerGroup`` that commits each message; its store and rebalance
+intervals are an hour, so that no store or look at the members depends on the clock).
 
     python benchmarks/instructions/bench_checkouts.py --base ../main              # 20,000 messages a workload
     python benchmarks/instructions/bench_checkouts.py --base ../main --messages 2000 --workloads push
@@ -30,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import callgrind
 
-WORKLOADS = ("push", "push_many", "async for", "batches", "follow")
+WORKLOADS = ("push", "push_many", "async for", "batches", "follow", "group follow")
 BACKENDS = ("asyncio", "trio")
 
 PROGRAM = """
@@ -74,7 +76,26 @@ async def follow():
                 await receive.receive()
             tasks.cancel_scope.cancel()
 
-work = {{"push": push, "push_many": push_many, "async for": each, "batches": batches, "follow": follow}}[workload]
+async def group_follow():
+    # follow, read by one member of a named group that commits each message it gets.
+    group = adiskq.ConsumerGroup(path, "bench", start="newest", commit_interval=3600, rebalance_interval=3600)
+    async with adiskq.Producer(path) as producer, group:
+        send, receive = anyio.create_memory_object_stream(1)
+        async def consume():
+            async for message in group:
+                group.commit(message)
+                await send.send(None)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(consume)
+            for _ in range(count):
+                await producer.push(b"v" * 100, key="customer-001")
+                await receive.receive()
+            tasks.cancel_scope.cancel()
+
+work = {{
+    "push": push, "push_many": push_many, "async for": each, "batches": batches, "follow": follow,
+    "group follow": group_follow,
+}}[workload]
 if backend == "trio":
     # Trio shuffles each batch of runnable tasks with its own random generator: seeded, every run
     # takes the same schedule, and the counts of the two checkouts differ by their code alone.

@@ -1,8 +1,8 @@
 """Transactions as librdkafka (confluent-kafka) sees them, on the gateway and on Apache Kafka
 (differential.py): commit, abort, an open transaction holding back ``read_committed`` readers, a
 zombie fenced by a new instance of its transactional id, consume-transform-produce with the group's
-offsets in the transaction, a hung transaction aborted at its timeout, and one transaction over many
-partitions of two topics.
+offsets in the transaction, a hung transaction aborted at its timeout, two transactional ids and a
+plain producer interleaved on one partition, and one transaction over many partitions of two topics.
 
 Each scenario returns what librdkafka observed: delivery offsets (a commit or abort marker takes an
 offset, as in Kafka), what a ``read_committed`` and a ``read_uncommitted`` consumer are given up to
@@ -306,6 +306,52 @@ def test_hung_transaction_is_aborted_at_its_timeout(differential: Differential) 
     assert seen["late_commit"] == {"error": "_FENCED", "fatal": True, "abortable": False}
     assert seen[COMMITTED] == [(3, b"after")]
     assert seen[UNCOMMITTED] == [(0, b"h0"), (1, b"h1"), (3, b"after")]
+
+
+def test_interleaved_transactions_and_plain_records(differential: Differential) -> None:
+    """Two transactional ids write one partition at once, with records of a plain producer between
+    theirs: the one that aborts first leaves the other's open transaction holding ``read_committed``
+    back at its first record; once that one commits, ``read_committed`` is given the committed and
+    the plain records in offset order, and never the aborted ones.
+
+    Nothing is produced right after an EndTxn: Kafka writes the markers after answering it, so a
+    record produced then may take its offset before or after the marker."""
+
+    def scenario(side: Side) -> dict[str, Any]:
+        topic = side.name()
+        create(side, topic)
+        first = transactional_producer(side, side.name("first"))
+        second = transactional_producer(side, side.name("second"))
+        plain = Producer({"bootstrap.servers": side.bootstrap, "linger.ms": 0})
+        produced = []
+        first.begin_transaction()
+        produced.append(produce_flushed(first, topic, 0, [b"a0", b"a1"]))
+        produced.append(produce_flushed(plain, topic, 0, [b"p0"]))
+        second.begin_transaction()
+        produced.append(produce_flushed(second, topic, 0, [b"b0", b"b1"]))
+        produced.append(produce_flushed(first, topic, 0, [b"a2"]))
+        produced.append(produce_flushed(plain, topic, 0, [b"p1"]))
+        second.abort_transaction(DEADLINE)
+        while_first_open = {
+            COMMITTED: values(read_to_end(side, [(topic, 0)], COMMITTED)),
+            "stable end": end_offsets(side, [(topic, 0)])[COMMITTED],
+        }
+        first.commit_transaction(DEADLINE)
+        return {
+            "produced": produced,
+            "while_first_open": while_first_open,
+            COMMITTED: values(read_to_end(side, [(topic, 0)], COMMITTED)),
+            UNCOMMITTED: values(read_to_end(side, [(topic, 0)], UNCOMMITTED)),
+            "ends": end_offsets(side, [(topic, 0)]),
+        }
+
+    seen = differential.compare(scenario)
+    assert seen["produced"] == [[0, 1], [2], [3, 4], [5], [6]]
+    assert seen["while_first_open"] == {COMMITTED: [], "stable end": [0]}
+    committed = [(0, b"a0"), (1, b"a1"), (2, b"p0"), (5, b"a2"), (6, b"p1")]
+    assert seen[COMMITTED] == committed
+    assert seen[UNCOMMITTED] == sorted([*committed, (3, b"b0"), (4, b"b1")])
+    assert seen["ends"] == {COMMITTED: [9], UNCOMMITTED: [9]}
 
 
 def test_many_partitions_in_one_transaction(differential: Differential) -> None:
