@@ -100,6 +100,8 @@ uint64_t adq_next_random(void);
  * (NULL: a new stream's, ADQ_KEYLESS): 0 (a stream before format 5) or ADQ_KEYLESS; -1 with an error
  * set for anything else. */
 int adq_keyless_bits(PyObject *keyless);
+/* Holds the ints adq_keyless_bits compares with first (the module's start; -1 if out of memory). */
+int adq_keyless_init(void);
 
 /* log/crc32c.c */
 void adq_crc32c_init(void);

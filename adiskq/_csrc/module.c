@@ -169,6 +169,7 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__compiled(void) {
     adq_crc32c_init();
     adq_crc32_init();
+    if (adq_keyless_init() < 0) return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
     if (PyModule_AddStringConstant(module, "crc32c_implementation", adq_crc32c_implementation()) < 0 ||

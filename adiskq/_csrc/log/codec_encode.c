@@ -303,8 +303,21 @@ PyObject *adq_py_place(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 
 static uint64_t next_random(void);
 
+/* The two ints a producer passes as `keyless`, held from the module's start: a push compares its
+ * argument with them before converting it (CPython keeps one object for each small int, so the
+ * producer's 0 and 0x10 are these; any other int object of the same value takes the conversion). */
+static PyObject *keyless_int;
+static PyObject *keyed_int;
+
+int adq_keyless_init(void) {
+    keyless_int = PyLong_FromLong(ADQ_KEYLESS);
+    keyed_int = PyLong_FromLong(0);
+    return keyless_int == NULL || keyed_int == NULL ? -1 : 0;
+}
+
 int adq_keyless_bits(PyObject *keyless) {
-    if (keyless == NULL) return ADQ_KEYLESS;
+    if (keyless == NULL || keyless == keyless_int) return ADQ_KEYLESS;
+    if (keyless == keyed_int) return 0;
     long bits = PyLong_Check(keyless) ? PyLong_AsLong(keyless) : -1;
     if (bits == 0 || bits == ADQ_KEYLESS) return (int)bits;
     PyErr_Clear();
