@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import queue
-import re
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from anyio.from_thread import start_blocking_portal
+from support.gateway_start import listening_port
 
 from adiskq.kafka import GroupOptions, KafkaGateway, SecurityOptions
 
@@ -156,10 +156,7 @@ class ServeProcess:
             text=True,
         )
         assert self.process.stderr is not None
-        line = self.process.stderr.readline()  # blocks until it listens (or exits: then "")
-        match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
-        assert match, f"adiskq serve did not start: {line!r}"
-        self.port = int(match.group(1))
+        self.port = listening_port(self.process.stderr)  # blocks until it listens (or exits)
 
     def kill(self) -> None:
         """SIGKILL: nothing is flushed or closed after this instant."""

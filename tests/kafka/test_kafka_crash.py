@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import pathlib
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import time
 
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
+from support.gateway_start import listening_port
 
 from adiskq._storage.stream import StreamReader
 
@@ -25,10 +25,7 @@ def _start_gateway(root: pathlib.Path) -> tuple[subprocess.Popen[bytes], int]:
         stderr=subprocess.PIPE,
     )
     assert process.stderr is not None
-    line = process.stderr.readline().decode()
-    found = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
-    assert found, line
-    return process, int(found.group(1))
+    return process, listening_port(process.stderr)
 
 
 def _crash_round(root: pathlib.Path, seed: int) -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pathlib
-import re
 import signal
 import subprocess
 import sys
 
 import pytest
 from confluent_kafka import Producer
+from support.gateway_start import listening_port
 
 import adiskq
 
@@ -24,10 +24,8 @@ def test_signal_stops_it_cleanly(tmp_path: pathlib.Path, signum: signal.Signals)
     )
     try:
         assert process.stderr is not None
-        first = process.stderr.readline()
-        found = re.search(r"listening on 127\.0\.0\.1:(\d+)", first)
-        assert found, first
-        producer = Producer({"bootstrap.servers": f"127.0.0.1:{found.group(1)}", "acks": "all"})
+        port = listening_port(process.stderr)
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "acks": "all"})
         producer.produce("cli", b"value", b"key")
         assert producer.flush(30) == 0
         process.send_signal(signum)

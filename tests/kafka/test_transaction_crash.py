@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import pathlib
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from support.gateway_start import listening_port
 
 from adiskq._storage.stream import StreamReader
 
@@ -38,13 +38,7 @@ def _start_gateway(root: pathlib.Path, flush: str) -> tuple[subprocess.Popen[byt
         stderr=subprocess.PIPE,
     )
     assert process.stderr is not None
-    lines = []
-    while line := process.stderr.readline().decode():  # (a creation a kill cut short is logged first)
-        lines.append(line)
-        found = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
-        if found:
-            return process, int(found.group(1))
-    raise AssertionError(f"the gateway did not start: {''.join(lines)}")
+    return process, listening_port(process.stderr)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

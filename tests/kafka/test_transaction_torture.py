@@ -40,6 +40,7 @@ import anyio
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from differential import Side
+from support.gateway_start import listening_port
 from transaction_support import COMMITTED, read_to_end
 from transaction_torture_workers import RECORDS
 
@@ -205,10 +206,7 @@ class Gateway:
             stderr=subprocess.PIPE,
         )
         assert self.process.stderr is not None
-        line = self.process.stderr.readline().decode()
-        found = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
-        assert found, f"the gateway did not start: {line}"
-        self.port = int(found.group(1))
+        self.port = listening_port(self.process.stderr)
         self.draining = threading.Thread(target=_drain, args=(self.process.stderr,), daemon=True)  # its log
         self.draining.start()
 
