@@ -234,11 +234,15 @@ def serving(venv: Venv, root: str) -> tuple[subprocess.Popen[str], str]:
         text=True,
     )
     assert server.stdout is not None
-    line = server.stdout.readline()  # it logs one line when it listens
-    if str(port) not in line:
-        server.terminate()
-        raise AssertionError(f"the gateway did not start: {line}{server.stdout.read() if server.poll() else ''}")
-    return server, f"127.0.0.1:{port}"
+    # It logs a line when it listens; a start that reads its topics for transactions left open (no
+    # transaction state yet) says so first.
+    lines = []
+    while line := server.stdout.readline():
+        lines.append(line)
+        if f"listening on 127.0.0.1:{port}" in line:
+            return server, f"127.0.0.1:{port}"
+    server.terminate()
+    raise AssertionError(f"the gateway did not start: {''.join(lines)}")
 
 
 def check_kafka(venv: Venv, readme: str) -> None:
@@ -330,6 +334,11 @@ def main() -> int:
         return 1
     wanted = sys.argv[1:]
     if wanted:
+        known = [line.extra or "" for line in lines]
+        unknown = [extra for extra in wanted if extra not in known]
+        if unknown:
+            print(f"no README install line has the extras {unknown}; choose among {known} ('' is plain adiskq)")
+            return 2
         lines = [line for line in lines if (line.extra or "") in wanted]
     started = time.monotonic()
     scratch = tempfile.mkdtemp(prefix="adiskq-installs-")
