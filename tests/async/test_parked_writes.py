@@ -8,33 +8,14 @@ stream options)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-
 import anyio
 import pytest
+from support.storage import open_descriptors, partition_values
 
 import adiskq
 from adiskq._async import partition_writes
 
 pytestmark = pytest.mark.anyio
-
-
-def open_descriptors(folder: str) -> int:
-    """This process's descriptors of files under ``folder`` (other tests' threads may open and
-    close descriptors of their own meanwhile: only these count)."""
-    folder = os.path.realpath(folder) + os.sep
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):  # closed since the listing
-            count += os.readlink(f"/proc/self/fd/{fd}").startswith(folder)
-    return count
-
-
-def values_of(path: str, partition: int) -> list[bytes]:
-    """Every value of one partition, in offset order."""
-    stats = adiskq.stats(path).partitions[partition]
-    return [adiskq.read(path, partition, offset).value for offset in range(stats.oldest_offset, stats.next_offset)]
 
 
 @pytest.mark.parametrize("flush", ["async", "sync"])
@@ -57,12 +38,12 @@ async def test_parked_partitions_open_for_the_write_that_comes_and_close_again(s
         assert await partition_writes.park(producer, 7)
         assert partition_writes.is_parked(producer, 7)
         assert open_descriptors(stream_path) == held
-        assert values_of(stream_path, 7) == [b"a", b"b"]  # fsynced and readable while parked
+        assert partition_values(stream_path, 7) == [b"a", b"b"]  # fsynced and readable while parked
         assert await partition_writes.write(producer, 7, [adiskq.Record(b"c")]) == 2
     finally:
         await producer.aclose()
     assert open_descriptors(stream_path) == 0
-    assert values_of(stream_path, 7) == [b"a", b"b", b"c"]
+    assert partition_values(stream_path, 7) == [b"a", b"b", b"c"]
     async with adiskq.Producer(stream_path) as reopened:
         assert reopened.recovery is not None
         assert reopened.recovery.clean_partitions == tuple(range(50))  # the close was clean
@@ -83,4 +64,4 @@ async def test_a_write_that_comes_while_its_partition_is_parked_waits_then_opens
     finally:
         await producer.aclose()
     assert offsets == list(range(20))
-    assert values_of(stream_path, 1) == [b"%d" % i for i in range(20)]
+    assert partition_values(stream_path, 1) == [b"%d" % i for i in range(20)]

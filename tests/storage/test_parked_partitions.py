@@ -4,10 +4,10 @@ The Kafka gateway does so to serve one topic of thousands of partitions at a def
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 import pytest
+from support.storage import open_descriptors, partition_values
 
 import adiskq
 from adiskq._sansio.codec import encode_record
@@ -15,23 +15,6 @@ from adiskq._storage.segment_writer import SegmentWriter
 from adiskq._storage.stream import StreamWriter
 
 T0 = 1_700_000_000_000_000_000
-
-
-def open_descriptors(folder: str) -> int:
-    """This process's descriptors of files under ``folder`` (other tests' threads may open and
-    close descriptors of their own meanwhile: only these count)."""
-    folder = os.path.realpath(folder) + os.sep
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):  # closed since the listing
-            count += os.readlink(f"/proc/self/fd/{fd}").startswith(folder)
-    return count
-
-
-def values(path: str, partition: int) -> list[bytes]:
-    """Every value of one partition, in offset order."""
-    stats = adiskq.stats(path).partitions[partition]
-    return [adiskq.read(path, partition, offset).value for offset in range(stats.oldest_offset, stats.next_offset)]
 
 
 def test_a_parked_segment_refuses_writes_and_continues_where_it_was_once_unparked(tmp_path: object) -> None:
@@ -74,7 +57,7 @@ def test_a_stream_opened_with_its_partitions_parked_holds_no_partition_files(tmp
     finally:
         stream.close()
     assert open_descriptors(path) == 0
-    assert [values(path, p) for p in (0, 150, 299)] == [[b"p0"], [b"p150"], [b"p299"]]
+    assert [partition_values(path, p) for p in (0, 150, 299)] == [[b"p0"], [b"p150"], [b"p299"]]
     reopened = StreamWriter.open(path, park_partitions=True)
     try:
         assert reopened.recovery.clean_partitions == tuple(range(300))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 
+import adiskq
 from adiskq._sansio.codec import encode_record
 from adiskq._sansio.values import Message, RecoveryReport
 from adiskq._storage.partition_reader import PartitionReader
@@ -89,3 +91,20 @@ def reopen(stream: str) -> RecoveryReport:
         return writer.recovery
     finally:
         writer.close()
+
+
+def open_descriptors(folder: str) -> int:
+    """This process's descriptors of files under ``folder`` (other tests' threads may open and
+    close descriptors of their own meanwhile: only these count)."""
+    folder = os.path.realpath(folder) + os.sep
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # closed since the listing
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith(folder)
+    return count
+
+
+def partition_values(path: str, partition: int) -> list[bytes]:
+    """Every value of one partition of the stream at ``path``, in offset order."""
+    stats = adiskq.stats(path).partitions[partition]
+    return [adiskq.read(path, partition, offset).value for offset in range(stats.oldest_offset, stats.next_offset)]
