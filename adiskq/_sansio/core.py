@@ -223,7 +223,8 @@ def reference_pack_records(
 ) -> EncodedRun | None:
     """Records (adiskq.Record, or bytes: a value alone; ``now`` where they have no timestamp, 8 random
     bytes where they have no key, with the attributes ``keyless``) encoded as ``encode_record`` does,
-    into one buffer, with their entries; None when they take more than ``max_total`` bytes in all."""
+    into one buffer, with their entries (no tag column, ``b""``, when no record carries a tag); None
+    when they take more than ``max_total`` bytes in all."""
     encoded: list[bytes] = []
     stamps: list[int] = []
     hashes: list[int] = []
@@ -243,7 +244,10 @@ def reference_pack_records(
     index, timeindex, _ = reference_index_entries(0, 0, encoded, stamps)
     key_hashes = b"".join(key_hash.to_bytes(4, "little") for key_hash in hashes)
     largest = max(map(len, encoded), default=0)
-    return EncodedRun(b"".join(encoded), index, timeindex, key_hashes, reference_tags.tag_column(encoded), largest)
+    tags = reference_tags.tag_column(encoded)
+    return EncodedRun(
+        b"".join(encoded), index, timeindex, key_hashes, tags if reference_tags.names_a_tag(tags) else b"", largest
+    )
 
 
 EncodedRecords: TypeAlias = "tuple[list[bytes], list[int], list[int], array.array[int], int, int]"

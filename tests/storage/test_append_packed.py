@@ -129,7 +129,7 @@ def test_a_failed_packed_batch_ends_as_a_failed_append(
 def test_a_packed_batch_with_columns_of_other_lengths_is_refused(tmp_path: pathlib.Path) -> None:
     """Columns that do not hold one entry a record are refused before anything is written."""
     writer = SegmentWriter.create(os.fspath(tmp_path), 0)
-    batch = packed([Record(b"v", key=b"k"), Record(b"w", key=b"j")], 7)
+    batch = packed([Record(b"v", key=b"k", tag="t"), Record(b"w", key=b"j")], 7)
     with pytest.raises(ValueError, match="one entry a record"):
         writer.append_run(batch._replace(tag_entries=batch.tag_entries[:4]))
     assert writer.append_run(batch) == 0

@@ -45,7 +45,9 @@ static int item_fields(PyObject *item, PyObject **value, PyObject **key, PyObjec
  * the records, encoded as encode_record does (attributes 0), one after the other. `index`: one entry a record (offset | position | size, u64
  * each) and `timeindex` (offset | timestamp_ns), counted from offset 0 and position 0 (place_entries
  * moves them to where the batch is written). `keyindex`: the CRC-32 of each key, u32 little-endian
- * (the key index's column); `tagindex`: the tag column (log/tags.c). `largest`: the largest record's size.
+ * (the key index's column); `tagindex`: the tag column (log/tags.c), or b"" when no record carries a
+ * tag (the segment then writes a "no tag" entry a record, and place_entries checks no column).
+ * `largest`: the largest record's size.
  * None when the records take more than `max_total` bytes in all (decided before anything is built:
  * the caller writes such a batch another way); NotImplemented for anything encode_records would not
  * take (the producer's other paths then encode it, or raise the reference's error). */
@@ -73,6 +75,7 @@ PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_
     long long now_ns = 0;
     int now_fits = adq_timestamp_of(now, &now_ns);
     uint64_t total = 0, largest = 0;
+    int any_tag = 0;
     /* First pass: each record's fields checked and its size counted; nothing allocated (so no
      * collection of the cyclic GC, and no Python code, runs between the passes). */
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -96,6 +99,7 @@ PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_
         }
         e->size = adq_record_size(value, e->key_len, headers, tag, &e->tag, &e->tag_len);
         if (e->size == 0) goto not_plain;
+        any_tag |= e->tag != NULL;
         total += e->size;
         if (total > (uint64_t)max_total) {
             result = Py_NewRef(Py_None);
@@ -107,11 +111,12 @@ PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_
     index = PyBytes_FromStringAndSize(NULL, count * ADQ_INDEX_ENTRY_BYTES);
     timeindex = PyBytes_FromStringAndSize(NULL, count * ADQ_TIMEINDEX_ENTRY_BYTES);
     keyindex = PyBytes_FromStringAndSize(NULL, count * ADQ_KEY_ENTRY_BYTES);
-    tagindex = PyBytes_FromStringAndSize(NULL, count * ADQ_TAG_ENTRY_BYTES);
+    tagindex = PyBytes_FromStringAndSize(NULL, any_tag ? count * ADQ_TAG_ENTRY_BYTES : 0);
     if (data == NULL || index == NULL || timeindex == NULL || keyindex == NULL || tagindex == NULL) goto done;
     uint8_t *out = (uint8_t *)PyBytes_AS_STRING(data);
     uint8_t *index_at = (uint8_t *)PyBytes_AS_STRING(index), *time_at = (uint8_t *)PyBytes_AS_STRING(timeindex);
-    uint8_t *key_at = (uint8_t *)PyBytes_AS_STRING(keyindex), *tag_at = (uint8_t *)PyBytes_AS_STRING(tagindex);
+    uint8_t *key_at = (uint8_t *)PyBytes_AS_STRING(keyindex);
+    uint8_t *tag_at = any_tag ? (uint8_t *)PyBytes_AS_STRING(tagindex) : NULL;
     uint64_t position = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         const extent *e = &extents[i];
@@ -126,17 +131,19 @@ PyObject *adq_py_pack_records(PyObject *module, PyObject *const *args, Py_ssize_
         adq_store_u64(time_at, (uint64_t)i);
         adq_store_u64(time_at + 8, (uint64_t)e->timestamp_ns);
         adq_store_u32(key_at, adq_crc32(0, e->key, e->key_len));
-        uint32_t tag_hash = 0;
-        if (e->tag != NULL) {
-            tag_hash = adq_crc32(0, (const uint8_t *)e->tag, (size_t)e->tag_len);
-            if (tag_hash == 0) tag_hash = 1; /* 0 is a record without a tag */
+        if (tag_at != NULL) {
+            uint32_t tag_hash = 0;
+            if (e->tag != NULL) {
+                tag_hash = adq_crc32(0, (const uint8_t *)e->tag, (size_t)e->tag_len);
+                if (tag_hash == 0) tag_hash = 1; /* 0 is a record without a tag */
+            }
+            adq_store_u32(tag_at, tag_hash);
+            tag_at += ADQ_TAG_ENTRY_BYTES;
         }
-        adq_store_u32(tag_at, tag_hash);
         position += e->size;
         index_at += ADQ_INDEX_ENTRY_BYTES;
         time_at += ADQ_TIMEINDEX_ENTRY_BYTES;
         key_at += ADQ_KEY_ENTRY_BYTES;
-        tag_at += ADQ_TAG_ENTRY_BYTES;
     }
     result = Py_BuildValue("(OOOOOK)", data, index, timeindex, keyindex, tagindex, (unsigned long long)largest);
     goto done;
