@@ -436,6 +436,22 @@ def test_pack_records_gives_keyless_records_random_keys(keyless: int) -> None:
     assert packed.data == rebuilt
 
 
+@pytest.mark.parametrize("key", ["customer-001", "", "é-ü", "\U0001f600", b"raw\xff"])
+@pytest.mark.parametrize("tag", [None, "red"])
+def test_pack_records_keys_and_tag_column(key: str | bytes, tag: str | None) -> None:
+    """An ASCII key, a non-ASCII one and bytes are packed as the reference packs them; a batch in which
+    no record carries a tag has no tag column (b""), one with a tag has an entry a record."""
+    items: list[Record | bytes] = [Record(b"v", key=key), Record(b"w", key=key, tag=tag)]
+    expected = core.reference_pack_records(items, 5, 2**20)
+    assert expected is not None
+    assert expected.tag_entries == (b"" if tag is None else bytes(4) + reference_tags.tag_entry(tag))
+    packed = core.pack_records(items, 5, 2**20)
+    if not core.COMPILED:
+        assert packed is None
+        return
+    assert packed == expected
+
+
 @pytest.mark.parametrize(
     "items",
     [

@@ -157,6 +157,11 @@ static int key_bytes(PyObject *key, const uint8_t **raw, size_t *length) {
         return 1;
     }
     if (PyUnicode_CheckExact(key)) {
+        if (PyUnicode_IS_COMPACT_ASCII(key)) { /* most keys: the characters are the UTF-8, no call to ask */
+            *raw = (const uint8_t *)PyUnicode_DATA(key);
+            *length = (size_t)PyUnicode_GET_LENGTH(key);
+            return 1;
+        }
         const char *text = PyUnicode_AsUTF8AndSize(key, &n);
         if (text == NULL) {
             PyErr_Clear();
