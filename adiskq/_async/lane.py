@@ -53,6 +53,7 @@ import functools
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from typing import Final
 
 import anyio
@@ -618,19 +619,19 @@ class Lane:
         writer.write_entries(pending)
 
 
-def _write_data(writer: SegmentWriter, run: Run) -> PendingBatch:
-    """``run``'s records written to ``.data``, their entries pending (``SegmentWriter.write_data``)."""
-    if type(run) is EncodedRun:
-        return writer.write_run(run)
+def _columns(run: Run) -> tuple[list[bytes], list[int], Sequence[int] | bytes, bytes | None]:
+    """A ``RecordRun``'s records, timestamps, key hashes and tag entries, as the segment's
+    ``write_data`` and ``append`` take them."""
     assert type(run) is RecordRun
     tags = run.tag_entries
-    return writer.write_data(run.records, run.timestamps, run.key_hashes, None if tags is None else bytes(tags))
+    return run.records, run.timestamps, run.key_hashes, None if tags is None else bytes(tags)
+
+
+def _write_data(writer: SegmentWriter, run: Run) -> PendingBatch:
+    """``run``'s records written to ``.data``, their entries pending (``SegmentWriter.write_data``)."""
+    return writer.write_run(run) if type(run) is EncodedRun else writer.write_data(*_columns(run))
 
 
 def _append(writer: SegmentWriter, run: Run) -> int:
     """``run`` appended and committed (``SegmentWriter.append``); its first offset."""
-    if type(run) is EncodedRun:
-        return writer.append_run(run)
-    assert type(run) is RecordRun
-    tags = run.tag_entries
-    return writer.append(run.records, run.timestamps, run.key_hashes, None if tags is None else bytes(tags))
+    return writer.append_run(run) if type(run) is EncodedRun else writer.append(*_columns(run))
