@@ -77,7 +77,10 @@ class KafkaReading:
         self.client: confluent_kafka.Consumer | None = None
         # Read and not handed out yet, each partition's in order (a deserializer may have failed on
         # the first): a batch takes from one partition's queue, whatever the others hold.
-        self._waiting: dict[int, collections.deque[Message[bytes, bytes]]] = {}
+        # (No partition is kept with an empty queue: their count says how many partitions wait.)
+        self._waiting: collections.defaultdict[int, collections.deque[Message[bytes, bytes]]] = collections.defaultdict(
+            collections.deque
+        )
         self.positions: dict[int, int] = {}  # partition -> the offset after the last message handed out
         self.on_data_loss = "skip"
         self.starts: dict[int, int] = {}  # partition -> the offset it was assigned at
@@ -159,10 +162,7 @@ class KafkaReading:
         the rest wait for the next read. ``DeserializationError`` when the first fails."""
         waiting = self._waiting
         for message in messages:
-            queue = waiting.get(message.partition)
-            if queue is None:
-                queue = waiting[message.partition] = collections.deque()
-            queue.append(message)
+            waiting[message.partition].append(message)
         if not waiting:
             self.last_batch = []
             return []
@@ -178,8 +178,7 @@ class KafkaReading:
         if self.decoder is not None:
             decoded, failure = self.decoder.decode(handed)
             if failure is not None:
-                back = waiting.setdefault(partition, collections.deque())
-                back.extendleft(reversed(handed[len(decoded) :]))
+                waiting[partition].extendleft(reversed(handed[len(decoded) :]))
                 self._turn = partition - 1  # the message that failed stays next
                 if not decoded:
                     failed = handed[0]
@@ -225,12 +224,15 @@ class KafkaReading:
     def take_waiting(self, partition: int, offset: int) -> Message[bytes, bytes] | None:
         """The message at ``offset`` of ``partition``, taken out of those not handed out yet (None: not there)."""
         queue = self._waiting.get(partition)
-        found = next((m for m in queue or () if m.offset == offset), None)
-        if queue is not None and found is not None:
-            queue.remove(found)
-            if not queue:
-                del self._waiting[partition]
-        return found
+        if queue is None:
+            return None
+        for message in queue:
+            if message.offset == offset:
+                queue.remove(message)
+                if not queue:
+                    del self._waiting[partition]
+                return message
+        return None
 
     def drop_undelivered(self, partition: int | None = None) -> None:
         if partition is None:
