@@ -61,36 +61,31 @@ async def batches():
         async for _ in consumer.batches(max_messages=1000):
             pass
 
+async def each_push_read(producer, reader, on_message):
+    # The reader in the producer's event loop, woken for each push: the producer pushes the next
+    # message once the reader has the last one (and on_message has taken it).
+    send, receive = anyio.create_memory_object_stream(1)
+    async def consume():
+        async for message in reader:
+            on_message(message)
+            await send.send(None)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(consume)
+        for _ in range(count):
+            await producer.push(b"v" * 100, key="customer-001")
+            await receive.receive()
+        tasks.cancel_scope.cancel()
+
 async def follow():
-    # A consumer of every partition in the producer's event loop, woken for each push: the producer
-    # pushes the next message once the consumer has the last one.
+    # A consumer of every partition, woken for each push.
     async with adiskq.Producer(path) as producer, adiskq.Consumer(path, start="newest") as consumer:
-        send, receive = anyio.create_memory_object_stream(1)
-        async def consume():
-            async for _ in consumer:
-                await send.send(None)
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(consume)
-            for _ in range(count):
-                await producer.push(b"v" * 100, key="customer-001")
-                await receive.receive()
-            tasks.cancel_scope.cancel()
+        await each_push_read(producer, consumer, lambda message: None)
 
 async def group_follow():
     # follow, read by one member of a named group that commits each message it gets.
     group = adiskq.ConsumerGroup(path, "bench", start="newest", commit_interval=3600, rebalance_interval=3600)
     async with adiskq.Producer(path) as producer, group:
-        send, receive = anyio.create_memory_object_stream(1)
-        async def consume():
-            async for message in group:
-                group.commit(message)
-                await send.send(None)
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(consume)
-            for _ in range(count):
-                await producer.push(b"v" * 100, key="customer-001")
-                await receive.receive()
-            tasks.cancel_scope.cancel()
+        await each_push_read(producer, group, group.commit)
 
 work = {{
     "push": push, "push_many": push_many, "async for": each, "batches": batches, "follow": follow,
